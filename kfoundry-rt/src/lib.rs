@@ -1,0 +1,13 @@
+//! kfoundry's runtime and shared model.
+//!
+//! - [`model`]: OpenCL-free: the kernel specification, the expression language, the OpenCL C
+//!   signature reader, the lockfile, device keys and the dispatch rules. The proc macro and the
+//!   tuner use it too.
+//! - with the `opencl` feature (default): device identity from OpenCL, the per-context program
+//!   cache and the launcher that generated code calls.
+
+pub mod model;
+
+pub use model::device::{DeviceInfo, DeviceKey};
+pub use model::select::{Choice, Step};
+pub use model::spec::KernelSpec;

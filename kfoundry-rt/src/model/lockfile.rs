@@ -1,0 +1,296 @@
+//! `Kfoundry.lock`: the tuned variants of every kernel for every device, in deterministic,
+//! diff-friendly TOML with a schema version at the top. Written atomically.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::device::DeviceInfo;
+use super::spec::{Params, Sizes};
+
+/// The schema version this build reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The lockfile's name at the workspace root.
+pub const FILE_NAME: &str = "Kfoundry.lock";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lockfile {
+    pub version: u32,
+    /// Hardware descriptions by device key (see [`super::device::DeviceKey`]).
+    #[serde(default)]
+    pub devices: BTreeMap<String, DeviceInfo>,
+    /// Entries by kernel id.
+    #[serde(default)]
+    pub kernels: BTreeMap<String, KernelEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelEntry {
+    /// Fingerprint of the reference source and annotation these variants were tuned for.
+    pub fingerprint: String,
+    #[serde(default)]
+    pub variants: Vec<Variant>,
+}
+
+/// The winner of one tune: one kernel, one device, one workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    /// Device key (its `Display` form).
+    pub device: String,
+    pub workload: String,
+    pub sizes: Sizes,
+    pub params: Params,
+    /// Median kernel time of the winner, nanoseconds.
+    pub time_ns: u64,
+    /// Median kernel time of the reference in the same run, nanoseconds.
+    pub reference_time_ns: u64,
+    pub evaluations: u64,
+    pub failures: u64,
+    /// Hash of a generated source stored beside the lockfile (source-level variants only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// Why a lockfile could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a valid Kfoundry.lock: {message}")]
+    Malformed { path: PathBuf, message: String },
+    #[error("{path}: schema version {found} is newer than this kfoundry understands (version {supported}); upgrade kfoundry")]
+    TooNew { path: PathBuf, found: u32, supported: u32 },
+}
+
+impl Default for Lockfile {
+    fn default() -> Self {
+        Lockfile { version: SCHEMA_VERSION, devices: BTreeMap::new(), kernels: BTreeMap::new() }
+    }
+}
+
+impl Lockfile {
+    /// Parses lockfile text; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Lockfile, LockError> {
+        let malformed = |message: String| LockError::Malformed { path: path.to_path_buf(), message };
+        let value: toml::Table = toml::from_str(text).map_err(|e| malformed(e.to_string()))?;
+        let version = match value.get("version") {
+            Some(toml::Value::Integer(v)) => u32::try_from(*v).map_err(|_| malformed(format!("bad version {v}")))?,
+            Some(other) => return Err(malformed(format!("`version` must be an integer, found {other}"))),
+            None => return Err(malformed("missing `version` at the top".into())),
+        };
+        if version > SCHEMA_VERSION {
+            return Err(LockError::TooNew { path: path.to_path_buf(), found: version, supported: SCHEMA_VERSION });
+        }
+        let lock: Lockfile = toml::from_str(text).map_err(|e| malformed(e.to_string()))?;
+        for (id, entry) in &lock.kernels {
+            for v in &entry.variants {
+                if !lock.devices.contains_key(&v.device) {
+                    return Err(malformed(format!(
+                        "kernel `{id}` has a variant for device `{}`, which is not in [devices]",
+                        v.device
+                    )));
+                }
+            }
+        }
+        Ok(lock)
+    }
+
+    /// Reads the lockfile at `path`; `Ok(None)` when there is none.
+    pub fn read(path: &Path) -> Result<Option<Lockfile>, LockError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Lockfile::parse(&text, path).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(LockError::Io { path: path.to_path_buf(), source }),
+        }
+    }
+
+    /// Deterministic TOML: maps are sorted, variants sorted by device then workload.
+    pub fn to_toml(&self) -> String {
+        let mut sorted = self.clone();
+        sorted.version = SCHEMA_VERSION;
+        for entry in sorted.kernels.values_mut() {
+            entry.variants.sort_by(|a, b| (&a.device, &a.workload).cmp(&(&b.device, &b.workload)));
+        }
+        let body = toml::to_string(&sorted).unwrap_or_default();
+        format!("# Kfoundry.lock: tuned kernel variants, written by `cargo kfoundry tune`. Commit it.\n{body}")
+    }
+
+    /// Replaces the lockfile at `path` atomically (temporary file in the same directory, then
+    /// rename): readers see the old or the new file, never a torn one.
+    pub fn write_atomic(&self, path: &Path) -> Result<(), LockError> {
+        let io = |source| LockError::Io { path: path.to_path_buf(), source };
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new().prefix(".Kfoundry.lock.").tempfile_in(dir).map_err(io)?;
+        tmp.write_all(self.to_toml().as_bytes()).map_err(io)?;
+        tmp.as_file().sync_all().map_err(io)?;
+        tmp.persist(path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+
+    /// Records the result of tuning `kernel` on `device`: that device's old variants of the
+    /// kernel are replaced, other devices' are kept. When the kernel's fingerprint changed,
+    /// the variants of other devices are stale and are dropped; their device keys are
+    /// returned so the caller can say so.
+    pub fn record(
+        &mut self,
+        kernel: &str,
+        fingerprint: &str,
+        device: &str,
+        info: DeviceInfo,
+        variants: Vec<Variant>,
+    ) -> Vec<String> {
+        self.devices.insert(device.to_string(), info);
+        let entry = self
+            .kernels
+            .entry(kernel.to_string())
+            .or_insert_with(|| KernelEntry { fingerprint: fingerprint.to_string(), variants: vec![] });
+        let mut dropped = Vec::new();
+        if entry.fingerprint != fingerprint {
+            dropped = entry.variants.iter().filter(|v| v.device != device).map(|v| v.device.clone()).collect();
+            dropped.sort();
+            dropped.dedup();
+            entry.variants.clear();
+            entry.fingerprint = fingerprint.to_string();
+        }
+        entry.variants.retain(|v| v.device != device);
+        entry.variants.extend(variants);
+        self.prune_devices();
+        dropped
+    }
+
+    /// Removes device descriptions no variant refers to.
+    pub fn prune_devices(&mut self) {
+        let used: std::collections::BTreeSet<&String> =
+            self.kernels.values().flat_map(|k| k.variants.iter().map(|v| &v.device)).collect();
+        self.devices.retain(|k, _| used.contains(k));
+    }
+
+    /// Merges another lockfile (for example one written concurrently): its entries win for
+    /// the (kernel, device) pairs it has when the fingerprints agree.
+    pub fn merge_from(&mut self, other: &Lockfile) {
+        for (id, entry) in &other.kernels {
+            let mut by_device: BTreeMap<&str, Vec<Variant>> = BTreeMap::new();
+            for v in &entry.variants {
+                by_device.entry(v.device.as_str()).or_default().push(v.clone());
+            }
+            for (device, variants) in by_device {
+                let info = other.devices.get(device).cloned().unwrap_or_default();
+                let ours = self.kernels.get(id);
+                if ours.is_some_and(|o| o.fingerprint != entry.fingerprint) {
+                    continue;
+                }
+                self.record(id, &entry.fingerprint, device, info, variants);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant(device: &str, workload: &str, wg: i64) -> Variant {
+        Variant {
+            device: device.into(),
+            workload: workload.into(),
+            sizes: [("n".to_string(), 1 << 20)].into_iter().collect(),
+            params: [("WG".to_string(), wg), ("VEC".to_string(), 4)].into_iter().collect(),
+            time_ns: 1200,
+            reference_time_ns: 3400,
+            evaluations: 40,
+            failures: 2,
+            source: None,
+        }
+    }
+
+    fn info(name: &str) -> DeviceInfo {
+        DeviceInfo { name: name.into(), kind: "gpu".into(), compute_units: 132, ..Default::default() }
+    }
+
+    #[test]
+    fn round_trip_is_deterministic() {
+        let mut lock = Lockfile::default();
+        lock.record("ex::Saxpy", "abcd", "10de|nvidia h200|580|3.0", info("NVIDIA H200"), vec![
+            variant("10de|nvidia h200|580|3.0", "large", 128),
+            variant("10de|nvidia h200|580|3.0", "small", 64),
+        ]);
+        lock.record("ex::Saxpy", "abcd", "8086|cpu|3.1|3.0", info("cpu"), vec![variant("8086|cpu|3.1|3.0", "large", 32)]);
+        let text = lock.to_toml();
+        assert!(text.lines().nth(1).unwrap().starts_with("version = 1"), "{text}");
+        let back = Lockfile::parse(&text, Path::new("Kfoundry.lock")).unwrap();
+        assert_eq!(back.to_toml(), text);
+        assert_eq!(back.kernels["ex::Saxpy"].variants.len(), 3);
+    }
+
+    #[test]
+    fn retune_keeps_other_devices_and_drops_stale() {
+        let mut lock = Lockfile::default();
+        lock.record("k", "f1", "a", info("a"), vec![variant("a", "large", 32)]);
+        lock.record("k", "f1", "b", info("b"), vec![variant("b", "large", 64)]);
+        lock.record("k", "f1", "a", info("a"), vec![variant("a", "large", 128)]);
+        let v = &lock.kernels["k"].variants;
+        assert_eq!(v.len(), 2);
+        assert!(v.iter().any(|v| v.device == "a" && v.params["WG"] == 128));
+        assert!(v.iter().any(|v| v.device == "b"));
+        let dropped = lock.record("k", "f2", "a", info("a"), vec![variant("a", "large", 256)]);
+        assert_eq!(dropped, vec!["b".to_string()]);
+        assert_eq!(lock.kernels["k"].variants.len(), 1);
+        assert!(!lock.devices.contains_key("b"));
+    }
+
+    #[test]
+    fn merge_keeps_both_devices() {
+        let mut a = Lockfile::default();
+        a.record("k", "f", "a", info("a"), vec![variant("a", "large", 32)]);
+        let mut b = Lockfile::default();
+        b.record("k", "f", "b", info("b"), vec![variant("b", "large", 64)]);
+        b.record("k2", "g", "b", info("b"), vec![variant("b", "small", 64)]);
+        a.merge_from(&b);
+        assert_eq!(a.kernels["k"].variants.len(), 2);
+        assert_eq!(a.kernels["k2"].variants.len(), 1);
+        assert_eq!(a.devices.len(), 2);
+    }
+
+    #[test]
+    fn bad_files_give_clear_errors() {
+        let p = Path::new("/x/Kfoundry.lock");
+        let e = Lockfile::parse("version = 2\n", p).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/x/Kfoundry.lock: schema version 2 is newer than this kfoundry understands (version 1); upgrade kfoundry"
+        );
+        let e = Lockfile::parse("[kernels]\n", p).unwrap_err();
+        assert!(e.to_string().contains("missing `version`"), "{e}");
+        let e = Lockfile::parse("version = 1\n[kernels.k]\nfingerprint = 3\n", p).unwrap_err();
+        assert!(e.to_string().contains("fingerprint"), "{e}");
+        let e = Lockfile::parse("version = 1\nbogus = true\n", p).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = Lockfile::parse("version = 1\n[[kernels.k.variants]]\n", p).unwrap_err();
+        assert!(e.to_string().contains("Kfoundry.lock"), "{e}");
+        let text = "version = 1\n[kernels.k]\nfingerprint = \"f\"\n[[kernels.k.variants]]\ndevice = \"zz\"\nworkload = \"w\"\nsizes = {}\nparams = {}\ntime_ns = 1\nreference_time_ns = 1\nevaluations = 1\nfailures = 0\n";
+        let e = Lockfile::parse(text, p).unwrap_err();
+        assert!(e.to_string().contains("not in [devices]"), "{e}");
+        let e = Lockfile::parse("version = \"1\"", p).unwrap_err();
+        assert!(e.to_string().contains("integer"), "{e}");
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        assert!(Lockfile::read(&path).unwrap().is_none());
+        let mut lock = Lockfile::default();
+        lock.record("k", "f", "a", info("a"), vec![variant("a", "large", 32)]);
+        lock.write_atomic(&path).unwrap();
+        lock.record("k", "f", "b", info("b"), vec![variant("b", "large", 32)]);
+        lock.write_atomic(&path).unwrap();
+        assert_eq!(Lockfile::read(&path).unwrap().unwrap(), lock);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary files left behind");
+    }
+}

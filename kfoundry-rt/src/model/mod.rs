@@ -1,0 +1,11 @@
+//! The OpenCL-free model shared by the macro, the tuner and the runtime:
+//! specification → (tuning) → lockfile → selection.
+
+pub mod device;
+pub mod expr;
+pub mod lockfile;
+pub mod select;
+pub mod signature;
+pub mod spec;
+#[cfg(feature = "parse")]
+pub mod annotation;

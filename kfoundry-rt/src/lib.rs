@@ -11,3 +11,16 @@ pub mod model;
 pub use model::device::{DeviceInfo, DeviceKey};
 pub use model::select::{Choice, Step};
 pub use model::spec::KernelSpec;
+
+#[cfg(feature = "opencl")]
+pub mod opencl;
+
+#[cfg(feature = "opencl")]
+pub use ocl;
+#[cfg(feature = "opencl")]
+pub use opencl::{
+    device::{default_device, device_info, device_key, list_devices},
+    error::Error,
+    evolved::Evolved,
+    launch::{Arg, Scalar},
+};

@@ -2,6 +2,7 @@
 //! specification → (tuning) → lockfile → selection.
 
 pub mod device;
+pub mod embed;
 pub mod expr;
 pub mod lockfile;
 pub mod select;

@@ -1,0 +1,615 @@
+//! Parses `#[kfoundry::evolve(...)]` into a [`KernelSpec`], keeping the span of every part so
+//! that each mistake is reported where it was made. The proc macro turns the errors into
+//! compile errors; the tuner, which reads the same annotations with `syn`, into
+//! `file:line:column` messages. Both therefore agree on every kernel and its fingerprint.
+//!
+//! ```text
+//! #[kfoundry::evolve(
+//!     source = "kernels/saxpy.cl",            // file relative to the crate; or code = "..."
+//!     kernel = "saxpy",                       // entry point (default: the only __kernel)
+//!     name = "saxpy",                         // lockfile id (default: <package>::<Item>)
+//!     params(WG = [32, 64, 128], VEC = pow2(1..=8), ITEMS = 1..=8),
+//!     reference(WG = 64, VEC = 1, ITEMS = 1),
+//!     require(n % (WG * VEC * ITEMS) == 0),
+//!     global = n / (VEC * ITEMS), local = WG, // or tuples for 2-D/3-D: global = (m, n)
+//!     buffers(x = n, y = n),                  // lengths in elements of every pointer argument
+//!     inputs(x = uniform(-1.0, 1.0), a = constant(2.0)),
+//!     check(y, rtol = 1e-5, atol = 1e-6),      // repeatable, one per output
+//!     workloads(small(n = 1 << 16), large(n = 1 << 22)),
+//!     cost(bytes = 12 * n, flops = 2 * n),
+//!     options = "-cl-mad-enable",
+//! )]
+//! pub struct Saxpy;
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::parse::{Parse, ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Ident, LitStr, Token};
+
+use super::expr::Expr;
+use super::signature::find_kernel;
+use super::spec::{Check, Cost, Distribution, KernelSpec, Param, Part, Workload};
+
+/// Where an annotation is being read.
+pub struct Context<'a> {
+    /// The Cargo package name (the default kernel id is `<package>::<Item>`).
+    pub package: &'a str,
+    /// The package's manifest directory: `source = "..."` paths are relative to it.
+    pub manifest_dir: &'a Path,
+}
+
+/// A parsed, validated annotation.
+pub struct Annotated {
+    pub spec: KernelSpec,
+    /// The annotated item's name and visibility.
+    pub ident: Ident,
+    pub vis: syn::Visibility,
+    /// The kernel source file read, if the source came from a file.
+    pub source_path: Option<PathBuf>,
+}
+
+/// Is `attr` a `#[kfoundry::evolve(...)]` (or `#[evolve(...)]`) attribute?
+pub fn is_evolve_attr(attr: &syn::Attribute) -> bool {
+    attr.path().segments.last().is_some_and(|s| s.ident == "evolve")
+}
+
+/// Parses the attribute arguments `args` applied to `item`.
+pub fn parse(args: TokenStream, item: &syn::Item, cx: &Context) -> syn::Result<Annotated> {
+    let (ident, vis) = match item {
+        syn::Item::Struct(s) if matches!(s.fields, syn::Fields::Unit) && s.generics.params.is_empty() => {
+            (s.ident.clone(), s.vis.clone())
+        }
+        other => {
+            return Err(syn::Error::new(
+                item_span(other),
+                "#[kfoundry::evolve] goes on a unit struct, e.g. `pub struct Saxpy;`; the macro generates its launcher",
+            ))
+        }
+    };
+    let entries = Punctuated::<Entry, Token![,]>::parse_terminated.parse2(args)?;
+    let mut b = Builder::default();
+    for entry in entries {
+        b.entry(entry)?;
+    }
+    b.finish(ident, vis, cx)
+}
+
+fn item_span(item: &syn::Item) -> Span {
+    match item {
+        syn::Item::Fn(f) => f.sig.ident.span(),
+        syn::Item::Const(c) => c.ident.span(),
+        syn::Item::Enum(e) => e.ident.span(),
+        syn::Item::Struct(s) => s.ident.span(),
+        _ => item.span(),
+    }
+}
+
+/// `key = value` or `key(...)`.
+struct Entry {
+    key: Ident,
+    body: Body,
+}
+
+enum Body {
+    Assign(syn::Expr),
+    List(TokenStream),
+}
+
+impl Parse for Entry {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let key: Ident = input.parse()?;
+        if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            Ok(Entry { key, body: Body::Assign(input.parse()?) })
+        } else if input.peek(syn::token::Paren) {
+            let content;
+            syn::parenthesized!(content in input);
+            Ok(Entry { key, body: Body::List(content.parse()?) })
+        } else {
+            Err(syn::Error::new(key.span(), format!("expected `{key} = ...` or `{key}(...)`")))
+        }
+    }
+}
+
+/// `name = expr` inside a list.
+struct Named {
+    name: Ident,
+    value: syn::Expr,
+}
+
+impl Parse for Named {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name: Ident = input.parse()?;
+        input.parse::<Token![=]>()?;
+        Ok(Named { name, value: input.parse()? })
+    }
+}
+
+fn named_list(tokens: TokenStream) -> syn::Result<Vec<Named>> {
+    Ok(Punctuated::<Named, Token![,]>::parse_terminated.parse2(tokens)?.into_iter().collect())
+}
+
+#[derive(Default)]
+struct Builder {
+    source: Option<(LitStr, bool)>,
+    kernel: Option<LitStr>,
+    name: Option<LitStr>,
+    options: Option<LitStr>,
+    params: Vec<(Param, Span)>,
+    reference: Option<(Vec<(String, i64, Span)>, Span)>,
+    require: Vec<(Expr, Span)>,
+    global: Option<(Vec<Expr>, Span)>,
+    local: Option<(Vec<Expr>, Span)>,
+    buffers: Vec<(String, Expr, Span)>,
+    buffers_span: Option<Span>,
+    inputs: Vec<(String, Distribution, Span)>,
+    checks: Vec<(Check, Span)>,
+    workloads: Vec<(Workload, Vec<String>, Span)>,
+    workloads_span: Option<Span>,
+    cost: Option<(Cost, Span)>,
+    seen: BTreeMap<String, Span>,
+}
+
+const KEYS: &str = "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, workloads, cost, options";
+
+fn err<T>(span: Span, msg: impl std::fmt::Display) -> syn::Result<T> {
+    Err(syn::Error::new(span, msg))
+}
+
+impl Builder {
+    fn entry(&mut self, Entry { key, body }: Entry) -> syn::Result<()> {
+        let k = key.to_string();
+        let repeatable = k == "check" || k == "require";
+        if !repeatable {
+            if self.seen.contains_key(&k) {
+                return err(key.span(), format!("`{k}` is given twice"));
+            }
+            self.seen.insert(k.clone(), key.span());
+        }
+        match (k.as_str(), body) {
+            ("source" | "code", Body::Assign(e)) => {
+                if self.source.is_some() {
+                    return err(key.span(), "give the kernel source once: `source = \"file.cl\"` or `code = \"...\"`");
+                }
+                self.source = Some((lit_str(&e)?, k == "code"));
+            }
+            ("kernel", Body::Assign(e)) => self.kernel = Some(lit_str(&e)?),
+            ("name", Body::Assign(e)) => self.name = Some(lit_str(&e)?),
+            ("options", Body::Assign(e)) => self.options = Some(lit_str(&e)?),
+            ("params", Body::List(t)) => {
+                for n in named_list(t)? {
+                    let values = domain(&n.value)?;
+                    self.params.push((Param { name: n.name.to_string(), values }, n.name.span()));
+                }
+            }
+            ("reference", Body::List(t)) => {
+                let values = named_list(t)?
+                    .into_iter()
+                    .map(|n| Ok((n.name.to_string(), int_lit(&n.value)?, n.name.span())))
+                    .collect::<syn::Result<Vec<_>>>()?;
+                self.reference = Some((values, key.span()));
+            }
+            ("require", Body::List(t)) => {
+                for e in Punctuated::<syn::Expr, Token![,]>::parse_terminated.parse2(t)? {
+                    self.require.push((expr(&e)?, e.span()));
+                }
+            }
+            ("global" | "local", Body::Assign(e)) => {
+                let dims = match &e {
+                    syn::Expr::Tuple(t) => t.elems.iter().map(expr).collect::<syn::Result<Vec<_>>>()?,
+                    other => vec![expr(other)?],
+                };
+                if dims.is_empty() || dims.len() > 3 {
+                    return err(e.span(), format!("`{k}` needs 1 to 3 dimensions, found {}", dims.len()));
+                }
+                let slot = if k == "global" { &mut self.global } else { &mut self.local };
+                *slot = Some((dims, e.span()));
+            }
+            ("buffers", Body::List(t)) => {
+                self.buffers_span = Some(key.span());
+                for n in named_list(t)? {
+                    self.buffers.push((n.name.to_string(), expr(&n.value)?, n.name.span()));
+                }
+            }
+            ("inputs", Body::List(t)) => {
+                for n in named_list(t)? {
+                    self.inputs.push((n.name.to_string(), distribution(&n.value)?, n.name.span()));
+                }
+            }
+            ("check", Body::List(t)) => self.check(t)?,
+            ("workloads", Body::List(t)) => {
+                self.workloads_span = Some(key.span());
+                for e in Punctuated::<syn::Expr, Token![,]>::parse_terminated.parse2(t)? {
+                    self.workloads.push(workload(&e)?);
+                }
+            }
+            ("cost", Body::List(t)) => {
+                let mut cost = Cost { bytes: None, flops: None };
+                for n in named_list(t)? {
+                    match n.name.to_string().as_str() {
+                        "bytes" => cost.bytes = Some(expr(&n.value)?),
+                        "flops" => cost.flops = Some(expr(&n.value)?),
+                        other => return err(n.name.span(), format!("unknown cost `{other}`: expected `bytes` or `flops`")),
+                    }
+                }
+                self.cost = Some((cost, key.span()));
+            }
+            (
+                "source" | "code" | "kernel" | "name" | "options" | "global" | "local",
+                Body::List(_),
+            ) => return err(key.span(), format!("write `{k} = ...`")),
+            (
+                "params" | "reference" | "require" | "buffers" | "inputs" | "check" | "workloads" | "cost",
+                Body::Assign(_),
+            ) => return err(key.span(), format!("write `{k}(...)`")),
+            _ => return err(key.span(), format!("unknown key `{k}`; expected one of: {KEYS}")),
+        }
+        Ok(())
+    }
+
+    fn check(&mut self, t: TokenStream) -> syn::Result<()> {
+        let parser = |input: ParseStream| -> syn::Result<(Ident, Vec<Named>)> {
+            let buffer: Ident = input.parse()?;
+            let mut opts = Vec::new();
+            while input.peek(Token![,]) {
+                input.parse::<Token![,]>()?;
+                if input.is_empty() {
+                    break;
+                }
+                opts.push(input.parse::<Named>()?);
+            }
+            Ok((buffer, opts))
+        };
+        let (buffer, opts) = parser.parse2(t)?;
+        let mut check = Check { buffer: buffer.to_string(), rtol: 1e-5, atol: 1e-6 };
+        for o in opts {
+            let v = float_lit(&o.value)?;
+            match o.name.to_string().as_str() {
+                "rtol" => check.rtol = v,
+                "atol" => check.atol = v,
+                other => return err(o.name.span(), format!("unknown check option `{other}`: expected `rtol` or `atol`")),
+            }
+        }
+        self.checks.push((check, buffer.span()));
+        Ok(())
+    }
+
+    fn finish(self, ident: Ident, vis: syn::Visibility, cx: &Context) -> syn::Result<Annotated> {
+        let call = Span::call_site();
+        let Some((source_lit, inline)) = self.source else {
+            return err(call, "missing the kernel source: add `source = \"kernels/name.cl\"` (relative to the crate) or `code = \"...\"`");
+        };
+        let (source, source_path) = if inline {
+            (source_lit.value(), None)
+        } else {
+            let path = cx.manifest_dir.join(source_lit.value());
+            match std::fs::read_to_string(&path) {
+                Ok(text) => (text, Some(path)),
+                Err(e) => return err(source_lit.span(), format!("cannot read kernel source `{}`: {e}", path.display())),
+            }
+        };
+        let entry = self.kernel.as_ref().map(LitStr::value);
+        let signature = find_kernel(&source, entry.as_deref()).map_err(|e| {
+            let span = self.kernel.as_ref().map_or(source_lit.span(), LitStr::span);
+            let place = source_path.as_ref().map_or("the inline source".to_string(), |p| p.display().to_string());
+            syn::Error::new(span, format!("{place}: {e}"))
+        })?;
+        let Some((global, global_span)) = self.global else {
+            return err(call, "missing `global = ...`: the global work size as an expression of parameters and sizes");
+        };
+        let reference_span = self.reference.as_ref().map_or(call, |r| r.1);
+        let mut reference = BTreeMap::new();
+        for (name, value, span) in self.reference.map(|r| r.0).unwrap_or_default() {
+            if reference.insert(name.clone(), value).is_some() {
+                return err(span, format!("`{name}` is given twice in `reference(...)`"));
+            }
+        }
+        if !self.params.is_empty() && reference.is_empty() {
+            return err(call, "missing `reference(...)`: the parameter values that make the plain reference kernel");
+        }
+        // Sizes: the names the workloads bind, in the first workload's order.
+        let sizes: Vec<String> = self.workloads.first().map(|w| w.1.clone()).unwrap_or_default();
+        let mut spans: BTreeMap<Part, Span> = BTreeMap::new();
+        spans.insert(Part::Source, source_lit.span());
+        spans.insert(Part::Kernel, self.kernel.as_ref().map_or(call, LitStr::span));
+        spans.insert(Part::Reference, reference_span);
+        spans.insert(Part::Global, global_span);
+        if let Some((_, s)) = &self.local {
+            spans.insert(Part::Local, *s);
+        }
+        if let Some((_, s)) = &self.cost {
+            spans.insert(Part::Cost, *s);
+        }
+        for (p, s) in &self.params {
+            spans.entry(Part::Param(p.name.clone())).or_insert(*s);
+        }
+        for (i, (_, s)) in self.require.iter().enumerate() {
+            spans.insert(Part::Require(i), *s);
+        }
+        for (name, _, s) in &self.buffers {
+            spans.entry(Part::Buffer(name.clone())).or_insert(*s);
+        }
+        for (name, _, s) in &self.inputs {
+            spans.insert(Part::Input(name.clone()), *s);
+        }
+        for (c, s) in &self.checks {
+            spans.insert(Part::Check(c.buffer.clone()), *s);
+        }
+        for (w, _, s) in &self.workloads {
+            spans.entry(Part::Workload(w.name.clone())).or_insert(*s);
+        }
+        // Duplicates inside lists are errors at the second occurrence.
+        let mut dup = BTreeSet::new();
+        for (name, _, s) in &self.buffers {
+            if !dup.insert(name) {
+                return err(*s, format!("length of `{name}` is given twice"));
+            }
+        }
+        let mut dup = BTreeSet::new();
+        for (name, _, s) in &self.inputs {
+            if !dup.insert(name) {
+                return err(*s, format!("input `{name}` is given twice"));
+            }
+        }
+        let mut dup = BTreeSet::new();
+        for (c, s) in &self.checks {
+            if !dup.insert(&c.buffer) {
+                return err(*s, format!("`{}` is checked twice", c.buffer));
+            }
+        }
+        let spec = KernelSpec {
+            id: self.name.as_ref().map_or_else(|| format!("{}::{}", cx.package, ident), LitStr::value),
+            source,
+            signature,
+            params: self.params.into_iter().map(|p| p.0).collect(),
+            reference,
+            sizes,
+            require: self.require.into_iter().map(|r| r.0).collect(),
+            global,
+            local: self.local.map(|l| l.0),
+            buffers: self.buffers.into_iter().map(|(n, e, _)| (n, e)).collect(),
+            inputs: self.inputs.into_iter().map(|(n, d, _)| (n, d)).collect(),
+            checks: self.checks.into_iter().map(|c| c.0).collect(),
+            workloads: self.workloads.into_iter().map(|w| w.0).collect(),
+            cost: self.cost.map(|c| c.0),
+            options: self.options.as_ref().map(LitStr::value).unwrap_or_default(),
+        };
+        let mut errors: Option<syn::Error> = None;
+        for e in spec.validate() {
+            let span = match &e.part {
+                Part::Buffer(_) if !spans.contains_key(&e.part) => self.buffers_span.unwrap_or(call),
+                Part::Workload(_) if !spans.contains_key(&e.part) => self.workloads_span.unwrap_or(call),
+                part => spans.get(part).copied().unwrap_or(call),
+            };
+            let new = syn::Error::new(span, e.message);
+            match &mut errors {
+                Some(all) => all.combine(new),
+                None => errors = Some(new),
+            }
+        }
+        match errors {
+            Some(e) => Err(e),
+            None => Ok(Annotated { spec, ident, vis, source_path }),
+        }
+    }
+}
+
+fn lit_str(e: &syn::Expr) -> syn::Result<LitStr> {
+    match e {
+        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Ok(s.clone()),
+        other => err(other.span(), "expected a string literal"),
+    }
+}
+
+fn expr(e: &syn::Expr) -> syn::Result<Expr> {
+    let text = e.to_token_stream().to_string();
+    Expr::parse(&text).map_err(|pe| syn::Error::new(e.span(), format!("invalid expression: {}", pe.message)))
+}
+
+fn int_lit(e: &syn::Expr) -> syn::Result<i64> {
+    let value = expr(e)?;
+    if !value.variables().is_empty() {
+        return err(e.span(), "expected an integer constant");
+    }
+    value.eval(&BTreeMap::new()).map_err(|x| syn::Error::new(e.span(), x.to_string()))
+}
+
+fn float_lit(e: &syn::Expr) -> syn::Result<f64> {
+    match e {
+        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => f.base10_parse(),
+        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => Ok(i.base10_parse::<i64>()? as f64),
+        syn::Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), expr, .. }) => Ok(-float_lit(expr)?),
+        syn::Expr::Paren(p) => float_lit(&p.expr),
+        other => err(other.span(), "expected a number"),
+    }
+}
+
+/// Largest domain accepted from a range (keeps annotations honest about their space).
+const MAX_DOMAIN: i64 = 4096;
+
+/// `[a, b, c]`, `lo..hi`, `lo..=hi` or `pow2(lo..=hi)`.
+fn domain(e: &syn::Expr) -> syn::Result<Vec<i64>> {
+    let values = match e {
+        syn::Expr::Array(a) => a.elems.iter().map(int_lit).collect::<syn::Result<Vec<_>>>()?,
+        syn::Expr::Range(r) => {
+            let (Some(lo), Some(hi)) = (&r.start, &r.end) else {
+                return err(e.span(), "a range needs both ends, e.g. `1..=8`");
+            };
+            let (lo, hi) = (int_lit(lo)?, int_lit(hi)?);
+            let hi = if matches!(r.limits, syn::RangeLimits::Closed(_)) { hi } else { hi - 1 };
+            if hi < lo {
+                return err(e.span(), "empty range");
+            }
+            if hi - lo >= MAX_DOMAIN {
+                return err(e.span(), format!("range has more than {MAX_DOMAIN} values"));
+            }
+            (lo..=hi).collect()
+        }
+        syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("pow2")) && c.args.len() == 1 => {
+            let all = domain(&c.args[0])?;
+            let values: Vec<i64> = all.into_iter().filter(|v| *v > 0 && (v & (v - 1)) == 0).collect();
+            if values.is_empty() {
+                return err(e.span(), "`pow2(..)` contains no power of two");
+            }
+            values
+        }
+        other => return err(other.span(), "expected the parameter's values: `[a, b, c]`, `lo..=hi` or `pow2(lo..=hi)`"),
+    };
+    if values.is_empty() {
+        return err(e.span(), "a parameter needs at least one value");
+    }
+    let mut seen = BTreeSet::new();
+    if let Some(v) = values.iter().find(|v| !seen.insert(**v)) {
+        return err(e.span(), format!("value {v} is listed twice"));
+    }
+    Ok(values)
+}
+
+/// `uniform(lo, hi)`, `normal(mean, std)` or `constant(v)`.
+fn distribution(e: &syn::Expr) -> syn::Result<Distribution> {
+    let syn::Expr::Call(call) = e else {
+        return err(e.span(), "expected `uniform(lo, hi)`, `normal(mean, std)` or `constant(value)`");
+    };
+    let name = match &*call.func {
+        syn::Expr::Path(p) => p.path.get_ident().map(Ident::to_string).unwrap_or_default(),
+        _ => String::new(),
+    };
+    let args = call.args.iter().map(float_lit).collect::<syn::Result<Vec<_>>>()?;
+    match (name.as_str(), args.as_slice()) {
+        ("uniform", [lo, hi]) => Ok(Distribution::Uniform { lo: *lo, hi: *hi }),
+        ("normal", [mean, std]) => Ok(Distribution::Normal { mean: *mean, std: *std }),
+        ("constant", [value]) => Ok(Distribution::Constant { value: *value }),
+        ("uniform" | "normal" | "constant", _) => err(call.span(), format!("wrong number of arguments to `{name}`")),
+        _ => err(call.func.span(), "unknown distribution: expected `uniform(lo, hi)`, `normal(mean, std)` or `constant(value)`"),
+    }
+}
+
+/// `name(size = expr, ...)`.
+fn workload(e: &syn::Expr) -> syn::Result<(Workload, Vec<String>, Span)> {
+    let syn::Expr::Call(call) = e else {
+        return err(e.span(), "expected a workload like `large(n = 1 << 20)`");
+    };
+    let syn::Expr::Path(p) = &*call.func else {
+        return err(call.func.span(), "expected the workload's name");
+    };
+    let Some(name) = p.path.get_ident() else {
+        return err(call.func.span(), "expected the workload's name");
+    };
+    let mut sizes = BTreeMap::new();
+    let mut order = Vec::new();
+    for arg in &call.args {
+        let syn::Expr::Assign(a) = arg else {
+            return err(arg.span(), "expected `size = value`");
+        };
+        let syn::Expr::Path(sp) = &*a.left else {
+            return err(a.left.span(), "expected a size name");
+        };
+        let Some(size) = sp.path.get_ident() else {
+            return err(a.left.span(), "expected a size name");
+        };
+        if sizes.insert(size.to_string(), int_lit(&a.right)?).is_some() {
+            return err(size.span(), format!("size `{size}` is given twice"));
+        }
+        order.push(size.to_string());
+    }
+    if order.is_empty() {
+        return err(call.span(), format!("workload `{name}` binds no size"));
+    }
+    Ok((Workload { name: name.to_string(), sizes }, order, name.span()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn cx() -> Context<'static> {
+        Context { package: "demo", manifest_dir: Path::new("/nonexistent") }
+    }
+
+    const SAXPY: &str = "__kernel void saxpy(const int n, const float a, __global const float* x, __global float* y) { }";
+
+    fn parse_ok(args: TokenStream) -> Annotated {
+        let item: syn::Item = syn::parse_quote!(pub struct Saxpy;);
+        match parse(args, &item, &cx()) {
+            Ok(a) => a,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn parse_err(args: TokenStream) -> String {
+        let item: syn::Item = syn::parse_quote!(pub struct Saxpy;);
+        match parse(args, &item, &cx()) {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join(" | "),
+        }
+    }
+
+    #[test]
+    fn full_annotation() {
+        let a = parse_ok(quote! {
+            code = #SAXPY,
+            params(WG = [32, 64, 128], VEC = pow2(1..=8), ITEMS = 1..4),
+            reference(WG = 64, VEC = 1, ITEMS = 1),
+            require(n % (WG * VEC * ITEMS) == 0),
+            global = n / (VEC * ITEMS), local = WG,
+            buffers(x = n, y = n),
+            inputs(x = uniform(-2.0, 2), a = constant(2.5)),
+            check(y, rtol = 1e-4),
+            workloads(small(n = 1 << 12), large(n = 1 << 20)),
+            cost(bytes = 12 * n, flops = 2 * n),
+        });
+        let s = &a.spec;
+        assert_eq!(s.id, "demo::Saxpy");
+        assert_eq!(s.params[1].values, vec![1, 2, 4, 8]);
+        assert_eq!(s.params[2].values, vec![1, 2, 3]);
+        assert_eq!(s.sizes, vec!["n".to_string()]);
+        assert_eq!(s.global[0].to_string(), "n / (VEC * ITEMS)");
+        assert_eq!(s.checks[0].rtol, 1e-4);
+        assert_eq!(s.inputs["x"], Distribution::Uniform { lo: -2.0, hi: 2.0 });
+        assert_eq!(s.workloads[1].sizes["n"], 1 << 20);
+        assert!(s.validate().is_empty());
+    }
+
+    #[test]
+    fn each_mistake_is_reported() {
+        let base = |extra: TokenStream| {
+            quote! { code = #SAXPY, params(WG = [32, 64]), reference(WG = 64), global = n, local = WG,
+            buffers(x = n, y = n), check(y), workloads(w(n = 1024)), #extra }
+        };
+        let cases: Vec<(TokenStream, &str)> = vec![
+            (quote!(bogus = 1), "unknown key `bogus`"),
+            (quote!(global = n), "`global` is given twice"),
+            (quote!(cost(time = n)), "unknown cost `time`"),
+            (quote!(inputs(x = gauss(1, 2))), "unknown distribution"),
+            (quote!(inputs(q = uniform(0, 1))), "no argument `q`"),
+            (quote!(require(n % ZZ == 0)), "reads `ZZ`"),
+            (quote!(options("x")), "write `options = ...`"),
+            (quote!(kernel = "nope"), "no kernel named `nope`"),
+        ];
+        for (extra, needle) in cases {
+            let msg = parse_err(base(extra));
+            assert!(msg.contains(needle), "expected {needle:?} in {msg:?}");
+        }
+        assert!(parse_err(quote!(code = #SAXPY)).contains("missing `global"));
+        assert!(parse_err(quote!(global = n)).contains("missing the kernel source"));
+        assert!(parse_err(quote!(code = #SAXPY, params(A = 3..3), global = n)).contains("empty range"));
+        assert!(parse_err(quote!(code = #SAXPY, params(A = [1, 1]), global = n)).contains("listed twice"));
+        assert!(parse_err(quote!(code = #SAXPY, params(A = [1]), global = n)).contains("missing `reference"));
+        let item: syn::Item = syn::parse_quote!(fn f() {});
+        let e = parse(quote!(code = #SAXPY), &item, &cx()).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("unit struct"), "{e}");
+    }
+
+    #[test]
+    fn source_file_errors_name_the_path() {
+        let msg = parse_err(quote!(source = "missing.cl", global = n));
+        assert!(msg.contains("cannot read kernel source `/nonexistent/missing.cl`"), "{msg}");
+    }
+}

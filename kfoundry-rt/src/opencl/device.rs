@@ -1,0 +1,89 @@
+//! Device identity from OpenCL: keys, descriptions, and listing without panics.
+
+use ocl::core::{DeviceInfo as Info, DeviceInfoResult as R};
+use ocl::{Device, Platform};
+
+use super::error::Error;
+use crate::model::device::{DeviceInfo, DeviceKey};
+
+/// Every OpenCL device of every platform. Unlike `ocl::Platform::list`, a missing or broken
+/// ICD loader is an error value.
+pub fn list_devices() -> Result<Vec<(Platform, Device)>, Error> {
+    let mut out = Vec::new();
+    for id in ocl::core::get_platform_ids()? {
+        let platform = Platform::new(id);
+        // A platform whose devices cannot be listed is skipped, not fatal.
+        if let Ok(devices) = Device::list_all(platform) {
+            out.extend(devices.into_iter().map(|d| (platform, d)));
+        }
+    }
+    Ok(out)
+}
+
+fn info(device: &Device, what: Info) -> Result<R, Error> {
+    Ok(ocl::core::get_device_info(device.as_core(), what)?)
+}
+
+/// The normalised key of `device`.
+pub fn device_key(device: &Device) -> Result<DeviceKey, Error> {
+    let vendor_id = match info(device, Info::VendorId)? {
+        R::VendorId(v) => v,
+        _ => 0,
+    };
+    let driver = match info(device, Info::DriverVersion)? {
+        R::DriverVersion(v) => v,
+        _ => String::new(),
+    };
+    let version = match info(device, Info::Version)? {
+        R::Version(v) => v.to_string(),
+        _ => String::new(),
+    };
+    let version_text = raw_string(device, Info::Version).unwrap_or(version);
+    Ok(DeviceKey::from_reported(vendor_id, &device.name()?, &driver, &version_text))
+}
+
+/// `CL_DEVICE_VERSION` as the raw string ("OpenCL 3.0 CUDA").
+fn raw_string(device: &Device, what: Info) -> Option<String> {
+    let bytes = device.info_raw(what as u32).ok()?;
+    Some(String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_string())
+}
+
+/// The hardware description stored in the lockfile.
+pub fn device_info(platform: &Platform, device: &Device) -> Result<DeviceInfo, Error> {
+    let kind = match info(device, Info::Type)? {
+        R::Type(t) if t.contains(ocl::DeviceType::GPU) => "gpu",
+        R::Type(t) if t.contains(ocl::DeviceType::CPU) => "cpu",
+        R::Type(t) if t.contains(ocl::DeviceType::ACCELERATOR) => "accelerator",
+        _ => "other",
+    };
+    let num = |what: Info| -> Result<u64, Error> {
+        Ok(match info(device, what)? {
+            R::MaxComputeUnits(v) | R::MaxClockFrequency(v) => v as u64,
+            R::MaxWorkGroupSize(v) => v as u64,
+            R::LocalMemSize(v) | R::GlobalMemSize(v) => v,
+            _ => 0,
+        })
+    };
+    Ok(DeviceInfo {
+        name: device.name()?.trim().to_string(),
+        vendor: device.vendor()?.trim().to_string(),
+        platform: platform.name()?.trim().to_string(),
+        kind: kind.to_string(),
+        compute_units: num(Info::MaxComputeUnits)? as u32,
+        max_work_group_size: num(Info::MaxWorkGroupSize)?,
+        local_mem_bytes: num(Info::LocalMemSize)?,
+        global_mem_bytes: num(Info::GlobalMemSize)?,
+        max_clock_mhz: num(Info::MaxClockFrequency)? as u32,
+    })
+}
+
+/// The device a program would use by default: the first GPU, else the first device.
+pub fn default_device() -> Result<(Platform, Device), Error> {
+    let all = list_devices()?;
+    let gpu = all.iter().position(|(_, d)| {
+        matches!(info(d, Info::Type), Ok(R::Type(t)) if t.contains(ocl::DeviceType::GPU))
+    });
+    all.into_iter()
+        .nth(gpu.unwrap_or(0))
+        .ok_or_else(|| Error::OpenCl("no OpenCL device found (is an ICD such as pocl-opencl-icd installed?)".into()))
+}

@@ -1,0 +1,35 @@
+//! The runtime's error type: every OpenCL failure is a value, never a panic.
+
+use crate::model::spec::LaunchError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The embedded specification or lockfile variants could not be decoded (a kfoundry bug
+    /// or a mismatched version of the macro and the runtime).
+    #[error("kernel `{kernel}`: corrupt embedded data: {message}")]
+    Embedded { kernel: String, message: String },
+    /// The call's sizes are invalid for the kernel (even the reference cannot run).
+    #[error("kernel `{kernel}`: {source}")]
+    Sizes { kernel: String, source: LaunchError },
+    /// A value given to the launcher does not fit the kernel argument's type.
+    #[error("kernel `{kernel}`: argument `{arg}`: {message}")]
+    Argument { kernel: String, arg: String, message: String },
+    /// The OpenCL compiler rejected a variant.
+    #[error("kernel `{kernel}`: build failed with options `{options}`:\n{log}")]
+    Build { kernel: String, options: String, log: String },
+    /// Any other OpenCL error.
+    #[error("OpenCL: {0}")]
+    OpenCl(String),
+}
+
+impl From<ocl::Error> for Error {
+    fn from(e: ocl::Error) -> Self {
+        Error::OpenCl(e.to_string())
+    }
+}
+
+impl From<ocl::OclCoreError> for Error {
+    fn from(e: ocl::OclCoreError) -> Self {
+        Error::OpenCl(e.to_string())
+    }
+}

@@ -1,0 +1,153 @@
+//! An annotated kernel as embedded in a binary: its specification and tuned variants, and the
+//! dispatch that picks, builds (once per context and device) and launches the right variant.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use ocl::core::{self, ClDeviceIdPtr};
+
+use super::device::device_key;
+use super::error::Error;
+use super::launch::{build_program, create_kernel, enqueue, Arg};
+use crate::model::device::DeviceKey;
+use crate::model::lockfile::Variant;
+use crate::model::select::{choose, Choice, Step};
+use crate::model::spec::{KernelSpec, Params, Sizes};
+
+/// Identity of an OpenCL object by its handle. Cached programs retain their context and device,
+/// so a handle cannot be reused by another object while it is a key here.
+type Handle = usize;
+
+/// One annotated kernel, as the `#[kfoundry::evolve]` macro embeds it.
+pub struct Evolved {
+    spec_json: &'static str,
+    variants_json: &'static str,
+    decoded: OnceLock<Result<(KernelSpec, Vec<Variant>), String>>,
+    choices: Mutex<BTreeMap<(Handle, Vec<i64>), Arc<Choice>>>,
+    kernels: Mutex<BTreeMap<(Handle, Handle, Vec<i64>), (ocl::Program, core::Kernel)>>,
+}
+
+fn device_keys() -> &'static Mutex<HashMap<Handle, DeviceKey>> {
+    static KEYS: OnceLock<Mutex<HashMap<Handle, DeviceKey>>> = OnceLock::new();
+    KEYS.get_or_init(Default::default)
+}
+
+/// The key of `device`, computed once per process.
+pub fn cached_device_key(device: &ocl::Device) -> Result<DeviceKey, Error> {
+    let handle = device.as_core().as_ptr() as Handle;
+    if let Some(k) = device_keys().lock().map_err(poisoned)?.get(&handle) {
+        return Ok(k.clone());
+    }
+    let key = device_key(device)?;
+    device_keys().lock().map_err(poisoned)?.insert(handle, key.clone());
+    Ok(key)
+}
+
+fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
+    Error::OpenCl("a kfoundry cache lock was poisoned by a panic in another thread".into())
+}
+
+impl Evolved {
+    /// Used by generated code: the spec as JSON and the variants (already filtered to the
+    /// spec's fingerprint) as a JSON array.
+    pub const fn new(spec_json: &'static str, variants_json: &'static str) -> Evolved {
+        Evolved {
+            spec_json,
+            variants_json,
+            decoded: OnceLock::new(),
+            choices: Mutex::new(BTreeMap::new()),
+            kernels: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn decoded(&self) -> Result<&(KernelSpec, Vec<Variant>), Error> {
+        let d = self.decoded.get_or_init(|| {
+            let spec: KernelSpec = serde_json::from_str(self.spec_json).map_err(|e| format!("spec: {e}"))?;
+            let variants: Vec<Variant> = serde_json::from_str(self.variants_json).map_err(|e| format!("variants: {e}"))?;
+            Ok((spec, variants))
+        });
+        d.as_ref().map_err(|message| Error::Embedded { kernel: "?".into(), message: message.clone() })
+    }
+
+    /// The kernel's specification.
+    pub fn spec(&self) -> Result<&KernelSpec, Error> {
+        Ok(&self.decoded()?.0)
+    }
+
+    /// The tuned variants embedded from `Kfoundry.lock` (all devices).
+    pub fn variants(&self) -> Result<&[Variant], Error> {
+        Ok(&self.decoded()?.1)
+    }
+
+    fn sizes(&self, spec: &KernelSpec, sizes: &[(&str, usize)]) -> Result<Sizes, Error> {
+        sizes
+            .iter()
+            .map(|(k, v)| {
+                let v = i64::try_from(*v).map_err(|_| Error::Argument {
+                    kernel: spec.id.clone(),
+                    arg: k.to_string(),
+                    message: format!("size {v} is too large"),
+                })?;
+                Ok((k.to_string(), v))
+            })
+            .collect()
+    }
+
+    /// Which variant runs on `device` at `sizes`, and why.
+    pub fn explain(&self, device: &ocl::Device, sizes: &[(&str, usize)]) -> Result<Choice, Error> {
+        let (spec, variants) = self.decoded()?;
+        let sizes = self.sizes(spec, sizes)?;
+        let key = cached_device_key(device)?;
+        choose(spec, variants, &key, &sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })
+    }
+
+    fn choice(&self, device: &ocl::Device, spec: &KernelSpec, sizes: &Sizes) -> Result<Arc<Choice>, Error> {
+        let cache_key = (device.as_core().as_ptr() as Handle, sizes.values().copied().collect::<Vec<_>>());
+        if let Some(c) = self.choices.lock().map_err(poisoned)?.get(&cache_key) {
+            return Ok(c.clone());
+        }
+        let key = cached_device_key(device)?;
+        let choice = Arc::new(
+            choose(spec, self.variants()?, &key, sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?,
+        );
+        self.choices.lock().map_err(poisoned)?.insert(cache_key, choice.clone());
+        Ok(choice)
+    }
+
+    /// Runs the kernel on `queue`'s device: the variant chosen for that device and these sizes
+    /// (built on first use in this context), else the reference. Returns the dispatch step.
+    pub fn launch(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Step, Error> {
+        let spec = self.spec()?;
+        let sizes = self.sizes(spec, sizes)?;
+        let device = queue.device();
+        let choice = self.choice(&device, spec, &sizes)?;
+        self.run(queue, &device, spec, &choice.params, &sizes, args)?;
+        Ok(choice.step)
+    }
+
+    /// Runs the configuration `params` (for tests and benchmarks that compare variants).
+    pub fn launch_params(&self, queue: &ocl::Queue, params: &Params, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
+        let spec = self.spec()?;
+        let sizes = self.sizes(spec, sizes)?;
+        self.run(queue, &queue.device(), spec, params, &sizes, args)
+    }
+
+    fn run(&self, queue: &ocl::Queue, device: &ocl::Device, spec: &KernelSpec, params: &Params, sizes: &Sizes, args: &[Arg<'_>]) -> Result<(), Error> {
+        let context = queue.context();
+        let key = (
+            context.as_core().as_ptr() as Handle,
+            device.as_core().as_ptr() as Handle,
+            params.values().copied().collect::<Vec<_>>(),
+        );
+        let mut kernels = self.kernels.lock().map_err(poisoned)?;
+        if !kernels.contains_key(&key) {
+            let program = build_program(spec, params, &context, device)?;
+            let kernel = create_kernel(spec, &program)?;
+            kernels.insert(key.clone(), (program, kernel));
+        }
+        let (_, kernel) = kernels.get(&key).ok_or_else(|| Error::OpenCl("kernel cache".into()))?;
+        // The lock is held while arguments are set and the kernel enqueued: a kernel object's
+        // arguments are shared state.
+        enqueue(spec, kernel, queue, params, sizes, args, None)
+    }
+}

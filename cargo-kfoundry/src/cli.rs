@@ -1,0 +1,124 @@
+//! The command line, with cargo's conventions. Invoked as `cargo kfoundry <command>` (cargo
+//! passes `kfoundry` as the first argument) or directly as `cargo-kfoundry <command>`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "cargo-kfoundry", bin_name = "cargo kfoundry", version, about = "Tune annotated OpenCL kernels for the local device and embed the winners through Kfoundry.lock")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Search for the fastest correct variant of every annotated kernel on a device and record the winners in Kfoundry.lock.
+    Tune(TuneArgs),
+    /// List the annotated kernels and their search spaces.
+    List(WorkspaceArgs),
+    /// List the OpenCL devices with their kfoundry keys.
+    Devices(DevicesArgs),
+    /// Compare Kfoundry.lock with the sources: stale, missing and orphaned entries.
+    Check(CheckArgs),
+    /// Replay the search engine on a brute-forced search space (Kernel Tuner cache file).
+    Simulate(SimulateArgs),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct WorkspaceArgs {
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// Package(s) to consider (default: every workspace member).
+    #[arg(short = 'p', long = "package", value_name = "SPEC")]
+    pub packages: Vec<String>,
+    /// Consider every workspace member (the default when no package is named).
+    #[arg(long)]
+    pub workspace: bool,
+    /// Output format for messages.
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
+    pub message_format: MessageFormat,
+    /// No progress or informational output.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// More output (each evaluation).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MessageFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TuneArgs {
+    #[command(flatten)]
+    pub ws: WorkspaceArgs,
+    /// Device to tune on: an index from `cargo kfoundry devices`, `gpu`, `cpu`, or text found in the device's name, platform or key (default: the first GPU, else the first device).
+    #[arg(long, value_name = "SELECTOR")]
+    pub device: Option<String>,
+    /// Evaluations per kernel and workload (the reference included).
+    #[arg(long, value_name = "N", default_value_t = 60)]
+    pub budget_evals: usize,
+    /// Seconds per kernel and workload (whichever budget ends first).
+    #[arg(long, value_name = "SECS")]
+    pub budget_secs: Option<f64>,
+    /// Seed of the search and of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Tune only kernels whose id contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub kernel: Option<String>,
+    /// Tune only these workloads (by name).
+    #[arg(long = "workload", value_name = "NAME")]
+    pub workloads: Vec<String>,
+    /// Timed runs per candidate (median taken), after one warm-up run.
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DevicesArgs {
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
+    pub message_format: MessageFormat,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub ws: WorkspaceArgs,
+    /// Exit non-zero when the lockfile is missing, stale, incomplete or has orphaned entries (for CI).
+    #[arg(long)]
+    pub locked: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimulateArgs {
+    /// A Kernel Tuner cache file (.json or .json.gz).
+    pub cache: PathBuf,
+    /// Independent seeded runs.
+    #[arg(long, default_value_t = 10)]
+    pub runs: usize,
+    /// Evaluations per run.
+    #[arg(long, default_value_t = 200)]
+    pub budget_evals: usize,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
+    pub message_format: MessageFormat,
+}
+
+/// Parses the process arguments, dropping the `kfoundry` that cargo inserts.
+pub fn parse() -> Cli {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "kfoundry") {
+        args.remove(1);
+    }
+    Cli::parse_from(args)
+}

@@ -1,0 +1,170 @@
+//! `cargo kfoundry check [--locked]`: is `Kfoundry.lock` in step with the sources?
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use anyhow::{bail, Result};
+use kfoundry_rt::model::lockfile::Lockfile;
+use kfoundry_rt::model::spec::KernelSpec;
+
+use crate::cli::{CheckArgs, MessageFormat};
+use crate::discover::discover;
+
+/// One way the lockfile disagrees with the sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    NoLockfile,
+    /// The kernel changed since it was tuned: its variants will not be embedded.
+    Stale { kernel: String, locked: String, current: String },
+    /// The kernel has never been tuned.
+    Untuned { kernel: String },
+    /// A device tuned the kernel but not this workload.
+    MissingWorkload { kernel: String, device: String, workload: String },
+    /// The lockfile has an entry for a kernel that no longer exists.
+    Orphaned { kernel: String },
+    /// A variant for a workload the kernel no longer declares.
+    OrphanedWorkload { kernel: String, workload: String },
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Finding::NoLockfile => write!(f, "no Kfoundry.lock: every kernel runs its reference; run `cargo kfoundry tune`"),
+            Finding::Stale { kernel, locked, current } => write!(
+                f,
+                "stale: `{kernel}` changed since it was tuned (fingerprint {locked} in the lockfile, {current} now): its variants are not embedded; re-run `cargo kfoundry tune`"
+            ),
+            Finding::Untuned { kernel } => write!(f, "missing: `{kernel}` has no entry; run `cargo kfoundry tune`"),
+            Finding::MissingWorkload { kernel, device, workload } => {
+                write!(f, "missing: `{kernel}` was tuned on `{device}` but not for workload `{workload}`")
+            }
+            Finding::Orphaned { kernel } => write!(f, "orphaned: the lockfile has `{kernel}`, which is not in the sources"),
+            Finding::OrphanedWorkload { kernel, workload } => {
+                write!(f, "orphaned: `{kernel}` has a variant for workload `{workload}`, which it no longer declares")
+            }
+        }
+    }
+}
+
+/// Compares the lockfile (if any) with the kernels in the sources.
+pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Vec<Finding> {
+    let Some(lock) = lock else { return vec![Finding::NoLockfile] };
+    let mut out = Vec::new();
+    let ids: BTreeSet<&str> = kernels.iter().map(|k| k.id.as_str()).collect();
+    for spec in kernels {
+        let Some(entry) = lock.kernels.get(&spec.id) else {
+            out.push(Finding::Untuned { kernel: spec.id.clone() });
+            continue;
+        };
+        let current = spec.fingerprint();
+        if entry.fingerprint != current {
+            out.push(Finding::Stale { kernel: spec.id.clone(), locked: entry.fingerprint.clone(), current });
+            continue;
+        }
+        let declared: BTreeSet<&str> = spec.workloads.iter().map(|w| w.name.as_str()).collect();
+        let devices: BTreeSet<&str> = entry.variants.iter().map(|v| v.device.as_str()).collect();
+        for device in devices {
+            for w in &declared {
+                if !entry.variants.iter().any(|v| v.device == device && v.workload == *w) {
+                    out.push(Finding::MissingWorkload { kernel: spec.id.clone(), device: device.to_string(), workload: w.to_string() });
+                }
+            }
+        }
+        let mut reported = BTreeSet::new();
+        for v in &entry.variants {
+            if !declared.contains(v.workload.as_str()) && reported.insert(v.workload.as_str()) {
+                out.push(Finding::OrphanedWorkload { kernel: spec.id.clone(), workload: v.workload.clone() });
+            }
+        }
+    }
+    for id in lock.kernels.keys() {
+        if !ids.contains(id.as_str()) {
+            out.push(Finding::Orphaned { kernel: id.clone() });
+        }
+    }
+    out
+}
+
+pub fn run(args: &CheckArgs) -> Result<()> {
+    let ws = discover(&args.ws)?;
+    let lock = Lockfile::read(&ws.lockfile())?;
+    let specs: Vec<&KernelSpec> = ws.kernels.iter().map(|k| &k.spec).collect();
+    let found = findings(&specs, lock.as_ref());
+    let json = args.ws.message_format == MessageFormat::Json;
+    for f in &found {
+        if json {
+            println!("{}", serde_json::json!({ "reason": "finding", "message": f.to_string() }));
+        } else {
+            println!("{f}");
+        }
+    }
+    if found.is_empty() && !json && !args.ws.quiet {
+        println!("Kfoundry.lock is up to date for {} kernel(s)", specs.len());
+    }
+    if args.locked && !found.is_empty() {
+        bail!("{} problem(s) with {} (--locked)", found.len(), ws.lockfile().display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kfoundry_rt::model::annotation::{parse, Context};
+    use kfoundry_rt::model::lockfile::Variant;
+    use kfoundry_rt::DeviceInfo;
+
+    fn spec(name: &str, workloads: &str) -> KernelSpec {
+        let args: proc_macro2::TokenStream = format!(
+            r#"code = "__kernel void k(const int n, __global float* y) {{}}", global = n, buffers(y = n), check(y), workloads({workloads}), name = "{name}""#
+        )
+        .parse()
+        .unwrap();
+        let item: syn::Item = syn::parse_str("struct K;").unwrap();
+        let cx = Context { package: "p", manifest_dir: std::path::Path::new(".") };
+        match parse(args, &item, &cx) {
+            Ok(a) => a.spec,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn variant(device: &str, workload: &str) -> Variant {
+        Variant {
+            device: device.into(),
+            workload: workload.into(),
+            sizes: Default::default(),
+            params: Default::default(),
+            time_ns: 1,
+            reference_time_ns: 1,
+            evaluations: 1,
+            failures: 0,
+            source: None,
+        }
+    }
+
+    #[test]
+    fn every_kind_of_finding() {
+        let a = spec("a", "small(n = 64), large(n = 128)");
+        let b = spec("b", "w(n = 64)");
+        let c = spec("c", "w(n = 64)");
+        assert_eq!(findings(&[&a], None), vec![Finding::NoLockfile]);
+        let mut lock = Lockfile::default();
+        lock.record("a", &a.fingerprint(), "dev", DeviceInfo::default(), vec![variant("dev", "small"), variant("dev", "old")]);
+        lock.record("b", "0000", "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
+        lock.record("gone", "1111", "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
+        let f = findings(&[&a, &b, &c], Some(&lock));
+        assert_eq!(
+            f,
+            vec![
+                Finding::MissingWorkload { kernel: "a".into(), device: "dev".into(), workload: "large".into() },
+                Finding::OrphanedWorkload { kernel: "a".into(), workload: "old".into() },
+                Finding::Stale { kernel: "b".into(), locked: "0000".into(), current: b.fingerprint() },
+                Finding::Untuned { kernel: "c".into() },
+                Finding::Orphaned { kernel: "gone".into() },
+            ]
+        );
+        let mut clean = Lockfile::default();
+        clean.record("c", &c.fingerprint(), "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
+        assert!(findings(&[&c], Some(&clean)).is_empty());
+    }
+}

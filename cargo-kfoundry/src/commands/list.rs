@@ -1,0 +1,41 @@
+//! `cargo kfoundry list`: the annotated kernels and their search spaces.
+
+use anyhow::Result;
+
+use crate::cli::{MessageFormat, WorkspaceArgs};
+use crate::discover::discover;
+
+pub fn run(args: &WorkspaceArgs) -> Result<()> {
+    let ws = discover(args)?;
+    for k in &ws.kernels {
+        let s = &k.spec;
+        if args.message_format == MessageFormat::Json {
+            let v = serde_json::json!({
+                "reason": "kernel", "id": s.id, "package": k.package, "location": k.location(),
+                "entry": s.signature.name, "fingerprint": s.fingerprint(), "space_size": s.space_size().to_string(),
+                "params": s.params.iter().map(|p| (p.name.clone(), p.values.clone())).collect::<Vec<_>>(),
+                "workloads": s.workloads,
+            });
+            println!("{v}");
+            continue;
+        }
+        println!("{} ({}, kernel `{}`, fingerprint {})", s.id, k.location(), s.signature.name, s.fingerprint());
+        for p in &s.params {
+            let values: Vec<String> = p.values.iter().map(i64::to_string).collect();
+            let reference = s.reference.get(&p.name).map(|v| format!(" (reference {v})")).unwrap_or_default();
+            println!("  {} ∈ {{{}}}{reference}", p.name, values.join(", "));
+        }
+        println!("  {} configurations before constraints", s.space_size());
+        for r in &s.require {
+            println!("  require {r}");
+        }
+        for w in &s.workloads {
+            let sizes: Vec<String> = w.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("  workload {}: {}", w.name, sizes.join(", "));
+        }
+    }
+    if ws.kernels.is_empty() && args.message_format == MessageFormat::Human {
+        println!("no #[kfoundry::evolve] kernels in the selected packages");
+    }
+    Ok(())
+}

@@ -1,0 +1,5 @@
+//! The read-only commands: `list`, `check`, `simulate`.
+
+pub mod check;
+pub mod list;
+pub mod simulate;

@@ -1,0 +1,26 @@
+//! `cargo kfoundry simulate <cache>`: replays the search engine on a brute-forced search space
+//! (a Kernel Tuner cache file), charging each first visit its recorded cost.
+
+use anyhow::Result;
+use kfoundry_search::{simulate, SimulateOptions};
+
+use crate::cli::{MessageFormat, SimulateArgs};
+
+pub fn run(args: &SimulateArgs) -> Result<()> {
+    let mut options = SimulateOptions { repeats: args.runs.max(1), ..SimulateOptions::default() };
+    options.settings.seed = args.seed;
+    options.settings.max_evals = Some(args.budget_evals.max(1));
+    let report = simulate(&args.cache, &options)?;
+    match args.message_format {
+        MessageFormat::Human => print!("{report}"),
+        MessageFormat::Json => {
+            let runs: Vec<_> = report
+                .runs
+                .iter()
+                .map(|r| serde_json::json!({ "seed": r.seed, "evaluations": r.evaluations, "failures": r.failures, "seconds": r.seconds, "fraction": r.fraction, "best": r.best }))
+                .collect();
+            println!("{}", serde_json::json!({ "reason": "simulated", "kernel": report.kernel, "device": report.device, "best_time": report.best_time, "fractions": report.fractions, "score_evals": report.score_evals, "score_time": report.score_time, "runs": runs }));
+        }
+    }
+    Ok(())
+}

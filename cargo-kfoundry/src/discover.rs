@@ -1,0 +1,245 @@
+//! Finds every `#[kfoundry::evolve(...)]` kernel of the selected packages: `cargo metadata`
+//! names the packages and their targets, `syn` reads every Rust file under the targets' source
+//! directories, and the model's annotation parser (the same one the macro runs) builds each
+//! kernel's specification.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _, Result};
+use kfoundry_rt::model::annotation::{self, Context};
+use kfoundry_rt::model::lockfile::FILE_NAME;
+use kfoundry_rt::model::spec::KernelSpec;
+
+use crate::cli::WorkspaceArgs;
+
+/// An annotated kernel found in the sources.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    pub package: String,
+    /// The Rust file and line of the annotated item.
+    pub file: PathBuf,
+    pub line: usize,
+    pub spec: KernelSpec,
+}
+
+impl Kernel {
+    pub fn location(&self) -> String {
+        format!("{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// The workspace as far as kfoundry cares.
+#[derive(Debug)]
+pub struct Workspace {
+    pub root: PathBuf,
+    pub kernels: Vec<Kernel>,
+}
+
+impl Workspace {
+    pub fn lockfile(&self) -> PathBuf {
+        self.root.join(FILE_NAME)
+    }
+}
+
+/// Reads the workspace and every annotated kernel of the selected packages. Every malformed
+/// annotation is reported (file:line:column: message) before failing.
+pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
+    let mut cmd = cargo_metadata::MetadataCommand::new();
+    cmd.no_deps();
+    if let Some(path) = &args.manifest_path {
+        cmd.manifest_path(path);
+    }
+    let meta = cmd.exec().context("cannot read the workspace with `cargo metadata`")?;
+    let members: Vec<&cargo_metadata::Package> = meta.workspace_packages();
+    let selected: Vec<&cargo_metadata::Package> = if args.packages.is_empty() {
+        members
+    } else {
+        let mut out = Vec::new();
+        for name in &args.packages {
+            match members.iter().find(|p| p.name.as_str() == name.as_str()) {
+                Some(p) => out.push(*p),
+                None => {
+                    let names: Vec<&str> = members.iter().map(|p| p.name.as_str()).collect();
+                    bail!("package `{name}` is not a member of the workspace (members: {})", names.join(", "));
+                }
+            }
+        }
+        out
+    };
+
+    let mut kernels = Vec::new();
+    let mut errors = Vec::new();
+    for package in selected {
+        let manifest_dir = package.manifest_path.parent().map(|p| p.as_std_path().to_path_buf()).unwrap_or_default();
+        for file in source_files(package) {
+            match kernels_in_file(&file, package.name.as_str(), &manifest_dir) {
+                Ok(found) => kernels.extend(found),
+                Err(mut e) => errors.append(&mut e),
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for k in &kernels {
+        if !seen.insert(k.spec.id.clone()) {
+            errors.push(format!(
+                "{}: kernel id `{}` is used twice; give one of them `name = \"...\"`",
+                k.location(),
+                k.spec.id
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        bail!("{}\n{} error(s) in kfoundry annotations", errors.join("\n"), errors.len());
+    }
+    kernels.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
+    Ok(Workspace { root: meta.workspace_root.as_std_path().to_path_buf(), kernels })
+}
+
+/// Every `.rs` file under the source directories of the package's library, binary and example
+/// targets (test and bench targets are not tuned).
+fn source_files(package: &cargo_metadata::Package) -> Vec<PathBuf> {
+    let mut dirs = BTreeSet::new();
+    for t in &package.targets {
+        let tuned = t.kind.iter().any(|k| {
+            matches!(
+                k,
+                cargo_metadata::TargetKind::Lib
+                    | cargo_metadata::TargetKind::Bin
+                    | cargo_metadata::TargetKind::Example
+                    | cargo_metadata::TargetKind::RLib
+                    | cargo_metadata::TargetKind::DyLib
+                    | cargo_metadata::TargetKind::CDyLib
+                    | cargo_metadata::TargetKind::StaticLib
+            )
+        });
+        if tuned {
+            if let Some(dir) = t.src_path.parent() {
+                dirs.insert(dir.as_std_path().to_path_buf());
+            }
+        }
+    }
+    // A directory inside another is walked once.
+    let dirs: Vec<PathBuf> = dirs.iter().filter(|d| !dirs.iter().any(|o| o != *d && d.starts_with(o))).cloned().collect();
+    let mut files = Vec::new();
+    for d in dirs {
+        walk(&d, &mut files);
+    }
+    files.sort();
+    files
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name == "target" {
+            continue;
+        }
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => walk(&path, out),
+            Ok(t) if t.is_file() && name.ends_with(".rs") => out.push(path),
+            _ => {}
+        }
+    }
+}
+
+/// The annotated kernels of one file, or its errors as `file:line:column: message`.
+pub fn kernels_in_file(file: &Path, package: &str, manifest_dir: &Path) -> Result<Vec<Kernel>, Vec<String>> {
+    let text = std::fs::read_to_string(file).map_err(|e| vec![format!("{}: {e}", file.display())])?;
+    if !text.contains("evolve") {
+        return Ok(Vec::new());
+    }
+    let ast = syn::parse_file(&text).map_err(|e| vec![located(file, &e)])?;
+    let cx = Context { package, manifest_dir };
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    let mut items: Vec<&syn::Item> = ast.items.iter().collect();
+    // Inline modules are part of the file.
+    while let Some(item) = items.pop() {
+        if let syn::Item::Mod(m) = item {
+            if let Some((_, inner)) = &m.content {
+                items.extend(inner.iter());
+            }
+            continue;
+        }
+        let attrs = match item {
+            syn::Item::Struct(s) => &s.attrs,
+            syn::Item::Const(c) => &c.attrs,
+            syn::Item::Fn(f) => &f.attrs,
+            syn::Item::Enum(e) => &e.attrs,
+            _ => continue,
+        };
+        for attr in attrs.iter().filter(|a| annotation::is_evolve_attr(a)) {
+            let args = match &attr.meta {
+                syn::Meta::List(list) => list.tokens.clone(),
+                _ => proc_macro2::TokenStream::new(),
+            };
+            let mut bare = item.clone();
+            strip_evolve(&mut bare);
+            match annotation::parse(args, &bare, &cx) {
+                Ok(a) => found.push(Kernel {
+                    package: package.to_string(),
+                    file: file.to_path_buf(),
+                    line: a.ident.span().start().line,
+                    spec: a.spec,
+                }),
+                Err(e) => errors.extend(e.into_iter().map(|e| located(file, &e))),
+            }
+        }
+    }
+    if errors.is_empty() {
+        found.sort_by_key(|k| k.line);
+        Ok(found)
+    } else {
+        Err(errors)
+    }
+}
+
+fn strip_evolve(item: &mut syn::Item) {
+    if let syn::Item::Struct(s) = item {
+        s.attrs.retain(|a| !annotation::is_evolve_attr(a));
+    }
+}
+
+fn located(file: &Path, e: &syn::Error) -> String {
+    let start = e.span().start();
+    format!("{}:{}:{}: {e}", file.display(), start.line, start.column + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_kernels_in_nested_modules_and_reports_errors_with_location() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("lib.rs");
+        std::fs::write(
+            &file,
+            r#"
+mod inner {
+    #[kfoundry::evolve(code = "__kernel void k(const int n, __global float* y) {}",
+        global = n, buffers(y = n), check(y), workloads(w(n = 64)))]
+    pub struct K;
+}
+
+#[kfoundry::evolve(code = "__kernel void k(const int n, __global float* y) {}",
+    global = n, buffers(y = n), check(y), workloads(w(n = 64)), bogus = 1)]
+pub struct Broken;
+"#,
+        )
+        .unwrap();
+        let errors = kernels_in_file(&file, "demo", dir.path()).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains("lib.rs:9:") && errors[0].contains("unknown key `bogus`"), "{errors:?}");
+
+        std::fs::write(&file, std::fs::read_to_string(&file).unwrap().replace(", bogus = 1", "")).unwrap();
+        let found = kernels_in_file(&file, "demo", dir.path()).unwrap();
+        let ids: Vec<_> = found.iter().map(|k| k.spec.id.as_str()).collect();
+        assert_eq!(ids, ["demo::K", "demo::Broken"]);
+        assert_eq!(found[0].line, 5);
+    }
+}

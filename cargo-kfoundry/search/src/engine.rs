@@ -1,0 +1,722 @@
+//! The engine: islands of MAP-Elites archives, parent sampling, gradient-steered mutation,
+//! budgets. [`SearchState`] is the whole state (serde-serializable, for checkpoints);
+//! [`SearchState::step`] evaluates one configuration, [`SearchState::run`] loops.
+
+use std::collections::HashMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::archive::{Archive, Cell, Elite};
+use crate::eval::{Evaluation, Evaluator};
+use crate::gradient::{Gradient, GradientModel, Move, Weights};
+use crate::operators::{self, Operator};
+use crate::space::{Config, Indices, Space, SpaceError};
+
+/// How parents are sampled: probabilities of the three modes (normalised when used).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Fitness-weighted elites (rank-based, steeper for larger archives).
+    pub exploit: f64,
+    /// Weak cells (below the median) or cells next to empty ones.
+    pub explore: f64,
+    /// Any elite, uniformly.
+    pub random: f64,
+}
+
+/// Probabilities of the mutation operators (normalised when used).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Operators {
+    pub neighbour: f64,
+    pub reset: f64,
+    pub crossover: f64,
+}
+
+/// Engine settings. The defaults are fixed for every space: nothing here is tuned per kernel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Seed of the one random generator (ChaCha8).
+    pub seed: u64,
+    /// Stop after this many evaluations (failed ones included). Default 500.
+    pub max_evals: Option<usize>,
+    /// Stop once the evaluations' costs add up to this many seconds. Default none.
+    pub max_seconds: Option<f64>,
+    /// Stop after this many evaluations without a better best. Default none.
+    pub stagnation: Option<usize>,
+    /// Number of islands (separate archives). Default 4.
+    pub islands: usize,
+    /// Every this many evaluations each island sends its best to the next (ring). Default 25.
+    pub migration_interval: usize,
+    /// Uniformly random configurations evaluated before evolution starts (after the
+    /// reference), spread over the islands. Default 12.
+    pub initial_samples: usize,
+    /// At most this many bins per parameter descriptor. Default 4.
+    pub max_bins: usize,
+    pub sampling: Sampling,
+    pub operators: Operators,
+    /// Weights of ∂F, ∂R, ∂E. Default 0.4 / 0.4 / 0.2.
+    pub weights: Weights,
+    /// Per-move decay of the gradient statistics. Default 0.95.
+    pub decay: f64,
+    /// Pseudo-moves of the pooled estimate that shrink a cell's own. Default 3.
+    pub prior: f64,
+    /// Ablation switch: when false, parents are sampled and mutations directed without the
+    /// gradient (moves are still recorded).
+    pub gradient_steering: bool,
+    /// Ablation switch: when true, the archive is a single cell keeping the best
+    /// `population` configurations per island: a plain elitist GA.
+    pub single_cell: bool,
+    /// Size of the single cell's population. Default 16.
+    pub population: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            seed: 0,
+            max_evals: Some(500),
+            max_seconds: None,
+            stagnation: None,
+            islands: 4,
+            migration_interval: 25,
+            initial_samples: 12,
+            max_bins: 4,
+            sampling: Sampling { exploit: 0.6, explore: 0.25, random: 0.15 },
+            operators: Operators { neighbour: 0.6, reset: 0.15, crossover: 0.25 },
+            weights: Weights::default(),
+            decay: 0.95,
+            prior: 3.0,
+            gradient_steering: true,
+            single_cell: false,
+            population: 16,
+        }
+    }
+}
+
+/// One evaluation in the history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub config: Config,
+    pub outcome: Evaluation,
+    /// History index of the (first) parent, if any.
+    pub parent: Option<usize>,
+    /// Second parent of a crossover.
+    pub other_parent: Option<usize>,
+    pub operator: Operator,
+    pub island: usize,
+    /// Archive cell (meaningful for successful evaluations).
+    pub cell: Cell,
+    /// Seconds charged so far, this evaluation included.
+    pub elapsed: f64,
+}
+
+/// Why the search stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Stop {
+    MaxEvals,
+    MaxSeconds,
+    Stagnation,
+    /// Every valid configuration has been evaluated (or none can be found).
+    Exhausted,
+    /// The observer asked to stop (Ctrl-C).
+    Interrupted,
+}
+
+/// What [`SearchState::step`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Evaluated one configuration: its history index.
+    Evaluated(usize),
+    /// Did nothing: the search is over.
+    Done(Stop),
+}
+
+/// Progress, as shown to an observer after each evaluation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress<'a> {
+    pub evaluations: usize,
+    pub failures: usize,
+    /// Seconds charged so far (real or simulated).
+    pub elapsed: f64,
+    /// Best configuration and time so far.
+    pub best: Option<(&'a Config, f64)>,
+    /// The evaluation just done.
+    pub last: Option<&'a Record>,
+    pub settings: &'a Settings,
+}
+
+/// An archived configuration in the result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultElite {
+    pub config: Config,
+    pub time: f64,
+    pub cell: Cell,
+}
+
+/// The outcome of a search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchResult {
+    /// Best configuration and its time (seconds); `None` if nothing succeeded.
+    pub best: Option<(Config, f64)>,
+    /// History index of the best.
+    pub best_eval: Option<usize>,
+    /// The elites of the union of the islands' archives, fastest first.
+    pub elites: Vec<ResultElite>,
+    pub history: Vec<Record>,
+    pub evaluations: usize,
+    pub failures: usize,
+    pub elapsed: f64,
+    pub stop: Option<Stop>,
+}
+
+/// Errors when starting a search.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SearchError {
+    #[error("reference configuration: {0}")]
+    Reference(SpaceError),
+    #[error("settings: {0}")]
+    Settings(String),
+}
+
+/// The whole state of a search. Serialize it to checkpoint, deserialize to resume
+/// (the evaluator and the validity predicate are passed to each [`SearchState::step`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SearchState {
+    space: Space,
+    settings: Settings,
+    rng: ChaCha8Rng,
+    islands: Vec<Archive>,
+    model: GradientModel,
+    history: Vec<Record>,
+    /// Every configuration evaluated → history index.
+    #[serde(with = "crate::archive::pairs")]
+    visited: HashMap<Indices, usize>,
+    reference: Option<Indices>,
+    reference_done: bool,
+    best: Option<usize>,
+    last_improvement: usize,
+    failures: usize,
+    elapsed: f64,
+    next_island: usize,
+    stop: Option<Stop>,
+    /// Bins per descriptor (cached).
+    bins: Vec<usize>,
+    /// Descriptor of each parameter (cached).
+    param_desc: Vec<Option<usize>>,
+    /// Parameters with more than one value.
+    free: Vec<usize>,
+}
+
+/// Parent-sampling weights of one island (see `SearchState::parent_weights`).
+struct ParentWeights {
+    elites: Vec<Elite>,
+    /// Gradient of each elite's cell.
+    grads: Vec<Vec<Gradient>>,
+    exploit: Vec<f64>,
+    explore: Vec<f64>,
+}
+
+fn fitness(time: f64) -> f64 {
+    -time.ln()
+}
+
+/// Rejection-sampling attempts before enumerating the space for a random configuration.
+const RANDOM_TRIES: usize = 2000;
+/// Spaces up to this size are enumerated when rejection sampling finds nothing.
+const ENUMERATE_LIMIT: u128 = 4_000_000;
+/// Attempts at producing a new valid child by mutation before drawing a random one.
+const MUTATION_TRIES: usize = 40;
+
+impl SearchState {
+    /// A new search. `reference`, if given, is evaluated first (when valid), so the result
+    /// is never worse than it.
+    pub fn new(space: Space, settings: Settings, reference: Option<&Config>) -> Result<SearchState, SearchError> {
+        if settings.islands == 0 {
+            return Err(SearchError::Settings("islands must be at least 1".into()));
+        }
+        let reference = match reference {
+            Some(c) => Some(space.indices(c).map_err(SearchError::Reference)?),
+            None => None,
+        };
+        let dims = if settings.single_cell { 0 } else { space.descriptors.len() };
+        let capacity = if settings.single_cell { settings.population.max(2) } else { 1 };
+        let bins: Vec<usize> = (0..space.descriptors.len()).map(|d| space.bins(d, settings.max_bins)).collect();
+        let param_desc = if settings.single_cell { vec![None; space.len()] } else { space.param_descriptor() };
+        let free = (0..space.len()).filter(|&p| space.params[p].values.len() > 1).collect();
+        // In single-cell mode the gradient still runs, per parameter over one cell: keep one
+        // dimension per parameter so steering is comparable.
+        let model_dims = if settings.single_cell { space.len() } else { dims };
+        Ok(SearchState {
+            rng: ChaCha8Rng::seed_from_u64(settings.seed),
+            islands: (0..settings.islands).map(|_| Archive::new(capacity)).collect(),
+            model: GradientModel::new(model_dims, settings.weights, settings.decay, settings.prior),
+            history: Vec::new(),
+            visited: HashMap::new(),
+            reference,
+            reference_done: false,
+            best: None,
+            last_improvement: 0,
+            failures: 0,
+            elapsed: 0.0,
+            next_island: 0,
+            stop: None,
+            bins,
+            param_desc,
+            free,
+            space,
+            settings,
+        })
+    }
+
+    pub fn space(&self) -> &Space {
+        &self.space
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Changes the budgets (e.g. to extend a resumed search) and clears a budget stop.
+    pub fn set_budgets(&mut self, max_evals: Option<usize>, max_seconds: Option<f64>, stagnation: Option<usize>) {
+        self.settings.max_evals = max_evals;
+        self.settings.max_seconds = max_seconds;
+        self.settings.stagnation = stagnation;
+        if matches!(self.stop, Some(Stop::MaxEvals | Stop::MaxSeconds | Stop::Stagnation | Stop::Interrupted)) {
+            self.stop = None;
+        }
+    }
+
+    pub fn history(&self) -> &[Record] {
+        &self.history
+    }
+
+    /// The island archives.
+    pub fn archives(&self) -> &[Archive] {
+        &self.islands
+    }
+
+    /// The recorded parent → child moves.
+    pub fn moves(&self) -> &[Move] {
+        self.model.moves()
+    }
+
+    /// Whether a configuration has been evaluated (its history index).
+    pub fn evaluated(&self, config: &Config) -> Option<usize> {
+        self.space.indices(config).ok().and_then(|i| self.visited.get(&i).copied())
+    }
+
+    pub fn progress(&self) -> Progress<'_> {
+        Progress {
+            evaluations: self.history.len(),
+            failures: self.failures,
+            elapsed: self.elapsed,
+            best: self.best.and_then(|b| {
+                let r = &self.history[b];
+                r.outcome.time().map(|t| (&r.config, t))
+            }),
+            last: self.history.last(),
+            settings: &self.settings,
+        }
+    }
+
+    /// Why the search is over, if it is.
+    pub fn stopped(&self) -> Option<Stop> {
+        self.stop.or_else(|| self.budget_stop())
+    }
+
+    fn budget_stop(&self) -> Option<Stop> {
+        let n = self.history.len();
+        if self.settings.max_evals.is_some_and(|m| n >= m) {
+            return Some(Stop::MaxEvals);
+        }
+        if self.settings.max_seconds.is_some_and(|s| self.elapsed >= s) {
+            return Some(Stop::MaxSeconds);
+        }
+        if self.settings.stagnation.is_some_and(|s| n >= self.last_improvement + s && n > 0) {
+            return Some(Stop::Stagnation);
+        }
+        None
+    }
+
+    /// Proposes, evaluates and records one configuration; never the same one twice, never
+    /// one that `valid` rejects.
+    pub fn step(&mut self, evaluator: &mut dyn Evaluator, valid: &dyn Fn(&Config) -> bool) -> Step {
+        if let Some(s) = self.stopped() {
+            return Step::Done(s);
+        }
+        let island = self.next_island % self.islands.len();
+        let proposal = match self.propose(island, valid) {
+            Some(p) => p,
+            None => {
+                self.stop = Some(Stop::Exhausted);
+                return Step::Done(Stop::Exhausted);
+            }
+        };
+        self.next_island = (self.next_island + 1) % self.islands.len();
+        let (child, op, parent, other) = proposal;
+        let config = self.space.values(&child);
+        let outcome = evaluator.evaluate(&config);
+        Step::Evaluated(self.record(child, config, outcome, op, parent, other, island))
+    }
+
+    /// Runs until a budget is spent, the space is exhausted or `observer` returns false
+    /// (it is called after every evaluation).
+    pub fn run(
+        &mut self,
+        evaluator: &mut dyn Evaluator,
+        valid: &dyn Fn(&Config) -> bool,
+        observer: &mut dyn FnMut(&Progress) -> bool,
+    ) -> SearchResult {
+        while let Step::Evaluated(_) = self.step(evaluator, valid) {
+            if !observer(&self.progress()) {
+                self.stop = Some(Stop::Interrupted);
+                break;
+            }
+        }
+        self.result()
+    }
+
+    /// The result so far.
+    pub fn result(&self) -> SearchResult {
+        let mut all = Archive::new(if self.settings.single_cell { self.settings.population.max(2) } else { 1 });
+        for a in &self.islands {
+            for e in a.elites() {
+                all.insert(e.clone());
+            }
+        }
+        let mut elites: Vec<ResultElite> = all
+            .elites()
+            .map(|e| ResultElite {
+                config: self.space.values(&e.indices),
+                time: (-e.fitness).exp(),
+                cell: e.cell.clone(),
+            })
+            .collect();
+        elites.sort_by(|a, b| a.time.total_cmp(&b.time));
+        SearchResult {
+            best: self.best.and_then(|b| {
+                let r = &self.history[b];
+                r.outcome.time().map(|t| (r.config.clone(), t))
+            }),
+            best_eval: self.best,
+            elites,
+            history: self.history.clone(),
+            evaluations: self.history.len(),
+            failures: self.failures,
+            elapsed: self.elapsed,
+            stop: self.stopped(),
+        }
+    }
+
+    // ----------------------------------------------------------------------------------
+
+    fn cell_of(&self, idx: &[u32], eval: &Evaluation) -> Cell {
+        if self.settings.single_cell {
+            return Vec::new();
+        }
+        (0..self.space.descriptors.len())
+            .map(|d| self.space.bin(d, idx, eval.measured(), self.settings.max_bins))
+            .collect()
+    }
+
+    /// Sign of the change of each model dimension between two configurations.
+    fn dirs(&self, from: &[u32], to: &[u32]) -> Vec<i8> {
+        let sgn = |x: f64| {
+            if x > 1e-12 {
+                1
+            } else if x < -1e-12 {
+                -1
+            } else {
+                0
+            }
+        };
+        if self.settings.single_cell {
+            return from.iter().zip(to).map(|(&a, &b)| sgn(f64::from(b) - f64::from(a))).collect();
+        }
+        (0..self.space.descriptors.len())
+            .map(|d| match (self.space.descriptor_value(d, from), self.space.descriptor_value(d, to)) {
+                (Some(a), Some(b)) => sgn(b - a),
+                _ => 0,
+            })
+            .collect()
+    }
+
+    /// The model dimension that steers parameter `p`.
+    fn dim_of(&self, p: usize) -> Option<usize> {
+        if self.settings.single_cell {
+            Some(p)
+        } else {
+            self.param_desc[p]
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        child: Indices,
+        config: Config,
+        outcome: Evaluation,
+        operator: Operator,
+        parent: Option<usize>,
+        other_parent: Option<usize>,
+        island: usize,
+    ) -> usize {
+        let n = self.history.len();
+        self.elapsed += outcome.cost();
+        let cell = self.cell_of(&child, &outcome);
+        let time = outcome.time();
+        if time.is_none() {
+            self.failures += 1;
+        }
+        self.visited.insert(child.clone(), n);
+        // the move from the parent
+        if let Some(p) = parent {
+            let pr = &self.history[p];
+            if let Some(pt) = pr.outcome.time() {
+                let from = self.space.indices(&pr.config).unwrap_or_default();
+                if from.len() == child.len() {
+                    let dirs = self.dirs(&from, &child);
+                    let changes = from
+                        .iter()
+                        .zip(&child)
+                        .enumerate()
+                        .filter(|(_, (a, b))| a != b)
+                        .map(|(i, (&a, &b))| (i, b as i32 - a as i32))
+                        .collect();
+                    let mv = Move {
+                        parent: p,
+                        child: n,
+                        parent_cell: pr.cell.clone(),
+                        dirs,
+                        changes,
+                        delta: time.map(|t| fitness(t) - fitness(pt)),
+                    };
+                    self.model.record(mv);
+                }
+            }
+        }
+        if let Some(t) = time {
+            let elite = Elite { eval: n, indices: child.clone(), fitness: fitness(t), cell: cell.clone() };
+            if operator == Operator::Reference {
+                for a in &mut self.islands {
+                    a.insert(elite.clone());
+                }
+            } else {
+                self.islands[island].insert(elite);
+            }
+            let better = match self.best.and_then(|b| self.history[b].outcome.time()) {
+                Some(bt) => t < bt,
+                None => true,
+            };
+            if better {
+                self.best = Some(n);
+                self.last_improvement = n + 1;
+            }
+        }
+        self.history.push(Record { config, outcome, parent, other_parent, operator, island, cell, elapsed: self.elapsed });
+        // ring migration of each island's best
+        let k = self.islands.len();
+        let every = self.settings.migration_interval;
+        if k > 1 && every > 0 && self.history.len() % every == 0 {
+            let bests: Vec<Option<Elite>> = self.islands.iter().map(|a| a.best().cloned()).collect();
+            for (i, b) in bests.into_iter().enumerate() {
+                if let Some(b) = b {
+                    self.islands[(i + 1) % k].insert(b);
+                }
+            }
+        }
+        n
+    }
+
+    fn is_new_and_valid(&self, idx: &[u32], valid: &dyn Fn(&Config) -> bool) -> bool {
+        !self.visited.contains_key(idx) && valid(&self.space.values(idx))
+    }
+
+    /// A uniformly random valid configuration not evaluated yet.
+    fn random_unvisited(&mut self, valid: &dyn Fn(&Config) -> bool) -> Option<Indices> {
+        let sizes: Vec<usize> = self.space.params.iter().map(|p| p.values.len()).collect();
+        for _ in 0..RANDOM_TRIES {
+            let c = operators::random_config(&sizes, &mut self.rng);
+            if self.is_new_and_valid(&c, valid) {
+                return Some(c);
+            }
+        }
+        if self.space.size() > ENUMERATE_LIMIT {
+            return None;
+        }
+        // enumerate (odometer) and pick uniformly among the remaining ones
+        let mut cur = vec![0u32; sizes.len()];
+        let mut pool = Vec::new();
+        loop {
+            if self.is_new_and_valid(&cur, valid) {
+                pool.push(cur.clone());
+            }
+            let mut i = 0;
+            loop {
+                if i == sizes.len() {
+                    if pool.is_empty() {
+                        return None;
+                    }
+                    let j = self.rng.gen_range(0..pool.len());
+                    return Some(pool.swap_remove(j));
+                }
+                cur[i] += 1;
+                if (cur[i] as usize) < sizes[i] {
+                    break;
+                }
+                cur[i] = 0;
+                i += 1;
+            }
+        }
+    }
+
+    /// (child, operator, parent, other parent)
+    fn propose(&mut self, island: usize, valid: &dyn Fn(&Config) -> bool) -> Option<(Indices, Operator, Option<usize>, Option<usize>)> {
+        if !self.reference_done {
+            self.reference_done = true;
+            if let Some(r) = self.reference.clone() {
+                if self.is_new_and_valid(&r, valid) {
+                    return Some((r, Operator::Reference, None, None));
+                }
+            }
+        }
+        let evolved = self.history.iter().filter(|r| r.operator != Operator::Reference).count();
+        if evolved < self.settings.initial_samples || self.islands[island].is_empty() {
+            return self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None));
+        }
+        let weights = self.parent_weights(island);
+        for attempt in 0..MUTATION_TRIES {
+            if let Some((child, op, p, o)) = self.mutate(island, attempt, &weights) {
+                if self.is_new_and_valid(&child, valid) {
+                    return Some((child, op, Some(p), o));
+                }
+            }
+        }
+        self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None))
+    }
+
+    /// Parent-sampling weights of an island's elites for the three modes (exploitation,
+    /// exploration, random), computed once per step.
+    fn parent_weights(&self, island: usize) -> ParentWeights {
+        let steer = self.settings.gradient_steering;
+        let archive = &self.islands[island];
+        let elites: Vec<Elite> = archive.elites().cloned().collect();
+        let n = elites.len();
+        let median = archive.median_fitness();
+        // rank-based exploitation: weight e^(-rank / tau), tau grows slowly with the archive
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| elites[b].fitness.total_cmp(&elites[a].fitness));
+        let tau = 1.0 + (n as f64).sqrt() / 2.0;
+        let mut exploit = vec![0.0; n];
+        for (rank, &i) in order.iter().enumerate() {
+            exploit[i] = (-(rank as f64) / tau).exp();
+        }
+        let mut explore = vec![0.0; n];
+        let mut grads = Vec::with_capacity(n);
+        for (i, e) in elites.iter().enumerate() {
+            let g = self.model.gradient_with_median(&e.cell, archive, &self.bins, median);
+            if steer {
+                // cells whose gradient knows where to go are better parents
+                exploit[i] *= 1.0 + g.iter().map(|x| x.g.abs()).fold(0.0, f64::max);
+            }
+            let empty_pull = g.iter().map(|x| x.de.abs()).fold(0.0, f64::max);
+            let weak = e.fitness < median;
+            let border = empty_pull >= 0.5;
+            explore[i] = if !(weak || border) {
+                0.0
+            } else if steer {
+                1.0 + empty_pull
+            } else {
+                1.0
+            };
+            grads.push(g);
+        }
+        ParentWeights { elites, grads, exploit, explore }
+    }
+
+    /// Samples a parent: exploitation, exploration or random, mixed by `settings.sampling`.
+    fn sample_parent(&mut self, w: &ParentWeights) -> Option<usize> {
+        if w.elites.is_empty() {
+            return None;
+        }
+        let s = self.settings.sampling;
+        let mode = operators::weighted_index(&[s.exploit, s.explore, s.random], &mut self.rng).unwrap_or(0);
+        let i = match mode {
+            0 => operators::weighted_index(&w.exploit, &mut self.rng),
+            1 => operators::weighted_index(&w.explore, &mut self.rng),
+            _ => Some(self.rng.gen_range(0..w.elites.len())),
+        }?;
+        Some(i)
+    }
+
+    /// One mutation attempt; later attempts change more parameters.
+    fn mutate(&mut self, island: usize, attempt: usize, w: &ParentWeights) -> Option<(Indices, Operator, usize, Option<usize>)> {
+        let pi = self.sample_parent(w)?;
+        let parent = &w.elites[pi];
+        let sizes: Vec<usize> = self.space.params.iter().map(|p| p.values.len()).collect();
+        if self.free.is_empty() {
+            return None;
+        }
+        let o = self.settings.operators;
+        let can_cross = self.islands[island].len() > 1;
+        let op = match operators::weighted_index(&[o.neighbour, o.reset, if can_cross { o.crossover } else { 0.0 }], &mut self.rng) {
+            Some(1) => Operator::Reset,
+            Some(2) => Operator::Crossover,
+            _ => Operator::Neighbour,
+        };
+        let steer = self.settings.gradient_steering;
+        // g along the dimension that steers each parameter (0 without steering)
+        let gp: Vec<f64> = if steer {
+            let grad = &w.grads[pi];
+            (0..self.space.len()).map(|p| self.dim_of(p).and_then(|d| grad.get(d)).map(|x| x.g).unwrap_or(0.0)).collect()
+        } else {
+            vec![0.0; self.space.len()]
+        };
+        // how many parameters: mostly 1, more on later attempts
+        let extra = attempt / 10;
+        let r: f64 = self.rng.gen();
+        let count = (if r < 0.7 {
+            1
+        } else if r < 0.92 {
+            2
+        } else {
+            3
+        }) + extra;
+        let pw: Vec<f64> = self.free.iter().map(|&p| 1.0 + gp[p].abs()).collect();
+        let chosen: Vec<usize> =
+            operators::weighted_distinct(&pw, count, &mut self.rng).into_iter().map(|i| self.free[i]).collect();
+        let neighbour_moves: Vec<(usize, f64)> =
+            chosen.iter().map(|&p| (p, if steer { (0.5 + 0.5 * gp[p]).clamp(0.1, 0.9) } else { 0.5 })).collect();
+        match op {
+            Operator::Reset => {
+                let c = operators::random_reset(&parent.indices, &sizes, &chosen[..chosen.len().min(2)], &mut self.rng);
+                Some((c, op, parent.eval, None))
+            }
+            Operator::Crossover => {
+                let other = &w.elites[self.sample_parent(w)?];
+                let mut c = operators::uniform_crossover(&parent.indices, &other.indices, &mut self.rng);
+                if c == parent.indices || c == other.indices {
+                    c = operators::neighbour_step(&c, &sizes, &neighbour_moves, &mut self.rng);
+                }
+                Some((c, op, parent.eval, Some(other.eval)))
+            }
+            _ => {
+                let c = operators::neighbour_step(&parent.indices, &sizes, &neighbour_moves, &mut self.rng);
+                Some((c, Operator::Neighbour, parent.eval, None))
+            }
+        }
+    }
+}
+
+/// Runs a whole search: a convenience over [`SearchState`].
+pub fn search(
+    space: Space,
+    settings: Settings,
+    reference: Option<&Config>,
+    evaluator: &mut dyn Evaluator,
+    valid: &dyn Fn(&Config) -> bool,
+) -> Result<SearchResult, SearchError> {
+    let mut s = SearchState::new(space, settings, reference)?;
+    Ok(s.run(evaluator, valid, &mut |_| true))
+}

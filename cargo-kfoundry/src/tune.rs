@@ -52,13 +52,13 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     let device = devices::select(args.device.as_deref())?;
     let lock_path = ws.lockfile();
     // Fail before tuning (not after an hour) when the existing lockfile cannot be read.
-    Lockfile::read(&lock_path)?;
+    let had_lockfile = Lockfile::read(&lock_path)?.is_some();
     if !quiet {
         eprintln!("tuning {} kernel(s) on {} ({})", kernels.len(), device.info.name, device.key);
     }
 
     let mut outcomes = Vec::new();
-    for kernel in kernels {
+    for kernel in &kernels {
         let workloads: Vec<&Workload> = kernel
             .spec
             .workloads
@@ -88,6 +88,9 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         record(&lock_path, &kernel.spec, &device, variants, quiet)?;
     }
 
+    if !had_lockfile {
+        mark_changed(&kernels);
+    }
     if json {
         println!("{}", serde_json::json!({ "reason": "finished", "lockfile": lock_path, "results": outcomes.len() }));
     } else {
@@ -198,6 +201,19 @@ fn record(path: &std::path::Path, spec: &KernelSpec, device: &Selected, mut vari
     }
     lock.write_atomic(path)?;
     Ok(())
+}
+
+/// The macro makes rustc track `Kfoundry.lock` once it exists; a crate built before the first
+/// tune did not track it. Bumping the modification time of the files holding the annotations
+/// makes cargo rebuild them, so the first `cargo build` after the first tune embeds the
+/// variants. (Contents are untouched.)
+fn mark_changed(kernels: &[&Kernel]) {
+    let files: BTreeSet<&std::path::Path> = kernels.iter().map(|k| k.file.as_path()).collect();
+    for file in files {
+        if let Ok(f) = std::fs::File::options().append(true).open(file) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
+    }
 }
 
 fn fmt_params(p: &Params) -> String {

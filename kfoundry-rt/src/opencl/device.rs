@@ -9,13 +9,23 @@ use crate::model::device::{DeviceInfo, DeviceKey};
 /// Every OpenCL device of every platform. Unlike `ocl::Platform::list`, a missing or broken
 /// ICD loader is an error value.
 pub fn list_devices() -> Result<Vec<(Platform, Device)>, Error> {
+    // Some ICD loaders and drivers (PoCL among them) are not safe to enumerate from several
+    // threads at once on first use: enumeration is serialised.
+    static ENUMERATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = ENUMERATION.lock().unwrap_or_else(|p| p.into_inner());
     let mut out = Vec::new();
+    let mut failures = Vec::new();
     for id in ocl::core::get_platform_ids()? {
         let platform = Platform::new(id);
-        // A platform whose devices cannot be listed is skipped, not fatal.
-        if let Ok(devices) = Device::list_all(platform) {
-            out.extend(devices.into_iter().map(|d| (platform, d)));
+        // A platform whose devices cannot be listed is skipped, not fatal...
+        match Device::list_all(platform) {
+            Ok(devices) => out.extend(devices.into_iter().map(|d| (platform, d))),
+            Err(e) => failures.push(e.to_string()),
         }
+    }
+    // ...unless no platform could list any.
+    if out.is_empty() && !failures.is_empty() {
+        return Err(Error::OpenCl(format!("no platform could list its devices: {}", failures.join("; "))));
     }
     Ok(out)
 }

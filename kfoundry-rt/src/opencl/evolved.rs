@@ -132,6 +132,12 @@ impl Evolved {
         self.run(queue, &queue.device(), spec, params, &sizes, args)
     }
 
+    /// Programs built so far (one per context, device and variant): dispatch after the first
+    /// call of a variant reuses its program.
+    pub fn cached_programs(&self) -> usize {
+        self.kernels.lock().map(|k| k.len()).unwrap_or(0)
+    }
+
     fn run(&self, queue: &ocl::Queue, device: &ocl::Device, spec: &KernelSpec, params: &Params, sizes: &Sizes, args: &[Arg<'_>]) -> Result<(), Error> {
         let context = queue.context();
         let key = (

@@ -1,0 +1,137 @@
+//! Runtime dispatch on a real OpenCL device (PoCL in CI): the chain exact device → same device
+//! with another driver → reference, constraints checked per call, and the program cache.
+
+use kfoundry::model::lockfile::Variant;
+use kfoundry::model::spec::Params;
+use kfoundry::ocl::{Buffer, Context, Device, Queue};
+use kfoundry::{DeviceKey, Evolved, Step};
+
+/// y[i] = 2·x[i] + y[i], with a tunable work-group size and a per-item count.
+#[kfoundry::evolve(
+    code = "__kernel void twice(const int n, __global const float* x, __global float* y) {
+        for (int k = 0; k < ITEMS; ++k) { int i = get_global_id(0) * ITEMS + k; y[i] = 2.0f * x[i] + y[i]; }
+    }",
+    params(WG = [16, 32, 64], ITEMS = [1, 2, 4]),
+    reference(WG = 16, ITEMS = 1),
+    require(n % (WG * ITEMS) == 0),
+    global = n / ITEMS, local = WG,
+    buffers(x = n, y = n),
+    inputs(y = uniform(-1.0, 1.0)),
+    check(y),
+    workloads(small(n = 1024), large(n = 1 << 16)),
+)]
+pub struct Twice;
+
+fn setup() -> (Queue, Device) {
+    let (platform, device) = kfoundry::default_device().expect("an OpenCL device (install pocl-opencl-icd)");
+    let context = Context::builder().platform(platform).devices(device).build().expect("context");
+    (Queue::new(&context, device, None).expect("queue"), device)
+}
+
+fn params(wg: i64, items: i64) -> Params {
+    [("WG".to_string(), wg), ("ITEMS".to_string(), items)].into_iter().collect()
+}
+
+fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
+    Variant {
+        device: device.to_string(),
+        workload: workload.into(),
+        sizes: [("n".to_string(), n)].into_iter().collect(),
+        params: p,
+        time_ns: 100,
+        reference_time_ns: 200,
+        evaluations: 10,
+        failures: 0,
+        source: None,
+    }
+}
+
+/// An `Evolved` with the same spec as `Twice` and the given variants (as the macro would embed
+/// them from a lockfile).
+fn with_variants(variants: &[Variant]) -> &'static Evolved {
+    let spec = serde_json::to_string(Twice::evolved().spec().unwrap()).unwrap();
+    let variants = serde_json::to_string(variants).unwrap();
+    Box::leak(Box::new(Evolved::new(Box::leak(spec.into_boxed_str()), Box::leak(variants.into_boxed_str()))))
+}
+
+/// Runs `kernel` at size `n` and checks the result on the host.
+fn run_and_check(kernel: &Evolved, queue: &Queue, n: usize) -> Step {
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y0: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
+    let xb = Buffer::builder().queue(queue.clone()).len(n).copy_host_slice(&x).build().unwrap();
+    let yb = Buffer::builder().queue(queue.clone()).len(n).copy_host_slice(&y0).build().unwrap();
+    let step = kernel
+        .launch(queue, &[("n", n)], &[kfoundry::Arg::Buffer(xb.as_core()), kfoundry::Arg::Buffer(yb.as_core())])
+        .unwrap();
+    let mut y = vec![0f32; n];
+    yb.read(&mut y).enq().unwrap();
+    for i in 0..n {
+        assert_eq!(y[i], 2.0 * x[i] + y0[i], "element {i} after {step}");
+    }
+    step
+}
+
+#[test]
+fn no_lockfile_entry_means_reference() {
+    let (queue, device) = setup();
+    // The generated launcher: typed buffers, sizes first.
+    let n = 256;
+    let x = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(1.0).build().unwrap();
+    let y = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(0.5).build().unwrap();
+    assert_eq!(Twice::launch(&queue, n, &x, &y).unwrap(), Step::Reference);
+    let mut out = vec![0f32; n];
+    y.read(&mut out).enq().unwrap();
+    assert!(out.iter().all(|v| *v == 2.5));
+    let why = Twice::explain(&device, n).unwrap().to_string();
+    assert!(why.contains("no variant in the lockfile"), "{why}");
+}
+
+#[test]
+fn unknown_device_gets_the_reference() {
+    let (queue, _) = setup();
+    let h200 = DeviceKey::from_reported(0x10de, "NVIDIA H200", "580.95.05", "OpenCL 3.0 CUDA");
+    let k = with_variants(&[variant(&h200, "large", 1 << 16, params(64, 4))]);
+    assert_eq!(run_and_check(k, &queue, 4096), Step::Reference);
+}
+
+#[test]
+fn exact_device_and_constraints_per_call() {
+    let (queue, device) = setup();
+    let here = kfoundry::device_key(&device).unwrap();
+    let k = with_variants(&[variant(&here, "large", 1 << 16, params(64, 4)), variant(&here, "small", 1024, params(32, 1))]);
+    // Nearest workload, constraints hold: the tuned variant.
+    assert_eq!(run_and_check(k, &queue, 1 << 15), Step::ExactDevice);
+    assert_eq!(k.explain(&device, &[("n", 1 << 15)]).unwrap().params, params(64, 4));
+    // n = 96·2: "large" (needs n % 256 == 0) is skipped; "small" (n % 32 == 0) is valid.
+    let n = 96 * 2;
+    assert_eq!(run_and_check(k, &queue, n), Step::ExactDevice);
+    assert_eq!(k.explain(&device, &[("n", n)]).unwrap().params, params(32, 1));
+    // n = 48: only the reference (n % 16 == 0) can run.
+    assert_eq!(run_and_check(k, &queue, 48), Step::Reference);
+    // n = 50: nothing can run; an error value, not a panic.
+    let err = k.explain(&device, &[("n", 50)]).unwrap_err().to_string();
+    assert!(err.contains("does not hold"), "{err}");
+}
+
+#[test]
+fn same_device_other_driver() {
+    let (queue, device) = setup();
+    let mut other = kfoundry::device_key(&device).unwrap();
+    other.driver = "0.0-some-other-driver".into();
+    let k = with_variants(&[variant(&other, "large", 1 << 16, params(32, 2))]);
+    assert_eq!(run_and_check(k, &queue, 4096), Step::SameDeviceOtherDriver);
+}
+
+#[test]
+fn programs_are_built_once_per_context_and_variant() {
+    let (queue, device) = setup();
+    let here = kfoundry::device_key(&device).unwrap();
+    let k = with_variants(&[variant(&here, "large", 1 << 16, params(64, 4))]);
+    run_and_check(k, &queue, 1 << 12);
+    run_and_check(k, &queue, 1 << 13);
+    assert_eq!(k.cached_programs(), 1);
+    // Another context needs its own program.
+    let (queue2, _) = setup();
+    run_and_check(k, &queue2, 1 << 12);
+    assert_eq!(k.cached_programs(), 2);
+}

@@ -1,0 +1,11 @@
+// The pointer argument `x` has no length in `buffers(...)`.
+#[kfoundry::evolve(
+    code = "__kernel void scale(const int n, const float a, __global const float* x, __global float* y) { int i = get_global_id(0); if (i < n) y[i] = a * x[i]; }",
+    global = n,
+    buffers(y = n),
+    check(y),
+    workloads(w(n = 1024)),
+)]
+pub struct Scale;
+
+fn main() {}

@@ -1,0 +1,13 @@
+// The reference value of `WG` is not one of its values.
+#[kfoundry::evolve(
+    code = "__kernel void scale(const int n, const float a, __global const float* x, __global float* y) { int i = get_global_id(0); if (i < n) y[i] = a * x[i]; }",
+    params(WG = [32, 64, 128]),
+    reference(WG = 48),
+    global = n, local = WG,
+    buffers(x = n, y = n),
+    check(y),
+    workloads(w(n = 1024)),
+)]
+pub struct Scale;
+
+fn main() {}

@@ -154,6 +154,8 @@ struct Builder {
     workloads_span: Option<Span>,
     cost: Option<(Cost, Span)>,
     seen: BTreeMap<String, Span>,
+    /// Tokens of each part, to point at the offending identifier inside it.
+    tokens: BTreeMap<Part, TokenStream>,
 }
 
 const KEYS: &str = "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, workloads, cost, options";
@@ -189,6 +191,7 @@ impl Builder {
                 }
             }
             ("reference", Body::List(t)) => {
+                self.tokens.insert(Part::Reference, t.clone());
                 let values = named_list(t)?
                     .into_iter()
                     .map(|n| Ok((n.name.to_string(), int_lit(&n.value)?, n.name.span())))
@@ -197,6 +200,7 @@ impl Builder {
             }
             ("require", Body::List(t)) => {
                 for e in Punctuated::<syn::Expr, Token![,]>::parse_terminated.parse2(t)? {
+                    self.tokens.insert(Part::Require(self.require.len()), e.to_token_stream());
                     self.require.push((expr(&e)?, e.span()));
                 }
             }
@@ -208,12 +212,14 @@ impl Builder {
                 if dims.is_empty() || dims.len() > 3 {
                     return err(e.span(), format!("`{k}` needs 1 to 3 dimensions, found {}", dims.len()));
                 }
+                self.tokens.insert(if k == "global" { Part::Global } else { Part::Local }, e.to_token_stream());
                 let slot = if k == "global" { &mut self.global } else { &mut self.local };
                 *slot = Some((dims, e.span()));
             }
             ("buffers", Body::List(t)) => {
                 self.buffers_span = Some(key.span());
                 for n in named_list(t)? {
+                    self.tokens.insert(Part::Buffer(n.name.to_string()), n.value.to_token_stream());
                     self.buffers.push((n.name.to_string(), expr(&n.value)?, n.name.span()));
                 }
             }
@@ -230,6 +236,7 @@ impl Builder {
                 }
             }
             ("cost", Body::List(t)) => {
+                self.tokens.insert(Part::Cost, t.clone());
                 let mut cost = Cost { bytes: None, flops: None };
                 for n in named_list(t)? {
                     match n.name.to_string().as_str() {
@@ -382,11 +389,12 @@ impl Builder {
         };
         let mut errors: Option<syn::Error> = None;
         for e in spec.validate() {
-            let span = match &e.part {
+            let token_span = e.token.as_ref().and_then(|t| self.tokens.get(&e.part).and_then(|ts| ident_span(ts, t)));
+            let span = token_span.unwrap_or_else(|| match &e.part {
                 Part::Buffer(_) if !spans.contains_key(&e.part) => self.buffers_span.unwrap_or(call),
                 Part::Workload(_) if !spans.contains_key(&e.part) => self.workloads_span.unwrap_or(call),
                 part => spans.get(part).copied().unwrap_or(call),
-            };
+            });
             let new = syn::Error::new(span, e.message);
             match &mut errors {
                 Some(all) => all.combine(new),
@@ -408,8 +416,49 @@ fn lit_str(e: &syn::Expr) -> syn::Result<LitStr> {
 }
 
 fn expr(e: &syn::Expr) -> syn::Result<Expr> {
-    let text = e.to_token_stream().to_string();
-    Expr::parse(&text).map_err(|pe| syn::Error::new(e.span(), format!("invalid expression: {}", pe.message)))
+    let tokens = e.to_token_stream();
+    let text = tokens.to_string();
+    Expr::parse(&text).map_err(|pe| {
+        let span = span_at_offset(&tokens, &text, pe.offset).unwrap_or_else(|| e.span());
+        syn::Error::new(span, format!("invalid expression: {}", pe.message))
+    })
+}
+
+/// The tokens of a stream in order, groups flattened (delimiters omitted).
+fn leaves(tokens: &TokenStream, out: &mut Vec<proc_macro2::TokenTree>) {
+    for t in tokens.clone() {
+        match t {
+            proc_macro2::TokenTree::Group(g) => leaves(&g.stream(), out),
+            other => out.push(other),
+        }
+    }
+}
+
+/// The span of identifier `name` in `tokens`.
+fn ident_span(tokens: &TokenStream, name: &str) -> Option<Span> {
+    let mut all = Vec::new();
+    leaves(tokens, &mut all);
+    all.into_iter().find_map(|t| match t {
+        proc_macro2::TokenTree::Ident(i) if i == name => Some(i.span()),
+        _ => None,
+    })
+}
+
+/// The span of the token at byte `offset` of `text` (the stream's `to_string()`).
+fn span_at_offset(tokens: &TokenStream, text: &str, offset: usize) -> Option<Span> {
+    let mut all = Vec::new();
+    leaves(tokens, &mut all);
+    let mut pos = 0;
+    for t in all {
+        let s = t.to_string();
+        let start = pos + text.get(pos..)?.find(&s)?;
+        let end = start + s.len();
+        if offset < end {
+            return Some(t.span());
+        }
+        pos = end;
+    }
+    None
 }
 
 fn int_lit(e: &syn::Expr) -> syn::Result<i64> {

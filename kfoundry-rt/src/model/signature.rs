@@ -129,13 +129,24 @@ pub struct KernelSignature {
     pub args: Vec<KernelArg>,
 }
 
-/// Why a signature could not be read; `line` is 1-based within the source.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
+/// Why a signature could not be read; `line` is 1-based within the source, 0 when the
+/// problem is not at one place (a kernel that is missing).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignatureError {
     pub line: usize,
     pub message: String,
 }
+
+impl std::fmt::Display for SignatureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => f.write_str(&self.message),
+            line => write!(f, "line {line}: {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for SignatureError {}
 
 /// Finds every kernel in `source`.
 pub fn kernels(source: &str) -> Result<Vec<KernelSignature>, SignatureError> {
@@ -179,7 +190,7 @@ pub fn find_kernel(source: &str, entry: Option<&str>) -> Result<KernelSignature,
     let names = || all.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ");
     match entry {
         Some(entry) => all.iter().find(|k| k.name == entry).cloned().ok_or_else(|| SignatureError {
-            line: 1,
+            line: 0,
             message: if all.is_empty() {
                 format!("no `__kernel` function in the source (looked for `{entry}`)")
             } else {
@@ -188,9 +199,9 @@ pub fn find_kernel(source: &str, entry: Option<&str>) -> Result<KernelSignature,
         }),
         None => match all.len() {
             1 => Ok(all[0].clone()),
-            0 => Err(SignatureError { line: 1, message: "no `__kernel` function in the source".into() }),
+            0 => Err(SignatureError { line: 0, message: "no `__kernel` function in the source".into() }),
             _ => Err(SignatureError {
-                line: 1,
+                line: 0,
                 message: format!("the source has several kernels ({}); name one with `kernel = \"...\"`", names()),
             }),
         },

@@ -99,6 +99,9 @@ pub struct KernelSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecError {
     pub part: Part,
+    /// The identifier within the part that is at fault, when there is one (an unknown
+    /// variable, a parameter's reference value), so that the error can point at it.
+    pub token: Option<String>,
     pub message: String,
 }
 
@@ -237,7 +240,14 @@ impl KernelSpec {
     /// Every problem found in the specification (empty when it is sound).
     pub fn validate(&self) -> Vec<SpecError> {
         let mut errors = Vec::new();
-        let mut err = |part: Part, message: String| errors.push(SpecError { part, message });
+        macro_rules! err {
+            ($part:expr, token $token:expr, $message:expr $(,)?) => {
+                errors.push(SpecError { part: $part, token: Some($token), message: $message })
+            };
+            ($part:expr, $message:expr $(,)?) => {
+                errors.push(SpecError { part: $part, token: None, message: $message })
+            };
+        }
 
         let param_names: BTreeSet<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
         let size_names: BTreeSet<&str> = self.sizes.iter().map(String::as_str).collect();
@@ -248,16 +258,16 @@ impl KernelSpec {
         let mut seen = BTreeSet::new();
         for p in &self.params {
             if !seen.insert(p.name.as_str()) {
-                err(Part::Param(p.name.clone()), format!("parameter `{}` is declared twice", p.name));
+                err!(Part::Param(p.name.clone()), format!("parameter `{}` is declared twice", p.name));
             }
             if p.values.is_empty() {
-                err(Part::Param(p.name.clone()), format!("parameter `{}` has no values", p.name));
+                err!(Part::Param(p.name.clone()), format!("parameter `{}` has no values", p.name));
             }
             if size_names.contains(p.name.as_str()) {
-                err(Part::Param(p.name.clone()), format!("`{}` is both a parameter and a size", p.name));
+                err!(Part::Param(p.name.clone()), format!("`{}` is both a parameter and a size", p.name));
             }
             if arg(&p.name).is_some() {
-                err(
+                err!(
                     Part::Param(p.name.clone()),
                     format!("parameter `{}` has the name of a kernel argument; as `-D {}=...` it would rewrite the signature", p.name, p.name),
                 );
@@ -266,9 +276,10 @@ impl KernelSpec {
         // Reference: a value in the domain for every parameter.
         for p in &self.params {
             match self.reference.get(&p.name) {
-                None => err(Part::Reference, format!("`reference(...)` gives no value for parameter `{}`", p.name)),
-                Some(v) if !p.values.contains(v) => err(
+                None => err!(Part::Reference, format!("`reference(...)` gives no value for parameter `{}`", p.name)),
+                Some(v) if !p.values.contains(v) => err!(
                     Part::Reference,
+                    token p.name.clone(),
                     format!("reference value {v} of `{}` is not in its domain", p.name),
                 ),
                 Some(_) => {}
@@ -276,7 +287,7 @@ impl KernelSpec {
         }
         for name in self.reference.keys() {
             if !param_names.contains(name.as_str()) {
-                err(Part::Reference, format!("`reference(...)` names `{name}`, which is not a parameter"));
+                err!(Part::Reference, format!("`reference(...)` names `{name}`, which is not a parameter"));
             }
         }
         // Expressions read only parameters and sizes.
@@ -290,27 +301,27 @@ impl KernelSpec {
         };
         for (i, r) in self.require.iter().enumerate() {
             if let Some(v) = known(r) {
-                err(Part::Require(i), unknown_msg(v, "constraint"));
+                err!(Part::Require(i), token v.clone(), unknown_msg(v, "constraint"));
             }
         }
         if self.global.is_empty() || self.global.len() > 3 {
-            err(Part::Global, format!("`global` needs 1 to 3 dimensions, found {}", self.global.len()));
+            err!(Part::Global, format!("`global` needs 1 to 3 dimensions, found {}", self.global.len()));
         }
         for g in &self.global {
             if let Some(v) = known(g) {
-                err(Part::Global, unknown_msg(v, "`global`"));
+                err!(Part::Global, token v.clone(), unknown_msg(v, "`global`"));
             }
         }
         if let Some(local) = &self.local {
             if local.len() != self.global.len() {
-                err(
+                err!(
                     Part::Local,
                     format!("`local` has {} dimension(s) but `global` has {}", local.len(), self.global.len()),
                 );
             }
             for l in local {
                 if let Some(v) = known(l) {
-                    err(Part::Local, unknown_msg(v, "`local`"));
+                    err!(Part::Local, token v.clone(), unknown_msg(v, "`local`"));
                 }
             }
         }
@@ -318,7 +329,7 @@ impl KernelSpec {
         for a in args {
             if let KernelArg::Buffer { name, .. } = a {
                 if !self.buffers.contains_key(name) {
-                    err(Part::Buffer(name.clone()), format!("`buffers(...)` gives no length for pointer argument `{name}`"));
+                    err!(Part::Buffer(name.clone()), format!("`buffers(...)` gives no length for pointer argument `{name}`"));
                 }
             }
         }
@@ -326,26 +337,26 @@ impl KernelSpec {
             match arg(name) {
                 Some(KernelArg::Buffer { .. }) => {}
                 Some(KernelArg::Scalar { .. }) => {
-                    err(Part::Buffer(name.clone()), format!("`{name}` is a scalar argument, not a buffer"))
+                    err!(Part::Buffer(name.clone()), format!("`{name}` is a scalar argument, not a buffer"))
                 }
-                None => err(Part::Buffer(name.clone()), format!("the kernel has no argument `{name}`")),
+                None => err!(Part::Buffer(name.clone()), format!("the kernel has no argument `{name}`")),
             }
             if let Some(v) = known(len) {
-                err(Part::Buffer(name.clone()), unknown_msg(v, &format!("the length of `{name}`")));
+                err!(Part::Buffer(name.clone()), token v.clone(), unknown_msg(v, &format!("the length of `{name}`")));
             }
         }
         // Inputs: existing, non-local arguments; constants only for scalars.
         for (name, dist) in &self.inputs {
             match arg(name) {
-                None => err(Part::Input(name.clone()), format!("the kernel has no argument `{name}`")),
+                None => err!(Part::Input(name.clone()), format!("the kernel has no argument `{name}`")),
                 Some(KernelArg::Buffer { space: AddressSpace::Local, .. }) => {
-                    err(Part::Input(name.clone()), format!("`{name}` is local memory; it has no input"))
+                    err!(Part::Input(name.clone()), format!("`{name}` is local memory; it has no input"))
                 }
-                Some(KernelArg::Buffer { .. }) if matches!(dist, Distribution::Constant { .. }) => err(
+                Some(KernelArg::Buffer { .. }) if matches!(dist, Distribution::Constant { .. }) => err!(
                     Part::Input(name.clone()),
                     format!("buffer `{name}` cannot be constant: constant inputs hide indexing mistakes"),
                 ),
-                Some(KernelArg::Scalar { .. }) if size_names.contains(name.as_str()) => err(
+                Some(KernelArg::Scalar { .. }) if size_names.contains(name.as_str()) => err!(
                     Part::Input(name.clone()),
                     format!("`{name}` is a size; its value comes from the workload"),
                 ),
@@ -353,52 +364,54 @@ impl KernelSpec {
             }
             match *dist {
                 Distribution::Uniform { lo, hi } if !(lo < hi) || !lo.is_finite() || !hi.is_finite() => {
-                    err(Part::Input(name.clone()), format!("`uniform({lo}, {hi})` needs finite lo < hi"))
+                    err!(Part::Input(name.clone()), format!("`uniform({lo}, {hi})` needs finite lo < hi"))
                 }
                 Distribution::Normal { std, mean } if !(std > 0.0) || !mean.is_finite() || !std.is_finite() => {
-                    err(Part::Input(name.clone()), format!("`normal({mean}, {std})` needs a positive finite std"))
+                    err!(Part::Input(name.clone()), format!("`normal({mean}, {std})` needs a positive finite std"))
                 }
                 _ => {}
             }
         }
         // Checks: writable global buffers.
         if self.checks.is_empty() {
-            err(Part::Kernel, "`check(...)` names no output: the tuner could not verify candidates".into());
+            err!(Part::Kernel, "`check(...)` names no output: the tuner could not verify candidates".into());
         }
         for c in &self.checks {
             match arg(&c.buffer) {
                 Some(KernelArg::Buffer { space: AddressSpace::Global, read_only: false, .. }) => {}
-                Some(KernelArg::Buffer { .. }) => err(
+                Some(KernelArg::Buffer { .. }) => err!(
                     Part::Check(c.buffer.clone()),
                     format!("`{}` is read-only or not global memory; only written `__global` buffers can be checked", c.buffer),
                 ),
-                _ => err(Part::Check(c.buffer.clone()), format!("the kernel has no buffer argument `{}`", c.buffer)),
+                _ => err!(Part::Check(c.buffer.clone()), format!("the kernel has no buffer argument `{}`", c.buffer)),
             }
             if !(c.rtol >= 0.0 && c.atol >= 0.0 && c.rtol.is_finite() && c.atol.is_finite()) {
-                err(Part::Check(c.buffer.clone()), "tolerances must be finite and non-negative".into());
+                err!(Part::Check(c.buffer.clone()), "tolerances must be finite and non-negative".into());
             }
         }
         // Scalars that are not sizes: integers need an input.
         for (name, ty) in self.drawn_scalars() {
             if !ty.is_float() && !self.inputs.contains_key(name) {
-                err(
+                err!(
                     Part::Kernel,
                     format!("integer argument `{name}` is not a size; give its value with `inputs({name} = constant(...))` or bind it in the workloads"),
                 );
             }
         }
-        // Workloads: at least one; each binds exactly the sizes.
+        // Workloads: at least one; each binds exactly the sizes. Whether the reference can run
+        // them is only asked when nothing above is wrong (it would repeat those errors).
+        let reference_checkable = errors.is_empty();
         if self.workloads.is_empty() {
-            err(Part::Kernel, "`workloads(...)` is missing: name at least one, e.g. `workloads(large(n = 1 << 20))`".into());
+            err!(Part::Kernel, "`workloads(...)` is missing: name at least one, e.g. `workloads(large(n = 1 << 20))`".into());
         }
         let mut names = BTreeSet::new();
         for w in &self.workloads {
             if !names.insert(w.name.as_str()) {
-                err(Part::Workload(w.name.clone()), format!("workload `{}` is declared twice", w.name));
+                err!(Part::Workload(w.name.clone()), format!("workload `{}` is declared twice", w.name));
             }
             let bound: BTreeSet<&str> = w.sizes.keys().map(String::as_str).collect();
             if bound != size_names {
-                err(
+                err!(
                     Part::Workload(w.name.clone()),
                     format!(
                         "workload `{}` binds {{{}}} but the sizes are {{{}}}: every workload binds the same sizes",
@@ -408,25 +421,27 @@ impl KernelSpec {
                     ),
                 );
             } else if let Some((k, v)) = w.sizes.iter().find(|(_, v)| **v <= 0) {
-                err(Part::Workload(w.name.clone()), format!("size `{k}` = {v} must be positive"));
-            } else if let Err(e) = self.geometry(&self.reference, &w.sizes) {
-                err(Part::Workload(w.name.clone()), format!("the reference cannot run workload `{}`: {e}", w.name));
+                err!(Part::Workload(w.name.clone()), format!("size `{k}` = {v} must be positive"));
+            } else if reference_checkable {
+                if let Err(e) = self.geometry(&self.reference, &w.sizes) {
+                    err!(Part::Workload(w.name.clone()), format!("the reference cannot run workload `{}`: {e}", w.name));
+                }
             }
         }
         // Sizes that are kernel arguments must be integer scalars.
         for s in &self.sizes {
             if let Some(KernelArg::Scalar { ty, .. }) = arg(s) {
                 if ty.is_float() {
-                    err(Part::Kernel, format!("size `{s}` is a floating-point kernel argument; sizes are integers"));
+                    err!(Part::Kernel, format!("size `{s}` is a floating-point kernel argument; sizes are integers"));
                 }
             } else if arg(s).is_some() {
-                err(Part::Kernel, format!("size `{s}` is a buffer argument of the kernel"));
+                err!(Part::Kernel, format!("size `{s}` is a buffer argument of the kernel"));
             }
         }
         if let Some(cost) = &self.cost {
             for e in cost.bytes.iter().chain(cost.flops.iter()) {
                 if let Some(v) = known(e) {
-                    err(Part::Cost, unknown_msg(v, "`cost`"));
+                    err!(Part::Cost, token v.clone(), unknown_msg(v, "`cost`"));
                 }
             }
         }

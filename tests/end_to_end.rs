@@ -36,9 +36,10 @@ fn copy_workspace(dst: &Path) {
     }
 }
 
-/// Target directory shared by runs of this test (dependencies compile once).
+/// The workspace's own target directory: the dependencies the test run has already compiled
+/// are reused (the copied crates build apart, under their own paths' hashes).
 fn target_dir() -> PathBuf {
-    repo().join("target").join("e2e")
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"))
 }
 
 fn cargo(ws: &Path, args: &[&str]) -> Output {
@@ -88,7 +89,9 @@ fn tune_lock_embed_dispatch() {
 
     // Before any tune: no lockfile, every kernel runs its reference, and `check --locked` fails.
     let before = run_examples(ws);
-    assert!(line_of(&before, "saxpy").contains("reference"), "{before}");
+    for kernel in ["saxpy", "row_sum", "sgemm"] {
+        assert!(line_of(&before, kernel).contains(": reference ("), "{before}");
+    }
     let check = kfoundry(ws, &["check", "--locked"]);
     assert!(!check.status.success());
     assert!(String::from_utf8_lossy(&check.stdout).contains("no Kfoundry.lock"));
@@ -97,7 +100,9 @@ fn tune_lock_embed_dispatch() {
     let tune = kfoundry(ws, &["tune", "--workload", "small", "--budget-evals", "6", "--seed", "7", "--repeats", "3", "-q"]);
     let stdout = String::from_utf8_lossy(&tune.stdout);
     assert!(tune.status.success(), "tune failed:\n{stdout}\n{}", String::from_utf8_lossy(&tune.stderr));
-    assert!(stdout.contains("kfoundry-examples::Saxpy"), "{stdout}");
+    for id in ["kfoundry-examples::Saxpy", "kfoundry-examples::RowSum", "kfoundry-examples::Sgemm"] {
+        assert!(stdout.contains(id), "{stdout}");
+    }
 
     // The lockfile has entries for this device.
     let (_, device) = kfoundry::default_device().unwrap();
@@ -105,13 +110,18 @@ fn tune_lock_embed_dispatch() {
     let lock_path = ws.join("Kfoundry.lock");
     let lock = kfoundry::model::lockfile::Lockfile::read(&lock_path).unwrap().expect("a lockfile");
     assert!(lock.devices.contains_key(&key), "device {key} missing from {:?}", lock.devices.keys());
-    let saxpy = &lock.kernels["kfoundry-examples::Saxpy"];
-    assert!(saxpy.variants.iter().any(|v| v.device == key && v.workload == "small"));
+    for entry in lock.kernels.values() {
+        assert!(entry.variants.iter().any(|v| v.device == key && v.workload == "small"), "{entry:?}");
+    }
+    assert_eq!(lock.kernels.len(), 3);
 
     // The first build after the first tune embeds the variants: the tuned one is dispatched
     // and the program's CPU check passes.
+    // (The program checks every result against the CPU and fails otherwise.)
     let after = run_examples(ws);
-    assert!(line_of(&after, "saxpy").contains("exact device"), "{after}");
+    for kernel in ["saxpy", "row_sum", "sgemm"] {
+        assert!(line_of(&after, kernel).contains(": exact device ("), "{after}");
+    }
 
     // Editing the lockfile rebuilds the crate with the new variant.
     let text = std::fs::read_to_string(&lock_path).unwrap();

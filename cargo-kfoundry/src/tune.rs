@@ -222,7 +222,7 @@ fn fmt_params(p: &Params) -> String {
 
 /// The table printed at the end of a tune.
 pub fn summary(outcomes: &[Outcome]) -> String {
-    let mut t = Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "parameters"]);
+    let mut t = Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "evals/s", "parameters"]);
     for o in outcomes {
         t.row(vec![
             o.kernel.clone(),
@@ -232,6 +232,7 @@ pub fn summary(outcomes: &[Outcome]) -> String {
             format!("{:.2}x", o.speedup),
             o.evaluations.to_string(),
             o.failures.to_string(),
+            format!("{:.1}", o.evaluations as f64 / o.seconds.max(1e-9)),
             fmt_params(&o.params),
         ]);
     }

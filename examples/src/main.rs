@@ -7,7 +7,7 @@
 
 use kfoundry::ocl::{Buffer, Context, Device, Queue};
 use kfoundry::Choice;
-use kfoundry_examples::Saxpy;
+use kfoundry_examples::{RowSum, Saxpy, Sgemm};
 
 fn main() {
     if let Err(e) = run() {
@@ -25,6 +25,10 @@ fn run() -> Result<()> {
     let queue = Queue::new(&context, device, None)?;
     eprintln!("device: {}", kfoundry::device_key(&device)?);
     saxpy(&queue, &device, if large { 1 << 22 } else { 1 << 16 })?;
+    let (rows, cols) = if large { (1024, 8192) } else { (256, 1024) };
+    row_sum(&queue, &device, rows, cols)?;
+    let s = if large { 512 } else { 128 };
+    sgemm(&queue, &device, s, s, s)?;
     Ok(())
 }
 
@@ -51,4 +55,40 @@ fn saxpy(queue: &Queue, device: &Device, n: usize) -> Result<()> {
     yb.read(&mut y).enq()?;
     let bad = (0..n).filter(|&i| (y[i] - a.mul_add(x[i], y0[i])).abs() > 1e-5).count();
     report("saxpy", &Saxpy::explain(device, n)?, bad, n)
+}
+
+fn row_sum(queue: &Queue, device: &Device, rows: usize, cols: usize) -> Result<()> {
+    let m: Vec<f32> = data(rows * cols, 3).iter().map(|v| v.abs()).collect();
+    let mb = Buffer::builder().queue(queue.clone()).len(m.len()).copy_host_slice(&m).build()?;
+    let ob = Buffer::<f32>::builder().queue(queue.clone()).len(rows).fill_val(f32::NAN).build()?;
+    RowSum::launch(queue, rows, cols, &mb, &ob)?;
+    let mut out = vec![0f32; rows];
+    ob.read(&mut out).enq()?;
+    let bad = (0..rows)
+        .filter(|&r| {
+            let want: f64 = m[r * cols..(r + 1) * cols].iter().map(|v| *v as f64).sum();
+            !((out[r] as f64 - want).abs() <= 1e-4 * want.abs() + 1e-5)
+        })
+        .count();
+    report("row_sum", &RowSum::explain(device, rows, cols)?, bad, rows)
+}
+
+fn sgemm(queue: &Queue, device: &Device, m: usize, n: usize, k: usize) -> Result<()> {
+    let (a, b) = (data(m * k, 4), data(k * n, 5));
+    let ab = Buffer::builder().queue(queue.clone()).len(a.len()).copy_host_slice(&a).build()?;
+    let bb = Buffer::builder().queue(queue.clone()).len(b.len()).copy_host_slice(&b).build()?;
+    let cb = Buffer::<f32>::builder().queue(queue.clone()).len(m * n).fill_val(f32::NAN).build()?;
+    Sgemm::launch(queue, m, n, k, &ab, &bb, &cb)?;
+    let mut c = vec![0f32; m * n];
+    cb.read(&mut c).enq()?;
+    let mut bad = 0;
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
+            if !((c[i * n + j] as f64 - want).abs() <= 1e-4 * want.abs() + 1e-4) {
+                bad += 1;
+            }
+        }
+    }
+    report("sgemm", &Sgemm::explain(device, m, n, k)?, bad, m * n)
 }

@@ -36,10 +36,14 @@ fn copy_workspace(dst: &Path) {
     }
 }
 
-/// The workspace's own target directory: the dependencies the test run has already compiled
-/// are reused (the copied crates build apart, under their own paths' hashes).
+/// Where the copy builds. Not the workspace's own target directory: cargo hashes path crates
+/// relative to their workspace, so the copy's artifacts would replace the test run's own. The
+/// directory trybuild uses for the UI tests (which run after this test) is shared instead: both
+/// build the same dependencies, which then compile once, and cargo rebuilds the kfoundry crates
+/// there whenever the source path changes.
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"))
+    let base = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"));
+    base.join("tests").join("trybuild")
 }
 
 fn cargo(ws: &Path, args: &[&str]) -> Output {

@@ -24,6 +24,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Replay the search engine on a brute-forced search space (Kernel Tuner cache file).
     Simulate(SimulateArgs),
+    /// Write the annotated kernels to a file that `tune --bundle` reads on a machine without a Rust toolchain.
+    Bundle(BundleArgs),
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -80,6 +82,21 @@ pub struct TuneArgs {
     /// Timed runs per candidate (median taken), after one warm-up run.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
+    /// Tune the kernels of a bundle written by `cargo kfoundry bundle` instead of reading the workspace (no cargo needed).
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// The lockfile to update (default: Kfoundry.lock at the workspace root; with --bundle, in the current directory).
+    #[arg(long, value_name = "FILE")]
+    pub lockfile: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BundleArgs {
+    #[command(flatten)]
+    pub ws: WorkspaceArgs,
+    /// Where to write the bundle.
+    #[arg(short, long, value_name = "FILE", default_value = "kfoundry-bundle.json")]
+    pub output: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -14,7 +14,7 @@ use kfoundry_rt::model::spec::KernelSpec;
 use crate::cli::WorkspaceArgs;
 
 /// An annotated kernel found in the sources.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Kernel {
     pub package: String,
     /// The Rust file and line of the annotated item.
@@ -40,6 +40,44 @@ impl Workspace {
     pub fn lockfile(&self) -> PathBuf {
         self.root.join(FILE_NAME)
     }
+}
+
+/// A bundle: the kernels of a workspace, for tuning where cargo is not available.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Bundle {
+    /// `kfoundry-bundle` and the format version.
+    pub format: String,
+    pub version: u32,
+    pub kernels: Vec<Kernel>,
+}
+
+const BUNDLE_FORMAT: &str = "kfoundry-bundle";
+const BUNDLE_VERSION: u32 = 1;
+
+impl Bundle {
+    pub fn new(kernels: Vec<Kernel>) -> Bundle {
+        Bundle { format: BUNDLE_FORMAT.into(), version: BUNDLE_VERSION, kernels }
+    }
+
+    pub fn read(path: &Path) -> Result<Bundle> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read bundle {}", path.display()))?;
+        let bundle: Bundle = serde_json::from_str(&text).with_context(|| format!("{}: not a kfoundry bundle", path.display()))?;
+        if bundle.format != BUNDLE_FORMAT || bundle.version > BUNDLE_VERSION {
+            bail!("{}: bundle format `{}` version {} is not one this kfoundry reads (`{BUNDLE_FORMAT}` ≤ {BUNDLE_VERSION})", path.display(), bundle.format, bundle.version);
+        }
+        Ok(bundle)
+    }
+}
+
+/// `cargo kfoundry bundle`.
+pub fn write_bundle(args: &crate::cli::BundleArgs) -> Result<()> {
+    let ws = discover(&args.ws)?;
+    let text = serde_json::to_string_pretty(&Bundle::new(ws.kernels))?;
+    std::fs::write(&args.output, text).with_context(|| format!("cannot write {}", args.output.display()))?;
+    if !args.ws.quiet {
+        eprintln!("wrote {}", args.output.display());
+    }
+    Ok(())
 }
 
 /// Reads the workspace and every annotated kernel of the selected packages. Every malformed

@@ -22,6 +22,7 @@ fn main() {
         Command::Devices(args) => devices::run(args),
         Command::Check(args) => commands::check::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::Bundle(args) => discover::write_bundle(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

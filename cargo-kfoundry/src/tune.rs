@@ -7,14 +7,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kfoundry_rt::model::lockfile::{Lockfile, Variant};
+use kfoundry_rt::model::lockfile::{Lockfile, Variant, FILE_NAME};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
 use kfoundry_search::{Evaluation, SearchState, Settings as SearchSettings, Space};
 use serde::Serialize;
 
 use crate::cli::{MessageFormat, TuneArgs};
 use crate::devices::{self, Selected};
-use crate::discover::{discover, Kernel};
+use crate::discover::{discover, Bundle, Kernel};
 use crate::evaluate::{config_of, fmt_sizes, median, params_of, Bench, Settings as EvalSettings};
 use crate::report::{fmt_ns, Table};
 
@@ -40,9 +40,18 @@ pub struct Outcome {
 pub fn run(args: &TuneArgs) -> Result<()> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
-    let ws = discover(&args.ws)?;
-    let kernels: Vec<&Kernel> = ws
-        .kernels
+    let (all, lock_path, from_workspace) = match &args.bundle {
+        Some(bundle) => {
+            let lock = args.lockfile.clone().unwrap_or_else(|| FILE_NAME.into());
+            (Bundle::read(bundle)?.kernels, lock, false)
+        }
+        None => {
+            let ws = discover(&args.ws)?;
+            let lock = args.lockfile.clone().unwrap_or_else(|| ws.lockfile());
+            (ws.kernels, lock, true)
+        }
+    };
+    let kernels: Vec<&Kernel> = all
         .iter()
         .filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f)))
         .collect();
@@ -50,7 +59,6 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         bail!("no annotated kernel found{}", args.kernel.as_deref().map(|f| format!(" matching `{f}`")).unwrap_or_default());
     }
     let device = devices::select(args.device.as_deref())?;
-    let lock_path = ws.lockfile();
     // Fail before tuning (not after an hour) when the existing lockfile cannot be read.
     let had_lockfile = Lockfile::read(&lock_path)?.is_some();
     if !quiet {
@@ -88,7 +96,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         record(&lock_path, &kernel.spec, &device, variants, quiet)?;
     }
 
-    if !had_lockfile {
+    if !had_lockfile && from_workspace {
         mark_changed(&kernels);
     }
     if json {

@@ -25,9 +25,11 @@
  *
  * Launch (2-D): global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY),
  *               local  = (WGX, WGY).
- * Requires TN % VEC == 0 and n % VEC == 0 (whole vectors only). Ragged
- * m, n and k are otherwise handled: out-of-range loads are clamped or
- * zero-filled, out-of-range stores skipped.
+ * Requires TN % VEC == 0 and n % VEC == 0 (whole vectors only), and with
+ * USE_LOCAL = 1 the two tiles, TK * (BM + BN) floats, must fit the device's
+ * local memory (the annotation keeps them within 32 KiB, the OpenCL 1.2
+ * minimum). Ragged m, n and k are otherwise handled: out-of-range loads are
+ * clamped or zero-filled, out-of-range stores skipped.
  *
  * Every configuration accumulates each output in the same order
  * (k ascending) with fma, so results are bit-identical across

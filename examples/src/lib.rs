@@ -6,6 +6,8 @@
     source = "kernels/saxpy.cl",
     params(WG = [32, 64, 128, 256], VEC = [1, 2, 4, 8], ITEMS = 1..=8, STRIDED = [0, 1]),
     reference(WG = 64, VEC = 1, ITEMS = 1, STRIDED = 0),
+    // STRIDED only changes anything with several items per work item.
+    require(STRIDED <= ITEMS - 1),
     global = ceil_div(n, WG * VEC * ITEMS) * WG, local = WG,
     buffers(x = n, y = n),
     inputs(x = uniform(-1.0, 1.0), y = uniform(-1.0, 1.0)),
@@ -45,12 +47,12 @@ pub struct RowSum;
         WGX * WGY <= 256,
         // TK only matters with local tiles; the tiles must fit 32 KiB of local memory.
         USE_LOCAL == 1 || TK == 8,
-        TK * (WGY * TM + WGX * TN) * 4 <= 32768,
+        USE_LOCAL * TK * (WGY * TM + WGX * TN) <= 8192,
     ),
     global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
     buffers(a = m * k, b = k * n, c = m * n),
     check(c, rtol = 1e-4, atol = 1e-4),
-    workloads(small(m = 128, n = 128, k = 128), large(m = 512, n = 512, k = 512)),
+    workloads(small(m = 128, n = 128, k = 128), large(m = 256, n = 256, k = 256)),
     cost(bytes = 4 * (m * k + k * n + m * n), flops = 2 * m * n * k),
 )]
 pub struct Sgemm;

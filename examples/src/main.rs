@@ -27,7 +27,7 @@ fn run() -> Result<()> {
     saxpy(&queue, &device, if large { 1 << 22 } else { 1 << 16 })?;
     let (rows, cols) = if large { (1024, 8192) } else { (256, 1024) };
     row_sum(&queue, &device, rows, cols)?;
-    let s = if large { 512 } else { 128 };
+    let s = if large { 256 } else { 128 };
     sgemm(&queue, &device, s, s, s)?;
     Ok(())
 }

@@ -26,6 +26,9 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Write the annotated kernels to a file that `tune --bundle` reads on a machine without a Rust toolchain.
     Bundle(BundleArgs),
+    /// Internal: the evaluation worker process the tuner starts (JSON lines on stdin/stdout).
+    #[command(name = "__worker", hide = true)]
+    Worker,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -82,6 +85,9 @@ pub struct TuneArgs {
     /// Timed runs per candidate (median taken), after one warm-up run.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
+    /// Seconds a candidate may always take before it is killed (the limit is otherwise 20 times the reference's evaluation).
+    #[arg(long, value_name = "SECS", default_value_t = 20.0)]
+    pub candidate_timeout: f64,
     /// Tune the kernels of a bundle written by `cargo kfoundry bundle` instead of reading the workspace (no cargo needed).
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,

@@ -7,9 +7,8 @@ use crate::cli::{DevicesArgs, MessageFormat};
 
 /// A device with its identity.
 pub struct Selected {
+    /// Position in `list_devices()` order (how a worker process finds the same device).
     pub index: usize,
-    pub platform: ocl::Platform,
-    pub device: ocl::Device,
     pub key: DeviceKey,
     pub info: DeviceInfo,
 }
@@ -20,7 +19,7 @@ pub fn all() -> Result<Vec<Selected>> {
     for (index, (platform, device)) in list_devices()?.into_iter().enumerate() {
         let key = device_key(&device)?;
         let info = device_info(&platform, &device)?;
-        out.push(Selected { index, platform, device, key, info });
+        out.push(Selected { index, key, info });
     }
     Ok(out)
 }

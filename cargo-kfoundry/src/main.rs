@@ -23,6 +23,7 @@ fn main() {
         Command::Check(args) => commands::check::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
         Command::Bundle(args) => discover::write_bundle(args),
+        Command::Worker => evaluate::worker::serve(),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -15,7 +15,8 @@ use serde::Serialize;
 use crate::cli::{MessageFormat, TuneArgs};
 use crate::devices::{self, Selected};
 use crate::discover::{discover, Bundle, Kernel};
-use crate::evaluate::{config_of, fmt_sizes, median, params_of, Bench, Settings as EvalSettings};
+use crate::evaluate::supervisor::{Supervised, TimeLimits};
+use crate::evaluate::{config_of, fmt_sizes, median, params_of, Settings as EvalSettings};
 use crate::report::{fmt_ns, Table};
 
 /// The outcome of tuning one kernel at one workload.
@@ -114,7 +115,10 @@ pub fn run(args: &TuneArgs) -> Result<()> {
 fn tune_one(args: &TuneArgs, spec: &KernelSpec, workload: &Workload, device: &Selected, quiet: bool) -> Result<Outcome> {
     let started = Instant::now();
     let settings = EvalSettings { repeats: args.repeats, seed: args.seed, ..EvalSettings::default() };
-    let mut bench = Bench::new(spec, &workload.sizes, device.platform, device.device, settings)?;
+    // Candidates run in a supervised worker process: one that hangs or crashes is recorded as
+    // failed and the search goes on with a fresh worker.
+    let time = TimeLimits { floor: std::time::Duration::from_secs_f64(args.candidate_timeout.max(0.1)), ..TimeLimits::default() };
+    let mut bench = Supervised::start(spec, &workload.sizes, device.index, settings, time)?;
     let space = Space::new(
         spec.params.iter().map(|p| kfoundry_search::Param { name: p.name.clone(), values: p.values.clone() }).collect(),
     )
@@ -136,11 +140,17 @@ fn tune_one(args: &TuneArgs, spec: &KernelSpec, workload: &Workload, device: &Se
     );
     bar.set_prefix(format!("{} @ {}", spec.id, workload.name));
     let verbose = args.ws.verbose > 0 && !quiet;
+    let json = args.ws.message_format == MessageFormat::Json;
     let validity = bench.validity();
     let result = state.run(&mut bench, &|c| validity.accepts(c), &mut |p| {
         bar.set_position(p.evaluations as u64);
         if let Some((_, t)) = p.best {
             bar.set_message(format!("best {}  failures {}", fmt_ns(t * 1e9), p.failures));
+        }
+        if let (true, Some(r)) = (json, p.last) {
+            let v = serde_json::json!({ "reason": "evaluation", "kernel": spec.id, "workload": workload.name,
+                "params": params_of(spec, &r.config), "operator": format!("{:?}", r.operator), "outcome": r.outcome });
+            println!("{v}");
         }
         if verbose {
             if let Some(r) = p.last {
@@ -159,9 +169,13 @@ fn tune_one(args: &TuneArgs, spec: &KernelSpec, workload: &Workload, device: &Se
     // Final figures: the winner and the reference measured again, alternately, in this run.
     let winner = result.best.as_ref().map(|(c, _)| params_of(spec, c)).unwrap_or_else(|| spec.reference.clone());
     let (mut ref_times, mut best_times) = (Vec::new(), Vec::new());
+    let mut remeasure = |params: &Params, what: &str| match bench.evaluate_params(params) {
+        Evaluation::Ok { time, .. } => Ok(time),
+        Evaluation::Failed { reason, .. } => Err(anyhow::anyhow!("{what} failed on re-measure: {reason}")),
+    };
     for _ in 0..3 {
-        ref_times.push(bench.remeasure(&spec.reference).map_err(|e| anyhow::anyhow!("reference failed on re-measure: {e}"))?);
-        best_times.push(bench.remeasure(&winner).map_err(|e| anyhow::anyhow!("winner failed on re-measure: {e}"))?);
+        ref_times.push(remeasure(&spec.reference, "the reference")?);
+        best_times.push(remeasure(&winner, "the winner")?);
     }
     let (ref_s, best_s) = (median(&mut ref_times), median(&mut best_times));
     // A winner that is not faster than the reference on re-measure is not worth shipping.

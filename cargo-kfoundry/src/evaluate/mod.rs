@@ -8,6 +8,8 @@
 
 pub mod compare;
 pub mod inputs;
+pub mod supervisor;
+pub mod worker;
 
 use std::time::Instant;
 
@@ -24,7 +26,7 @@ use self::compare::{compare, Comparison};
 use self::inputs::{decode, draw_buffer, draw_scalar, poison_buffer};
 
 /// How candidates are checked and timed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     /// Fresh input sets each candidate must pass (each with a new seed).
     pub input_sets: usize,
@@ -43,7 +45,7 @@ impl Default for Settings {
 }
 
 /// Device limits checked before a candidate is built.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     pub max_work_group_size: usize,
     pub max_work_item_sizes: Vec<usize>,
@@ -58,6 +60,10 @@ pub struct Validity {
 }
 
 impl Validity {
+    pub fn new(spec: KernelSpec, sizes: Sizes, limits: Limits) -> Validity {
+        Validity { spec, sizes, limits }
+    }
+
     pub fn check(&self, params: &Params) -> Result<(), String> {
         let g = self.spec.geometry(params, &self.sizes).map_err(|e| e.to_string())?;
         if let Some(local) = &g.local {
@@ -156,6 +162,10 @@ impl Bench {
     /// Is `params` launchable here: constraints, geometry and the device's work-group limits.
     pub fn valid(&self, params: &Params) -> Result<(), String> {
         self.validity().check(params)
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The validity check, detached from the bench (the search engine asks it before every
@@ -370,13 +380,6 @@ impl Bench {
         Ok(median(&mut times))
     }
 
-    /// Measures `params` again (after the search) for the final figures.
-    pub fn remeasure(&mut self, params: &Params) -> Result<f64, String> {
-        match self.evaluate_params(params) {
-            Evaluation::Ok { time, .. } => Ok(time),
-            Evaluation::Failed { reason, .. } => Err(reason),
-        }
-    }
 }
 
 impl kfoundry_search::Evaluator for Bench {

@@ -1,0 +1,231 @@
+//! The tuner's side of isolated evaluation: a worker process per kernel and workload, a time
+//! limit per candidate, and a fresh worker after any candidate that hangs or crashes it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
+use kfoundry_search::{Config, Evaluation, FailureKind};
+
+use super::worker::{Request, Response};
+use super::{params_of, Limits, Settings, Validity};
+
+/// How long a candidate may take, from the reference's own evaluation time.
+#[derive(Debug, Clone, Copy)]
+pub struct TimeLimits {
+    /// For the worker's setup (building and checking the reference).
+    pub setup: Duration,
+    /// A candidate may take this many times the reference's evaluation...
+    pub factor: f64,
+    /// ...but never less than this (a build alone can take a second or more).
+    pub floor: Duration,
+}
+
+impl Default for TimeLimits {
+    fn default() -> Self {
+        TimeLimits { setup: Duration::from_secs(300), factor: 20.0, floor: Duration::from_secs(20) }
+    }
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Evaluates candidates in a supervised worker process.
+pub struct Supervised {
+    setup: Request,
+    worker: Option<Worker>,
+    limits: Limits,
+    time: TimeLimits,
+    /// Per-candidate limit, set once the reference has been evaluated.
+    candidate_limit: Option<Duration>,
+    spec: KernelSpec,
+    sizes: Sizes,
+    /// Build logs of failed candidates: (parameters, log).
+    pub build_failures: Vec<(Params, String)>,
+    /// Workers started so far (1 + restarts).
+    pub workers_started: usize,
+}
+
+impl Supervised {
+    pub fn start(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Settings, time: TimeLimits) -> Result<Supervised> {
+        let setup = Request::Setup { spec: Box::new(spec.clone()), sizes: sizes.clone(), device, settings };
+        let mut s = Supervised {
+            setup,
+            worker: None,
+            limits: Limits { max_work_group_size: 0, max_work_item_sizes: vec![], local_mem_bytes: 0 },
+            time,
+            candidate_limit: None,
+            spec: spec.clone(),
+            sizes: sizes.clone(),
+            build_failures: Vec::new(),
+            workers_started: 0,
+        };
+        s.spawn()?;
+        Ok(s)
+    }
+
+    /// Starts a worker and sets it up; the reference is built and checked there.
+    fn spawn(&mut self) -> Result<()> {
+        let exe = std::env::current_exe().context("cannot find the cargo-kfoundry executable to start a worker")?;
+        let mut child = Command::new(exe)
+            .arg("__worker")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start a worker process")?;
+        let stdin = child.stdin.take().ok_or_else(|| anyhow!("worker without stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("worker without stdout"))?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        self.workers_started += 1;
+        let mut worker = Worker { child, stdin, lines };
+        match exchange(&mut worker, &self.setup, self.time.setup)? {
+            Ok(Response::Ready { limits }) => self.limits = limits,
+            Ok(Response::SetupFailed { message }) => bail!("{message}"),
+            Ok(other) => bail!("unexpected answer from the worker: {other:?}"),
+            Err(failure) => bail!("the worker failed while setting up the reference: {failure}"),
+        }
+        self.worker = Some(worker);
+        Ok(())
+    }
+
+    /// The constraints and device limits, for the search engine's validity predicate.
+    pub fn validity(&self) -> Validity {
+        Validity::new(self.spec.clone(), self.sizes.clone(), self.limits.clone())
+    }
+
+    /// Evaluates `params`, containing hangs and crashes.
+    pub fn evaluate_params(&mut self, params: &Params) -> Evaluation {
+        let started = Instant::now();
+        if self.worker.is_none() {
+            if let Err(e) = self.spawn() {
+                return Evaluation::failed(FailureKind::Runtime, format!("cannot restart the worker: {e:#}"), 0.0);
+            }
+        }
+        let limit = self.candidate_limit.unwrap_or(self.time.setup);
+        let request = Request::Evaluate { params: params.clone() };
+        let Some(worker) = self.worker.as_mut() else {
+            return Evaluation::failed(FailureKind::Runtime, "no worker", 0.0);
+        };
+        let outcome = exchange(worker, &request, limit);
+        let cost = started.elapsed().as_secs_f64();
+        let evaluation = match outcome {
+            Ok(Ok(Response::Evaluated { evaluation, build_log })) => {
+                if let Some(log) = build_log {
+                    self.build_failures.push((params.clone(), log));
+                }
+                evaluation
+            }
+            Ok(Ok(other)) => {
+                self.worker = None;
+                Evaluation::failed(FailureKind::Runtime, format!("unexpected answer from the worker: {other:?}"), cost)
+            }
+            Ok(Err(failure)) => {
+                // The worker hung or died: it is replaced before the next candidate.
+                self.worker = None;
+                let kind = if matches!(failure, Failure::Timeout(_)) { FailureKind::Timeout } else { FailureKind::Runtime };
+                Evaluation::failed(kind, failure.to_string(), cost)
+            }
+            Err(e) => {
+                self.worker = None;
+                Evaluation::failed(FailureKind::Runtime, format!("worker I/O: {e:#}"), cost)
+            }
+        };
+        if self.candidate_limit.is_none() && *params == self.spec.reference {
+            if let Evaluation::Ok { cost, .. } = &evaluation {
+                let limit = Duration::from_secs_f64(cost * self.time.factor).max(self.time.floor);
+                self.candidate_limit = Some(limit);
+            }
+        }
+        evaluation
+    }
+}
+
+impl kfoundry_search::Evaluator for Supervised {
+    fn evaluate(&mut self, config: &Config) -> Evaluation {
+        let params = params_of(&self.spec, config);
+        self.evaluate_params(&params)
+    }
+}
+
+/// How a worker failed to answer.
+#[derive(Debug)]
+enum Failure {
+    Timeout(Duration),
+    Died(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout(d) => write!(f, "no answer within {:.1} s (killed)", d.as_secs_f64()),
+            Failure::Died(how) => write!(f, "the worker process died: {how}"),
+        }
+    }
+}
+
+/// Sends one request and waits for the answer: `Err` for broken I/O, `Ok(Err)` when the worker
+/// hung (then it is killed) or died.
+fn exchange(worker: &mut Worker, request: &Request, limit: Duration) -> Result<std::result::Result<Response, Failure>> {
+    let mut line = serde_json::to_string(request)?;
+    line.push('\n');
+    if worker.stdin.write_all(line.as_bytes()).and_then(|_| worker.stdin.flush()).is_err() {
+        return Ok(Err(Failure::Died(exit_status(&mut worker.child))));
+    }
+    match worker.lines.recv_timeout(limit) {
+        Ok(answer) => Ok(Ok(serde_json::from_str(&answer).with_context(|| format!("bad answer from the worker: {answer}"))?)),
+        Err(RecvTimeoutError::Timeout) => {
+            let _ = worker.child.kill();
+            let _ = worker.child.wait();
+            Ok(Err(Failure::Timeout(limit)))
+        }
+        Err(RecvTimeoutError::Disconnected) => Ok(Err(Failure::Died(exit_status(&mut worker.child)))),
+    }
+}
+
+fn exit_status(child: &mut Child) -> String {
+    match child.wait() {
+        Ok(status) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::process::ExitStatusExt;
+                if let Some(sig) = status.signal() {
+                    return format!("killed by signal {sig}{}", signal_name(sig));
+                }
+            }
+            status.to_string()
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        6 => " (SIGABRT)",
+        7 => " (SIGBUS)",
+        9 => " (SIGKILL)",
+        11 => " (SIGSEGV)",
+        _ => "",
+    }
+}

@@ -1,0 +1,100 @@
+//! Deliberately bad candidates on the local OpenCL device (PoCL in CI): each is rejected with
+//! the right reason, the tuner survives them all, and the tune ends with a correct winner.
+
+use std::process::Command;
+
+use kfoundry_rt::model::annotation::{parse, Context};
+use kfoundry_rt::model::lockfile::Lockfile;
+
+/// One parameter picks the misbehaviour; BAD = 0 is the correct reference.
+const SOURCE: &str = r#"
+__kernel void scale(const int n, __global const float* x, __global float* y) {
+    int i = get_global_id(0);
+#if BAD == 1
+    while (x[0] < 1e30f) { y[i] = x[i]; }        /* never ends: x is in [-1, 1) */
+#elif BAD == 2
+    y[i + (1 << 28)] = x[i];                       /* writes 1 GiB past the end */
+#elif BAD == 3
+    ((__global volatile int*)0)[i] = 1;             /* null pointer: crashes the process */
+#elif BAD == 4
+    y[i] = 42.0f;                                   /* constants, whatever the input */
+#elif BAD == 5
+    if (i % 2 == 0) y[i] = 3.0f * x[i];             /* leaves odd elements unwritten */
+#else
+    y[i] = 3.0f * x[i];
+#endif
+}
+"#;
+
+fn bundle(dir: &std::path::Path) -> std::path::PathBuf {
+    let args: proc_macro2::TokenStream = format!(
+        r#"code = {SOURCE:?}, params(BAD = [0, 1, 2, 3, 4, 5]), reference(BAD = 0),
+           global = n, local = 64, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    )
+    .parse()
+    .unwrap();
+    let item: syn::Item = syn::parse_str("pub struct Bad;").unwrap();
+    let cx = Context { package: "test", manifest_dir: dir };
+    let spec = match parse(args, &item, &cx) {
+        Ok(a) => a.spec,
+        Err(e) => panic!("{e}"),
+    };
+    let bundle = serde_json::json!({
+        "format": "kfoundry-bundle", "version": 1,
+        "kernels": [{ "package": "test", "file": "inline", "line": 1, "spec": spec }],
+    });
+    let path = dir.join("bundle.json");
+    std::fs::write(&path, bundle.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn bad_candidates_are_contained_and_rejected_with_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundle(dir.path());
+    let lock = dir.path().join("Kfoundry.lock");
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+        .args(["tune", "--bundle"])
+        .arg(&bundle)
+        .arg("--lockfile")
+        .arg(&lock)
+        .args(["--budget-evals", "6", "--candidate-timeout", "10", "--repeats", "1", "--message-format", "json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "tune failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+
+    // One evaluation message per candidate, with its outcome.
+    let mut outcome = std::collections::BTreeMap::new();
+    for line in stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["reason"] == "evaluation" {
+            outcome.insert(v["params"]["BAD"].as_i64().unwrap(), v["outcome"].clone());
+        }
+    }
+    let failed = |bad: i64| -> (String, String) {
+        let o = &outcome[&bad]["Failed"];
+        assert!(o.is_object(), "BAD={bad} should have failed: {}", outcome[&bad]);
+        (o["kind"].as_str().unwrap().to_string(), o["reason"].as_str().unwrap().to_string())
+    };
+    assert!(outcome[&0]["Ok"].is_object(), "the reference passes: {}", outcome[&0]);
+    assert_eq!(failed(1).0, "Timeout", "{:?}", failed(1));
+    let (kind, reason) = failed(2);
+    // Depending on where the write lands, the driver crashes, hangs or corrupts the output.
+    assert!(["Runtime", "Wrong", "Timeout"].contains(&kind.as_str()), "out-of-bounds write: {kind} {reason}");
+    // A fault in a kernel either kills the worker or (PoCL 3.1 here) leaves it hung inside the
+    // driver: either way it is contained and the worker replaced.
+    let (kind, reason) = failed(3);
+    assert!(kind == "Runtime" && reason.contains("died") || kind == "Timeout" && reason.contains("killed"), "{kind} {reason}");
+    let (kind, reason) = failed(4);
+    assert_eq!(kind, "Wrong", "{reason}");
+    let (kind, reason) = failed(5);
+    assert_eq!(kind, "Wrong", "{reason}");
+    assert!(reason.contains("NaN"), "unwritten elements stay poisoned: {reason}");
+
+    // The winner is the correct kernel.
+    let lock = Lockfile::read(&lock).unwrap().unwrap();
+    let variants = &lock.kernels["test::Bad"].variants;
+    assert_eq!(variants.len(), 1);
+    assert_eq!(variants[0].params["BAD"], 0);
+}

@@ -239,7 +239,7 @@ fn mark_changed(kernels: &[&Kernel]) {
 }
 
 fn fmt_params(p: &Params) -> String {
-    p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    kfoundry_rt::model::spec::fmt_assignments(p, " ")
 }
 
 /// The table printed at the end of a tune.

@@ -33,8 +33,8 @@ fn run() -> Result<()> {
 }
 
 fn report(name: &str, choice: &Choice, mismatches: usize, len: usize) -> Result<()> {
-    let params: Vec<String> = choice.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!("{name}: {} ({}) {}", choice.step, params.join(", "), if mismatches == 0 { "ok" } else { "WRONG" });
+    let params = kfoundry::model::spec::fmt_assignments(&choice.params, ", ");
+    println!("{name}: {} ({params}) {}", choice.step, if mismatches == 0 { "ok" } else { "WRONG" });
     if mismatches > 0 {
         return Err(format!("{name}: {mismatches} of {len} elements differ from the CPU result").into());
     }

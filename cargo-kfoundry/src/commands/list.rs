@@ -30,8 +30,7 @@ pub fn run(args: &WorkspaceArgs) -> Result<()> {
             println!("  require {r}");
         }
         for w in &s.workloads {
-            let sizes: Vec<String> = w.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            println!("  workload {}: {}", w.name, sizes.join(", "));
+            println!("  workload {}: {}", w.name, kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "));
         }
     }
     if ws.kernels.is_empty() && args.message_format == MessageFormat::Human {

@@ -438,7 +438,7 @@ pub fn median(v: &mut [f64]) -> f64 {
 }
 
 pub fn fmt_sizes(sizes: &Sizes) -> String {
-    sizes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    kfoundry_rt::model::spec::fmt_assignments(sizes, ", ")
 }
 
 fn first_line(text: &str) -> String {

@@ -10,7 +10,7 @@ use std::fmt;
 
 use super::device::DeviceKey;
 use super::lockfile::Variant;
-use super::spec::{KernelSpec, LaunchError, Params, Sizes};
+use super::spec::{fmt_assignments, KernelSpec, LaunchError, Params, Sizes};
 
 /// A step of the dispatch chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -46,8 +46,7 @@ pub struct Choice {
 
 impl fmt::Display for Choice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let params: Vec<String> = self.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        writeln!(f, "chosen: {} ({})", self.step, params.join(", "))?;
+        writeln!(f, "chosen: {} ({})", self.step, fmt_assignments(&self.params, ", "))?;
         for r in &self.reasons {
             writeln!(f, "  - {r}")?;
         }
@@ -66,7 +65,7 @@ fn distance(workload: &Sizes, call: &Sizes) -> f64 {
 }
 
 fn fmt_sizes(sizes: &Sizes) -> String {
-    sizes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    fmt_assignments(sizes, ", ")
 }
 
 /// Chooses the variant for `device` at `sizes`. Errors only when even the reference cannot
@@ -121,7 +120,7 @@ pub fn choose(spec: &KernelSpec, variants: &[Variant], device: &DeviceKey, sizes
 }
 
 fn fmt_params(p: &Params) -> String {
-    p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    fmt_assignments(p, ", ")
 }
 
 #[cfg(test)]

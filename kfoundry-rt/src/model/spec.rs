@@ -15,6 +15,11 @@ pub type Params = BTreeMap<String, i64>;
 /// Problem sizes of one call or workload (name → value), sorted by name.
 pub type Sizes = BTreeMap<String, i64>;
 
+/// `a=1, b=2`: parameters or sizes for messages (`sep` between the pairs).
+pub fn fmt_assignments(values: &std::collections::BTreeMap<String, i64>, sep: &str) -> String {
+    values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(sep)
+}
+
 /// A tunable parameter and its domain, in the order the annotation gives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Param {

@@ -38,20 +38,31 @@ fn copy_workspace(dst: &Path) {
 
 /// Where the copy builds. Not the workspace's own target directory: cargo hashes path crates
 /// relative to their workspace, so the copy's artifacts would replace the test run's own. The
-/// directory trybuild uses for the UI tests (which run after this test) is shared instead: both
-/// build the same dependencies, which then compile once, and cargo rebuilds the kfoundry crates
-/// there whenever the source path changes.
+/// directory trybuild uses for the UI tests (which run after this test) is shared instead, with
+/// the `--target`, rustflags and `CARGO_INCREMENTAL` that trybuild 1.0.122 passes (see
+/// `cargo_like_trybuild`): both build the same dependencies, which then compile once, and cargo
+/// rebuilds the kfoundry crates there whenever the source path changes. If trybuild changes its
+/// flags, the dependencies just compile twice.
 fn target_dir() -> PathBuf {
     let base = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"));
     base.join("tests").join("trybuild")
 }
 
+/// The host's target triple (`rustc -vV`).
+fn host() -> String {
+    let out = Command::new("rustc").arg("-vV").output().expect("rustc runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .expect("rustc -vV names the host")
+}
+
 fn cargo(ws: &Path, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO"))
+    let out = cargo_like_trybuild()
         .args(args)
         .arg("--manifest-path")
         .arg(ws.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", target_dir())
+        .args(["--target", &host()])
         .output()
         .expect("cargo runs");
     assert!(
@@ -63,8 +74,19 @@ fn cargo(ws: &Path, args: &[&str]) -> Output {
     out
 }
 
+/// `cargo` with the configuration trybuild uses, so that the two share compiled dependencies.
+fn cargo_like_trybuild() -> Command {
+    let flags = r#"["--cfg", "trybuild", "--verbose", "-A", "dead_code"]"#;
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.arg(format!("--config=build.rustflags={flags}"))
+        .arg(format!("--config=target.{}.rustflags={flags}", host()))
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("CARGO_INCREMENTAL", "0");
+    cmd
+}
+
 fn kfoundry(ws: &Path, args: &[&str]) -> Output {
-    Command::new(target_dir().join("debug").join("cargo-kfoundry"))
+    Command::new(target_dir().join(host()).join("debug").join("cargo-kfoundry"))
         .arg("kfoundry")
         .args(args)
         .arg("--manifest-path")

@@ -44,9 +44,9 @@ pub struct Settings {
     pub max_seconds: Option<f64>,
     /// Stop after this many evaluations without a better best. Default none.
     pub stagnation: Option<usize>,
-    /// Number of islands (separate archives). Default 4.
+    /// Number of islands (separate archives). Default 2.
     pub islands: usize,
-    /// Every this many evaluations each island sends its best to the next (ring). Default 25.
+    /// Every this many evaluations each island sends its best to the next (ring). Default 10.
     pub migration_interval: usize,
     /// Uniformly random configurations evaluated before evolution starts (after the
     /// reference), spread over the islands. Default 12.
@@ -69,6 +69,9 @@ pub struct Settings {
     pub single_cell: bool,
     /// Size of the single cell's population. Default 16.
     pub population: usize,
+    /// Candidate children produced per step; the one a nearest-neighbour model of the
+    /// history predicts fastest is evaluated (1 = no screening). Default 8.
+    pub screening: usize,
 }
 
 impl Default for Settings {
@@ -78,8 +81,8 @@ impl Default for Settings {
             max_evals: Some(500),
             max_seconds: None,
             stagnation: None,
-            islands: 4,
-            migration_interval: 25,
+            islands: 2,
+            migration_interval: 10,
             initial_samples: 12,
             max_bins: 4,
             sampling: Sampling { exploit: 0.6, explore: 0.25, random: 0.15 },
@@ -90,6 +93,7 @@ impl Default for Settings {
             gradient_steering: true,
             single_cell: false,
             population: 16,
+            screening: 8,
         }
     }
 }
@@ -206,6 +210,9 @@ pub struct SearchState {
     param_desc: Vec<Option<usize>>,
     /// Parameters with more than one value.
     free: Vec<usize>,
+    /// Per history index: mutations of it that produced an evaluated or invalid child (a
+    /// parent whose neighbourhood is used up is sampled less).
+    dead_ends: Vec<u32>,
 }
 
 /// Parent-sampling weights of one island (see `SearchState::parent_weights`).
@@ -225,6 +232,10 @@ fn fitness(time: f64) -> f64 {
 const RANDOM_TRIES: usize = 2000;
 /// Spaces up to this size are enumerated when rejection sampling finds nothing.
 const ENUMERATE_LIMIT: u128 = 4_000_000;
+/// Neighbours consulted by candidate screening.
+const SCREEN_K: usize = 3;
+/// Weight factor of a parent per mutation of it that produced nothing new.
+const DEAD_END_DECAY: f64 = 0.8;
 /// Attempts at producing a new valid child by mutation before drawing a random one.
 const MUTATION_TRIES: usize = 40;
 
@@ -264,6 +275,7 @@ impl SearchState {
             bins,
             param_desc,
             free,
+            dead_ends: Vec::new(),
             space,
             settings,
         })
@@ -515,6 +527,7 @@ impl SearchState {
             }
         }
         self.history.push(Record { config, outcome, parent, other_parent, operator, island, cell, elapsed: self.elapsed });
+        self.dead_ends.push(0);
         // ring migration of each island's best
         let k = self.islands.len();
         let every = self.settings.migration_interval;
@@ -586,14 +599,73 @@ impl SearchState {
             return self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None));
         }
         let weights = self.parent_weights(island);
-        for attempt in 0..MUTATION_TRIES {
-            if let Some((child, op, p, o)) = self.mutate(island, attempt, &weights) {
-                if self.is_new_and_valid(&child, valid) {
-                    return Some((child, op, Some(p), o));
+        let want = self.settings.screening.max(1);
+        let mut candidates: Vec<(Indices, Operator, usize, Option<usize>)> = Vec::new();
+        for attempt in 0..MUTATION_TRIES * want {
+            if let Some((child, op, p, o)) = self.mutate(island, attempt / want, &weights) {
+                if self.is_new_and_valid(&child, valid) && !candidates.iter().any(|c| c.0 == child) {
+                    candidates.push((child, op, p, o));
+                    if candidates.len() >= want {
+                        break;
+                    }
+                } else if let Some(d) = self.dead_ends.get_mut(p) {
+                    *d = d.saturating_add(1);
                 }
             }
         }
-        self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None))
+        if candidates.is_empty() {
+            return self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None));
+        }
+        let pick = if candidates.len() == 1 { 0 } else { self.screen(&candidates) };
+        let (child, op, p, o) = candidates.swap_remove(pick);
+        Some((child, op, Some(p), o))
+    }
+
+    /// Picks the candidate that a nearest-neighbour model of the history predicts fastest:
+    /// the distance-weighted mean fitness of the `SCREEN_K` nearest evaluated configurations
+    /// (distance: sum over parameters of |index difference| / (values − 1)); a failed
+    /// configuration counts as the worst fitness seen.
+    fn screen(&self, candidates: &[(Indices, Operator, usize, Option<usize>)]) -> usize {
+        let sizes: Vec<f64> = self.space.params.iter().map(|p| (p.values.len().max(2) - 1) as f64).collect();
+        let worst = self
+            .history
+            .iter()
+            .filter_map(|r| r.outcome.time())
+            .map(fitness)
+            .fold(f64::INFINITY, f64::min);
+        // in history order: the hash map's order is not reproducible
+        let mut known: Vec<(usize, &Indices, f64)> = self
+            .visited
+            .iter()
+            .map(|(idx, &h)| (h, idx, self.history[h].outcome.time().map_or(worst, fitness)))
+            .collect();
+        known.sort_by_key(|k| k.0);
+        let mut best = (0, f64::NEG_INFINITY);
+        for (ci, (c, ..)) in candidates.iter().enumerate() {
+            let mut near: Vec<(f64, f64)> = known
+                .iter()
+                .map(|(_, k, f)| {
+                    let d: f64 = k.iter().zip(c).zip(&sizes).map(|((&a, &b), n)| (f64::from(a) - f64::from(b)).abs() / n).sum();
+                    (d, *f)
+                })
+                .collect();
+            let k = SCREEN_K.min(near.len());
+            if k == 0 {
+                return 0;
+            }
+            near.select_nth_unstable_by(k - 1, |a, b| a.0.total_cmp(&b.0));
+            let (mut num, mut den) = (0.0, 0.0);
+            for &(d, f) in &near[..k] {
+                let w = 1.0 / (d + 1e-3);
+                num += w * f;
+                den += w;
+            }
+            let pred = num / den;
+            if pred > best.1 {
+                best = (ci, pred);
+            }
+        }
+        best.0
     }
 
     /// Parent-sampling weights of an island's elites for the three modes (exploitation,
@@ -610,7 +682,8 @@ impl SearchState {
         let tau = 1.0 + (n as f64).sqrt() / 2.0;
         let mut exploit = vec![0.0; n];
         for (rank, &i) in order.iter().enumerate() {
-            exploit[i] = (-(rank as f64) / tau).exp();
+            let dead = self.dead_ends.get(elites[i].eval).copied().unwrap_or(0);
+            exploit[i] = (-(rank as f64) / tau).exp() * DEAD_END_DECAY.powi(dead.min(64) as i32);
         }
         let mut explore = vec![0.0; n];
         let mut grads = Vec::with_capacity(n);

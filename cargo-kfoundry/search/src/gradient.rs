@@ -163,11 +163,11 @@ impl GradientModel {
         for a in cell.iter_mut() {
             a.scale(decay);
         }
-        for d in 0..self.dims {
+        for (d, (c, p)) in cell.iter_mut().zip(self.pooled.iter_mut()).enumerate() {
             let dir = mv.dirs.get(d).copied().unwrap_or(0);
             if dir != 0 {
-                cell[d].add(dir, mv.delta);
-                self.pooled[d].add(dir, mv.delta);
+                c.add(dir, mv.delta);
+                p.add(dir, mv.delta);
             }
         }
         self.moves.push(mv);

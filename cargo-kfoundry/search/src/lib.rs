@@ -33,7 +33,7 @@ pub mod space;
 
 pub use archive::{Archive, Cell, Elite};
 pub use cache::{CacheError, CacheSpace, SimEvaluator};
-pub use engine::{search, Progress, Record, ResultElite, Sampling, SearchError, SearchResult, SearchState, Settings, Step, Stop};
+pub use engine::{search, Operators, Progress, Record, ResultElite, Sampling, SearchError, SearchResult, SearchState, Settings, Step, Stop};
 pub use eval::{Evaluation, Evaluator, FailureKind};
 pub use gradient::{Gradient, GradientModel, Move, Weights};
 pub use operators::Operator;

@@ -160,6 +160,11 @@ pub fn score_evals(b: &Baseline, traces: &[Trace]) -> f64 {
     ps.iter().sum::<f64>() / ps.len() as f64
 }
 
+/// The standardised curve `P(M)` at the given evaluation counts.
+pub fn curve_evals(b: &Baseline, traces: &[Trace], at: &[usize]) -> Vec<f64> {
+    at.iter().map(|&m| standardise(b, median_best(b, traces, |t| t.best_after_evals(m)), m as f64)).collect()
+}
+
 /// Methodology score on the time axis.
 pub fn score_time(b: &Baseline, traces: &[Trace]) -> f64 {
     if traces.is_empty() {
@@ -210,11 +215,11 @@ mod tests {
     fn scores_of_perfect_random_and_empty_runs() {
         let b = base();
         let perfect = Trace { times: vec![Some(1.0); 40], costs: vec![1.0; 40] };
-        assert!((score_evals(&b, &[perfect.clone()]) - 1.0).abs() < 1e-12);
-        assert!((score_time(&b, &[perfect.clone()]) - 1.0).abs() < 1e-12);
+        assert!((score_evals(&b, std::slice::from_ref(&perfect)) - 1.0).abs() < 1e-12);
+        assert!((score_time(&b, std::slice::from_ref(&perfect)) - 1.0).abs() < 1e-12);
         assert_eq!(median_fraction(&b, &[perfect], 10), 1.0);
         let nothing = Trace { times: vec![None; 40], costs: vec![1.0; 40] };
-        assert!(score_evals(&b, &[nothing.clone()]) < 0.0);
+        assert!(score_evals(&b, std::slice::from_ref(&nothing)) < 0.0);
         assert_eq!(median_fraction(&b, &[nothing], 10), 0.0);
         // a run that follows the random-search expectation exactly scores 0
         let (lo, hi) = b.eval_axis();

@@ -1,0 +1,18 @@
+#!/usr/bin/env python3
+"""Decompress a Kernel Tuner cache file for Kernel Tuner's simulation mode, dropping the
+`times` arrays (32 samples per record) that it does not read: a smaller file parses faster.
+
+Usage: prepare_cache.py IN.json[.gz] OUT.json
+"""
+import gzip
+import json
+import sys
+
+src, dst = sys.argv[1:3]
+opener = gzip.open if open(src, "rb").read(2) == b"\x1f\x8b" else open
+with opener(src, "rt") as f:
+    data = json.load(f)
+for rec in data["cache"].values():
+    rec.pop("times", None)
+with open(dst, "w") as f:
+    json.dump(data, f)

@@ -1,0 +1,161 @@
+//! Development harness: the engine's variants on seeded synthetic kernel-like landscapes
+//! (never on the judged spaces). `cargo run --release --example synthetic [seeds]`.
+//!
+//! Each landscape: 5–8 parameters of 2–16 values (some power-of-two "sizes" grouped as
+//! `_x`/`_y`), a work-group constraint, a multiplicative separable part with a random optimum
+//! per parameter, random pairwise interactions, a few failing regions and rugged per-config
+//! noise. Scored with the same methodology as the real spaces.
+use kfoundry_search::methodology::{self, Baseline, Trace};
+use kfoundry_search::{search, Config, Evaluation, FailureKind, Param, Settings, Space};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+struct Landscape {
+    space: Space,
+    opt: Vec<f64>,
+    slope: Vec<f64>,
+    pairs: Vec<(usize, usize, f64)>,
+    noise: f64,
+    fail_mod: u64,
+    salt: u64,
+}
+
+fn hash(x: &[i64], salt: u64) -> u64 {
+    let mut h = 0xcbf29ce484222325u64 ^ salt;
+    for v in x {
+        h ^= *v as u64;
+        h = h.wrapping_mul(0x100000001b3);
+        h ^= h >> 29;
+    }
+    h
+}
+
+fn landscape(k: u64) -> Landscape {
+    let mut rng = ChaCha8Rng::seed_from_u64(1000 + k);
+    let mut params = vec![
+        Param { name: "block_x".into(), values: (0..rng.gen_range(4..9)).map(|i| 1i64 << i).collect() },
+        Param { name: "block_y".into(), values: (0..rng.gen_range(2..6)).map(|i| 1i64 << i).collect() },
+    ];
+    let extra = rng.gen_range(3..7);
+    let mut size: i64 = params.iter().map(|p| p.values.len() as i64).product();
+    for i in 0..extra {
+        let n = match rng.gen_range(0..3) {
+            0 => 2,
+            1 => rng.gen_range(3..6),
+            _ => rng.gen_range(6..17),
+        };
+        if size * n > 40_000 {
+            break;
+        }
+        size *= n;
+        params.push(Param { name: format!("p{i}"), values: (1..=n).collect() });
+    }
+    let space = Space::new(params).unwrap_or_else(|e| panic!("{e}"));
+    let d = space.len();
+    let opt = (0..d).map(|_| rng.gen::<f64>()).collect();
+    let slope = (0..d).map(|_| rng.gen_range(0.05..0.8)).collect();
+    let pairs = (0..rng.gen_range(1..4)).map(|_| (rng.gen_range(0..d), rng.gen_range(0..d), rng.gen_range(-0.5..0.5))).collect();
+    Landscape { space, opt, slope, pairs, noise: rng.gen_range(0.02..0.3), fail_mod: rng.gen_range(15..60), salt: k }
+}
+
+impl Landscape {
+    fn valid(&self, c: &Config) -> bool {
+        let wg = c[0] * c[1];
+        (8..=1024).contains(&wg)
+    }
+
+    fn time(&self, c: &Config) -> Option<f64> {
+        let idx = self.space.indices(c).ok()?;
+        let h = hash(c, self.salt);
+        if h % self.fail_mod == 0 {
+            return None;
+        }
+        let x: Vec<f64> =
+            idx.iter().zip(&self.space.params).map(|(&i, p)| i as f64 / (p.values.len().max(2) - 1) as f64).collect();
+        let mut t = 1.0;
+        for ((xi, s), o) in x.iter().zip(&self.slope).zip(&self.opt) {
+            t *= 1.0 + s * (xi - o).abs() * 3.0;
+        }
+        for &(a, b, w) in &self.pairs {
+            t *= 1.0 + w * (x[a] - 0.5) * (x[b] - 0.5) * 4.0;
+        }
+        let r = (h >> 8) as f64 / (1u64 << 56) as f64;
+        Some(t.max(0.05) * (1.0 + self.noise * r))
+    }
+
+    fn all(&self) -> Vec<Config> {
+        let sizes: Vec<usize> = self.space.params.iter().map(|p| p.values.len()).collect();
+        let mut idx = vec![0u32; sizes.len()];
+        let mut out = Vec::new();
+        loop {
+            let c = self.space.values(&idx);
+            if self.valid(&c) {
+                out.push(c);
+            }
+            let mut i = 0;
+            loop {
+                if i == sizes.len() {
+                    return out;
+                }
+                idx[i] += 1;
+                if (idx[i] as usize) < sizes[i] {
+                    break;
+                }
+                idx[i] = 0;
+                i += 1;
+            }
+        }
+    }
+}
+
+fn main() {
+    let seeds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(30);
+    let mut variants: Vec<(&str, Settings)> = vec![
+        ("default", Settings::default()),
+        ("no-gradient", Settings { gradient_steering: false, ..Settings::default() }),
+        ("single-cell", Settings { single_cell: true, ..Settings::default() }),
+    ];
+    if std::env::var("EXPLORE").is_ok() {
+        variants.push(("no-screening", Settings { screening: 1, ..Settings::default() }));
+        variants.push(("screen4", Settings { screening: 4, ..Settings::default() }));
+        variants.push(("islands1", Settings { islands: 1, ..Settings::default() }));
+        variants.push(("islands4", Settings { islands: 4, ..Settings::default() }));
+    }
+    let mut totals = vec![(0.0, [0.0; 4]); variants.len()];
+    let n_land = 8;
+    for k in 0..n_land {
+        let l = landscape(k);
+        let all = l.all();
+        let times: Vec<f64> = all.iter().filter_map(|c| l.time(c)).collect();
+        let base = Baseline::new(&times, &vec![1.0; all.len()]).unwrap_or_else(|| panic!("empty landscape"));
+        let evals = base.eval_axis().1.max(400);
+        print!("landscape {k}: {} valid, axis {:?}", all.len(), base.eval_axis());
+        for (vi, (name, s)) in variants.iter().enumerate() {
+            let mut traces = Vec::new();
+            for seed in 0..seeds {
+                let settings = Settings { seed, max_evals: Some(evals), ..s.clone() };
+                let mut eval = |c: &Config| match l.time(c) {
+                    Some(t) => Evaluation::ok(t, 1.0),
+                    None => Evaluation::failed(FailureKind::Build, "x", 1.0),
+                };
+                let r = search(l.space.clone(), settings, None, &mut eval, &|c: &Config| l.valid(c)).unwrap_or_else(|e| panic!("{e}"));
+                traces.push(Trace {
+                    times: r.history.iter().map(|h| h.outcome.time()).collect(),
+                    costs: r.history.iter().map(|h| h.outcome.cost()).collect(),
+                });
+            }
+            let sc = methodology::score_evals(&base, &traces);
+            let fr: Vec<f64> = [25, 50, 100, 200].iter().map(|&m| methodology::median_fraction(&base, &traces, m)).collect();
+            totals[vi].0 += sc / n_land as f64;
+            for (t, f) in totals[vi].1.iter_mut().zip(&fr) {
+                *t += f / n_land as f64;
+            }
+            print!("  {name} {sc:.3}");
+        }
+        println!();
+    }
+    for (vi, (name, _)) in variants.iter().enumerate() {
+        let f = totals[vi].1;
+        println!("{name:12} score {:.4}  @25 {:.4} @50 {:.4} @100 {:.4} @200 {:.4}", totals[vi].0, f[0], f[1], f[2], f[3]);
+    }
+}

@@ -490,15 +490,16 @@ fn domain(e: &syn::Expr) -> syn::Result<Vec<i64>> {
             let (Some(lo), Some(hi)) = (&r.start, &r.end) else {
                 return err(e.span(), "a range needs both ends, e.g. `1..=8`");
             };
-            let (lo, hi) = (int_lit(lo)?, int_lit(hi)?);
+            let (lo, hi) = (int_lit(lo)? as i128, int_lit(hi)? as i128);
             let hi = if matches!(r.limits, syn::RangeLimits::Closed(_)) { hi } else { hi - 1 };
             if hi < lo {
                 return err(e.span(), "empty range");
             }
-            if hi - lo >= MAX_DOMAIN {
+            if hi - lo >= MAX_DOMAIN as i128 {
                 return err(e.span(), format!("range has more than {MAX_DOMAIN} values"));
             }
-            (lo..=hi).collect()
+            // Both ends are i64 and closer than MAX_DOMAIN: every value fits.
+            (lo..=hi).map(|v| v as i64).collect()
         }
         syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("pow2")) && c.args.len() == 1 => {
             let all = domain(&c.args[0])?;

@@ -169,6 +169,9 @@ impl Expr {
         if let Some(tok) = parser.tokens.get(parser.pos) {
             return Err(parser.error_at(tok.offset, format!("unexpected `{}`", tok.kind)));
         }
+        if tree_depth(&node) > MAX_TREE_DEPTH {
+            return Err(parser.error_at(0, format!("expression nested too deeply (more than {MAX_TREE_DEPTH} levels)")));
+        }
         Ok(Expr { node })
     }
 
@@ -207,6 +210,25 @@ impl Expr {
         walk(&self.node, &mut out);
         out
     }
+}
+
+/// Depth of a tree, without recursion (the tree may be arbitrarily deep here).
+fn tree_depth(root: &Node) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(root, 1usize)];
+    while let Some((node, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match node {
+            Node::Lit(_) | Node::Var(_) => {}
+            Node::Unary(_, a) => stack.push((a, depth + 1)),
+            Node::Binary(_, a, b) => {
+                stack.push((a, depth + 1));
+                stack.push((b, depth + 1));
+            }
+            Node::Call(_, args) => stack.extend(args.iter().map(|a| (a, depth + 1))),
+        }
+    }
+    deepest
 }
 
 fn eval(node: &Node, env: &Env, whole: &Expr) -> Result<i64, EvalError> {
@@ -311,6 +333,8 @@ fn write_node(node: &Node, f: &mut fmt::Formatter<'_>, parent_prec: u8) -> fmt::
         Node::Lit(v) if *v < 0 => write!(f, "({v})"),
         Node::Lit(v) => write!(f, "{v}"),
         Node::Var(v) => f.write_str(v),
+        // `-(5)` keeps its parentheses: `-5` would read back as the literal -5.
+        Node::Unary(UnOp::Neg, a) if matches!(**a, Node::Lit(v) if v >= 0) => write!(f, "-({a})", a = DisplayNode(a)),
         Node::Unary(op, a) => {
             f.write_str(if *op == UnOp::Neg { "-" } else { "!" })?;
             write_node(a, f, 10)
@@ -321,8 +345,9 @@ fn write_node(node: &Node, f: &mut fmt::Formatter<'_>, parent_prec: u8) -> fmt::
             if paren {
                 f.write_str("(")?;
             }
-            // Left-associative: the left operand may share our precedence.
-            write_node(a, f, prec - 1)?;
+            // Left-associative: the left operand may share our precedence, except for
+            // comparisons, which do not chain.
+            write_node(a, f, if op.is_comparison() { prec } else { prec - 1 })?;
             write!(f, " {} ", op.symbol())?;
             write_node(b, f, prec)?;
             if paren {
@@ -340,6 +365,14 @@ fn write_node(node: &Node, f: &mut fmt::Formatter<'_>, parent_prec: u8) -> fmt::
             }
             f.write_str(")")
         }
+    }
+}
+
+struct DisplayNode<'a>(&'a Node);
+
+impl fmt::Display for DisplayNode<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_node(self.0, f, 0)
     }
 }
 
@@ -368,7 +401,8 @@ impl std::str::FromStr for Expr {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum TokKind {
-    Int(i64),
+    /// Magnitude as written (up to 2^63, so that `-9223372036854775808` can be folded).
+    Int(i128),
     Ident(String),
     Op(&'static str),
     LParen,
@@ -432,13 +466,15 @@ fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
                 }
             }
             let value = if let Some(hex) = digits.strip_prefix("0x") {
-                i64::from_str_radix(hex, 16)
+                i128::from_str_radix(hex, 16)
             } else if let Some(bin) = digits.strip_prefix("0b") {
-                i64::from_str_radix(bin, 2)
+                i128::from_str_radix(bin, 2)
             } else {
-                digits.parse::<i64>()
+                digits.parse::<i128>()
             }
-            .map_err(|_| err(start, format!("invalid integer literal `{raw}`")))?;
+            .ok()
+            .filter(|v| *v <= i64::MAX as i128 + 1)
+            .ok_or_else(|| err(start, format!("invalid integer literal `{raw}`")))?;
             tokens.push(Token { kind: TokKind::Int(value), offset: start });
         } else if c.is_ascii_alphabetic() || c == b'_' {
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
@@ -474,8 +510,13 @@ struct Parser<'a> {
     pos: usize,
 }
 
-/// Nesting deeper than this is refused (keeps recursion bounded on hostile input).
-const MAX_DEPTH: usize = 64;
+/// Expressions deeper than this (as trees) are refused: evaluation and printing recurse, and
+/// hostile input must not overflow the stack.
+const MAX_TREE_DEPTH: usize = 64;
+/// Parser recursion limit (parentheses and unary operators). Printing a tree of at most
+/// `MAX_TREE_DEPTH` adds at most two levels per node, so everything accepted prints to text that
+/// parses again.
+const MAX_DEPTH: usize = 3 * MAX_TREE_DEPTH + 8;
 
 impl Parser<'_> {
     fn error_at(&self, offset: usize, message: String) -> ParseError {
@@ -527,10 +568,18 @@ impl Parser<'_> {
             return Err(self.error_at(offset, "expression nested too deeply".into()));
         }
         let mut lhs = self.unary(depth)?;
+        let mut chained = 0;
         while let Some(op) = self.binop() {
             let prec = op.precedence();
             if prec <= min_prec {
                 break;
+            }
+            // Each operator in a left-associative chain deepens the tree by one: refuse long
+            // chains here, before a tree too deep to drop safely is built.
+            chained += 1;
+            if chained > MAX_TREE_DEPTH {
+                let offset = self.tokens[self.pos].offset;
+                return Err(self.error_at(offset, format!("expression nested too deeply (more than {MAX_TREE_DEPTH} levels)")));
             }
             self.pos += 1;
             let rhs = self.expr_bp(prec, depth + 1)?;
@@ -554,11 +603,11 @@ impl Parser<'_> {
                 self.pos += 1;
                 // Fold `-literal` so that i64::MIN is expressible and displays round-trip.
                 if let Some(TokKind::Int(v)) = self.peek().cloned() {
-                    let is_last_or_low = !matches!(self.tokens.get(self.pos + 1).map(|t| &t.kind), Some(TokKind::LParen));
-                    if is_last_or_low {
-                        self.pos += 1;
-                        return Ok(Node::Lit(-v));
-                    }
+                    let offset = self.tokens[self.pos].offset;
+                    self.pos += 1;
+                    // The lexer bounds v by 2^63, so -v always fits (i64::MIN included).
+                    let value = i64::try_from(-v).map_err(|_| self.error_at(offset, format!("integer literal -{v} is out of range")))?;
+                    return Ok(Node::Lit(value));
                 }
                 Ok(Node::Unary(UnOp::Neg, Box::new(self.unary_nested(depth)?)))
             }
@@ -586,6 +635,8 @@ impl Parser<'_> {
         match tok.kind.clone() {
             TokKind::Int(v) => {
                 self.pos += 1;
+                let v = i64::try_from(v)
+                    .map_err(|_| self.error_at(offset, format!("integer literal {v} is out of range (only -{v} is)")))?;
                 Ok(Node::Lit(v))
             }
             TokKind::Ident(name) => {
@@ -743,6 +794,25 @@ mod tests {
 
     fn ev_err(text: &str) -> EvalError {
         Expr::parse(text).unwrap().eval(&Env::new()).unwrap_err()
+    }
+
+    #[test]
+    fn tricky_prints_read_back_equal() {
+        for text in ["-(5)", "-(-5)", "(a == b) == c", "(a < b) != (c < d)", "-9223372036854775808", "x - -(0)"] {
+            let e = Expr::parse(text).unwrap();
+            assert_eq!(Expr::parse(&e.to_string()).unwrap(), e, "`{text}` printed as `{e}`");
+        }
+        let min = Expr::literal(i64::MIN);
+        assert_eq!(Expr::parse(&min.to_string()).unwrap().eval(&Env::new()), Ok(i64::MIN));
+        assert!(Expr::parse("9223372036854775808").is_err());
+    }
+
+    #[test]
+    fn long_chains_are_refused_before_they_are_built() {
+        let fine = "1 + ".repeat(60) + "1";
+        assert_eq!(Expr::parse(&fine).unwrap().eval(&Env::new()), Ok(61));
+        let hostile = "1 + ".repeat(100_000) + "1";
+        assert!(Expr::parse(&hostile).unwrap_err().message.contains("deeply"));
     }
 
     #[test]

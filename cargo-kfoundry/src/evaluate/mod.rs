@@ -2,9 +2,9 @@
 //! parameters, run on fresh random inputs with poisoned outputs, compare with the reference's
 //! output on the same inputs, then time with profiling events (warm-up, median of repeats).
 //!
-//! One [`Bench`] serves one kernel at one workload on one device. It is the unit that a
-//! supervised worker process can host (see the robustness issue); the search engine only sees
-//! it through [`kfoundry_search::Evaluator`].
+//! One [`Bench`] serves one kernel at one workload on one device. It lives in a worker process
+//! ([`worker`]); the tuner's [`supervisor::Supervised`] talks to it and is what the search
+//! engine sees, as a [`kfoundry_search::Evaluator`].
 
 pub mod compare;
 pub mod inputs;
@@ -380,13 +380,6 @@ impl Bench {
         Ok(median(&mut times))
     }
 
-}
-
-impl kfoundry_search::Evaluator for Bench {
-    fn evaluate(&mut self, config: &Config) -> Evaluation {
-        let params = params_of(&self.spec, config);
-        self.evaluate_params(&params)
-    }
 }
 
 /// The engine's configuration (values in the spec's parameter order) as named parameters.

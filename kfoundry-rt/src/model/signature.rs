@@ -162,15 +162,15 @@ pub fn kernels(source: &str) -> Result<Vec<KernelSignature>, SignatureError> {
         let head = clean[kw_end..open].rsplit("))").next().unwrap_or("");
         let name = head
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .filter(|w| !w.is_empty())
-            .last()
+            .rfind(|w| !w.is_empty())
             .unwrap_or("")
             .to_string();
         let close = matching_paren(&clean, open).ok_or_else(|| SignatureError {
             line: line_of(open),
             message: format!("unclosed parameter list of kernel `{name}`"),
         })?;
-        if !head.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w == "void") {
+        // The return type may come before or after `__attribute__((...))`.
+        if !clean[kw_end..open].split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w == "void") {
             return Err(SignatureError {
                 line: line_of(kw_start),
                 message: format!("kernel `{name}` must return `void`"),
@@ -367,7 +367,10 @@ fn parse_params(
                 "__constant" | "constant" => space = Some(AddressSpace::Constant),
                 "__local" | "local" => space = Some(AddressSpace::Local),
                 "__private" | "private" => {}
-                "const" => is_const = true,
+                // `const float*` (the elements are read-only) but not `float* const` (only
+                // the pointer is).
+                "const" if pointers == 0 => is_const = true,
+                "const" => {}
                 "restrict" | "__restrict" | "__restrict__" | "volatile" | "__read_only"
                 | "read_only" | "__write_only" | "write_only" => {}
                 "*" => pointers += 1,
@@ -435,6 +438,20 @@ void saxpy(const int n, const float a,
                 KernelArg::Buffer { name: "x".into(), space: AddressSpace::Global, elem: ScalarType::F32, read_only: true },
                 KernelArg::Buffer { name: "y".into(), space: AddressSpace::Global, elem: ScalarType::F32, read_only: false },
                 KernelArg::Buffer { name: "scratch".into(), space: AddressSpace::Local, elem: ScalarType::F32, read_only: false },
+            ]
+        );
+    }
+
+    #[test]
+    fn attribute_after_the_return_type_and_const_pointers() {
+        let src = "__kernel void __attribute__((reqd_work_group_size(64, 1, 1))) k(__global const float* x, __global float* const y) {}";
+        let k = find_kernel(src, None).unwrap();
+        assert_eq!(k.name, "k");
+        assert_eq!(
+            k.args,
+            vec![
+                KernelArg::Buffer { name: "x".into(), space: AddressSpace::Global, elem: ScalarType::F32, read_only: true },
+                KernelArg::Buffer { name: "y".into(), space: AddressSpace::Global, elem: ScalarType::F32, read_only: false },
             ]
         );
     }

@@ -94,6 +94,12 @@ pub struct TuneArgs {
     /// The lockfile to update (default: Kfoundry.lock at the workspace root; with --bundle, in the current directory).
     #[arg(long, value_name = "FILE")]
     pub lockfile: Option<PathBuf>,
+    /// Continue an interrupted tune (Ctrl-C, SIGTERM, kill -9) from its checkpoints: nothing already evaluated is evaluated again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Where checkpoints and failure logs go (default: `kfoundry/` under cargo's target directory; with --bundle, `target/kfoundry/` beside the lockfile).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

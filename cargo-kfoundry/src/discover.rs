@@ -33,6 +33,8 @@ impl Kernel {
 #[derive(Debug)]
 pub struct Workspace {
     pub root: PathBuf,
+    /// Cargo's target directory (kfoundry keeps its checkpoints and logs under it).
+    pub target_dir: PathBuf,
     pub kernels: Vec<Kernel>,
 }
 
@@ -131,7 +133,7 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
         bail!("{}\n{} error(s) in kfoundry annotations", errors.join("\n"), errors.len());
     }
     kernels.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
-    Ok(Workspace { root: meta.workspace_root.as_std_path().to_path_buf(), kernels })
+    Ok(Workspace { root: meta.workspace_root.as_std_path().to_path_buf(), target_dir: meta.target_directory.as_std_path().to_path_buf(), kernels })
 }
 
 /// Every `.rs` file under the source directories of the package's library, binary and example

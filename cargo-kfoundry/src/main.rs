@@ -2,13 +2,21 @@
 //!
 //! The flow: [`discover`] (cargo metadata + syn + the shared annotation parser) → [`tune`]
 //! (the search engine `kfoundry_search` over an [`evaluate::Bench`] on the chosen device) →
-//! `Kfoundry.lock` (the shared model's lockfile, written atomically).
+//! [`record`] into `Kfoundry.lock` (the shared model's lockfile, merged under an advisory lock
+//! and replaced atomically). [`checkpoint`] keeps each search resumable; [`interrupt`] turns
+//! Ctrl-C into "write what was found".
 
+// No panics outside tests: every failure is an error that says what and where.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod checkpoint;
 mod cli;
 mod commands;
 mod devices;
 mod discover;
 mod evaluate;
+mod interrupt;
+mod record;
 mod report;
 mod tune;
 

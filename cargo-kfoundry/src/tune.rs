@@ -1,26 +1,38 @@
 //! `cargo kfoundry tune`: discover → for each kernel and workload, search with the engine over
-//! a [`Bench`] on the chosen device → record the winners in `Kfoundry.lock` (atomically,
-//! keeping other devices' entries) → summary table.
+//! a supervised [`Bench`](crate::evaluate::Bench) on the chosen device (checkpointed after every
+//! evaluation) → probe the best candidates at other sizes → re-measure the winner against the
+//! reference → [`record`](crate::record) the winners in `Kfoundry.lock` → summary table.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use kfoundry_rt::model::lockfile::{Lockfile, Variant, FILE_NAME};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
-use kfoundry_search::{Evaluation, SearchState, Settings as SearchSettings, Space};
-use serde::Serialize;
+use kfoundry_search::{Evaluation, Record, SearchState, Settings as SearchSettings, Space, Step};
+use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::{Checkpoints, Key};
 use crate::cli::{MessageFormat, TuneArgs};
 use crate::devices::{self, Selected};
 use crate::discover::{discover, Bundle, Kernel};
+use crate::evaluate::probe::probe_sizes;
 use crate::evaluate::supervisor::{Supervised, TimeLimits};
 use crate::evaluate::{config_of, fmt_sizes, median, params_of, Settings as EvalSettings};
+use crate::interrupt;
+use crate::record::record;
 use crate::report::{fmt_ns, Table};
 
+/// Best distinct configurations of a search checked at other sizes, fastest first, until one
+/// passes.
+const FINALISTS: usize = 3;
+/// Perturbed size sets each finalist must pass.
+const PROBES: usize = 2;
+
 /// The outcome of tuning one kernel at one workload.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
     pub kernel: String,
     pub workload: String,
@@ -36,22 +48,47 @@ pub struct Outcome {
     /// Achieved bandwidth and compute of the winner, from `cost(...)`.
     pub gbytes_per_s: Option<f64>,
     pub gflops: Option<f64>,
+    /// The winner's worst output error against the reference over its input sets.
+    pub max_abs_error: Option<f64>,
+    pub rel_error_norm: Option<f64>,
+    /// The other sizes the winner was checked at.
+    pub probed_sizes: Vec<String>,
+    /// Finalists that were right at the tuned size and wrong at another: (parameters, why).
+    pub probe_rejections: Vec<(Params, String)>,
+    /// Failed candidates and their build logs, when any failed.
+    pub failure_log: Option<PathBuf>,
+    /// True when the search was cut short by Ctrl-C/SIGTERM (resume to continue it).
+    pub interrupted: bool,
+}
+
+/// Where the tune reads and writes, and how it talks.
+struct Run<'a> {
+    args: &'a TuneArgs,
+    device: Selected,
+    checkpoints: Checkpoints,
+    /// No progress bars and no informational lines on stdout (-q or JSON messages).
+    quiet: bool,
+    /// Notes on stderr (resuming, waiting for the lock): all but -q.
+    notes: bool,
+    json: bool,
 }
 
 pub fn run(args: &TuneArgs) -> Result<()> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
-    let (all, lock_path, from_workspace) = match &args.bundle {
+    let (all, lock_path, state_dir, from_workspace) = match &args.bundle {
         Some(bundle) => {
             let lock = args.lockfile.clone().unwrap_or_else(|| FILE_NAME.into());
-            (Bundle::read(bundle)?.kernels, lock, false)
+            let beside = lock.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("target");
+            (Bundle::read(bundle)?.kernels, lock, beside, false)
         }
         None => {
             let ws = discover(&args.ws)?;
             let lock = args.lockfile.clone().unwrap_or_else(|| ws.lockfile());
-            (ws.kernels, lock, true)
+            (ws.kernels, lock, ws.target_dir, true)
         }
     };
+    let state_dir = args.state_dir.clone().unwrap_or_else(|| state_dir.join("kfoundry"));
     let kernels: Vec<&Kernel> = all
         .iter()
         .filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f)))
@@ -62,12 +99,16 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     let device = devices::select(args.device.as_deref())?;
     // Fail before tuning (not after an hour) when the existing lockfile cannot be read.
     let had_lockfile = Lockfile::read(&lock_path)?.is_some();
+    interrupt::install()?;
     if !quiet {
         eprintln!("tuning {} kernel(s) on {} ({})", kernels.len(), device.info.name, device.key);
     }
+    let run = Run { args, device, checkpoints: Checkpoints::new(state_dir.join("checkpoints")), quiet, notes: !args.ws.quiet, json };
 
     let mut outcomes = Vec::new();
-    for kernel in &kernels {
+    let mut done_keys = Vec::new();
+    let mut interrupted = false;
+    'kernels: for kernel in &kernels {
         let workloads: Vec<&Workload> = kernel
             .spec
             .workloads
@@ -76,13 +117,21 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             .collect();
         let mut variants = Vec::new();
         for workload in workloads {
-            let outcome = tune_one(args, &kernel.spec, workload, &device, quiet)
+            if interrupt::requested() {
+                interrupted = true;
+                break;
+            }
+            let outcome = tune_one(&run, &kernel.spec, workload, &state_dir)
                 .with_context(|| format!("{}: tuning `{}` at workload `{}`", kernel.location(), kernel.spec.id, workload.name))?;
+            let Some(outcome) = outcome else {
+                interrupted = true;
+                break;
+            };
             if json {
                 println!("{}", serde_json::json!({ "reason": "tuned", "result": outcome }));
             }
             variants.push(Variant {
-                device: device.key.to_string(),
+                device: run.device.key.to_string(),
                 workload: workload.name.clone(),
                 sizes: workload.sizes.clone(),
                 params: outcome.params.clone(),
@@ -92,101 +141,195 @@ pub fn run(args: &TuneArgs) -> Result<()> {
                 failures: outcome.failures as u64,
                 source: None,
             });
+            interrupted |= outcome.interrupted;
+            done_keys.push((kernel.spec.id.clone(), kernel.spec.fingerprint(), workload.name.clone()));
             outcomes.push(outcome);
+            if interrupted {
+                break;
+            }
         }
-        record(&lock_path, &kernel.spec, &device, variants, quiet)?;
+        if !variants.is_empty() {
+            record(&lock_path, &kernel.spec, &run.device, variants, !run.notes)?;
+        }
+        if interrupted {
+            break 'kernels;
+        }
     }
 
-    if !had_lockfile && from_workspace {
+    if !had_lockfile && from_workspace && !outcomes.is_empty() {
         mark_changed(&kernels);
     }
+    if !interrupted {
+        // The run is complete and recorded: its checkpoints have served.
+        let device = run.device.key.to_string();
+        for (kernel, fingerprint, workload) in &done_keys {
+            run.checkpoints.remove(&Key { kernel, fingerprint, workload, device: &device, seed: args.seed });
+        }
+    }
     if json {
-        println!("{}", serde_json::json!({ "reason": "finished", "lockfile": lock_path, "results": outcomes.len() }));
+        println!(
+            "{}",
+            serde_json::json!({ "reason": "finished", "lockfile": lock_path, "results": outcomes.len(), "interrupted": interrupted })
+        );
     } else {
         print!("{}", summary(&outcomes));
-        if !quiet {
+        for o in &outcomes {
+            if let Some(log) = &o.failure_log {
+                eprintln!("{} @ {}: {} failed candidate(s), see {}", o.kernel, o.workload, o.failures, log.display());
+            }
+        }
+        if !quiet && !outcomes.is_empty() {
             eprintln!("wrote {}", lock_path.display());
         }
+    }
+    if interrupted {
+        eprintln!(
+            "interrupted: what was found so far is in {}; `cargo kfoundry tune --resume` (same arguments) continues from {}",
+            lock_path.display(),
+            run.checkpoints.dir().display()
+        );
+        std::process::exit(130);
     }
     Ok(())
 }
 
-/// Searches one kernel at one workload.
-fn tune_one(args: &TuneArgs, spec: &KernelSpec, workload: &Workload, device: &Selected, quiet: bool) -> Result<Outcome> {
+/// Searches one kernel at one workload, resuming from its checkpoint when asked. `None` when
+/// interrupted before any candidate (the reference included) was measured.
+fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path) -> Result<Option<Outcome>> {
+    let args = run.args;
     let started = Instant::now();
+    let fingerprint = spec.fingerprint();
+    let device_key = run.device.key.to_string();
+    let key = Key { kernel: &spec.id, fingerprint: &fingerprint, workload: &workload.name, device: &device_key, seed: args.seed };
+    let mut resumed = None;
+    if args.resume {
+        let (ck, why) = run.checkpoints.load(&key)?;
+        if let (Some(why), true) = (why, run.notes) {
+            eprintln!("note: {why}");
+        }
+        resumed = ck;
+    }
+    if let Some(done) = resumed.as_mut().and_then(|ck| ck.finished.take()) {
+        if run.notes {
+            eprintln!("{} @ {}: finished in the interrupted run; kept", spec.id, workload.name);
+        }
+        return Ok(Some(done));
+    }
+
     let settings = EvalSettings { repeats: args.repeats, seed: args.seed, ..EvalSettings::default() };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as
     // failed and the search goes on with a fresh worker.
     let time = TimeLimits { floor: std::time::Duration::from_secs_f64(args.candidate_timeout.max(0.1)), ..TimeLimits::default() };
-    let mut bench = Supervised::start(spec, &workload.sizes, device.index, settings, time)?;
-    let space = Space::new(
-        spec.params.iter().map(|p| kfoundry_search::Param { name: p.name.clone(), values: p.values.clone() }).collect(),
-    )
-    .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
-    let reference = config_of(spec, &spec.reference);
-    let search_settings = SearchSettings {
-        seed: args.seed,
-        max_evals: Some(args.budget_evals.max(1)),
-        max_seconds: args.budget_secs,
-        ..SearchSettings::default()
+    let mut bench = Supervised::start(spec, &workload.sizes, run.device.index, settings, time)?;
+    let max_evals = Some(args.budget_evals.max(1));
+    let mut state = match resumed {
+        Some(ck) => {
+            let mut state = ck.state;
+            let stagnation = state.settings().stagnation;
+            state.set_budgets(max_evals, args.budget_secs, stagnation);
+            if run.notes {
+                eprintln!("{} @ {}: resuming after {} evaluations", spec.id, workload.name, state.history().len());
+            }
+            state
+        }
+        None => {
+            let space = Space::new(
+                spec.params.iter().map(|p| kfoundry_search::Param { name: p.name.clone(), values: p.values.clone() }).collect(),
+            )
+            .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
+            let reference = config_of(spec, &spec.reference);
+            let search_settings = SearchSettings { seed: args.seed, max_evals, max_seconds: args.budget_secs, ..SearchSettings::default() };
+            SearchState::new(space, search_settings, Some(&reference)).map_err(|e| anyhow::anyhow!("{e}"))?
+        }
     };
-    let mut state = SearchState::new(space, search_settings, Some(&reference)).map_err(|e| anyhow::anyhow!("{e}"))?;
 
-    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(args.budget_evals as u64) };
+    let bar = if run.quiet { ProgressBar::hidden() } else { ProgressBar::new(args.budget_evals as u64) };
     bar.set_style(
         ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} evals  {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
     bar.set_prefix(format!("{} @ {}", spec.id, workload.name));
-    let verbose = args.ws.verbose > 0 && !quiet;
-    let json = args.ws.message_format == MessageFormat::Json;
+    bar.set_position(state.history().len() as u64);
+    let verbose = args.ws.verbose > 0 && !run.quiet;
     let validity = bench.validity();
-    let result = state.run(&mut bench, &|c| validity.accepts(c), &mut |p| {
+    let valid = |c: &kfoundry_search::Config| validity.accepts(c);
+    let mut interrupted = false;
+    loop {
+        if interrupt::requested() {
+            interrupted = true;
+            break;
+        }
+        let Step::Evaluated(i) = state.step(&mut bench, &valid) else { break };
+        // Saved before it is reported: whatever was reported is never evaluated again.
+        run.checkpoints.save(&key, &state, None)?;
+        let r = &state.history()[i];
+        let p = state.progress();
         bar.set_position(p.evaluations as u64);
         if let Some((_, t)) = p.best {
             bar.set_message(format!("best {}  failures {}", fmt_ns(t * 1e9), p.failures));
         }
-        if let (true, Some(r)) = (json, p.last) {
+        if run.json {
             let v = serde_json::json!({ "reason": "evaluation", "kernel": spec.id, "workload": workload.name,
                 "params": params_of(spec, &r.config), "operator": format!("{:?}", r.operator), "outcome": r.outcome });
             println!("{v}");
         }
         if verbose {
-            if let Some(r) = p.last {
-                let params = params_of(spec, &r.config);
-                let what = match &r.outcome {
-                    Evaluation::Ok { time, .. } => fmt_ns(time * 1e9),
-                    Evaluation::Failed { kind, reason, .. } => format!("{kind:?}: {reason}"),
-                };
-                bar.println(format!("  {:?} {} → {what}", r.operator, fmt_params(&params)));
+            bar.println(format!("  {:?} {} → {}", r.operator, fmt_params(&params_of(spec, &r.config)), describe(&r.outcome)));
+        }
+    }
+    bar.finish_and_clear();
+    if state.progress().best.is_none() && interrupted {
+        return Ok(None);
+    }
+
+    // Adversarial probing: the fastest candidates, in order, until one is also right at other
+    // sizes. The reference needs no probing.
+    let mut probe_rejections = Vec::new();
+    let mut probed_sizes = Vec::new();
+    let mut winner = spec.reference.clone();
+    for params in finalists(spec, state.history()) {
+        if params == spec.reference {
+            break;
+        }
+        match probe(&mut bench, spec, &params, workload) {
+            Ok(sizes) => {
+                probed_sizes = sizes;
+                winner = params;
+                break;
+            }
+            Err(why) => {
+                if run.json {
+                    println!("{}", serde_json::json!({ "reason": "probe", "kernel": spec.id, "workload": workload.name, "params": params, "rejected": why }));
+                }
+                if run.notes {
+                    eprintln!("{} @ {}: {} rejected: {why}", spec.id, workload.name, fmt_params(&params));
+                }
+                probe_rejections.push((params, why));
             }
         }
-        true
-    });
-    bar.finish_and_clear();
+    }
 
     // Final figures: the winner and the reference measured again, alternately, in this run.
-    let winner = result.best.as_ref().map(|(c, _)| params_of(spec, c)).unwrap_or_else(|| spec.reference.clone());
     let (mut ref_times, mut best_times) = (Vec::new(), Vec::new());
-    let mut remeasure = |params: &Params, what: &str| match bench.evaluate_params(params) {
-        Evaluation::Ok { time, .. } => Ok(time),
-        Evaluation::Failed { reason, .. } => Err(anyhow::anyhow!("{what} failed on re-measure: {reason}")),
-    };
+    let mut errors = None;
     for _ in 0..3 {
-        ref_times.push(remeasure(&spec.reference, "the reference")?);
-        best_times.push(remeasure(&winner, "the winner")?);
+        ref_times.push(remeasure(&mut bench, &spec.reference, "the reference")?);
+        best_times.push(remeasure(&mut bench, &winner, "the winner")?);
+        errors = bench.last_errors.or(errors);
     }
     let (ref_s, best_s) = (median(&mut ref_times), median(&mut best_times));
     // A winner that is not faster than the reference on re-measure is not worth shipping.
     let (params, best_s) = if best_s < ref_s { (winner, best_s) } else { (spec.reference.clone(), ref_s) };
     let env = spec.env(&params, &workload.sizes);
     let per_s = |e: Option<&kfoundry_rt::model::expr::Expr>| e.and_then(|e| e.eval(&env).ok()).map(|v| v as f64 / best_s / 1e9);
-    Ok(Outcome {
+    let result = state.result();
+    let failure_log = write_failure_log(state_dir, spec, workload, state.history(), &bench.build_failures)?;
+    let outcome = Outcome {
         kernel: spec.id.clone(),
         workload: workload.name.clone(),
         sizes: fmt_sizes(&workload.sizes),
-        device: device.key.to_string(),
+        device: device_key.clone(),
         reference_ns: (ref_s * 1e9).round() as u64,
         best_ns: (best_s * 1e9).round() as u64,
         speedup: ref_s / best_s,
@@ -196,33 +339,90 @@ fn tune_one(args: &TuneArgs, spec: &KernelSpec, workload: &Workload, device: &Se
         seconds: started.elapsed().as_secs_f64(),
         gbytes_per_s: per_s(spec.cost.as_ref().and_then(|c| c.bytes.as_ref())),
         gflops: per_s(spec.cost.as_ref().and_then(|c| c.flops.as_ref())),
-    })
+        max_abs_error: errors.map(|e| e.max_abs),
+        rel_error_norm: errors.map(|e| e.rel_norm),
+        probed_sizes,
+        probe_rejections,
+        failure_log,
+        interrupted,
+    };
+    if !interrupted {
+        run.checkpoints.save(&key, &state, Some(&outcome))?;
+    }
+    Ok(Some(outcome))
 }
 
-/// Writes one kernel's results: re-reads the lockfile just before (so that entries written
-/// meanwhile are kept), keeps this device's variants of workloads not tuned now, and replaces
-/// the file atomically.
-fn record(path: &std::path::Path, spec: &KernelSpec, device: &Selected, mut variants: Vec<Variant>, quiet: bool) -> Result<()> {
-    let mut lock = Lockfile::read(path)?.unwrap_or_default();
-    let fingerprint = spec.fingerprint();
-    let tuned: BTreeSet<String> = variants.iter().map(|v| v.workload.clone()).collect();
-    let key = device.key.to_string();
-    if let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == fingerprint) {
-        let declared: BTreeSet<&str> = spec.workloads.iter().map(|w| w.name.as_str()).collect();
-        variants.extend(
-            entry
-                .variants
-                .iter()
-                .filter(|v| v.device == key && !tuned.contains(&v.workload) && declared.contains(v.workload.as_str()))
-                .cloned(),
-        );
+fn remeasure(bench: &mut Supervised, params: &Params, what: &str) -> Result<f64> {
+    match bench.evaluate_params(params) {
+        Evaluation::Ok { time, .. } => Ok(time),
+        Evaluation::Failed { reason, .. } => Err(anyhow::anyhow!("{what} failed on re-measure: {reason}")),
     }
-    let dropped = lock.record(&spec.id, &fingerprint, &key, device.info.clone(), variants);
-    if !quiet && !dropped.is_empty() {
-        eprintln!("note: `{}` changed; dropped its stale variants for {}", spec.id, dropped.join(", "));
+}
+
+/// The fastest distinct successful configurations, at most [`FINALISTS`], then the reference.
+fn finalists(spec: &KernelSpec, history: &[Record]) -> Vec<Params> {
+    let mut ok: Vec<(f64, Params)> = history.iter().filter_map(|r| r.outcome.time().map(|t| (t, params_of(spec, &r.config)))).collect();
+    ok.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<Params> = Vec::new();
+    for (_, p) in ok {
+        if out.len() >= FINALISTS {
+            break;
+        }
+        if !out.contains(&p) {
+            out.push(p);
+        }
     }
-    lock.write_atomic(path)?;
-    Ok(())
+    out.push(spec.reference.clone());
+    out
+}
+
+/// Checks `params` at up to [`PROBES`] other sizes; the sizes checked, or why it failed.
+fn probe(bench: &mut Supervised, spec: &KernelSpec, params: &Params, workload: &Workload) -> Result<Vec<String>, String> {
+    let mut checked = Vec::new();
+    for sizes in probe_sizes(spec, params, &workload.sizes, PROBES) {
+        match bench.probe(params, &sizes) {
+            Ok(Evaluation::Ok { .. }) => checked.push(fmt_sizes(&sizes)),
+            Ok(Evaluation::Failed { kind, reason, .. }) => return Err(format!("{kind:?} at sizes {}: {reason}", fmt_sizes(&sizes))),
+            // The reference itself cannot run there: that size proves nothing either way.
+            Err(_) => {}
+        }
+    }
+    Ok(checked)
+}
+
+fn describe(outcome: &Evaluation) -> String {
+    match outcome {
+        Evaluation::Ok { time, .. } => fmt_ns(time * 1e9),
+        Evaluation::Failed { kind, reason, .. } => format!("{kind:?}: {reason}"),
+    }
+}
+
+/// Writes every failed candidate (parameters, kind, reason) and the build logs of those that
+/// did not build to `<state dir>/logs/<kernel>@<workload>.log`; `None` when nothing failed.
+fn write_failure_log(
+    state_dir: &Path,
+    spec: &KernelSpec,
+    workload: &Workload,
+    history: &[Record],
+    build_logs: &[(Params, String)],
+) -> Result<Option<PathBuf>> {
+    let failed: Vec<&Record> = history.iter().filter(|r| r.outcome.time().is_none()).collect();
+    if failed.is_empty() {
+        return Ok(None);
+    }
+    let mut text = format!("# {} at workload {} ({})\n\n", spec.id, workload.name, fmt_sizes(&workload.sizes));
+    for r in failed {
+        text.push_str(&format!("{}: {}\n", fmt_params(&params_of(spec, &r.config)), describe(&r.outcome)));
+    }
+    for (params, log) in build_logs {
+        text.push_str(&format!("\n## build log of {}\n{log}\n", fmt_params(params)));
+    }
+    let dir = state_dir.join("logs");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let safe: String = spec.id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    let path = dir.join(format!("{safe}@{}.log", workload.name));
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(Some(path))
 }
 
 /// The macro makes rustc track `Kfoundry.lock` once it exists; a crate built before the first
@@ -244,7 +444,7 @@ fn fmt_params(p: &Params) -> String {
 
 /// The table printed at the end of a tune.
 pub fn summary(outcomes: &[Outcome]) -> String {
-    let mut t = Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "evals/s", "parameters"]);
+    let mut t = Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "evals/s", "rel err", "parameters"]);
     for o in outcomes {
         t.row(vec![
             o.kernel.clone(),
@@ -255,6 +455,7 @@ pub fn summary(outcomes: &[Outcome]) -> String {
             o.evaluations.to_string(),
             o.failures.to_string(),
             format!("{:.1}", o.evaluations as f64 / o.seconds.max(1e-9)),
+            o.rel_error_norm.map_or("-".to_string(), |e| format!("{e:.1e}")),
             fmt_params(&o.params),
         ]);
     }

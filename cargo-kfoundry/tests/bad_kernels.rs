@@ -3,8 +3,10 @@
 
 use std::process::Command;
 
-use kfoundry_rt::model::annotation::{parse, Context};
 use kfoundry_rt::model::lockfile::Lockfile;
+
+#[path = "common/bundle.rs"]
+mod bundle;
 
 /// One parameter picks the misbehaviour; BAD = 0 is the correct reference.
 const SOURCE: &str = r#"
@@ -20,32 +22,23 @@ __kernel void scale(const int n, __global const float* x, __global float* y) {
     y[i] = 42.0f;                                   /* constants, whatever the input */
 #elif BAD == 5
     if (i % 2 == 0) y[i] = 3.0f * x[i];             /* leaves odd elements unwritten */
+#elif BAD == 6
+    y[i] = n == 4096 ? 3.0f * x[i] : 0.0f;          /* right only at the tuned size */
 #else
-    y[i] = 3.0f * x[i];
+    float zero = 0.0f;                              /* a slow reference, so that BAD = 6 */
+    for (int k = 0; k < 256; k++)                   /* is the fastest candidate and must */
+        zero += x[(i + k) % n] * 0.0f;              /* be caught by probing other sizes  */
+    y[i] = 3.0f * x[i] + zero;
 #endif
 }
 "#;
 
 fn bundle(dir: &std::path::Path) -> std::path::PathBuf {
-    let args: proc_macro2::TokenStream = format!(
-        r#"code = {SOURCE:?}, params(BAD = [0, 1, 2, 3, 4, 5]), reference(BAD = 0),
+    let args = format!(
+        r#"code = {SOURCE:?}, params(BAD = [0, 1, 2, 3, 4, 5, 6]), reference(BAD = 0),
            global = n, local = 64, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
-    )
-    .parse()
-    .unwrap();
-    let item: syn::Item = syn::parse_str("pub struct Bad;").unwrap();
-    let cx = Context { package: "test", manifest_dir: dir };
-    let spec = match parse(args, &item, &cx) {
-        Ok(a) => a.spec,
-        Err(e) => panic!("{e}"),
-    };
-    let bundle = serde_json::json!({
-        "format": "kfoundry-bundle", "version": 1,
-        "kernels": [{ "package": "test", "file": "inline", "line": 1, "spec": spec }],
-    });
-    let path = dir.join("bundle.json");
-    std::fs::write(&path, bundle.to_string()).unwrap();
-    path
+    );
+    bundle::write(dir, "bundle.json", "Bad", &args)
 }
 
 #[test]
@@ -58,7 +51,7 @@ fn bad_candidates_are_contained_and_rejected_with_their_reason() {
         .arg(&bundle)
         .arg("--lockfile")
         .arg(&lock)
-        .args(["--budget-evals", "6", "--candidate-timeout", "10", "--repeats", "1", "--message-format", "json"])
+        .args(["--budget-evals", "7", "--candidate-timeout", "10", "--repeats", "1", "--message-format", "json"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -66,10 +59,18 @@ fn bad_candidates_are_contained_and_rejected_with_their_reason() {
 
     // One evaluation message per candidate, with its outcome.
     let mut outcome = std::collections::BTreeMap::new();
+    let mut probe_rejections = Vec::new();
+    let mut tuned = serde_json::Value::Null;
     for line in stdout.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         if v["reason"] == "evaluation" {
             outcome.insert(v["params"]["BAD"].as_i64().unwrap(), v["outcome"].clone());
+        }
+        if v["reason"] == "probe" {
+            probe_rejections.push((v["params"]["BAD"].as_i64().unwrap(), v["rejected"].as_str().unwrap().to_string()));
+        }
+        if v["reason"] == "tuned" {
+            tuned = v["result"].clone();
         }
     }
     let failed = |bad: i64| -> (String, String) {
@@ -91,6 +92,21 @@ fn bad_candidates_are_contained_and_rejected_with_their_reason() {
     let (kind, reason) = failed(5);
     assert_eq!(kind, "Wrong", "{reason}");
     assert!(reason.contains("NaN"), "unwritten elements stay poisoned: {reason}");
+
+    // Right at the tuned size, so it passes the search; caught by probing other sizes.
+    assert!(outcome[&6]["Ok"].is_object(), "BAD=6 is right at n = 4096: {}", outcome[&6]);
+    assert_eq!(probe_rejections.len(), 1, "{probe_rejections:?}");
+    let (bad, why) = &probe_rejections[0];
+    assert_eq!(*bad, 6);
+    assert!(why.starts_with("Wrong at sizes n="), "{why}");
+    // The report gives the winner's output errors, the rejections and where the failures are logged.
+    assert_eq!(tuned["params"]["BAD"], 0);
+    assert_eq!(tuned["rel_error_norm"].as_f64(), Some(0.0), "{tuned}");
+    assert_eq!(tuned["probe_rejections"].as_array().map(Vec::len), Some(1));
+    let log = std::fs::read_to_string(tuned["failure_log"].as_str().expect("a failure log")).unwrap();
+    for bad in 1..=5 {
+        assert!(log.contains(&format!("BAD={bad}:")), "failure log lists BAD={bad}:\n{log}");
+    }
 
     // The winner is the correct kernel.
     let lock = Lockfile::read(&lock).unwrap().unwrap();

@@ -3,6 +3,9 @@
 //! fingerprint, and generates a typed launcher. All logic lives in `kfoundry-rt`'s model; this
 //! crate only turns it into tokens.
 
+// No panics outside tests: every failure is an error that says what and where.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
 use std::path::{Path, PathBuf};
 
 use proc_macro::TokenStream;

@@ -6,6 +6,9 @@
 //! - with the `opencl` feature (default): device identity from OpenCL, the per-context program
 //!   cache and the launcher that generated code calls.
 
+// No panics outside tests: every failure is an error that says what and where.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
 pub mod model;
 
 pub use model::device::{DeviceInfo, DeviceKey};

@@ -8,6 +8,7 @@
 
 pub mod compare;
 pub mod inputs;
+pub mod probe;
 pub mod supervisor;
 pub mod worker;
 
@@ -40,7 +41,23 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { input_sets: 2, warmup: 1, repeats: 5, seed: 0 }
+        Settings { input_sets: 3, warmup: 1, repeats: 5, seed: 0 }
+    }
+}
+
+/// How far a candidate's outputs were from the reference's, worst over its input sets and
+/// checked outputs (reported per kernel).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ErrorStats {
+    /// Largest |candidate − reference| element-wise.
+    pub max_abs: f64,
+    /// ‖candidate − reference‖₂ / ‖reference‖₂.
+    pub rel_norm: f64,
+}
+
+impl ErrorStats {
+    fn worst(self, other: ErrorStats) -> ErrorStats {
+        ErrorStats { max_abs: self.max_abs.max(other.max_abs), rel_norm: self.rel_norm.max(other.rel_norm) }
     }
 }
 
@@ -112,6 +129,8 @@ pub struct Bench {
     draws: std::cell::Cell<u64>,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
+    /// Errors of the last candidate that passed verification.
+    pub last_errors: Option<ErrorStats>,
 }
 
 /// Why a bench could not be set up (the reference itself is broken at this workload).
@@ -144,6 +163,7 @@ impl Bench {
             settings,
             draws: std::cell::Cell::new(0),
             build_failures: Vec::new(),
+            last_errors: None,
         };
         bench.valid(&spec.reference).map_err(reference_err)?;
         // The reference must react to its inputs, or verification proves nothing.
@@ -166,6 +186,10 @@ impl Bench {
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The validity check, detached from the bench (the search engine asks it before every
@@ -296,13 +320,19 @@ impl Bench {
         if let Some(reason) = self.kernel_work_group_limit(kernel, params) {
             return Evaluation::failed(FailureKind::Invalid, reason, cost(start));
         }
+        self.last_errors = None;
         let mut last_run = None;
+        let mut errors = ErrorStats::default();
         for _ in 0..self.settings.input_sets.max(1) {
             match self.verify(kernel, params) {
-                Ok(run) => last_run = Some(run),
+                Ok((run, e)) => {
+                    last_run = Some(run);
+                    errors = errors.worst(e);
+                }
                 Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
             }
         }
+        self.last_errors = Some(errors);
         let Some(run) = last_run else {
             return Evaluation::failed(FailureKind::Runtime, "no run", cost(start));
         };
@@ -328,7 +358,7 @@ impl Bench {
     }
 
     /// One verification on a fresh input set: reference and candidate on the same inputs.
-    fn verify(&self, kernel: &core::Kernel, params: &Params) -> Result<Run, (FailureKind, String)> {
+    fn verify(&self, kernel: &core::Kernel, params: &Params) -> Result<(Run, ErrorStats), (FailureKind, String)> {
         let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
         let mut rng = self.fresh_rng();
         let reference_params = self.spec.reference.clone();
@@ -340,6 +370,7 @@ impl Bench {
         self.queue.finish().map_err(|e| runtime(e.into()))?;
         let expected = self.outputs(&ref_run).map_err(runtime)?;
         let got = self.outputs(&cand_run).map_err(runtime)?;
+        let mut errors = ErrorStats::default();
         for (check, ((name, ty, r), (_, _, c))) in self.spec.checks.iter().zip(expected.iter().zip(&got)) {
             if r.len() != c.len() {
                 return Err((FailureKind::Wrong, format!("`{name}` has {} bytes, the reference's {}", c.len(), r.len())));
@@ -353,8 +384,9 @@ impl Bench {
                     format!("`{name}`: {} of {len} elements differ (first at {i}: {x} vs {want}); max abs error {:.3e}", cmp.mismatches, cmp.max_abs),
                 ));
             }
+            errors = errors.worst(ErrorStats { max_abs: cmp.max_abs, rel_norm: cmp.rel_norm });
         }
-        Ok(cand_run)
+        Ok((cand_run, errors))
     }
 
     /// Median kernel time over the repeats, in seconds, from profiling events.

@@ -11,7 +11,7 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 
 use super::worker::{Request, Response};
-use super::{params_of, Limits, Settings, Validity};
+use super::{params_of, ErrorStats, Limits, Settings, Validity};
 
 /// How long a candidate may take, from the reference's own evaluation time.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +57,8 @@ pub struct Supervised {
     pub build_failures: Vec<(Params, String)>,
     /// Workers started so far (1 + restarts).
     pub workers_started: usize,
+    /// Output errors of the last request that passed verification.
+    pub last_errors: Option<ErrorStats>,
 }
 
 impl Supervised {
@@ -72,6 +74,7 @@ impl Supervised {
             sizes: sizes.clone(),
             build_failures: Vec::new(),
             workers_started: 0,
+            last_errors: None,
         };
         s.spawn()?;
         Ok(s)
@@ -80,7 +83,12 @@ impl Supervised {
     /// Starts a worker and sets it up; the reference is built and checked there.
     fn spawn(&mut self) -> Result<()> {
         let exe = std::env::current_exe().context("cannot find the cargo-kfoundry executable to start a worker")?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        // Its own process group: the terminal's Ctrl-C goes to the tuner only, which stops
+        // after the current evaluation instead of seeing its worker killed mid-candidate.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
             .arg("__worker")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -117,26 +125,52 @@ impl Supervised {
 
     /// Evaluates `params`, containing hangs and crashes.
     pub fn evaluate_params(&mut self, params: &Params) -> Evaluation {
-        let started = Instant::now();
-        if self.worker.is_none() {
-            if let Err(e) = self.spawn() {
-                return Evaluation::failed(FailureKind::Runtime, format!("cannot restart the worker: {e:#}"), 0.0);
+        let evaluation = self
+            .request(Request::Evaluate { params: params.clone() }, params)
+            .unwrap_or_else(|message| Evaluation::failed(FailureKind::Runtime, message, 0.0));
+        if self.candidate_limit.is_none() && *params == self.spec.reference {
+            if let Evaluation::Ok { cost, .. } = &evaluation {
+                let limit = Duration::from_secs_f64(cost * self.time.factor).max(self.time.floor);
+                self.candidate_limit = Some(limit);
             }
         }
-        let limit = self.candidate_limit.unwrap_or(self.time.setup);
-        let request = Request::Evaluate { params: params.clone() };
+        evaluation
+    }
+
+    /// Checks `params` at other `sizes` (adversarial probing), contained like any evaluation.
+    /// The limit is the setup limit: the worker sets up a bench at those sizes first. `Err`
+    /// when the reference itself cannot be set up at those sizes (not the candidate's fault).
+    pub fn probe(&mut self, params: &Params, sizes: &Sizes) -> std::result::Result<Evaluation, String> {
+        self.request(Request::Probe { params: params.clone(), sizes: sizes.clone() }, params)
+    }
+
+    /// One request to the worker; `Err` only when the worker could not set up a bench.
+    fn request(&mut self, request: Request, params: &Params) -> std::result::Result<Evaluation, String> {
+        let started = Instant::now();
+        self.last_errors = None;
+        if self.worker.is_none() {
+            if let Err(e) = self.spawn() {
+                return Ok(Evaluation::failed(FailureKind::Runtime, format!("cannot restart the worker: {e:#}"), 0.0));
+            }
+        }
+        let limit = match request {
+            Request::Evaluate { .. } => self.candidate_limit.unwrap_or(self.time.setup),
+            _ => self.time.setup,
+        };
         let Some(worker) = self.worker.as_mut() else {
-            return Evaluation::failed(FailureKind::Runtime, "no worker", 0.0);
+            return Ok(Evaluation::failed(FailureKind::Runtime, "no worker", 0.0));
         };
         let outcome = exchange(worker, &request, limit);
         let cost = started.elapsed().as_secs_f64();
-        let evaluation = match outcome {
-            Ok(Ok(Response::Evaluated { evaluation, build_log })) => {
+        Ok(match outcome {
+            Ok(Ok(Response::Evaluated { evaluation, build_log, errors })) => {
                 if let Some(log) = build_log {
                     self.build_failures.push((params.clone(), log));
                 }
+                self.last_errors = errors;
                 evaluation
             }
+            Ok(Ok(Response::SetupFailed { message })) => return Err(message),
             Ok(Ok(other)) => {
                 self.worker = None;
                 Evaluation::failed(FailureKind::Runtime, format!("unexpected answer from the worker: {other:?}"), cost)
@@ -151,14 +185,7 @@ impl Supervised {
                 self.worker = None;
                 Evaluation::failed(FailureKind::Runtime, format!("worker I/O: {e:#}"), cost)
             }
-        };
-        if self.candidate_limit.is_none() && *params == self.spec.reference {
-            if let Evaluation::Ok { cost, .. } = &evaluation {
-                let limit = Duration::from_secs_f64(cost * self.time.factor).max(self.time.floor);
-                self.candidate_limit = Some(limit);
-            }
-        }
-        evaluation
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::Evaluation;
 use serde::{Deserialize, Serialize};
 
-use super::{Bench, Limits, Settings};
+use super::{Bench, ErrorStats, Limits, Settings};
 
 /// What the tuner sends.
 #[derive(Debug, Serialize, Deserialize)]
@@ -16,6 +16,9 @@ pub enum Request {
     /// First message: what to evaluate, and where (index in `list_devices()` order).
     Setup { spec: Box<KernelSpec>, sizes: Sizes, device: usize, settings: Settings },
     Evaluate { params: Params },
+    /// Checks `params` at other sizes (adversarial probing of a winner): a bench is set up at
+    /// `sizes` for this one request.
+    Probe { params: Params, sizes: Sizes },
 }
 
 /// What the worker answers.
@@ -23,8 +26,9 @@ pub enum Request {
 pub enum Response {
     Ready { limits: Limits },
     SetupFailed { message: String },
-    /// The evaluation, with the build log when the build failed.
-    Evaluated { evaluation: Evaluation, build_log: Option<String> },
+    /// The evaluation, with the build log when the build failed and the output errors when
+    /// it passed.
+    Evaluated { evaluation: Evaluation, build_log: Option<String>, errors: Option<ErrorStats> },
 }
 
 /// Runs the worker protocol on stdin/stdout until stdin closes.
@@ -32,6 +36,7 @@ pub fn serve() -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     let mut bench: Option<Bench> = None;
+    let mut device_index = 0;
     for line in stdin.lock().lines() {
         let line = line?;
         let response = match serde_json::from_str::<Request>(&line)? {
@@ -39,18 +44,21 @@ pub fn serve() -> anyhow::Result<()> {
                 Ok(b) => {
                     let limits = b.limits().clone();
                     bench = Some(b);
+                    device_index = device;
                     Response::Ready { limits }
                 }
                 Err(message) => Response::SetupFailed { message },
             },
             Request::Evaluate { params } => match bench.as_mut() {
-                Some(b) => {
-                    let failures_before = b.build_failures.len();
-                    let evaluation = b.evaluate_params(&params);
-                    let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
-                    Response::Evaluated { evaluation, build_log }
-                }
+                Some(b) => evaluate(b, &params),
                 None => Response::SetupFailed { message: "evaluate before setup".into() },
+            },
+            Request::Probe { params, sizes } => match bench.as_ref() {
+                Some(b) => match setup(&b.spec, &sizes, device_index, b.settings().clone()) {
+                    Ok(mut probe) => evaluate(&mut probe, &params),
+                    Err(message) => Response::SetupFailed { message },
+                },
+                None => Response::SetupFailed { message: "probe before setup".into() },
             },
         };
         serde_json::to_writer(&mut out, &response)?;
@@ -58,6 +66,13 @@ pub fn serve() -> anyhow::Result<()> {
         out.flush()?;
     }
     Ok(())
+}
+
+fn evaluate(bench: &mut Bench, params: &Params) -> Response {
+    let failures_before = bench.build_failures.len();
+    let evaluation = bench.evaluate_params(params);
+    let build_log = bench.build_failures.get(failures_before).map(|(_, log)| log.clone());
+    Response::Evaluated { evaluation, build_log, errors: bench.last_errors }
 }
 
 fn setup(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Settings) -> Result<Bench, String> {

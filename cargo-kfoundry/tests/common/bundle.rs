@@ -1,0 +1,23 @@
+//! Test support: a `cargo kfoundry bundle` file for one inline kernel, built with the same
+//! annotation parser the macro runs, so tests can tune without a cargo workspace.
+
+use kfoundry_rt::model::annotation::{parse, Context};
+
+/// Writes `<dir>/<file>` holding one kernel annotated with `args` (the inside of
+/// `#[kfoundry::evolve(...)]`) on `pub struct <item>;` of package `test`.
+pub fn write(dir: &std::path::Path, file: &str, item: &str, args: &str) -> std::path::PathBuf {
+    let tokens: proc_macro2::TokenStream = args.parse().expect("annotation tokens");
+    let item: syn::Item = syn::parse_str(&format!("pub struct {item};")).expect("item");
+    let cx = Context { package: "test", manifest_dir: dir };
+    let spec = match parse(tokens, &item, &cx) {
+        Ok(a) => a.spec,
+        Err(e) => panic!("{e}"),
+    };
+    let bundle = serde_json::json!({
+        "format": "kfoundry-bundle", "version": 1,
+        "kernels": [{ "package": "test", "file": "inline", "line": 1, "spec": spec }],
+    });
+    let path = dir.join(file);
+    std::fs::write(&path, bundle.to_string()).expect("write bundle");
+    path
+}

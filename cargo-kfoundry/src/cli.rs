@@ -22,6 +22,8 @@ pub enum Command {
     Devices(DevicesArgs),
     /// Compare Kfoundry.lock with the sources: stale, missing and orphaned entries.
     Check(CheckArgs),
+    /// Reports on the lockfile; `--cross` re-measures every device's winners on the devices present (the hardware-awareness matrix).
+    Report(ReportArgs),
     /// Replay the search engine on a brute-forced search space (Kernel Tuner cache file).
     Simulate(SimulateArgs),
     /// Write the annotated kernels to a file that `tune --bundle` reads on a machine without a Rust toolchain.
@@ -94,12 +96,42 @@ pub struct TuneArgs {
     /// The lockfile to update (default: Kfoundry.lock at the workspace root; with --bundle, in the current directory).
     #[arg(long, value_name = "FILE")]
     pub lockfile: Option<PathBuf>,
+    /// Stop a search early once the best candidate reaches this fraction of its roofline floor (from `cost(...)` and the device's peaks), e.g. 0.9.
+    #[arg(long, value_name = "FRACTION")]
+    pub roofline_stop: Option<f64>,
     /// Continue an interrupted tune (Ctrl-C, SIGTERM, kill -9) from its checkpoints: nothing already evaluated is evaluated again.
     #[arg(long)]
     pub resume: bool,
     /// Where checkpoints and failure logs go (default: `kfoundry/` under cargo's target directory; with --bundle, `target/kfoundry/` beside the lockfile).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub ws: WorkspaceArgs,
+    /// Run each device's winner on every device present and print hws = time of the other device's winner ÷ time of this device's own winner (above 1: tuning for the device paid).
+    #[arg(long)]
+    pub cross: bool,
+    /// Measure on these devices only (selectors as for `tune --device`; default: every device present that has winners).
+    #[arg(long = "device", value_name = "SELECTOR")]
+    pub devices: Vec<String>,
+    /// Only kernels whose id contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub kernel: Option<String>,
+    /// Only these workloads.
+    #[arg(long = "workload", value_name = "NAME")]
+    pub workloads: Vec<String>,
+    /// Timed runs per measurement (median), after one warm-up.
+    #[arg(long, default_value_t = 10)]
+    pub repeats: usize,
+    /// Read the kernels from a bundle instead of the workspace.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// The lockfile (default: the workspace's; with --bundle, Kfoundry.lock here).
+    #[arg(long, value_name = "FILE")]
+    pub lockfile: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -115,6 +147,12 @@ pub struct BundleArgs {
 pub struct DevicesArgs {
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
     pub message_format: MessageFormat,
+    /// Also show each device's copy bandwidth and FP32 rate (micro-benchmarks, cached per device; they feed the roofline).
+    #[arg(long)]
+    pub peaks: bool,
+    /// With --peaks: measure again instead of using the cache.
+    #[arg(long, requires = "peaks")]
+    pub remeasure: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -64,7 +64,8 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
     match args.message_format {
         MessageFormat::Json => {
             for d in &devices {
-                let v = serde_json::json!({ "index": d.index, "key": d.key.to_string(), "info": d.info });
+                let peaks = if args.peaks { Some(crate::peaks::of(d, args.remeasure)?) } else { None };
+                let v = serde_json::json!({ "index": d.index, "key": d.key.to_string(), "info": d.info, "peaks": peaks });
                 println!("{v}");
             }
         }
@@ -83,6 +84,10 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
                     d.info.local_mem_bytes / 1024,
                     d.info.global_mem_bytes >> 20
                 );
+                if args.peaks {
+                    let p = crate::peaks::of(d, args.remeasure)?;
+                    println!("   measured: copy {:.1} GB/s, FP32 {:.1} GFLOP/s", p.copy_gbytes_per_s, p.gflops);
+                }
             }
         }
     }

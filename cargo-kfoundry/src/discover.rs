@@ -44,6 +44,31 @@ impl Workspace {
     }
 }
 
+/// The kernels to work on, the lockfile and kfoundry's state directory, from the workspace
+/// or from a bundle (`--bundle`, for machines without cargo).
+pub struct Sources {
+    pub kernels: Vec<Kernel>,
+    pub lockfile: PathBuf,
+    /// Checkpoints and logs go under it (`<target>/kfoundry`).
+    pub state_dir: PathBuf,
+    pub from_workspace: bool,
+}
+
+pub fn sources(ws: &WorkspaceArgs, bundle: Option<&Path>, lockfile: Option<&Path>) -> Result<Sources> {
+    Ok(match bundle {
+        Some(bundle) => {
+            let lock = lockfile.map(Path::to_path_buf).unwrap_or_else(|| FILE_NAME.into());
+            let beside = lock.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("target");
+            Sources { kernels: Bundle::read(bundle)?.kernels, lockfile: lock, state_dir: beside.join("kfoundry"), from_workspace: false }
+        }
+        None => {
+            let w = discover(ws)?;
+            let lock = lockfile.map(Path::to_path_buf).unwrap_or_else(|| w.lockfile());
+            Sources { kernels: w.kernels, lockfile: lock, state_dir: w.target_dir.join("kfoundry"), from_workspace: true }
+        }
+    })
+}
+
 /// A bundle: the kernels of a workspace, for tuning where cargo is not available.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct Bundle {

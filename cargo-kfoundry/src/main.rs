@@ -16,6 +16,7 @@ mod devices;
 mod discover;
 mod evaluate;
 mod interrupt;
+mod peaks;
 mod record;
 mod report;
 mod tune;
@@ -29,6 +30,7 @@ fn main() {
         Command::List(args) => commands::list::run(args),
         Command::Devices(args) => devices::run(args),
         Command::Check(args) => commands::check::run(args),
+        Command::Report(args) => commands::report::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
         Command::Bundle(args) => discover::write_bundle(args),
         Command::Worker => evaluate::worker::serve(),

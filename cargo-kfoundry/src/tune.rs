@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kfoundry_rt::model::lockfile::{Lockfile, Variant, FILE_NAME};
+use kfoundry_rt::model::lockfile::{Lockfile, Variant};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
 use kfoundry_search::{Evaluation, Record, SearchState, Settings as SearchSettings, Space, Step};
 use serde::{Deserialize, Serialize};
@@ -17,11 +17,12 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{Checkpoints, Key};
 use crate::cli::{MessageFormat, TuneArgs};
 use crate::devices::{self, Selected};
-use crate::discover::{discover, Bundle, Kernel};
+use crate::discover::{sources, Kernel};
 use crate::evaluate::probe::probe_sizes;
 use crate::evaluate::supervisor::{Supervised, TimeLimits};
 use crate::evaluate::{config_of, fmt_sizes, median, params_of, Settings as EvalSettings};
 use crate::interrupt;
+use crate::peaks::{self, Peaks};
 use crate::record::record;
 use crate::report::{fmt_ns, Table};
 
@@ -59,6 +60,8 @@ pub struct Outcome {
     pub failure_log: Option<PathBuf>,
     /// True when the search was cut short by Ctrl-C/SIGTERM (resume to continue it).
     pub interrupted: bool,
+    /// Roofline floor (from `cost(...)` and the device's measured peaks) ÷ the winner's time.
+    pub roofline: Option<f64>,
 }
 
 /// Where the tune reads and writes, and how it talks.
@@ -66,6 +69,8 @@ struct Run<'a> {
     args: &'a TuneArgs,
     device: Selected,
     checkpoints: Checkpoints,
+    /// The device's measured peaks, when some kernel declares a cost.
+    peaks: Option<Peaks>,
     /// No progress bars and no informational lines on stdout (-q or JSON messages).
     quiet: bool,
     /// Notes on stderr (resuming, waiting for the lock): all but -q.
@@ -76,19 +81,9 @@ struct Run<'a> {
 pub fn run(args: &TuneArgs) -> Result<()> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
-    let (all, lock_path, state_dir, from_workspace) = match &args.bundle {
-        Some(bundle) => {
-            let lock = args.lockfile.clone().unwrap_or_else(|| FILE_NAME.into());
-            let beside = lock.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("target");
-            (Bundle::read(bundle)?.kernels, lock, beside, false)
-        }
-        None => {
-            let ws = discover(&args.ws)?;
-            let lock = args.lockfile.clone().unwrap_or_else(|| ws.lockfile());
-            (ws.kernels, lock, ws.target_dir, true)
-        }
-    };
-    let state_dir = args.state_dir.clone().unwrap_or_else(|| state_dir.join("kfoundry"));
+    let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
+    let (all, lock_path, from_workspace) = (src.kernels, src.lockfile, src.from_workspace);
+    let state_dir = args.state_dir.clone().unwrap_or(src.state_dir);
     let kernels: Vec<&Kernel> = all
         .iter()
         .filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f)))
@@ -103,7 +98,18 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     if !quiet {
         eprintln!("tuning {} kernel(s) on {} ({})", kernels.len(), device.info.name, device.key);
     }
-    let run = Run { args, device, checkpoints: Checkpoints::new(state_dir.join("checkpoints")), quiet, notes: !args.ws.quiet, json };
+    let peaks = if kernels.iter().any(|k| k.spec.cost.is_some()) {
+        match peaks::of(&device, false) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("warning: cannot measure the device's peaks, no roofline figures: {e:#}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let run = Run { args, device, checkpoints: Checkpoints::new(state_dir.join("checkpoints")), peaks, quiet, notes: !args.ws.quiet, json };
 
     let mut outcomes = Vec::new();
     let mut done_keys = Vec::new();
@@ -277,6 +283,15 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
         if verbose {
             bar.println(format!("  {:?} {} → {}", r.operator, fmt_params(&params_of(spec, &r.config)), describe(&r.outcome)));
         }
+        if let (Some(target), Some((best, t)), Some(peaks)) = (args.roofline_stop, p.best, run.peaks) {
+            let floor = peaks.kernel_floor(spec, &params_of(spec, best), &workload.sizes);
+            if floor.is_some_and(|f| f / t >= target) {
+                if run.notes {
+                    bar.println(format!("{} @ {}: within {:.0}% of the roofline; stopping", spec.id, workload.name, target * 100.0));
+                }
+                break;
+            }
+        }
     }
     bar.finish_and_clear();
     if state.progress().best.is_none() && interrupted {
@@ -333,7 +348,7 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
         reference_ns: (ref_s * 1e9).round() as u64,
         best_ns: (best_s * 1e9).round() as u64,
         speedup: ref_s / best_s,
-        params,
+        params: params.clone(),
         evaluations: result.evaluations,
         failures: result.failures,
         seconds: started.elapsed().as_secs_f64(),
@@ -345,6 +360,7 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
         probe_rejections,
         failure_log,
         interrupted,
+        roofline: run.peaks.and_then(|p| p.kernel_floor(spec, &params, &workload.sizes)).map(|f| f / best_s),
     };
     if !interrupted {
         run.checkpoints.save(&key, &state, Some(&outcome))?;
@@ -444,7 +460,7 @@ fn fmt_params(p: &Params) -> String {
 
 /// The table printed at the end of a tune.
 pub fn summary(outcomes: &[Outcome]) -> String {
-    let mut t = Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "evals/s", "rel err", "parameters"]);
+    let mut t = Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "evals/s", "roofline", "rel err", "parameters"]);
     for o in outcomes {
         t.row(vec![
             o.kernel.clone(),
@@ -455,6 +471,7 @@ pub fn summary(outcomes: &[Outcome]) -> String {
             o.evaluations.to_string(),
             o.failures.to_string(),
             format!("{:.1}", o.evaluations as f64 / o.seconds.max(1e-9)),
+            o.roofline.map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0)),
             o.rel_error_norm.map_or("-".to_string(), |e| format!("{e:.1e}")),
             fmt_params(&o.params),
         ]);

@@ -1,0 +1,154 @@
+//! `cargo kfoundry report`: what the lockfile holds, and with `--cross` the hardware-awareness
+//! matrix: every device's winner re-measured (and re-verified) on each device present, and
+//! hws = time of the other device's winner ÷ time of this device's own winner, both measured
+//! here and now. Above 1 means tuning for this device paid.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{bail, Context as _, Result};
+use kfoundry_rt::model::lockfile::{Lockfile, Variant};
+use kfoundry_rt::model::spec::Params;
+use kfoundry_search::Evaluation;
+use serde::Serialize;
+
+use crate::cli::{MessageFormat, ReportArgs};
+use crate::devices::{self, Selected};
+use crate::discover::sources;
+use crate::evaluate::supervisor::{Supervised, TimeLimits};
+use crate::evaluate::Settings;
+use crate::report::{fmt_ns, Table};
+
+/// One cell of the matrix: `owner`'s winner measured on `on`.
+#[derive(Debug, Serialize)]
+struct Cross {
+    kernel: String,
+    workload: String,
+    /// The device measured on.
+    on: String,
+    /// The device whose winner ran.
+    owner: String,
+    params: Params,
+    /// Median time here, or why it could not run here.
+    time_ns: Option<u64>,
+    failure: Option<String>,
+    /// time of `owner`'s winner ÷ time of `on`'s own winner.
+    hws: Option<f64>,
+}
+
+pub fn run(args: &ReportArgs) -> Result<()> {
+    let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
+    let lock = Lockfile::read(&src.lockfile)?.with_context(|| format!("no lockfile at {}", src.lockfile.display()))?;
+    let json = args.ws.message_format == MessageFormat::Json;
+    let name = |key: &str| lock.devices.get(key).map_or_else(|| key.to_string(), |d| d.name.clone());
+    if !args.cross {
+        return summary(&lock, json);
+    }
+
+    let present: Vec<Selected> = if args.devices.is_empty() {
+        devices::all()?
+    } else {
+        args.devices.iter().map(|s| devices::select(Some(s))).collect::<Result<_>>()?
+    };
+    let mut cells = Vec::new();
+    for kernel in src.kernels.iter().filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f))) {
+        let spec = &kernel.spec;
+        let Some(entry) = lock.kernels.get(&spec.id) else { continue };
+        if entry.fingerprint != spec.fingerprint() {
+            eprintln!("note: {}: the lockfile entry is stale (the kernel changed); skipped", spec.id);
+            continue;
+        }
+        let mut by_workload: BTreeMap<&str, Vec<&Variant>> = BTreeMap::new();
+        for v in &entry.variants {
+            by_workload.entry(v.workload.as_str()).or_default().push(v);
+        }
+        for (workload, winners) in by_workload {
+            if !args.workloads.is_empty() && !args.workloads.iter().any(|w| w == workload) {
+                continue;
+            }
+            let owners: BTreeSet<&str> = winners.iter().map(|v| v.device.as_str()).collect();
+            if owners.len() < 2 {
+                continue;
+            }
+            let Some(w) = spec.workloads.iter().find(|w| w.name == workload) else { continue };
+            for dev in present.iter().filter(|d| owners.contains(d.key.to_string().as_str())) {
+                let key = dev.key.to_string();
+                if !json {
+                    eprintln!("{} @ {}: measuring {} winners on {}", spec.id, workload, winners.len(), dev.info.name);
+                }
+                let settings = Settings { repeats: args.repeats.max(1), ..Settings::default() };
+                let mut bench = Supervised::start(spec, &w.sizes, dev.index, settings, TimeLimits::default())
+                    .with_context(|| format!("{}: setting up `{}` at `{workload}` on {}", kernel.location(), spec.id, dev.info.name))?;
+                let measured: Vec<(&Variant, Evaluation)> = winners.iter().map(|v| (*v, bench.evaluate_params(&v.params))).collect();
+                let own = measured.iter().find(|(v, _)| v.device == key).and_then(|(_, e)| e.time());
+                for (v, e) in &measured {
+                    let time = e.time();
+                    cells.push(Cross {
+                        kernel: spec.id.clone(),
+                        workload: workload.to_string(),
+                        on: key.clone(),
+                        owner: v.device.clone(),
+                        params: v.params.clone(),
+                        time_ns: time.map(|t| (t * 1e9).round() as u64),
+                        failure: match e {
+                            Evaluation::Failed { kind, reason, .. } => Some(format!("{kind:?}: {reason}")),
+                            Evaluation::Ok { .. } => None,
+                        },
+                        hws: time.zip(own).map(|(t, o)| t / o),
+                    });
+                }
+            }
+        }
+    }
+    if cells.is_empty() {
+        bail!("nothing to cross: no kernel has winners of two or more devices at one workload with one of those devices present");
+    }
+    if json {
+        for c in &cells {
+            println!("{}", serde_json::json!({ "reason": "cross", "result": c }));
+        }
+        return Ok(());
+    }
+    let mut t = Table::new(&["kernel", "workload", "measured on", "winner of", "time", "hws", "parameters"]);
+    for c in &cells {
+        let mine = c.owner == c.on;
+        t.row(vec![
+            c.kernel.clone(),
+            c.workload.clone(),
+            name(&c.on),
+            if mine { "(itself)".to_string() } else { name(&c.owner) },
+            c.time_ns.map_or_else(|| c.failure.clone().unwrap_or_default(), |t| fmt_ns(t as f64)),
+            if mine { "1.00".to_string() } else { c.hws.map_or("-".to_string(), |h| format!("{h:.2}")) },
+            kfoundry_rt::model::spec::fmt_assignments(&c.params, " "),
+        ]);
+    }
+    print!("{}", t.render());
+    println!("hws = time of the other device's winner ÷ time of this device's own winner, both measured now on the device of the row (above 1: tuning for the device paid)");
+    Ok(())
+}
+
+/// Without `--cross`: each recorded winner with its speedup over the reference.
+fn summary(lock: &Lockfile, json: bool) -> Result<()> {
+    let mut t = Table::new(&["kernel", "workload", "device", "reference", "winner", "speedup", "parameters"]);
+    for (id, entry) in &lock.kernels {
+        for v in &entry.variants {
+            if json {
+                println!("{}", serde_json::json!({ "reason": "variant", "kernel": id, "variant": v }));
+                continue;
+            }
+            let device = lock.devices.get(&v.device).map_or_else(|| v.device.clone(), |d| d.name.clone());
+            t.row(vec![
+                id.clone(),
+                v.workload.clone(),
+                device,
+                fmt_ns(v.reference_time_ns as f64),
+                fmt_ns(v.time_ns as f64),
+                format!("{:.2}x", v.reference_time_ns as f64 / v.time_ns.max(1) as f64),
+                kfoundry_rt::model::spec::fmt_assignments(&v.params, " "),
+            ]);
+        }
+    }
+    if !json {
+        print!("{}", t.render());
+    }
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! Device peaks for the roofline: a copy-bandwidth and an FP32 multiply-add micro-benchmark
+//! run through OpenCL on the device, cached per device key in
+//! `${XDG_CACHE_HOME:-~/.cache}/kfoundry/peaks.json` (or `$KFOUNDRY_CACHE_DIR`).
+//!
+//! These are what a simple OpenCL kernel reaches, not the spec sheet: a kernel's roofline
+//! fraction is its time against the floor `max(bytes / bandwidth, flops / rate)` from its
+//! `cost(...)`, so above 100% would mean the micro-benchmark under-measured.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+use kfoundry_rt::model::expr::Expr;
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
+use ocl::core::{ProfilingInfo, ProfilingInfoResult};
+use serde::{Deserialize, Serialize};
+
+use crate::devices::Selected;
+
+/// What the micro-benchmarks measured on one device.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Peaks {
+    /// Bytes read + written per second by a float4 copy kernel, in GB/s.
+    pub copy_gbytes_per_s: f64,
+    /// FP32 rate of independent `mad` chains, in GFLOP/s (a mad counts 2).
+    pub gflops: f64,
+}
+
+impl Peaks {
+    /// The roofline floor in seconds of `bytes` moved and `flops` computed.
+    pub fn floor_seconds(&self, bytes: Option<f64>, flops: Option<f64>) -> Option<f64> {
+        let b = bytes.map(|b| b / (self.copy_gbytes_per_s * 1e9));
+        let f = flops.map(|f| f / (self.gflops * 1e9));
+        match (b, f) {
+            (None, None) => None,
+            (b, f) => Some(b.unwrap_or(0.0).max(f.unwrap_or(0.0))),
+        }
+    }
+
+    /// The floor of a kernel at `params` and `sizes`, from its `cost(...)`.
+    pub fn kernel_floor(&self, spec: &KernelSpec, params: &Params, sizes: &Sizes) -> Option<f64> {
+        let cost = spec.cost.as_ref()?;
+        let env = spec.env(params, sizes);
+        let eval = |e: Option<&Expr>| e.and_then(|e| e.eval(&env).ok()).map(|v| v as f64);
+        self.floor_seconds(eval(cost.bytes.as_ref()), eval(cost.flops.as_ref()))
+    }
+}
+
+fn cache_path() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("KFOUNDRY_CACHE_DIR") {
+        return Some(PathBuf::from(dir).join("peaks.json"));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("kfoundry").join("peaks.json"))
+}
+
+fn read_cache() -> BTreeMap<String, Peaks> {
+    cache_path().and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
+}
+
+/// The cached peaks of `device`, measured now when absent (or when `remeasure`).
+pub fn of(device: &Selected, remeasure: bool) -> Result<Peaks> {
+    let key = device.key.to_string();
+    let mut cache = read_cache();
+    if let (Some(p), false) = (cache.get(&key), remeasure) {
+        return Ok(*p);
+    }
+    let peaks = measure(device)?;
+    cache.insert(key, peaks);
+    if let Some(path) = cache_path() {
+        // A cache that cannot be written only costs a re-measure next time.
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Ok(mut tmp) = tempfile::Builder::new().prefix(".peaks.").tempfile_in(path.parent().unwrap_or(std::path::Path::new("."))) {
+            if serde_json::to_writer_pretty(&mut tmp, &cache).is_ok() {
+                let _ = tmp.persist(&path);
+            }
+        }
+    }
+    Ok(peaks)
+}
+
+const SOURCE: &str = r#"
+__kernel void copy(__global const float4* a, __global float4* b) {
+    size_t i = get_global_id(0);
+    b[i] = a[i];
+}
+__kernel void mad_rate(__global float* out, const float s) {
+    float x = (float)get_global_id(0) * 1e-9f;
+    float4 a0 = (float4)(x, x + 1, x + 2, x + 3), a1 = a0 + 4, a2 = a0 + 8, a3 = a0 + 12;
+    float4 a4 = a0 + 16, a5 = a0 + 20, a6 = a0 + 24, a7 = a0 + 28;
+    const float4 m = (float4)(s), c = (float4)(1e-7f);
+    for (int i = 0; i < ITERS; i++) {
+        a0 = mad(a0, m, c); a1 = mad(a1, m, c); a2 = mad(a2, m, c); a3 = mad(a3, m, c);
+        a4 = mad(a4, m, c); a5 = mad(a5, m, c); a6 = mad(a6, m, c); a7 = mad(a7, m, c);
+    }
+    float4 t = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    out[get_global_id(0)] = t.x + t.y + t.z + t.w;
+}
+"#;
+const ITERS: u64 = 512;
+
+/// Runs both micro-benchmarks on the device (a second or two).
+pub fn measure(device: &Selected) -> Result<Peaks> {
+    let devices = kfoundry_rt::list_devices()?;
+    let (platform, dev) = devices.get(device.index).copied().context("the device disappeared")?;
+    let context = ocl::Context::builder().platform(platform).devices(dev).build()?;
+    let queue = ocl::Queue::new(&context, dev, Some(ocl::CommandQueueProperties::PROFILING_ENABLE))?;
+    let program = ocl::Program::builder().src(SOURCE).devices(dev).cmplr_opt(format!("-D ITERS={ITERS}")).build(&context)?;
+
+    // Copy: 256 MiB each way, or a quarter of the largest allocation when that is smaller.
+    let max_alloc = match dev.info(ocl::enums::DeviceInfo::MaxMemAllocSize)? {
+        ocl::enums::DeviceInfoResult::MaxMemAllocSize(b) => b,
+        _ => 1 << 28,
+    };
+    let bytes = (256u64 << 20).min(max_alloc / 4) / 16 * 16;
+    let n4 = (bytes / 16) as usize;
+    let a = ocl::Buffer::<ocl::prm::Float4>::builder().queue(queue.clone()).len(n4).fill_val(ocl::prm::Float4::new(1.0, 2.0, 3.0, 4.0)).build()?;
+    let b = ocl::Buffer::<ocl::prm::Float4>::builder().queue(queue.clone()).len(n4).build()?;
+    let copy = ocl::Kernel::builder().program(&program).name("copy").queue(queue.clone()).global_work_size(n4).arg(&a).arg(&b).build()?;
+    let copy_s = best_of(&queue, 10, || unsafe_enqueue(&copy))?;
+
+    // FP32: enough work-items to fill the device several times over.
+    let units = device.info.compute_units.max(1) as usize;
+    let global = units * 4096;
+    let out = ocl::Buffer::<f32>::builder().queue(queue.clone()).len(global).build()?;
+    let rate = ocl::Kernel::builder()
+        .program(&program)
+        .name("mad_rate")
+        .queue(queue.clone())
+        .global_work_size(global)
+        .arg(&out)
+        .arg(0.999f32)
+        .build()?;
+    let mad_s = best_of(&queue, 5, || unsafe_enqueue(&rate))?;
+    let flops = global as f64 * ITERS as f64 * 8.0 * 4.0 * 2.0;
+    Ok(Peaks { copy_gbytes_per_s: 2.0 * bytes as f64 / copy_s / 1e9, gflops: flops / mad_s / 1e9 })
+}
+
+/// Enqueues a kernel whose arguments are all set (the only unsafe call: OpenCL cannot check
+/// a kernel's memory accesses; these two are written to stay in bounds).
+fn unsafe_enqueue(kernel: &ocl::Kernel) -> Result<ocl::Event> {
+    let mut event = ocl::Event::empty();
+    // SAFETY: both kernels index only within the buffers they are given (global size = length).
+    unsafe { kernel.cmd().enew(&mut event).enq()? };
+    Ok(event)
+}
+
+/// The fastest of `runs` timed runs after one warm-up, in seconds (peaks are best cases).
+fn best_of(queue: &ocl::Queue, runs: usize, mut run: impl FnMut() -> Result<ocl::Event>) -> Result<f64> {
+    run()?.wait_for()?;
+    let mut best = f64::INFINITY;
+    for _ in 0..runs {
+        let event = run()?;
+        event.wait_for()?;
+        let start = match event.profiling_info(ProfilingInfo::Start)? {
+            ProfilingInfoResult::Start(t) => t,
+            _ => 0,
+        };
+        let end = match event.profiling_info(ProfilingInfo::End)? {
+            ProfilingInfoResult::End(t) => t,
+            _ => 0,
+        };
+        best = best.min(end.saturating_sub(start) as f64 * 1e-9);
+    }
+    queue.finish()?;
+    Ok(best.max(1e-9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_is_the_slower_of_memory_and_compute() {
+        let p = Peaks { copy_gbytes_per_s: 100.0, gflops: 1000.0 };
+        assert_eq!(p.floor_seconds(None, None), None);
+        assert!((p.floor_seconds(Some(1e9), None).unwrap() - 0.01).abs() < 1e-12);
+        assert!((p.floor_seconds(Some(1e9), Some(1e11)).unwrap() - 0.1).abs() < 1e-12);
+    }
+}

@@ -396,7 +396,7 @@ fn finalists(spec: &KernelSpec, history: &[Record]) -> Vec<Params> {
 fn probe(bench: &mut Supervised, spec: &KernelSpec, params: &Params, workload: &Workload) -> Result<Vec<String>, String> {
     let mut checked = Vec::new();
     for sizes in probe_sizes(spec, params, &workload.sizes, PROBES) {
-        match bench.probe(params, &sizes) {
+        match bench.probe(params, &sizes, None) {
             Ok(Evaluation::Ok { .. }) => checked.push(fmt_sizes(&sizes)),
             Ok(Evaluation::Failed { kind, reason, .. }) => return Err(format!("{kind:?} at sizes {}: {reason}", fmt_sizes(&sizes))),
             // The reference itself cannot run there: that size proves nothing either way.

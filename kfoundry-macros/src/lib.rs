@@ -14,7 +14,7 @@ use quote::{format_ident, quote};
 use syn::Ident;
 
 use kfoundry_rt::model::annotation::{self, Annotated, Context};
-use kfoundry_rt::model::embed::{embeddable_variants, find_lockfile, launcher_params, LauncherParam};
+use kfoundry_rt::model::embed::{embeddable_variants, find_lockfile, launcher_params, with_generated_sources, EmbeddedSource, LauncherParam};
 use kfoundry_rt::model::lockfile::Lockfile;
 
 /// Declares a tunable OpenCL kernel. See the crate `kfoundry` and its README for the syntax.
@@ -42,21 +42,28 @@ fn expand(attr: TokenStream2, item: &syn::Item) -> syn::Result<TokenStream2> {
     let cx = Context { package: &package, manifest_dir: &manifest_dir };
     let annotated = annotation::parse(attr, item, &cx)?;
     let lockfile = find_lockfile(&manifest_dir);
-    let variants = match &lockfile {
+    let (variants, sources) = match &lockfile {
         Some(path) => match Lockfile::read(path) {
-            Ok(Some(lock)) => embeddable_variants(&lock, &annotated.spec),
-            Ok(None) => Vec::new(),
+            Ok(Some(lock)) => with_generated_sources(path, &annotated.spec, embeddable_variants(&lock, &annotated.spec)),
+            Ok(None) => (Vec::new(), Vec::new()),
             Err(e) => return Err(syn::Error::new(Span::call_site(), e.to_string())),
         },
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
-    generate(&annotated, lockfile.as_deref(), &variants)
+    generate(&annotated, lockfile.as_deref(), &variants, &sources)
 }
 
-fn generate(a: &Annotated, lockfile: Option<&Path>, variants: &[kfoundry_rt::model::lockfile::Variant]) -> syn::Result<TokenStream2> {
+fn generate(
+    a: &Annotated,
+    lockfile: Option<&Path>,
+    variants: &[kfoundry_rt::model::lockfile::Variant],
+    sources: &[EmbeddedSource],
+) -> syn::Result<TokenStream2> {
     let err = |e: serde_json::Error| syn::Error::new(Span::call_site(), format!("kfoundry: cannot embed: {e}"));
     let spec_json = serde_json::to_string(&a.spec).map_err(err)?;
     let variants_json = serde_json::to_string(variants).map_err(err)?;
+    let source_map: std::collections::BTreeMap<&str, &str> = sources.iter().map(|s| (s.hash.as_str(), s.text.as_str())).collect();
+    let sources_json = serde_json::to_string(&source_map).map_err(err)?;
     let (ident, vis, spec) = (&a.ident, &a.vis, &a.spec);
     let id = &spec.id;
 
@@ -64,6 +71,7 @@ fn generate(a: &Annotated, lockfile: Option<&Path>, variants: &[kfoundry_rt::mod
     let tracked: Vec<String> = lockfile
         .into_iter()
         .chain(a.source_path.as_deref())
+        .chain(sources.iter().map(|s| s.path.as_path()))
         .map(|p| p.display().to_string())
         .collect();
 
@@ -111,7 +119,7 @@ fn generate(a: &Annotated, lockfile: Option<&Path>, variants: &[kfoundry_rt::mod
             /// The embedded specification and tuned variants, with dispatch and caches.
             pub fn evolved() -> &'static ::kfoundry::Evolved {
                 #( const _: &[u8] = include_bytes!(#tracked); )*
-                static EVOLVED: ::kfoundry::Evolved = ::kfoundry::Evolved::new(#spec_json, #variants_json);
+                static EVOLVED: ::kfoundry::Evolved = ::kfoundry::Evolved::with_sources(#spec_json, #variants_json, #sources_json);
                 &EVOLVED
             }
 

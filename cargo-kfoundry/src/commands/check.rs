@@ -6,6 +6,7 @@ use std::fmt;
 use anyhow::{bail, Result};
 use kfoundry_rt::model::lockfile::Lockfile;
 use kfoundry_rt::model::spec::KernelSpec;
+use kfoundry_rt::model::{generated, signature};
 
 use crate::cli::{CheckArgs, MessageFormat};
 use crate::discover::discover;
@@ -24,6 +25,9 @@ pub enum Finding {
     Orphaned { kernel: String },
     /// A variant for a workload the kernel no longer declares.
     OrphanedWorkload { kernel: String, workload: String },
+    /// A source-level variant whose generated source is missing, edited or no longer has
+    /// the reference's signature: it is not embedded.
+    BadSource { kernel: String, device: String, workload: String, problem: String },
 }
 
 impl fmt::Display for Finding {
@@ -42,8 +46,35 @@ impl fmt::Display for Finding {
             Finding::OrphanedWorkload { kernel, workload } => {
                 write!(f, "orphaned: `{kernel}` has a variant for workload `{workload}`, which it no longer declares")
             }
+            Finding::BadSource { kernel, device, workload, problem } => {
+                write!(f, "bad source: `{kernel}` on `{device}` at `{workload}`: {problem}; the variant is not embedded")
+            }
         }
     }
+}
+
+/// Checks every generated source the lockfile references: present, unedited (hash) and with
+/// the reference's signature.
+pub fn source_findings(kernels: &[&KernelSpec], lock: &Lockfile, lockfile: &std::path::Path) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for spec in kernels {
+        let Some(entry) = lock.kernels.get(&spec.id) else { continue };
+        for v in &entry.variants {
+            let Some(hash) = &v.source else { continue };
+            let problem = match generated::read_verified(lockfile, &spec.id, hash) {
+                Err(e) => Some(e.to_string()),
+                Ok((path, text)) => match signature::find_kernel(&text, Some(&spec.signature.name)) {
+                    Ok(sig) if sig.args == spec.signature.args => None,
+                    Ok(_) => Some(format!("{} changes the kernel's signature", path.display())),
+                    Err(e) => Some(format!("{}: {e}", path.display())),
+                },
+            };
+            if let Some(problem) = problem {
+                out.push(Finding::BadSource { kernel: spec.id.clone(), device: v.device.clone(), workload: v.workload.clone(), problem });
+            }
+        }
+    }
+    out
 }
 
 /// Compares the lockfile (if any) with the kernels in the sources.
@@ -89,7 +120,10 @@ pub fn run(args: &CheckArgs) -> Result<()> {
     let ws = discover(&args.ws)?;
     let lock = Lockfile::read(&ws.lockfile())?;
     let specs: Vec<&KernelSpec> = ws.kernels.iter().map(|k| &k.spec).collect();
-    let found = findings(&specs, lock.as_ref());
+    let mut found = findings(&specs, lock.as_ref());
+    if let Some(lock) = &lock {
+        found.extend(source_findings(&specs, lock, &ws.lockfile()));
+    }
     let json = args.ws.message_format == MessageFormat::Json;
     for f in &found {
         if json {

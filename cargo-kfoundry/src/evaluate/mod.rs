@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use kfoundry_rt::model::signature::{AddressSpace, KernelArg, ScalarType};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
-use kfoundry_rt::opencl::launch::{build_program, create_kernel, enqueue, Arg, Scalar};
+use kfoundry_rt::opencl::launch::{build_program, build_program_from, create_kernel, enqueue, Arg, Scalar};
 use kfoundry_rt::Error as RtError;
 use kfoundry_search::{Config, Evaluation, FailureKind};
 use ocl::core::{self, KernelWorkGroupInfo, KernelWorkGroupInfoResult, ProfilingInfo, ProfilingInfoResult};
@@ -283,17 +283,19 @@ impl Bench {
         self.outputs(&run).map_err(|e| e.to_string())
     }
 
-    /// Builds, verifies and times `params`.
-    pub fn evaluate_params(&mut self, params: &Params) -> Evaluation {
+    /// Builds, verifies and times `params` of the annotated source, or of `source` (a
+    /// source-level variant with the same signature) when given.
+    pub fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation {
         let start = Instant::now();
         let cost = |start: Instant| start.elapsed().as_secs_f64();
         if let Err(reason) = self.valid(params) {
             return Evaluation::failed(FailureKind::Invalid, reason, cost(start));
         }
-        let built = if *params == self.spec.reference {
+        let built = if *params == self.spec.reference && source.is_none() {
             None
         } else {
-            match build_program(&self.spec, params, &self.context, &self.device).and_then(|p| {
+            let source = source.unwrap_or(&self.spec.source);
+            match build_program_from(&self.spec, source, params, &self.context, &self.device).and_then(|p| {
                 let k = create_kernel(&self.spec, &p)?;
                 Ok(Built { _program: p, kernel: k })
             }) {

@@ -126,7 +126,7 @@ impl Supervised {
     /// Evaluates `params`, containing hangs and crashes.
     pub fn evaluate_params(&mut self, params: &Params) -> Evaluation {
         let evaluation = self
-            .request(Request::Evaluate { params: params.clone() }, params)
+            .request(Request::Evaluate { params: params.clone(), source: None }, params)
             .unwrap_or_else(|message| Evaluation::failed(FailureKind::Runtime, message, 0.0));
         if self.candidate_limit.is_none() && *params == self.spec.reference {
             if let Evaluation::Ok { cost, .. } = &evaluation {
@@ -137,11 +137,18 @@ impl Supervised {
         evaluation
     }
 
+    /// Evaluates a source-level variant (`source`, same signature as the reference) at
+    /// `params`, contained like any candidate.
+    pub fn evaluate_source(&mut self, params: &Params, source: &str) -> Evaluation {
+        self.request(Request::Evaluate { params: params.clone(), source: Some(source.to_string()) }, params)
+            .unwrap_or_else(|message| Evaluation::failed(FailureKind::Runtime, message, 0.0))
+    }
+
     /// Checks `params` at other `sizes` (adversarial probing), contained like any evaluation.
     /// The limit is the setup limit: the worker sets up a bench at those sizes first. `Err`
     /// when the reference itself cannot be set up at those sizes (not the candidate's fault).
-    pub fn probe(&mut self, params: &Params, sizes: &Sizes) -> std::result::Result<Evaluation, String> {
-        self.request(Request::Probe { params: params.clone(), sizes: sizes.clone() }, params)
+    pub fn probe(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> std::result::Result<Evaluation, String> {
+        self.request(Request::Probe { params: params.clone(), sizes: sizes.clone(), source: source.map(str::to_string) }, params)
     }
 
     /// One request to the worker; `Err` only when the worker could not set up a bench.

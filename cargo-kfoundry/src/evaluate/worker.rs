@@ -15,10 +15,20 @@ use super::{Bench, ErrorStats, Limits, Settings};
 pub enum Request {
     /// First message: what to evaluate, and where (index in `list_devices()` order).
     Setup { spec: Box<KernelSpec>, sizes: Sizes, device: usize, settings: Settings },
-    Evaluate { params: Params },
+    /// `source`: a source-level variant to build instead of the annotated source.
+    Evaluate {
+        params: Params,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+    },
     /// Checks `params` at other sizes (adversarial probing of a winner): a bench is set up at
     /// `sizes` for this one request.
-    Probe { params: Params, sizes: Sizes },
+    Probe {
+        params: Params,
+        sizes: Sizes,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+    },
 }
 
 /// What the worker answers.
@@ -49,13 +59,13 @@ pub fn serve() -> anyhow::Result<()> {
                 }
                 Err(message) => Response::SetupFailed { message },
             },
-            Request::Evaluate { params } => match bench.as_mut() {
-                Some(b) => evaluate(b, &params),
+            Request::Evaluate { params, source } => match bench.as_mut() {
+                Some(b) => evaluate(b, &params, source.as_deref()),
                 None => Response::SetupFailed { message: "evaluate before setup".into() },
             },
-            Request::Probe { params, sizes } => match bench.as_ref() {
+            Request::Probe { params, sizes, source } => match bench.as_ref() {
                 Some(b) => match setup(&b.spec, &sizes, device_index, b.settings().clone()) {
-                    Ok(mut probe) => evaluate(&mut probe, &params),
+                    Ok(mut probe) => evaluate(&mut probe, &params, source.as_deref()),
                     Err(message) => Response::SetupFailed { message },
                 },
                 None => Response::SetupFailed { message: "probe before setup".into() },
@@ -68,9 +78,9 @@ pub fn serve() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn evaluate(bench: &mut Bench, params: &Params) -> Response {
+fn evaluate(bench: &mut Bench, params: &Params, source: Option<&str>) -> Response {
     let failures_before = bench.build_failures.len();
-    let evaluation = bench.evaluate_params(params);
+    let evaluation = bench.evaluate(params, source);
     let build_log = bench.build_failures.get(failures_before).map(|(_, log)| log.clone());
     Response::Evaluated { evaluation, build_log, errors: bench.last_errors }
 }

@@ -35,6 +35,36 @@ pub fn embeddable_variants(lock: &Lockfile, spec: &KernelSpec) -> Vec<Variant> {
     }
 }
 
+/// A generated source to embed: its hash, file (tracked for rebuilds) and text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddedSource {
+    pub hash: String,
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// Splits `variants` into those that can be embedded with their generated sources: a variant
+/// referencing a source that is missing or was edited since it was tuned is dropped (never
+/// embedded; `cargo kfoundry check` says why).
+pub fn with_generated_sources(lockfile: &Path, spec: &KernelSpec, variants: Vec<Variant>) -> (Vec<Variant>, Vec<EmbeddedSource>) {
+    let mut kept = Vec::new();
+    let mut sources: Vec<EmbeddedSource> = Vec::new();
+    for v in variants {
+        match &v.source {
+            None => kept.push(v),
+            Some(hash) => {
+                if let Ok((path, text)) = super::generated::read_verified(lockfile, &spec.id, hash) {
+                    if !sources.iter().any(|s| s.hash == *hash) {
+                        sources.push(EmbeddedSource { hash: hash.clone(), path, text });
+                    }
+                    kept.push(v);
+                }
+            }
+        }
+    }
+    (kept, sources)
+}
+
 /// One parameter of a generated launcher, after the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LauncherParam {
@@ -101,6 +131,36 @@ mod tests {
         let mut changed = spec.clone();
         changed.source.push_str("\n// edited");
         assert!(embeddable_variants(&lock, &changed).is_empty());
+    }
+
+    #[test]
+    fn variants_with_missing_or_edited_sources_are_not_embedded() {
+        let spec = saxpy();
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(FILE_NAME);
+        let text = spec.source.replace("a * x", "x * a");
+        let hash = super::super::generated::write(&lock, &spec.id, &text).unwrap();
+        let plain = Variant {
+            device: "a".into(),
+            workload: "large".into(),
+            sizes: Default::default(),
+            params: spec.reference.clone(),
+            time_ns: 1,
+            reference_time_ns: 2,
+            evaluations: 1,
+            failures: 0,
+            source: None,
+        };
+        let generated = Variant { source: Some(hash.clone()), device: "b".into(), ..plain.clone() };
+        let missing = Variant { source: Some("00000000000000ff".into()), device: "c".into(), ..plain.clone() };
+        let (kept, sources) = with_generated_sources(&lock, &spec, vec![plain.clone(), generated.clone(), missing]);
+        assert_eq!(kept, vec![plain.clone(), generated.clone()]);
+        assert_eq!(sources.len(), 1);
+        assert_eq!(sources[0].text, text);
+        std::fs::write(&sources[0].path, "edited").unwrap();
+        let (kept, sources) = with_generated_sources(&lock, &spec, vec![plain.clone(), generated]);
+        assert_eq!(kept, vec![plain]);
+        assert!(sources.is_empty());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use ocl::core::{self, ClDeviceIdPtr};
 
 use super::device::device_key;
 use super::error::Error;
-use super::launch::{build_program, create_kernel, enqueue, Arg};
+use super::launch::{build_program_from, create_kernel, enqueue, Arg};
 use crate::model::device::DeviceKey;
 use crate::model::lockfile::Variant;
 use crate::model::select::{choose, Choice, Step};
@@ -22,9 +22,20 @@ type Handle = usize;
 pub struct Evolved {
     spec_json: &'static str,
     variants_json: &'static str,
-    decoded: OnceLock<Result<(KernelSpec, Vec<Variant>), String>>,
+    /// Generated sources of source-level variants, as a JSON object hash → text.
+    sources_json: &'static str,
+    decoded: OnceLock<Result<Decoded, String>>,
     choices: Mutex<BTreeMap<(Handle, Vec<i64>), Arc<Choice>>>,
-    kernels: Mutex<BTreeMap<(Handle, Handle, Vec<i64>), (ocl::Program, core::Kernel)>>,
+    /// Built programs by context, device, source hash ("" for the annotated source) and params.
+    kernels: Mutex<BTreeMap<ProgramKey, (ocl::Program, core::Kernel)>>,
+}
+
+type ProgramKey = (Handle, Handle, String, Vec<i64>);
+
+struct Decoded {
+    spec: KernelSpec,
+    variants: Vec<Variant>,
+    sources: BTreeMap<String, String>,
 }
 
 fn device_keys() -> &'static Mutex<HashMap<Handle, DeviceKey>> {
@@ -51,32 +62,52 @@ impl Evolved {
     /// Used by generated code: the spec as JSON and the variants (already filtered to the
     /// spec's fingerprint) as a JSON array.
     pub const fn new(spec_json: &'static str, variants_json: &'static str) -> Evolved {
+        Evolved::with_sources(spec_json, variants_json, "{}")
+    }
+
+    /// Used by generated code: as [`Evolved::new`], plus the generated sources that
+    /// source-level variants reference (a JSON object hash → OpenCL C text).
+    pub const fn with_sources(spec_json: &'static str, variants_json: &'static str, sources_json: &'static str) -> Evolved {
         Evolved {
             spec_json,
             variants_json,
+            sources_json,
             decoded: OnceLock::new(),
             choices: Mutex::new(BTreeMap::new()),
             kernels: Mutex::new(BTreeMap::new()),
         }
     }
 
-    fn decoded(&self) -> Result<&(KernelSpec, Vec<Variant>), Error> {
+    fn decoded(&self) -> Result<&Decoded, Error> {
         let d = self.decoded.get_or_init(|| {
             let spec: KernelSpec = serde_json::from_str(self.spec_json).map_err(|e| format!("spec: {e}"))?;
             let variants: Vec<Variant> = serde_json::from_str(self.variants_json).map_err(|e| format!("variants: {e}"))?;
-            Ok((spec, variants))
+            let sources = serde_json::from_str(self.sources_json).map_err(|e| format!("generated sources: {e}"))?;
+            Ok(Decoded { spec, variants, sources })
         });
         d.as_ref().map_err(|message| Error::Embedded { kernel: "?".into(), message: message.clone() })
     }
 
     /// The kernel's specification.
     pub fn spec(&self) -> Result<&KernelSpec, Error> {
-        Ok(&self.decoded()?.0)
+        Ok(&self.decoded()?.spec)
     }
 
     /// The tuned variants embedded from `Kfoundry.lock` (all devices).
     pub fn variants(&self) -> Result<&[Variant], Error> {
-        Ok(&self.decoded()?.1)
+        Ok(&self.decoded()?.variants)
+    }
+
+    /// The source a variant runs: its generated source, or the annotated one.
+    fn source_of(&self, variant: Option<usize>) -> Result<(String, &str), Error> {
+        let d = self.decoded()?;
+        match variant.and_then(|i| d.variants.get(i)).and_then(|v| v.source.as_ref()) {
+            None => Ok((String::new(), d.spec.source.as_str())),
+            Some(hash) => match d.sources.get(hash) {
+                Some(text) => Ok((hash.clone(), text.as_str())),
+                None => Err(Error::Embedded { kernel: d.spec.id.clone(), message: format!("generated source {hash} was not embedded") }),
+            },
+        }
     }
 
     fn sizes(&self, spec: &KernelSpec, sizes: &[(&str, usize)]) -> Result<Sizes, Error> {
@@ -95,7 +126,7 @@ impl Evolved {
 
     /// Which variant runs on `device` at `sizes`, and why.
     pub fn explain(&self, device: &ocl::Device, sizes: &[(&str, usize)]) -> Result<Choice, Error> {
-        let (spec, variants) = self.decoded()?;
+        let Decoded { spec, variants, .. } = self.decoded()?;
         let sizes = self.sizes(spec, sizes)?;
         let key = cached_device_key(device)?;
         choose(spec, variants, &key, &sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })
@@ -121,7 +152,7 @@ impl Evolved {
         let sizes = self.sizes(spec, sizes)?;
         let device = queue.device();
         let choice = self.choice(&device, spec, &sizes)?;
-        self.run(queue, &device, spec, &choice.params, &sizes, args)?;
+        self.run(queue, &device, spec, choice.variant, &choice.params, &sizes, args)?;
         Ok(choice.step)
     }
 
@@ -129,7 +160,7 @@ impl Evolved {
     pub fn launch_params(&self, queue: &ocl::Queue, params: &Params, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
         let spec = self.spec()?;
         let sizes = self.sizes(spec, sizes)?;
-        self.run(queue, &queue.device(), spec, params, &sizes, args)
+        self.run(queue, &queue.device(), spec, None, params, &sizes, args)
     }
 
     /// Programs built so far (one per context, device and variant): dispatch after the first
@@ -138,16 +169,28 @@ impl Evolved {
         self.kernels.lock().map(|k| k.len()).unwrap_or(0)
     }
 
-    fn run(&self, queue: &ocl::Queue, device: &ocl::Device, spec: &KernelSpec, params: &Params, sizes: &Sizes, args: &[Arg<'_>]) -> Result<(), Error> {
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        queue: &ocl::Queue,
+        device: &ocl::Device,
+        spec: &KernelSpec,
+        variant: Option<usize>,
+        params: &Params,
+        sizes: &Sizes,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
         let context = queue.context();
+        let (hash, source) = self.source_of(variant)?;
         let key = (
             context.as_core().as_ptr() as Handle,
             device.as_core().as_ptr() as Handle,
+            hash,
             params.values().copied().collect::<Vec<_>>(),
         );
         let mut kernels = self.kernels.lock().map_err(poisoned)?;
         if !kernels.contains_key(&key) {
-            let program = build_program(spec, params, &context, device)?;
+            let program = build_program_from(spec, source, params, &context, device)?;
             let kernel = create_kernel(spec, &program)?;
             kernels.insert(key.clone(), (program, kernel));
         }

@@ -79,9 +79,21 @@ pub fn build_program(
     context: &ocl::Context,
     device: &ocl::Device,
 ) -> Result<ocl::Program, Error> {
+    build_program_from(spec, &spec.source, params, context, device)
+}
+
+/// Compiles `source` (the spec's own, or a generated source-level variant of it with the same
+/// signature) with `params` as `-D` definitions for one device.
+pub fn build_program_from(
+    spec: &KernelSpec,
+    source: &str,
+    params: &Params,
+    context: &ocl::Context,
+    device: &ocl::Device,
+) -> Result<ocl::Program, Error> {
     let options = spec.build_options(params);
     ocl::Program::builder()
-        .src(spec.source.as_str())
+        .src(source)
         .devices(*device)
         .cmplr_opt(options.as_str())
         .build(context)

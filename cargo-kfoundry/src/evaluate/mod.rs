@@ -7,6 +7,7 @@
 //! engine sees, as a [`kfoundry_search::Evaluator`].
 
 pub mod compare;
+pub mod device_data;
 pub mod inputs;
 pub mod probe;
 pub mod supervisor;
@@ -24,6 +25,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use self::compare::{compare, Comparison};
+use self::device_data::DeviceData;
+use rand::Rng as _;
 use self::inputs::{decode, draw_buffer, draw_scalar, poison_buffer};
 
 /// How candidates are checked and timed.
@@ -109,6 +112,22 @@ struct Built {
     kernel: core::Kernel,
 }
 
+/// How one buffer is filled before a run.
+enum Fill {
+    /// Bytes from the host (small buffers).
+    Host(Vec<u8>),
+    /// Drawn on the device from a distribution with a seed (large float inputs).
+    Draw { dist: kfoundry_rt::model::spec::Distribution, seed: u64 },
+    /// Poisoned on the device (large outputs).
+    Poison,
+}
+
+/// What one input set is made of: per buffer its name, type, length and filling.
+struct Prepared {
+    buffers: Vec<(String, ScalarType, usize, Fill)>,
+    scalars: Vec<Scalar>,
+}
+
 /// Device buffers and scalars of one run.
 struct Run {
     buffers: Vec<(String, ScalarType, ocl::Buffer<u8>)>,
@@ -124,6 +143,8 @@ pub struct Bench {
     device: ocl::Device,
     limits: Limits,
     reference: Built,
+    /// On-device drawing and comparison of large float buffers.
+    device_data: DeviceData,
     settings: Settings,
     /// Input sets drawn so far (each gets its own seed).
     draws: std::cell::Cell<u64>,
@@ -151,6 +172,7 @@ impl Bench {
         let limits = limits(&device)?;
         let reference_err = |message: String| SetupError::Reference { sizes: fmt_sizes(sizes), message };
         let program = build_program(spec, &spec.reference, &context, &device)?;
+        let device_data = DeviceData::new(&context, &device, &queue)?;
         let kernel = create_kernel(spec, &program)?;
         let bench = Bench {
             spec: spec.clone(),
@@ -160,6 +182,7 @@ impl Bench {
             device,
             limits,
             reference: Built { _program: program, kernel },
+            device_data,
             settings,
             draws: std::cell::Cell::new(0),
             build_failures: Vec::new(),
@@ -167,13 +190,12 @@ impl Bench {
         };
         bench.valid(&spec.reference).map_err(reference_err)?;
         // The reference must react to its inputs, or verification proves nothing.
-        let a = bench.reference_outputs().map_err(reference_err)?;
-        let b = bench.reference_outputs().map_err(reference_err)?;
-        for ((name, ty, x), (_, _, y)) in a.iter().zip(&b) {
-            let len = x.len() / ty.size();
-            let same = compare(len, |i| decode(*ty, x, i), |i| decode(*ty, y, i), 0.0, 0.0);
+        let a = bench.reference_run().map_err(reference_err)?;
+        let b = bench.reference_run().map_err(reference_err)?;
+        for check in &bench.spec.checks {
+            let same = bench.compare_outputs(&check.buffer, &a, &b, 0.0, 0.0).map_err(|e| reference_err(e.to_string()))?;
             if same.ok() {
-                return Err(SetupError::InsensitiveOutput(name.clone()));
+                return Err(SetupError::InsensitiveOutput(check.buffer.clone()));
             }
         }
         Ok(bench)
@@ -205,8 +227,9 @@ impl Bench {
         ChaCha8Rng::seed_from_u64(self.settings.seed ^ draw.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
-    /// Host data for one run of `params`: inputs drawn, outputs poisoned.
-    fn host_data(&self, params: &Params, rng: &mut ChaCha8Rng) -> Result<(Vec<(String, ScalarType, Vec<u8>)>, Vec<Scalar>), String> {
+    /// How each buffer of one run of `params` is filled: inputs drawn (on the device when
+    /// large), outputs poisoned; and the drawn scalars.
+    fn prepare(&self, params: &Params, rng: &mut ChaCha8Rng) -> Result<Prepared, String> {
         let mut buffers = Vec::new();
         let mut scalars = Vec::new();
         for arg in &self.spec.signature.args {
@@ -214,27 +237,73 @@ impl Bench {
                 KernelArg::Buffer { space: AddressSpace::Local, .. } => {}
                 KernelArg::Buffer { name, elem, read_only, .. } => {
                     let len = self.spec.buffer_len(name, params, &self.sizes).map_err(|e| e.to_string())?;
-                    let data = if *read_only || self.spec.inputs.contains_key(name) {
-                        draw_buffer(*elem, len, self.spec.distribution(name), rng)
-                    } else {
-                        poison_buffer(*elem, len)
+                    let on_device = *elem == ScalarType::F32 && len >= device_data::MIN_LEN;
+                    let input = *read_only || self.spec.inputs.contains_key(name);
+                    let fill = match (input, on_device) {
+                        (true, true) => Fill::Draw { dist: self.spec.distribution(name), seed: rng.gen() },
+                        (true, false) => Fill::Host(draw_buffer(*elem, len, self.spec.distribution(name), rng)),
+                        (false, true) => Fill::Poison,
+                        (false, false) => Fill::Host(poison_buffer(*elem, len)),
                     };
-                    buffers.push((name.clone(), *elem, data));
+                    buffers.push((name.clone(), *elem, len, fill));
                 }
                 KernelArg::Scalar { name, .. } if self.spec.sizes.contains(name) => {}
                 KernelArg::Scalar { name, ty } => scalars.push(draw_scalar(*ty, self.spec.distribution(name), rng)),
             }
         }
-        Ok((buffers, scalars))
+        Ok(Prepared { buffers, scalars })
     }
 
-    fn upload(&self, host: &[(String, ScalarType, Vec<u8>)], scalars: Vec<Scalar>) -> Result<Run, RtError> {
+    /// Device buffers filled as prepared: the same preparation always gives the same contents.
+    fn upload(&self, prepared: &Prepared) -> Result<Run, RtError> {
         let mut buffers = Vec::new();
-        for (name, ty, data) in host {
-            let b = ocl::Buffer::<u8>::builder().queue(self.queue.clone()).len(data.len()).copy_host_slice(data).build()?;
+        for (name, ty, len, fill) in &prepared.buffers {
+            let builder = ocl::Buffer::<u8>::builder().queue(self.queue.clone()).len(len * ty.size());
+            let b = match fill {
+                Fill::Host(data) => builder.copy_host_slice(data).build()?,
+                Fill::Draw { dist, seed } => {
+                    let b = builder.build()?;
+                    self.device_data.draw(&b, *len, *dist, *seed)?;
+                    b
+                }
+                Fill::Poison => {
+                    // All bits set: NaN in every float format.
+                    let b = builder.build()?;
+                    b.cmd().fill(0xFFu8, None).enq()?;
+                    b
+                }
+            };
             buffers.push((name.clone(), *ty, b));
         }
-        Ok(Run { buffers, scalars })
+        Ok(Run { buffers, scalars: prepared.scalars.clone() })
+    }
+
+    /// Compares output `name` of two finished runs: on the device for large float buffers,
+    /// else on the host.
+    fn compare_outputs(&self, name: &str, cand: &Run, refr: &Run, rtol: f64, atol: f64) -> Result<Comparison, RtError> {
+        let find = |run: &Run| {
+            run.buffers.iter().find(|(n, _, _)| n == name).map(|(_, ty, b)| (*ty, b.clone())).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
+        };
+        let ((ty, c), (_, r)) = (find(cand)?, find(refr)?);
+        let len = c.len() / ty.size();
+        if ty == ScalarType::F32 && len >= device_data::MIN_LEN {
+            return self.device_data.compare(&c, &r, len, rtol, atol);
+        }
+        let (mut x, mut y) = (vec![0u8; c.len()], vec![0u8; r.len()]);
+        c.read(&mut x).enq()?;
+        r.read(&mut y).enq()?;
+        Ok(compare(len, |i| decode(ty, &x, i), |i| decode(ty, &y, i), rtol, atol))
+    }
+
+    /// One run of the reference on a fresh input set.
+    fn reference_run(&self) -> Result<Run, String> {
+        let mut rng = self.fresh_rng();
+        let params = self.spec.reference.clone();
+        let prepared = self.prepare(&params, &mut rng)?;
+        let run = self.upload(&prepared).map_err(|e| e.to_string())?;
+        self.launch(&self.reference.kernel, &params, &run, None).map_err(|e| e.to_string())?;
+        self.queue.finish().map_err(|e| e.to_string())?;
+        Ok(run)
     }
 
     fn launch(&self, kernel: &core::Kernel, params: &Params, run: &Run, event: Option<&mut core::Event>) -> Result<(), RtError> {
@@ -258,29 +327,6 @@ impl Bench {
             }
         }
         enqueue(&self.spec, kernel, &self.queue, params, &self.sizes, &args, event)
-    }
-
-    /// Reads the checked outputs of a finished run.
-    fn outputs(&self, run: &Run) -> Result<Vec<(String, ScalarType, Vec<u8>)>, RtError> {
-        let mut out = Vec::new();
-        for check in &self.spec.checks {
-            if let Some((name, ty, b)) = run.buffers.iter().find(|(n, _, _)| *n == check.buffer) {
-                let mut data = vec![0u8; b.len()];
-                b.read(&mut data).enq()?;
-                out.push((name.clone(), *ty, data));
-            }
-        }
-        Ok(out)
-    }
-
-    fn reference_outputs(&self) -> Result<Vec<(String, ScalarType, Vec<u8>)>, String> {
-        let mut rng = self.fresh_rng();
-        let params = self.spec.reference.clone();
-        let (host, scalars) = self.host_data(&params, &mut rng)?;
-        let run = self.upload(&host, scalars).map_err(|e| e.to_string())?;
-        self.launch(&self.reference.kernel, &params, &run, None).map_err(|e| e.to_string())?;
-        self.queue.finish().map_err(|e| e.to_string())?;
-        self.outputs(&run).map_err(|e| e.to_string())
     }
 
     /// Builds, verifies and times `params` of the annotated source, or of `source` (a
@@ -364,21 +410,17 @@ impl Bench {
         let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
         let mut rng = self.fresh_rng();
         let reference_params = self.spec.reference.clone();
-        let (host, scalars) = self.host_data(params, &mut rng).map_err(|e| (FailureKind::Invalid, e))?;
-        let ref_run = self.upload(&host, scalars.clone()).map_err(runtime)?;
+        let prepared = self.prepare(params, &mut rng).map_err(|e| (FailureKind::Invalid, e))?;
+        let ref_run = self.upload(&prepared).map_err(runtime)?;
         self.launch(&self.reference.kernel, &reference_params, &ref_run, None).map_err(runtime)?;
-        let cand_run = self.upload(&host, scalars).map_err(runtime)?;
+        let cand_run = self.upload(&prepared).map_err(runtime)?;
         self.launch(kernel, params, &cand_run, None).map_err(runtime)?;
         self.queue.finish().map_err(|e| runtime(e.into()))?;
-        let expected = self.outputs(&ref_run).map_err(runtime)?;
-        let got = self.outputs(&cand_run).map_err(runtime)?;
         let mut errors = ErrorStats::default();
-        for (check, ((name, ty, r), (_, _, c))) in self.spec.checks.iter().zip(expected.iter().zip(&got)) {
-            if r.len() != c.len() {
-                return Err((FailureKind::Wrong, format!("`{name}` has {} bytes, the reference's {}", c.len(), r.len())));
-            }
-            let len = r.len() / ty.size();
-            let cmp: Comparison = compare(len, |i| decode(*ty, c, i), |i| decode(*ty, r, i), check.rtol, check.atol);
+        for check in &self.spec.checks {
+            let name = &check.buffer;
+            let cmp: Comparison = self.compare_outputs(name, &cand_run, &ref_run, check.rtol, check.atol).map_err(runtime)?;
+            let len = ref_run.buffers.iter().find(|(n, _, _)| n == name).map_or(0, |(_, ty, b)| b.len() / ty.size());
             if !cmp.ok() {
                 let (i, x, want) = cmp.first.unwrap_or((0, 0.0, 0.0));
                 return Err((

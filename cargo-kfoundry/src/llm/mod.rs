@@ -19,6 +19,10 @@
 
 pub mod client;
 pub mod config;
+pub mod failures;
+pub mod parse;
 
 pub use client::{Chat, ChatError, Client, Message, Reply, Spent};
 pub use config::{ApiKey, ConfigError, LlmConfig};
+pub use failures::{FailureHistory, FailureKind};
+pub use parse::{source_levels, DeclaredParam, ParseError, SourceLevels};

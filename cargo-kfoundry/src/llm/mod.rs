@@ -20,9 +20,13 @@
 pub mod client;
 pub mod config;
 pub mod failures;
+pub mod meta;
 pub mod parse;
+pub mod prompt;
 
 pub use client::{Chat, ChatError, Client, Message, Reply, Spent};
 pub use config::{ApiKey, ConfigError, LlmConfig};
 pub use failures::{FailureHistory, FailureKind};
+pub use meta::{Population, PromptVariant, Sections};
 pub use parse::{source_levels, DeclaredParam, ParseError, SourceLevels};
+pub use prompt::{DeviceDescription, Inspiration, MutationContext};

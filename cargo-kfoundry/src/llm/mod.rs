@@ -21,6 +21,7 @@ pub mod client;
 pub mod config;
 pub mod failures;
 pub mod meta;
+pub mod mutator;
 pub mod parse;
 pub mod prompt;
 
@@ -28,5 +29,6 @@ pub use client::{Chat, ChatError, Client, Message, Reply, Spent};
 pub use config::{ApiKey, ConfigError, LlmConfig};
 pub use failures::{FailureHistory, FailureKind};
 pub use meta::{Population, PromptVariant, Sections};
+pub use mutator::{MetaEvent, Mutator, MutatorState, Outcome, Proposal, Rejection, RejectionKind};
 pub use parse::{source_levels, DeclaredParam, ParseError, SourceLevels};
 pub use prompt::{DeviceDescription, Inspiration, MutationContext};

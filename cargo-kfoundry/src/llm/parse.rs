@@ -257,7 +257,8 @@ pub fn validate(source: &str, kernel: &str, reference: &KernelSignature, limits:
     if source.len() > limits.max_bytes {
         return Err(ParseError::TooLarge { size: source.len(), max: limits.max_bytes });
     }
-    for (i, line) in source.lines().enumerate() {
+    // Comments may say anything; line numbers survive the stripping.
+    for (i, line) in strip_comments(source).lines().enumerate() {
         let directive = line.trim_start().strip_prefix('#').map(|d| format!("#{}", d.trim_start()));
         let checked = directive.as_deref().unwrap_or(line);
         for (token, what) in FOREIGN {
@@ -391,7 +392,8 @@ impl SourceLevels {
     }
 }
 
-/// The source without comments (strings are not special in kernels that matter here).
+/// The source without comments, newlines kept (string literals are not special: kernels
+/// hardly have any).
 fn strip_comments(src: &str) -> String {
     let mut out = String::with_capacity(src.len());
     let mut chars = src.chars().peekable();
@@ -406,13 +408,17 @@ fn strip_comments(src: &str) -> String {
         } else if c == '/' && chars.peek() == Some(&'*') {
             chars.next();
             let mut prev = ' ';
+            out.push(' ');
             for c in chars.by_ref() {
                 if prev == '*' && c == '/' {
                     break;
                 }
+                if c == '\n' {
+                    // Kept, so that line numbers still hold.
+                    out.push('\n');
+                }
                 prev = c;
             }
-            out.push(' ');
         } else {
             out.push(c);
         }
@@ -485,7 +491,7 @@ fn loop_with_barrier(src: &str) -> bool {
 pub fn source_levels(src: &str) -> SourceLevels {
     let src = strip_comments(src);
     let w = words(&src);
-    let has = |name: &str| w.iter().any(|x| *x == name);
+    let has = |name: &str| w.contains(&name);
     let has_prefix = |p: &str| w.iter().any(|x| x.starts_with(p));
     let local = has("__local") || has("local");
     let barrier = src.contains("barrier(") || src.contains("work_group_barrier(");
@@ -633,6 +639,10 @@ mod tests {
         }
         let big = format!("{PARENT}{}", "// pad\n".repeat(20_000));
         assert!(matches!(validate(&big, "saxpy", &r, SourceLimits::default()), Err(ParseError::TooLarge { .. })));
+        let commented = format!("/* no #include,\n   no CUDA __global__ */\n// import nothing\n{PARENT}");
+        validate(&commented, "saxpy", &r, SourceLimits::default()).unwrap();
+        let err = validate(&format!("/* a\n b */\n#include <x>\n{PARENT}"), "saxpy", &r, SourceLimits::default()).unwrap_err();
+        assert!(err.to_string().starts_with("line 3:"), "{err}");
         let pragma = format!("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n{PARENT}");
         validate(&pragma, "saxpy", &r, SourceLimits::default()).unwrap();
     }

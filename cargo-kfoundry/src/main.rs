@@ -16,6 +16,7 @@ mod devices;
 mod discover;
 mod evaluate;
 mod interrupt;
+mod llm;
 mod peaks;
 mod record;
 mod report;

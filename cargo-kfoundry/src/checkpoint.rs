@@ -15,6 +15,7 @@ use kfoundry_search::SearchState;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::source_search::SourceState;
 use crate::tune::Outcome;
 
 const VERSION: u32 = 1;
@@ -29,6 +30,10 @@ pub struct Checkpoint {
     pub device: String,
     pub seed: u64,
     pub state: SearchState,
+    /// The source-level evolution's state (archive, prompt population, spending), when a
+    /// language model is configured.
+    #[serde(default)]
+    pub source_search: Option<SourceState>,
     /// Set once the search, probing and re-measuring are done.
     pub finished: Option<Outcome>,
 }
@@ -96,7 +101,7 @@ impl Checkpoints {
     }
 
     /// Replaces the checkpoint atomically (temporary file + fsync + rename).
-    pub fn save(&self, key: &Key, state: &SearchState, finished: Option<&Outcome>) -> Result<()> {
+    pub fn save(&self, key: &Key, state: &SearchState, source_search: Option<&SourceState>, finished: Option<&Outcome>) -> Result<()> {
         #[derive(Serialize)]
         struct Out<'a> {
             version: u32,
@@ -106,6 +111,7 @@ impl Checkpoints {
             device: &'a str,
             seed: u64,
             state: &'a SearchState,
+            source_search: Option<&'a SourceState>,
             finished: Option<&'a Outcome>,
         }
         let out = Out {
@@ -116,6 +122,7 @@ impl Checkpoints {
             device: key.device,
             seed: key.seed,
             state,
+            source_search,
             finished,
         };
         std::fs::create_dir_all(&self.dir).with_context(|| format!("cannot create {}", self.dir.display()))?;
@@ -149,7 +156,7 @@ mod tests {
         let cks = Checkpoints::new(dir.path().join("ck"));
         let key = Key { kernel: "a::K", fingerprint: "f1", workload: "small", device: "dev|x", seed: 3 };
         assert!(cks.load(&key).expect("load").0.is_none());
-        cks.save(&key, &state(3), None).expect("save");
+        cks.save(&key, &state(3), None, None).expect("save");
         let (ck, why) = cks.load(&key).expect("load");
         assert!(why.is_none());
         assert_eq!(ck.expect("checkpoint").kernel, "a::K");

@@ -99,6 +99,12 @@ pub struct TuneArgs {
     /// Stop a search early once the best candidate reaches this fraction of its roofline floor (from `cost(...)` and the device's peaks), e.g. 0.9.
     #[arg(long, value_name = "FRACTION")]
     pub roofline_stop: Option<f64>,
+    /// Do not use a language model even if one is configured.
+    #[arg(long)]
+    pub no_llm: bool,
+    /// Language-model settings as a TOML file with the keys of `[workspace.metadata.kfoundry.llm]` (for --bundle, or to override the workspace's).
+    #[arg(long, value_name = "FILE")]
+    pub llm_config: Option<PathBuf>,
     /// Continue an interrupted tune (Ctrl-C, SIGTERM, kill -9) from its checkpoints: nothing already evaluated is evaluated again.
     #[arg(long)]
     pub resume: bool,

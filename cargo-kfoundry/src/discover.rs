@@ -35,6 +35,8 @@ pub struct Workspace {
     pub root: PathBuf,
     /// Cargo's target directory (kfoundry keeps its checkpoints and logs under it).
     pub target_dir: PathBuf,
+    /// `[workspace.metadata]` (where `kfoundry.llm` configures the language model).
+    pub metadata: serde_json::Value,
     pub kernels: Vec<Kernel>,
 }
 
@@ -52,6 +54,8 @@ pub struct Sources {
     /// Checkpoints and logs go under it (`<target>/kfoundry`).
     pub state_dir: PathBuf,
     pub from_workspace: bool,
+    /// `[workspace.metadata]` (null for a bundle).
+    pub metadata: serde_json::Value,
 }
 
 pub fn sources(ws: &WorkspaceArgs, bundle: Option<&Path>, lockfile: Option<&Path>) -> Result<Sources> {
@@ -59,12 +63,18 @@ pub fn sources(ws: &WorkspaceArgs, bundle: Option<&Path>, lockfile: Option<&Path
         Some(bundle) => {
             let lock = lockfile.map(Path::to_path_buf).unwrap_or_else(|| FILE_NAME.into());
             let beside = lock.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("target");
-            Sources { kernels: Bundle::read(bundle)?.kernels, lockfile: lock, state_dir: beside.join("kfoundry"), from_workspace: false }
+            Sources {
+                kernels: Bundle::read(bundle)?.kernels,
+                lockfile: lock,
+                state_dir: beside.join("kfoundry"),
+                from_workspace: false,
+                metadata: serde_json::Value::Null,
+            }
         }
         None => {
             let w = discover(ws)?;
             let lock = lockfile.map(Path::to_path_buf).unwrap_or_else(|| w.lockfile());
-            Sources { kernels: w.kernels, lockfile: lock, state_dir: w.target_dir.join("kfoundry"), from_workspace: true }
+            Sources { kernels: w.kernels, lockfile: lock, state_dir: w.target_dir.join("kfoundry"), from_workspace: true, metadata: w.metadata }
         }
     })
 }
@@ -158,7 +168,7 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
         bail!("{}\n{} error(s) in kfoundry annotations", errors.join("\n"), errors.len());
     }
     kernels.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
-    Ok(Workspace { root: meta.workspace_root.as_std_path().to_path_buf(), target_dir: meta.target_directory.as_std_path().to_path_buf(), kernels })
+    Ok(Workspace { root: meta.workspace_root.as_std_path().to_path_buf(), target_dir: meta.target_directory.as_std_path().to_path_buf(), metadata: meta.workspace_metadata.clone(), kernels })
 }
 
 /// Every `.rs` file under the source directories of the package's library, binary and example

@@ -16,10 +16,13 @@ mod devices;
 mod discover;
 mod evaluate;
 mod interrupt;
+// A few of its methods serve only its tests (tests/llm_client.rs compiles it on its own).
+#[allow(dead_code)]
 mod llm;
 mod peaks;
 mod record;
 mod report;
+mod source_search;
 mod tune;
 
 use cli::Command;

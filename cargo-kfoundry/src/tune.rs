@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use kfoundry_rt::model::generated;
 use kfoundry_rt::model::lockfile::{Lockfile, Variant};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
 use kfoundry_search::{Evaluation, Record, SearchState, Settings as SearchSettings, Space, Step};
@@ -23,7 +24,9 @@ use crate::evaluate::supervisor::{Supervised, TimeLimits};
 use crate::evaluate::{config_of, fmt_sizes, median, params_of, Settings as EvalSettings};
 use crate::interrupt;
 use crate::peaks::{self, Peaks};
+use crate::llm::{DeviceDescription, LlmConfig};
 use crate::record::record;
+use crate::source_search::{Context as SourceContext, SourceSearch};
 use crate::report::{fmt_ns, Table};
 
 /// Best distinct configurations of a search checked at other sizes, fastest first, until one
@@ -62,6 +65,27 @@ pub struct Outcome {
     pub interrupted: bool,
     /// Roofline floor (from `cost(...)` and the device's measured peaks) ÷ the winner's time.
     pub roofline: Option<f64>,
+    /// The winner's source when it is a source-level variant from the language model.
+    pub generated_source: Option<String>,
+    /// What the language model did, when one is configured.
+    pub llm: Option<LlmSummary>,
+}
+
+/// The language model's part in one tune.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LlmSummary {
+    pub requests: u64,
+    pub tokens: u64,
+    /// Mutations asked for, and how many passed verification.
+    pub mutations: usize,
+    pub accepted: usize,
+    /// Source variants in the archive.
+    pub elites: usize,
+    /// Meta-requests that rewrote prompts, and the prompt variants now in the population.
+    pub meta_requests: u32,
+    pub prompt_variants: usize,
+    /// Why the model stopped being asked (a refused key, an unknown model, a spent budget).
+    pub disabled: Option<String>,
 }
 
 /// Where the tune reads and writes, and how it talks.
@@ -71,6 +95,8 @@ struct Run<'a> {
     checkpoints: Checkpoints,
     /// The device's measured peaks, when some kernel declares a cost.
     peaks: Option<Peaks>,
+    /// The language model, when one is configured (and not `--no-llm`).
+    llm: Option<LlmConfig>,
     /// No progress bars and no informational lines on stdout (-q or JSON messages).
     quiet: bool,
     /// Notes on stderr (resuming, waiting for the lock): all but -q.
@@ -82,7 +108,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
     let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
-    let (all, lock_path, from_workspace) = (src.kernels, src.lockfile, src.from_workspace);
+    let (all, lock_path, from_workspace) = (src.kernels.clone(), src.lockfile.clone(), src.from_workspace);
     let state_dir = args.state_dir.clone().unwrap_or(src.state_dir);
     let kernels: Vec<&Kernel> = all
         .iter()
@@ -109,7 +135,14 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     } else {
         None
     };
-    let run = Run { args, device, checkpoints: Checkpoints::new(state_dir.join("checkpoints")), peaks, quiet, notes: !args.ws.quiet, json };
+    let llm = llm_config(args, &src.metadata)?;
+    if let (Some(cfg), true) = (&llm, !args.ws.quiet) {
+        eprintln!(
+            "language model: {} at {} (one mutation per {} evaluations, at most {} requests)",
+            cfg.model, cfg.base_url, cfg.every, cfg.max_requests
+        );
+    }
+    let run = Run { args, device, checkpoints: Checkpoints::new(state_dir.join("checkpoints")), peaks, llm, quiet, notes: !args.ws.quiet, json };
 
     let mut outcomes = Vec::new();
     let mut done_keys = Vec::new();
@@ -136,6 +169,13 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             if json {
                 println!("{}", serde_json::json!({ "reason": "tuned", "result": outcome }));
             }
+            let source = match &outcome.generated_source {
+                Some(text) => Some(
+                    generated::write(&lock_path, &kernel.spec.id, text)
+                        .with_context(|| format!("cannot store the generated source of `{}` beside {}", kernel.spec.id, lock_path.display()))?,
+                ),
+                None => None,
+            };
             variants.push(Variant {
                 device: run.device.key.to_string(),
                 workload: workload.name.clone(),
@@ -145,7 +185,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
                 reference_time_ns: outcome.reference_ns,
                 evaluations: outcome.evaluations as u64,
                 failures: outcome.failures as u64,
-                source: None,
+                source,
             });
             interrupted |= outcome.interrupted;
             done_keys.push((kernel.spec.id.clone(), kernel.spec.fingerprint(), workload.name.clone()));
@@ -228,6 +268,11 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
     let time = TimeLimits { floor: std::time::Duration::from_secs_f64(args.candidate_timeout.max(0.1)), ..TimeLimits::default() };
     let mut bench = Supervised::start(spec, &workload.sizes, run.device.index, settings, time)?;
     let max_evals = Some(args.budget_evals.max(1));
+    let mut source_search = match (&run.llm, resumed.as_mut().and_then(|ck| ck.source_search.take())) {
+        (Some(cfg), Some(st)) => Some(SourceSearch::resume(cfg, st)?),
+        (Some(cfg), None) => Some(SourceSearch::new(cfg, args.seed)?),
+        (None, _) => None,
+    };
     let mut state = match resumed {
         Some(ck) => {
             let mut state = ck.state;
@@ -261,17 +306,59 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
     let validity = bench.validity();
     let valid = |c: &kfoundry_search::Config| validity.accepts(c);
     let mut interrupted = false;
+    // The parameter search and the language model's mutations share the budget: a mutation
+    // is due every `every` evaluations, and once the parameter search has nothing left to
+    // try, the remaining budget goes to mutations.
+    let mut params_done = false;
     loop {
         if interrupt::requested() {
             interrupted = true;
             break;
         }
-        let Step::Evaluated(i) = state.step(&mut bench, &valid) else { break };
+        let mutations = source_search.as_ref().map_or(0, |ss| ss.records.len());
+        let total = state.history().len() + mutations;
+        if total >= args.budget_evals.max(1) {
+            break;
+        }
+        let llm_ready = source_search.as_ref().is_some_and(|ss| ss.mutator().disabled().is_none());
+        let llm_due = llm_ready && (params_done || source_search.as_ref().is_some_and(|ss| ss.wants(total)));
+        if let (true, Some(ss), Some((best, best_time)), Some(reference_time)) =
+            (llm_due, source_search.as_mut(), state.progress().best, reference_time(spec, state.history()))
+        {
+            let floor = |p: &Params| run.peaks.and_then(|pk| pk.kernel_floor(spec, p, &workload.sizes));
+            let cx = SourceContext {
+                spec,
+                device: DeviceDescription::from_info(&run.device.info, None, false),
+                reference_time,
+                best_params: params_of(spec, best),
+                best_time,
+                floor: &floor,
+            };
+            bar.set_message("asking the language model");
+            let record = ss.step(&mut bench, &cx);
+            run.checkpoints.save(&key, &state, Some(&ss.state()), None)?;
+            bar.set_position((total + 1) as u64);
+            if run.json {
+                println!("{}", serde_json::json!({ "reason": "llm", "kernel": spec.id, "workload": workload.name, "result": record }));
+            }
+            if verbose || (run.notes && record.outcome == "accepted") {
+                bar.println(format!("  language model: {} {}", record.outcome, first_line(&record.detail)));
+            }
+            continue;
+        }
+        if params_done {
+            break;
+        }
+        let Step::Evaluated(i) = state.step(&mut bench, &valid) else {
+            params_done = true;
+            continue;
+        };
         // Saved before it is reported: whatever was reported is never evaluated again.
-        run.checkpoints.save(&key, &state, None)?;
+        let source_state = source_search.as_ref().map(SourceSearch::state);
+        run.checkpoints.save(&key, &state, source_state.as_ref(), None)?;
         let r = &state.history()[i];
         let p = state.progress();
-        bar.set_position(p.evaluations as u64);
+        bar.set_position((p.evaluations + source_search.as_ref().map_or(0, |ss| ss.records.len())) as u64);
         if let Some((_, t)) = p.best {
             bar.set_message(format!("best {}  failures {}", fmt_ns(t * 1e9), p.failures));
         }
@@ -302,15 +389,19 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
     // sizes. The reference needs no probing.
     let mut probe_rejections = Vec::new();
     let mut probed_sizes = Vec::new();
-    let mut winner = spec.reference.clone();
-    for params in finalists(spec, state.history()) {
-        if params == spec.reference {
+    let mut winner = (spec.reference.clone(), None::<String>);
+    let sources: Vec<(f64, Params, Option<String>)> = source_search
+        .as_ref()
+        .map(|ss| ss.elites().into_iter().map(|e| (e.time, e.params.clone(), Some(e.source.clone()))).collect())
+        .unwrap_or_default();
+    for (params, source) in finalists(spec, state.history(), sources) {
+        if params == spec.reference && source.is_none() {
             break;
         }
-        match probe(&mut bench, spec, &params, workload) {
+        match probe(&mut bench, spec, &params, source.as_deref(), workload) {
             Ok(sizes) => {
                 probed_sizes = sizes;
-                winner = params;
+                winner = (params, source);
                 break;
             }
             Err(why) => {
@@ -329,13 +420,13 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
     let (mut ref_times, mut best_times) = (Vec::new(), Vec::new());
     let mut errors = None;
     for _ in 0..3 {
-        ref_times.push(remeasure(&mut bench, &spec.reference, "the reference")?);
-        best_times.push(remeasure(&mut bench, &winner, "the winner")?);
+        ref_times.push(remeasure(&mut bench, &spec.reference, None, "the reference")?);
+        best_times.push(remeasure(&mut bench, &winner.0, winner.1.as_deref(), "the winner")?);
         errors = bench.last_errors.or(errors);
     }
     let (ref_s, best_s) = (median(&mut ref_times), median(&mut best_times));
     // A winner that is not faster than the reference on re-measure is not worth shipping.
-    let (params, best_s) = if best_s < ref_s { (winner, best_s) } else { (spec.reference.clone(), ref_s) };
+    let ((params, generated_source), best_s) = if best_s < ref_s { (winner, best_s) } else { ((spec.reference.clone(), None), ref_s) };
     let env = spec.env(&params, &workload.sizes);
     let per_s = |e: Option<&kfoundry_rt::model::expr::Expr>| e.and_then(|e| e.eval(&env).ok()).map(|v| v as f64 / best_s / 1e9);
     let result = state.result();
@@ -361,42 +452,94 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
         failure_log,
         interrupted,
         roofline: run.peaks.and_then(|p| p.kernel_floor(spec, &params, &workload.sizes)).map(|f| f / best_s),
+        generated_source,
+        llm: source_search.as_ref().map(|ss| {
+            let spent = ss.spent();
+            LlmSummary {
+                requests: spent.requests as u64,
+                tokens: spent.tokens as u64,
+                mutations: ss.records.len(),
+                accepted: ss.records.iter().filter(|r| r.outcome == "accepted").count(),
+                elites: ss.elites().len(),
+                meta_requests: ss.mutator().counters().meta_requests,
+                prompt_variants: ss.mutator().population().variants().len(),
+                disabled: ss.mutator().disabled().map(str::to_string),
+            }
+        }),
     };
     if !interrupted {
-        run.checkpoints.save(&key, &state, Some(&outcome))?;
+        let source_state = source_search.as_ref().map(SourceSearch::state);
+        run.checkpoints.save(&key, &state, source_state.as_ref(), Some(&outcome))?;
     }
     Ok(Some(outcome))
 }
 
-fn remeasure(bench: &mut Supervised, params: &Params, what: &str) -> Result<f64> {
-    match bench.evaluate_params(params) {
+fn remeasure(bench: &mut Supervised, params: &Params, source: Option<&str>, what: &str) -> Result<f64> {
+    let evaluation = match source {
+        Some(s) => bench.evaluate_source(params, s),
+        None => bench.evaluate_params(params),
+    };
+    match evaluation {
         Evaluation::Ok { time, .. } => Ok(time),
         Evaluation::Failed { reason, .. } => Err(anyhow::anyhow!("{what} failed on re-measure: {reason}")),
     }
 }
 
-/// The fastest distinct successful configurations, at most [`FINALISTS`], then the reference.
-fn finalists(spec: &KernelSpec, history: &[Record]) -> Vec<Params> {
-    let mut ok: Vec<(f64, Params)> = history.iter().filter_map(|r| r.outcome.time().map(|t| (t, params_of(spec, &r.config)))).collect();
+/// The fastest distinct successful candidates (configurations of the annotated source, and
+/// source-level variants with their defines), at most [`FINALISTS`], then the reference.
+fn finalists(spec: &KernelSpec, history: &[Record], sources: Vec<(f64, Params, Option<String>)>) -> Vec<(Params, Option<String>)> {
+    let mut ok: Vec<(f64, Params, Option<String>)> =
+        history.iter().filter_map(|r| r.outcome.time().map(|t| (t, params_of(spec, &r.config), None))).collect();
+    ok.extend(sources);
     ok.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut out: Vec<Params> = Vec::new();
-    for (_, p) in ok {
+    let mut out: Vec<(Params, Option<String>)> = Vec::new();
+    for (_, p, s) in ok {
         if out.len() >= FINALISTS {
             break;
         }
-        if !out.contains(&p) {
-            out.push(p);
+        let c = (p, s);
+        if !out.contains(&c) {
+            out.push(c);
         }
     }
-    out.push(spec.reference.clone());
+    out.push((spec.reference.clone(), None));
     out
 }
 
-/// Checks `params` at up to [`PROBES`] other sizes; the sizes checked, or why it failed.
-fn probe(bench: &mut Supervised, spec: &KernelSpec, params: &Params, workload: &Workload) -> Result<Vec<String>, String> {
+/// The reference's measured time in the search history.
+fn reference_time(spec: &KernelSpec, history: &[Record]) -> Option<f64> {
+    history.iter().find(|r| params_of(spec, &r.config) == spec.reference).and_then(|r| r.outcome.time())
+}
+
+/// The language model's settings: `--llm-config FILE`, else the workspace's
+/// `[workspace.metadata.kfoundry.llm]`, with the environment's overrides; none with `--no-llm`.
+fn llm_config(args: &TuneArgs, metadata: &serde_json::Value) -> Result<Option<LlmConfig>> {
+    if args.no_llm {
+        return Ok(None);
+    }
+    let wrapped;
+    let metadata = match &args.llm_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let table: toml::Value = toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
+            wrapped = serde_json::json!({ "kfoundry": { "llm": table } });
+            &wrapped
+        }
+        None => metadata,
+    };
+    LlmConfig::from_workspace_metadata(metadata).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+/// Checks `params` (of `source`, if a source-level variant) at up to [`PROBES`] other sizes;
+/// the sizes checked, or why it failed.
+fn probe(bench: &mut Supervised, spec: &KernelSpec, params: &Params, source: Option<&str>, workload: &Workload) -> Result<Vec<String>, String> {
     let mut checked = Vec::new();
     for sizes in probe_sizes(spec, params, &workload.sizes, PROBES) {
-        match bench.probe(params, &sizes, None) {
+        match bench.probe(params, &sizes, source) {
             Ok(Evaluation::Ok { .. }) => checked.push(fmt_sizes(&sizes)),
             Ok(Evaluation::Failed { kind, reason, .. }) => return Err(format!("{kind:?} at sizes {}: {reason}", fmt_sizes(&sizes))),
             // The reference itself cannot run there: that size proves nothing either way.

@@ -25,10 +25,9 @@ pub mod mutator;
 pub mod parse;
 pub mod prompt;
 
-pub use client::{Chat, ChatError, Client, Message, Reply, Spent};
-pub use config::{ApiKey, ConfigError, LlmConfig};
-pub use failures::{FailureHistory, FailureKind};
-pub use meta::{Population, PromptVariant, Sections};
-pub use mutator::{MetaEvent, Mutator, MutatorState, Outcome, Proposal, Rejection, RejectionKind};
-pub use parse::{source_levels, DeclaredParam, ParseError, SourceLevels};
+// What the tuner uses; the rest is reached through the submodules.
+pub use client::{Client, Spent};
+pub use config::LlmConfig;
+pub use mutator::{Mutator, MutatorState, Outcome};
+pub use parse::source_levels;
 pub use prompt::{DeviceDescription, Inspiration, MutationContext};

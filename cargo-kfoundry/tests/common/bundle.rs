@@ -6,13 +6,7 @@ use kfoundry_rt::model::annotation::{parse, Context};
 /// Writes `<dir>/<file>` holding one kernel annotated with `args` (the inside of
 /// `#[kfoundry::evolve(...)]`) on `pub struct <item>;` of package `test`.
 pub fn write(dir: &std::path::Path, file: &str, item: &str, args: &str) -> std::path::PathBuf {
-    let tokens: proc_macro2::TokenStream = args.parse().expect("annotation tokens");
-    let item: syn::Item = syn::parse_str(&format!("pub struct {item};")).expect("item");
-    let cx = Context { package: "test", manifest_dir: dir };
-    let spec = match parse(tokens, &item, &cx) {
-        Ok(a) => a.spec,
-        Err(e) => panic!("{e}"),
-    };
+    let spec = spec(args, dir, item);
     let bundle = serde_json::json!({
         "format": "kfoundry-bundle", "version": 1,
         "kernels": [{ "package": "test", "file": "inline", "line": 1, "spec": spec }],
@@ -20,4 +14,16 @@ pub fn write(dir: &std::path::Path, file: &str, item: &str, args: &str) -> std::
     let path = dir.join(file);
     std::fs::write(&path, bundle.to_string()).expect("write bundle");
     path
+}
+
+/// The specification the annotation `args` on `pub struct <item>;` gives.
+#[allow(dead_code)] // not every test file needs it
+pub fn spec(args: &str, dir: &std::path::Path, item: &str) -> kfoundry_rt::model::spec::KernelSpec {
+    let tokens: proc_macro2::TokenStream = args.parse().expect("annotation tokens");
+    let item: syn::Item = syn::parse_str(&format!("pub struct {item};")).expect("item");
+    let cx = Context { package: "test", manifest_dir: dir };
+    match parse(tokens, &item, &cx) {
+        Ok(a) => a.spec,
+        Err(e) => panic!("{e}"),
+    }
 }

@@ -205,3 +205,18 @@ pub fn conv_gn(x: &[f32], p: &ConvParams<'_>, s: ConvShape, eps: f64) -> Vec<f64
     }
     z
 }
+
+/// The counter-based generator of the GPU suite (`kernels/suite_util.cl`, `hash_fill`): a
+/// uniform float in [-1, 1) from (seed, index). Exact, so every implementation agrees bit for bit.
+pub fn hash_uniform(seed: u32, index: u32) -> f32 {
+    fn mix(mut x: u32) -> u32 {
+        x ^= x >> 16;
+        x = x.wrapping_mul(0x7feb_352d);
+        x ^= x >> 15;
+        x = x.wrapping_mul(0x846c_a68b);
+        x ^= x >> 16;
+        x
+    }
+    let h = mix(mix(index).wrapping_add(mix(seed)));
+    ((h >> 8) as i32 - (1 << 23)) as f32 * (1.0 / (1u32 << 23) as f32)
+}

@@ -18,6 +18,9 @@
  *   LVEC      width of the global loads that fill the
  *             local tiles (A along k, B along n)          [1, 4]          ref 1
  *   UNROLL    manual unroll of the k loop                 [1, 2, 4, 8]    ref 1
+ *   PREFETCH  with local tiles: the next tile's global loads
+ *             go to registers before the current tile is
+ *             computed (latency hiding)                   [0, 1]          ref 0
  *
  * A work-group computes BM x BN outputs, BM = WGY * TM, BN = WGX * TN. Item (tx, ty) owns the
  * 2-D tile of rows bm0 + i * WGY + ty (i < TM) and column vectors starting at
@@ -62,12 +65,18 @@
 #ifndef UNROLL
 #define UNROLL 1
 #endif
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
 
 #if (TN % VEC) != 0
 #error "TN must be a multiple of VEC"
 #endif
 #if LVEC != 1 && LVEC != 4
 #error "LVEC must be 1 or 4"
+#endif
+#if PREFETCH && !USE_LOCAL
+#error "PREFETCH needs USE_LOCAL"
 #endif
 
 #define KF_BM (WGY * TM)
@@ -76,6 +85,72 @@
 #define KF_LDA (KF_BM + PAD)
 #define KF_LDB (KF_BN + PAD)
 #define KF_NT (WGX * WGY)
+
+/* Filling the local tiles. The tiles are cut into LVEC-wide pieces numbered e; item tid fills
+   pieces tid, tid + KF_NT, ... . A "k-major" operand (A, and w of linear_gelu) has rows along
+   m (or n) and is contiguous along k; it is stored transposed: S[kk * LD + row]. */
+#if LVEC == 1
+#define KF_LV float
+#else
+#define KF_LV float4
+#endif
+#define KF_PA (KF_BM * TK / LVEC)                  /* pieces of the A tile */
+#define KF_NA ((KF_PA + KF_NT - 1) / KF_NT)         /* pieces per item */
+
+inline KF_LV kf_load_kmajor(__global const float* p, const int rows, const int k, const int row0, const int k0, const int e)
+{
+    const int r = e / (TK / LVEC), kk = (e % (TK / LVEC)) * LVEC;
+    const int gr = row0 + r, gk = k0 + kk;
+#if LVEC == 1
+    return (gr < rows && gk < k) ? p[(size_t)gr * (size_t)k + gk] : 0.0f;
+#else
+    /* k % 4 == 0: a 4-vector is entirely inside or entirely outside */
+    return (gr < rows && gk < k) ? vload4(0, p + (size_t)gr * (size_t)k + gk) : (float4)(0.0f);
+#endif
+}
+
+inline void kf_store_kmajor(__local float* S, const int ld, const int e, const KF_LV v)
+{
+    const int r = e / (TK / LVEC), kk = (e % (TK / LVEC)) * LVEC;
+#if LVEC == 1
+    S[kk * ld + r] = v;
+#else
+    S[(kk + 0) * ld + r] = v.s0;
+    S[(kk + 1) * ld + r] = v.s1;
+    S[(kk + 2) * ld + r] = v.s2;
+    S[(kk + 3) * ld + r] = v.s3;
+#endif
+}
+
+/* B is k x n, contiguous along n: stored as is, S[kk * LD + col]. */
+#define KF_PB (TK * KF_BN / LVEC)
+#define KF_NB ((KF_PB + KF_NT - 1) / KF_NT)
+
+inline KF_LV kf_load_b(__global const float* b, const int n, const int k, const int col0, const int k0, const int e)
+{
+    const int kk = e / (KF_BN / LVEC), cc = (e % (KF_BN / LVEC)) * LVEC;
+    const int gk = k0 + kk, gc = col0 + cc;
+#if LVEC == 1
+    return (gk < k && gc < n) ? b[(size_t)gk * (size_t)n + gc] : 0.0f;
+#else
+    /* n % 4 == 0 */
+    return (gk < k && gc < n) ? vload4(0, b + (size_t)gk * (size_t)n + gc) : (float4)(0.0f);
+#endif
+}
+
+inline void kf_store_b(__local float* S, const int e, const KF_LV v)
+{
+    const int kk = e / (KF_BN / LVEC), cc = (e % (KF_BN / LVEC)) * LVEC;
+#if LVEC == 1
+    S[kk * KF_LDB + cc] = v;
+#else
+    vstore4(v, 0, S + kk * KF_LDB + cc);
+#endif
+}
+#define KF_LOAD_B(k0, e) kf_load_b(b, n, k, bn0, (k0), (e))
+#define KF_STORE_B(e, v) kf_store_b(Bs, (e), (v))
+#define KF_LOAD_A(k0, e) kf_load_kmajor(a, m, k, bm0, (k0), (e))
+#define KF_STORE_A(e, v) kf_store_kmajor(As, KF_LDA, (e), (v))
 
 #define KF_CAT_(p, q) p##q
 #define KF_CAT(p, q) KF_CAT_(p, q)
@@ -149,37 +224,40 @@ __kernel void gemm(const int m, const int n, const int k, __global const float* 
     __local float Bs[TK * KF_LDB];
     const int tid = ty * WGX + tx;
 
+#if PREFETCH
+    /* The next tile's global loads are issued before the current tile is computed. */
+    KF_LV ra[KF_NA], rb[KF_NB];
+    for (int q = 0; q < KF_NA; ++q)
+        if (tid + q * KF_NT < KF_PA)
+            ra[q] = KF_LOAD_A(0, tid + q * KF_NT);
+    for (int q = 0; q < KF_NB; ++q)
+        if (tid + q * KF_NT < KF_PB)
+            rb[q] = KF_LOAD_B(0, tid + q * KF_NT);
+#endif
     for (int k0 = 0; k0 < k; k0 += TK) {
-#if LVEC == 1
-        for (int e = tid; e < KF_BM * TK; e += KF_NT) {
-            const int r = e / TK, kk = e % TK;
-            const int gr = bm0 + r, gk = k0 + kk;
-            As[kk * KF_LDA + r] = (gr < m && gk < k) ? a[(size_t)gr * (size_t)k + gk] : 0.0f;
-        }
-        for (int e = tid; e < TK * KF_BN; e += KF_NT) {
-            const int kk = e / KF_BN, cc = e % KF_BN;
-            const int gk = k0 + kk, gc = bn0 + cc;
-            Bs[kk * KF_LDB + cc] = (gk < k && gc < n) ? b[(size_t)gk * (size_t)n + gc] : 0.0f;
+#if PREFETCH
+        for (int q = 0; q < KF_NA; ++q)
+            if (tid + q * KF_NT < KF_PA)
+                KF_STORE_A(tid + q * KF_NT, ra[q]);
+        for (int q = 0; q < KF_NB; ++q)
+            if (tid + q * KF_NT < KF_PB)
+                KF_STORE_B(tid + q * KF_NT, rb[q]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + TK < k) {
+            for (int q = 0; q < KF_NA; ++q)
+                if (tid + q * KF_NT < KF_PA)
+                    ra[q] = KF_LOAD_A(k0 + TK, tid + q * KF_NT);
+            for (int q = 0; q < KF_NB; ++q)
+                if (tid + q * KF_NT < KF_PB)
+                    rb[q] = KF_LOAD_B(k0 + TK, tid + q * KF_NT);
         }
 #else
-        /* k % 4 == 0 and n % 4 == 0: a 4-vector is entirely inside or entirely outside. */
-        for (int e = tid; e < KF_BM * (TK / 4); e += KF_NT) {
-            const int r = e / (TK / 4), kk = (e % (TK / 4)) * 4;
-            const int gr = bm0 + r, gk = k0 + kk;
-            const float4 v = (gr < m && gk < k) ? vload4(0, a + (size_t)gr * (size_t)k + gk) : (float4)(0.0f);
-            As[(kk + 0) * KF_LDA + r] = v.s0;
-            As[(kk + 1) * KF_LDA + r] = v.s1;
-            As[(kk + 2) * KF_LDA + r] = v.s2;
-            As[(kk + 3) * KF_LDA + r] = v.s3;
-        }
-        for (int e = tid; e < TK * (KF_BN / 4); e += KF_NT) {
-            const int kk = e / (KF_BN / 4), cc = (e % (KF_BN / 4)) * 4;
-            const int gk = k0 + kk, gc = bn0 + cc;
-            const float4 v = (gk < k && gc < n) ? vload4(0, b + (size_t)gk * (size_t)n + gc) : (float4)(0.0f);
-            vstore4(v, 0, Bs + kk * KF_LDB + cc);
-        }
-#endif
+        for (int e = tid; e < KF_PA; e += KF_NT)
+            KF_STORE_A(e, KF_LOAD_A(k0, e));
+        for (int e = tid; e < KF_PB; e += KF_NT)
+            KF_STORE_B(e, KF_LOAD_B(k0, e));
         barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
         for (int kk = 0; kk < TK; kk += UNROLL) {
             KF_REPEAT(KF_STEP, kk)

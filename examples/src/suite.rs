@@ -16,20 +16,22 @@
 //! KernelBench size; buffers of several GB).
 
 /// Problem 1: C = A·B, row-major SGEMM. Register tiles (TM × TN per item), work-group shape,
-/// local-memory tiles with padding, vector loads into the tiles and along n, k-unroll.
+/// local-memory tiles with padding, vector loads into the tiles and along n, k-unroll, register
+/// prefetch of the next k-tile.
 #[kfoundry::evolve(
     source = "kernels/gemm.cl",
     params(
         WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], VEC = [1, 2, 4],
         USE_LOCAL = [0, 1], TK = [8, 16, 32], PAD = [0, 1, 4], LVEC = [1, 4], UNROLL = [1, 2, 4, 8],
+        PREFETCH = [0, 1],
     ),
-    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1, PREFETCH = 0),
     require(
         WGX * WGY <= 256,
         TN % VEC == 0,
         n % VEC == 0,
-        // TK, PAD and LVEC only matter with local tiles.
-        USE_LOCAL == 1 || (TK == 8 && PAD == 0 && LVEC == 1),
+        // TK, PAD, LVEC and PREFETCH only matter with local tiles.
+        USE_LOCAL == 1 || (TK == 8 && PAD == 0 && LVEC == 1 && PREFETCH == 0),
         // The two tiles fit 48 KiB, NVIDIA's limit for a kernel's static local memory.
         USE_LOCAL * TK * (WGY * TM + WGX * TN + 2 * PAD) <= 12288,
         LVEC == 1 || (k % 4 == 0 && n % 4 == 0),
@@ -115,13 +117,14 @@ pub struct SumDim1;
     params(
         WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], VEC = [1, 2, 4],
         USE_LOCAL = [0, 1], TK = [8, 16, 32], PAD = [0, 1, 4], LVEC = [1, 4], UNROLL = [1, 2, 4, 8],
+        PREFETCH = [0, 1],
     ),
-    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1, PREFETCH = 0),
     require(
         WGX * WGY <= 256,
         TN % VEC == 0,
         n % VEC == 0,
-        USE_LOCAL == 1 || (TK == 8 && PAD == 0 && LVEC == 1),
+        USE_LOCAL == 1 || (TK == 8 && PAD == 0 && LVEC == 1 && PREFETCH == 0),
         USE_LOCAL * TK * (WGY * TM + WGX * TN + 2 * PAD) <= 12288,
         LVEC == 1 || k % 4 == 0,
     ),

@@ -41,6 +41,8 @@ fn sgemm_reference_and_tiles() {
     assert_ok("local tiles", checks::sgemm(&q, How::Params(&local), 64, 96, 40));
     let global = with(r, &[("TM", 2), ("TN", 8), ("VEC", 2), ("UNROLL", 8), ("WGX", 8), ("WGY", 16)]);
     assert_ok("register tiles", checks::sgemm(&q, How::Params(&global), 37, 52, 19));
+    let prefetch = with(r, &[("USE_LOCAL", 1), ("PREFETCH", 1), ("TM", 8), ("TN", 4), ("VEC", 4), ("TK", 8), ("PAD", 4), ("WGX", 16), ("WGY", 8)]);
+    assert_ok("prefetch", checks::sgemm(&q, How::Params(&prefetch), 37, 52, 19));
 }
 
 #[test]
@@ -89,6 +91,8 @@ fn linear_reference_and_tiles() {
     let (m, n, k) = small::LINEAR;
     let local = with(r, &[("USE_LOCAL", 1), ("LVEC", 4), ("PAD", 4), ("TM", 8), ("TN", 4), ("VEC", 4), ("WGX", 16), ("WGY", 8), ("UNROLL", 2)]);
     assert_ok("local tiles", checks::linear_gelu(&q, How::Params(&local), 33, 40, 52));
+    let prefetch = with(r, &[("USE_LOCAL", 1), ("PREFETCH", 1), ("LVEC", 4), ("TK", 32), ("TM", 4), ("TN", 8), ("VEC", 2), ("WGX", 8), ("WGY", 16)]);
+    assert_ok("prefetch", checks::linear_gelu(&q, How::Params(&prefetch), 33, 40, 52));
     let global = with(r, &[("TN", 4), ("VEC", 4), ("TM", 2), ("UNROLL", 4), ("WGX", 8), ("WGY", 8)]);
     assert_ok("register tiles", checks::linear_gelu(&q, How::Params(&global), 17, 24, 19));
     let r2 = &LinearSoftmax::evolved().spec().unwrap().reference;

@@ -6,8 +6,8 @@
 //! cargo run --release -p kfoundry-examples --bin validate -- [--sample N] [--seed S] [KERNEL...]
 //! ```
 //! KERNEL: sgemm softmax layernorm_stats layernorm_apply sum_dim1 linear_gelu linear_softmax conv_gn
-//! (default: all). `--sample N` (default 150): configurations drawn from a space larger than
-//! 400 valid ones, on top of the "edge" ones (every parameter at its minimum or maximum).
+//! (default: all). A space of more than 400 valid configurations is sampled: `--sample N`
+//! (default 150) "edge" configurations (every parameter at its minimum or maximum) and N others.
 //! Exits non-zero if any run fails.
 
 use kfoundry::model::spec::{KernelSpec, Params, Sizes};
@@ -56,7 +56,7 @@ impl Rng {
     }
 }
 
-/// Valid configurations at `first` sizes: all of them, or the edge ones plus `sample` random.
+/// Valid configurations at `first` sizes: all of them, or `sample` edge ones and `sample` others.
 fn configs(spec: &KernelSpec, first: &Sizes, sample: usize, rng: &mut Rng) -> (usize, Vec<Params>) {
     let valid: Vec<Params> = space(spec).into_iter().filter(|p| spec.geometry(p, first).is_ok()).collect();
     let total = valid.len();
@@ -69,11 +69,13 @@ fn configs(spec: &KernelSpec, first: &Sizes, sample: usize, rng: &mut Rng) -> (u
             v == *d.values.iter().min().unwrap() || v == *d.values.iter().max().unwrap()
         })
     };
-    let (mut picked, rest): (Vec<Params>, Vec<Params>) = valid.into_iter().partition(edge);
-    let mut rest = rest;
-    for _ in 0..sample.min(rest.len()) {
-        let i = rng.below(rest.len());
-        picked.push(rest.swap_remove(i));
+    let (mut edges, mut rest): (Vec<Params>, Vec<Params>) = valid.into_iter().partition(edge);
+    let mut picked = Vec::new();
+    for pool in [&mut edges, &mut rest] {
+        for _ in 0..sample.min(pool.len()) {
+            let i = rng.below(pool.len());
+            picked.push(pool.swap_remove(i));
+        }
     }
     (total, picked)
 }

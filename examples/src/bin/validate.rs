@@ -3,10 +3,12 @@
 //! spaces) is built and run at the `small` size and at ragged sizes, and compared with the CPU.
 //!
 //! ```sh
-//! cargo run --release -p kfoundry-examples --bin validate -- [--sample N] [--seed S] [KERNEL...]
+//! cargo run --release -p kfoundry-examples --bin validate -- [--sample N] [--seed S]
+//!     [--exhaustive-max N] [KERNEL...]
 //! ```
 //! KERNEL: sgemm softmax layernorm_stats layernorm_apply sum_dim1 linear_gelu linear_softmax conv_gn
-//! (default: all). A space of more than 400 valid configurations is sampled: `--sample N`
+//! (default: all). A space of more than `--exhaustive-max` (default 400) valid configurations
+//! is sampled: `--sample N`
 //! (default 150) "edge" configurations (every parameter at its minimum or maximum) and N others.
 //! Exits non-zero if any run fails.
 
@@ -57,10 +59,10 @@ impl Rng {
 }
 
 /// Valid configurations at `first` sizes: all of them, or `sample` edge ones and `sample` others.
-fn configs(spec: &KernelSpec, first: &Sizes, sample: usize, rng: &mut Rng) -> (usize, Vec<Params>) {
+fn configs(spec: &KernelSpec, first: &Sizes, sample: usize, exhaustive_max: usize, rng: &mut Rng) -> (usize, Vec<Params>) {
     let valid: Vec<Params> = space(spec).into_iter().filter(|p| spec.geometry(p, first).is_ok()).collect();
     let total = valid.len();
-    if total <= 400 {
+    if total <= exhaustive_max {
         return (total, valid);
     }
     let edge = |p: &Params| {
@@ -85,12 +87,14 @@ type Check = dyn Fn(&Queue, How<'_>, &[usize]) -> Result<Outcome>;
 fn run() -> Result<()> {
     let mut sample = 150usize;
     let mut seed = 1u64;
+    let mut exhaustive_max = 400usize;
     let mut only = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--sample" => sample = args.next().ok_or("--sample N")?.parse()?,
             "--seed" => seed = args.next().ok_or("--seed S")?.parse()?,
+            "--exhaustive-max" => exhaustive_max = args.next().ok_or("--exhaustive-max N")?.parse()?,
             _ => only.push(a),
         }
     }
@@ -134,7 +138,7 @@ fn run() -> Result<()> {
             continue;
         }
         let first = sizes(spec, &size_sets[0]);
-        let (total, cfgs) = configs(spec, &first, sample, &mut rng);
+        let (total, cfgs) = configs(spec, &first, sample, exhaustive_max, &mut rng);
         let (mut runs, mut failed) = (0, 0);
         let started = std::time::Instant::now();
         for p in &cfgs {

@@ -56,3 +56,8 @@ pub struct RowSum;
     cost(bytes = 4 * (m * k + k * n + m * n), flops = 2 * m * n * k),
 )]
 pub struct Sgemm;
+
+pub mod checks;
+pub mod cpu;
+pub mod suite;
+pub use suite::{ConvGroupNorm, LayerNormApply, LayerNormStats, LinearGelu, LinearSoftmax, Softmax, SuiteSgemm, SumDim1};

@@ -3,10 +3,13 @@
 //! `<name>: <dispatch step> (<parameters>) ok`. Exits non-zero on any mismatch.
 //!
 //! `cargo run -p kfoundry-examples` runs at the sizes of the `small` workloads; pass `large`
-//! as the first argument for the `large` ones.
+//! as the first argument for the `large` ones of the first three kernels. The suite's kernels
+//! (`src/suite.rs`) always run at their `small` sizes here; `src/bin/suite.rs` runs them at full
+//! size on a GPU.
 
 use kfoundry::ocl::{Buffer, Context, Device, Queue};
 use kfoundry::Choice;
+use kfoundry_examples::checks::{self, small, How, Outcome};
 use kfoundry_examples::{RowSum, Saxpy, Sgemm};
 
 fn main() {
@@ -29,6 +32,31 @@ fn run() -> Result<()> {
     row_sum(&queue, &device, rows, cols)?;
     let s = if large { 256 } else { 128 };
     sgemm(&queue, &device, s, s, s)?;
+    suite(&queue)
+}
+
+/// The suite's kernels at their `small` sizes, through dispatch, checked against the CPU.
+fn suite(queue: &Queue) -> Result<()> {
+    let d = How::Dispatch;
+    let (m, n, k) = small::SGEMM;
+    suite_report("suite_sgemm", checks::sgemm(queue, d, m, n, k)?)?;
+    let (rows, cols) = small::SOFTMAX;
+    suite_report("softmax", checks::softmax(queue, d, rows, cols)?)?;
+    let (n, dd, chunk) = small::LAYERNORM;
+    suite_report("layernorm", checks::layernorm(queue, (d, d), n, dd, chunk)?)?;
+    let (b, r, c) = small::SUM;
+    suite_report("sum_dim1", checks::sum_dim1(queue, d, b, r, c)?)?;
+    let (m, n, k) = small::LINEAR;
+    suite_report("linear_gelu_softmax", checks::linear(queue, (d, d), m, n, k)?)?;
+    suite_report("conv_groupnorm", checks::conv_gn(queue, d, small::CONV)?)?;
+    Ok(())
+}
+
+fn suite_report(name: &str, o: Outcome) -> Result<()> {
+    println!("{name}: {} {}", o.ran, if o.ok() { "ok" } else { "WRONG" });
+    if !o.ok() {
+        return Err(format!("{name}: {} of {} elements differ from the CPU result", o.mismatches, o.len).into());
+    }
     Ok(())
 }
 

@@ -1,0 +1,96 @@
+/*
+ * layernorm_apply: stage 2 of the suite's LayerNorm.
+ *   y[s, i] = (x[s, i] - mu_s) / sqrt(var_s + eps) * weight[i] + bias[i]   (i < d)
+ * where mu_s and var_s (biased, as PyTorch) come from the per-chunk partials of
+ * layernorm_stats.cl: mean[s * nch + c] and m2[s * nch + c], nch = ceil_div(d, chunk), chunk c
+ * holding min(chunk, d - c * chunk) elements. Every work-group first combines its sample's
+ * nch partials (a fixed tree in local memory, so all groups of a sample agree), then
+ * normalises ITEMS vectors of VEC elements per item.
+ *
+ *   WG     items per group (power of two)    [32 .. 1024]   ref 256
+ *   VEC    vector width                      [1, 2, 4, 8]   ref 1
+ *   ITEMS  vectors per item                  [1, 2, 4, 8]   ref 1
+ *
+ * Launch (2-D): global = (ceil_div(d, WG * VEC * ITEMS) * WG, n), local = (WG, 1).
+ */
+
+#ifndef WG
+#define WG 256
+#endif
+#ifndef VEC
+#define VEC 1
+#endif
+#ifndef ITEMS
+#define ITEMS 1
+#endif
+
+#if (WG & (WG - 1)) != 0
+#error "WG must be a power of two"
+#endif
+
+#define KF_CAT_(p, q) p##q
+#define KF_CAT(p, q) KF_CAT_(p, q)
+
+#if VEC == 1
+#define KF_VTYPE float
+#define KF_VLOAD(o, p) ((p)[(o)])
+#define KF_VSTORE(v, o, p) ((p)[(o)] = (v))
+#else
+#define KF_VTYPE KF_CAT(float, VEC)
+#define KF_VLOAD(o, p) KF_CAT(vload, VEC)((o), (p))
+#define KF_VSTORE(v, o, p) KF_CAT(vstore, VEC)((v), (o), (p))
+#endif
+
+__kernel void layernorm_apply(const int n, const int d, const int chunk, const float eps, __global const float* x, __global const float* mean, __global const float* m2, __global const float* weight, __global const float* bias, __global float* y)
+{
+    __local float red[WG];
+    const int lid = (int)get_local_id(0);
+    const int s = (int)get_global_id(1);
+    const int nch = (d + chunk - 1) / chunk;
+    __global const float* pm = mean + (size_t)s * nch;
+    __global const float* pq = m2 + (size_t)s * nch;
+
+    /* mu = sum_c cnt_c * mean_c / d */
+    float t = 0.0f;
+    for (int c = lid; c < nch; c += WG)
+        t += (float)min(chunk, d - c * chunk) * pm[c];
+    red[lid] = t;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = WG / 2; h > 0; h >>= 1) {
+        if (lid < h)
+            red[lid] += red[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float mu = red[0] / (float)d;
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* M2 = sum_c (m2_c + cnt_c * (mean_c - mu)^2) */
+    t = 0.0f;
+    for (int c = lid; c < nch; c += WG) {
+        const float dm = pm[c] - mu;
+        t += pq[c] + (float)min(chunk, d - c * chunk) * dm * dm;
+    }
+    red[lid] = t;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = WG / 2; h > 0; h >>= 1) {
+        if (lid < h)
+            red[lid] += red[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float rstd = 1.0f / sqrt(red[0] / (float)d + eps);
+
+    __global const float* px = x + (size_t)s * (size_t)d;
+    __global float* py = y + (size_t)s * (size_t)d;
+    const int base = (int)get_group_id(0) * (WG * VEC * ITEMS);
+    for (int it = 0; it < ITEMS; ++it) {
+        const int i = base + (it * WG + lid) * VEC;
+        if (i + VEC <= d) {
+            const KF_VTYPE v = KF_VLOAD(0, px + i);
+            const KF_VTYPE r = (v - (KF_VTYPE)(mu)) * (KF_VTYPE)(rstd) * KF_VLOAD(0, weight + i) + KF_VLOAD(0, bias + i);
+            KF_VSTORE(r, 0, py + i);
+        } else {
+            for (int e = i; e < d; ++e)
+                py[e] = (px[e] - mu) * rstd * weight[e] + bias[e];
+        }
+    }
+}

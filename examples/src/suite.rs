@@ -1,0 +1,178 @@
+//! The kernel suite: six problems from KernelBench (levels 1 and 2), FP32, each a plain
+//! reference kernel with a tunable space. Problems that need a grid-wide reduction one launch
+//! cannot do safely are split into stages, each its own annotated kernel whose output layout
+//! does not depend on the tuning parameters (see `kernels/README.md`):
+//!
+//! | problem | kernels |
+//! | --- | --- |
+//! | 1. SGEMM, N = 4096 | [`SuiteSgemm`] |
+//! | 2. softmax over rows, 4096 × 393216 | [`Softmax`] |
+//! | 3. LayerNorm over (64, 256, 256) of 16 × 64 × 256 × 256 | [`LayerNormStats`] → [`LayerNormApply`] |
+//! | 4. sum over dim 1 of 128 × 4096 × 4095, keepdim | [`SumDim1`] |
+//! | 5. Linear 8192 → 8192 + bias on 1024 rows, GELU, softmax(dim 1) | [`LinearGelu`] → [`LinearSoftmax`] |
+//! | 6. Conv2d 8 → 32 (3 × 3) + bias, × scale, sigmoid, GroupNorm(8) | [`ConvGroupNorm`] |
+//!
+//! Each kernel has two workloads: `small` (well under a second on PoCL) and `full` (the
+//! KernelBench size; buffers of several GB).
+
+/// Problem 1: C = A·B, row-major SGEMM. Register tiles (TM × TN per item), work-group shape,
+/// local-memory tiles with padding, vector loads into the tiles and along n, k-unroll, register
+/// prefetch of the next k-tile.
+#[kfoundry::evolve(
+    source = "kernels/gemm.cl",
+    params(
+        WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], VEC = [1, 2, 4],
+        USE_LOCAL = [0, 1], TK = [8, 16, 32], PAD = [0, 1, 4], LVEC = [1, 4], UNROLL = [1, 2, 4, 8],
+        PREFETCH = [0, 1],
+    ),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1, PREFETCH = 0),
+    require(
+        WGX * WGY <= 256,
+        TN % VEC == 0,
+        n % VEC == 0,
+        // TK, PAD, LVEC and PREFETCH only matter with local tiles.
+        USE_LOCAL == 1 || (TK == 8 && PAD == 0 && LVEC == 1 && PREFETCH == 0),
+        // The two tiles fit 48 KiB, NVIDIA's limit for a kernel's static local memory.
+        USE_LOCAL * TK * (WGY * TM + WGX * TN + 2 * PAD) <= 12288,
+        LVEC == 1 || (k % 4 == 0 && n % 4 == 0),
+    ),
+    global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
+    buffers(a = m * k, b = k * n, c = m * n),
+    check(c, rtol = 1e-4, atol = 1e-4),
+    workloads(small(m = 128, n = 128, k = 128), full(m = 4096, n = 4096, k = 4096)),
+    cost(bytes = 4 * (m * k + k * n + m * n), flops = 2 * m * n * k),
+)]
+pub struct SuiteSgemm;
+
+/// Problem 2: softmax over each row. One work-group per row; items, vector width, loads in
+/// flight, and three passes or two ("online" max and sum).
+#[kfoundry::evolve(
+    source = "kernels/softmax.cl",
+    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4], ONLINE = [0, 1]),
+    reference(WG = 256, VEC = 1, ITEMS = 1, ONLINE = 0),
+    global = (WG, rows), local = (WG, 1),
+    buffers(x = rows * cols, y = rows * cols),
+    check(y, rtol = 1e-4, atol = 1e-12),
+    workloads(small(rows = 64, cols = 4096), full(rows = 4096, cols = 393216)),
+    // Compulsory traffic: the input read once, the output written once.
+    cost(bytes = 8 * rows * cols, flops = 5 * rows * cols),
+)]
+pub struct Softmax;
+
+/// Problem 3, stage 1: per (sample, chunk of `chunk` elements) mean and sum of squared
+/// deviations. The partials' layout depends on the sizes only.
+#[kfoundry::evolve(
+    source = "kernels/layernorm_stats.cl",
+    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4]),
+    reference(WG = 256, VEC = 1, ITEMS = 1),
+    global = (WG * ceil_div(d, chunk), n), local = (WG, 1),
+    buffers(x = n * d, mean = n * ceil_div(d, chunk), m2 = n * ceil_div(d, chunk)),
+    check(mean, rtol = 1e-4, atol = 1e-5),
+    check(m2, rtol = 1e-4, atol = 1e-3),
+    workloads(small(n = 4, d = 8192, chunk = 1024), full(n = 16, d = 4194304, chunk = 16384)),
+    cost(bytes = 4 * n * d + 8 * n * ceil_div(d, chunk), flops = 3 * n * d),
+)]
+pub struct LayerNormStats;
+
+/// Problem 3, stage 2: combine a sample's partials, normalise, apply weight and bias.
+#[kfoundry::evolve(
+    source = "kernels/layernorm_apply.cl",
+    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8]),
+    reference(WG = 256, VEC = 1, ITEMS = 1),
+    global = (ceil_div(d, WG * VEC * ITEMS) * WG, n), local = (WG, 1),
+    buffers(
+        x = n * d, mean = n * ceil_div(d, chunk), m2 = n * ceil_div(d, chunk),
+        weight = d, bias = d, y = n * d,
+    ),
+    // Partials as stage 1 makes them: sums of squares are never negative.
+    inputs(eps = constant(0.00001), m2 = uniform(0.0, 100.0)),
+    check(y, rtol = 1e-4, atol = 1e-4),
+    workloads(small(n = 4, d = 8192, chunk = 1024), full(n = 16, d = 4194304, chunk = 16384)),
+    cost(bytes = 8 * n * d + 8 * d + 8 * n * ceil_div(d, chunk), flops = 4 * n * d),
+)]
+pub struct LayerNormApply;
+
+/// Problem 4: sum over the middle dimension (keepdim). Items along the columns and along the
+/// reduced dimension, vector width, independent accumulators.
+#[kfoundry::evolve(
+    source = "kernels/sum_dim1.cl",
+    params(TX = [16, 32, 64, 128, 256], TY = pow2(1..=32), VEC = [1, 2, 4], ITEMS = [1, 2, 4, 8]),
+    reference(TX = 64, TY = 1, VEC = 1, ITEMS = 1),
+    require(TX * TY <= 1024),
+    global = (ceil_div(cols, TX * VEC) * TX, TY, batch), local = (TX, TY, 1),
+    buffers(x = batch * rows * cols, out = batch * cols),
+    // Positive inputs: summation order differs between configurations, and sums near 0 would
+    // make a relative check meaningless.
+    inputs(x = uniform(0.0, 1.0)),
+    check(out, rtol = 1e-4, atol = 1e-4),
+    workloads(small(batch = 4, rows = 256, cols = 255), full(batch = 128, rows = 4096, cols = 4095)),
+    cost(bytes = 4 * batch * rows * cols + 4 * batch * cols, flops = batch * rows * cols),
+)]
+pub struct SumDim1;
+
+/// Problem 5, stage 1: y = GELU(x·wᵀ + bias) (exact GELU, erf), the GEMM space of
+/// [`SuiteSgemm`] with both operands read along k.
+#[kfoundry::evolve(
+    source = "kernels/linear_gelu.cl",
+    params(
+        WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], VEC = [1, 2, 4],
+        USE_LOCAL = [0, 1], TK = [8, 16, 32], PAD = [0, 1, 4], LVEC = [1, 4], UNROLL = [1, 2, 4, 8],
+        PREFETCH = [0, 1],
+    ),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1, PREFETCH = 0),
+    require(
+        WGX * WGY <= 256,
+        TN % VEC == 0,
+        n % VEC == 0,
+        USE_LOCAL == 1 || (TK == 8 && PAD == 0 && LVEC == 1 && PREFETCH == 0),
+        USE_LOCAL * TK * (WGY * TM + WGX * TN + 2 * PAD) <= 12288,
+        LVEC == 1 || k % 4 == 0,
+    ),
+    global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
+    buffers(x = m * k, w = n * k, bias = n, y = m * n),
+    check(y, rtol = 1e-4, atol = 1e-4),
+    workloads(small(m = 64, n = 256, k = 256), full(m = 1024, n = 8192, k = 8192)),
+    cost(bytes = 4 * (m * k + n * k + n + m * n), flops = 2 * m * n * k),
+)]
+pub struct LinearGelu;
+
+/// Problem 5, stage 2: softmax over the rows of stage 1's output (the kernel of [`Softmax`],
+/// tuned for these sizes).
+#[kfoundry::evolve(
+    source = "kernels/softmax.cl",
+    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4], ONLINE = [0, 1]),
+    reference(WG = 256, VEC = 1, ITEMS = 1, ONLINE = 0),
+    global = (WG, rows), local = (WG, 1),
+    buffers(x = rows * cols, y = rows * cols),
+    check(y, rtol = 1e-4, atol = 1e-12),
+    workloads(small(rows = 64, cols = 256), full(rows = 1024, cols = 8192)),
+    cost(bytes = 8 * rows * cols, flops = 5 * rows * cols),
+)]
+pub struct LinearSoftmax;
+
+/// Problem 6: Conv2d (3 × 3, valid) + conv bias + bias, × scale, sigmoid, GroupNorm, fused:
+/// one work-group per (sample, group). Register tiles over pixels and channels, weights in
+/// local memory or not, second pass re-reading or recomputing.
+#[kfoundry::evolve(
+    source = "kernels/conv_gn.cl",
+    params(WG = pow2(64..=1024), PX = [1, 2, 4, 8], CB = [1, 2, 4], RECOMPUTE = [0, 1], WLOCAL = [0, 1]),
+    reference(WG = 256, PX = 1, CB = 1, RECOMPUTE = 0, WLOCAL = 0),
+    require(h >= 3, w >= 3, cout % groups == 0, (cout / groups) % CB == 0),
+    global = (WG * groups, n), local = (WG, 1),
+    buffers(
+        x = n * cin * h * w, weight = cout * cin * 9, conv_bias = cout, bias = cout, scale = cout,
+        gamma = cout, beta = cout, out = n * cout * (h - 2) * (w - 2),
+        wl = max(1, WLOCAL * (cout / groups) * cin * 9),
+    ),
+    inputs(eps = constant(0.00001)),
+    check(out, rtol = 1e-3, atol = 1e-3),
+    workloads(
+        small(n = 2, cin = 8, h = 34, w = 34, cout = 32, groups = 8),
+        full(n = 128, cin = 8, h = 256, w = 256, cout = 32, groups = 8),
+    ),
+    cost(
+        bytes = 4 * (n * cin * h * w + n * cout * (h - 2) * (w - 2) + cout * cin * 9),
+        flops = 2 * n * cout * (h - 2) * (w - 2) * cin * 9,
+    ),
+)]
+pub struct ConvGroupNorm;

@@ -29,6 +29,14 @@ __kernel void hash_fill(const uint seed, const ulong n, __global float* out)
     }
 }
 
+/* NaN everywhere (instead of clEnqueueFillBuffer, which did not finish on a 6.4 GB buffer
+ * through NVIDIA's OpenCL). */
+__kernel void nan_fill(const ulong n, __global float* out)
+{
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
+        out[i] = NAN;
+}
+
 __kernel void gather_stride(const ulong stride, const ulong count, __global const float* src, __global float* dst)
 {
     const ulong j = get_global_id(0);

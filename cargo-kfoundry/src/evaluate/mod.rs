@@ -267,9 +267,8 @@ impl Bench {
                     b
                 }
                 Fill::Poison => {
-                    // All bits set: NaN in every float format.
                     let b = builder.build()?;
-                    b.cmd().fill(0xFFu8, None).enq()?;
+                    self.device_data.poison(&b, len * ty.size())?;
                     b
                 }
             };

@@ -90,6 +90,7 @@ impl Supervised {
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command
             .arg("__worker")
+            .env(super::worker::PARENT_ENV, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

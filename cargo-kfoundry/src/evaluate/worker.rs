@@ -41,8 +41,29 @@ pub enum Response {
     Evaluated { evaluation: Evaluation, build_log: Option<String>, errors: Option<ErrorStats> },
 }
 
+/// The environment variable through which the supervisor passes its process id.
+pub const PARENT_ENV: &str = "KFOUNDRY_TUNER_PID";
+
+/// A worker never outlives its tuner: when the tuner dies (even by SIGKILL), the kernel sends
+/// the worker SIGKILL too, so that a candidate stuck in the driver does not keep the device
+/// (or the tuner's output pipes) busy.
+#[cfg(target_os = "linux")]
+fn die_with_parent() {
+    // SAFETY: prctl(PR_SET_PDEATHSIG, signal) passes no memory; getppid cannot fail.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let parent = std::env::var(PARENT_ENV).ok().and_then(|p| p.parse::<i32>().ok());
+    // The tuner may have died before the call above: then this process was re-parented.
+    if parent.is_some_and(|p| p != unsafe { libc::getppid() }) {
+        std::process::exit(0);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent() {}
+
 /// Runs the worker protocol on stdin/stdout until stdin closes.
 pub fn serve() -> anyhow::Result<()> {
+    die_with_parent();
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     let mut bench: Option<Bench> = None;

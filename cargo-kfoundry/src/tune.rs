@@ -328,7 +328,7 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
             let floor = |p: &Params| run.peaks.and_then(|pk| pk.kernel_floor(spec, p, &workload.sizes));
             let cx = SourceContext {
                 spec,
-                device: DeviceDescription::from_info(&run.device.info, None, false),
+                device: DeviceDescription::from_info(&run.device.info, bench.limits().preferred_multiple, bench.limits().sub_groups),
                 reference_time,
                 best_params: params_of(spec, best),
                 best_time,

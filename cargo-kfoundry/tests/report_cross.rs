@@ -62,3 +62,40 @@ fn cross_measures_the_other_devices_winner_here() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("test::Scale") && text.contains("Some GPU"), "{text}");
 }
+
+#[test]
+fn roofline_stop_ends_the_search_once_close_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = format!(
+        r#"code = {SOURCE:?}, params(WG = [8, 16, 32, 64], U = [1, 2, 4]), reference(WG = 8, U = 1), require(n % (WG * U) == 0),
+           global = n / U, local = WG, buffers(x = n, y = n), check(y), workloads(w(n = 65536)), cost(bytes = 8 * n)"#
+    );
+    let bundle = bundle::write(dir.path(), "b.json", "Scale", &args);
+    let lock = dir.path().join("Kfoundry.lock");
+    let tune = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+            .args(["tune", "--budget-evals", "6", "--repeats", "1", "--message-format", "json", "--bundle"])
+            .arg(&bundle)
+            .arg("--lockfile")
+            .arg(&lock)
+            .args(extra)
+            .env("KFOUNDRY_CACHE_DIR", dir.path().join("cache"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let tuned: serde_json::Value = stdout
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["reason"] == "tuned")
+            .unwrap();
+        tuned["result"].clone()
+    };
+    let full = tune(&[]);
+    assert_eq!(full["evaluations"], 6);
+    let roofline = full["roofline"].as_f64().expect("a roofline fraction from cost(...) and the measured peaks");
+    assert!(roofline > 0.0);
+    // Any fraction the first candidate already reaches stops the search right after it.
+    let early = tune(&["--roofline-stop", "1e-9"]);
+    assert_eq!(early["evaluations"], 1, "{early}");
+}

@@ -70,6 +70,13 @@ pub struct Limits {
     pub max_work_group_size: usize,
     pub max_work_item_sizes: Vec<usize>,
     pub local_mem_bytes: u64,
+    /// The reference kernel's preferred work-group size multiple (warp, wavefront or SIMD
+    /// width), for the language model's description of the device.
+    #[serde(default)]
+    pub preferred_multiple: Option<u64>,
+    /// Whether the device offers sub-groups (`cl_khr_subgroups` or `cl_intel_subgroups`).
+    #[serde(default)]
+    pub sub_groups: bool,
 }
 
 /// Constraints, geometry and device limits of one kernel at one workload.
@@ -174,6 +181,12 @@ impl Bench {
         let program = build_program(spec, &spec.reference, &context, &device)?;
         let device_data = DeviceData::new(&context, &device, &queue)?;
         let kernel = create_kernel(spec, &program)?;
+        let mut limits = limits;
+        if let Ok(KernelWorkGroupInfoResult::PreferredWorkGroupSizeMultiple(m)) =
+            core::get_kernel_work_group_info(&kernel, device.as_core(), KernelWorkGroupInfo::PreferredWorkGroupSizeMultiple)
+        {
+            limits.preferred_multiple = Some(m as u64);
+        }
         let bench = Bench {
             spec: spec.clone(),
             sizes: sizes.clone(),
@@ -482,7 +495,11 @@ fn limits(device: &ocl::Device) -> Result<Limits, RtError> {
         R::LocalMemSize(v) => v,
         _ => 0,
     };
-    Ok(Limits { max_work_group_size, max_work_item_sizes, local_mem_bytes })
+    let sub_groups = match get(I::Extensions) {
+        Ok(R::Extensions(e)) => e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"),
+        _ => false,
+    };
+    Ok(Limits { max_work_group_size, max_work_item_sizes, local_mem_bytes, preferred_multiple: None, sub_groups })
 }
 
 fn kernel_local_mem(kernel: &core::Kernel, device: &ocl::Device) -> Result<u64, RtError> {

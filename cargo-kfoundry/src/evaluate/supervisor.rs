@@ -67,7 +67,7 @@ impl Supervised {
         let mut s = Supervised {
             setup,
             worker: None,
-            limits: Limits { max_work_group_size: 0, max_work_item_sizes: vec![], local_mem_bytes: 0 },
+            limits: Limits { max_work_group_size: 0, max_work_item_sizes: vec![], local_mem_bytes: 0, preferred_multiple: None, sub_groups: false },
             time,
             candidate_limit: None,
             spec: spec.clone(),
@@ -117,6 +117,11 @@ impl Supervised {
         }
         self.worker = Some(worker);
         Ok(())
+    }
+
+    /// The device's limits and features as the worker found them.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The constraints and device limits, for the search engine's validity predicate.

@@ -3,7 +3,8 @@
 //! ```text
 //! bench --budget CACHE                       print the evaluation budget max(500, M_0.96)
 //! bench CACHE SEEDS [KT_TRACES.jsonl ...]    run kfoundry (default, no gradient, single
-//!                                            cell, no screening) with SEEDS seeds, score them and the
+//!                                            cell, no screening, the previous default) with SEEDS
+//!                                            seeds (KF_VARIANTS picks rows), score them and the
 //!                                            Kernel Tuner traces, print a table
 //! ```
 //! Every strategy is scored the same way (`kfoundry_search::methodology`): its trace is the
@@ -15,7 +16,7 @@ use std::time::Instant;
 use kfoundry_search::cache::CacheSpace;
 use kfoundry_search::methodology::{self, Baseline, Trace};
 use kfoundry_search::simulate::{baseline, run_once};
-use kfoundry_search::Settings;
+use kfoundry_search::{ScreenModel, Settings};
 
 const FRACTIONS_AT: [usize; 4] = [50, 100, 200, 500];
 
@@ -61,12 +62,22 @@ fn main() {
 
     // strategy -> traces, seconds of wall time
     let mut results: Vec<(String, Vec<Trace>, f64)> = Vec::new();
-    let variants: [(&str, Settings); 4] = [
-        ("kfoundry default", Settings::default()),
-        ("kfoundry no-gradient", Settings { gradient_steering: false, ..Settings::default() }),
-        ("kfoundry single-cell", Settings { single_cell: true, ..Settings::default() }),
-        ("kfoundry no-screening", Settings { screening: 1, ..Settings::default() }),
+    // KF_VARIANTS=a,b,... picks kfoundry rows (empty: none, to score Kernel Tuner traces alone)
+    let all: [(&str, &str, Settings); 5] = [
+        ("default", "kfoundry default", Settings::default()),
+        ("no-gradient", "kfoundry no-gradient", Settings { gradient_steering: false, ..Settings::default() }),
+        ("single-cell", "kfoundry single-cell", Settings { single_cell: true, ..Settings::default() }),
+        ("no-screening", "kfoundry no-screening", Settings { screening: 1, ..Settings::default() }),
+        (
+            "previous",
+            "kfoundry previous default (3-NN, 8 candidates)",
+            Settings { screen_model: ScreenModel::Nearest, screening: 8, ..Settings::default() },
+        ),
     ];
+    let wanted = std::env::var("KF_VARIANTS").unwrap_or_else(|_| "default,no-gradient,single-cell,no-screening,previous".into());
+    let wanted: Vec<&str> = wanted.split(',').filter(|w| !w.is_empty()).collect();
+    let variants: Vec<(&str, Settings)> =
+        all.iter().filter(|(k, ..)| wanted.contains(k)).map(|(_, name, s)| (*name, s.clone())).collect();
     for (name, s) in variants {
         let t0 = Instant::now();
         let mut traces = Vec::new();

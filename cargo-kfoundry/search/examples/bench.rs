@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! bench --budget CACHE                       print the evaluation budget max(500, M_0.96)
+//! bench --axis-end CACHE                     print M_0.96, the end of the score's axis
 //! bench CACHE SEEDS [KT_TRACES.jsonl ...]    run kfoundry (default, no gradient, single
 //!                                            cell, no screening, the previous default) with SEEDS
 //!                                            seeds (KF_VARIANTS picks rows), score them and the
@@ -44,15 +45,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--budget") {
+    if let Some(flag @ ("--budget" | "--axis-end")) = args.first().map(String::as_str) {
         let path = PathBuf::from(args.get(1).cloned().unwrap_or_default());
         let cache = CacheSpace::load(&path).unwrap_or_else(|e| fail(e.to_string()));
         let b = baseline(&cache).unwrap_or_else(|| fail("no valid configuration".into()));
-        println!("{}", budget(&b));
+        println!("{}", if flag == "--budget" { budget(&b) } else { b.eval_axis().1 });
         return;
     }
     if args.len() < 2 {
-        fail("usage: bench CACHE SEEDS [KT_TRACES.jsonl ...] | bench --budget CACHE".into());
+        fail("usage: bench CACHE SEEDS [KT_TRACES.jsonl ...] | bench --budget CACHE | bench --axis-end CACHE".into());
     }
     let path = PathBuf::from(&args[0]);
     let seeds: u64 = args[1].parse().unwrap_or_else(|_| fail(format!("bad seed count {}", args[1])));

@@ -64,7 +64,9 @@ fn main() {
     // strategy -> traces, seconds of wall time
     let mut results: Vec<(String, Vec<Trace>, f64)> = Vec::new();
     // KF_VARIANTS=a,b,... picks kfoundry rows (empty: none, to score Kernel Tuner traces alone)
-    let all: [(&str, &str, Settings); 5] = [
+    // the last two are diagnostics (not run unless named): which half of the new default's
+    // change (relevance weights, 32 candidates) a difference comes from
+    let all: [(&str, &str, Settings); 7] = [
         ("default", "kfoundry default", Settings::default()),
         ("no-gradient", "kfoundry no-gradient", Settings { gradient_steering: false, ..Settings::default() }),
         ("single-cell", "kfoundry single-cell", Settings { single_cell: true, ..Settings::default() }),
@@ -73,6 +75,12 @@ fn main() {
             "previous",
             "kfoundry previous default (3-NN, 8 candidates)",
             Settings { screen_model: ScreenModel::Nearest, screening: 8, ..Settings::default() },
+        ),
+        ("relevance8", "kfoundry relevance-weighted 3-NN, 8 candidates", Settings { screening: 8, ..Settings::default() }),
+        (
+            "nearest32",
+            "kfoundry equal-weight 3-NN, 32 candidates",
+            Settings { screen_model: ScreenModel::Nearest, ..Settings::default() },
         ),
     ];
     let wanted = std::env::var("KF_VARIANTS").unwrap_or_else(|_| "default,no-gradient,single-cell,no-screening,previous".into());

@@ -2,8 +2,10 @@
 //!
 //! ```text
 //! bench --budget CACHE                       print the evaluation budget max(500, M_0.96)
+//! bench --axis-end CACHE                     print M_0.96, the end of the score's axis
 //! bench CACHE SEEDS [KT_TRACES.jsonl ...]    run kfoundry (default, no gradient, single
-//!                                            cell, no screening) with SEEDS seeds, score them and the
+//!                                            cell, no screening, the previous default) with SEEDS
+//!                                            seeds (KF_VARIANTS picks rows), score them and the
 //!                                            Kernel Tuner traces, print a table
 //! ```
 //! Every strategy is scored the same way (`kfoundry_search::methodology`): its trace is the
@@ -15,7 +17,7 @@ use std::time::Instant;
 use kfoundry_search::cache::CacheSpace;
 use kfoundry_search::methodology::{self, Baseline, Trace};
 use kfoundry_search::simulate::{baseline, run_once};
-use kfoundry_search::Settings;
+use kfoundry_search::{ScreenModel, Settings};
 
 const FRACTIONS_AT: [usize; 4] = [50, 100, 200, 500];
 
@@ -43,15 +45,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--budget") {
+    if let Some(flag @ ("--budget" | "--axis-end")) = args.first().map(String::as_str) {
         let path = PathBuf::from(args.get(1).cloned().unwrap_or_default());
         let cache = CacheSpace::load(&path).unwrap_or_else(|e| fail(e.to_string()));
         let b = baseline(&cache).unwrap_or_else(|| fail("no valid configuration".into()));
-        println!("{}", budget(&b));
+        println!("{}", if flag == "--budget" { budget(&b) } else { b.eval_axis().1 });
         return;
     }
     if args.len() < 2 {
-        fail("usage: bench CACHE SEEDS [KT_TRACES.jsonl ...] | bench --budget CACHE".into());
+        fail("usage: bench CACHE SEEDS [KT_TRACES.jsonl ...] | bench --budget CACHE | bench --axis-end CACHE".into());
     }
     let path = PathBuf::from(&args[0]);
     let seeds: u64 = args[1].parse().unwrap_or_else(|_| fail(format!("bad seed count {}", args[1])));
@@ -61,12 +63,30 @@ fn main() {
 
     // strategy -> traces, seconds of wall time
     let mut results: Vec<(String, Vec<Trace>, f64)> = Vec::new();
-    let variants: [(&str, Settings); 4] = [
-        ("kfoundry default", Settings::default()),
-        ("kfoundry no-gradient", Settings { gradient_steering: false, ..Settings::default() }),
-        ("kfoundry single-cell", Settings { single_cell: true, ..Settings::default() }),
-        ("kfoundry no-screening", Settings { screening: 1, ..Settings::default() }),
+    // KF_VARIANTS=a,b,... picks kfoundry rows (empty: none, to score Kernel Tuner traces alone)
+    // the last two are diagnostics (not run unless named): which half of the new default's
+    // change (relevance weights, 32 candidates) a difference comes from
+    let all: [(&str, &str, Settings); 7] = [
+        ("default", "kfoundry default", Settings::default()),
+        ("no-gradient", "kfoundry no-gradient", Settings { gradient_steering: false, ..Settings::default() }),
+        ("single-cell", "kfoundry single-cell", Settings { single_cell: true, ..Settings::default() }),
+        ("no-screening", "kfoundry no-screening", Settings { screening: 1, ..Settings::default() }),
+        (
+            "previous",
+            "kfoundry previous default (3-NN, 8 candidates)",
+            Settings { screen_model: ScreenModel::Nearest, screening: 8, ..Settings::default() },
+        ),
+        ("relevance8", "kfoundry relevance-weighted 3-NN, 8 candidates", Settings { screening: 8, ..Settings::default() }),
+        (
+            "nearest32",
+            "kfoundry equal-weight 3-NN, 32 candidates",
+            Settings { screen_model: ScreenModel::Nearest, ..Settings::default() },
+        ),
     ];
+    let wanted = std::env::var("KF_VARIANTS").unwrap_or_else(|_| "default,no-gradient,single-cell,no-screening,previous".into());
+    let wanted: Vec<&str> = wanted.split(',').filter(|w| !w.is_empty()).collect();
+    let variants: Vec<(&str, Settings)> =
+        all.iter().filter(|(k, ..)| wanted.contains(k)).map(|(_, name, s)| (*name, s.clone())).collect();
     for (name, s) in variants {
         let t0 = Instant::now();
         let mut traces = Vec::new();

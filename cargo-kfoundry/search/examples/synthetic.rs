@@ -5,8 +5,12 @@
 //! `_x`/`_y`), a work-group constraint, a multiplicative separable part with a random optimum
 //! per parameter, random pairwise interactions, a few failing regions and rugged per-config
 //! noise. Scored with the same methodology as the real spaces.
+//!
+//! `LANDSCAPES=100-108` selects a held-out family (used only to check choices made on the
+//! development set 0–7): stronger multiplicative interactions, a structured failing region
+//! and a narrow sweet spot that an additive model cannot see.
 use kfoundry_search::methodology::{self, Baseline, Trace};
-use kfoundry_search::{search, Config, Evaluation, FailureKind, Param, Settings, Space};
+use kfoundry_search::{search, Config, Evaluation, FailureKind, Param, ScreenModel, Settings, Space};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -18,6 +22,14 @@ struct Landscape {
     noise: f64,
     fail_mod: u64,
     salt: u64,
+    /// Held-out family (k >= 100): interactions multiply as exp(w·…), a structured failing
+    /// region (`x[a] + x[b] > threshold`, like register pressure) and a narrow sweet spot.
+    hard: Option<Hard>,
+}
+
+struct Hard {
+    fail: (usize, usize, f64),
+    spot: Vec<f64>,
 }
 
 fn hash(x: &[i64], salt: u64) -> u64 {
@@ -54,8 +66,17 @@ fn landscape(k: u64) -> Landscape {
     let d = space.len();
     let opt = (0..d).map(|_| rng.gen::<f64>()).collect();
     let slope = (0..d).map(|_| rng.gen_range(0.05..0.8)).collect();
+    if k >= 100 {
+        let pairs = (0..rng.gen_range(3..8))
+            .map(|_| (rng.gen_range(0..d), rng.gen_range(0..d), rng.gen_range(0.15..0.5) * if rng.gen() { 1.0 } else { -1.0 }))
+            .collect();
+        let fail = (rng.gen_range(0..d), rng.gen_range(0..d), rng.gen_range(1.3..1.8));
+        let spot = (0..d).map(|_| rng.gen::<f64>()).collect();
+        let hard = Some(Hard { fail, spot });
+        return Landscape { space, opt, slope, pairs, noise: rng.gen_range(0.02..0.2), fail_mod: 200, salt: k, hard };
+    }
     let pairs = (0..rng.gen_range(1..4)).map(|_| (rng.gen_range(0..d), rng.gen_range(0..d), rng.gen_range(-0.5..0.5))).collect();
-    Landscape { space, opt, slope, pairs, noise: rng.gen_range(0.02..0.3), fail_mod: rng.gen_range(15..60), salt: k }
+    Landscape { space, opt, slope, pairs, noise: rng.gen_range(0.02..0.3), fail_mod: rng.gen_range(15..60), salt: k, hard: None }
 }
 
 impl Landscape {
@@ -76,8 +97,20 @@ impl Landscape {
         for ((xi, s), o) in x.iter().zip(&self.slope).zip(&self.opt) {
             t *= 1.0 + s * (xi - o).abs() * 3.0;
         }
-        for &(a, b, w) in &self.pairs {
-            t *= 1.0 + w * (x[a] - 0.5) * (x[b] - 0.5) * 4.0;
+        if let Some(h) = &self.hard {
+            let (a, b, thr) = h.fail;
+            if x[a] + x[b] > thr {
+                return None;
+            }
+            for &(a, b, w) in &self.pairs {
+                t *= (w * (x[a] - 0.5) * (x[b] - 0.5) * 4.0).exp();
+            }
+            let d2: f64 = x.iter().zip(&h.spot).map(|(a, b)| (a - b) * (a - b)).sum();
+            t *= 1.0 - 0.3 * (-d2 / 0.05).exp();
+        } else {
+            for &(a, b, w) in &self.pairs {
+                t *= 1.0 + w * (x[a] - 0.5) * (x[b] - 0.5) * 4.0;
+            }
         }
         let r = (h >> 8) as f64 / (1u64 << 56) as f64;
         Some(t.max(0.05) * (1.0 + self.noise * r))
@@ -108,22 +141,50 @@ impl Landscape {
     }
 }
 
+/// A named variant of the default settings (for `VARIANTS=a,b,...`).
+fn variant(name: &str) -> Option<Settings> {
+    let d = Settings::default();
+    Some(match name {
+        "default" => d,
+        "no-gradient" => Settings { gradient_steering: false, ..d },
+        "single-cell" => Settings { single_cell: true, ..d },
+        "no-screening" => Settings { screening: 1, ..d },
+        "nearest" => Settings { screen_model: ScreenModel::Nearest, ..d },
+        "additive" => Settings { screen_model: ScreenModel::Additive, ..d },
+        "relevance" => Settings { screen_model: ScreenModel::Relevance, ..d },
+        "islands1" => Settings { islands: 1, ..d },
+        "islands4" => Settings { islands: 4, ..d },
+        _ => {
+            // <model><candidates>, e.g. nearest16, additive32, screen16 (the default model)
+            let digits = name.find(|c: char| c.is_ascii_digit())?;
+            let n: usize = name[digits..].parse().ok()?;
+            let model = match &name[..digits] {
+                "screen" => d.screen_model,
+                "nearest" => ScreenModel::Nearest,
+                "additive" => ScreenModel::Additive,
+                "relevance" => ScreenModel::Relevance,
+                _ => return None,
+            };
+            Settings { screening: n, screen_model: model, ..d }
+        }
+    })
+}
+
 fn main() {
     let seeds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(30);
-    let mut variants: Vec<(&str, Settings)> = vec![
-        ("default", Settings::default()),
-        ("no-gradient", Settings { gradient_steering: false, ..Settings::default() }),
-        ("single-cell", Settings { single_cell: true, ..Settings::default() }),
-    ];
-    if std::env::var("EXPLORE").is_ok() {
-        variants.push(("no-screening", Settings { screening: 1, ..Settings::default() }));
-        variants.push(("screen4", Settings { screening: 4, ..Settings::default() }));
-        variants.push(("islands1", Settings { islands: 1, ..Settings::default() }));
-        variants.push(("islands4", Settings { islands: 4, ..Settings::default() }));
-    }
+    // LANDSCAPES=a-b picks landscapes a..b (default 0-8: the development set; 8-16 is held out)
+    let (l0, l1): (u64, u64) = std::env::var("LANDSCAPES")
+        .ok()
+        .and_then(|v| v.split_once('-').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
+        .unwrap_or((0, 8));
+    let names = std::env::var("VARIANTS").unwrap_or_else(|_| "default,no-gradient,single-cell".into());
+    let variants: Vec<(String, Settings)> = names
+        .split(',')
+        .map(|n| (n.to_string(), variant(n).unwrap_or_else(|| panic!("unknown variant {n}"))))
+        .collect();
     let mut totals = vec![(0.0, [0.0; 4]); variants.len()];
-    let n_land = 8;
-    for k in 0..n_land {
+    let n_land = (l1 - l0) as f64;
+    for k in l0..l1 {
         let l = landscape(k);
         let all = l.all();
         let times: Vec<f64> = all.iter().filter_map(|c| l.time(c)).collect();
@@ -146,9 +207,9 @@ fn main() {
             }
             let sc = methodology::score_evals(&base, &traces);
             let fr: Vec<f64> = [25, 50, 100, 200].iter().map(|&m| methodology::median_fraction(&base, &traces, m)).collect();
-            totals[vi].0 += sc / n_land as f64;
+            totals[vi].0 += sc / n_land;
             for (t, f) in totals[vi].1.iter_mut().zip(&fr) {
-                *t += f / n_land as f64;
+                *t += f / n_land;
             }
             print!("  {name} {sc:.3}");
         }

@@ -13,6 +13,7 @@ use crate::eval::{Evaluation, Evaluator};
 use crate::gradient::{Gradient, GradientModel, Move, Weights};
 use crate::operators::{self, Operator};
 use crate::space::{Config, Indices, Space, SpaceError};
+use crate::surrogate::Surrogate;
 
 /// How parents are sampled: probabilities of the three modes (normalised when used).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,6 +73,30 @@ pub struct Settings {
     /// Candidate children produced per step; the one a nearest-neighbour model of the
     /// history predicts fastest is evaluated (1 = no screening). Default 8.
     pub screening: usize,
+    /// The model that screens the candidates. Default [`ScreenModel::Additive`].
+    #[serde(default = "ScreenModel::legacy")]
+    pub screen_model: ScreenModel,
+}
+
+/// The surrogate model of candidate screening.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScreenModel {
+    /// Distance-weighted mean fitness of the 3 nearest evaluated configurations (all
+    /// parameters weigh the same). The model of earlier versions.
+    Nearest,
+    /// Additive main effects plus relevance-weighted nearest-neighbour residuals
+    /// ([`crate::surrogate::Surrogate`]).
+    Additive,
+    /// Distance-weighted mean fitness of the 3 nearest evaluated configurations under a
+    /// distance that weights each parameter by its learned relevance.
+    Relevance,
+}
+
+impl ScreenModel {
+    /// What a checkpoint written before this setting existed used.
+    fn legacy() -> ScreenModel {
+        ScreenModel::Nearest
+    }
 }
 
 impl Default for Settings {
@@ -93,7 +118,8 @@ impl Default for Settings {
             gradient_steering: true,
             single_cell: false,
             population: 16,
-            screening: 8,
+            screening: 32,
+            screen_model: ScreenModel::Relevance,
         }
     }
 }
@@ -232,8 +258,10 @@ fn fitness(time: f64) -> f64 {
 const RANDOM_TRIES: usize = 2000;
 /// Spaces up to this size are enumerated when rejection sampling finds nothing.
 const ENUMERATE_LIMIT: u128 = 4_000_000;
-/// Neighbours consulted by candidate screening.
+/// Neighbours consulted by candidate screening ([`ScreenModel::Nearest`]).
 const SCREEN_K: usize = 3;
+/// Neighbours whose residuals correct the surrogate ([`ScreenModel::Additive`]).
+const SURROGATE_K: usize = 3;
 /// Weight factor of a parent per mutation of it that produced nothing new.
 const DEAD_END_DECAY: f64 = 0.8;
 /// Attempts at producing a new valid child by mutation before drawing a random one.
@@ -616,9 +644,40 @@ impl SearchState {
         if candidates.is_empty() {
             return self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None));
         }
-        let pick = if candidates.len() == 1 { 0 } else { self.screen(&candidates) };
+        let pick = if candidates.len() == 1 {
+            0
+        } else {
+            match self.settings.screen_model {
+                ScreenModel::Nearest => self.screen(&candidates),
+                ScreenModel::Additive | ScreenModel::Relevance => self.screen_surrogate(&candidates),
+            }
+        };
         let (child, op, p, o) = candidates.swap_remove(pick);
         Some((child, op, Some(p), o))
+    }
+
+    /// The surrogate model fitted to the history (`None` before the first success).
+    pub fn surrogate(&self) -> Option<Surrogate> {
+        let sizes: Vec<usize> = self.space.params.iter().map(|p| p.values.len()).collect();
+        // in history order: the hash map's order is not reproducible
+        let mut known: Vec<(usize, &Indices)> = self.visited.iter().map(|(idx, &h)| (h, idx)).collect();
+        known.sort_by_key(|k| k.0);
+        let data: Vec<(&Indices, Option<f64>)> =
+            known.iter().map(|&(h, idx)| (idx, self.history[h].outcome.time().map(fitness))).collect();
+        Surrogate::fit_with(&sizes, &data, SURROGATE_K, self.settings.screen_model == ScreenModel::Relevance)
+    }
+
+    /// Picks the candidate that the surrogate predicts fastest (the first on a tie).
+    fn screen_surrogate(&self, candidates: &[(Indices, Operator, usize, Option<usize>)]) -> usize {
+        let Some(model) = self.surrogate() else { return 0 };
+        let mut best = (0, f64::NEG_INFINITY);
+        for (ci, (c, ..)) in candidates.iter().enumerate() {
+            let pred = model.predict(c);
+            if pred > best.1 {
+                best = (ci, pred);
+            }
+        }
+        best.0
     }
 
     /// Picks the candidate that a nearest-neighbour model of the history predicts fastest:

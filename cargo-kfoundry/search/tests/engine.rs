@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 
 use kfoundry_search::{
-    search, Config, Evaluation, FailureKind, Operator, Param, SearchState, Settings, Space, Step, Stop,
+    search, Config, Evaluation, FailureKind, Operator, Param, ScreenModel, SearchState, Settings, Space, Step, Stop,
 };
 
 fn space() -> Space {
@@ -182,6 +182,27 @@ fn seeded_runs_repeat_and_checkpoints_resume_exactly() {
     let mut resumed: SearchState = serde_json::from_str(&json).unwrap();
     let r = resumed.run(&mut evaluate, &valid, &mut |_| true);
     assert!(r.history == a.history, "the resumed run differs");
+}
+
+#[test]
+fn checkpoints_of_earlier_versions_resume_with_their_screening_model() {
+    // a checkpoint written before `screen_model` existed resumes with the model it used
+    let s = SearchState::new(space(), Settings { max_evals: Some(40), ..Settings::default() }, None).unwrap();
+    let mut v = serde_json::to_value(&s).unwrap();
+    v["settings"].as_object_mut().unwrap().remove("screen_model");
+    let old: SearchState = serde_json::from_value(v).unwrap();
+    assert_eq!(old.settings().screen_model, ScreenModel::Nearest);
+    assert_eq!(Settings::default().screen_model, ScreenModel::Relevance);
+}
+
+#[test]
+fn every_screening_model_reaches_the_optimum() {
+    let (best, _) = optimum();
+    for model in [ScreenModel::Nearest, ScreenModel::Additive, ScreenModel::Relevance] {
+        let settings = Settings { seed: 3, max_evals: Some(250), screen_model: model, ..Settings::default() };
+        let r = search(space(), settings, None, &mut evaluate, &valid).unwrap();
+        assert_eq!(r.best.unwrap().0, best, "{model:?}");
+    }
 }
 
 #[test]

@@ -25,9 +25,13 @@
 # kernel. The tuner draws its inputs on the host: at `full` sizes (up to 8.6 GB for SumDim1)
 # an evaluation takes seconds, so keep each tune command within the 10-minute limit: pass one
 # or two kernels per command.
+#
+# Reports (tables, JSON, lockfile) go to $OUT; the outputs the harness writes for the PyTorch
+# comparison (about 1 GB at `full`) stay in $WORK (default /tmp/kfoundry-suite).
 set -euo pipefail
 OUT=${OUT:-/tmp/kfoundry-out}
-mkdir -p "$OUT"
+WORK=${WORK:-/tmp/kfoundry-suite}
+mkdir -p "$OUT" "$WORK"
 sh .device/opencl-setup.sh
 BIN=target/release
 ALL=(SuiteSgemm ::Softmax LayerNormStats LayerNormApply SumDim1 LinearGelu LinearSoftmax ConvGroupNorm)
@@ -53,12 +57,15 @@ tune)
     ;;
 run)
     shift
-    "$BIN/suite" "$OUT/suite" --device gpu "${CLBLAST_ARGS[@]}" "$@" | tee "$OUT/suite.txt"
-    python3 bench/torch_suite.py "$OUT/suite" | tee "$OUT/torch_suite.txt"
+    "$BIN/suite" "$WORK/suite" --device gpu "${CLBLAST_ARGS[@]}" "$@" | tee "$OUT/suite.txt"
+    python3 bench/torch_suite.py "$WORK/suite" | tee "$OUT/torch_suite.txt"
+    cp "$WORK/suite/suite.json" "$WORK/suite/torch_suite.json" "$OUT/"
     ;;
 small)
-    "$BIN/suite" "$OUT/suite-small" --workload small --device gpu "${CLBLAST_ARGS[@]}" | tee "$OUT/suite-small.txt"
-    python3 bench/torch_suite.py "$OUT/suite-small" --copy-gib 1 | tee "$OUT/torch_suite-small.txt"
+    "$BIN/suite" "$WORK/suite-small" --workload small --device gpu "${CLBLAST_ARGS[@]}" | tee "$OUT/suite-small.txt"
+    python3 bench/torch_suite.py "$WORK/suite-small" --copy-gib 1 | tee "$OUT/torch_suite-small.txt"
+    cp "$WORK/suite-small/suite.json" "$OUT/suite-small.json"
+    cp "$WORK/suite-small/torch_suite.json" "$OUT/torch_suite-small.json"
     ;;
 *)
     echo "usage: $0 tune [KERNEL...] | run [suite args] | small" >&2

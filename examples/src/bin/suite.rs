@@ -14,8 +14,11 @@
 //! 2. the reference (every stage at its reference parameters, `launch_params`) and the tuned
 //!    problem (every stage through the macro-generated dispatcher, `Evolved::launch`, i.e.
 //!    what `X::launch` calls) run `--warmup` times (default 3), then each is timed `--runs`
-//!    times (default 20, at least 10) with OpenCL profiling events on every kernel launch
-//!    (the variant's time is the sum of its stages' kernel times; median, min, max);
+//!    times (default 20, at least 10; reference and tuned runs alternate) with OpenCL
+//!    profiling events on every kernel launch (a run's time is the sum of its stages' kernel
+//!    times; median, min, max). The timed launches enqueue the same specification and
+//!    parameters that dispatch picks (`explain`), through kfoundry's `enqueue`, since the
+//!    launcher does not hand out an event;
 //! 3. outputs are poisoned with NaN, reference and tuned run once more, and the tuned output
 //!    is compared with the reference's on the host (relative L2 error, max abs difference,
 //!    elements outside the annotation's tolerance, NaNs);
@@ -425,49 +428,59 @@ fn stats(v: &[f64]) -> Value {
     json!({ "median_ms": med, "min_ms": s[0], "max_ms": s[s.len() - 1], "runs_ms": v })
 }
 
-/// Times `runs` runs of the problem with the given per-stage parameters; each run's time is
-/// the sum of its kernels' profiled times. Returns (total stats, per-stage medians).
-fn time_variant(
+/// Times `runs` runs of the problem for each of the variants (per-stage parameters and output
+/// buffer), alternating between them so that drifting clocks or load affect both alike. A
+/// run's time is the sum of its kernels' profiled times. Returns, per variant, the statistics
+/// of the totals and the per-stage medians.
+fn time_variants(
     queue: &Queue,
     context: &Context,
     p: &Problem,
-    params: &[Params],
+    variants: &[(&[Params], &Buffer<f32>)],
     bufs: &BTreeMap<&'static str, Buffer<f32>>,
-    out: &Buffer<f32>,
     runs: usize,
-) -> Result<(Value, Vec<f64>)> {
+) -> Result<Vec<(Value, Vec<f64>)>> {
     let device = queue.device();
     let mut kernels = Vec::new();
-    for (st, pr) in p.stages.iter().zip(params) {
-        let spec: &KernelSpec = st.evolved.spec()?;
-        let program = build_program(spec, pr, context, &device)?;
-        let kernel = create_kernel(spec, &program)?;
-        kernels.push((spec, program, kernel));
+    for (params, _) in variants {
+        let mut ks = Vec::new();
+        for (st, pr) in p.stages.iter().zip(params.iter()) {
+            let spec: &KernelSpec = st.evolved.spec()?;
+            let program = build_program(spec, pr, context, &device)?;
+            let kernel = create_kernel(spec, &program)?;
+            ks.push((spec, program, kernel));
+        }
+        kernels.push(ks);
     }
-    let mut totals = Vec::new();
-    let mut per_stage: Vec<Vec<f64>> = vec![Vec::new(); p.stages.len()];
+    let mut totals = vec![Vec::new(); variants.len()];
+    let mut per_stage = vec![vec![Vec::new(); p.stages.len()]; variants.len()];
     for _ in 0..runs {
-        let mut events = Vec::new();
-        for (i, st) in p.stages.iter().enumerate() {
-            let (spec, _, kernel) = &kernels[i];
-            let a = args(st, bufs, out)?;
-            let mut ev = core::Event::null();
-            enqueue(spec, kernel, queue, &params[i], &st.sizes, &a, Some(&mut ev))?;
-            events.push(ev);
+        for (v, (params, out)) in variants.iter().enumerate() {
+            let mut events = Vec::new();
+            for (i, st) in p.stages.iter().enumerate() {
+                let (spec, _, kernel) = &kernels[v][i];
+                let a = args(st, bufs, out)?;
+                let mut ev = core::Event::null();
+                enqueue(spec, kernel, queue, &params[i], &st.sizes, &a, Some(&mut ev))?;
+                events.push(ev);
+            }
+            queue.finish()?;
+            let mut total = 0.0;
+            for (i, ev) in events.iter().enumerate() {
+                let start = core::get_event_profiling_info(ev, ProfilingInfo::Start)?.time()?;
+                let end = core::get_event_profiling_info(ev, ProfilingInfo::End)?.time()?;
+                let ms = end.saturating_sub(start) as f64 * 1e-6;
+                per_stage[v][i].push(ms);
+                total += ms;
+            }
+            totals[v].push(total);
         }
-        queue.finish()?;
-        let mut total = 0.0;
-        for (i, ev) in events.iter().enumerate() {
-            let start = core::get_event_profiling_info(ev, ProfilingInfo::Start)?.time()?;
-            let end = core::get_event_profiling_info(ev, ProfilingInfo::End)?.time()?;
-            let ms = end.saturating_sub(start) as f64 * 1e-6;
-            per_stage[i].push(ms);
-            total += ms;
-        }
-        totals.push(total);
     }
-    let medians = per_stage.iter().map(|v| stats(v)["median_ms"].as_f64().unwrap_or(f64::NAN)).collect();
-    Ok((stats(&totals), medians))
+    Ok(totals
+        .iter()
+        .zip(&per_stage)
+        .map(|(t, ps)| (stats(t), ps.iter().map(|v| stats(v)["median_ms"].as_f64().unwrap_or(f64::NAN)).collect()))
+        .collect())
 }
 
 /// Reads a buffer in chunks and folds over (offset, chunk).
@@ -633,8 +646,9 @@ fn run_problem(o: &Options, queue: &Queue, context: &Context, util: &Program, p:
     }
     queue.finish()?;
     eprintln!("{}: timing", p.name);
-    let (ref_t, ref_stage) = time_variant(queue, context, p, &ref_params, &bufs, &out_ref, o.runs)?;
-    let (tuned_t, tuned_stage) = time_variant(queue, context, p, &tuned_params, &bufs, &out_tuned, o.runs)?;
+    let mut timed = time_variants(queue, context, p, &[(&ref_params, &out_ref), (&tuned_params, &out_tuned)], &bufs, o.runs)?;
+    let (tuned_t, tuned_stage) = timed.pop().ok_or("timing")?;
+    let (ref_t, ref_stage) = timed.pop().ok_or("timing")?;
     for (i, s) in stages_json.iter_mut().enumerate() {
         s["reference_median_ms"] = json!(ref_stage[i]);
         s["tuned_median_ms"] = json!(tuned_stage[i]);

@@ -109,6 +109,20 @@ fn evaluations_until(tune: &mut Tune, n: Option<usize>, signal: &str) -> Vec<Con
     seen
 }
 
+/// Live processes (not zombies) started as workers by the tuner `pid` (read from /proc).
+fn live_workers(pid: u32) -> Vec<u32> {
+    let marker = format!("KFOUNDRY_TUNER_PID={pid}\0");
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|p| {
+            let environ = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            String::from_utf8_lossy(&environ).contains(&marker) && !stat.contains(") Z ")
+        })
+        .collect()
+}
+
 fn finish(tune: Tune) -> (std::process::ExitStatus, String) {
     let mut tune = tune;
     let status = tune.child.wait().expect("wait");
@@ -130,9 +144,12 @@ fn killed_and_interrupted_tunes_resume_without_evaluating_anything_twice() {
 
     // 1. SIGKILL after 4 evaluations: no chance to clean up.
     let mut tune = start(&bundle, &lock, BUDGET, &[]);
+    let tuner_pid = tune.child.id();
     let first = evaluations_until(&mut tune, Some(4), "-KILL");
     let (status, _) = finish(tune);
     assert!(!status.success());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(live_workers(tuner_pid).is_empty(), "a worker outlived its tuner: {:?}", live_workers(tuner_pid));
     assert_eq!(std::fs::read_to_string(&lock).unwrap(), before, "a killed tune leaves the lockfile as it was");
 
     // 2. Resume; SIGTERM (what Ctrl-C does) after 4 more: partial results are written.
@@ -215,4 +232,39 @@ fn concurrent_tunes_of_one_lockfile_keep_each_others_entries() {
     assert!(ea.contains("waiting for") && eb.contains("waiting for"), "{ea}\n{eb}");
     let lock = Lockfile::read(&lock).unwrap().expect("lockfile");
     assert!(lock.kernels.contains_key("test::A") && lock.kernels.contains_key("test::B"), "{:?}", lock.kernels.keys());
+}
+
+#[test]
+fn a_worker_dies_with_its_tuner_even_mid_kernel() {
+    // A reference that runs for minutes: the worker is inside the OpenCL driver when the tuner
+    // is killed, so only the parent-death signal can end it promptly.
+    const SLOW: &str = r#"
+__kernel void slow(const int n, __global const float* x, __global float* y) {
+    int i = get_global_id(0);
+    float acc = 0.0f;
+    for (int k = 0; k < (1 << 26); k++) acc = acc * 0.999f + x[(i + k) % n];
+    y[i] = acc;
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let args = format!(r#"code = {SLOW:?}, params(WG = [8, 16]), reference(WG = 8), global = n, local = WG, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#);
+    let bundle = bundle::write(dir.path(), "slow.json", "Slow", &args);
+    let lock = dir.path().join("Kfoundry.lock");
+    let mut tune = start(&bundle, &lock, 2, &[]);
+    let pid = tune.child.id();
+    // Wait until the worker is up (it then builds and runs the slow reference).
+    let mut workers = Vec::new();
+    for _ in 0..100 {
+        workers = live_workers(pid);
+        if !workers.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!workers.is_empty(), "no worker started");
+    std::thread::sleep(Duration::from_secs(2));
+    Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    let _ = tune.child.wait();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(live_workers(pid).is_empty(), "the worker outlived its tuner: {:?}", live_workers(pid));
 }

@@ -7,10 +7,10 @@
 //! it belongs to the same kernel fingerprint, device and seed; the checkpoints of a run are
 //! removed once the whole run has finished and been recorded.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use kfoundry_rt::model::files::{safe_name, write_atomic};
 use kfoundry_search::SearchState;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -64,10 +64,9 @@ impl Checkpoints {
     /// `<kernel>@<workload>-<hash of device key>.json`, with `::` and other odd characters
     /// made file-name safe.
     pub fn path(&self, key: &Key) -> PathBuf {
-        let safe = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect::<String>();
         let hash = Sha256::digest(key.device.as_bytes());
         let short: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{}@{}-{short}.json", safe(key.kernel), safe(key.workload)))
+        self.dir.join(format!("{}@{}-{short}.json", safe_name(key.kernel), safe_name(key.workload)))
     }
 
     /// The checkpoint for `key`, if one exists and belongs to it. A checkpoint of another
@@ -127,11 +126,8 @@ impl Checkpoints {
         };
         std::fs::create_dir_all(&self.dir).with_context(|| format!("cannot create {}", self.dir.display()))?;
         let path = self.path(key);
-        let mut tmp = tempfile::Builder::new().prefix(".checkpoint.").tempfile_in(&self.dir)?;
-        serde_json::to_writer(&mut tmp, &out)?;
-        tmp.flush()?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(&path).map_err(|e| e.error).with_context(|| format!("cannot write the checkpoint {}", path.display()))?;
+        let json = serde_json::to_vec(&out)?;
+        write_atomic(&path, &json).with_context(|| format!("cannot write the checkpoint {}", path.display()))?;
         Ok(())
     }
 

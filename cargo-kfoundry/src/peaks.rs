@@ -72,10 +72,8 @@ pub fn of(device: &Selected, remeasure: bool) -> Result<Peaks> {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        if let Ok(mut tmp) = tempfile::Builder::new().prefix(".peaks.").tempfile_in(path.parent().unwrap_or(std::path::Path::new("."))) {
-            if serde_json::to_writer_pretty(&mut tmp, &cache).is_ok() {
-                let _ = tmp.persist(&path);
-            }
+        if let Ok(json) = serde_json::to_vec_pretty(&cache) {
+            let _ = kfoundry_rt::model::files::write_atomic(&path, &json);
         }
     }
     Ok(peaks)

@@ -578,8 +578,7 @@ fn write_failure_log(
     }
     let dir = state_dir.join("logs");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let safe: String = spec.id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
-    let path = dir.join(format!("{safe}@{}.log", workload.name));
+    let path = dir.join(format!("{}@{}.log", kfoundry_rt::model::files::safe_name(&spec.id), workload.name));
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(Some(path))
 }

@@ -2,7 +2,6 @@
 //! stored beside the lockfile as `kfoundry/<kernel>/<hash>.cl`, referenced from a lockfile
 //! variant by `hash`, embedded by the macro only when the file's content still has that hash.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -18,8 +17,7 @@ pub fn source_hash(text: &str) -> String {
 /// Directory of `kernel`'s generated sources beside `lockfile` (`::` and other characters
 /// not safe in a file name become `_`).
 pub fn kernel_dir(lockfile: &Path, kernel: &str) -> PathBuf {
-    let safe: String = kernel.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
-    lockfile.parent().unwrap_or(Path::new(".")).join("kfoundry").join(safe)
+    lockfile.parent().unwrap_or(Path::new(".")).join("kfoundry").join(super::files::safe_name(kernel))
 }
 
 /// Where the source of `hash` lives.
@@ -66,12 +64,8 @@ pub fn write(lockfile: &Path, kernel: &str, text: &str) -> std::io::Result<Strin
     if read_verified(lockfile, kernel, &hash).is_ok() {
         return Ok(hash);
     }
-    let dir = kernel_dir(lockfile, kernel);
-    std::fs::create_dir_all(&dir)?;
-    let mut tmp = tempfile::Builder::new().prefix(".generated.").tempfile_in(&dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(&path).map_err(|e| e.error)?;
+    std::fs::create_dir_all(kernel_dir(lockfile, kernel))?;
+    super::files::write_atomic(&path, text.as_bytes())?;
     Ok(hash)
 }
 

@@ -2,7 +2,6 @@
 //! diff-friendly TOML with a schema version at the top. Written atomically.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -134,12 +133,7 @@ impl Lockfile {
     /// rename): readers see the old or the new file, never a torn one.
     pub fn write_atomic(&self, path: &Path) -> Result<(), LockError> {
         let io = |source| LockError::Io { path: path.to_path_buf(), source };
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let mut tmp = tempfile::Builder::new().prefix(".Kfoundry.lock.").tempfile_in(dir).map_err(io)?;
-        tmp.write_all(self.to_toml().as_bytes()).map_err(io)?;
-        tmp.as_file().sync_all().map_err(io)?;
-        tmp.persist(path).map_err(|e| io(e.error))?;
-        Ok(())
+        super::files::write_atomic(path, self.to_toml().as_bytes()).map_err(io)
     }
 
     /// Records the result of tuning `kernel` on `device`: that device's old variants of the

@@ -4,6 +4,7 @@
 pub mod device;
 pub mod embed;
 pub mod expr;
+pub mod files;
 pub mod generated;
 pub mod lockfile;
 pub mod select;

@@ -26,6 +26,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Replay the search engine on a brute-forced search space (Kernel Tuner cache file).
     Simulate(SimulateArgs),
+    /// Evaluate every valid configuration of a kernel's search space on a device and write the results as a Kernel Tuner cache file (for `simulate`).
+    BruteForce(BruteForceArgs),
     /// Write the annotated kernels to a file that `tune --bundle` reads on a machine without a Rust toolchain.
     Bundle(BundleArgs),
     /// Internal: the evaluation worker process the tuner starts (JSON lines on stdin/stdout).
@@ -111,6 +113,42 @@ pub struct TuneArgs {
     /// Where checkpoints and failure logs go (default: `kfoundry/` under cargo's target directory; with --bundle, `target/kfoundry/` beside the lockfile).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BruteForceArgs {
+    #[command(flatten)]
+    pub ws: WorkspaceArgs,
+    /// Device to evaluate on (selectors as for `tune --device`; default: the first GPU, else the first device).
+    #[arg(long, value_name = "SELECTOR")]
+    pub device: Option<String>,
+    /// Only kernels whose id contains this text (repeatable; default: every kernel).
+    #[arg(long = "kernel", value_name = "ID")]
+    pub kernels: Vec<String>,
+    /// Only these workloads (by name; repeatable; default: every workload of each kernel).
+    #[arg(long = "workload", value_name = "NAME")]
+    pub workloads: Vec<String>,
+    /// Where to write `<kernel>@<workload>@<device key>.json` (default: `kfoundry/spaces/` under cargo's target directory; with --bundle, `target/kfoundry/spaces/` here).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Refuse a space with more valid configurations than this (after the constraints and the device's limits).
+    #[arg(long, value_name = "N", default_value_t = 20000)]
+    pub max_configs: usize,
+    /// Timed runs per configuration (median taken), after one warm-up run.
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Seconds a configuration may always take before it is killed (the limit is otherwise 20 times the reference's evaluation).
+    #[arg(long, value_name = "SECS", default_value_t = 20.0)]
+    pub candidate_timeout: f64,
+    /// Read the kernels from a bundle written by `cargo kfoundry bundle` instead of the workspace.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// Continue from an existing file for the same kernel, workload and device: configurations already in it are not evaluated again.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -36,6 +36,7 @@ fn main() {
         Command::Check(args) => commands::check::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::BruteForce(args) => commands::brute_force::run(args),
         Command::Bundle(args) => discover::write_bundle(args),
         Command::Worker => evaluate::worker::serve(),
     };

@@ -1,5 +1,6 @@
-//! The commands besides `tune`: `list`, `check`, `report`, `simulate`.
+//! The commands besides `tune`: `list`, `check`, `report`, `simulate`, `brute-force`.
 
+pub mod brute_force;
 pub mod check;
 pub mod list;
 pub mod report;

@@ -136,11 +136,17 @@ impl Supervised {
             .unwrap_or_else(|message| Evaluation::failed(FailureKind::Runtime, message, 0.0));
         if self.candidate_limit.is_none() && *params == self.spec.reference {
             if let Evaluation::Ok { cost, .. } = &evaluation {
-                let limit = Duration::from_secs_f64(cost * self.time.factor).max(self.time.floor);
-                self.candidate_limit = Some(limit);
+                self.calibrate(*cost);
             }
         }
         evaluation
+    }
+
+    /// Sets the per-candidate time limit from the reference's evaluation cost (seconds), for
+    /// a caller that knows it without evaluating the reference again (a resumed brute force).
+    pub fn calibrate(&mut self, reference_cost: f64) {
+        let cost = if reference_cost.is_finite() && reference_cost > 0.0 { reference_cost } else { 0.0 };
+        self.candidate_limit = Some(Duration::from_secs_f64(cost * self.time.factor).max(self.time.floor));
     }
 
     /// Evaluates a source-level variant (`source`, same signature as the reference) at

@@ -176,6 +176,8 @@ pub struct Header {
     pub device_key: String,
     pub repeats: usize,
     pub seed: u64,
+    /// Valid configurations of the space (the file is complete when it holds them all).
+    pub valid: usize,
 }
 
 impl Header {
@@ -190,6 +192,7 @@ impl Header {
             device_key: device_key.to_string(),
             repeats,
             seed,
+            valid: 0,
         }
     }
 
@@ -232,6 +235,10 @@ impl Header {
     /// The whole file.
     pub fn document(&self, cache: &Map<String, Value>) -> Value {
         let mut m = self.fields();
+        if let Some(Value::Object(k)) = m.get_mut("kfoundry") {
+            k.insert("valid_configurations".into(), json!(self.valid));
+            k.insert("complete".into(), json!(cache.len() >= self.valid));
+        }
         m.insert("cache".into(), Value::Object(cache.clone()));
         Value::Object(m)
     }
@@ -465,7 +472,7 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
             args.max_configs
         )
     })?;
-    let header = Header::new(spec, workload, &device.info.name, &device_key, args.repeats, args.seed);
+    let header = Header { valid: valid.len(), ..Header::new(spec, workload, &device.info.name, &device_key, args.repeats, args.seed) };
     let names = header.names();
     let valid_keys: BTreeSet<String> = valid.iter().map(cache_key).collect();
     let mut cache = Map::new();
@@ -483,6 +490,8 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         }
+    } else if path.exists() && !args.ws.quiet {
+        eprintln!("note: {} exists and will be replaced (`--resume` keeps what it holds)", path.display());
     }
     let resumed = cache.len();
     let reference = config_of(spec, &spec.reference);
@@ -503,7 +512,7 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
     bar.set_prefix(format!("{} @ {}", spec.id, workload.name));
     bar.set_position(resumed as u64);
     if resumed > 0 && !args.ws.quiet {
-        bar.println(format!("{} @ {}: resuming: {resumed} of {total} configurations already in {}", spec.id, workload.name, path.display()));
+        eprintln!("{} @ {}: resuming: {resumed} of {total} configurations already in {}", spec.id, workload.name, path.display());
     }
     let verbose = args.ws.verbose > 0 && !quiet;
     let (mut evaluated, mut since_write, mut interrupted) = (0usize, 0usize, false);
@@ -658,6 +667,8 @@ mod tests {
         assert_eq!(doc["problem_size"], json!([4096]));
         assert_eq!(doc["kfoundry"]["sizes"], json!({ "n": 4096 }));
         assert_eq!(doc["kfoundry"]["note"], COST_NOTE);
+        assert_eq!(doc["kfoundry"]["complete"], true);
+        assert_eq!(Header { valid: 4, ..header() }.document(&cache)["kfoundry"]["complete"], false);
         let space = kfoundry_search::CacheSpace::parse(Path::new("t.json"), &doc.to_string()).unwrap();
         assert_eq!(space.entries.len(), 3);
         assert_eq!(space.kernel_name, "t::K");

@@ -221,6 +221,9 @@ pub struct SimulateArgs {
     /// First seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Replay under another engine setting, KEY=VALUE (repeatable), e.g. `screening=8`, `sampling.explore=0.4`, `screen_model=Nearest`; the names are the fields of `kfoundry_search::Settings`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
     pub message_format: MessageFormat,
 }

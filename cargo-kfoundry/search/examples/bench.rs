@@ -20,6 +20,8 @@ use kfoundry_search::simulate::{baseline, run_once};
 use kfoundry_search::{ScreenModel, Settings};
 
 const FRACTIONS_AT: [usize; 4] = [50, 100, 200, 500];
+/// Bootstrap resamples of each strategy's runs for the score's interval.
+const BOOTSTRAP: usize = 1000;
 
 fn budget(b: &Baseline) -> usize {
     b.eval_axis().1.max(500)
@@ -85,8 +87,16 @@ fn main() {
     ];
     let wanted = std::env::var("KF_VARIANTS").unwrap_or_else(|_| "default,no-gradient,single-cell,no-screening,previous".into());
     let wanted: Vec<&str> = wanted.split(',').filter(|w| !w.is_empty()).collect();
-    let variants: Vec<(&str, Settings)> =
-        all.iter().filter(|(k, ..)| wanted.contains(k)).map(|(_, name, s)| (*name, s.clone())).collect();
+    let mut variants: Vec<(String, Settings)> =
+        all.iter().filter(|(k, ..)| wanted.contains(k)).map(|(_, name, s)| (name.to_string(), s.clone())).collect();
+    // free-form diagnostics: settings changes joined by `+`, e.g. `screening=8+screen_explore=0.1`
+    for w in wanted.iter().filter(|w| w.contains('=')) {
+        let mut s = Settings::default();
+        for a in w.split('+') {
+            s.set(a).unwrap_or_else(|e| fail(e));
+        }
+        variants.push((format!("kfoundry {w}"), s));
+    }
     for (name, s) in variants {
         let t0 = Instant::now();
         let mut traces = Vec::new();
@@ -95,7 +105,7 @@ fn main() {
             let (_, trace) = run_once(&cache, settings, None).unwrap_or_else(|e| fail(e.to_string()));
             traces.push(trace);
         }
-        results.push((name.to_string(), traces, t0.elapsed().as_secs_f64() / seeds.max(1) as f64));
+        results.push((name, traces, t0.elapsed().as_secs_f64() / seeds.max(1) as f64));
     }
 
     // Kernel Tuner traces
@@ -147,17 +157,29 @@ fn main() {
         evals
     );
     println!();
-    println!("| strategy | seeds | score (evals) | score (time) | @50 | @100 | @200 | @500 | median evals done | s/run |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (name, traces, secs) in &results {
+    // seed-resampling (bootstrap) spread of each score, and how sure it is that the first
+    // row (the default when it runs) scores above each other row
+    let boots: Vec<Vec<f64>> = results
+        .iter()
+        .enumerate()
+        .map(|(i, (_, traces, _))| methodology::bootstrap_score_evals(&base, traces, BOOTSTRAP, i as u64))
+        .collect();
+    let first = results.first().map_or(String::new(), |r| r.0.clone());
+    println!("| strategy | seeds | score (evals) | 90% interval | P({first} above) | score (time) | @50 | @100 | @200 | @500 | median evals done | s/run |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (i, (name, traces, secs)) in results.iter().enumerate() {
+        let interval = format!("{:.3}–{:.3}", methodology::quantile(&boots[i], 0.05), methodology::quantile(&boots[i], 0.95));
+        let above = if i == 0 { "–".to_string() } else { format!("{:.2}", methodology::share_above(&boots[0], &boots[i])) };
         let fr: Vec<String> =
             FRACTIONS_AT.iter().map(|&m| format!("{:.4}", methodology::median_fraction(&base, traces, m))).collect();
         let done = median(traces.iter().map(|t| t.times.len() as f64).collect());
         println!(
-            "| {} | {} | {:.4} | {:.4} | {} | {:.0} | {:.2} |",
+            "| {} | {} | {:.4} | {} | {} | {:.4} | {} | {:.0} | {:.2} |",
             name,
             traces.len(),
             methodology::score_evals(&base, traces),
+            interval,
+            above,
             methodology::score_time(&base, traces),
             fr.join(" | "),
             done,

@@ -154,6 +154,14 @@ fn variant(name: &str) -> Option<Settings> {
         "relevance" => Settings { screen_model: ScreenModel::Relevance, ..d },
         "islands1" => Settings { islands: 1, ..d },
         "islands4" => Settings { islands: 4, ..d },
+        _ if name.contains('=') => {
+            // settings changes joined by `+`, e.g. `screening=8+screen_explore=0.1`
+            let mut s = d;
+            for a in name.split('+') {
+                s.set(a).ok()?;
+            }
+            s
+        }
         _ => {
             // <model><candidates>, e.g. nearest16, additive32, screen16 (the default model)
             let digits = name.find(|c: char| c.is_ascii_digit())?;

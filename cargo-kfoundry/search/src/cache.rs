@@ -42,6 +42,9 @@ pub struct CacheSpace {
     pub space: Space,
     /// Configuration (values in parameter order) → entry.
     pub entries: HashMap<Config, Entry>,
+    /// The file says it is an interrupted brute-force run (`"kfoundry": {"complete": false}`):
+    /// configurations missing from it were not evaluated, rather than invalid.
+    pub incomplete: bool,
 }
 
 fn err(path: &Path, what: impl Into<String>) -> CacheError {
@@ -182,7 +185,9 @@ impl CacheSpace {
             return Err(err(path, "`cache` holds no successfully timed configuration"));
         }
         let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        Ok(CacheSpace { path: path.to_path_buf(), kernel_name: s("kernel_name"), device_name: s("device_name"), space, entries })
+        // written by `cargo kfoundry brute-force`, interrupted: configurations are missing
+        let incomplete = obj.get("kfoundry").and_then(|k| k.get("complete")).and_then(Value::as_bool) == Some(false);
+        Ok(CacheSpace { path: path.to_path_buf(), kernel_name: s("kernel_name"), device_name: s("device_name"), space, entries, incomplete })
     }
 
     /// The validity predicate: the configuration is in the cache.
@@ -266,6 +271,15 @@ mod tests {
                 assert!(m.contains(needle), "{m} does not mention {needle}");
             }
         }
+    }
+
+    #[test]
+    fn interrupted_brute_force_files_are_flagged() {
+        assert!(!parse(GOOD).unwrap().incomplete);
+        let partial = GOOD.replacen('{', r#"{"kfoundry":{"complete":false},"#, 1);
+        assert!(parse(&partial).unwrap().incomplete);
+        let complete = GOOD.replacen('{', r#"{"kfoundry":{"complete":true},"#, 1);
+        assert!(!parse(&complete).unwrap().incomplete);
     }
 
     #[test]

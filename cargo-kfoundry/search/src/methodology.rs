@@ -180,6 +180,61 @@ pub fn score_time(b: &Baseline, traces: &[Trace]) -> f64 {
     ps.iter().sum::<f64>() / ps.len() as f64
 }
 
+/// Bootstrap distribution of [`score_evals`]: the score of `resamples` sets of runs drawn
+/// with replacement from `traces` (seeded), sorted. Its spread says how much of a
+/// difference between two strategies the number of seeds can resolve.
+pub fn bootstrap_score_evals(b: &Baseline, traces: &[Trace], resamples: usize, seed: u64) -> Vec<f64> {
+    use rand::{Rng, SeedableRng};
+    if traces.is_empty() {
+        return Vec::new();
+    }
+    let (lo, hi) = b.eval_axis();
+    // best found per run and axis point, computed once
+    let table: Vec<Vec<f64>> =
+        traces.iter().map(|t| (lo..=hi).map(|m| t.best_after_evals(m).unwrap_or(b.desc[0])).collect()).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n = traces.len();
+    let mut out: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let pick: Vec<usize> = (0..n).map(|_| rng.gen_range(0..n)).collect();
+            let mut column = vec![0.0; n];
+            let mut sum = 0.0;
+            for (j, m) in (lo..=hi).enumerate() {
+                for (c, &i) in column.iter_mut().zip(&pick) {
+                    *c = table[i][j];
+                }
+                sum += standardise(b, median(&mut column), m as f64);
+            }
+            sum / (hi - lo + 1) as f64
+        })
+        .collect();
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+/// The `q` quantile (0..=1) of a sorted sample (nearest rank).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = (q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i]
+}
+
+/// Share of pairs (one bootstrap score of each) in which `a` is above `b`: how sure the
+/// resampling is that strategy `a` scores higher than strategy `b`.
+pub fn share_above(a: &[f64], b: &[f64]) -> f64 {
+    if a.is_empty() || b.is_empty() {
+        return f64::NAN;
+    }
+    let mut wins = 0usize;
+    for x in a {
+        // b is sorted: how many of b are below x
+        wins += b.partition_point(|y| y < x);
+    }
+    wins as f64 / (a.len() * b.len()) as f64
+}
+
 /// Median over runs of `best / best found after m evaluations` (0 for a run with nothing).
 pub fn median_fraction(b: &Baseline, traces: &[Trace], m: usize) -> f64 {
     let mut v: Vec<f64> = traces.iter().map(|t| t.best_after_evals(m).map_or(0.0, |x| b.best / x)).collect();
@@ -226,6 +281,29 @@ mod tests {
         let exact = Trace { times: (1..=hi).map(|m| Some(b.random_best(m as f64))).collect(), costs: vec![1.0; hi] };
         let s = score_evals(&b, &[exact]);
         assert!(s.abs() < 1e-12, "{s} over {lo}..{hi}");
+    }
+
+    #[test]
+    fn bootstrap_brackets_the_score_and_orders_strategies() {
+        let b = base();
+        // runs that find time 1 + (seed % 7) at once: the median run finds ~4
+        let runs = |offset: f64| -> Vec<Trace> {
+            (0..30).map(|s| Trace { times: vec![Some(1.0 + offset + (s % 7) as f64); 40], costs: vec![1.0; 40] }).collect()
+        };
+        let good = runs(0.0);
+        let worse = runs(3.0);
+        let score = score_evals(&b, &good);
+        let boot = bootstrap_score_evals(&b, &good, 200, 1);
+        assert_eq!(boot.len(), 200);
+        assert!(boot.windows(2).all(|w| w[0] <= w[1]));
+        assert!(quantile(&boot, 0.05) <= score && score <= quantile(&boot, 0.95), "{score} {boot:?}");
+        let boot_worse = bootstrap_score_evals(&b, &worse, 200, 2);
+        assert!(share_above(&boot, &boot_worse) > 0.95);
+        assert!(share_above(&boot_worse, &boot) < 0.05);
+        // identical runs: the resamples never differ
+        let same = vec![good[0].clone(); 10];
+        let flat = bootstrap_score_evals(&b, &same, 50, 3);
+        assert_eq!(quantile(&flat, 0.0), quantile(&flat, 1.0));
     }
 
     #[test]

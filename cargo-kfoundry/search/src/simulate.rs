@@ -72,6 +72,8 @@ pub struct SimulationReport {
     /// Methodology scores (0 = random search, 1 = optimum) on the evaluation and time axes.
     pub score_evals: f64,
     pub score_time: f64,
+    /// The file is an interrupted brute-force run (see [`CacheSpace::incomplete`]).
+    pub incomplete: bool,
 }
 
 /// One seeded run of the engine against a loaded cache, with its trace (times in seconds).
@@ -135,6 +137,7 @@ pub fn simulate_cache(cache: &CacheSpace, options: &SimulateOptions) -> Result<S
     }
     let fractions = options.fractions_at.iter().map(|&m| (m, methodology::median_fraction(&base, &traces, m))).collect();
     Ok(SimulationReport {
+        incomplete: cache.incomplete,
         path: cache.path.clone(),
         kernel: cache.kernel_name.clone(),
         device: cache.device_name.clone(),
@@ -157,6 +160,9 @@ impl fmt::Display for SimulationReport {
         writeln!(f, "space      {} ({} on {})", self.path.display(), self.kernel, self.device)?;
         let ps: Vec<String> = self.parameters.iter().map(|(n, k)| format!("{n}:{k}")).collect();
         writeln!(f, "parameters {}", ps.join(" "))?;
+        if self.incomplete {
+            writeln!(f, "warning    an interrupted brute-force run: configurations missing from it were not evaluated, and count as invalid here")?;
+        }
         writeln!(
             f,
             "configs    {} cached, {} valid; optimum {:.4} ms, median {:.4} ms; median evaluation cost {:.2} s",

@@ -242,3 +242,22 @@ fn evals_to_optimum_stats() {
         println!("variant {variant}: median {} p90 {} max {} {:?}", v[20], v[36], v[39], v);
     }
 }
+
+#[test]
+fn settings_are_set_from_text() {
+    let mut s = Settings::default();
+    s.set("screening=8").unwrap();
+    s.set("sampling.explore=0.4").unwrap();
+    s.set("screen_model=Nearest").unwrap();
+    s.set("stagnation=50").unwrap();
+    assert_eq!((s.screening, s.sampling.explore, s.screen_model, s.stagnation), (8, 0.4, ScreenModel::Nearest, Some(50)));
+    let unknown = s.set("screenings=8").unwrap_err();
+    assert!(unknown.contains("screenings") && unknown.contains("no such setting"), "{unknown}");
+    let nested_unknown = s.set("sampling.greed=1").unwrap_err();
+    assert!(nested_unknown.contains("no such setting"), "{nested_unknown}");
+    let bad = s.set("screening=many").unwrap_err();
+    assert!(bad.contains("screening=many"), "{bad}");
+    assert!(s.set("screening").unwrap_err().contains("KEY=VALUE"));
+    // a failed assignment changes nothing
+    assert_eq!(s.screening, 8);
+}

@@ -8,6 +8,9 @@ use crate::cli::{MessageFormat, SimulateArgs};
 
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let mut options = SimulateOptions { repeats: args.runs.max(1), ..SimulateOptions::default() };
+    for assignment in &args.set {
+        options.settings.set(assignment).map_err(|e| anyhow::anyhow!("--set {e}"))?;
+    }
     options.settings.seed = args.seed;
     options.settings.max_evals = Some(args.budget_evals.max(1));
     let report = simulate(&args.cache, &options)?;
@@ -19,7 +22,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                 .iter()
                 .map(|r| serde_json::json!({ "seed": r.seed, "evaluations": r.evaluations, "failures": r.failures, "seconds": r.seconds, "fraction": r.fraction, "best": r.best }))
                 .collect();
-            println!("{}", serde_json::json!({ "reason": "simulated", "kernel": report.kernel, "device": report.device, "best_time": report.best_time, "fractions": report.fractions, "score_evals": report.score_evals, "score_time": report.score_time, "runs": runs }));
+            println!("{}", serde_json::json!({ "reason": "simulated", "kernel": report.kernel, "device": report.device, "best_time": report.best_time, "fractions": report.fractions, "score_evals": report.score_evals, "score_time": report.score_time, "incomplete": report.incomplete, "runs": runs }));
         }
     }
     Ok(())

@@ -76,25 +76,6 @@ pub struct Settings {
     /// The model that screens the candidates. Default [`ScreenModel::Relevance`].
     #[serde(default = "ScreenModel::legacy")]
     pub screen_model: ScreenModel,
-    /// Probability that a step evaluates a uniformly chosen candidate instead of the
-    /// predicted best (exploration against an over-confident model). Default 0.
-    #[serde(default)]
-    pub screen_explore: f64,
-    /// Optimism of screening: a candidate scores its predicted fitness plus this many
-    /// standard deviations of the history's fitness times its (normalised) distance to the
-    /// nearest evaluated configuration. Default 0.
-    #[serde(default)]
-    pub screen_optimism: f64,
-    /// Random configurations screened with the children, as a share of `screening`.
-    /// Default 0.
-    #[serde(default)]
-    pub screen_random: f64,
-    /// The same share once the best has not improved for `stall` evaluations. Default 0.
-    #[serde(default)]
-    pub screen_random_stalled: f64,
-    /// Evaluations without a better best after which the search counts as stalled.
-    #[serde(default)]
-    pub stall: Option<usize>,
 }
 
 /// The surrogate model of candidate screening.
@@ -139,11 +120,6 @@ impl Default for Settings {
             population: 16,
             screening: 32,
             screen_model: ScreenModel::Relevance,
-            screen_explore: 0.0,
-            screen_optimism: 0.0,
-            screen_random: 0.0,
-            screen_random_stalled: 0.0,
-            stall: None,
         }
     }
 }
@@ -675,11 +651,11 @@ impl SearchState {
         }
         let weights = self.parent_weights(island);
         let want = self.settings.screening.max(1);
-        let mut candidates: Vec<(Indices, Operator, Option<usize>, Option<usize>)> = Vec::new();
+        let mut candidates: Vec<(Indices, Operator, usize, Option<usize>)> = Vec::new();
         for attempt in 0..MUTATION_TRIES * want {
             if let Some((child, op, p, o)) = self.mutate(island, attempt / want, &weights) {
                 if self.is_new_and_valid(&child, valid) && !candidates.iter().any(|c| c.0 == child) {
-                    candidates.push((child, op, Some(p), o));
+                    candidates.push((child, op, p, o));
                     if candidates.len() >= want {
                         break;
                     }
@@ -688,35 +664,19 @@ impl SearchState {
                 }
             }
         }
-        // random configurations from anywhere in the space compete with the children (more
-        // of them once the best has not improved for a while): the model may know a better
-        // region than the elites' neighbourhoods
-        let stalled = self.settings.stall.is_some_and(|s| self.history.len() >= self.last_improvement + s);
-        let share = if stalled { self.settings.screen_random_stalled } else { self.settings.screen_random };
-        let randoms = (want as f64 * share).round() as usize;
-        for _ in 0..randoms {
-            if let Some(c) = self.random_unvisited(valid) {
-                if !candidates.iter().any(|x| x.0 == c) {
-                    candidates.push((c, Operator::Random, None, None));
-                }
-            }
-        }
         if candidates.is_empty() {
             return self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None));
         }
         let pick = if candidates.len() == 1 {
             0
-        } else if self.settings.screen_explore > 0.0 && self.rng.gen::<f64>() < self.settings.screen_explore {
-            self.rng.gen_range(0..candidates.len())
         } else {
-            let scored = match self.settings.screen_model {
+            match self.settings.screen_model {
                 ScreenModel::Nearest => self.screen(&candidates),
                 ScreenModel::Additive | ScreenModel::Relevance => self.screen_surrogate(&candidates),
-            };
-            self.most_promising(&scored)
+            }
         };
         let (child, op, p, o) = candidates.swap_remove(pick);
-        Some((child, op, p, o))
+        Some((child, op, Some(p), o))
     }
 
     /// The surrogate model fitted to the history (`None` before the first success).
@@ -730,44 +690,24 @@ impl SearchState {
         Surrogate::fit_with(&sizes, &data, SURROGATE_K, self.settings.screen_model == ScreenModel::Relevance)
     }
 
-    /// The candidate with the best screening score: predicted fitness plus the optimism
-    /// bonus (the first on a tie). `scored[i]` is (prediction, distance to the nearest
-    /// evaluated configuration); an empty list (no model yet) picks the first.
-    fn most_promising(&self, scored: &[(f64, f64)]) -> usize {
-        let kappa = self.settings.screen_optimism;
-        let spread = if kappa > 0.0 { self.fitness_spread() } else { 0.0 };
+    /// Picks the candidate that the surrogate predicts fastest (the first on a tie).
+    fn screen_surrogate(&self, candidates: &[(Indices, Operator, usize, Option<usize>)]) -> usize {
+        let Some(model) = self.surrogate() else { return 0 };
         let mut best = (0, f64::NEG_INFINITY);
-        for (ci, &(pred, dist)) in scored.iter().enumerate() {
-            let score = pred + kappa * spread * dist;
-            if score > best.1 {
-                best = (ci, score);
+        for (ci, (c, ..)) in candidates.iter().enumerate() {
+            let pred = model.predict(c);
+            if pred > best.1 {
+                best = (ci, pred);
             }
         }
         best.0
     }
 
-    /// Standard deviation of the fitness of the successful evaluations so far.
-    fn fitness_spread(&self) -> f64 {
-        let f: Vec<f64> = self.history.iter().filter_map(|r| r.outcome.time()).map(fitness).collect();
-        if f.len() < 2 {
-            return 0.0;
-        }
-        let m = f.iter().sum::<f64>() / f.len() as f64;
-        (f.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (f.len() - 1) as f64).sqrt()
-    }
-
-    /// The surrogate's (prediction, distance to the nearest evaluated configuration) of each
-    /// candidate; empty before the first success.
-    fn screen_surrogate(&self, candidates: &[(Indices, Operator, Option<usize>, Option<usize>)]) -> Vec<(f64, f64)> {
-        let Some(model) = self.surrogate() else { return Vec::new() };
-        candidates.iter().map(|(c, ..)| (model.predict(c), model.nearest_distance(c))).collect()
-    }
-
-    /// A nearest-neighbour model of the history: per candidate, the distance-weighted mean
-    /// fitness of the `SCREEN_K` nearest evaluated configurations (distance: sum over
-    /// parameters of |index difference| / (values − 1); a failed configuration counts as
-    /// the worst fitness seen) and the distance to the nearest.
-    fn screen(&self, candidates: &[(Indices, Operator, Option<usize>, Option<usize>)]) -> Vec<(f64, f64)> {
+    /// Picks the candidate that a nearest-neighbour model of the history predicts fastest:
+    /// the distance-weighted mean fitness of the `SCREEN_K` nearest evaluated configurations
+    /// (distance: sum over parameters of |index difference| / (values − 1)); a failed
+    /// configuration counts as the worst fitness seen.
+    fn screen(&self, candidates: &[(Indices, Operator, usize, Option<usize>)]) -> usize {
         let sizes: Vec<f64> = self.space.params.iter().map(|p| (p.values.len().max(2) - 1) as f64).collect();
         let worst = self
             .history
@@ -782,8 +722,8 @@ impl SearchState {
             .map(|(idx, &h)| (h, idx, self.history[h].outcome.time().map_or(worst, fitness)))
             .collect();
         known.sort_by_key(|k| k.0);
-        let mut scored = Vec::with_capacity(candidates.len());
-        for (c, ..) in candidates {
+        let mut best = (0, f64::NEG_INFINITY);
+        for (ci, (c, ..)) in candidates.iter().enumerate() {
             let mut near: Vec<(f64, f64)> = known
                 .iter()
                 .map(|(_, k, f)| {
@@ -793,20 +733,21 @@ impl SearchState {
                 .collect();
             let k = SCREEN_K.min(near.len());
             if k == 0 {
-                return Vec::new();
+                return 0;
             }
             near.select_nth_unstable_by(k - 1, |a, b| a.0.total_cmp(&b.0));
             let (mut num, mut den) = (0.0, 0.0);
-            let mut nearest = f64::INFINITY;
             for &(d, f) in &near[..k] {
                 let w = 1.0 / (d + 1e-3);
                 num += w * f;
                 den += w;
-                nearest = nearest.min(d);
             }
-            scored.push((num / den, nearest));
+            let pred = num / den;
+            if pred > best.1 {
+                best = (ci, pred);
+            }
         }
-        scored
+        best.0
     }
 
     /// Parent-sampling weights of an island's elites for the three modes (exploitation,

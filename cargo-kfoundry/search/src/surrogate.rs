@@ -193,12 +193,6 @@ impl Surrogate {
             .sum()
     }
 
-    /// Relevance-weighted distance to the nearest evaluated configuration (infinite when
-    /// none).
-    pub fn nearest_distance(&self, x: &[u32]) -> f64 {
-        self.points.iter().map(|(p, _)| self.distance(p, x)).fold(f64::INFINITY, f64::min)
-    }
-
     /// Predicted fitness of a configuration.
     pub fn predict(&self, x: &[u32]) -> f64 {
         if self.nearest_only {

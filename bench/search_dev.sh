@@ -6,6 +6,9 @@
 #
 #   KF_VARIANTS=default,screening=8 SEEDS=50 bash bench/search_dev.sh [SPACE.json.gz ...]
 #
+# KT_STRATEGIES=genetic_algorithm,pso,... also replays those Kernel Tuner strategies (the venv
+# of bench/search_vs_kernel_tuner.sh, bench/.venv) with the same seeds and budgets.
+#
 # Spaces whose score axis ends before MIN_AXIS evaluations (default 40) are skipped: on them
 # the score measures the initial random samples, not the search.
 set -euo pipefail
@@ -15,11 +18,21 @@ MIN_AXIS=${MIN_AXIS:-40}
 export KF_VARIANTS=${KF_VARIANTS:-default}
 cargo build --release -q -p kfoundry-search --examples
 BENCH=target/release/examples/bench
-OUT=bench/out/dev; mkdir -p "$OUT"
+OUT=${DEV_OUT:-bench/out/dev}; mkdir -p "$OUT"
 spaces=("$@"); [ ${#spaces[@]} -eq 0 ] && spaces=(bench/spaces-dev/*.json.gz)
 run() {
-  local f=$1 name; name=$(basename "$f" .json.gz)
-  "$BENCH" "$f" "$SEEDS" > "$OUT/$name.md"
+  local f=$1 name traces=(); name=$(basename "$f" .json.gz)
+  if [ -n "${KT_STRATEGIES:-}" ]; then
+    # Kernel Tuner reads its own layout only (`cache` last): prepare_cache.py writes it
+    bench/.venv/bin/python bench/prepare_cache.py "$f" "$OUT/$name.json"
+    local budget; budget=$("$BENCH" --budget "$f")
+    for s in ${KT_STRATEGIES//,/ }; do
+      rm -f "$OUT/kt-$name-$s.jsonl"
+      bench/.venv/bin/python -W ignore bench/kt_runner.py "$OUT/$name.json" "$s" 0 "$SEEDS" "$budget" "$OUT/kt-$name-$s.jsonl" 2>>"$OUT/kt-stderr.log"
+      traces+=("$OUT/kt-$name-$s.jsonl")
+    done
+  fi
+  "$BENCH" "$f" "$SEEDS" "${traces[@]}" > "$OUT/$name.md"
 }
 export -f run; export BENCH SEEDS OUT
 todo=()
@@ -38,7 +51,7 @@ table = {}
 for n in names:
     for line in open(os.path.join(out, n + ".md")):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) > 3 and cells[0].startswith("kfoundry"):
+        if len(cells) > 3 and (cells[0].startswith("kfoundry") or cells[0].startswith("KT ")):
             table.setdefault(cells[0], {})[n] = float(cells[2])
 print("| variant | " + " | ".join(names) + " | mean |")
 print("| --- |" + " ---: |" * (len(names) + 1))

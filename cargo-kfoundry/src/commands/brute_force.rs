@@ -440,8 +440,31 @@ fn interrupted_exit(done: Option<&Done>) -> ! {
     std::process::exit(130);
 }
 
+/// The file's text in Kernel Tuner's own layout, which its reader relies on: the fields in
+/// Kernel Tuner's order with `cache` last, one record per line, ending in `}\n}` (Kernel Tuner
+/// reopens a cache file for appending by cutting those three characters).
+pub fn kernel_tuner_text(document: &Value) -> Result<String> {
+    const ORDER: [&str; 7] = ["device_name", "kernel_name", "problem_size", "tune_params_keys", "tune_params", "objective", "kfoundry"];
+    let Value::Object(fields) = document else { bail!("a cache document is a JSON object") };
+    let mut out = String::from("{\n");
+    for key in ORDER {
+        if let Some(v) = fields.get(key) {
+            out += &format!("{}: {},\n", serde_json::to_string(key)?, serde_json::to_string(v)?);
+        }
+    }
+    out += "\"cache\": {";
+    let empty = Map::new();
+    let cache = fields.get("cache").and_then(Value::as_object).unwrap_or(&empty);
+    for (i, (key, record)) in cache.iter().enumerate() {
+        out += if i == 0 { "\n" } else { ",\n" };
+        out += &format!("{}: {}", serde_json::to_string(key)?, serde_json::to_string(record)?);
+    }
+    out += "\n}\n}";
+    Ok(out)
+}
+
 fn write(path: &Path, header: &Header, cache: &Map<String, Value>) -> Result<()> {
-    let text = serde_json::to_string_pretty(&header.document(cache))?;
+    let text = kernel_tuner_text(&header.document(cache))?;
     write_atomic(path, text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -669,7 +692,16 @@ mod tests {
         assert_eq!(doc["kfoundry"]["note"], COST_NOTE);
         assert_eq!(doc["kfoundry"]["complete"], true);
         assert_eq!(Header { valid: 4, ..header() }.document(&cache)["kfoundry"]["complete"], false);
-        let space = kfoundry_search::CacheSpace::parse(Path::new("t.json"), &doc.to_string()).unwrap();
+        // Kernel Tuner's layout: `cache` last, the text ending in `}\n}`, the same document
+        let text = kernel_tuner_text(&doc).unwrap();
+        assert!(text.ends_with("}\n}"), "{text}");
+        let cache_at = text.find("\"cache\"").unwrap();
+        assert!(["\"device_name\"", "\"tune_params\"", "\"kfoundry\""].iter().all(|k| text.find(k).unwrap() < cache_at));
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), doc);
+        // Kernel Tuner reopens a closed file for appending by cutting `}\n}` and adding `,`
+        let reopened = format!("{},\n\"99,9\": {{\"time\": 1.0}}}}\n}}", &text[..text.len() - 3]);
+        assert_eq!(serde_json::from_str::<Value>(&reopened).unwrap()["cache"].as_object().unwrap().len(), 4);
+        let space = kfoundry_search::CacheSpace::parse(Path::new("t.json"), &text).unwrap();
         assert_eq!(space.entries.len(), 3);
         assert_eq!(space.kernel_name, "t::K");
         assert_eq!(space.evaluation(&vec![64, 2]), Evaluation::ok(0.001, 0.1));

@@ -106,6 +106,22 @@ fn brute_forces_a_small_space_into_a_cache_file_the_simulator_replays() {
     for r in runs {
         assert_eq!(r["fraction"].as_f64(), Some(1.0), "{r}");
     }
+    assert_eq!(report["incomplete"], false);
+
+    // Other engine settings replay through --set; an unknown one is a clear error.
+    let simulate_with = |set: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+            .args(["simulate", "--runs", "1", "--budget-evals", "12", "--message-format", "json"])
+            .args(set.iter().flat_map(|s| ["--set", s]))
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    let plain = simulate_with(&["screening=1", "screen_model=Nearest"]);
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let unknown = simulate_with(&["screenings=1"]);
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(!unknown.status.success() && stderr.contains("screenings") && stderr.contains("no such setting"), "{stderr}");
 
     // A space larger than --max-configs is refused, naming the kernel and the count.
     let refused = brute_force(&bundle, &out, &["--max-configs", "5"]);

@@ -1,5 +1,6 @@
 //! Runtime dispatch on a real OpenCL device (PoCL in CI): the chain exact device → same device
-//! with another driver → reference, constraints checked per call, and the program cache.
+//! with another driver → same family → nearest known device → reference, constraints checked
+//! per call, the fallback when a foreign variant fails here, and the program cache.
 
 use kfoundry::model::lockfile::Variant;
 use kfoundry::model::spec::Params;
@@ -43,6 +44,7 @@ fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
         evaluations: 10,
         failures: 0,
         source: None,
+        device_info: None,
     }
 }
 
@@ -134,4 +136,60 @@ fn programs_are_built_once_per_context_and_variant() {
     let (queue2, _) = setup();
     run_and_check(k, &queue2, 1 << 12);
     assert_eq!(k.cached_programs(), 2);
+}
+
+/// A device description like this machine's, under another name (so another family).
+fn described_like_here(device: &Device, kind: &str) -> (DeviceKey, kfoundry::DeviceInfo) {
+    let here = kfoundry::device_key(&device).unwrap();
+    let key = DeviceKey::from_reported(here.vendor_id, "some other cpu 9000", "1.0", "OpenCL 3.0");
+    let info = kfoundry::DeviceInfo { name: "some other cpu 9000".into(), kind: kind.into(), compute_units: 4, max_work_group_size: 1024, ..Default::default() };
+    (key, info)
+}
+
+#[test]
+fn nearest_known_device_of_the_same_kind() {
+    let (queue, device) = setup();
+    let (other_cpu, cpu_info) = described_like_here(&device, "cpu");
+    let (other_gpu, gpu_info) = described_like_here(&device, "gpu");
+    let other_gpu = DeviceKey { name: "some gpu 9000".into(), ..other_gpu };
+    let described = |key: &DeviceKey, p: Params, info: &kfoundry::DeviceInfo| Variant {
+        device_info: Some(info.clone()),
+        ..variant(key, "large", 1 << 16, p)
+    };
+    // the CPU-like device's variant is used; a GPU's never is on this CPU
+    let k = with_variants(&[described(&other_gpu, params(64, 4), &gpu_info), described(&other_cpu, params(32, 2), &cpu_info)]);
+    assert_eq!(run_and_check(k, &queue, 1 << 12), Step::NearestDevice);
+    let why = k.explain(&device, &[("n", 1 << 12)]).unwrap();
+    assert_eq!(why.params, params(32, 2));
+    assert!(why.to_string().contains("most similar known device"), "{why}");
+    let only_gpu = with_variants(&[described(&other_gpu, params(64, 4), &gpu_info)]);
+    assert_eq!(run_and_check(only_gpu, &queue, 1 << 12), Step::Reference);
+}
+
+#[test]
+fn a_foreign_variant_that_fails_here_falls_back_to_the_reference() {
+    let (queue, device) = setup();
+    let (other_cpu, cpu_info) = described_like_here(&device, "cpu");
+    // a source-level variant whose generated source does not build on this device
+    let broken = Variant {
+        device_info: Some(cpu_info),
+        source: Some("00000000000000aa".into()),
+        ..variant(&other_cpu, "large", 1 << 16, params(32, 2))
+    };
+    let spec = serde_json::to_string(Twice::evolved().spec().unwrap()).unwrap();
+    let variants = serde_json::to_string(&[broken]).unwrap();
+    let sources = r#"{"00000000000000aa": "__kernel void twice(const int n, __global const float* x, __global float* y) { not OpenCL }"}"#;
+    let k: &'static Evolved = Box::leak(Box::new(Evolved::with_sources(
+        Box::leak(spec.into_boxed_str()),
+        Box::leak(variants.into_boxed_str()),
+        sources,
+    )));
+    assert_eq!(k.explain(&device, &[("n", 1 << 12)]).unwrap().step, Step::NearestDevice);
+    // the call still computes the right result, with the reference, and says why
+    assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
+    let why = k.explain(&device, &[("n", 1 << 12)]).unwrap();
+    assert_eq!(why.step, Step::Reference);
+    assert!(why.to_string().contains("failed on this device"), "{why}");
+    // and every later call at these sizes goes straight to the reference
+    assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
 }

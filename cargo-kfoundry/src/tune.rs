@@ -186,6 +186,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
                 evaluations: outcome.evaluations as u64,
                 failures: outcome.failures as u64,
                 source,
+                device_info: None,
             });
             interrupted |= outcome.interrupted;
             done_keys.push((kernel.spec.id.clone(), kernel.spec.fingerprint(), workload.name.clone()));

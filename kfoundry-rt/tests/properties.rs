@@ -859,7 +859,7 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
         prop::option::of(lock_text()),
     )
         .prop_map(|(device, workload, sizes, params, (time_ns, reference_time_ns, evaluations, failures), source)| {
-            Variant { device, workload, sizes, params, time_ns, reference_time_ns, evaluations, failures, source }
+            Variant { device, workload, sizes, params, time_ns, reference_time_ns, evaluations, failures, source, device_info: None }
         })
 }
 
@@ -1291,6 +1291,7 @@ fn bug_lockfile_u64_beyond_i64_is_lost() {
         evaluations: 1,
         failures: 0,
         source: None,
+        device_info: None,
     };
     lock.record("k", "f", "d", DeviceInfo::default(), vec![variant]);
     let text = lock.to_toml();

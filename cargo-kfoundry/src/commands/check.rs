@@ -173,6 +173,7 @@ mod tests {
             evaluations: 1,
             failures: 0,
             source: None,
+            device_info: None,
         }
     }
 

@@ -62,6 +62,45 @@ impl DeviceKey {
     pub fn same_device(&self, other: &DeviceKey) -> bool {
         self.vendor_id == other.vendor_id && self.name == other.name
     }
+
+    /// The device's product family, read from its vendor and name (OpenCL reports no
+    /// architecture): the name with size and packaging words dropped (`80gb`, `hbm3`, `pcie`,
+    /// `sxm5`) and its model number cut to the series: letters followed by digits keep the
+    /// letters (`h100`, `h200` → `h`; `a100-pcie-40gb` → `a`), a number keeps its first digit
+    /// (`4090`, `4070` → `4`; `3090` → `3`); other words stay whole (PoCL's
+    /// `pthread-haswell-amd epyc` is its own family). A heuristic: devices of one family
+    /// usually like similar parameters, and a wrong guess costs speed, never correctness
+    /// (dispatch still checks every variant against the call and the device's limits).
+    pub fn family(&self) -> String {
+        let packaging = |w: &str| {
+            ["pcie", "sxm", "sxm2", "sxm4", "sxm5", "nvl", "hbm2", "hbm2e", "hbm3", "hbm3e", "graphics", "gpu"].contains(&w)
+                || (w.ends_with("gb") && w[..w.len() - 2].chars().all(|c| c.is_ascii_digit()) && w.len() > 2)
+        };
+        let series = |w: &str| -> String {
+            let letters: String = w.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+            match w[letters.len()..].chars().next() {
+                Some(d) if d.is_ascii_digit() && letters.is_empty() => d.to_string(),
+                Some(d) if d.is_ascii_digit() => letters,
+                _ => w.to_string(),
+            }
+        };
+        let words: Vec<String> = self
+            .name
+            .split(' ')
+            .flat_map(|w| {
+                // `a100-pcie-40gb`: the model is the first dash-separated part when the rest is packaging
+                let parts: Vec<&str> = w.split('-').collect();
+                if parts.len() > 1 && parts[1..].iter().all(|p| packaging(p)) {
+                    vec![parts[0].to_string()]
+                } else {
+                    vec![w.to_string()]
+                }
+            })
+            .filter(|w| !w.is_empty() && !packaging(w))
+            .map(|w| series(&w))
+            .collect();
+        format!("{:04x}|{}", self.vendor_id, words.join(" "))
+    }
 }
 
 impl fmt::Display for DeviceKey {
@@ -71,7 +110,7 @@ impl fmt::Display for DeviceKey {
 }
 
 /// The hardware description stored with a device's lockfile entries: enough to explain a match
-/// and, later, to find the nearest known device.
+/// and to find the nearest known device ([`DeviceInfo::distance`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeviceInfo {
     /// The device name as reported (not normalised), for humans.
@@ -90,6 +129,28 @@ pub struct DeviceInfo {
     pub max_clock_mhz: u32,
 }
 
+impl DeviceInfo {
+    /// How unlike two devices are, for dispatch to the nearest known device: `None` for
+    /// different kinds (a CPU's parameters are never used on a GPU); otherwise the sum of
+    /// |log2| ratios of compute units, clock, local memory and work-group limit (half weight
+    /// for global memory), plus 1 when the vendors differ. 0 for the same description.
+    pub fn distance(&self, other: &DeviceInfo) -> Option<f64> {
+        if self.kind != other.kind {
+            return None;
+        }
+        let ratio = |a: u64, b: u64| ((a.max(1) as f64) / (b.max(1) as f64)).log2().abs();
+        let mut d = ratio(u64::from(self.compute_units), u64::from(other.compute_units))
+            + ratio(u64::from(self.max_clock_mhz), u64::from(other.max_clock_mhz))
+            + ratio(self.local_mem_bytes, other.local_mem_bytes)
+            + ratio(self.max_work_group_size, other.max_work_group_size)
+            + 0.5 * ratio(self.global_mem_bytes, other.global_mem_bytes);
+        if self.vendor != other.vendor {
+            d += 1.0;
+        }
+        Some(d)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +162,44 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.to_string(), "10de|nvidia h200|580.95.05|3.0");
         assert_eq!(DeviceKey::parse(&a.to_string()), Some(a.clone()));
+    }
+
+    #[test]
+    fn families() {
+        let fam = |vendor: u32, name: &str| DeviceKey::from_reported(vendor, name, "1", "OpenCL 3.0").family();
+        assert_eq!(fam(0x10de, "NVIDIA H200"), fam(0x10de, "NVIDIA H100 80GB HBM3"));
+        assert_eq!(fam(0x10de, "NVIDIA H200"), "10de|nvidia h");
+        assert_eq!(fam(0x10de, "NVIDIA A100-PCIE-40GB"), fam(0x10de, "NVIDIA A100-SXM4-80GB"));
+        assert_ne!(fam(0x10de, "NVIDIA A100-PCIE-40GB"), fam(0x10de, "NVIDIA H100 PCIe"));
+        assert_eq!(fam(0x10de, "NVIDIA GeForce RTX 4090"), fam(0x10de, "NVIDIA GeForce RTX 4070"));
+        assert_ne!(fam(0x10de, "NVIDIA GeForce RTX 4090"), fam(0x10de, "NVIDIA GeForce RTX 3090"));
+        assert_ne!(fam(0x10de, "NVIDIA H200"), fam(0x1002, "NVIDIA H200"), "the vendor is part of the family");
+        // PoCL's CPU names carry the LLVM target: the whole name is the family
+        assert_eq!(fam(0x8086, "pthread-haswell-AMD EPYC"), "8086|pthread-haswell-amd epyc");
+        assert_ne!(fam(0x8086, "pthread-haswell-AMD EPYC"), fam(0x8086, "cpu-skylake-avx512-Intel(R) Xeon(R) Processor"));
+    }
+
+    #[test]
+    fn distances_between_descriptions() {
+        let gpu = |cu: u32, clock: u32| DeviceInfo {
+            kind: "gpu".into(),
+            vendor: "NVIDIA Corporation".into(),
+            compute_units: cu,
+            max_clock_mhz: clock,
+            local_mem_bytes: 49152,
+            max_work_group_size: 1024,
+            global_mem_bytes: 80 << 30,
+            ..Default::default()
+        };
+        let h200 = gpu(132, 1980);
+        assert_eq!(h200.distance(&h200), Some(0.0));
+        let h100 = gpu(114, 1755);
+        let small = gpu(28, 1500);
+        assert!(h200.distance(&h100).unwrap() < h200.distance(&small).unwrap());
+        let cpu = DeviceInfo { kind: "cpu".into(), ..h200.clone() };
+        assert_eq!(h200.distance(&cpu), None);
+        let other_vendor = DeviceInfo { vendor: "Advanced Micro Devices, Inc.".into(), ..h200.clone() };
+        assert_eq!(h200.distance(&other_vendor), Some(1.0));
     }
 
     #[test]

@@ -30,7 +30,11 @@ pub fn find_lockfile(manifest_dir: &Path) -> Option<PathBuf> {
 /// tuned for another fingerprint (a stale entry is never embedded).
 pub fn embeddable_variants(lock: &Lockfile, spec: &KernelSpec) -> Vec<Variant> {
     match lock.kernels.get(&spec.id) {
-        Some(entry) if entry.fingerprint == spec.fingerprint() => entry.variants.clone(),
+        Some(entry) if entry.fingerprint == spec.fingerprint() => entry
+            .variants
+            .iter()
+            .map(|v| Variant { device_info: lock.devices.get(&v.device).cloned(), ..v.clone() })
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -124,10 +128,20 @@ mod tests {
             evaluations: 1,
             failures: 0,
             source: None,
+            device_info: None,
         };
         let mut lock = Lockfile::default();
-        lock.record(&spec.id, &spec.fingerprint(), "a", DeviceInfo::default(), vec![variant.clone()]);
-        assert_eq!(embeddable_variants(&lock, &spec), vec![variant.clone()]);
+        let info = DeviceInfo { name: "A".into(), kind: "gpu".into(), ..Default::default() };
+        lock.record(&spec.id, &spec.fingerprint(), "a", info.clone(), vec![variant.clone()]);
+        // embedded with its device's description, for the nearest-device step
+        assert_eq!(embeddable_variants(&lock, &spec), vec![Variant { device_info: Some(info), ..variant.clone() }]);
+        // which is never written to a lockfile
+        let mut embedded = lock.clone();
+        if let Some(entry) = embedded.kernels.get_mut(&spec.id) {
+            entry.variants = embeddable_variants(&lock, &spec);
+        }
+        assert!(!embedded.to_toml().contains("device_info"));
+        assert_eq!(embedded.to_toml(), lock.to_toml());
         let mut changed = spec.clone();
         changed.source.push_str("\n// edited");
         assert!(embeddable_variants(&lock, &changed).is_empty());
@@ -150,6 +164,7 @@ mod tests {
             evaluations: 1,
             failures: 0,
             source: None,
+            device_info: None,
         };
         let generated = Variant { source: Some(hash.clone()), device: "b".into(), ..plain.clone() };
         let missing = Variant { source: Some("00000000000000ff".into()), device: "c".into(), ..plain.clone() };

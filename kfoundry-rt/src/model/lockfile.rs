@@ -57,6 +57,11 @@ pub struct Variant {
     /// Hash of a generated source stored beside the lockfile (source-level variants only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The description of the device the variant was tuned on, copied from `[devices]` when
+    /// the variant is embedded (dispatch to the nearest known device needs it); never written
+    /// to the lockfile, where `[devices]` holds it once per device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_info: Option<DeviceInfo>,
 }
 
 /// TOML integers are i64: larger counts (never met in practice) are written as i64::MAX rather
@@ -124,6 +129,10 @@ impl Lockfile {
         sorted.version = SCHEMA_VERSION;
         for entry in sorted.kernels.values_mut() {
             entry.variants.sort_by(|a, b| (&a.device, &a.workload).cmp(&(&b.device, &b.workload)));
+            // `[devices]` holds each device's description once
+            for v in &mut entry.variants {
+                v.device_info = None;
+            }
         }
         let body = toml::to_string(&sorted).unwrap_or_default();
         format!("# Kfoundry.lock: tuned kernel variants, written by `cargo kfoundry tune`. Commit it.\n{body}")
@@ -209,6 +218,7 @@ mod tests {
             evaluations: 40,
             failures: 2,
             source: None,
+            device_info: None,
         }
     }
 

@@ -1,14 +1,17 @@
 //! Which variant runs: the dispatch rules, as plain logic over the embedded specification and
 //! lockfile variants (no OpenCL here, so every rule is unit-tested).
 //!
-//! The chain: exact device → same device with another driver → (same vendor family and nearest
-//! known device: later) → the reference. At each step only variants whose constraints and
-//! geometry hold for the call's sizes are eligible; among them the one whose workload is
-//! nearest to the call's sizes (in log2 distance) wins. Ties go to the faster variant.
+//! The chain: exact device → same device with another driver → same product family
+//! ([`DeviceKey::family`]) → the nearest known device by hardware description
+//! ([`DeviceInfo::distance`], same kind of device only) → the reference. At each step only
+//! variants whose constraints and geometry hold for the call's sizes are eligible (on another
+//! device, also its work-group limit); among them the one whose workload is nearest to the
+//! call's sizes (in log2 distance) wins, ties to the faster variant. At the nearest-device step
+//! the nearest device is taken first, then its nearest workload.
 
 use std::fmt;
 
-use super::device::DeviceKey;
+use super::device::{DeviceInfo, DeviceKey};
 use super::lockfile::Variant;
 use super::spec::{fmt_assignments, KernelSpec, LaunchError, Params, Sizes};
 
@@ -19,8 +22,21 @@ pub enum Step {
     ExactDevice,
     /// A variant tuned on the same device with another driver version.
     SameDeviceOtherDriver,
+    /// A variant tuned on another device of the same product family.
+    SameFamily,
+    /// A variant tuned on the most similar known device of the same kind.
+    NearestDevice,
     /// The plain reference kernel.
     Reference,
+}
+
+impl Step {
+    /// A step that runs parameters tuned on another device: they may exceed this device's
+    /// limits in ways only a build shows (local memory), so a failure falls back to the
+    /// reference.
+    pub fn is_foreign(self) -> bool {
+        matches!(self, Step::SameFamily | Step::NearestDevice)
+    }
 }
 
 impl fmt::Display for Step {
@@ -28,6 +44,8 @@ impl fmt::Display for Step {
         f.write_str(match self {
             Step::ExactDevice => "exact device",
             Step::SameDeviceOtherDriver => "same device, other driver",
+            Step::SameFamily => "same family",
+            Step::NearestDevice => "nearest device",
             Step::Reference => "reference",
         })
     }
@@ -68,30 +86,77 @@ fn fmt_sizes(sizes: &Sizes) -> String {
     fmt_assignments(sizes, ", ")
 }
 
-/// Chooses the variant for `device` at `sizes`. Errors only when even the reference cannot
-/// run at these sizes (its constraints or geometry fail): then the call itself is invalid.
-pub fn choose(spec: &KernelSpec, variants: &[Variant], device: &DeviceKey, sizes: &Sizes) -> Result<Choice, LaunchError> {
+/// Whether a variant (tuned on the device with this key) belongs to a step.
+type Matches<'a> = dyn Fn(&DeviceKey, &Variant) -> bool + 'a;
+
+/// Chooses the variant for `device` (described by `info` when known: the nearest-device step
+/// and the work-group check of foreign variants need it) at `sizes`. Errors only when even the
+/// reference cannot run at these sizes (its constraints or geometry fail): then the call itself
+/// is invalid.
+pub fn choose(
+    spec: &KernelSpec,
+    variants: &[Variant],
+    device: &DeviceKey,
+    info: Option<&DeviceInfo>,
+    sizes: &Sizes,
+) -> Result<Choice, LaunchError> {
     let mut reasons = vec![format!("device key `{device}`; call sizes {}", fmt_sizes(sizes))];
-    let steps: [(Step, &dyn Fn(&DeviceKey) -> bool); 2] = [
-        (Step::ExactDevice, &|k: &DeviceKey| k == device),
-        (Step::SameDeviceOtherDriver, &|k: &DeviceKey| k != device && k.same_device(device)),
+    let family = device.family();
+    // the nearest known device of the same kind, by hardware description
+    let nearest: Option<(String, f64)> = info.and_then(|me| {
+        variants
+            .iter()
+            .filter(|v| DeviceKey::parse(&v.device).is_some_and(|k| k.family() != family))
+            .filter_map(|v| v.device_info.as_ref().and_then(|d| me.distance(d)).map(|d| (v.device.clone(), d)))
+            .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
+    });
+    let steps: [(Step, &Matches); 4] = [
+        (Step::ExactDevice, &|k, _| k == device),
+        (Step::SameDeviceOtherDriver, &|k, _| k != device && k.same_device(device)),
+        (Step::SameFamily, &|k, v| {
+            !k.same_device(device)
+                && k.family() == family
+                && match (info, &v.device_info) {
+                    (Some(me), Some(them)) => me.kind == them.kind,
+                    _ => true,
+                }
+        }),
+        (Step::NearestDevice, &|_, v| nearest.as_ref().is_some_and(|(d, _)| *d == v.device)),
     ];
     for (step, matches) in steps {
         let mut eligible: Vec<(usize, f64)> = Vec::new();
         let mut considered = 0;
         for (i, v) in variants.iter().enumerate() {
             let Some(key) = DeviceKey::parse(&v.device) else { continue };
-            if !matches(&key) {
+            if !matches(&key, v) {
                 continue;
             }
             considered += 1;
             match spec.geometry(&v.params, sizes) {
-                Ok(_) => eligible.push((i, distance(&v.sizes, sizes))),
+                Ok(g) => {
+                    let local: u64 = g.local.map_or(1, |l| l.iter().map(|&x| x as u64).product());
+                    match info {
+                        Some(me) if step.is_foreign() && local > me.max_work_group_size => reasons.push(format!(
+                            "{step}: variant for workload `{}` ({}) skipped: work-group size {local} exceeds this device's {}",
+                            v.workload,
+                            fmt_params(&v.params),
+                            me.max_work_group_size
+                        )),
+                        _ => eligible.push((i, distance(&v.sizes, sizes))),
+                    }
+                }
                 Err(e) => reasons.push(format!(
                     "{step}: variant for workload `{}` ({}) skipped: {e}",
                     v.workload,
                     fmt_params(&v.params)
                 )),
+            }
+        }
+        if step == Step::NearestDevice {
+            if let Some((d, dist)) = &nearest {
+                reasons.push(format!("{step}: `{d}` is the most similar known device (distance {dist:.2})"));
+            } else if info.is_none() {
+                reasons.push(format!("{step}: this device's description is unknown"));
             }
         }
         if considered == 0 {
@@ -143,6 +208,7 @@ mod tests {
             evaluations: 10,
             failures: 0,
             source: None,
+            device_info: None,
         }
     }
 
@@ -155,10 +221,10 @@ mod tests {
         let spec = saxpy();
         let dev = key("580");
         let variants = vec![variant(&dev, "small", 1 << 12, 32, 2, 100), variant(&dev, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &dev, &n(1 << 19)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, &n(1 << 19)).unwrap();
         assert_eq!(c.step, Step::ExactDevice);
         assert_eq!(c.variant, Some(1));
-        let c = choose(&spec, &variants, &dev, &n(1 << 13)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, &n(1 << 13)).unwrap();
         assert_eq!(c.variant, Some(0));
         assert!(c.to_string().contains("workload `small`"), "{c}");
     }
@@ -168,10 +234,10 @@ mod tests {
         let spec = saxpy();
         let tuned_on = key("575");
         let variants = vec![variant(&tuned_on, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &key("580"), &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &key("580"), None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::SameDeviceOtherDriver);
         let stranger = DeviceKey::from_reported(0x1002, "gfx90a", "3.0", "OpenCL 2.0");
-        let c = choose(&spec, &variants, &stranger, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &stranger, None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::Reference);
         assert_eq!(c.params, spec.reference);
         assert!(c.reasons.iter().any(|r| r.contains("no variant")));
@@ -183,15 +249,15 @@ mod tests {
         let dev = key("580");
         // WG=128, VEC=4 needs n % 512 == 0; WG=32,VEC=2 needs n % 64 == 0.
         let variants = vec![variant(&dev, "large", 1 << 20, 128, 4, 900), variant(&dev, "small", 1 << 12, 32, 2, 100)];
-        let c = choose(&spec, &variants, &dev, &n(64 * 3)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, &n(64 * 3)).unwrap();
         assert_eq!(c.variant, Some(1), "{c}");
         assert!(c.reasons.iter().any(|r| r.contains("skipped")), "{c}");
         // Only the reference (WG=64, VEC=1: n % 64 == 0) is valid at n = 64 * 5 with this set.
         let variants = vec![variant(&dev, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &dev, &n(64 * 5)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, &n(64 * 5)).unwrap();
         assert_eq!(c.step, Step::Reference);
         // Nothing is valid at n = 100: an error, not a panic.
-        assert!(choose(&spec, &variants, &dev, &n(100)).is_err());
+        assert!(choose(&spec, &variants, &dev, None, &n(100)).is_err());
     }
 
     #[test]
@@ -199,7 +265,69 @@ mod tests {
         let spec = saxpy();
         let mut v = variant(&key("580"), "large", 1 << 20, 128, 4, 900);
         v.device = "garbage".into();
-        let c = choose(&spec, &[v], &key("580"), &n(1 << 20)).unwrap();
+        let c = choose(&spec, &[v], &key("580"), None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::Reference);
+    }
+
+    fn gpu(name: &str, cu: u32, wg: u64) -> DeviceInfo {
+        DeviceInfo {
+            name: name.into(),
+            vendor: "NVIDIA Corporation".into(),
+            kind: "gpu".into(),
+            compute_units: cu,
+            max_work_group_size: wg,
+            local_mem_bytes: 49152,
+            global_mem_bytes: 80 << 30,
+            max_clock_mhz: 1900,
+            ..Default::default()
+        }
+    }
+
+    fn described(v: Variant, info: DeviceInfo) -> Variant {
+        Variant { device_info: Some(info), ..v }
+    }
+
+    #[test]
+    fn same_family_then_nearest_device_of_the_same_kind() {
+        let spec = saxpy();
+        let h100 = DeviceKey::from_reported(0x10de, "NVIDIA H100 80GB HBM3", "570", "OpenCL 3.0 CUDA");
+        let a100 = DeviceKey::from_reported(0x10de, "NVIDIA A100-PCIE-40GB", "570", "OpenCL 3.0 CUDA");
+        let l4 = DeviceKey::from_reported(0x10de, "NVIDIA L4", "570", "OpenCL 3.0 CUDA");
+        let cpu = DeviceKey::from_reported(0x8086, "pthread-haswell-AMD EPYC", "3.1", "OpenCL 3.0 PoCL");
+        let cpu_info = DeviceInfo { kind: "cpu".into(), compute_units: 132, ..gpu("cpu", 132, 4096) };
+        let h200 = key("580");
+        let me = gpu("NVIDIA H200", 132, 1024);
+        let variants = vec![
+            described(variant(&a100, "large", 1 << 20, 64, 2, 900), gpu("A100", 108, 1024)),
+            described(variant(&l4, "large", 1 << 20, 32, 1, 900), gpu("L4", 58, 1024)),
+            described(variant(&cpu, "large", 1 << 20, 256, 8, 900), cpu_info),
+            described(variant(&h100, "large", 1 << 20, 128, 4, 900), gpu("H100", 114, 1024)),
+        ];
+        // H100 is of the H200's family
+        let c = choose(&spec, &variants, &h200, Some(&me), &n(1 << 20)).unwrap();
+        assert_eq!((c.step, c.variant), (Step::SameFamily, Some(3)), "{c}");
+        // without it: the most similar GPU (A100: 108 units), never the CPU (132 units)
+        let c = choose(&spec, &variants[..3], &h200, Some(&me), &n(1 << 20)).unwrap();
+        assert_eq!((c.step, c.variant), (Step::NearestDevice, Some(0)), "{c}");
+        assert!(c.to_string().contains("most similar known device"), "{c}");
+        // only the CPU's variant: the reference
+        let c = choose(&spec, &variants[2..3], &h200, Some(&me), &n(1 << 20)).unwrap();
+        assert_eq!(c.step, Step::Reference, "{c}");
+        // this device's description unknown: no nearest-device step
+        let c = choose(&spec, &variants[..3], &h200, None, &n(1 << 20)).unwrap();
+        assert_eq!(c.step, Step::Reference, "{c}");
+        assert!(c.to_string().contains("description is unknown"), "{c}");
+    }
+
+    #[test]
+    fn foreign_variants_must_fit_the_work_group_limit() {
+        let spec = saxpy();
+        let h100 = DeviceKey::from_reported(0x10de, "NVIDIA H100 PCIe", "570", "OpenCL 3.0 CUDA");
+        let variants = vec![described(variant(&h100, "large", 1 << 20, 128, 4, 900), gpu("H100", 114, 1024))];
+        let small_wg = gpu("NVIDIA H200", 132, 64);
+        let c = choose(&spec, &variants, &key("580"), Some(&small_wg), &n(1 << 20)).unwrap();
+        assert_eq!(c.step, Step::Reference, "{c}");
+        assert!(c.to_string().contains("exceeds this device's 64"), "{c}");
+        assert!(Step::SameFamily.is_foreign() && Step::NearestDevice.is_foreign() && !Step::ExactDevice.is_foreign());
     }
 }

@@ -87,6 +87,15 @@ pub fn device_info(platform: &Platform, device: &Device) -> Result<DeviceInfo, E
     })
 }
 
+/// The hardware description of `device`, finding its platform itself.
+pub fn describe(device: &Device) -> Result<DeviceInfo, Error> {
+    let platform = match info(device, Info::Platform)? {
+        R::Platform(id) => Platform::new(id),
+        _ => return Err(Error::OpenCl("the device did not report its platform".into())),
+    };
+    device_info(&platform, device)
+}
+
 /// The device a program would use by default: the first GPU, else the first device.
 pub fn default_device() -> Result<(Platform, Device), Error> {
     let all = list_devices()?;

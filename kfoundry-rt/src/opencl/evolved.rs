@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ocl::core::{self, ClDeviceIdPtr};
 
-use super::device::device_key;
+use super::device::{describe, device_key};
 use super::error::Error;
 use super::launch::{build_program_from, create_kernel, enqueue, Arg};
-use crate::model::device::DeviceKey;
+use crate::model::device::{DeviceInfo, DeviceKey};
 use crate::model::lockfile::Variant;
 use crate::model::select::{choose, Choice, Step};
 use crate::model::spec::{KernelSpec, Params, Sizes};
@@ -52,6 +52,23 @@ pub fn cached_device_key(device: &ocl::Device) -> Result<DeviceKey, Error> {
     let key = device_key(device)?;
     device_keys().lock().map_err(poisoned)?.insert(handle, key.clone());
     Ok(key)
+}
+
+fn device_descriptions() -> &'static Mutex<HashMap<Handle, Option<DeviceInfo>>> {
+    static INFOS: OnceLock<Mutex<HashMap<Handle, Option<DeviceInfo>>>> = OnceLock::new();
+    INFOS.get_or_init(Default::default)
+}
+
+/// The hardware description of `device`, computed once per process; `None` when the driver
+/// does not report it (dispatch then skips the nearest-device step).
+pub fn cached_device_info(device: &ocl::Device) -> Result<Option<DeviceInfo>, Error> {
+    let handle = device.as_core().as_ptr() as Handle;
+    if let Some(i) = device_descriptions().lock().map_err(poisoned)?.get(&handle) {
+        return Ok(i.clone());
+    }
+    let info = describe(device).ok();
+    device_descriptions().lock().map_err(poisoned)?.insert(handle, info.clone());
+    Ok(info)
 }
 
 fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
@@ -124,36 +141,53 @@ impl Evolved {
             .collect()
     }
 
-    /// Which variant runs on `device` at `sizes`, and why.
+    /// Which variant runs on `device` at `sizes`, and why (including a fallback to the
+    /// reference after a foreign variant failed here).
     pub fn explain(&self, device: &ocl::Device, sizes: &[(&str, usize)]) -> Result<Choice, Error> {
-        let Decoded { spec, variants, .. } = self.decoded()?;
+        let spec = self.spec()?;
         let sizes = self.sizes(spec, sizes)?;
-        let key = cached_device_key(device)?;
-        choose(spec, variants, &key, &sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })
+        Ok(self.choice(device, spec, &sizes)?.as_ref().clone())
+    }
+
+    fn choice_key(device: &ocl::Device, sizes: &Sizes) -> (Handle, Vec<i64>) {
+        (device.as_core().as_ptr() as Handle, sizes.values().copied().collect())
     }
 
     fn choice(&self, device: &ocl::Device, spec: &KernelSpec, sizes: &Sizes) -> Result<Arc<Choice>, Error> {
-        let cache_key = (device.as_core().as_ptr() as Handle, sizes.values().copied().collect::<Vec<_>>());
+        let cache_key = Self::choice_key(device, sizes);
         if let Some(c) = self.choices.lock().map_err(poisoned)?.get(&cache_key) {
             return Ok(c.clone());
         }
         let key = cached_device_key(device)?;
+        let info = cached_device_info(device)?;
         let choice = Arc::new(
-            choose(spec, self.variants()?, &key, sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?,
+            choose(spec, self.variants()?, &key, info.as_ref(), sizes)
+                .map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?,
         );
         self.choices.lock().map_err(poisoned)?.insert(cache_key, choice.clone());
         Ok(choice)
     }
 
     /// Runs the kernel on `queue`'s device: the variant chosen for that device and these sizes
-    /// (built on first use in this context), else the reference. Returns the dispatch step.
+    /// (built on first use in this context), else the reference. A variant tuned on another
+    /// device that fails to build or launch here is replaced by the reference, for this call
+    /// and every later one at these sizes (`explain` says why). Returns the dispatch step.
     pub fn launch(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Step, Error> {
         let spec = self.spec()?;
         let sizes = self.sizes(spec, sizes)?;
         let device = queue.device();
         let choice = self.choice(&device, spec, &sizes)?;
-        self.run(queue, &device, spec, choice.variant, &choice.params, &sizes, args)?;
-        Ok(choice.step)
+        match self.run(queue, &device, spec, choice.variant, &choice.params, &sizes, args) {
+            Err(e) if choice.step.is_foreign() => {
+                let mut reasons = choice.reasons.clone();
+                reasons.push(format!("{}: failed on this device ({e}); the reference runs instead", choice.step));
+                let fallback = Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons };
+                self.choices.lock().map_err(poisoned)?.insert(Self::choice_key(&device, &sizes), Arc::new(fallback));
+                self.run(queue, &device, spec, None, &spec.reference, &sizes, args)?;
+                Ok(Step::Reference)
+            }
+            result => result.map(|()| choice.step),
+        }
     }
 
     /// Runs the configuration `params` (for tests and benchmarks that compare variants).

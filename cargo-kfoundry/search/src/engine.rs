@@ -281,9 +281,8 @@ fn fitness(time: f64) -> f64 {
 const RANDOM_TRIES: usize = 2000;
 /// Spaces up to this size are enumerated when rejection sampling finds nothing.
 const ENUMERATE_LIMIT: u128 = 4_000_000;
-/// Neighbours consulted by candidate screening ([`ScreenModel::Nearest`]).
-const SCREEN_K: usize = 3;
-/// Neighbours whose residuals correct the surrogate ([`ScreenModel::Additive`]).
+/// Neighbours consulted by the screening models (for [`ScreenModel::Additive`], those whose
+/// residuals correct the additive part).
 const SURROGATE_K: usize = 3;
 /// Weight factor of a parent per mutation of it that produced nothing new.
 const DEAD_END_DECAY: f64 = 0.8;
@@ -667,14 +666,7 @@ impl SearchState {
         if candidates.is_empty() {
             return self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None));
         }
-        let pick = if candidates.len() == 1 {
-            0
-        } else {
-            match self.settings.screen_model {
-                ScreenModel::Nearest => self.screen(&candidates),
-                ScreenModel::Additive | ScreenModel::Relevance => self.screen_surrogate(&candidates),
-            }
-        };
+        let pick = if candidates.len() == 1 { 0 } else { self.screen_surrogate(&candidates) };
         let (child, op, p, o) = candidates.swap_remove(pick);
         Some((child, op, Some(p), o))
     }
@@ -687,7 +679,11 @@ impl SearchState {
         known.sort_by_key(|k| k.0);
         let data: Vec<(&Indices, Option<f64>)> =
             known.iter().map(|&(h, idx)| (idx, self.history[h].outcome.time().map(fitness))).collect();
-        Surrogate::fit_with(&sizes, &data, SURROGATE_K, self.settings.screen_model == ScreenModel::Relevance)
+        match self.settings.screen_model {
+            ScreenModel::Nearest => Surrogate::nearest(&sizes, &data, SURROGATE_K),
+            ScreenModel::Additive => Surrogate::fit_with(&sizes, &data, SURROGATE_K, false),
+            ScreenModel::Relevance => Surrogate::fit_with(&sizes, &data, SURROGATE_K, true),
+        }
     }
 
     /// Picks the candidate that the surrogate predicts fastest (the first on a tie).
@@ -696,53 +692,6 @@ impl SearchState {
         let mut best = (0, f64::NEG_INFINITY);
         for (ci, (c, ..)) in candidates.iter().enumerate() {
             let pred = model.predict(c);
-            if pred > best.1 {
-                best = (ci, pred);
-            }
-        }
-        best.0
-    }
-
-    /// Picks the candidate that a nearest-neighbour model of the history predicts fastest:
-    /// the distance-weighted mean fitness of the `SCREEN_K` nearest evaluated configurations
-    /// (distance: sum over parameters of |index difference| / (values − 1)); a failed
-    /// configuration counts as the worst fitness seen.
-    fn screen(&self, candidates: &[(Indices, Operator, usize, Option<usize>)]) -> usize {
-        let sizes: Vec<f64> = self.space.params.iter().map(|p| (p.values.len().max(2) - 1) as f64).collect();
-        let worst = self
-            .history
-            .iter()
-            .filter_map(|r| r.outcome.time())
-            .map(fitness)
-            .fold(f64::INFINITY, f64::min);
-        // in history order: the hash map's order is not reproducible
-        let mut known: Vec<(usize, &Indices, f64)> = self
-            .visited
-            .iter()
-            .map(|(idx, &h)| (h, idx, self.history[h].outcome.time().map_or(worst, fitness)))
-            .collect();
-        known.sort_by_key(|k| k.0);
-        let mut best = (0, f64::NEG_INFINITY);
-        for (ci, (c, ..)) in candidates.iter().enumerate() {
-            let mut near: Vec<(f64, f64)> = known
-                .iter()
-                .map(|(_, k, f)| {
-                    let d: f64 = k.iter().zip(c).zip(&sizes).map(|((&a, &b), n)| (f64::from(a) - f64::from(b)).abs() / n).sum();
-                    (d, *f)
-                })
-                .collect();
-            let k = SCREEN_K.min(near.len());
-            if k == 0 {
-                return 0;
-            }
-            near.select_nth_unstable_by(k - 1, |a, b| a.0.total_cmp(&b.0));
-            let (mut num, mut den) = (0.0, 0.0);
-            for &(d, f) in &near[..k] {
-                let w = 1.0 / (d + 1e-3);
-                num += w * f;
-                den += w;
-            }
-            let pred = num / den;
             if pred > best.1 {
                 best = (ci, pred);
             }

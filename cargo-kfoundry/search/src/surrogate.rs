@@ -141,6 +141,32 @@ impl Surrogate {
                 };
             }
         }
+        Some(Self::assemble(sizes, data, k, mean, effects, weights, nearest_only))
+    }
+
+    /// The plain nearest-neighbour model: the distance-weighted mean fitness of the `k`
+    /// nearest evaluated configurations, every parameter weighing the same (distance: sum of
+    /// |index difference| / (values − 1)); failures count as the worst fitness seen. `None`
+    /// when there is no successful evaluation.
+    pub fn nearest(sizes: &[usize], data: &[(&Indices, Option<f64>)], k: usize) -> Option<Surrogate> {
+        if data.iter().all(|(_, f)| f.is_none()) {
+            return None;
+        }
+        let effects = sizes.iter().map(|&s| vec![0.0; s.max(1)]).collect();
+        Some(Self::assemble(sizes, data, k, 0.0, effects, vec![1.0; sizes.len()], true))
+    }
+
+    /// The model from its fitted parts and the data (residuals, or fitness for the
+    /// nearest-only models).
+    fn assemble(
+        sizes: &[usize],
+        data: &[(&Indices, Option<f64>)],
+        k: usize,
+        mean: f64,
+        effects: Vec<Vec<f64>>,
+        weights: Vec<f64>,
+        nearest_only: bool,
+    ) -> Surrogate {
         let mut s = Surrogate {
             spans: sizes.iter().map(|&s| (s.max(2) - 1) as f64).collect(),
             mean,
@@ -151,7 +177,7 @@ impl Surrogate {
             additive_only: k == 0,
             nearest_only,
         };
-        let worst = ok.iter().map(|(_, f)| *f).fold(f64::INFINITY, f64::min);
+        let worst = data.iter().filter_map(|(_, f)| *f).fold(f64::INFINITY, f64::min);
         for (x, f) in data {
             let a = s.additive(x);
             let r = match f {
@@ -163,7 +189,7 @@ impl Surrogate {
             };
             s.points.push(((*x).clone(), r));
         }
-        Some(s)
+        s
     }
 
     /// The additive part's prediction.
@@ -280,6 +306,23 @@ mod tests {
         // without relevance (equal weights) configurations with another x0 one step away in
         // x1 would count as much as those sharing x0 two steps away in x1
         assert!(s.distance(&[0, 3], &[0, 5]) < s.distance(&[0, 3], &[1, 3]));
+    }
+
+    #[test]
+    fn the_plain_nearest_model_weighs_every_parameter_the_same() {
+        // fitness = x0 only, but the plain model does not learn that: a point two steps away
+        // in x1 is as far as one two steps away in x0
+        let sizes = [5, 5];
+        let pts: Vec<Indices> = vec![vec![0, 0], vec![2, 0], vec![0, 2], vec![4, 4]];
+        let mut data: Vec<(&Indices, Option<f64>)> = pts[..3].iter().map(|x| (x, Some(f64::from(x[0])))).collect();
+        data.push((&pts[3], None));
+        let s = Surrogate::nearest(&sizes, &data, 1).unwrap();
+        assert_eq!(s.relevance(), &[1.0, 1.0]);
+        assert_eq!(s.distance(&[0, 0], &[2, 0]), s.distance(&[0, 0], &[0, 2]));
+        // the nearest evaluated configuration's fitness; a failure counts as the worst (0)
+        assert_eq!(s.predict(&[2, 1]), 2.0);
+        assert_eq!(s.predict(&[4, 3]), 0.0);
+        assert!(Surrogate::nearest(&sizes, &data[3..], 1).is_none(), "no success, no model");
     }
 
     #[test]

@@ -115,10 +115,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn stale_entries_are_not_embedded() {
-        let spec = saxpy();
-        let variant = Variant {
+    /// A variant of `spec`'s reference parameters for device "a".
+    fn plain(spec: &KernelSpec) -> Variant {
+        Variant {
             device: "a".into(),
             workload: "large".into(),
             sizes: Default::default(),
@@ -129,7 +128,13 @@ mod tests {
             failures: 0,
             source: None,
             device_info: None,
-        };
+        }
+    }
+
+    #[test]
+    fn stale_entries_are_not_embedded() {
+        let spec = saxpy();
+        let variant = plain(&spec);
         let mut lock = Lockfile::default();
         let info = DeviceInfo { name: "A".into(), kind: "gpu".into(), ..Default::default() };
         lock.record(&spec.id, &spec.fingerprint(), "a", info.clone(), vec![variant.clone()]);
@@ -154,18 +159,7 @@ mod tests {
         let lock = dir.path().join(FILE_NAME);
         let text = spec.source.replace("a * x", "x * a");
         let hash = super::super::generated::write(&lock, &spec.id, &text).unwrap();
-        let plain = Variant {
-            device: "a".into(),
-            workload: "large".into(),
-            sizes: Default::default(),
-            params: spec.reference.clone(),
-            time_ns: 1,
-            reference_time_ns: 2,
-            evaluations: 1,
-            failures: 0,
-            source: None,
-            device_info: None,
-        };
+        let plain = plain(&spec);
         let generated = Variant { source: Some(hash.clone()), device: "b".into(), ..plain.clone() };
         let missing = Variant { source: Some("00000000000000ff".into()), device: "c".into(), ..plain.clone() };
         let (kept, sources) = with_generated_sources(&lock, &spec, vec![plain.clone(), generated.clone(), missing]);

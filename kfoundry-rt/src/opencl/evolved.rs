@@ -38,37 +38,29 @@ struct Decoded {
     sources: BTreeMap<String, String>,
 }
 
-fn device_keys() -> &'static Mutex<HashMap<Handle, DeviceKey>> {
-    static KEYS: OnceLock<Mutex<HashMap<Handle, DeviceKey>>> = OnceLock::new();
-    KEYS.get_or_init(Default::default)
+/// What dispatch needs to know about a device: its key and, when the driver reports it, its
+/// hardware description (`None`: the nearest-device step is skipped).
+type Identity = (DeviceKey, Option<DeviceInfo>);
+
+fn identities() -> &'static Mutex<HashMap<Handle, Identity>> {
+    static IDS: OnceLock<Mutex<HashMap<Handle, Identity>>> = OnceLock::new();
+    IDS.get_or_init(Default::default)
+}
+
+/// The key and description of `device`, computed once per process.
+fn identity(device: &ocl::Device) -> Result<Identity, Error> {
+    let handle = device.as_core().as_ptr() as Handle;
+    if let Some(id) = identities().lock().map_err(poisoned)?.get(&handle) {
+        return Ok(id.clone());
+    }
+    let id = (device_key(device)?, describe(device).ok());
+    identities().lock().map_err(poisoned)?.insert(handle, id.clone());
+    Ok(id)
 }
 
 /// The key of `device`, computed once per process.
 pub fn cached_device_key(device: &ocl::Device) -> Result<DeviceKey, Error> {
-    let handle = device.as_core().as_ptr() as Handle;
-    if let Some(k) = device_keys().lock().map_err(poisoned)?.get(&handle) {
-        return Ok(k.clone());
-    }
-    let key = device_key(device)?;
-    device_keys().lock().map_err(poisoned)?.insert(handle, key.clone());
-    Ok(key)
-}
-
-fn device_descriptions() -> &'static Mutex<HashMap<Handle, Option<DeviceInfo>>> {
-    static INFOS: OnceLock<Mutex<HashMap<Handle, Option<DeviceInfo>>>> = OnceLock::new();
-    INFOS.get_or_init(Default::default)
-}
-
-/// The hardware description of `device`, computed once per process; `None` when the driver
-/// does not report it (dispatch then skips the nearest-device step).
-pub fn cached_device_info(device: &ocl::Device) -> Result<Option<DeviceInfo>, Error> {
-    let handle = device.as_core().as_ptr() as Handle;
-    if let Some(i) = device_descriptions().lock().map_err(poisoned)?.get(&handle) {
-        return Ok(i.clone());
-    }
-    let info = describe(device).ok();
-    device_descriptions().lock().map_err(poisoned)?.insert(handle, info.clone());
-    Ok(info)
+    identity(device).map(|(key, _)| key)
 }
 
 fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
@@ -158,8 +150,7 @@ impl Evolved {
         if let Some(c) = self.choices.lock().map_err(poisoned)?.get(&cache_key) {
             return Ok(c.clone());
         }
-        let key = cached_device_key(device)?;
-        let info = cached_device_info(device)?;
+        let (key, info) = identity(device)?;
         let choice = Arc::new(
             choose(spec, self.variants()?, &key, info.as_ref(), sizes)
                 .map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?,

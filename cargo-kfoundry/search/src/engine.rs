@@ -288,6 +288,10 @@ const SURROGATE_K: usize = 3;
 const DEAD_END_DECAY: f64 = 0.8;
 /// Attempts at producing a new valid child by mutation before drawing a random one.
 const MUTATION_TRIES: usize = 40;
+/// Largest settings a checkpoint may carry (far above anything useful).
+const MAX_ISLANDS: usize = 256;
+const MAX_POPULATION: usize = 1 << 16;
+const MAX_SCREENING: usize = 1 << 12;
 
 impl SearchState {
     /// A new search. `reference`, if given, is evaluated first (when valid), so the result
@@ -328,6 +332,65 @@ impl SearchState {
             dead_ends: Vec::new(),
             space,
             settings,
+        })
+    }
+
+    /// Checks a deserialized state (a checkpoint, which anyone could have edited) so that
+    /// continuing it can neither panic nor diverge from what its history says: the settings
+    /// and space must be sound, every record must name configurations of the space and
+    /// earlier parents, and replaying the history through the engine must reproduce every
+    /// structure derived from it (archives, gradient model, visited set, best, counts).
+    pub fn validated(self) -> Result<SearchState, String> {
+        let s = &self.settings;
+        if !(1..=MAX_ISLANDS).contains(&s.islands) {
+            return Err(format!("{} islands (1 to {MAX_ISLANDS} allowed)", s.islands));
+        }
+        if s.max_bins == 0 || s.max_bins > u16::MAX as usize || s.population == 0 || s.population > MAX_POPULATION || s.screening > MAX_SCREENING {
+            return Err("settings out of range (max_bins, population or screening)".into());
+        }
+        let finite = [s.decay, s.prior, s.sampling.exploit, s.sampling.explore, s.sampling.random, s.operators.neighbour, s.operators.reset, s.operators.crossover, s.weights.fitness, s.weights.success, s.weights.empty];
+        if finite.iter().any(|x| !x.is_finite() || *x < 0.0) || s.max_seconds.is_some_and(|x| !x.is_finite()) {
+            return Err("settings with negative or non-finite weights".into());
+        }
+        let space = Space::with_descriptors(self.space.params.clone(), self.space.descriptors.clone()).map_err(|e| format!("space: {e}"))?;
+        let reference = match &self.reference {
+            Some(idx) if !space.contains(idx) => return Err("the reference is not a configuration of the space".into()),
+            Some(idx) => Some(space.values(idx)),
+            None => None,
+        };
+        let mut replay = SearchState::new(space, self.settings.clone(), reference.as_ref()).map_err(|e| e.to_string())?;
+        for (i, r) in self.history.iter().enumerate() {
+            let child = replay.space.indices(&r.config).map_err(|e| format!("evaluation {i}: {e}"))?;
+            if r.parent.is_some_and(|p| p >= i) || r.other_parent.is_some_and(|p| p >= i) || r.island >= replay.islands.len() {
+                return Err(format!("evaluation {i} names a later parent or an island that does not exist"));
+            }
+            if !r.outcome.cost().is_finite() {
+                return Err(format!("evaluation {i} has a non-finite cost"));
+            }
+            replay.record(child, r.config.clone(), r.outcome.clone(), r.operator, r.parent, r.other_parent, r.island);
+        }
+        let consistent = replay.history == self.history
+            && replay.islands == self.islands
+            && replay.model == self.model
+            && replay.visited == self.visited
+            && replay.best == self.best
+            && replay.last_improvement == self.last_improvement
+            && replay.failures == self.failures
+            && replay.elapsed.to_bits() == self.elapsed.to_bits()
+            && replay.bins == self.bins
+            && replay.param_desc == self.param_desc
+            && replay.free == self.free
+            && self.dead_ends.len() == self.history.len();
+        if !consistent {
+            return Err("its archives, gradient model or counts are not what its history gives".into());
+        }
+        Ok(SearchState {
+            rng: self.rng,
+            reference_done: self.reference_done,
+            next_island: self.next_island % replay.islands.len(),
+            stop: self.stop,
+            dead_ends: self.dead_ends,
+            ..replay
         })
     }
 

@@ -159,6 +159,12 @@ impl Space {
             .collect()
     }
 
+    /// Whether `idx` names a configuration of this space (one index per parameter, each in
+    /// range).
+    pub fn contains(&self, idx: &[u32]) -> bool {
+        idx.len() == self.params.len() && self.params.iter().zip(idx).all(|(p, &i)| (i as usize) < p.values.len())
+    }
+
     /// Indices of a configuration given as values.
     pub fn indices(&self, config: &[i64]) -> Result<Indices, SpaceError> {
         if config.len() != self.params.len() {

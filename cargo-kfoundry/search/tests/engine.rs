@@ -179,9 +179,43 @@ fn seeded_runs_repeat_and_checkpoints_resume_exactly() {
     }
     let json = serde_json::to_string(&s).unwrap();
     drop(s);
-    let mut resumed: SearchState = serde_json::from_str(&json).unwrap();
+    let mut resumed: SearchState = serde_json::from_str::<SearchState>(&json).unwrap().validated().unwrap();
     let r = resumed.run(&mut evaluate, &valid, &mut |_| true);
     assert!(r.history == a.history, "the resumed run differs");
+}
+
+#[test]
+fn tampered_checkpoints_are_refused_not_resumed() {
+    let settings = Settings { seed: 5, max_evals: Some(60), ..Settings::default() };
+    let mut s = SearchState::new(space(), settings.clone(), Some(&vec![8, 2, 1, 1, 0, 0, 3])).unwrap();
+    for _ in 0..30 {
+        s.step(&mut evaluate, &valid);
+    }
+    let v = serde_json::to_value(&s).unwrap();
+    // the genuine state is accepted
+    assert!(serde_json::from_value::<SearchState>(v.clone()).unwrap().validated().is_ok());
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        ("no islands", Box::new(|v| v["settings"]["islands"] = 0.into())),
+        ("no islands in the archive list", Box::new(|v| v["islands"] = serde_json::json!([]))),
+        ("an index out of range", Box::new(|v| v["history"][3]["config"][0] = 12345.into())),
+        ("a later parent", Box::new(|v| v["history"][3]["parent"] = 29.into())),
+        ("an island that does not exist", Box::new(|v| v["history"][3]["island"] = 7.into())),
+        ("a best beyond the history", Box::new(|v| v["best"] = 1000.into())),
+        ("an archive elite from nowhere", Box::new(|v| v["islands"][0]["slots"][0]["elites"][0]["eval"] = 999.into())),
+        ("a visited entry out of range", Box::new(|v| v["visited"][0][1] = 5000.into())),
+        ("a reference outside the space", Box::new(|v| v["reference"] = serde_json::json!([99, 0, 0, 0, 0, 0, 0]))),
+        ("fewer dead-end counters", Box::new(|v| v["dead_ends"] = serde_json::json!([]))),
+        ("an empty parameter", Box::new(|v| v["space"]["params"][0]["values"] = serde_json::json!([]))),
+    ];
+    for (what, edit) in edits {
+        let mut t = v.clone();
+        edit(&mut t);
+        // Either it does not deserialize, or validation refuses it: it never panics.
+        if let Ok(state) = serde_json::from_value::<SearchState>(t) {
+            assert!(state.validated().is_err(), "{what} was accepted");
+        }
+    }
 }
 
 #[test]

@@ -33,7 +33,11 @@ fn params(wg: i64, items: i64) -> Params {
     [("WG".to_string(), wg), ("ITEMS".to_string(), items)].into_iter().collect()
 }
 
+/// A variant as a tune records it: verified from the smallest size its parameters allow up to
+/// 2^20.
 fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
+    let smallest = p["WG"] * p["ITEMS"];
+    let proven = [smallest, n, 1 << 20].iter().map(|&v| [("n".to_string(), v)].into_iter().collect()).collect();
     Variant {
         device: device.to_string(),
         workload: workload.into(),
@@ -44,6 +48,8 @@ fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
         evaluations: 10,
         failures: 0,
         source: None,
+        proven,
+        partial: false,
         device_info: None,
     }
 }
@@ -192,4 +198,128 @@ fn a_foreign_variant_that_fails_here_falls_back_to_the_reference() {
     assert!(why.to_string().contains("failed on this device"), "{why}");
     // and every later call at these sizes goes straight to the reference
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
+}
+
+/// Buffers of `len` elements holding 1.0 (x) and 0.5 (y).
+fn buffers(queue: &Queue, len: usize) -> (Buffer<f32>, Buffer<f32>) {
+    let x = Buffer::<f32>::builder().queue(queue.clone()).len(len).fill_val(1.0).build().unwrap();
+    let y = Buffer::<f32>::builder().queue(queue.clone()).len(len).fill_val(0.5).build().unwrap();
+    (x, y)
+}
+
+fn read(b: &Buffer<f32>) -> Vec<f32> {
+    let mut out = vec![0f32; b.len()];
+    b.read(&mut out).enq().unwrap();
+    out
+}
+
+#[test]
+fn launchers_refuse_short_buffers_before_anything_runs() {
+    let (queue, _) = setup();
+    // 16-element buffers for n = 2^22 (the memory corruption the trust issue found) and n = 64.
+    for n in [1 << 22, 64] {
+        let (x, y) = buffers(&queue, 16);
+        let e = Twice::launch(&queue, n, &x, &y).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed, given: 16, .. } if arg == "x" && needed == n), "{text}");
+        assert!(text.contains("buffer `x` holds 16 element(s) of `float`, the call needs at least"), "{text}");
+        assert!(read(&y).iter().all(|v| *v == 0.5), "nothing ran");
+    }
+    // only the output is short
+    let x = Buffer::<f32>::builder().queue(queue.clone()).len(256).fill_val(1.0).build().unwrap();
+    let y = Buffer::<f32>::builder().queue(queue.clone()).len(255).fill_val(0.5).build().unwrap();
+    let e = Twice::launch(&queue, 256, &x, &y).unwrap_err();
+    assert!(matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed: 256, given: 255, .. } if arg == "y"), "{e}");
+    // larger buffers than needed are fine: the kernel uses the first n elements
+    let (x, y) = buffers(&queue, 512);
+    assert_eq!(Twice::launch(&queue, 256, &x, &y).unwrap(), Step::Reference);
+    let out = read(&y);
+    assert!(out[..256].iter().all(|v| *v == 2.5) && out[256..].iter().all(|v| *v == 0.5));
+}
+
+#[test]
+fn empty_and_impossible_sizes_are_errors_not_launches() {
+    let (queue, device) = setup();
+    let (x, y) = buffers(&queue, 64);
+    // Size 0: refused with a typed error that says so (nothing is launched).
+    let e = Twice::launch(&queue, 0, &x, &y).unwrap_err();
+    assert!(matches!(e, kfoundry::Error::Sizes { source: kfoundry::model::spec::LaunchError::ZeroSize(ref n), .. } if n == "n"), "{e}");
+    assert!(Twice::explain(&device, 0).is_err());
+    // A size that does not fit the kernel's `int n`, or usize beyond i64.
+    let big = (i32::MAX as usize + 1) * 16;
+    assert!(Twice::launch(&queue, big, &x, &y).is_err());
+    assert!(Twice::launch(&queue, usize::MAX, &x, &y).is_err());
+    assert!(read(&y).iter().all(|v| *v == 0.5), "nothing ran");
+}
+
+#[test]
+fn raw_arguments_are_checked_like_typed_ones() {
+    let (queue, _) = setup();
+    let (x, y) = buffers(&queue, 64);
+    let k = Twice::evolved();
+    use kfoundry::{Arg, Scalar};
+    // too few, too many, a scalar where a buffer goes
+    assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(x.as_core())]).is_err());
+    assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(x.as_core()), Arg::Buffer(y.as_core()), Arg::Scalar(Scalar::F32(1.0))]).is_err());
+    let e = k.launch(&queue, &[("n", 64)], &[Arg::Scalar(Scalar::F32(1.0)), Arg::Buffer(y.as_core())]).unwrap_err();
+    assert!(e.to_string().contains("expected a buffer of `float`"), "{e}");
+    // a byte buffer of the right length in bytes is accepted; one element short is not
+    let bytes = Buffer::<u8>::builder().queue(queue.clone()).len(64 * 4).build().unwrap();
+    assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(bytes.as_core()), Arg::Buffer(y.as_core())]).is_ok());
+    let short = Buffer::<u8>::builder().queue(queue.clone()).len(64 * 4 - 1).build().unwrap();
+    assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(short.as_core()), Arg::Buffer(y.as_core())]).is_err());
+    // sizes the kernel does not have
+    assert!(k.launch(&queue, &[("m", 64)], &[Arg::Buffer(x.as_core()), Arg::Buffer(y.as_core())]).is_err());
+    // launch_params: only declared parameters reach the compiler
+    let injected: Params = [("WG".to_string(), 16), ("ITEMS".to_string(), 1), ("X -cl-fast-relaxed-math -DITEMS".to_string(), 1)].into();
+    let e = Twice::launch_params(&queue, &injected, 64, &x, &y).unwrap_err();
+    assert!(e.to_string().contains("is not a parameter"), "{e}");
+    assert!(Twice::launch_params(&queue, &params(16, 1), 64, &x, &y).is_ok());
+}
+
+#[test]
+fn variants_run_only_at_sizes_they_were_proven_at() {
+    let (queue, device) = setup();
+    let here = kfoundry::device_key(&device).unwrap();
+    let mut v = variant(&here, "large", 1 << 16, params(64, 4));
+    v.proven = [1 << 14, 1 << 16, 1 << 17].iter().map(|&n| [("n".to_string(), n)].into_iter().collect()).collect();
+    let k = with_variants(&[v]);
+    assert_eq!(run_and_check(k, &queue, 1 << 15), Step::ExactDevice);
+    assert_eq!(run_and_check(k, &queue, 1 << 18), Step::Reference);
+    let why = k.explain(&device, &[("n", 1 << 18)]).unwrap().to_string();
+    assert!(why.contains("n=262144 is outside 16384..=131072, the range it was verified at"), "{why}");
+}
+
+#[test]
+fn embedded_variants_that_disagree_with_the_annotation_are_refused() {
+    let (queue, _) = setup();
+    let here = kfoundry::device_key(&queue.device()).unwrap();
+    let mut injected = variant(&here, "large", 1 << 16, params(64, 4));
+    injected.params.insert("X -cl-fast-relaxed-math -DITEMS".into(), 1);
+    let mut outside = variant(&here, "large", 1 << 16, params(64, 4));
+    outside.params.insert("WG".into(), 3);
+    for bad in [injected, outside] {
+        let k = with_variants(&[bad]);
+        let (x, y) = buffers(&queue, 1 << 12);
+        let e = k.launch(&queue, &[("n", 1 << 12)], &[kfoundry::Arg::Buffer(x.as_core()), kfoundry::Arg::Buffer(y.as_core())]).unwrap_err();
+        assert!(matches!(e, kfoundry::Error::Embedded { .. }), "{e}");
+    }
+}
+
+#[test]
+fn an_exact_device_variant_that_fails_here_falls_back_to_the_reference() {
+    let (queue, device) = setup();
+    let here = kfoundry::device_key(&device).unwrap();
+    let broken = Variant { source: Some("00000000000000bb".into()), ..variant(&here, "large", 1 << 16, params(32, 2)) };
+    let spec = serde_json::to_string(Twice::evolved().spec().unwrap()).unwrap();
+    let variants = serde_json::to_string(&[broken]).unwrap();
+    let sources = r#"{"00000000000000bb": "__kernel void twice(const int n, __global const float* x, __global float* y) { not OpenCL }"}"#;
+    let k: &'static Evolved = Box::leak(Box::new(Evolved::with_sources(
+        Box::leak(spec.into_boxed_str()),
+        Box::leak(variants.into_boxed_str()),
+        sources,
+    )));
+    assert_eq!(k.explain(&device, &[("n", 1 << 12)]).unwrap().step, Step::ExactDevice);
+    assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
+    assert!(k.explain(&device, &[("n", 1 << 12)]).unwrap().to_string().contains("failed on this device"));
 }

@@ -3,12 +3,11 @@
 //! checks every kernel against a CPU computation), then change the lockfile and a kernel source
 //! and see the rebuild follow.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::{cargo, host, repo, target_dir};
 
 /// Copies what a build of the workspace needs (no target/, no lockfile of kfoundry's own).
 fn copy_workspace(dst: &Path) {
@@ -34,55 +33,6 @@ fn copy_workspace(dst: &Path) {
     for d in ["src", "kfoundry-rt", "kfoundry-macros", "cargo-kfoundry", "examples"] {
         copy_dir(&repo().join(d), &dst.join(d));
     }
-}
-
-/// Where the copy builds. Not the workspace's own target directory: cargo hashes path crates
-/// relative to their workspace, so the copy's artifacts would replace the test run's own. The
-/// directory trybuild uses for the UI tests (which run after this test) is shared instead, with
-/// the `--target`, rustflags and `CARGO_INCREMENTAL` that trybuild 1.0.122 passes (see
-/// `cargo_like_trybuild`): both build the same dependencies, which then compile once, and cargo
-/// rebuilds the kfoundry crates there whenever the source path changes. If trybuild changes its
-/// flags, the dependencies just compile twice.
-fn target_dir() -> PathBuf {
-    let base = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"));
-    base.join("tests").join("trybuild")
-}
-
-/// The host's target triple (`rustc -vV`).
-fn host() -> String {
-    let out = Command::new("rustc").arg("-vV").output().expect("rustc runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-        .expect("rustc -vV names the host")
-}
-
-fn cargo(ws: &Path, args: &[&str]) -> Output {
-    let out = cargo_like_trybuild()
-        .args(args)
-        .arg("--manifest-path")
-        .arg(ws.join("Cargo.toml"))
-        .args(["--target", &host()])
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "cargo {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// `cargo` with the configuration trybuild uses, so that the two share compiled dependencies.
-fn cargo_like_trybuild() -> Command {
-    let flags = r#"["--cfg", "trybuild", "--verbose", "-A", "dead_code"]"#;
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.arg(format!("--config=build.rustflags={flags}"))
-        .arg(format!("--config=target.{}.rustflags={flags}", host()))
-        .env("CARGO_TARGET_DIR", target_dir())
-        .env("CARGO_INCREMENTAL", "0");
-    cmd
 }
 
 fn kfoundry(ws: &Path, args: &[&str]) -> Output {

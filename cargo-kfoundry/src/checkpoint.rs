@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use kfoundry_rt::model::files::{safe_name, write_atomic};
+use kfoundry_rt::model::files::{state_file_name, write_atomic};
 use kfoundry_search::SearchState;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -61,12 +61,11 @@ impl Checkpoints {
         &self.dir
     }
 
-    /// `<kernel>@<workload>-<hash of device key>.json`, with `::` and other odd characters
-    /// made file-name safe.
+    /// `<kernel>@<workload>@<hash of device key>.json`, each part made file-name safe.
     pub fn path(&self, key: &Key) -> PathBuf {
         let hash = Sha256::digest(key.device.as_bytes());
         let short: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{}@{}-{short}.json", safe_name(key.kernel), safe_name(key.workload)))
+        self.dir.join(state_file_name(&[key.kernel, key.workload, &short], "json"))
     }
 
     /// The checkpoint for `key`, if one exists and belongs to it. A checkpoint of another
@@ -78,9 +77,15 @@ impl Checkpoints {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, None)),
             Err(e) => return Err(e).with_context(|| format!("cannot read the checkpoint {}", path.display())),
         };
-        let ck: Checkpoint = match serde_json::from_str(&text) {
+        let mut ck: Checkpoint = match serde_json::from_str(&text) {
             Ok(c) => c,
             Err(e) => return Ok((None, Some(format!("{} is unreadable ({e}); starting afresh", path.display())))),
+        };
+        // Anyone could have edited it: a state that replaying its own history does not
+        // reproduce is not resumed.
+        ck.state = match ck.state.validated() {
+            Ok(state) => state,
+            Err(e) => return Ok((None, Some(format!("{} is not a valid checkpoint ({e}); starting afresh", path.display())))),
         };
         let why = if ck.version != VERSION {
             Some(format!("checkpoint format {} (this tool writes {VERSION})", ck.version))
@@ -168,6 +173,13 @@ mod tests {
         std::fs::write(cks.path(&key), "{ torn").expect("write");
         let (ck, why) = cks.load(&key).expect("load");
         assert!(ck.is_none() && why.expect("reason").contains("unreadable"));
+        // A checkpoint that deserializes but whose state is inconsistent: ignored, with a note.
+        cks.save(&key, &state(3), None, None).expect("save");
+        let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cks.path(&key)).expect("read")).expect("json");
+        v["state"]["settings"]["islands"] = 0.into();
+        std::fs::write(cks.path(&key), v.to_string()).expect("write");
+        let (ck, why) = cks.load(&key).expect("load");
+        assert!(ck.is_none() && why.expect("reason").contains("not a valid checkpoint"));
         cks.remove(&key);
         assert!(!cks.path(&key).exists());
     }
@@ -179,6 +191,8 @@ mod tests {
         let b = cks.path(&Key { kernel: "pkg::Sgemm", fingerprint: "", workload: "large", device: "8086|pocl", seed: 0 });
         assert_ne!(a, b);
         let name = a.file_name().and_then(|n| n.to_str()).expect("name");
-        assert!(name.starts_with("pkg__Sgemm@large-") && name.ends_with(".json"), "{name}");
+        assert!(name.starts_with("pkg__Sgemm@large@") && name.ends_with(".json"), "{name}");
+        let escape = cks.path(&Key { kernel: "../../x", fingerprint: "", workload: "../..", device: "d", seed: 0 });
+        assert_eq!(escape.parent(), Some(Path::new("/x")), "{escape:?}");
     }
 }

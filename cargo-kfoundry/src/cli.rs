@@ -72,10 +72,10 @@ pub struct TuneArgs {
     #[arg(long, value_name = "SELECTOR")]
     pub device: Option<String>,
     /// Evaluations per kernel and workload (the reference included).
-    #[arg(long, value_name = "N", default_value_t = 60)]
+    #[arg(long, value_name = "N", default_value_t = 60, value_parser = count)]
     pub budget_evals: usize,
     /// Seconds per kernel and workload (whichever budget ends first).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub budget_secs: Option<f64>,
     /// Seed of the search and of the random inputs.
     #[arg(long, default_value_t = 0)]
@@ -87,11 +87,10 @@ pub struct TuneArgs {
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
     /// Timed runs per candidate (median taken), after one warm-up run.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = repeats)]
     pub repeats: usize,
-    /// Seconds a candidate may always take before it is killed (the limit is otherwise 20 times the reference's evaluation).
-    #[arg(long, value_name = "SECS", default_value_t = 20.0)]
-    pub candidate_timeout: f64,
+    #[command(flatten)]
+    pub limits: TimeLimitArgs,
     /// Tune the kernels of a bundle written by `cargo kfoundry bundle` instead of reading the workspace (no cargo needed).
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
@@ -99,7 +98,7 @@ pub struct TuneArgs {
     #[arg(long, value_name = "FILE")]
     pub lockfile: Option<PathBuf>,
     /// Stop a search early once the best candidate reaches this fraction of its roofline floor (from `cost(...)` and the device's peaks), e.g. 0.9.
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", value_parser = fraction)]
     pub roofline_stop: Option<f64>,
     /// Do not use a language model even if one is configured.
     #[arg(long)]
@@ -113,6 +112,72 @@ pub struct TuneArgs {
     /// Where checkpoints and failure logs go (default: `kfoundry/` under cargo's target directory; with --bundle, `target/kfoundry/` beside the lockfile).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+/// Time limits of evaluations (each candidate runs in a worker process that is killed when it
+/// overruns).
+#[derive(Args, Debug, Clone)]
+pub struct TimeLimitArgs {
+    /// Seconds a candidate may always run after its build before it is killed (the limit is otherwise 20 times the reference's evaluation).
+    #[arg(long, value_name = "SECS", default_value_t = 20.0, value_parser = seconds)]
+    pub candidate_timeout: f64,
+    /// Seconds one candidate may take to build (not charged to its run time).
+    #[arg(long, value_name = "SECS", default_value_t = 120.0, value_parser = seconds)]
+    pub build_timeout: f64,
+    /// Seconds the reference may take to build and pass its checks (at the workload, and again at each probe size).
+    #[arg(long, value_name = "SECS", default_value_t = 300.0, value_parser = seconds)]
+    pub reference_timeout: f64,
+}
+
+impl TimeLimitArgs {
+    pub fn time_limits(&self) -> crate::evaluate::supervisor::TimeLimits {
+        use std::time::Duration;
+        crate::evaluate::supervisor::TimeLimits {
+            reference: Duration::from_secs_f64(self.reference_timeout),
+            build: Duration::from_secs_f64(self.build_timeout),
+            floor: Duration::from_secs_f64(self.candidate_timeout),
+            ..Default::default()
+        }
+    }
+}
+
+/// Longest time limit or budget accepted, in seconds (30 days).
+const MAX_SECONDS: f64 = 30.0 * 86400.0;
+
+/// A number of seconds: finite, above 0 and at most 30 days.
+fn seconds(text: &str) -> Result<f64, String> {
+    let v: f64 = text.trim().parse().map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if v.is_finite() && v > 0.0 && v <= MAX_SECONDS {
+        Ok(v)
+    } else {
+        Err(format!("`{text}`: seconds must be above 0 and at most {MAX_SECONDS} (30 days)"))
+    }
+}
+
+/// A fraction of the roofline: finite, above 0 and at most 10.
+fn fraction(text: &str) -> Result<f64, String> {
+    let v: f64 = text.trim().parse().map_err(|_| format!("`{text}` is not a number"))?;
+    if v.is_finite() && v > 0.0 && v <= 10.0 {
+        Ok(v)
+    } else {
+        Err(format!("`{text}`: the fraction must be above 0 and at most 10"))
+    }
+}
+
+/// A number of evaluations: 1 to a million.
+fn count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(v) if (1..=1_000_000).contains(&v) => Ok(v),
+        _ => Err(format!("`{text}`: the budget must be a whole number from 1 to 1000000")),
+    }
+}
+
+/// Timed runs: 1 to 10000.
+fn repeats(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(v) if (1..=10_000).contains(&v) => Ok(v),
+        _ => Err(format!("`{text}`: repeats must be a whole number from 1 to 10000")),
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -135,14 +200,13 @@ pub struct BruteForceArgs {
     #[arg(long, value_name = "N", default_value_t = 20000)]
     pub max_configs: usize,
     /// Timed runs per configuration (median taken), after one warm-up run.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = repeats)]
     pub repeats: usize,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Seconds a configuration may always take before it is killed (the limit is otherwise 20 times the reference's evaluation).
-    #[arg(long, value_name = "SECS", default_value_t = 20.0)]
-    pub candidate_timeout: f64,
+    #[command(flatten)]
+    pub limits: TimeLimitArgs,
     /// Read the kernels from a bundle written by `cargo kfoundry bundle` instead of the workspace.
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
@@ -168,7 +232,7 @@ pub struct ReportArgs {
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
     /// Timed runs per measurement (median), after one warm-up.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = repeats)]
     pub repeats: usize,
     /// Read the kernels from a bundle instead of the workspace.
     #[arg(long, value_name = "FILE")]
@@ -235,4 +299,30 @@ pub fn parse() -> Cli {
         args.remove(1);
     }
     Cli::parse_from(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_that_would_panic_later_are_usage_errors() {
+        for bad in ["inf", "1e30", "NaN", "-1", "0", "x"] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+        assert_eq!(seconds("2.5"), Ok(2.5));
+        assert!(fraction("inf").is_err() && fraction("0").is_err() && fraction("0.9").is_ok());
+        assert!(repeats("0").is_err() && repeats("5").is_ok());
+        for args in [
+            vec!["cargo-kfoundry", "tune", "--candidate-timeout", "inf"],
+            vec!["cargo-kfoundry", "tune", "--budget-secs", "1e30"],
+            vec!["cargo-kfoundry", "tune", "--budget-evals", "0"],
+            vec!["cargo-kfoundry", "tune", "--roofline-stop", "NaN"],
+            vec!["cargo-kfoundry", "brute-force", "--build-timeout", "-3"],
+        ] {
+            let e = Cli::try_parse_from(&args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
+        }
+        assert!(Cli::try_parse_from(["cargo-kfoundry", "tune", "--candidate-timeout", "30", "--reference-timeout", "600"]).is_ok());
+    }
 }

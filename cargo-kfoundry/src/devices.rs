@@ -29,7 +29,7 @@ pub fn all() -> Result<Vec<Selected>> {
 pub fn select(selector: Option<&str>) -> Result<Selected> {
     let mut devices = all()?;
     if devices.is_empty() {
-        bail!("no OpenCL device found: install a driver (on Debian: `apt-get install pocl-opencl-icd ocl-icd-opencl-dev`)");
+        return Err(kfoundry_rt::Error::NoPlatform.into());
     }
     let pos = match selector {
         None => devices.iter().position(|d| d.info.kind == "gpu").unwrap_or(0),

@@ -96,11 +96,33 @@ impl Bundle {
         Bundle { format: BUNDLE_FORMAT.into(), version: BUNDLE_VERSION, kernels }
     }
 
+    /// Reads and checks a bundle: every field where it belongs (an error names the field's
+    /// path), and every kernel sound as if its annotation had been parsed here (a bad one is
+    /// an error naming the kernel and what is wrong). A bundle can come from anywhere.
     pub fn read(path: &Path) -> Result<Bundle> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read bundle {}", path.display()))?;
-        let bundle: Bundle = serde_json::from_str(&text).with_context(|| format!("{}: not a kfoundry bundle", path.display()))?;
+        let de = &mut serde_json::Deserializer::from_str(&text);
+        let bundle: Bundle = serde_path_to_error::deserialize(de).map_err(|e| {
+            let at = e.path().to_string();
+            anyhow::anyhow!("{}: not a kfoundry bundle: at `{at}`: {}", path.display(), e.into_inner())
+        })?;
         if bundle.format != BUNDLE_FORMAT || bundle.version > BUNDLE_VERSION {
             bail!("{}: bundle format `{}` version {} is not one this kfoundry reads (`{BUNDLE_FORMAT}` ≤ {BUNDLE_VERSION})", path.display(), bundle.format, bundle.version);
+        }
+        let mut ids = BTreeSet::new();
+        for (i, k) in bundle.kernels.iter().enumerate() {
+            let bad = |what: String| anyhow::anyhow!("{}: kernels[{i}] (`{}`): {what}", path.display(), k.spec.id);
+            if let Some(e) = k.spec.validate().into_iter().next() {
+                bail!(bad(format!("{:?}: {e}", e.part)));
+            }
+            match kfoundry_rt::model::signature::find_kernel(&k.spec.source, Some(&k.spec.signature.name)) {
+                Ok(sig) if sig == k.spec.signature => {}
+                Ok(_) => bail!(bad("`signature` is not the signature of the kernel in `source`".into())),
+                Err(e) => bail!(bad(format!("`source`: {e}"))),
+            }
+            if !ids.insert(k.spec.id.as_str()) {
+                bail!(bad("the kernel id is used twice".into()));
+            }
         }
         Ok(bundle)
     }
@@ -316,5 +338,43 @@ pub struct Broken;
         let ids: Vec<_> = found.iter().map(|k| k.spec.id.as_str()).collect();
         assert_eq!(ids, ["demo::K", "demo::Broken"]);
         assert_eq!(found[0].line, 5);
+    }
+
+    #[test]
+    fn bad_bundles_are_errors_that_name_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("lib.rs");
+        std::fs::write(
+            &file,
+            r#"#[kfoundry::evolve(code = "__kernel void k(const int n, __global float* y) { y[get_global_id(0)] = WG; }",
+                params(WG = [1, 2]), reference(WG = 1), global = n, buffers(y = n), check(y), workloads(w(n = 64)))]
+            pub struct K;"#,
+        )
+        .unwrap();
+        let kernels = kernels_in_file(&file, "demo", dir.path()).unwrap();
+        let good = serde_json::to_value(Bundle::new(kernels)).unwrap();
+        let path = dir.path().join("b.json");
+        let read = |v: &serde_json::Value| {
+            std::fs::write(&path, v.to_string()).unwrap();
+            Bundle::read(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
+        };
+        assert_eq!(read(&good), Ok(()));
+        type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+        let cases: Vec<(Edit, &str)> = vec![
+            (Box::new(|v| v["kernels"][0]["spec"]["global"] = serde_json::json!(["n", "n", "n", "n"])), "1 to 3 dimensions"),
+            (Box::new(|v| v["kernels"][0]["spec"]["global"] = serde_json::json!(7)), "at `kernels[0].spec.global`"),
+            (Box::new(|v| v["kernels"][0]["spec"]["params"][0]["name"] = "X -cl-fast-relaxed-math".into()), "not an identifier"),
+            (Box::new(|v| v["kernels"][0]["spec"]["options"] = "-I/etc".into()), "not allowed"),
+            (Box::new(|v| v["kernels"][0]["spec"]["workloads"][0]["name"] = "../../x".into()), "not an identifier"),
+            (Box::new(|v| v["kernels"][0]["spec"]["signature"]["args"][1]["elem"] = "f64".into()), "not the signature"),
+            (Box::new(|v| v["kernels"][0]["spec"]["id"] = "a/b".into()), "kernel id"),
+            (Box::new(|v| { let k = v["kernels"][0].clone(); v["kernels"].as_array_mut().unwrap().push(k); }), "used twice"),
+        ];
+        for (i, (edit, needle)) in cases.into_iter().enumerate() {
+            let mut v = good.clone();
+            edit(&mut v);
+            let e = read(&v).unwrap_err();
+            assert!(e.contains(needle), "case {i}: expected {needle:?} in {e}");
+        }
     }
 }

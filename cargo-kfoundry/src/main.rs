@@ -15,6 +15,8 @@ mod commands;
 mod devices;
 mod discover;
 mod evaluate;
+mod exit;
+mod finalists;
 mod interrupt;
 // A few of its methods serve only its tests (tests/llm_client.rs compiles it on its own).
 #[allow(dead_code)]
@@ -29,19 +31,26 @@ use cli::Command;
 
 fn main() {
     let cli = cli::parse();
+    let done = |r: anyhow::Result<()>| r.map(|()| exit::Exit::Success);
     let result = match &cli.command {
         Command::Tune(args) => tune::run(args),
-        Command::List(args) => commands::list::run(args),
-        Command::Devices(args) => devices::run(args),
-        Command::Check(args) => commands::check::run(args),
-        Command::Report(args) => commands::report::run(args),
-        Command::Simulate(args) => commands::simulate::run(args),
-        Command::BruteForce(args) => commands::brute_force::run(args),
-        Command::Bundle(args) => discover::write_bundle(args),
-        Command::Worker => evaluate::worker::serve(),
+        Command::List(args) => done(commands::list::run(args)),
+        Command::Devices(args) => done(devices::run(args)),
+        Command::Check(args) => done(commands::check::run(args)),
+        Command::Report(args) => done(commands::report::run(args)),
+        Command::Simulate(args) => done(commands::simulate::run(args)),
+        Command::BruteForce(args) => done(commands::brute_force::run(args)),
+        Command::Bundle(args) => done(discover::write_bundle(args)),
+        Command::Worker => done(evaluate::worker::serve()),
     };
-    if let Err(e) = result {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
+    let exit = match result {
+        Ok(exit) => exit,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit::Exit::Failure
+        }
+    };
+    if exit != exit::Exit::Success {
+        std::process::exit(exit.code());
     }
 }

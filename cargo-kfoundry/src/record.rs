@@ -1,26 +1,33 @@
 //! Writing results into `Kfoundry.lock`, safely against other tuners.
 //!
-//! Each write is read → merge → atomic replace, done while holding an advisory lock on a
-//! sibling file (`.Kfoundry.lock.lock`): two `cargo kfoundry tune` runs on the same
-//! workspace (say one per device) never lose each other's entries. A tuner that finds the
-//! lock taken says so and waits. The lockfile itself is only ever replaced by rename, so a
-//! reader never sees it torn, and a tuner killed at any moment leaves either the old or the
-//! new file.
+//! Each write is read → merge → atomic replace, done while holding an advisory lock: two
+//! `cargo kfoundry tune` runs on the same workspace (say one per device) never lose each
+//! other's entries. A tuner that finds the lock taken says so and waits. The lock is taken on
+//! the directory holding the lockfile (on Unix; elsewhere on a sibling `.Kfoundry.lock.lock`),
+//! so nothing is left behind in the workspace. The lockfile itself is only ever replaced by
+//! rename, so a reader never sees it torn, and a tuner killed at any moment leaves either the
+//! old or the new file (a temporary file it may leave is removed by the next write).
 
 use std::collections::BTreeSet;
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use kfoundry_rt::model::lockfile::{Lockfile, Variant};
 use kfoundry_rt::model::spec::KernelSpec;
 
 use crate::devices::Selected;
 
-/// The advisory lock file guarding `lockfile`.
+/// What the advisory lock of `lockfile` is taken on: its directory on Unix (flock works on
+/// directories there), a sibling lock file elsewhere.
 pub fn guard_path(lockfile: &Path) -> PathBuf {
-    let name = lockfile.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "Kfoundry.lock".into());
-    lockfile.with_file_name(format!(".{name}.lock"))
+    let dir = lockfile.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if cfg!(unix) {
+        dir.to_path_buf()
+    } else {
+        let name = lockfile.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "Kfoundry.lock".into());
+        dir.join(format!(".{name}.lock"))
+    }
 }
 
 /// Holds the advisory lock on a lockfile until dropped.
@@ -32,23 +39,41 @@ pub struct Guard {
 /// another process holds it.
 pub fn lock(lockfile: &Path, quiet: bool) -> Result<Guard> {
     let path = guard_path(lockfile);
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+    let file = if cfg!(unix) {
+        File::open(&path)
+    } else {
+        File::options().create(true).truncate(false).write(true).open(&path)
+    }
+    .with_context(|| format!("cannot open {} to lock {}", path.display(), lockfile.display()))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
             if !quiet {
-                eprintln!("waiting for {} (another cargo kfoundry is writing {})", path.display(), lockfile.display());
+                eprintln!("waiting for another cargo kfoundry that is writing {}", lockfile.display());
             }
             file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
         }
         Err(TryLockError::Error(e)) => return Err(e).with_context(|| format!("cannot lock {}", path.display())),
     }
     Ok(Guard { _file: file })
+}
+
+/// Fails now, before any search, when the results could not be written later: the lockfile
+/// is read-only or not a file, or its directory does not accept new files.
+pub fn check_writable(lockfile: &Path) -> Result<()> {
+    match std::fs::metadata(lockfile) {
+        Ok(m) if !m.is_file() => bail!("{} is not a file; nothing was tuned", lockfile.display()),
+        Ok(m) if m.permissions().readonly() => {
+            bail!("{} is read-only, so the results could not be recorded; make it writable (nothing was tuned)", lockfile.display())
+        }
+        _ => {}
+    }
+    let dir = lockfile.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    tempfile::Builder::new()
+        .prefix(".kfoundry-write-test.")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create files in {}, so {} could not be written; nothing was tuned", dir.display(), lockfile.display()))?;
+    Ok(())
 }
 
 /// Writes one kernel's results on one device: under the lock, re-reads the lockfile (so that
@@ -83,14 +108,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_guard_is_exclusive_and_released_on_drop() {
+    fn the_guard_is_exclusive_released_on_drop_and_leaves_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let lockfile = dir.path().join("Kfoundry.lock");
-        assert_eq!(guard_path(&lockfile), dir.path().join(".Kfoundry.lock.lock"));
         let held = lock(&lockfile, true).expect("lock");
-        let other = File::options().write(true).open(guard_path(&lockfile)).expect("open");
+        let other = File::open(guard_path(&lockfile)).expect("open");
         assert!(matches!(other.try_lock(), Err(TryLockError::WouldBlock)));
         drop(held);
         assert!(other.try_lock().is_ok());
+        drop(other);
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "no lock file in the workspace");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn unwritable_lockfiles_are_refused_before_the_search() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lockfile = dir.path().join("Kfoundry.lock");
+        check_writable(&lockfile).expect("a new lockfile in a writable directory");
+        std::fs::write(&lockfile, "version = 2\n").expect("write");
+        std::fs::set_permissions(&lockfile, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+        let e = check_writable(&lockfile).unwrap_err().to_string();
+        assert!(e.contains("read-only"), "{e}");
+        std::fs::remove_file(&lockfile).expect("rm");
+        std::fs::create_dir(&lockfile).expect("mkdir");
+        assert!(check_writable(&lockfile).unwrap_err().to_string().contains("not a file"));
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1, "the probe file is gone");
     }
 }

@@ -1,7 +1,11 @@
 //! `cargo kfoundry tune`: discover → for each kernel and workload, search with the engine over
 //! a supervised [`Bench`](crate::evaluate::Bench) on the chosen device (checkpointed after every
-//! evaluation) → probe the best candidates at other sizes → re-measure the winner against the
-//! reference → [`record`](crate::record) the winners in `Kfoundry.lock` → summary table.
+//! evaluation) → [`finalists`](crate::finalists): prove the best candidates at other sizes and
+//! re-measure them against the reference → [`record`](crate::record) the winners in
+//! `Kfoundry.lock` → summary table.
+//!
+//! A kernel or workload whose tune fails is reported and the run goes on with the others;
+//! whatever finished is recorded, and the exit status says that something failed.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -11,7 +15,7 @@ use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use kfoundry_rt::model::generated;
 use kfoundry_rt::model::lockfile::{Lockfile, Variant};
-use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::{Evaluation, Record, SearchState, Settings as SearchSettings, Space, Step};
 use serde::{Deserialize, Serialize};
 
@@ -19,21 +23,16 @@ use crate::checkpoint::{Checkpoints, Key};
 use crate::cli::{MessageFormat, TuneArgs};
 use crate::devices::{self, Selected};
 use crate::discover::{sources, Kernel};
-use crate::evaluate::probe::probe_sizes;
-use crate::evaluate::supervisor::{Supervised, TimeLimits};
-use crate::evaluate::{config_of, fmt_sizes, median, params_of, Settings as EvalSettings};
+use crate::evaluate::supervisor::Supervised;
+use crate::evaluate::{config_of, fmt_sizes, params_of, Settings as EvalSettings};
+use crate::exit::Exit;
+use crate::finalists::{decide, Finalist, FINALISTS};
 use crate::interrupt;
-use crate::peaks::{self, Peaks};
 use crate::llm::{DeviceDescription, LlmConfig};
-use crate::record::record;
-use crate::source_search::{Context as SourceContext, SourceSearch};
+use crate::peaks::{self, Peaks};
+use crate::record::{check_writable, record};
 use crate::report::{fmt_ns, Table};
-
-/// Best distinct configurations of a search checked at other sizes, fastest first, until one
-/// passes.
-const FINALISTS: usize = 3;
-/// Perturbed size sets each finalist must pass.
-const PROBES: usize = 2;
+use crate::source_search::{Context as SourceContext, SourceSearch};
 
 /// The outcome of tuning one kernel at one workload.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,8 +56,19 @@ pub struct Outcome {
     pub rel_error_norm: Option<f64>,
     /// The other sizes the winner was checked at.
     pub probed_sizes: Vec<String>,
-    /// Finalists that were right at the tuned size and wrong at another: (parameters, why).
+    /// Every size set the winner was verified at (the workload's first): dispatch uses it only
+    /// within their range.
+    #[serde(default)]
+    pub proven: Vec<Sizes>,
+    /// Finalists that were not shipped: (parameters, why) — wrong or failing at another size,
+    /// or failing on re-measure.
     pub probe_rejections: Vec<(Params, String)>,
+    /// Why the reference (or an earlier complete result) is shipped rather than a candidate.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// The search was interrupted and the lockfile's complete earlier result was kept.
+    #[serde(default)]
+    pub kept_existing: bool,
     /// Failed candidates and their build logs, when any failed.
     pub failure_log: Option<PathBuf>,
     /// True when the search was cut short by Ctrl-C/SIGTERM (resume to continue it).
@@ -104,7 +114,7 @@ struct Run<'a> {
     json: bool,
 }
 
-pub fn run(args: &TuneArgs) -> Result<()> {
+pub fn run(args: &TuneArgs) -> Result<Exit> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
     let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
@@ -117,9 +127,10 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     if kernels.is_empty() {
         bail!("no annotated kernel found{}", args.kernel.as_deref().map(|f| format!(" matching `{f}`")).unwrap_or_default());
     }
-    let device = devices::select(args.device.as_deref())?;
-    // Fail before tuning (not after an hour) when the existing lockfile cannot be read.
+    // Fail before tuning (not after an hour) when the lockfile cannot be read or written.
     let had_lockfile = Lockfile::read(&lock_path)?.is_some();
+    check_writable(&lock_path)?;
+    let device = devices::select(args.device.as_deref())?;
     interrupt::install()?;
     if !quiet {
         eprintln!("tuning {} kernel(s) on {} ({})", kernels.len(), device.info.name, device.key);
@@ -146,8 +157,15 @@ pub fn run(args: &TuneArgs) -> Result<()> {
 
     let mut outcomes = Vec::new();
     let mut done_keys = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
     let mut interrupted = false;
     'kernels: for kernel in &kernels {
+        if kernel.spec.params.is_empty() {
+            if run.notes {
+                eprintln!("{}: `{}` declares no parameters: nothing to tune, it runs its reference", kernel.location(), kernel.spec.id);
+            }
+            continue;
+        }
         let workloads: Vec<&Workload> = kernel
             .spec
             .workloads
@@ -160,34 +178,48 @@ pub fn run(args: &TuneArgs) -> Result<()> {
                 interrupted = true;
                 break;
             }
-            let outcome = tune_one(&run, &kernel.spec, workload, &state_dir)
-                .with_context(|| format!("{}: tuning `{}` at workload `{}`", kernel.location(), kernel.spec.id, workload.name))?;
-            let Some(outcome) = outcome else {
-                interrupted = true;
-                break;
+            let existing = complete_entry(&lock_path, &kernel.spec, &run.device, workload);
+            let outcome = match tune_one(&run, &kernel.spec, workload, &state_dir, existing.as_ref()) {
+                Ok(Some(outcome)) => outcome,
+                Ok(None) => {
+                    interrupted = true;
+                    break;
+                }
+                Err(e) => {
+                    let what = format!("{}: tuning `{}` at workload `{}`: {e:#}", kernel.location(), kernel.spec.id, workload.name);
+                    if json {
+                        println!("{}", serde_json::json!({ "reason": "failed", "kernel": kernel.spec.id, "workload": workload.name, "error": format!("{e:#}") }));
+                    }
+                    eprintln!("error: {what}");
+                    failed.push(what);
+                    continue;
+                }
             };
             if json {
                 println!("{}", serde_json::json!({ "reason": "tuned", "result": outcome }));
             }
-            let source = match &outcome.generated_source {
-                Some(text) => Some(
-                    generated::write(&lock_path, &kernel.spec.id, text)
-                        .with_context(|| format!("cannot store the generated source of `{}` beside {}", kernel.spec.id, lock_path.display()))?,
-                ),
-                None => None,
-            };
-            variants.push(Variant {
-                device: run.device.key.to_string(),
-                workload: workload.name.clone(),
-                sizes: workload.sizes.clone(),
-                params: outcome.params.clone(),
-                time_ns: outcome.best_ns,
-                reference_time_ns: outcome.reference_ns,
-                evaluations: outcome.evaluations as u64,
-                failures: outcome.failures as u64,
-                source,
-                device_info: None,
-            });
+            if !outcome.kept_existing {
+                let source = match &outcome.generated_source {
+                    Some(text) => Some(generated::write(&lock_path, &kernel.spec.id, text).with_context(|| {
+                        format!("cannot store the generated source of `{}` beside {}{}", kernel.spec.id, lock_path.display(), RESUME_HINT)
+                    })?),
+                    None => None,
+                };
+                variants.push(Variant {
+                    device: run.device.key.to_string(),
+                    workload: workload.name.clone(),
+                    sizes: workload.sizes.clone(),
+                    params: outcome.params.clone(),
+                    time_ns: outcome.best_ns,
+                    reference_time_ns: outcome.reference_ns,
+                    evaluations: outcome.evaluations as u64,
+                    failures: outcome.failures as u64,
+                    source,
+                    proven: outcome.proven.clone(),
+                    partial: outcome.interrupted,
+                    device_info: None,
+                });
+            }
             interrupted |= outcome.interrupted;
             done_keys.push((kernel.spec.id.clone(), kernel.spec.fingerprint(), workload.name.clone()));
             outcomes.push(outcome);
@@ -196,7 +228,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             }
         }
         if !variants.is_empty() {
-            record(&lock_path, &kernel.spec, &run.device, variants, !run.notes)?;
+            record(&lock_path, &kernel.spec, &run.device, variants, !run.notes).map_err(|e| e.context(RESUME_HINT.trim_start_matches(['\n', ';', ' '])))?;
         }
         if interrupted {
             break 'kernels;
@@ -216,11 +248,14 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     if json {
         println!(
             "{}",
-            serde_json::json!({ "reason": "finished", "lockfile": lock_path, "results": outcomes.len(), "interrupted": interrupted })
+            serde_json::json!({ "reason": "finished", "lockfile": lock_path, "results": outcomes.len(), "failed": failed.len(), "interrupted": interrupted })
         );
     } else {
         print!("{}", summary(&outcomes));
         for o in &outcomes {
+            if let Some(note) = &o.note {
+                eprintln!("{} @ {}: {note}", o.kernel, o.workload);
+            }
             if let Some(log) = &o.failure_log {
                 eprintln!("{} @ {}: {} failed candidate(s), see {}", o.kernel, o.workload, o.failures, log.display());
             }
@@ -235,14 +270,38 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             lock_path.display(),
             run.checkpoints.dir().display()
         );
-        std::process::exit(130);
+        return Ok(Exit::Interrupted);
     }
-    Ok(())
+    if !failed.is_empty() {
+        eprintln!("error: {} of {} tune(s) failed (the others are recorded):", failed.len(), failed.len() + outcomes.len());
+        for f in &failed {
+            eprintln!("  {f}");
+        }
+        return Ok(Exit::PartlyFailed);
+    }
+    Ok(Exit::Success)
+}
+
+/// Said when results cannot be written: they are not lost.
+const RESUME_HINT: &str = "; the results are kept in the checkpoints: fix this and run `cargo kfoundry tune --resume` with the same arguments to write them without searching again";
+
+/// The complete result the lockfile already holds for this kernel (same fingerprint), device
+/// and workload, if any: what an interrupted search must beat to replace it.
+fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, workload: &Workload) -> Option<Finalist> {
+    let lock = Lockfile::read(lock_path).ok()??;
+    let entry = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == spec.fingerprint())?;
+    let key = device.key.to_string();
+    let v = entry.variants.iter().find(|v| v.device == key && v.workload == workload.name && !v.partial)?;
+    let source = match &v.source {
+        Some(hash) => Some(generated::read_verified(lock_path, &spec.id, hash).ok()?.1),
+        None => None,
+    };
+    Some((v.params.clone(), source))
 }
 
 /// Searches one kernel at one workload, resuming from its checkpoint when asked. `None` when
 /// interrupted before any candidate (the reference included) was measured.
-fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path) -> Result<Option<Outcome>> {
+fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path, existing: Option<&Finalist>) -> Result<Option<Outcome>> {
     let args = run.args;
     let started = Instant::now();
     let fingerprint = spec.fingerprint();
@@ -257,17 +316,35 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
         resumed = ck;
     }
     if let Some(done) = resumed.as_mut().and_then(|ck| ck.finished.take()) {
-        if run.notes {
-            eprintln!("{} @ {}: finished in the interrupted run; kept", spec.id, workload.name);
+        match check_finished(spec, workload, &done) {
+            Ok(()) => {
+                if run.notes {
+                    eprintln!("{} @ {}: finished in the interrupted run; kept", spec.id, workload.name);
+                }
+                return Ok(Some(done));
+            }
+            Err(why) => {
+                eprintln!("note: the checkpoint's result of {} @ {} is not usable ({why}); searching afresh", spec.id, workload.name);
+                resumed = None;
+            }
         }
-        return Ok(Some(done));
+    }
+    let fresh = fresh_search(spec, args)?;
+    if let Some(ck) = &resumed {
+        // The checkpoint must be of this very search: the kernel's space and the engine's settings.
+        let expected = fresh.settings();
+        let same_settings = SearchSettings { max_evals: None, max_seconds: None, stagnation: None, ..ck.state.settings().clone() }
+            == SearchSettings { max_evals: None, max_seconds: None, stagnation: None, ..expected.clone() };
+        if ck.state.space() != fresh.space() || !same_settings {
+            eprintln!("note: the checkpoint of {} @ {} was made for another search space or settings; searching afresh", spec.id, workload.name);
+            resumed = None;
+        }
     }
 
     let settings = EvalSettings { repeats: args.repeats, seed: args.seed, ..EvalSettings::default() };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as
     // failed and the search goes on with a fresh worker.
-    let time = TimeLimits { floor: std::time::Duration::from_secs_f64(args.candidate_timeout.max(0.1)), ..TimeLimits::default() };
-    let mut bench = Supervised::start(spec, &workload.sizes, run.device.index, settings, time)?;
+    let mut bench = Supervised::start(spec, &workload.sizes, run.device.index, settings, args.limits.time_limits())?;
     let max_evals = Some(args.budget_evals.max(1));
     let mut source_search = match (&run.llm, resumed.as_mut().and_then(|ck| ck.source_search.take())) {
         (Some(cfg), Some(st)) => Some(SourceSearch::resume(cfg, st)?),
@@ -284,15 +361,7 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
             }
             state
         }
-        None => {
-            let space = Space::new(
-                spec.params.iter().map(|p| kfoundry_search::Param { name: p.name.clone(), values: p.values.clone() }).collect(),
-            )
-            .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
-            let reference = config_of(spec, &spec.reference);
-            let search_settings = SearchSettings { seed: args.seed, max_evals, max_seconds: args.budget_secs, ..SearchSettings::default() };
-            SearchState::new(space, search_settings, Some(&reference)).map_err(|e| anyhow::anyhow!("{e}"))?
-        }
+        None => fresh,
     };
 
     let bar = if run.quiet { ProgressBar::hidden() } else { ProgressBar::new(args.budget_evals as u64) };
@@ -386,48 +455,26 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
         return Ok(None);
     }
 
-    // Adversarial probing: the fastest candidates, in order, until one is also right at other
-    // sizes. The reference needs no probing.
-    let mut probe_rejections = Vec::new();
-    let mut probed_sizes = Vec::new();
-    let mut winner = (spec.reference.clone(), None::<String>);
+    // The finalists, fastest first: each proven at other sizes and re-measured against the
+    // reference until one wins (or the reference stays).
     let sources: Vec<(f64, Params, Option<String>)> = source_search
         .as_ref()
         .map(|ss| ss.elites().into_iter().map(|e| (e.time, e.params.clone(), Some(e.source.clone()))).collect())
         .unwrap_or_default();
-    for (params, source) in finalists(spec, state.history(), sources) {
-        if params == spec.reference && source.is_none() {
-            break;
+    let finalists = finalists(spec, state.history(), sources);
+    let kernel_id = spec.id.clone();
+    let decision = decide(&mut bench, spec, workload, &finalists, existing.filter(|_| interrupted), |r| {
+        if run.json {
+            println!("{}", serde_json::json!({ "reason": r.stage, "kernel": kernel_id, "workload": workload.name, "params": r.params, "rejected": r.reason }));
         }
-        match probe(&mut bench, spec, &params, source.as_deref(), workload) {
-            Ok(sizes) => {
-                probed_sizes = sizes;
-                winner = (params, source);
-                break;
-            }
-            Err(why) => {
-                if run.json {
-                    println!("{}", serde_json::json!({ "reason": "probe", "kernel": spec.id, "workload": workload.name, "params": params, "rejected": why }));
-                }
-                if run.notes {
-                    eprintln!("{} @ {}: {} rejected: {why}", spec.id, workload.name, fmt_params(&params));
-                }
-                probe_rejections.push((params, why));
-            }
+        if run.notes {
+            eprintln!("{} @ {}: {} rejected: {}", kernel_id, workload.name, fmt_params(&r.params), r.reason);
         }
-    }
-
-    // Final figures: the winner and the reference measured again, alternately, in this run.
-    let (mut ref_times, mut best_times) = (Vec::new(), Vec::new());
-    let mut errors = None;
-    for _ in 0..3 {
-        ref_times.push(remeasure(&mut bench, &spec.reference, None, "the reference")?);
-        best_times.push(remeasure(&mut bench, &winner.0, winner.1.as_deref(), "the winner")?);
-        errors = bench.last_errors.or(errors);
-    }
-    let (ref_s, best_s) = (median(&mut ref_times), median(&mut best_times));
-    // A winner that is not faster than the reference on re-measure is not worth shipping.
-    let ((params, generated_source), best_s) = if best_s < ref_s { (winner, best_s) } else { ((spec.reference.clone(), None), ref_s) };
+    })
+    .map_err(|e| anyhow::anyhow!(e))?;
+    let (params, generated_source, best_s, ref_s) = (decision.params.clone(), decision.source.clone(), decision.best_s, decision.reference_s);
+    let errors = decision.errors;
+    let probed_sizes: Vec<String> = decision.proven.iter().skip(1).map(fmt_sizes).collect();
     let env = spec.env(&params, &workload.sizes);
     let per_s = |e: Option<&kfoundry_rt::model::expr::Expr>| e.and_then(|e| e.eval(&env).ok()).map(|v| v as f64 / best_s / 1e9);
     let result = state.result();
@@ -449,7 +496,10 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
         max_abs_error: errors.map(|e| e.max_abs),
         rel_error_norm: errors.map(|e| e.rel_norm),
         probed_sizes,
-        probe_rejections,
+        proven: decision.proven.clone(),
+        probe_rejections: decision.rejections.iter().map(|r| (r.params.clone(), r.reason.clone())).collect(),
+        note: decision.note.clone(),
+        kept_existing: decision.kept_existing,
         failure_log,
         interrupted,
         roofline: run.peaks.and_then(|p| p.kernel_floor(spec, &params, &workload.sizes)).map(|f| f / best_s),
@@ -458,7 +508,7 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
             let spent = ss.spent();
             LlmSummary {
                 requests: spent.requests as u64,
-                tokens: spent.tokens as u64,
+                tokens: spent.tokens,
                 mutations: ss.records.len(),
                 accepted: ss.records.iter().filter(|r| r.outcome == "accepted").count(),
                 elites: ss.elites().len(),
@@ -475,15 +525,42 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path)
     Ok(Some(outcome))
 }
 
-fn remeasure(bench: &mut Supervised, params: &Params, source: Option<&str>, what: &str) -> Result<f64> {
-    let evaluation = match source {
-        Some(s) => bench.evaluate_source(params, s),
-        None => bench.evaluate_params(params),
+/// The search a tune of `spec` starts with: the annotation's space, the engine's default
+/// settings with this run's seed and budgets, the reference first.
+fn fresh_search(spec: &KernelSpec, args: &TuneArgs) -> Result<SearchState> {
+    let space = Space::new(spec.params.iter().map(|p| kfoundry_search::Param { name: p.name.clone(), values: p.values.clone() }).collect())
+        .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
+    let reference = config_of(spec, &spec.reference);
+    let settings = SearchSettings { seed: args.seed, max_evals: Some(args.budget_evals), max_seconds: args.budget_secs, ..SearchSettings::default() };
+    SearchState::new(space, settings, Some(&reference)).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// A finished result read back from a checkpoint is recorded only if it is a valid lockfile
+/// variant of this kernel and workload (anyone could have edited the checkpoint).
+fn check_finished(spec: &KernelSpec, workload: &Workload, done: &Outcome) -> Result<(), String> {
+    let declared = match &done.generated_source {
+        Some(text) => generated::declared_params(text).map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?,
+        None => Vec::new(),
     };
-    match evaluation {
-        Evaluation::Ok { time, .. } => Ok(time),
-        Evaluation::Failed { reason, .. } => Err(anyhow::anyhow!("{what} failed on re-measure: {reason}")),
+    let variant = Variant {
+        device: done.device.clone(),
+        workload: workload.name.clone(),
+        sizes: workload.sizes.clone(),
+        params: done.params.clone(),
+        time_ns: done.best_ns,
+        reference_time_ns: done.reference_ns,
+        evaluations: 0,
+        failures: 0,
+        source: None,
+        proven: done.proven.clone(),
+        partial: done.interrupted,
+        device_info: None,
+    };
+    kfoundry_rt::model::embed::check_variant(spec, &variant, &declared)?;
+    if done.kernel != spec.id || done.workload != workload.name {
+        return Err("it belongs to another kernel or workload".into());
     }
+    Ok(())
 }
 
 /// The fastest distinct successful candidates (configurations of the annotated source, and
@@ -535,21 +612,6 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 
-/// Checks `params` (of `source`, if a source-level variant) at up to [`PROBES`] other sizes;
-/// the sizes checked, or why it failed.
-fn probe(bench: &mut Supervised, spec: &KernelSpec, params: &Params, source: Option<&str>, workload: &Workload) -> Result<Vec<String>, String> {
-    let mut checked = Vec::new();
-    for sizes in probe_sizes(spec, params, &workload.sizes, PROBES) {
-        match bench.probe(params, &sizes, source) {
-            Ok(Evaluation::Ok { .. }) => checked.push(fmt_sizes(&sizes)),
-            Ok(Evaluation::Failed { kind, reason, .. }) => return Err(format!("{kind:?} at sizes {}: {reason}", fmt_sizes(&sizes))),
-            // The reference itself cannot run there: that size proves nothing either way.
-            Err(_) => {}
-        }
-    }
-    Ok(checked)
-}
-
 fn describe(outcome: &Evaluation) -> String {
     match outcome {
         Evaluation::Ok { time, .. } => fmt_ns(time * 1e9),
@@ -579,7 +641,7 @@ fn write_failure_log(
     }
     let dir = state_dir.join("logs");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let path = dir.join(format!("{}@{}.log", kfoundry_rt::model::files::safe_name(&spec.id), workload.name));
+    let path = dir.join(kfoundry_rt::model::files::state_file_name(&[&spec.id, &workload.name], "log"));
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(Some(path))
 }

@@ -194,9 +194,9 @@ fn concurrent_tunes_of_one_lockfile_keep_each_others_entries() {
     let lock = dir.path().join("Kfoundry.lock");
     let a = kernel_bundle(dir.path(), "a.json", "A");
     let b = kernel_bundle(dir.path(), "b.json", "B");
-    // A third party holds the advisory lock: both tuners must wait for it, and say so.
-    let guard_path = dir.path().join(".Kfoundry.lock.lock");
-    let guard = std::fs::File::create(&guard_path).unwrap();
+    // A third party holds the advisory lock (taken on the lockfile's directory, so that no lock
+    // file is left in the workspace): both tuners must wait for it, and say so.
+    let guard = std::fs::File::open(dir.path()).unwrap();
     guard.lock().unwrap();
     let state = |name: &str| dir.path().join(name);
     let ta = start(&a, &lock, 3, &["--state-dir", state("sa").to_str().unwrap()]);
@@ -230,8 +230,15 @@ fn concurrent_tunes_of_one_lockfile_keep_each_others_entries() {
     let ea = wait(ta.child, ta.stderr);
     let eb = wait(tb.child, tb.stderr);
     assert!(ea.contains("waiting for") && eb.contains("waiting for"), "{ea}\n{eb}");
-    let lock = Lockfile::read(&lock).unwrap().expect("lockfile");
-    assert!(lock.kernels.contains_key("test::A") && lock.kernels.contains_key("test::B"), "{:?}", lock.kernels.keys());
+    let lock_text = Lockfile::read(&lock).unwrap().expect("lockfile");
+    assert!(lock_text.kernels.contains_key("test::A") && lock_text.kernels.contains_key("test::B"), "{:?}", lock_text.kernels.keys());
+    // Nothing of the locking or the atomic writes is left beside the lockfile.
+    let beside: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(beside.is_empty(), "{beside:?}");
 }
 
 #[test]

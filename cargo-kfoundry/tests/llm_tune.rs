@@ -160,8 +160,7 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
 
     // Embedded as the macro embeds it, dispatched on this device, and correct.
     let spec = bundle::spec(&args, dir.path(), "Scale");
-    let variants = kfoundry_rt::model::embed::embeddable_variants(&l, &spec);
-    let (variants, sources) = kfoundry_rt::model::embed::with_generated_sources(&lock, &spec, variants);
+    let kfoundry_rt::model::embed::Embedded { variants, sources } = kfoundry_rt::model::embed::embeddable(&lock, &l, &spec).unwrap();
     assert_eq!(sources.len(), 1);
     let map: std::collections::BTreeMap<&str, &str> = sources.iter().map(|s| (s.hash.as_str(), s.text.as_str())).collect();
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };

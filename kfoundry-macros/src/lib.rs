@@ -14,7 +14,7 @@ use quote::{format_ident, quote};
 use syn::Ident;
 
 use kfoundry_rt::model::annotation::{self, Annotated, Context};
-use kfoundry_rt::model::embed::{embeddable_variants, find_lockfile, launcher_params, with_generated_sources, EmbeddedSource, LauncherParam};
+use kfoundry_rt::model::embed::{embeddable, launcher_params, lockfile_path, Embedded, LauncherParam};
 use kfoundry_rt::model::lockfile::Lockfile;
 
 /// Declares a tunable OpenCL kernel. See the crate `kfoundry` and its README for the syntax.
@@ -41,24 +41,37 @@ fn expand(attr: TokenStream2, item: &syn::Item) -> syn::Result<TokenStream2> {
     let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
     let cx = Context { package: &package, manifest_dir: &manifest_dir };
     let annotated = annotation::parse(attr, item, &cx)?;
-    let lockfile = find_lockfile(&manifest_dir);
-    let (variants, sources) = match &lockfile {
-        Some(path) => match Lockfile::read(path) {
-            Ok(Some(lock)) => with_generated_sources(path, &annotated.spec, embeddable_variants(&lock, &annotated.spec)),
-            Ok(None) => (Vec::new(), Vec::new()),
-            Err(e) => return Err(syn::Error::new(Span::call_site(), e.to_string())),
-        },
-        None => (Vec::new(), Vec::new()),
+    let path = lockfile_path(&manifest_dir);
+    let fail = |message: String| syn::Error::new(Span::call_site(), format!("kfoundry: {message}"));
+    let lock = match Lockfile::read(&path).map_err(|e| fail(e.to_string()))? {
+        Some(lock) => Some(lock),
+        // rustc tracks only files that exist: an empty lockfile, created once, lets the next
+        // build see the lockfile appear, change or go. Only for the packages being built
+        // (never a dependency's directory); a read-only tree just stays untracked.
+        None if std::env::var_os("CARGO_PRIMARY_PACKAGE").is_some() => {
+            let _ = Lockfile::create_if_absent(&path);
+            Lockfile::read(&path).ok().flatten()
+        }
+        None => None,
     };
-    generate(&annotated, lockfile.as_deref(), &variants, &sources)
+    let embedded = match &lock {
+        Some(lock) => embeddable(&path, lock, &annotated.spec).map_err(|problems| {
+            fail(format!(
+                "{} disagrees with the annotation of `{}`:\n  {}\nfix or remove those entries, or re-tune (`cargo kfoundry tune --kernel {}`); `cargo kfoundry check` lists every problem",
+                path.display(),
+                annotated.spec.id,
+                problems.join("\n  "),
+                annotated.spec.id
+            ))
+        })?,
+        None => Embedded::default(),
+    };
+    let tracked = lock.is_some().then_some(path.as_path());
+    generate(&annotated, tracked, &embedded)
 }
 
-fn generate(
-    a: &Annotated,
-    lockfile: Option<&Path>,
-    variants: &[kfoundry_rt::model::lockfile::Variant],
-    sources: &[EmbeddedSource],
-) -> syn::Result<TokenStream2> {
+fn generate(a: &Annotated, lockfile: Option<&Path>, embedded: &Embedded) -> syn::Result<TokenStream2> {
+    let (variants, sources) = (&embedded.variants, &embedded.sources);
     let err = |e: serde_json::Error| syn::Error::new(Span::call_site(), format!("kfoundry: cannot embed: {e}"));
     let spec_json = serde_json::to_string(&a.spec).map_err(err)?;
     let variants_json = serde_json::to_string(variants).map_err(err)?;
@@ -79,22 +92,21 @@ fn generate(
     let mut sizes = Vec::new();
     let mut args = Vec::new();
     let mut size_names = Vec::new();
-    for p in launcher_params(spec) {
+    let launcher = launcher_params(spec);
+    let names = rust_idents(&launcher);
+    for (p, i) in launcher.iter().zip(names) {
         match p {
             LauncherParam::Size(name) => {
-                let i = rust_ident(&name);
                 params.push(quote!(#i: usize));
                 sizes.push(quote!((#name, #i)));
                 size_names.push(i);
             }
-            LauncherParam::Buffer { name, elem } => {
-                let i = rust_ident(&name);
+            LauncherParam::Buffer { elem, .. } => {
                 let t = format_ident!("{}", elem.rust_name());
                 params.push(quote!(#i: &::kfoundry::ocl::Buffer<#t>));
                 args.push(quote!(::kfoundry::Arg::Buffer(#i.as_core())));
             }
-            LauncherParam::Scalar { name, ty } => {
-                let i = rust_ident(&name);
+            LauncherParam::Scalar { ty, .. } => {
                 let t = format_ident!("{}", ty.rust_name());
                 let variant = format_ident!("{}", ty.rust_name().to_uppercase());
                 params.push(quote!(#i: #t));
@@ -143,7 +155,35 @@ fn generate(
     })
 }
 
-/// A Rust identifier for an OpenCL name (raw when it is a Rust keyword).
-fn rust_ident(name: &str) -> Ident {
-    syn::parse_str::<Ident>(name).unwrap_or_else(|_| Ident::new_raw(name, Span::call_site()))
+/// The launcher's Rust parameter names: each OpenCL name as it is, raw when it is a Rust
+/// keyword (`r#in`), with a `_` appended when even a raw identifier cannot be that keyword
+/// (`self`, `Self`, `super`, `crate`, `_`) or when the name is taken.
+fn rust_idents(params: &[LauncherParam]) -> Vec<Ident> {
+    let mut taken = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for p in params {
+        let name = match p {
+            LauncherParam::Size(n) | LauncherParam::Buffer { name: n, .. } | LauncherParam::Scalar { name: n, .. } => n,
+        };
+        // Signature names are C identifiers; anything else (never produced) becomes `arg`.
+        let mut text = if kfoundry_rt::model::spec::is_identifier(name) { name.clone() } else { "arg".to_string() };
+        let ident = loop {
+            let candidate = if taken.contains(&text) {
+                None
+            } else if let Ok(i) = syn::parse_str::<Ident>(&text) {
+                Some(i)
+            } else if !["self", "Self", "super", "crate", "_"].contains(&text.as_str()) {
+                Some(Ident::new_raw(&text, Span::call_site()))
+            } else {
+                None
+            };
+            match candidate {
+                Some(i) => break i,
+                None => text.push('_'),
+            }
+        };
+        taken.insert(text);
+        out.push(ident);
+    }
+    out
 }

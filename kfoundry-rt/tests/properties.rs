@@ -849,6 +849,15 @@ fn i64_map() -> impl Strategy<Value = BTreeMap<String, i64>> {
     prop::collection::btree_map(lock_text(), interesting_i64(), 0..4)
 }
 
+/// Size sets a variant was proven at: every set names the same sizes (as a tune writes them).
+fn proven_sets() -> impl Strategy<Value = Vec<BTreeMap<String, i64>>> {
+    (prop::collection::btree_set(lock_text(), 1..3), 0usize..4).prop_flat_map(|(names, sets)| {
+        let names: Vec<String> = names.into_iter().collect();
+        prop::collection::vec(prop::collection::vec(interesting_i64(), names.len()), sets)
+            .prop_map(move |rows| rows.into_iter().map(|row| names.iter().cloned().zip(row).collect()).collect())
+    })
+}
+
 fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
     (
         select(devices),
@@ -856,10 +865,10 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
         i64_map(),
         i64_map(),
         (lock_u64(), lock_u64(), lock_u64(), lock_u64()),
-        prop::option::of(lock_text()),
+        (prop::option::of(lock_text()), proven_sets(), any::<bool>()),
     )
-        .prop_map(|(device, workload, sizes, params, (time_ns, reference_time_ns, evaluations, failures), source)| {
-            Variant { device, workload, sizes, params, time_ns, reference_time_ns, evaluations, failures, source, device_info: None }
+        .prop_map(|(device, workload, sizes, params, (time_ns, reference_time_ns, evaluations, failures), (source, proven, partial))| {
+            Variant { device, workload, sizes, params, time_ns, reference_time_ns, evaluations, failures, source, proven, partial, device_info: None }
         })
 }
 
@@ -867,7 +876,7 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
 fn lockfile() -> impl Strategy<Value = Lockfile> {
     prop_oneof![
         1 => Just(Lockfile::default()),
-        9 => (prop::collection::btree_map(lock_text(), device_info(), 1..4), 0u32..=1).prop_flat_map(|(devices, version)| {
+        9 => (prop::collection::btree_map(lock_text(), device_info(), 1..4), 1u32..=2).prop_flat_map(|(devices, version)| {
             let keys: Vec<String> = devices.keys().cloned().collect();
             let entry = (lock_text(), prop::collection::vec(variant(keys), 0..4))
                 .prop_map(|(fingerprint, variants)| KernelEntry { fingerprint, variants });
@@ -1115,6 +1124,96 @@ mod annotations {
         }
     }
 
+    /// The valid specification of the base annotation, as a bundle carries it (JSON).
+    fn base_spec_json() -> serde_json::Value {
+        let tokens: TokenStream = apply(&[]).parse().unwrap();
+        let item: syn::Item = syn::parse_str("pub struct Saxpy;").unwrap();
+        let cx = Context { package: "demo", manifest_dir: Path::new("/nonexistent") };
+        let spec = annotation::parse(tokens, &item, &cx).map(|a| a.spec).map_err(|e| e.to_string()).unwrap();
+        serde_json::to_value(&spec).unwrap()
+    }
+
+    /// Values a hostile or corrupted bundle might hold anywhere.
+    fn json_palette() -> Vec<serde_json::Value> {
+        use serde_json::json;
+        vec![
+            json!(0), json!(-1), json!(1), json!(3), json!(4096), json!(i64::MAX), json!(i64::MIN), json!(u64::MAX),
+            json!(1e300), json!(-0.5), json!(""), json!("n"), json!("WG"), json!("../../x"), json!("X -cl-fast-relaxed-math -DVEC"),
+            json!("-I/etc"), json!("n / 0"), json!("n * 9223372036854775807"), json!([]), json!(["n", "n", "n", "n"]), json!([0, 0]),
+            json!({}), json!(null), json!(true), json!({"kind": "constant", "value": 1.0}),
+        ]
+    }
+
+    /// Replaces the `k`-th node (pre-order, modulo the node count) of `v` by `with`.
+    fn replace_node(v: &mut serde_json::Value, k: usize, with: &serde_json::Value) {
+        fn count(v: &serde_json::Value) -> usize {
+            1 + match v {
+                serde_json::Value::Array(a) => a.iter().map(count).sum(),
+                serde_json::Value::Object(o) => o.values().map(count).sum(),
+                _ => 0,
+            }
+        }
+        fn walk(v: &mut serde_json::Value, k: &mut usize, with: &serde_json::Value) -> bool {
+            if *k == 0 {
+                *v = with.clone();
+                return true;
+            }
+            *k -= 1;
+            match v {
+                serde_json::Value::Array(a) => a.iter_mut().any(|c| walk(c, k, with)),
+                serde_json::Value::Object(o) => o.values_mut().any(|c| walk(c, k, with)),
+                _ => false,
+            }
+        }
+        let mut k = k % count(v);
+        walk(v, &mut k, with);
+    }
+
+    /// What a tune does with a bundle's specification before any OpenCL call, on an accepted
+    /// one: never a panic.
+    fn exercise_spec(v: serde_json::Value) -> Result<(), TestCaseError> {
+        use kfoundry_rt::model::embed::{check_variant, launcher_params};
+        use kfoundry_rt::model::spec::KernelSpec;
+        let text = v.to_string();
+        let outcome = catch(move || {
+            let Ok(spec) = serde_json::from_value::<KernelSpec>(v) else { return };
+            if !spec.validate().is_empty() || signature::find_kernel(&spec.source, Some(&spec.signature.name)).ok() != Some(spec.signature.clone()) {
+                return;
+            }
+            let _ = spec.caller_args().count();
+            let _ = launcher_params(&spec);
+            let _ = spec.build_options(&spec.reference, &[]);
+            let _ = spec.fingerprint();
+            for w in &spec.workloads {
+                let _ = spec.geometry(&spec.reference, &w.sizes);
+                for name in spec.buffers.keys() {
+                    let _ = spec.buffer_len(name, &spec.reference, &w.sizes);
+                }
+                let doubled: BTreeMap<String, i64> = w.sizes.iter().map(|(k, v)| (k.clone(), v.saturating_mul(2))).collect();
+                let _ = spec.geometry(&spec.reference, &doubled);
+                let variant = Variant {
+                    device: "10de|gpu|1|3.0".into(),
+                    workload: w.name.clone(),
+                    sizes: w.sizes.clone(),
+                    params: spec.reference.clone(),
+                    time_ns: 1,
+                    reference_time_ns: 1,
+                    evaluations: 1,
+                    failures: 0,
+                    source: None,
+                    proven: vec![w.sizes.clone(), doubled],
+                    partial: false,
+                    device_info: None,
+                };
+                let _ = check_variant(&spec, &variant, &[]);
+            }
+        });
+        match outcome {
+            Ok(()) => Ok(()),
+            Err((place, message)) => Err(TestCaseError::fail(format!("panic at {place}: {message}\n--- spec ---\n{text}"))),
+        }
+    }
+
     #[test]
     fn the_base_annotation_is_valid() {
         let tokens: TokenStream = apply(&[]).parse().unwrap();
@@ -1127,6 +1226,18 @@ mod annotations {
 
     proptest! {
         #![proptest_config(config(400))]
+
+        /// A bundle's specification with any nodes of its JSON replaced by hostile values:
+        /// refused, or accepted and then handled without a panic.
+        #[test]
+        fn bundle_spec_mutations_never_panic(edits in prop::collection::vec((any::<usize>(), 0usize..25), 1..5)) {
+            let mut v = base_spec_json();
+            let palette = json_palette();
+            for (k, p) in edits {
+                replace_node(&mut v, k, &palette[p % palette.len()]);
+            }
+            exercise_spec(v)?;
+        }
 
         /// Valid annotations with entries dropped, duplicated, swapped or inserted, literals and
         /// identifiers replaced: Ok or Err, never a panic.
@@ -1291,6 +1402,8 @@ fn bug_lockfile_u64_beyond_i64_is_lost() {
         evaluations: 1,
         failures: 0,
         source: None,
+        proven: vec![],
+        partial: false,
         device_info: None,
     };
     lock.record("k", "f", "d", DeviceInfo::default(), vec![variant]);

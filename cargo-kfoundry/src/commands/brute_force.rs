@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kfoundry_rt::model::files::{safe_name, write_atomic};
+use kfoundry_rt::model::files::{state_file_name, write_atomic};
 use kfoundry_rt::model::spec::{KernelSpec, Param, Workload};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 use serde_json::{json, Map, Value};
@@ -24,7 +24,7 @@ use serde_json::{json, Map, Value};
 use crate::cli::{BruteForceArgs, MessageFormat};
 use crate::devices::{self, Selected};
 use crate::discover::{sources, Kernel};
-use crate::evaluate::supervisor::{Supervised, TimeLimits};
+use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::{config_of, params_of, Settings as EvalSettings};
 use crate::interrupt;
 use crate::report::fmt_ns;
@@ -310,7 +310,7 @@ pub fn tally(cache: &Map<String, Value>) -> Tally {
 
 /// `<safe kernel id>@<workload>@<safe device key>.json`.
 pub fn file_name(kernel: &str, workload: &str, device_key: &str) -> String {
-    format!("{}@{}@{}.json", safe_name(kernel), safe_name(workload), safe_name(device_key))
+    state_file_name(&[kernel, workload, device_key], "json")
 }
 
 /// `A=1 B=2` from a cache key, in parameter order.
@@ -483,7 +483,7 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
     let device_key = device.key.to_string();
     let path = out_dir.join(file_name(&spec.id, &workload.name, &device_key));
     let settings = EvalSettings { repeats: args.repeats, seed: args.seed, ..EvalSettings::default() };
-    let time = TimeLimits { floor: std::time::Duration::from_secs_f64(args.candidate_timeout.max(0.1)), ..TimeLimits::default() };
+    let time = args.limits.time_limits();
     // The worker builds and checks the reference, and knows the device's limits.
     let mut bench = Supervised::start(spec, &workload.sizes, device.index, settings, time)?;
     let validity = bench.validity();
@@ -620,7 +620,7 @@ mod tests {
     fn filters_by_the_constraints_and_the_device_limits_and_refuses_large_spaces() {
         let spec = spec();
         let sizes = spec.workloads[0].sizes.clone();
-        let limits = |max_wg| Limits { max_work_group_size: max_wg, max_work_item_sizes: vec![max_wg], local_mem_bytes: 1 << 16, preferred_multiple: None, sub_groups: false };
+        let limits = |max_wg| Limits { max_work_group_size: max_wg, max_work_item_sizes: vec![max_wg], local_mem_bytes: 1 << 16, ..Limits::default() };
         // require(WG * V <= 256) drops (256, 2) and (256, 4).
         let v = Validity::new(spec.clone(), sizes.clone(), limits(1024));
         let valid = valid_configs(&spec.params, |c| v.accepts(c), 100).unwrap();

@@ -6,7 +6,7 @@ use std::fmt;
 use anyhow::{bail, Result};
 use kfoundry_rt::model::lockfile::Lockfile;
 use kfoundry_rt::model::spec::KernelSpec;
-use kfoundry_rt::model::{generated, signature};
+use kfoundry_rt::model::embed::embeddable;
 
 use crate::cli::{CheckArgs, MessageFormat};
 use crate::discover::discover;
@@ -25,15 +25,19 @@ pub enum Finding {
     Orphaned { kernel: String },
     /// A variant for a workload the kernel no longer declares.
     OrphanedWorkload { kernel: String, workload: String },
-    /// A source-level variant whose generated source is missing, edited or no longer has
-    /// the reference's signature: it is not embedded.
-    BadSource { kernel: String, device: String, workload: String, problem: String },
+    /// An entry for the current fingerprint that disagrees with the annotation (parameters
+    /// not declared or outside their domains, another workload's sizes, constraints that do
+    /// not hold) or whose generated source is missing, edited or has another signature: the
+    /// build fails on it.
+    BadEntry { kernel: String, problem: String },
+    /// A result of an interrupted search: `tune --resume` continues it.
+    Partial { kernel: String, device: String, workload: String },
 }
 
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Finding::NoLockfile => write!(f, "no Kfoundry.lock: every kernel runs its reference; run `cargo kfoundry tune`"),
+            Finding::NoLockfile => write!(f, "no Kfoundry.lock (or one without any tuned kernel): every kernel runs its reference; run `cargo kfoundry tune`"),
             Finding::Stale { kernel, locked, current } => write!(
                 f,
                 "stale: `{kernel}` changed since it was tuned (fingerprint {locked} in the lockfile, {current} now): its variants are not embedded; re-run `cargo kfoundry tune`"
@@ -46,32 +50,28 @@ impl fmt::Display for Finding {
             Finding::OrphanedWorkload { kernel, workload } => {
                 write!(f, "orphaned: `{kernel}` has a variant for workload `{workload}`, which it no longer declares")
             }
-            Finding::BadSource { kernel, device, workload, problem } => {
-                write!(f, "bad source: `{kernel}` on `{device}` at `{workload}`: {problem}; the variant is not embedded")
+            Finding::BadEntry { kernel, problem } => {
+                write!(f, "bad entry: `{kernel}`: {problem}; `cargo build` refuses it: fix or remove it, or re-tune")
             }
+            Finding::Partial { kernel, device, workload } => write!(
+                f,
+                "partial: `{kernel}` on `{device}` at `{workload}` comes from an interrupted tune; `cargo kfoundry tune --resume` continues it"
+            ),
         }
     }
 }
 
-/// Checks every generated source the lockfile references: present, unedited (hash) and with
-/// the reference's signature.
-pub fn source_findings(kernels: &[&KernelSpec], lock: &Lockfile, lockfile: &std::path::Path) -> Vec<Finding> {
+/// Checks every entry of the current fingerprint as the macro does before embedding it
+/// (against the annotation, and its generated source), and notes partial results.
+pub fn entry_findings(kernels: &[&KernelSpec], lock: &Lockfile, lockfile: &std::path::Path) -> Vec<Finding> {
     let mut out = Vec::new();
     for spec in kernels {
-        let Some(entry) = lock.kernels.get(&spec.id) else { continue };
-        for v in &entry.variants {
-            let Some(hash) = &v.source else { continue };
-            let problem = match generated::read_verified(lockfile, &spec.id, hash) {
-                Err(e) => Some(e.to_string()),
-                Ok((path, text)) => match signature::find_kernel(&text, Some(&spec.signature.name)) {
-                    Ok(sig) if sig.args == spec.signature.args => None,
-                    Ok(_) => Some(format!("{} changes the kernel's signature", path.display())),
-                    Err(e) => Some(format!("{}: {e}", path.display())),
-                },
-            };
-            if let Some(problem) = problem {
-                out.push(Finding::BadSource { kernel: spec.id.clone(), device: v.device.clone(), workload: v.workload.clone(), problem });
-            }
+        if let Err(problems) = embeddable(lockfile, lock, spec) {
+            out.extend(problems.into_iter().map(|problem| Finding::BadEntry { kernel: spec.id.clone(), problem }));
+        }
+        let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == spec.fingerprint()) else { continue };
+        for v in entry.variants.iter().filter(|v| v.partial) {
+            out.push(Finding::Partial { kernel: spec.id.clone(), device: v.device.clone(), workload: v.workload.clone() });
         }
     }
     out
@@ -79,7 +79,8 @@ pub fn source_findings(kernels: &[&KernelSpec], lock: &Lockfile, lockfile: &std:
 
 /// Compares the lockfile (if any) with the kernels in the sources.
 pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Vec<Finding> {
-    let Some(lock) = lock else { return vec![Finding::NoLockfile] };
+    // The first build creates an empty lockfile (so that cargo tracks it): the same as none.
+    let Some(lock) = lock.filter(|l| !l.kernels.is_empty()) else { return vec![Finding::NoLockfile] };
     let mut out = Vec::new();
     let ids: BTreeSet<&str> = kernels.iter().map(|k| k.id.as_str()).collect();
     for spec in kernels {
@@ -122,7 +123,7 @@ pub fn run(args: &CheckArgs) -> Result<()> {
     let specs: Vec<&KernelSpec> = ws.kernels.iter().map(|k| &k.spec).collect();
     let mut found = findings(&specs, lock.as_ref());
     if let Some(lock) = &lock {
-        found.extend(source_findings(&specs, lock, &ws.lockfile()));
+        found.extend(entry_findings(&specs, lock, &ws.lockfile()));
     }
     let json = args.ws.message_format == MessageFormat::Json;
     for f in &found {
@@ -173,8 +174,28 @@ mod tests {
             evaluations: 1,
             failures: 0,
             source: None,
+            proven: vec![],
+            partial: false,
             device_info: None,
         }
+    }
+
+    #[test]
+    fn bad_and_partial_entries_are_listed() {
+        let a = spec("a", "w(n = 64)");
+        let device = "10de|gpu|1|3.0";
+        let good = Variant { sizes: [("n".to_string(), 64)].into(), ..variant(device, "w") };
+        let mut lock = Lockfile::default();
+        lock.record("a", &a.fingerprint(), device, DeviceInfo::default(), vec![good.clone()]);
+        assert_eq!(entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock")), vec![]);
+        let injected = Variant { params: [("X -cl-fast-relaxed-math".to_string(), 1)].into(), ..good.clone() };
+        lock.record("a", &a.fingerprint(), device, DeviceInfo::default(), vec![injected]);
+        let found = entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].to_string().contains("`X -cl-fast-relaxed-math` is not a parameter"), "{}", found[0]);
+        lock.record("a", &a.fingerprint(), device, DeviceInfo::default(), vec![Variant { partial: true, ..good }]);
+        let found = entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock"));
+        assert!(matches!(&found[..], [Finding::Partial { .. }]), "{found:?}");
     }
 
     #[test]
@@ -183,6 +204,7 @@ mod tests {
         let b = spec("b", "w(n = 64)");
         let c = spec("c", "w(n = 64)");
         assert_eq!(findings(&[&a], None), vec![Finding::NoLockfile]);
+        assert_eq!(findings(&[&a], Some(&Lockfile::default())), vec![Finding::NoLockfile]);
         let mut lock = Lockfile::default();
         lock.record("a", &a.fingerprint(), "dev", DeviceInfo::default(), vec![variant("dev", "small"), variant("dev", "old")]);
         lock.record("b", "0000", "dev", DeviceInfo::default(), vec![variant("dev", "w")]);

@@ -5,6 +5,10 @@
 //!   generators) fills the buffer from the annotation's distribution; a new seed per input set
 //!   gives new inputs each check, and the same seed gives the same inputs to the reference and
 //!   the candidate.
+//! - Scrubbing: a kernel whose work-groups each fill as much `__local` memory as one may have
+//!   with NaN, run on every compute unit many times over, right before a candidate runs, so
+//!   that a candidate reading local memory it never wrote sees NaN instead of what an earlier
+//!   work-group or kernel left there.
 //! - Comparing: one pass over both outputs computes, per work-group, the number of elements
 //!   outside the tolerance (with the same NaN/Inf rules as the host comparison), the first
 //!   such index, the largest absolute difference and the sums of squares for the relative
@@ -93,21 +97,49 @@ __kernel void kf_compare(__global const float* cand, __global const float* ref, 
 }
 "#;
 
-/// The generator and comparison kernels, built once per bench.
+const SCRUB_SOURCE: &str = r#"
+__kernel void kf_scrub(__global uint* sink, const uint never) {
+    __local volatile uint scratch[SCRUB_WORDS];
+    for (uint i = get_local_id(0); i < SCRUB_WORDS; i += get_local_size(0))
+        scratch[i] = 0xFFFFFFFFU;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (never == 1234567u && get_local_id(0) == 0) sink[0] = scratch[0];
+}
+"#;
+
+/// Smallest scrub tried (words) before giving up on scrubbing.
+const MIN_SCRUB_WORDS: u64 = 256;
+/// Work-groups of the scrub per compute unit.
+const SCRUB_GROUPS_PER_UNIT: usize = 16;
+
+/// The generator, comparison and scrub kernels, built once per bench.
 pub struct DeviceData {
     queue: ocl::Queue,
     program: ocl::Program,
+    /// The local-memory scrub; `None` when no size of it could be built and run here.
+    scrub: Option<ocl::Kernel>,
 }
 
 impl DeviceData {
-    pub fn new(context: &ocl::Context, device: &ocl::Device, queue: &ocl::Queue) -> Result<DeviceData, RtError> {
+    pub fn new(context: &ocl::Context, device: &ocl::Device, queue: &ocl::Queue, limits: &super::Limits) -> Result<DeviceData, RtError> {
         let program = ocl::Program::builder()
             .src(SOURCE)
             .devices(*device)
             .cmplr_opt(format!("-D GROUP_SIZE={GROUP_SIZE}"))
             .build(context)
             .map_err(|e| RtError::OpenCl(format!("kfoundry's device data kernels: {e}")))?;
-        Ok(DeviceData { queue: queue.clone(), program })
+        let scrub = scrub_kernel(context, device, queue, limits);
+        Ok(DeviceData { queue: queue.clone(), program, scrub })
+    }
+
+    /// Fills the device's `__local` memory with NaN (as far as one kernel can reach it).
+    pub fn scrub_local_memory(&self) -> Result<(), RtError> {
+        if let Some(k) = &self.scrub {
+            // SAFETY: the kernel writes only its own local memory; `sink[0]` (a 4-byte buffer)
+            // only under a condition its argument never meets.
+            unsafe { k.enq()? };
+        }
+        Ok(())
     }
 
     /// Fills `buf` (a float buffer of `len` elements, as bytes) from `dist` with `seed`.
@@ -208,6 +240,42 @@ impl DeviceData {
     }
 }
 
+/// The largest scrub that builds and runs: as many words as the device's local memory holds
+/// (less a margin), halved until one works.
+fn scrub_kernel(context: &ocl::Context, device: &ocl::Device, queue: &ocl::Queue, limits: &super::Limits) -> Option<ocl::Kernel> {
+    use ocl::core::{DeviceInfo as I, DeviceInfoResult as R};
+    let units = match ocl::core::get_device_info(device.as_core(), I::MaxComputeUnits) {
+        Ok(R::MaxComputeUnits(u)) => u.max(1) as usize,
+        _ => 1,
+    };
+    let group = limits.max_work_group_size.clamp(1, 256);
+    let sink = ocl::Buffer::<u32>::builder().queue(queue.clone()).len(1).build().ok()?;
+    let mut words = (limits.local_mem_bytes / 4).saturating_sub(256);
+    while words >= MIN_SCRUB_WORDS {
+        let attempt = (|| -> Result<ocl::Kernel, RtError> {
+            let program = ocl::Program::builder().src(SCRUB_SOURCE).devices(*device).cmplr_opt(format!("-D SCRUB_WORDS={words}")).build(context)?;
+            let k = ocl::Kernel::builder()
+                .program(&program)
+                .name("kf_scrub")
+                .queue(queue.clone())
+                .global_work_size(units * SCRUB_GROUPS_PER_UNIT * group)
+                .local_work_size(group)
+                .arg(&sink)
+                .arg(0u32)
+                .build()?;
+            // SAFETY: as in `scrub_local_memory`.
+            unsafe { k.enq()? };
+            queue.finish()?;
+            Ok(k)
+        })();
+        match attempt {
+            Ok(k) => return Some(k),
+            Err(_) => words /= 2,
+        }
+    }
+    None
+}
+
 fn read_at(buf: &ocl::Buffer<u8>, i: usize) -> Result<f64, RtError> {
     let mut b = [0u8; 4];
     buf.read(&mut b[..]).offset(i * 4).enq()?;
@@ -223,7 +291,10 @@ mod tests {
         let (platform, device) = devices.first().copied().expect("an OpenCL device (PoCL in CI)");
         let context = ocl::Context::builder().platform(platform).devices(device).build().expect("context");
         let queue = ocl::Queue::new(&context, device, None).expect("queue");
-        let dd = DeviceData::new(&context, &device, &queue).expect("kernels");
+        let limits = super::super::limits(&device).expect("limits");
+        let dd = DeviceData::new(&context, &device, &queue, &limits).expect("kernels");
+        assert!(dd.scrub.is_some(), "the local-memory scrub builds and runs on this device");
+        dd.scrub_local_memory().expect("scrub");
         (context, queue, dd)
     }
 

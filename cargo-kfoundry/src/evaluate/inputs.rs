@@ -45,6 +45,16 @@ pub fn poison_buffer(ty: ScalarType, len: usize) -> Vec<u8> {
     out
 }
 
+/// The byte that fills guard zones after buffers of type `ty`: all bits set for floats (NaN
+/// in every float format, so a read past the end poisons the result), 0xA5 for integers.
+pub fn guard_pattern(ty: ScalarType) -> u8 {
+    if ty.is_float() {
+        0xFF
+    } else {
+        0xA5
+    }
+}
+
 /// A scalar argument drawn from `dist`.
 pub fn draw_scalar(ty: ScalarType, dist: Distribution, rng: &mut ChaCha8Rng) -> Scalar {
     Scalar::from_f64(ty, draw(dist, rng))

@@ -2,9 +2,20 @@
 //! parameters, run on fresh random inputs with poisoned outputs, compare with the reference's
 //! output on the same inputs, then time with profiling events (warm-up, median of repeats).
 //!
-//! One [`Bench`] serves one kernel at one workload on one device. It lives in a worker process
-//! ([`worker`]); the tuner's [`supervisor::Supervised`] talks to it and is what the search
-//! engine sees, as a [`kfoundry_search::Evaluator`].
+//! What a candidate cannot get away with:
+//! - **forgetting an element**: outputs are poisoned (NaN, or the byte 0xA5 for integers)
+//!   before every run;
+//! - **touching memory outside its buffers**: every buffer is followed by a guard zone of
+//!   poison; a write there fails the candidate, a read there feeds it NaN;
+//! - **relying on `__local` memory it did not write** (left over from an earlier work-group
+//!   or kernel): the device's local memory is scrubbed (filled with NaN) right before each
+//!   candidate run;
+//! - **being right only at the tuned sizes**: finalists are verified again at smaller and
+//!   larger sizes ([`Bench::verify_at`], see [`probe`]).
+//!
+//! One [`Bench`] serves one kernel on one device, at its workload's sizes and any others. It
+//! lives in a worker process ([`worker`]); the tuner's [`supervisor::Supervised`] talks to it
+//! and is what the search engine sees, as a [`kfoundry_search::Evaluator`].
 
 pub mod compare;
 pub mod device_data;
@@ -15,8 +26,8 @@ pub mod worker;
 
 use std::time::Instant;
 
-use kfoundry_rt::model::signature::{AddressSpace, KernelArg, ScalarType};
-use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
+use kfoundry_rt::model::signature::{KernelArg, ScalarType};
+use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
 use kfoundry_rt::opencl::launch::{build_program, build_program_from, create_kernel, enqueue, Arg, Scalar};
 use kfoundry_rt::Error as RtError;
 use kfoundry_search::{Config, Evaluation, FailureKind};
@@ -26,8 +37,11 @@ use rand_chacha::ChaCha8Rng;
 
 use self::compare::{compare, Comparison};
 use self::device_data::DeviceData;
+use self::inputs::{decode, draw_buffer, draw_scalar, guard_pattern, poison_buffer};
 use rand::Rng as _;
-use self::inputs::{decode, draw_buffer, draw_scalar, poison_buffer};
+
+/// Elements of poison after every buffer (fewer when the device's allocation limit is near).
+pub const GUARD_ELEMS: usize = 16384;
 
 /// How candidates are checked and timed.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -64,12 +78,17 @@ impl ErrorStats {
     }
 }
 
-/// Device limits checked before a candidate is built.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+/// Device limits checked before a candidate is built, and used to size probes.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     pub max_work_group_size: usize,
     pub max_work_item_sizes: Vec<usize>,
     pub local_mem_bytes: u64,
+    /// `CL_DEVICE_GLOBAL_MEM_SIZE` and `CL_DEVICE_MAX_MEM_ALLOC_SIZE`: how large a probe may be.
+    #[serde(default)]
+    pub global_mem_bytes: u64,
+    #[serde(default)]
+    pub max_alloc_bytes: u64,
     /// The reference kernel's preferred work-group size multiple (warp, wavefront or SIMD
     /// width), for the language model's description of the device.
     #[serde(default)]
@@ -92,19 +111,7 @@ impl Validity {
     }
 
     pub fn check(&self, params: &Params) -> Result<(), String> {
-        let g = self.spec.geometry(params, &self.sizes).map_err(|e| e.to_string())?;
-        if let Some(local) = &g.local {
-            let total: usize = local.iter().product();
-            if total > self.limits.max_work_group_size {
-                return Err(format!("work-group size {total} exceeds the device's {}", self.limits.max_work_group_size));
-            }
-            for (d, l) in local.iter().enumerate() {
-                if self.limits.max_work_item_sizes.get(d).is_some_and(|m| l > m) {
-                    return Err(format!("local size {l} in dimension {d} exceeds the device's limit"));
-                }
-            }
-        }
-        Ok(())
+        check_launchable(&self.spec, &self.limits, params, &self.sizes)
     }
 
     /// The engine's form: a configuration in parameter order.
@@ -113,13 +120,37 @@ impl Validity {
     }
 }
 
+/// Whether `params` can be launched at `sizes` on a device with `limits`: constraints,
+/// geometry and the device's work-group limits.
+pub fn check_launchable(spec: &KernelSpec, limits: &Limits, params: &Params, sizes: &Sizes) -> Result<(), String> {
+    let g = spec.geometry(params, sizes).map_err(|e| e.to_string())?;
+    if let Some(local) = &g.local {
+        let total: usize = local.iter().product();
+        if total > limits.max_work_group_size {
+            return Err(format!("work-group size {total} exceeds the device's {}", limits.max_work_group_size));
+        }
+        for (d, l) in local.iter().enumerate() {
+            if limits.max_work_item_sizes.get(d).is_some_and(|m| l > m) {
+                return Err(format!("local size {l} in dimension {d} exceeds the device's limit"));
+            }
+        }
+    }
+    Ok(())
+}
+
 struct Built {
     /// Kept alive for the kernel object.
     _program: ocl::Program,
     kernel: core::Kernel,
 }
 
-/// How one buffer is filled before a run.
+/// Candidates built most recently, kept for their proof at other sizes and their re-measures.
+const BUILT_KEPT: usize = 4;
+
+/// What a build is made of: parameters, and the generated source when it is not the annotated one.
+type BuildKey = (Params, Option<String>);
+
+/// How one buffer is filled before a run (its guard zone is always poisoned).
 enum Fill {
     /// Bytes from the host (small buffers).
     Host(Vec<u8>),
@@ -129,28 +160,49 @@ enum Fill {
     Poison,
 }
 
-/// What one input set is made of: per buffer its name, type, length and filling.
+/// One caller buffer of a run: name, element type, length, guard length, filling.
+struct PreparedBuffer {
+    name: String,
+    ty: ScalarType,
+    len: usize,
+    guard: usize,
+    fill: Fill,
+}
+
+/// What one input set is made of.
 struct Prepared {
-    buffers: Vec<(String, ScalarType, usize, Fill)>,
+    buffers: Vec<PreparedBuffer>,
     scalars: Vec<Scalar>,
+}
+
+/// A device buffer of a run, with the length the kernel may use and the guard after it.
+struct RunBuffer {
+    name: String,
+    ty: ScalarType,
+    len: usize,
+    guard: usize,
+    buffer: ocl::Buffer<u8>,
 }
 
 /// Device buffers and scalars of one run.
 struct Run {
-    buffers: Vec<(String, ScalarType, ocl::Buffer<u8>)>,
+    buffers: Vec<RunBuffer>,
     scalars: Vec<Scalar>,
 }
 
-/// Evaluates configurations of one kernel at one workload on one device.
+/// Evaluates configurations of one kernel on one device.
 pub struct Bench {
     pub spec: KernelSpec,
+    /// The workload's sizes (where candidates are timed).
     pub sizes: Sizes,
     context: ocl::Context,
     queue: ocl::Queue,
     device: ocl::Device,
     limits: Limits,
     reference: Built,
-    /// On-device drawing and comparison of large float buffers.
+    /// The last candidates built, most recent last.
+    built: Vec<(BuildKey, std::rc::Rc<Built>)>,
+    /// On-device drawing, poisoning, comparison and local-memory scrubbing.
     device_data: DeviceData,
     settings: Settings,
     /// Input sets drawn so far (each gets its own seed).
@@ -161,27 +213,38 @@ pub struct Bench {
     pub last_errors: Option<ErrorStats>,
 }
 
-/// Why a bench could not be set up (the reference itself is broken at this workload).
+/// Why a bench could not be set up, or a size not checked (the reference itself is broken).
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     #[error("{0}")]
     OpenCl(#[from] RtError),
-    #[error("the reference does not run at workload sizes {sizes}: {message}")]
+    #[error("the reference does not run at sizes {sizes}: {message}")]
     Reference { sizes: String, message: String },
     #[error("the reference's output `{0}` does not change when the inputs change: a kernel writing constants would pass verification; check the annotation's inputs and check(...)")]
     InsensitiveOutput(String),
+}
+
+/// A verdict on a candidate at some sizes: its output errors, or why it failed.
+pub type Verdict = Result<ErrorStats, (FailureKind, String)>;
+
+/// How far a request got, reported to the supervisor as it happens: it charges each phase to
+/// the right time limit and blames a failure on the right party.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Phase {
+    /// The reference was checked at the requested sizes (verification at other sizes).
+    ReferenceChecked,
+    /// The candidate is built: the time from here on is its run time.
+    Built,
 }
 
 impl Bench {
     pub fn new(spec: &KernelSpec, sizes: &Sizes, platform: ocl::Platform, device: ocl::Device, settings: Settings) -> Result<Bench, SetupError> {
         let context = ocl::Context::builder().platform(platform).devices(device).build().map_err(RtError::from)?;
         let queue = ocl::Queue::new(&context, device, Some(ocl::CommandQueueProperties::PROFILING_ENABLE)).map_err(RtError::from)?;
-        let limits = limits(&device)?;
-        let reference_err = |message: String| SetupError::Reference { sizes: fmt_sizes(sizes), message };
+        let mut limits = limits(&device)?;
         let program = build_program(spec, &spec.reference, &context, &device)?;
-        let device_data = DeviceData::new(&context, &device, &queue)?;
+        let device_data = DeviceData::new(&context, &device, &queue, &limits)?;
         let kernel = create_kernel(spec, &program)?;
-        let mut limits = limits;
         if let Ok(KernelWorkGroupInfoResult::PreferredWorkGroupSizeMultiple(m)) =
             core::get_kernel_work_group_info(&kernel, device.as_core(), KernelWorkGroupInfo::PreferredWorkGroupSizeMultiple)
         {
@@ -195,42 +258,44 @@ impl Bench {
             device,
             limits,
             reference: Built { _program: program, kernel },
+            built: Vec::new(),
             device_data,
             settings,
             draws: std::cell::Cell::new(0),
             build_failures: Vec::new(),
             last_errors: None,
         };
-        bench.valid(&spec.reference).map_err(reference_err)?;
-        // The reference must react to its inputs, or verification proves nothing.
-        let a = bench.reference_run().map_err(reference_err)?;
-        let b = bench.reference_run().map_err(reference_err)?;
-        for check in &bench.spec.checks {
-            let same = bench.compare_outputs(&check.buffer, &a, &b, 0.0, 0.0).map_err(|e| reference_err(e.to_string()))?;
+        bench.check_reference(sizes)?;
+        Ok(bench)
+    }
+
+    /// The reference can be trusted at `sizes`: it launches, stays within its buffers, and its
+    /// outputs react to its inputs (or verification there proves nothing).
+    fn check_reference(&self, sizes: &Sizes) -> Result<(), SetupError> {
+        let reference_err = |message: String| SetupError::Reference { sizes: fmt_sizes(sizes), message };
+        self.valid_at(&self.spec.reference, sizes).map_err(reference_err)?;
+        let a = self.reference_run(sizes).map_err(reference_err)?;
+        let b = self.reference_run(sizes).map_err(reference_err)?;
+        for check in &self.spec.checks {
+            let same = self.compare_outputs(&check.buffer, &a, &b, 0.0, 0.0).map_err(|e| reference_err(e.to_string()))?;
             if same.ok() {
                 return Err(SetupError::InsensitiveOutput(check.buffer.clone()));
             }
         }
-        Ok(bench)
+        Ok(())
     }
 
-    /// Is `params` launchable here: constraints, geometry and the device's work-group limits.
+    /// Is `params` launchable at the workload: constraints, geometry and the device's limits.
     pub fn valid(&self, params: &Params) -> Result<(), String> {
-        self.validity().check(params)
+        self.valid_at(params, &self.sizes)
+    }
+
+    fn valid_at(&self, params: &Params, sizes: &Sizes) -> Result<(), String> {
+        check_launchable(&self.spec, &self.limits, params, sizes)
     }
 
     pub fn limits(&self) -> &Limits {
         &self.limits
-    }
-
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// The validity check, detached from the bench (the search engine asks it before every
-    /// evaluation, while the bench itself is busy evaluating).
-    pub fn validity(&self) -> Validity {
-        Validity { spec: self.spec.clone(), sizes: self.sizes.clone(), limits: self.limits.clone() }
     }
 
     fn fresh_rng(&self) -> ChaCha8Rng {
@@ -240,16 +305,16 @@ impl Bench {
         ChaCha8Rng::seed_from_u64(self.settings.seed ^ draw.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
-    /// How each buffer of one run of `params` is filled: inputs drawn (on the device when
-    /// large), outputs poisoned; and the drawn scalars.
-    fn prepare(&self, params: &Params, rng: &mut ChaCha8Rng) -> Result<Prepared, String> {
+    /// How each caller buffer of one run of `params` at `sizes` is filled (inputs drawn, on
+    /// the device when large; outputs poisoned; guard zones poisoned), and the drawn scalars.
+    fn prepare(&self, params: &Params, sizes: &Sizes, rng: &mut ChaCha8Rng) -> Result<Prepared, String> {
         let mut buffers = Vec::new();
         let mut scalars = Vec::new();
-        for arg in &self.spec.signature.args {
-            match arg {
-                KernelArg::Buffer { space: AddressSpace::Local, .. } => {}
-                KernelArg::Buffer { name, elem, read_only, .. } => {
-                    let len = self.spec.buffer_len(name, params, &self.sizes).map_err(|e| e.to_string())?;
+        for (arg, role) in self.spec.args_with_roles() {
+            match (arg, role) {
+                (KernelArg::Buffer { name, elem, read_only, .. }, ArgRole::CallerBuffer) => {
+                    let len = self.spec.buffer_len(name, params, sizes).map_err(|e| e.to_string())?;
+                    let guard = self.guard_len(len, *elem);
                     let on_device = *elem == ScalarType::F32 && len >= device_data::MIN_LEN;
                     let input = *read_only || self.spec.inputs.contains_key(name);
                     let fill = match (input, on_device) {
@@ -258,79 +323,118 @@ impl Bench {
                         (false, true) => Fill::Poison,
                         (false, false) => Fill::Host(poison_buffer(*elem, len)),
                     };
-                    buffers.push((name.clone(), *elem, len, fill));
+                    buffers.push(PreparedBuffer { name: name.clone(), ty: *elem, len, guard, fill });
                 }
-                KernelArg::Scalar { name, .. } if self.spec.sizes.contains(name) => {}
-                KernelArg::Scalar { name, ty } => scalars.push(draw_scalar(*ty, self.spec.distribution(name), rng)),
+                (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => scalars.push(draw_scalar(*ty, self.spec.distribution(name), rng)),
+                _ => {}
             }
         }
         Ok(Prepared { buffers, scalars })
     }
 
+    /// The guard zone after a buffer of `len` elements: [`GUARD_ELEMS`], or what still fits
+    /// the device's allocation limit.
+    fn guard_len(&self, len: usize, ty: ScalarType) -> usize {
+        let max_elems = usize::try_from(self.limits.max_alloc_bytes / ty.size() as u64).unwrap_or(usize::MAX);
+        GUARD_ELEMS.min(max_elems.saturating_sub(len))
+    }
+
     /// Device buffers filled as prepared: the same preparation always gives the same contents.
     fn upload(&self, prepared: &Prepared) -> Result<Run, RtError> {
         let mut buffers = Vec::new();
-        for (name, ty, len, fill) in &prepared.buffers {
-            let builder = ocl::Buffer::<u8>::builder().queue(self.queue.clone()).len(len * ty.size());
-            let b = match fill {
-                Fill::Host(data) => builder.copy_host_slice(data).build()?,
+        for p in &prepared.buffers {
+            let size = p.ty.size();
+            let builder = ocl::Buffer::<u8>::builder().queue(self.queue.clone()).len((p.len + p.guard) * size);
+            let buffer = match &p.fill {
+                Fill::Host(data) => {
+                    let mut bytes = Vec::with_capacity((p.len + p.guard) * size);
+                    bytes.extend_from_slice(data);
+                    bytes.extend(std::iter::repeat_n(guard_pattern(p.ty), p.guard * size));
+                    builder.copy_host_slice(&bytes).build()?
+                }
                 Fill::Draw { dist, seed } => {
                     let b = builder.build()?;
-                    self.device_data.draw(&b, *len, *dist, *seed)?;
+                    // the whole buffer poisoned, then the inputs drawn over its first `len`
+                    self.device_data.poison(&b, (p.len + p.guard) * size)?;
+                    self.device_data.draw(&b, p.len, *dist, *seed)?;
                     b
                 }
                 Fill::Poison => {
                     let b = builder.build()?;
-                    self.device_data.poison(&b, len * ty.size())?;
+                    self.device_data.poison(&b, (p.len + p.guard) * size)?;
                     b
                 }
             };
-            buffers.push((name.clone(), *ty, b));
+            buffers.push(RunBuffer { name: p.name.clone(), ty: p.ty, len: p.len, guard: p.guard, buffer });
         }
         Ok(Run { buffers, scalars: prepared.scalars.clone() })
+    }
+
+    /// The first buffer of a finished run whose guard zone was written, if any.
+    fn touched_guard(&self, run: &Run) -> Result<Option<String>, RtError> {
+        for b in &run.buffers {
+            if b.guard == 0 {
+                continue;
+            }
+            let size = b.ty.size();
+            let mut bytes = vec![0u8; b.guard * size];
+            b.buffer.read(&mut bytes).offset(b.len * size).enq()?;
+            let pattern = guard_pattern(b.ty);
+            if let Some(at) = bytes.iter().position(|&x| x != pattern) {
+                return Ok(Some(format!(
+                    "writes past the end of `{}`: element {} of a buffer of {} (the annotation's length)",
+                    b.name,
+                    b.len + at / size,
+                    b.len
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// Compares output `name` of two finished runs: on the device for large float buffers,
     /// else on the host.
     fn compare_outputs(&self, name: &str, cand: &Run, refr: &Run, rtol: f64, atol: f64) -> Result<Comparison, RtError> {
         let find = |run: &Run| {
-            run.buffers.iter().find(|(n, _, _)| n == name).map(|(_, ty, b)| (*ty, b.clone())).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
+            run.buffers.iter().find(|b| b.name == name).map(|b| (b.ty, b.len, b.buffer.clone())).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
         };
-        let ((ty, c), (_, r)) = (find(cand)?, find(refr)?);
-        let len = c.len() / ty.size();
+        let ((ty, len, c), (_, _, r)) = (find(cand)?, find(refr)?);
         if ty == ScalarType::F32 && len >= device_data::MIN_LEN {
             return self.device_data.compare(&c, &r, len, rtol, atol);
         }
-        let (mut x, mut y) = (vec![0u8; c.len()], vec![0u8; r.len()]);
+        let (mut x, mut y) = (vec![0u8; len * ty.size()], vec![0u8; len * ty.size()]);
         c.read(&mut x).enq()?;
         r.read(&mut y).enq()?;
         Ok(compare(len, |i| decode(ty, &x, i), |i| decode(ty, &y, i), rtol, atol))
     }
 
-    /// One run of the reference on a fresh input set.
-    fn reference_run(&self) -> Result<Run, String> {
+    /// One run of the reference on a fresh input set at `sizes`, checked to stay within its
+    /// buffers.
+    fn reference_run(&self, sizes: &Sizes) -> Result<Run, String> {
         let mut rng = self.fresh_rng();
         let params = self.spec.reference.clone();
-        let prepared = self.prepare(&params, &mut rng)?;
+        let prepared = self.prepare(&params, sizes, &mut rng)?;
         let run = self.upload(&prepared).map_err(|e| e.to_string())?;
-        self.launch(&self.reference.kernel, &params, &run, None).map_err(|e| e.to_string())?;
+        self.launch(&self.reference.kernel, &params, sizes, &run, None).map_err(|e| e.to_string())?;
         self.queue.finish().map_err(|e| e.to_string())?;
+        if let Some(why) = self.touched_guard(&run).map_err(|e| e.to_string())? {
+            return Err(format!("the reference {why}; the annotation's `buffers(...)` must cover what the kernel touches"));
+        }
         Ok(run)
     }
 
-    fn launch(&self, kernel: &core::Kernel, params: &Params, run: &Run, event: Option<&mut core::Event>) -> Result<(), RtError> {
-        let mut args: Vec<Arg> = Vec::new();
+    fn launch(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes, run: &Run, event: Option<&mut core::Event>) -> Result<(), RtError> {
+        // The caller's arguments in signature order: the one rule of `KernelSpec::caller_args`.
         let mut scalars = run.scalars.iter();
         let mut buffers = run.buffers.iter();
-        for arg in &self.spec.signature.args {
+        let mut args: Vec<Arg> = Vec::new();
+        for arg in self.spec.caller_args() {
             match arg {
-                KernelArg::Buffer { space: AddressSpace::Local, .. } => {}
                 KernelArg::Buffer { .. } => {
-                    if let Some((_, _, b)) = buffers.next() {
-                        args.push(Arg::Buffer(b.as_core()));
+                    if let Some(b) = buffers.next() {
+                        args.push(Arg::Buffer(b.buffer.as_core()));
                     }
                 }
-                KernelArg::Scalar { name, .. } if self.spec.sizes.contains(name) => {}
                 KernelArg::Scalar { .. } => {
                     if let Some(s) = scalars.next() {
                         args.push(Arg::Scalar(*s));
@@ -338,65 +442,87 @@ impl Bench {
                 }
             }
         }
-        enqueue(&self.spec, kernel, &self.queue, params, &self.sizes, &args, event)
+        enqueue(&self.spec, kernel, &self.queue, params, sizes, &args, event)
     }
 
-    /// Builds, verifies and times `params` of the annotated source, or of `source` (a
-    /// source-level variant with the same signature) when given.
-    pub fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation {
-        let start = Instant::now();
-        let cost = |start: Instant| start.elapsed().as_secs_f64();
-        if let Err(reason) = self.valid(params) {
-            return Evaluation::failed(FailureKind::Invalid, reason, cost(start));
+    /// Builds `params` (of `source`, a source-level variant with the same signature, when
+    /// given), or reuses one of the last few builds; `None` for the reference itself. A failed
+    /// build is logged.
+    fn build(&mut self, params: &Params, source: Option<&str>) -> Result<Option<std::rc::Rc<Built>>, (FailureKind, String)> {
+        if *params == self.spec.reference && source.is_none() {
+            return Ok(None);
         }
-        let built = if *params == self.spec.reference && source.is_none() {
-            None
-        } else {
-            let source = source.unwrap_or(&self.spec.source);
-            match build_program_from(&self.spec, source, params, &self.context, &self.device).and_then(|p| {
-                let k = create_kernel(&self.spec, &p)?;
-                Ok(Built { _program: p, kernel: k })
-            }) {
-                Ok(b) => Some(b),
-                Err(e) => {
-                    let log = e.to_string();
-                    self.build_failures.push((params.clone(), truncate(&log, 4000)));
-                    return Evaluation::failed(FailureKind::Build, first_line(&log), cost(start));
+        let key = (params.clone(), source.map(str::to_string));
+        if let Some(i) = self.built.iter().position(|(k, _)| *k == key) {
+            let entry = self.built.remove(i);
+            let built = entry.1.clone();
+            self.built.push(entry);
+            return Ok(Some(built));
+        }
+        let text = source.unwrap_or(&self.spec.source);
+        let built = build_program_from(&self.spec, text, params, &self.context, &self.device).and_then(|p| {
+            let k = create_kernel(&self.spec, &p)?;
+            Ok(Built { _program: p, kernel: k })
+        });
+        match built {
+            Ok(b) => {
+                let b = std::rc::Rc::new(b);
+                if self.built.len() >= BUILT_KEPT {
+                    self.built.remove(0);
                 }
+                self.built.push((key, b.clone()));
+                Ok(Some(b))
             }
-        };
-        let kernel = built.as_ref().map_or(&self.reference.kernel, |b| &b.kernel);
+            Err(e) => {
+                let log = e.to_string();
+                self.build_failures.push((params.clone(), truncate(&log, 4000)));
+                Err((FailureKind::Build, first_line(&log)))
+            }
+        }
+    }
+
+    /// Limits that only the built kernel knows: its local memory and work-group limit.
+    fn check_built(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes) -> Result<u64, (FailureKind, String)> {
         let local_mem = match kernel_local_mem(kernel, &self.device) {
             Ok(bytes) if bytes > self.limits.local_mem_bytes => {
-                return Evaluation::failed(
-                    FailureKind::Invalid,
-                    format!("uses {bytes} bytes of local memory, the device has {}", self.limits.local_mem_bytes),
-                    cost(start),
-                )
+                return Err((FailureKind::Invalid, format!("uses {bytes} bytes of local memory, the device has {}", self.limits.local_mem_bytes)))
             }
             Ok(bytes) => bytes,
             Err(_) => 0,
         };
-        if let Some(reason) = self.kernel_work_group_limit(kernel, params) {
+        if let Some(reason) = self.kernel_work_group_limit(kernel, params, sizes) {
+            return Err((FailureKind::Invalid, reason));
+        }
+        Ok(local_mem)
+    }
+
+    /// Builds, verifies and times `params` of the annotated source, or of `source` (a
+    /// source-level variant with the same signature) when given. `progress` hears when the
+    /// build is done (the supervisor does not charge build time to a candidate's time limit).
+    pub fn evaluate(&mut self, params: &Params, source: Option<&str>, progress: &mut dyn FnMut(Phase)) -> Evaluation {
+        let start = Instant::now();
+        let cost = |start: Instant| start.elapsed().as_secs_f64();
+        let sizes = self.sizes.clone();
+        if let Err(reason) = self.valid(params) {
             return Evaluation::failed(FailureKind::Invalid, reason, cost(start));
         }
-        self.last_errors = None;
-        let mut last_run = None;
-        let mut errors = ErrorStats::default();
-        for _ in 0..self.settings.input_sets.max(1) {
-            match self.verify(kernel, params) {
-                Ok((run, e)) => {
-                    last_run = Some(run);
-                    errors = errors.worst(e);
-                }
-                Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
-            }
-        }
-        self.last_errors = Some(errors);
-        let Some(run) = last_run else {
-            return Evaluation::failed(FailureKind::Runtime, "no run", cost(start));
+        let candidate = match self.build(params, source) {
+            Ok(b) => b,
+            Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
-        match self.time(kernel, params, &run) {
+        progress(Phase::Built);
+        let kernel = candidate.as_ref().map_or(&self.reference.kernel, |b| &b.kernel);
+        let local_mem = match self.check_built(kernel, params, &sizes) {
+            Ok(bytes) => bytes,
+            Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
+        };
+        self.last_errors = None;
+        let (run, errors) = match self.verify_sets(kernel, params, &sizes, self.settings.input_sets) {
+            Ok(r) => r,
+            Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
+        };
+        self.last_errors = Some(errors);
+        match self.time(kernel, params, &sizes, &run) {
             Ok(seconds) => Evaluation::Ok {
                 time: seconds,
                 cost: cost(start),
@@ -406,8 +532,41 @@ impl Bench {
         }
     }
 
-    fn kernel_work_group_limit(&self, kernel: &core::Kernel, params: &Params) -> Option<String> {
-        let g = self.spec.geometry(params, &self.sizes).ok()?;
+    /// Verifies `params` (of `source` when given) at other `sizes` without timing it: the
+    /// proof a finalist needs before it may be used at those sizes. `Err` when the reference
+    /// itself cannot be trusted at `sizes` (then they prove nothing either way).
+    pub fn verify_at(&mut self, params: &Params, source: Option<&str>, sizes: &Sizes, progress: &mut dyn FnMut(Phase)) -> Result<Verdict, String> {
+        self.check_reference(sizes).map_err(|e| e.to_string())?;
+        progress(Phase::ReferenceChecked);
+        if let Err(reason) = self.valid_at(params, sizes) {
+            return Ok(Err((FailureKind::Invalid, reason)));
+        }
+        let candidate = match self.build(params, source) {
+            Ok(b) => b,
+            Err(failure) => return Ok(Err(failure)),
+        };
+        progress(Phase::Built);
+        let kernel = candidate.as_ref().map_or(&self.reference.kernel, |b| &b.kernel);
+        if let Err(failure) = self.check_built(kernel, params, sizes) {
+            return Ok(Err(failure));
+        }
+        Ok(self.verify_sets(kernel, params, sizes, self.settings.input_sets).map(|(_, errors)| errors))
+    }
+
+    /// `sets` verifications on fresh input sets; the last run (for timing) and the worst errors.
+    fn verify_sets(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes, sets: usize) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+        let mut last_run = None;
+        let mut errors = ErrorStats::default();
+        for _ in 0..sets.max(1) {
+            let (run, e) = self.verify(kernel, params, sizes)?;
+            last_run = Some(run);
+            errors = errors.worst(e);
+        }
+        last_run.map(|run| (run, errors)).ok_or((FailureKind::Runtime, "no run".into()))
+    }
+
+    fn kernel_work_group_limit(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes) -> Option<String> {
+        let g = self.spec.geometry(params, sizes).ok()?;
         let local: usize = g.local?.iter().product();
         match core::get_kernel_work_group_info(kernel, self.device.as_core(), KernelWorkGroupInfo::WorkGroupSize) {
             Ok(KernelWorkGroupInfoResult::WorkGroupSize(max)) if local > max => {
@@ -417,22 +576,28 @@ impl Bench {
         }
     }
 
-    /// One verification on a fresh input set: reference and candidate on the same inputs.
-    fn verify(&self, kernel: &core::Kernel, params: &Params) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+    /// One verification on a fresh input set: reference and candidate on the same inputs,
+    /// the device's local memory scrubbed right before the candidate runs, then every checked
+    /// output compared and every guard zone inspected.
+    fn verify(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes) -> Result<(Run, ErrorStats), (FailureKind, String)> {
         let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
         let mut rng = self.fresh_rng();
         let reference_params = self.spec.reference.clone();
-        let prepared = self.prepare(params, &mut rng).map_err(|e| (FailureKind::Invalid, e))?;
+        let prepared = self.prepare(params, sizes, &mut rng).map_err(|e| (FailureKind::Invalid, e))?;
         let ref_run = self.upload(&prepared).map_err(runtime)?;
-        self.launch(&self.reference.kernel, &reference_params, &ref_run, None).map_err(runtime)?;
+        self.launch(&self.reference.kernel, &reference_params, sizes, &ref_run, None).map_err(runtime)?;
         let cand_run = self.upload(&prepared).map_err(runtime)?;
-        self.launch(kernel, params, &cand_run, None).map_err(runtime)?;
+        self.device_data.scrub_local_memory().map_err(runtime)?;
+        self.launch(kernel, params, sizes, &cand_run, None).map_err(runtime)?;
         self.queue.finish().map_err(|e| runtime(e.into()))?;
+        if let Some(why) = self.touched_guard(&cand_run).map_err(runtime)? {
+            return Err((FailureKind::Wrong, why));
+        }
         let mut errors = ErrorStats::default();
         for check in &self.spec.checks {
             let name = &check.buffer;
             let cmp: Comparison = self.compare_outputs(name, &cand_run, &ref_run, check.rtol, check.atol).map_err(runtime)?;
-            let len = ref_run.buffers.iter().find(|(n, _, _)| n == name).map_or(0, |(_, ty, b)| b.len() / ty.size());
+            let len = ref_run.buffers.iter().find(|b| &b.name == name).map_or(0, |b| b.len);
             if !cmp.ok() {
                 let (i, x, want) = cmp.first.unwrap_or((0, 0.0, 0.0));
                 return Err((
@@ -446,14 +611,14 @@ impl Bench {
     }
 
     /// Median kernel time over the repeats, in seconds, from profiling events.
-    fn time(&self, kernel: &core::Kernel, params: &Params, run: &Run) -> Result<f64, RtError> {
+    fn time(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes, run: &Run) -> Result<f64, RtError> {
         for _ in 0..self.settings.warmup {
-            self.launch(kernel, params, run, None)?;
+            self.launch(kernel, params, sizes, run, None)?;
         }
         let mut times = Vec::with_capacity(self.settings.repeats);
         for _ in 0..self.settings.repeats.max(1) {
             let mut event = core::Event::null();
-            self.launch(kernel, params, run, Some(&mut event))?;
+            self.launch(kernel, params, sizes, run, Some(&mut event))?;
             core::wait_for_event(&event)?;
             let start = match core::get_event_profiling_info(&event, ProfilingInfo::Start)? {
                 ProfilingInfoResult::Start(t) => t,
@@ -467,7 +632,6 @@ impl Bench {
         }
         Ok(median(&mut times))
     }
-
 }
 
 /// The engine's configuration (values in the spec's parameter order) as named parameters.
@@ -495,11 +659,19 @@ fn limits(device: &ocl::Device) -> Result<Limits, RtError> {
         R::LocalMemSize(v) => v,
         _ => 0,
     };
+    let global_mem_bytes = match get(I::GlobalMemSize)? {
+        R::GlobalMemSize(v) => v,
+        _ => 0,
+    };
+    let max_alloc_bytes = match get(I::MaxMemAllocSize)? {
+        R::MaxMemAllocSize(v) => v,
+        _ => 0,
+    };
     let sub_groups = match get(I::Extensions) {
         Ok(R::Extensions(e)) => e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"),
         _ => false,
     };
-    Ok(Limits { max_work_group_size, max_work_item_sizes, local_mem_bytes, preferred_multiple: None, sub_groups })
+    Ok(Limits { max_work_group_size, max_work_item_sizes, local_mem_bytes, global_mem_bytes, max_alloc_bytes, preferred_multiple: None, sub_groups })
 }
 
 fn kernel_local_mem(kernel: &core::Kernel, device: &ocl::Device) -> Result<u64, RtError> {

@@ -1,61 +1,93 @@
-//! Adversarial probing: before a winner is written to the lockfile it must also be correct at
-//! sizes other than the one it was tuned at. A kernel that is right only at the tuned size
-//! (a hard-coded length, a tile that silently assumes one shape) is caught here.
+//! The sizes a finalist is proven at before it may win. A kernel that is right only at the
+//! tuned sizes (a hard-coded length, a tile that silently assumes one shape, a work-group that
+//! relies on another's local memory, which breaks once more work-groups run at once) is caught
+//! here, and dispatch later uses the winner only within the range of sizes it was proven at.
 //!
-//! The probe sizes are smaller than the tuned ones (so probing is cheap) and as "uneven" as the
-//! annotation's constraints allow: each size is scaled by a fraction and rounded down to the
-//! smallest power-of-two multiple for which both the candidate and the reference can launch.
+//! Probe sizes are smaller and larger than the tuned ones, each as unaligned as the annotation's
+//! constraints allow: every size is scaled by a fraction and rounded to an *odd* multiple of the
+//! smallest power-of-two step at which both the candidate and the reference can launch (odd
+//! numbers when nothing is required; `64 × odd` when a constraint needs multiples of 64, so never
+//! a multiple of 128). Larger sizes must fit the device's memory.
 
-use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
+use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
 
-/// Fractions of the tuned sizes tried, in order.
-const FACTORS: [(i64, i64); 4] = [(5, 8), (3, 8), (7, 8), (1, 2)];
+use super::{check_launchable, Limits, GUARD_ELEMS};
+
+/// Fractions of the tuned sizes tried below them, in order.
+const SMALLER: [(i64, i64); 4] = [(5, 8), (3, 8), (7, 8), (1, 2)];
+/// Fractions tried above them, in order (the largest that fits comes first).
+const LARGER: [(i64, i64); 4] = [(2, 1), (3, 2), (5, 4), (9, 8)];
 /// Rounding steps tried, smallest first: 1, 2, 4, ..., 2^20.
 const MAX_STEP_LOG2: u32 = 20;
+/// Share of the device's global memory a probe's buffers may take (the reference's and the
+/// candidate's copies, with their guard zones).
+const MEMORY_SHARE: f64 = 0.8;
 
-/// Up to `max` size sets, different from `sizes` and from each other, at which both `params`
-/// and the reference satisfy the constraints and have a valid launch geometry.
-pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, max: usize) -> Vec<Sizes> {
+/// Up to `smaller` size sets below `sizes` and `larger` above, at which both `params` and the
+/// reference satisfy the constraints, have a valid launch geometry and fit the device.
+pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits, smaller: usize, larger: usize) -> Vec<Sizes> {
     let mut out: Vec<Sizes> = Vec::new();
     if sizes.is_empty() {
         return out;
     }
-    for (num, den) in FACTORS {
-        if out.len() >= max {
-            break;
-        }
-        for step_log2 in 0..=MAX_STEP_LOG2 {
-            let step = 1i64 << step_log2;
-            let probe: Sizes = sizes.iter().map(|(k, &v)| (k.clone(), scaled(v, num, den, step))).collect();
-            if probe != *sizes && !out.contains(&probe) && launchable(spec, params, &probe) && launchable(spec, &spec.reference, &probe) {
-                out.push(probe);
+    for (factors, max) in [(&SMALLER, smaller), (&LARGER, larger)] {
+        let mut found = 0;
+        for &(num, den) in factors.iter() {
+            if found >= max {
                 break;
+            }
+            for step_log2 in 0..=MAX_STEP_LOG2 {
+                let step = 1i64 << step_log2;
+                let Some(probe) = sizes.iter().map(|(k, &v)| scaled(v, num, den, step).map(|s| (k.clone(), s))).collect::<Option<Sizes>>() else {
+                    break;
+                };
+                if probe != *sizes
+                    && !out.contains(&probe)
+                    && fits(spec, params, &probe, limits)
+                    && fits(spec, &spec.reference, &probe, limits)
+                {
+                    out.push(probe);
+                    found += 1;
+                    break;
+                }
             }
         }
     }
     out
 }
 
-/// `v · num / den` rounded down to a multiple of `step`, at least `step` (and `v` itself when
-/// `v` is already at most `step`).
-fn scaled(v: i64, num: i64, den: i64, step: i64) -> i64 {
-    if v <= step {
-        return v;
+/// `v · num / den` rounded to the nearest odd multiple of `step` (at least `step`; `v` itself
+/// when `v` is at most `step` and the fraction is below 1). `None` on overflow.
+fn scaled(v: i64, num: i64, den: i64, step: i64) -> Option<i64> {
+    if v <= step && num < den {
+        return Some(v);
     }
-    let s = v.saturating_mul(num) / den;
-    (s / step * step).max(step)
+    let target = v.checked_mul(num)? / den;
+    let k = (target + step / 2) / step;
+    let odd = if k % 2 == 1 { k } else if k * step > target { k - 1 } else { k + 1 };
+    odd.max(1).checked_mul(step)
 }
 
-fn launchable(spec: &KernelSpec, params: &Params, sizes: &Sizes) -> bool {
-    spec.geometry(params, sizes).is_ok()
-        && spec.signature.args.iter().all(|a| match a {
-            kfoundry_rt::model::signature::KernelArg::Buffer { name, space, .. }
-                if *space != kfoundry_rt::model::signature::AddressSpace::Local =>
-            {
-                spec.buffer_len(name, params, sizes).is_ok_and(|n| n > 0)
-            }
-            _ => true,
-        })
+/// Whether `params` can run at `sizes` on this device, with every buffer (and its guard
+/// zone) within the allocation limit and all of them, twice over, within the memory share.
+fn fits(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> bool {
+    if check_launchable(spec, limits, params, sizes).is_err() {
+        return false;
+    }
+    let mut total: u128 = 0;
+    for (arg, role) in spec.args_with_roles() {
+        if role != ArgRole::CallerBuffer {
+            continue;
+        }
+        let kfoundry_rt::model::signature::KernelArg::Buffer { name, elem, .. } = arg else { continue };
+        let Ok(len) = spec.buffer_len(name, params, sizes) else { return false };
+        let bytes = (len as u128 + GUARD_ELEMS as u128) * elem.size() as u128;
+        if limits.max_alloc_bytes > 0 && bytes > limits.max_alloc_bytes as u128 {
+            return false;
+        }
+        total += bytes;
+    }
+    limits.global_mem_bytes == 0 || (2 * total) as f64 <= MEMORY_SHARE * limits.global_mem_bytes as f64
 }
 
 #[cfg(test)]
@@ -79,19 +111,27 @@ mod tests {
         s["n"]
     }
 
+    fn roomy() -> Limits {
+        Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 4 << 30, ..Limits::default() }
+    }
+
     #[test]
-    fn probes_are_smaller_uneven_and_satisfy_the_constraints() {
+    fn probes_are_smaller_and_larger_unaligned_and_satisfy_the_constraints() {
         let spec = spec("require(n % (WG * V) == 0),");
         let sizes: Sizes = [("n".to_string(), 4096)].into();
         let params: Params = [("WG".to_string(), 64), ("V".to_string(), 4)].into();
-        let probes = probe_sizes(&spec, &params, &sizes, 2);
-        assert_eq!(probes.len(), 2);
+        let probes = probe_sizes(&spec, &params, &sizes, &roomy(), 2, 2);
+        assert_eq!(probes.len(), 4, "{probes:?}");
         for p in &probes {
-            assert!(n(p) < 4096 && n(p) % 256 == 0, "{p:?}");
+            // multiples of 256 (the constraint), never of 512
+            assert!(n(p) % 256 == 0 && n(p) % 512 != 0, "{p:?}");
         }
-        assert_ne!(probes[0], probes[1]);
-        // The smallest multiple that works is taken: 5/8 of 4096 = 2560 (a multiple of 256).
-        assert_eq!(n(&probes[0]), 2560);
+        assert!(n(&probes[0]) < 4096 && n(&probes[1]) < 4096, "{probes:?}");
+        assert!(n(&probes[2]) > 4096 && n(&probes[3]) > 4096, "{probes:?}");
+        // 5/8 of 4096 = 2560 = 10 × 256: the next odd multiple, 11 × 256
+        assert_eq!(n(&probes[0]), 2816);
+        // twice 4096 = 32 × 256: 33 × 256
+        assert_eq!(n(&probes[2]), 8448);
     }
 
     #[test]
@@ -101,16 +141,32 @@ mod tests {
         let params: Params = [("WG".to_string(), 16), ("V".to_string(), 1)].into();
         // No constraint, but the launch geometry still needs n / V to be a multiple of WG
         // (OpenCL 1.2 uniform work-groups): geometry() enforces what the device would.
-        let probes = probe_sizes(&spec, &params, &sizes, 3);
+        let probes = probe_sizes(&spec, &params, &sizes, &roomy(), 2, 2);
         assert!(!probes.is_empty());
-        assert!(probes.iter().all(|p| n(p) != 4096));
+        assert!(probes.iter().all(|p| n(p) != 4096 && n(p) % 32 == 16), "{probes:?}");
+    }
+
+    #[test]
+    fn larger_probes_must_fit_the_device() {
+        let spec = spec("");
+        let sizes: Sizes = [("n".to_string(), 1 << 20)].into();
+        let params = spec.reference.clone();
+        // 2 buffers of 4 MiB (+ guards), twice over: 2× does not fit 80% of 40 MiB, 3/2 does
+        let tight = Limits { global_mem_bytes: 40 << 20, ..roomy() };
+        let probes = probe_sizes(&spec, &params, &sizes, &tight, 0, 1);
+        assert_eq!(probes.len(), 1);
+        assert!(n(&probes[0]) > 1 << 20 && n(&probes[0]) < 2 << 20, "{probes:?}");
+        let none = Limits { global_mem_bytes: 16 << 20, ..roomy() };
+        assert!(probe_sizes(&spec, &params, &sizes, &none, 0, 2).is_empty());
     }
 
     #[test]
     fn no_sizes_no_probes() {
         let spec = spec("");
-        assert!(probe_sizes(&spec, &spec.reference, &Sizes::new(), 2).is_empty());
-        assert_eq!(scaled(3, 1, 2, 4), 3);
-        assert_eq!(scaled(100, 5, 8, 4), 60);
+        assert!(probe_sizes(&spec, &spec.reference, &Sizes::new(), &roomy(), 2, 2).is_empty());
+        assert_eq!(scaled(3, 1, 2, 4), Some(3));
+        assert_eq!(scaled(100, 5, 8, 4), Some(60));
+        assert_eq!(scaled(100, 5, 8, 1), Some(63));
+        assert_eq!(scaled(i64::MAX, 2, 1, 1), None);
     }
 }

@@ -11,22 +11,25 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 
 use super::worker::{Request, Response};
-use super::{params_of, ErrorStats, Limits, Settings, Validity};
+use super::{params_of, ErrorStats, Limits, Phase, Settings, Validity, Verdict};
 
-/// How long a candidate may take, from the reference's own evaluation time.
+/// How long each phase of a request may take.
 #[derive(Debug, Clone, Copy)]
 pub struct TimeLimits {
-    /// For the worker's setup (building and checking the reference).
-    pub setup: Duration,
-    /// A candidate may take this many times the reference's evaluation...
+    /// The reference: the worker's setup (building it and checking it), and checking it again
+    /// at other sizes (`--reference-timeout`).
+    pub reference: Duration,
+    /// Building one candidate (`--build-timeout`); not charged to its run time.
+    pub build: Duration,
+    /// After its build, a candidate may take this many times the reference's evaluation...
     pub factor: f64,
-    /// ...but never less than this (a build alone can take a second or more).
+    /// ...but never less than this (`--candidate-timeout`).
     pub floor: Duration,
 }
 
 impl Default for TimeLimits {
     fn default() -> Self {
-        TimeLimits { setup: Duration::from_secs(300), factor: 20.0, floor: Duration::from_secs(20) }
+        TimeLimits { reference: Duration::from_secs(300), build: Duration::from_secs(120), factor: 20.0, floor: Duration::from_secs(20) }
     }
 }
 
@@ -67,7 +70,7 @@ impl Supervised {
         let mut s = Supervised {
             setup,
             worker: None,
-            limits: Limits { max_work_group_size: 0, max_work_item_sizes: vec![], local_mem_bytes: 0, preferred_multiple: None, sub_groups: false },
+            limits: Limits::default(),
             time,
             candidate_limit: None,
             spec: spec.clone(),
@@ -109,11 +112,16 @@ impl Supervised {
         });
         self.workers_started += 1;
         let mut worker = Worker { child, stdin, lines };
-        match exchange(&mut worker, &self.setup, self.time.setup)? {
-            Ok(Response::Ready { limits }) => self.limits = limits,
-            Ok(Response::SetupFailed { message }) => bail!("{message}"),
-            Ok(other) => bail!("unexpected answer from the worker: {other:?}"),
-            Err(failure) => bail!("the worker failed while setting up the reference: {failure}"),
+        let limits = Limits3 { before: self.time.reference, reference_checked: self.time.reference, built: self.time.reference };
+        match exchange(&mut worker, &self.setup, limits)? {
+            Ok((Response::Ready { limits }, _)) => self.limits = limits,
+            Ok((Response::SetupFailed { message }, _)) => bail!("{message}"),
+            Ok((other, _)) => bail!("unexpected answer from the worker: {other:?}"),
+            Err((Failure::Timeout(d), _)) => bail!(
+                "the reference did not build and pass its checks within {:.0} s (--reference-timeout; killed)",
+                d.as_secs_f64()
+            ),
+            Err((failure, _)) => bail!("the worker failed while setting up the reference: {failure}"),
         }
         self.worker = Some(worker);
         Ok(())
@@ -131,9 +139,7 @@ impl Supervised {
 
     /// Evaluates `params`, containing hangs and crashes.
     pub fn evaluate_params(&mut self, params: &Params) -> Evaluation {
-        let evaluation = self
-            .request(Request::Evaluate { params: params.clone(), source: None }, params)
-            .unwrap_or_else(|message| Evaluation::failed(FailureKind::Runtime, message, 0.0));
+        let evaluation = self.request(Request::Evaluate { params: params.clone(), source: None }, params);
         if self.candidate_limit.is_none() && *params == self.spec.reference {
             if let Evaluation::Ok { cost, .. } = &evaluation {
                 self.calibrate(*cost);
@@ -153,59 +159,98 @@ impl Supervised {
     /// `params`, contained like any candidate.
     pub fn evaluate_source(&mut self, params: &Params, source: &str) -> Evaluation {
         self.request(Request::Evaluate { params: params.clone(), source: Some(source.to_string()) }, params)
-            .unwrap_or_else(|message| Evaluation::failed(FailureKind::Runtime, message, 0.0))
     }
 
-    /// Checks `params` at other `sizes` (adversarial probing), contained like any evaluation.
-    /// The limit is the setup limit: the worker sets up a bench at those sizes first. `Err`
-    /// when the reference itself cannot be set up at those sizes (not the candidate's fault).
-    pub fn probe(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> std::result::Result<Evaluation, String> {
-        self.request(Request::Probe { params: params.clone(), sizes: sizes.clone(), source: source.map(str::to_string) }, params)
-    }
-
-    /// One request to the worker; `Err` only when the worker could not set up a bench.
-    fn request(&mut self, request: Request, params: &Params) -> std::result::Result<Evaluation, String> {
-        let started = Instant::now();
-        self.last_errors = None;
-        if self.worker.is_none() {
-            if let Err(e) = self.spawn() {
-                return Ok(Evaluation::failed(FailureKind::Runtime, format!("cannot restart the worker: {e:#}"), 0.0));
+    /// Verifies `params` (of `source` when given) at other `sizes` without timing it,
+    /// contained like any evaluation. `Err` when the reference itself cannot be trusted at
+    /// those sizes (they prove nothing either way).
+    pub fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> std::result::Result<Verdict, String> {
+        let request = Request::Verify { params: params.clone(), sizes: sizes.clone(), source: source.map(str::to_string) };
+        let limits = Limits3 { before: self.time.reference, reference_checked: self.time.build, built: self.time.reference };
+        match self.exchange(&request, limits) {
+            Ok((Response::Verified { verdict, build_log }, _)) => {
+                if let Some(log) = build_log {
+                    self.build_failures.push((params.clone(), log));
+                }
+                Ok(verdict)
             }
+            Ok((Response::Unverifiable { message }, _)) => Err(message),
+            Ok((other, _)) => {
+                self.worker = None;
+                Err(format!("unexpected answer from the worker: {other:?}"))
+            }
+            // Before the reference was checked there, a failure is not the candidate's.
+            Err((failure, None)) => Err(format!("checking the reference there: {failure}")),
+            Err((failure, Some(_))) => Ok(Err((failure.kind(), failure.to_string()))),
         }
-        let limit = match request {
-            Request::Evaluate { .. } => self.candidate_limit.unwrap_or(self.time.setup),
-            _ => self.time.setup,
-        };
-        let Some(worker) = self.worker.as_mut() else {
-            return Ok(Evaluation::failed(FailureKind::Runtime, "no worker", 0.0));
-        };
-        let outcome = exchange(worker, &request, limit);
-        let cost = started.elapsed().as_secs_f64();
-        Ok(match outcome {
-            Ok(Ok(Response::Evaluated { evaluation, build_log, errors })) => {
+    }
+
+    /// One evaluation request to the worker, contained: a failure of the worker is a failed
+    /// evaluation.
+    fn request(&mut self, request: Request, params: &Params) -> Evaluation {
+        self.last_errors = None;
+        let run = self.candidate_limit.unwrap_or(self.time.reference);
+        let limits = Limits3 { before: self.time.build, reference_checked: self.time.build, built: run };
+        let started = Instant::now();
+        match self.exchange(&request, limits) {
+            Ok((Response::Evaluated { evaluation, build_log, errors }, _)) => {
                 if let Some(log) = build_log {
                     self.build_failures.push((params.clone(), log));
                 }
                 self.last_errors = errors;
                 evaluation
             }
-            Ok(Ok(Response::SetupFailed { message })) => return Err(message),
-            Ok(Ok(other)) => {
+            Ok((other, _)) => {
                 self.worker = None;
-                Evaluation::failed(FailureKind::Runtime, format!("unexpected answer from the worker: {other:?}"), cost)
+                Evaluation::failed(FailureKind::Runtime, format!("unexpected answer from the worker: {other:?}"), started.elapsed().as_secs_f64())
             }
-            Ok(Err(failure)) => {
-                // The worker hung or died: it is replaced before the next candidate.
-                self.worker = None;
-                let kind = if matches!(failure, Failure::Timeout(_)) { FailureKind::Timeout } else { FailureKind::Runtime };
-                Evaluation::failed(kind, failure.to_string(), cost)
+            Err((failure, phase)) => {
+                let reason = match (&failure, phase) {
+                    (Failure::Timeout(d), None) => format!("did not build within {:.1} s (--build-timeout; killed)", d.as_secs_f64()),
+                    (Failure::Timeout(d), _) => format!(
+                        "ran longer than {:.1} s after its build ({}× the reference's evaluation, at least --candidate-timeout; killed)",
+                        d.as_secs_f64(),
+                        self.time.factor
+                    ),
+                    _ => failure.to_string(),
+                };
+                Evaluation::failed(failure.kind(), reason, started.elapsed().as_secs_f64())
             }
-            Err(e) => {
-                self.worker = None;
-                Evaluation::failed(FailureKind::Runtime, format!("worker I/O: {e:#}"), cost)
-            }
-        })
+        }
     }
+
+    /// Sends `request` to the worker (starting one if needed) and waits for the answer, each
+    /// phase under its limit. A worker that hangs is killed; one that hangs or dies is replaced
+    /// before the next request. `Err` carries the failure and the last phase reached.
+    fn exchange(&mut self, request: &Request, limits: Limits3) -> std::result::Result<(Response, Option<Phase>), (Failure, Option<Phase>)> {
+        if self.worker.is_none() {
+            if let Err(e) = self.spawn() {
+                return Err((Failure::Died(format!("cannot restart the worker: {e:#}")), None));
+            }
+        }
+        let Some(worker) = self.worker.as_mut() else {
+            return Err((Failure::Died("no worker".into()), None));
+        };
+        let outcome = match exchange(worker, request, limits) {
+            Ok(answer) => answer,
+            Err(e) => Err((Failure::Died(format!("worker I/O: {e:#}")), None)),
+        };
+        if outcome.is_err() {
+            self.worker = None;
+        }
+        outcome
+    }
+}
+
+/// The time limit of each phase of one request.
+#[derive(Debug, Clone, Copy)]
+struct Limits3 {
+    /// Until the first progress line.
+    before: Duration,
+    /// After the reference was checked (until the build is done).
+    reference_checked: Duration,
+    /// After the build.
+    built: Duration,
 }
 
 impl kfoundry_search::Evaluator for Supervised {
@@ -222,6 +267,15 @@ enum Failure {
     Died(String),
 }
 
+impl Failure {
+    fn kind(&self) -> FailureKind {
+        match self {
+            Failure::Timeout(_) => FailureKind::Timeout,
+            Failure::Died(_) => FailureKind::Runtime,
+        }
+    }
+}
+
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -231,22 +285,39 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// Sends one request and waits for the answer: `Err` for broken I/O, `Ok(Err)` when the worker
-/// hung (then it is killed) or died.
-fn exchange(worker: &mut Worker, request: &Request, limit: Duration) -> Result<std::result::Result<Response, Failure>> {
+/// Sends one request and waits for the answer, each phase under its limit: `Err` for broken
+/// I/O, `Ok(Err)` when the worker hung (then it is killed) or died, with the last phase
+/// it reported.
+#[allow(clippy::type_complexity)]
+fn exchange(
+    worker: &mut Worker,
+    request: &Request,
+    limits: Limits3,
+) -> Result<std::result::Result<(Response, Option<Phase>), (Failure, Option<Phase>)>> {
     let mut line = serde_json::to_string(request)?;
     line.push('\n');
     if worker.stdin.write_all(line.as_bytes()).and_then(|_| worker.stdin.flush()).is_err() {
-        return Ok(Err(Failure::Died(exit_status(&mut worker.child))));
+        return Ok(Err((Failure::Died(exit_status(&mut worker.child)), None)));
     }
-    match worker.lines.recv_timeout(limit) {
-        Ok(answer) => Ok(Ok(serde_json::from_str(&answer).with_context(|| format!("bad answer from the worker: {answer}"))?)),
-        Err(RecvTimeoutError::Timeout) => {
-            let _ = worker.child.kill();
-            let _ = worker.child.wait();
-            Ok(Err(Failure::Timeout(limit)))
+    let mut phase = None;
+    loop {
+        let limit = match phase {
+            None => limits.before,
+            Some(Phase::ReferenceChecked) => limits.reference_checked,
+            Some(Phase::Built) => limits.built,
+        };
+        match worker.lines.recv_timeout(limit) {
+            Ok(answer) => match serde_json::from_str(&answer).with_context(|| format!("bad answer from the worker: {answer}"))? {
+                Response::Progress { phase: p } => phase = Some(p),
+                response => return Ok(Ok((response, phase))),
+            },
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = worker.child.kill();
+                let _ = worker.child.wait();
+                return Ok(Err((Failure::Timeout(limit), phase)));
+            }
+            Err(RecvTimeoutError::Disconnected) => return Ok(Err((Failure::Died(exit_status(&mut worker.child)), phase))),
         }
-        Err(RecvTimeoutError::Disconnected) => Ok(Err(Failure::Died(exit_status(&mut worker.child)))),
     }
 }
 
@@ -273,5 +344,62 @@ fn signal_name(sig: i32) -> &'static str {
         9 => " (SIGKILL)",
         11 => " (SIGSEGV)",
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in worker: a shell script that answers any request after the given pauses.
+    fn scripted(script: &str) -> Worker {
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Worker { child, stdin, lines }
+    }
+
+    const BUILT: &str = r#"{"Progress":{"phase":"Built"}}"#;
+    const ANSWER: &str = r#"{"Evaluated":{"evaluation":{"Ok":{"time":0.001,"cost":0.1,"descriptors":[]}},"build_log":null,"errors":null}}"#;
+
+    fn request() -> Request {
+        Request::Evaluate { params: Params::new(), source: None }
+    }
+
+    #[test]
+    fn build_time_is_not_charged_to_the_run_time_limit() {
+        let limits = Limits3 { before: Duration::from_secs(5), reference_checked: Duration::from_secs(5), built: Duration::from_millis(800) };
+        // a build of 1.5 s, then a run of 0.1 s: within its limit
+        let mut w = scripted(&format!("read _; sleep 1.5; echo '{BUILT}'; sleep 0.1; echo '{ANSWER}'; sleep 5"));
+        let answer = exchange(&mut w, &request(), limits).expect("I/O");
+        assert!(matches!(answer, Ok((Response::Evaluated { .. }, Some(Phase::Built)))), "{answer:?}");
+        // a quick build, then a run that overruns: killed as a time-out after its build
+        let mut w = scripted(&format!("read _; echo '{BUILT}'; sleep 3; echo '{ANSWER}'"));
+        let started = Instant::now();
+        let answer = exchange(&mut w, &request(), limits).expect("I/O");
+        assert!(matches!(answer, Err((Failure::Timeout(d), Some(Phase::Built))) if d == limits.built), "{answer:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // a build that overruns its own limit
+        let quick_build = Limits3 { before: Duration::from_millis(300), ..limits };
+        let mut w = scripted(&format!("read _; sleep 3; echo '{BUILT}'"));
+        let answer = exchange(&mut w, &request(), quick_build).expect("I/O");
+        assert!(matches!(answer, Err((Failure::Timeout(_), None))), "{answer:?}");
+        // a worker that dies mid-run
+        let mut w = scripted(&format!("read _; echo '{BUILT}'; kill -SEGV $$"));
+        let answer = exchange(&mut w, &request(), limits).expect("I/O");
+        assert!(matches!(answer, Err((Failure::Died(ref how), Some(Phase::Built))) if how.contains("SIGSEGV")), "{answer:?}");
     }
 }

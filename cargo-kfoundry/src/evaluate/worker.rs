@@ -5,10 +5,11 @@
 use std::io::{BufRead, Write};
 
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
+
 use kfoundry_search::Evaluation;
 use serde::{Deserialize, Serialize};
 
-use super::{Bench, ErrorStats, Limits, Settings};
+use super::{Bench, ErrorStats, Limits, Phase, Settings, Verdict};
 
 /// What the tuner sends.
 #[derive(Debug, Serialize, Deserialize)]
@@ -21,9 +22,9 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<String>,
     },
-    /// Checks `params` at other sizes (adversarial probing of a winner): a bench is set up at
-    /// `sizes` for this one request.
-    Probe {
+    /// Verifies `params` at other `sizes` without timing it (the proof a finalist needs to be
+    /// used at those sizes); the reference is checked there first.
+    Verify {
         params: Params,
         sizes: Sizes,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,14 +32,20 @@ pub enum Request {
     },
 }
 
-/// What the worker answers.
+/// What the worker answers: `Progress` lines as a request advances, then the answer.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Response {
     Ready { limits: Limits },
     SetupFailed { message: String },
+    /// How far the request got (see [`Phase`]); the answer follows.
+    Progress { phase: Phase },
     /// The evaluation, with the build log when the build failed and the output errors when
     /// it passed.
     Evaluated { evaluation: Evaluation, build_log: Option<String>, errors: Option<ErrorStats> },
+    /// The verdict at the requested sizes.
+    Verified { verdict: Verdict, build_log: Option<String> },
+    /// The reference cannot be trusted at the requested sizes: they prove nothing.
+    Unverifiable { message: String },
 }
 
 /// The environment variable through which the supervisor passes its process id.
@@ -67,29 +74,43 @@ pub fn serve() -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     let mut bench: Option<Bench> = None;
-    let mut device_index = 0;
     for line in stdin.lock().lines() {
         let line = line?;
+        let mut built = |phase: Phase| {
+            // A progress line; the tuner restarts a worker whose pipe broke anyway.
+            let mut o = std::io::stdout().lock();
+            let _ = serde_json::to_writer(&mut o, &Response::Progress { phase }).map(|_| o.write_all(b"\n")).map(|_| o.flush());
+        };
         let response = match serde_json::from_str::<Request>(&line)? {
             Request::Setup { spec, sizes, device, settings } => match setup(&spec, &sizes, device, settings) {
                 Ok(b) => {
                     let limits = b.limits().clone();
                     bench = Some(b);
-                    device_index = device;
                     Response::Ready { limits }
                 }
                 Err(message) => Response::SetupFailed { message },
             },
             Request::Evaluate { params, source } => match bench.as_mut() {
-                Some(b) => evaluate(b, &params, source.as_deref()),
+                Some(b) => {
+                    let failures_before = b.build_failures.len();
+                    let evaluation = b.evaluate(&params, source.as_deref(), &mut built);
+                    let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
+                    Response::Evaluated { evaluation, build_log, errors: b.last_errors }
+                }
                 None => Response::SetupFailed { message: "evaluate before setup".into() },
             },
-            Request::Probe { params, sizes, source } => match bench.as_ref() {
-                Some(b) => match setup(&b.spec, &sizes, device_index, b.settings().clone()) {
-                    Ok(mut probe) => evaluate(&mut probe, &params, source.as_deref()),
-                    Err(message) => Response::SetupFailed { message },
-                },
-                None => Response::SetupFailed { message: "probe before setup".into() },
+            Request::Verify { params, sizes, source } => match bench.as_mut() {
+                Some(b) => {
+                    let failures_before = b.build_failures.len();
+                    match b.verify_at(&params, source.as_deref(), &sizes, &mut built) {
+                        Ok(verdict) => {
+                            let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
+                            Response::Verified { verdict, build_log }
+                        }
+                        Err(message) => Response::Unverifiable { message },
+                    }
+                }
+                None => Response::SetupFailed { message: "verify before setup".into() },
             },
         };
         serde_json::to_writer(&mut out, &response)?;
@@ -97,13 +118,6 @@ pub fn serve() -> anyhow::Result<()> {
         out.flush()?;
     }
     Ok(())
-}
-
-fn evaluate(bench: &mut Bench, params: &Params, source: Option<&str>) -> Response {
-    let failures_before = bench.build_failures.len();
-    let evaluation = bench.evaluate(params, source);
-    let build_log = bench.build_failures.get(failures_before).map(|(_, log)| log.clone());
-    Response::Evaluated { evaluation, build_log, errors: bench.last_errors }
 }
 
 fn setup(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Settings) -> Result<Bench, String> {

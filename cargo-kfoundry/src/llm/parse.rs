@@ -15,11 +15,7 @@
 use kfoundry_rt::model::signature::{find_kernel, AddressSpace, KernelArg, KernelSignature};
 use serde::{Deserialize, Serialize};
 
-/// The marker of a parameter declaration line.
-pub const PARAMS_MARKER: &str = "kfoundry-params:";
-/// Most parameters one source may declare, and values per parameter.
-pub const MAX_DECLARED_PARAMS: usize = 8;
-pub const MAX_DECLARED_VALUES: usize = 16;
+pub use kfoundry_rt::model::generated::PARAMS_MARKER;
 
 /// How the answer was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,11 +26,7 @@ pub enum EditForm {
 }
 
 /// A tunable parameter the model declared; the tuner passes it as `-D NAME=value`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeclaredParam {
-    pub name: String,
-    pub values: Vec<i64>,
-}
+pub type DeclaredParam = kfoundry_rt::model::spec::Param;
 
 /// A parsed answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,47 +163,10 @@ fn apply_edits(parent: &str, edits: &[(String, String)]) -> Result<String, Parse
     Ok(text)
 }
 
-/// Reads the `// kfoundry-params:` lines of a source.
+/// Reads the `// kfoundry-params:` lines of a source (the model's reader, which the build
+/// of every generated source also uses).
 pub fn declared_params(source: &str) -> Result<Vec<DeclaredParam>, ParseError> {
-    let mut params: Vec<DeclaredParam> = Vec::new();
-    for (i, line) in source.lines().enumerate() {
-        let Some(pos) = line.find(PARAMS_MARKER) else { continue };
-        let bad = |problem: String| ParseError::BadParams { line: i + 1, problem };
-        if !line[..pos].trim_end().ends_with("//") {
-            return Err(bad("the declaration must be a `//` comment".into()));
-        }
-        let mut rest = line[pos + PARAMS_MARKER.len()..].trim();
-        while !rest.is_empty() {
-            let eq = rest.find('=').ok_or_else(|| bad(format!("`{rest}` has no `=`")))?;
-            let name = rest[..eq].trim();
-            let valid_name = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid_name {
-                return Err(bad(format!("`{name}` is not a parameter name")));
-            }
-            let after = rest[eq + 1..].trim_start();
-            let list = after.strip_prefix('[').ok_or_else(|| bad(format!("`{name}` needs a list `[…]`")))?;
-            let close = list.find(']').ok_or_else(|| bad(format!("the list of `{name}` is not closed")))?;
-            let inner = list[..close].trim();
-            let values = inner
-                .split(',')
-                .filter(|_| !inner.is_empty())
-                .map(|v| v.trim().parse::<i64>().map_err(|_| bad(format!("`{}` (in `{name}`) is not an integer", v.trim()))))
-                .collect::<Result<Vec<_>, _>>()?;
-            if values.is_empty() || values.len() > MAX_DECLARED_VALUES {
-                return Err(bad(format!("`{name}` needs 1 to {MAX_DECLARED_VALUES} values")));
-            }
-            if params.iter().any(|p| p.name == name) {
-                return Err(bad(format!("`{name}` is declared twice")));
-            }
-            params.push(DeclaredParam { name: name.to_string(), values });
-            if params.len() > MAX_DECLARED_PARAMS {
-                return Err(bad(format!("more than {MAX_DECLARED_PARAMS} parameters")));
-            }
-            rest = list[close + 1..].trim_start().trim_start_matches(',').trim_start();
-        }
-    }
-    Ok(params)
+    kfoundry_rt::model::generated::declared_params(source).map_err(|e| ParseError::BadParams { line: e.line, problem: e.problem })
 }
 
 /// What [`validate`] allows.

@@ -6,11 +6,16 @@ use kfoundry_rt::model::annotation::{parse, Context};
 /// Writes `<dir>/<file>` holding one kernel annotated with `args` (the inside of
 /// `#[kfoundry::evolve(...)]`) on `pub struct <item>;` of package `test`.
 pub fn write(dir: &std::path::Path, file: &str, item: &str, args: &str) -> std::path::PathBuf {
-    let spec = spec(args, dir, item);
-    let bundle = serde_json::json!({
-        "format": "kfoundry-bundle", "version": 1,
-        "kernels": [{ "package": "test", "file": "inline", "line": 1, "spec": spec }],
-    });
+    write_many(dir, file, &[(item, args)])
+}
+
+/// Writes `<dir>/<file>` holding one kernel per `(item, args)`.
+pub fn write_many(dir: &std::path::Path, file: &str, kernels: &[(&str, &str)]) -> std::path::PathBuf {
+    let kernels: Vec<serde_json::Value> = kernels
+        .iter()
+        .map(|(item, args)| serde_json::json!({ "package": "test", "file": "inline", "line": 1, "spec": spec(args, dir, item) }))
+        .collect();
+    let bundle = serde_json::json!({ "format": "kfoundry-bundle", "version": 1, "kernels": kernels });
     let path = dir.join(file);
     std::fs::write(&path, bundle.to_string()).expect("write bundle");
     path

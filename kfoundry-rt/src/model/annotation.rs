@@ -141,6 +141,7 @@ struct Builder {
     kernel: Option<LitStr>,
     name: Option<LitStr>,
     options: Option<LitStr>,
+    extrapolate: Option<syn::LitBool>,
     params: Vec<(Param, Span)>,
     reference: Option<(Vec<(String, i64, Span)>, Span)>,
     require: Vec<(Expr, Span)>,
@@ -158,7 +159,7 @@ struct Builder {
     tokens: BTreeMap<Part, TokenStream>,
 }
 
-const KEYS: &str = "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, workloads, cost, options";
+const KEYS: &str = "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, workloads, cost, options, extrapolate";
 
 fn err<T>(span: Span, msg: impl std::fmt::Display) -> syn::Result<T> {
     Err(syn::Error::new(span, msg))
@@ -184,6 +185,10 @@ impl Builder {
             ("kernel", Body::Assign(e)) => self.kernel = Some(lit_str(&e)?),
             ("name", Body::Assign(e)) => self.name = Some(lit_str(&e)?),
             ("options", Body::Assign(e)) => self.options = Some(lit_str(&e)?),
+            ("extrapolate", Body::Assign(e)) => match e {
+                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) => self.extrapolate = Some(b),
+                other => return err(other.span(), "expected `true` or `false`"),
+            },
             ("params", Body::List(t)) => {
                 for n in named_list(t)? {
                     let values = domain(&n.value)?;
@@ -248,7 +253,7 @@ impl Builder {
                 self.cost = Some((cost, key.span()));
             }
             (
-                "source" | "code" | "kernel" | "name" | "options" | "global" | "local",
+                "source" | "code" | "kernel" | "name" | "options" | "extrapolate" | "global" | "local",
                 Body::List(_),
             ) => return err(key.span(), format!("write `{k} = ...`")),
             (
@@ -326,6 +331,8 @@ impl Builder {
         spans.insert(Part::Source, source_lit.span());
         spans.insert(Part::Kernel, self.kernel.as_ref().map_or(call, LitStr::span));
         spans.insert(Part::Reference, reference_span);
+        spans.insert(Part::Name, self.name.as_ref().map_or(call, LitStr::span));
+        spans.insert(Part::Options, self.options.as_ref().map_or(call, LitStr::span));
         spans.insert(Part::Global, global_span);
         if let Some((_, s)) = &self.local {
             spans.insert(Part::Local, *s);
@@ -386,6 +393,7 @@ impl Builder {
             workloads: self.workloads.into_iter().map(|w| w.0).collect(),
             cost: self.cost.map(|c| c.0),
             options: self.options.as_ref().map(LitStr::value).unwrap_or_default(),
+            extrapolate: self.extrapolate.as_ref().is_some_and(|b| b.value),
         };
         let mut errors: Option<syn::Error> = None;
         for e in spec.validate() {

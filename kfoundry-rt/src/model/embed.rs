@@ -1,42 +1,44 @@
-//! What the macro embeds: the lockfile it reads, the variants of one kernel that are valid for
-//! the kernel's current fingerprint, and the shape of the typed launcher it generates.
+//! What the macro embeds: where the workspace's lockfile is, the variants of one kernel that
+//! match the kernel's current fingerprint (each checked against the annotation), their
+//! generated sources, and the shape of the typed launcher.
 
 use std::path::{Path, PathBuf};
 
+use super::device::DeviceKey;
+use super::generated::declared_params;
 use super::lockfile::{Lockfile, Variant, FILE_NAME};
-use super::signature::{AddressSpace, KernelArg, ScalarType};
-use super::spec::KernelSpec;
+use super::signature::ScalarType;
+use super::spec::{ArgRole, KernelSpec, Param};
 
-/// Finds `Kfoundry.lock` for the crate at `manifest_dir`: the nearest one in it or its
-/// ancestors, searching no higher than the workspace root (the first ancestor whose
-/// `Cargo.toml` has a `[workspace]` table).
-pub fn find_lockfile(manifest_dir: &Path) -> Option<PathBuf> {
+/// The workspace root of the crate at `manifest_dir`, as cargo finds it: the directory named
+/// by the crate's `package.workspace`, else the nearest ancestor (the crate's own directory
+/// included) whose `Cargo.toml` has a `[workspace]` table that does not exclude the crate,
+/// else the crate's own directory.
+pub fn workspace_root(manifest_dir: &Path) -> PathBuf {
+    let manifest = |dir: &Path| -> Option<toml::Table> { toml::from_str(&std::fs::read_to_string(dir.join("Cargo.toml")).ok()?).ok() };
+    if let Some(explicit) = manifest(manifest_dir)
+        .as_ref()
+        .and_then(|m| m.get("package")?.get("workspace")?.as_str().map(|p| manifest_dir.join(p)))
+    {
+        return explicit;
+    }
     for dir in manifest_dir.ancestors() {
-        let candidate = dir.join(FILE_NAME);
-        if candidate.is_file() {
-            return Some(candidate);
-        }
-        let is_root = std::fs::read_to_string(dir.join("Cargo.toml"))
-            .map(|t| t.lines().any(|l| l.trim() == "[workspace]"))
-            .unwrap_or(false);
-        if is_root {
-            return None;
+        let Some(workspace) = manifest(dir).and_then(|m| m.get("workspace").cloned()) else { continue };
+        let relative = manifest_dir.strip_prefix(dir).unwrap_or(manifest_dir);
+        let excluded = workspace.get("exclude").and_then(|e| e.as_array()).is_some_and(|list| {
+            list.iter().filter_map(|e| e.as_str()).any(|e| !e.is_empty() && relative.starts_with(e))
+        });
+        if !excluded {
+            return dir.to_path_buf();
         }
     }
-    None
+    manifest_dir.to_path_buf()
 }
 
-/// The variants of `spec` in `lock` that may be embedded: none when the lockfile's entry was
-/// tuned for another fingerprint (a stale entry is never embedded).
-pub fn embeddable_variants(lock: &Lockfile, spec: &KernelSpec) -> Vec<Variant> {
-    match lock.kernels.get(&spec.id) {
-        Some(entry) if entry.fingerprint == spec.fingerprint() => entry
-            .variants
-            .iter()
-            .map(|v| Variant { device_info: lock.devices.get(&v.device).cloned(), ..v.clone() })
-            .collect(),
-        _ => Vec::new(),
-    }
+/// Where the lockfile of the crate at `manifest_dir` is: `Kfoundry.lock` at its workspace
+/// root (where `cargo kfoundry tune` writes it).
+pub fn lockfile_path(manifest_dir: &Path) -> PathBuf {
+    workspace_root(manifest_dir).join(FILE_NAME)
 }
 
 /// A generated source to embed: its hash, file (tracked for rebuilds) and text.
@@ -47,26 +49,103 @@ pub struct EmbeddedSource {
     pub text: String,
 }
 
-/// Splits `variants` into those that can be embedded with their generated sources: a variant
-/// referencing a source that is missing or was edited since it was tuned is dropped (never
-/// embedded; `cargo kfoundry check` says why).
-pub fn with_generated_sources(lockfile: &Path, spec: &KernelSpec, variants: Vec<Variant>) -> (Vec<Variant>, Vec<EmbeddedSource>) {
-    let mut kept = Vec::new();
-    let mut sources: Vec<EmbeddedSource> = Vec::new();
-    for v in variants {
-        match &v.source {
-            None => kept.push(v),
-            Some(hash) => {
-                if let Ok((path, text)) = super::generated::read_verified(lockfile, &spec.id, hash) {
-                    if !sources.iter().any(|s| s.hash == *hash) {
-                        sources.push(EmbeddedSource { hash: hash.clone(), path, text });
-                    }
-                    kept.push(v);
+/// What one kernel embeds from a lockfile.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Embedded {
+    /// Variants tuned for the kernel's current fingerprint, each with its device's description.
+    pub variants: Vec<Variant>,
+    /// The generated sources they reference.
+    pub sources: Vec<EmbeddedSource>,
+}
+
+/// The variants of `spec` in `lock` (read from `lockfile`) to embed, with their generated
+/// sources. An entry tuned for another fingerprint is stale and embeds nothing (editing a
+/// kernel must not break its build). An entry for the current fingerprint is embedded only
+/// when every variant passes [`check_variant`]; otherwise every problem is returned, each
+/// naming the variant, so that the build fails instead of shipping something the lockfile does
+/// not say.
+pub fn embeddable(lockfile: &Path, lock: &Lockfile, spec: &KernelSpec) -> Result<Embedded, Vec<String>> {
+    let entry = match lock.kernels.get(&spec.id) {
+        Some(entry) if entry.fingerprint == spec.fingerprint() => entry,
+        _ => return Ok(Embedded::default()),
+    };
+    let mut out = Embedded::default();
+    let mut problems = Vec::new();
+    for v in &entry.variants {
+        let located = |why: String| format!("variant for device `{}` at workload `{}`: {why}", v.device, v.workload);
+        let source = match &v.source {
+            None => None,
+            Some(hash) => match generated_source(lockfile, spec, hash) {
+                Ok(source) => Some(source),
+                Err(why) => {
+                    problems.push(located(why));
+                    continue;
                 }
+            },
+        };
+        let declared = match source.as_ref().map(|s| declared_params(&s.text)).transpose() {
+            Ok(d) => d.unwrap_or_default(),
+            Err(e) => {
+                problems.push(located(format!("its generated source, line {}: {}", e.line, e.problem)));
+                continue;
+            }
+        };
+        if let Err(why) = check_variant(spec, v, &declared) {
+            problems.push(located(why));
+            continue;
+        }
+        if let Some(source) = source {
+            if !out.sources.iter().any(|s| s.hash == source.hash) {
+                out.sources.push(source);
             }
         }
+        out.variants.push(Variant { device_info: lock.devices.get(&v.device).cloned(), ..v.clone() });
     }
-    (kept, sources)
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Checks a lockfile variant against the annotation: a device key, exactly the declared
+/// parameters (the annotation's and those its generated source `declared`) with values of
+/// their domains, a declared workload with its sizes, constraints and geometry that hold at
+/// those sizes and at every size it was proven at.
+pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Result<(), String> {
+    if DeviceKey::parse(&v.device).is_none() {
+        return Err(format!("`{}` is not a device key", v.device));
+    }
+    spec.check_params(&v.params, declared)?;
+    let Some(workload) = spec.workloads.iter().find(|w| w.name == v.workload) else {
+        return Err(format!("the kernel declares no workload `{}`", v.workload));
+    };
+    if v.sizes != workload.sizes {
+        return Err(format!(
+            "sizes {} differ from those the annotation gives workload `{}` ({})",
+            super::spec::fmt_assignments(&v.sizes, ", "),
+            workload.name,
+            super::spec::fmt_assignments(&workload.sizes, ", ")
+        ));
+    }
+    if !v.proven.is_empty() && !v.proven.contains(&v.sizes) {
+        return Err("its proven sizes do not include the tuned ones".into());
+    }
+    for sizes in v.proven_sizes() {
+        spec.geometry(&v.params, sizes)
+            .map_err(|e| format!("cannot run at sizes {}: {e}", super::spec::fmt_assignments(sizes, ", ")))?;
+    }
+    Ok(())
+}
+
+/// The generated source `hash` of `spec`, checked: present, unedited, same signature.
+fn generated_source(lockfile: &Path, spec: &KernelSpec, hash: &str) -> Result<EmbeddedSource, String> {
+    let (path, text) = super::generated::read_verified(lockfile, &spec.id, hash).map_err(|e| e.to_string())?;
+    match super::signature::find_kernel(&text, Some(&spec.signature.name)) {
+        Ok(sig) if sig.args == spec.signature.args => Ok(EmbeddedSource { hash: hash.to_string(), path, text }),
+        Ok(_) => Err(format!("{} changes the kernel's signature", path.display())),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
 }
 
 /// One parameter of a generated launcher, after the queue.
@@ -80,16 +159,19 @@ pub enum LauncherParam {
     Scalar { name: String, ty: ScalarType },
 }
 
-/// Launcher parameters: the sizes in declaration order, then every kernel argument in
-/// signature order except `__local` buffers (sized from the spec) and scalars that are sizes.
+/// Launcher parameters: the sizes in declaration order, then the caller's arguments
+/// ([`KernelSpec::caller_args`]) in signature order.
 pub fn launcher_params(spec: &KernelSpec) -> Vec<LauncherParam> {
     let mut out: Vec<LauncherParam> = spec.sizes.iter().cloned().map(LauncherParam::Size).collect();
-    for arg in &spec.signature.args {
-        match arg {
-            KernelArg::Buffer { space: AddressSpace::Local, .. } => {}
-            KernelArg::Buffer { name, elem, .. } => out.push(LauncherParam::Buffer { name: name.clone(), elem: *elem }),
-            KernelArg::Scalar { name, .. } if spec.sizes.contains(name) => {}
-            KernelArg::Scalar { name, ty } => out.push(LauncherParam::Scalar { name: name.clone(), ty: *ty }),
+    for (arg, role) in spec.args_with_roles() {
+        match (arg, role) {
+            (super::signature::KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) => {
+                out.push(LauncherParam::Buffer { name: name.clone(), elem: *elem })
+            }
+            (super::signature::KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => {
+                out.push(LauncherParam::Scalar { name: name.clone(), ty: *ty })
+            }
+            _ => {}
         }
     }
     out
@@ -115,75 +197,144 @@ mod tests {
         );
     }
 
-    /// A variant of `spec`'s reference parameters for device "a".
+    /// A variant of `spec`'s reference parameters for a device, at workload `large`.
     fn plain(spec: &KernelSpec) -> Variant {
+        let device = DeviceKey::from_reported(0x10de, "A", "1", "OpenCL 3.0").to_string();
+        let sizes = spec.workloads[1].sizes.clone();
         Variant {
-            device: "a".into(),
+            device,
             workload: "large".into(),
-            sizes: Default::default(),
+            sizes: sizes.clone(),
             params: spec.reference.clone(),
             time_ns: 1,
             reference_time_ns: 2,
             evaluations: 1,
             failures: 0,
             source: None,
+            proven: vec![sizes],
+            partial: false,
             device_info: None,
         }
+    }
+
+    fn lock_with(spec: &KernelSpec, variants: Vec<Variant>) -> Lockfile {
+        let mut lock = Lockfile::default();
+        let info = DeviceInfo { name: "A".into(), kind: "gpu".into(), ..Default::default() };
+        for v in variants {
+            let device = v.device.clone();
+            let mut kept: Vec<Variant> = lock.kernels.get(&spec.id).map(|e| e.variants.clone()).unwrap_or_default();
+            kept.retain(|k| k.device == device);
+            kept.push(v);
+            lock.record(&spec.id, &spec.fingerprint(), &device, info.clone(), kept);
+        }
+        lock
     }
 
     #[test]
     fn stale_entries_are_not_embedded() {
         let spec = saxpy();
         let variant = plain(&spec);
-        let mut lock = Lockfile::default();
-        let info = DeviceInfo { name: "A".into(), kind: "gpu".into(), ..Default::default() };
-        lock.record(&spec.id, &spec.fingerprint(), "a", info.clone(), vec![variant.clone()]);
+        let lock = lock_with(&spec, vec![variant.clone()]);
+        let info = lock.devices[&variant.device].clone();
+        let nowhere = Path::new("/nonexistent/Kfoundry.lock");
         // embedded with its device's description, for the nearest-device step
-        assert_eq!(embeddable_variants(&lock, &spec), vec![Variant { device_info: Some(info), ..variant.clone() }]);
+        let embedded = embeddable(nowhere, &lock, &spec).unwrap();
+        assert_eq!(embedded.variants, vec![Variant { device_info: Some(info), ..variant.clone() }]);
         // which is never written to a lockfile
-        let mut embedded = lock.clone();
-        if let Some(entry) = embedded.kernels.get_mut(&spec.id) {
-            entry.variants = embeddable_variants(&lock, &spec);
+        let mut written = lock.clone();
+        if let Some(entry) = written.kernels.get_mut(&spec.id) {
+            entry.variants = embedded.variants;
         }
-        assert!(!embedded.to_toml().contains("device_info"));
-        assert_eq!(embedded.to_toml(), lock.to_toml());
+        assert!(!written.to_toml().contains("device_info"));
+        assert_eq!(written.to_toml(), lock.to_toml());
         let mut changed = spec.clone();
         changed.source.push_str("\n// edited");
-        assert!(embeddable_variants(&lock, &changed).is_empty());
+        assert_eq!(embeddable(nowhere, &lock, &changed).unwrap(), Embedded::default());
     }
 
     #[test]
-    fn variants_with_missing_or_edited_sources_are_not_embedded() {
+    fn entries_that_disagree_with_the_annotation_are_refused() {
+        let spec = saxpy();
+        let nowhere = Path::new("/nonexistent/Kfoundry.lock");
+        let good = plain(&spec);
+        type Edit = Box<dyn Fn(&mut Variant)>;
+        let cases: Vec<(Edit, &str)> = vec![
+            (Box::new(|v| { v.params.insert("X -cl-fast-relaxed-math -DVEC".into(), 1); }), "is not a parameter"),
+            (Box::new(|v| { v.params.remove("VEC"); }), "no value for parameter `VEC`"),
+            (Box::new(|v| { v.params.insert("WG".into(), 3); }), "WG=3 is not in the parameter's domain"),
+            (Box::new(|v| { v.params.insert("WG".into(), 8192); }), "WG=8192 is not in the parameter's domain"),
+            (Box::new(|v| v.workload = "huge".into()), "no workload `huge`"),
+            (Box::new(|v| { v.sizes.insert("n".into(), 100); }), "differ from those the annotation gives"),
+            (Box::new(|v| { v.proven = vec![[("n".to_string(), 100)].into()]; }), "do not include the tuned ones"),
+            (Box::new(|v| { v.proven.push([("n".to_string(), 100)].into()); }), "cannot run at sizes n=100"),
+            (Box::new(|v| v.device = "garbage".into()), "not a device key"),
+        ];
+        for (i, (mutate, needle)) in cases.into_iter().enumerate() {
+            let mut bad = good.clone();
+            mutate(&mut bad);
+            let mut lock = lock_with(&spec, vec![good.clone()]);
+            if let Some(e) = lock.kernels.get_mut(&spec.id) {
+                e.variants = vec![good.clone(), bad];
+            }
+            let problems = embeddable(nowhere, &lock, &spec).unwrap_err();
+            assert_eq!(problems.len(), 1, "case {i}: {problems:?}");
+            assert!(problems[0].contains(needle), "case {i}: expected {needle:?} in {problems:?}");
+        }
+    }
+
+    #[test]
+    fn variants_with_missing_or_edited_sources_are_refused() {
         let spec = saxpy();
         let dir = tempfile::tempdir().unwrap();
-        let lock = dir.path().join(FILE_NAME);
-        let text = spec.source.replace("a * x", "x * a");
-        let hash = super::super::generated::write(&lock, &spec.id, &text).unwrap();
+        let lock_path = dir.path().join(FILE_NAME);
+        let text = spec.source.replace("{}", "{ /* rewritten */ }");
+        let hash = super::super::generated::write(&lock_path, &spec.id, &text).unwrap();
         let plain = plain(&spec);
-        let generated = Variant { source: Some(hash.clone()), device: "b".into(), ..plain.clone() };
-        let missing = Variant { source: Some("00000000000000ff".into()), device: "c".into(), ..plain.clone() };
-        let (kept, sources) = with_generated_sources(&lock, &spec, vec![plain.clone(), generated.clone(), missing]);
-        assert_eq!(kept, vec![plain.clone(), generated.clone()]);
-        assert_eq!(sources.len(), 1);
-        assert_eq!(sources[0].text, text);
-        std::fs::write(&sources[0].path, "edited").unwrap();
-        let (kept, sources) = with_generated_sources(&lock, &spec, vec![plain.clone(), generated]);
-        assert_eq!(kept, vec![plain]);
-        assert!(sources.is_empty());
+        let other = |name: &str| DeviceKey::from_reported(0x10de, name, "1", "OpenCL 3.0").to_string();
+        let generated = Variant { source: Some(hash.clone()), device: other("B"), ..plain.clone() };
+        let lock = lock_with(&spec, vec![plain.clone(), generated.clone()]);
+        let embedded = embeddable(&lock_path, &lock, &spec).unwrap();
+        assert_eq!(embedded.variants.len(), 2);
+        assert_eq!(embedded.sources.len(), 1);
+        assert_eq!(embedded.sources[0].text, text);
+        // missing
+        let missing = Variant { source: Some("00000000000000ff".into()), device: other("C"), ..plain.clone() };
+        let problems = embeddable(&lock_path, &lock_with(&spec, vec![plain.clone(), missing]), &spec).unwrap_err();
+        assert!(problems[0].contains("is missing"), "{problems:?}");
+        // edited
+        std::fs::write(&embedded.sources[0].path, "edited").unwrap();
+        let problems = embeddable(&lock_path, &lock, &spec).unwrap_err();
+        assert!(problems[0].contains("was edited"), "{problems:?}");
+        // another signature
+        let changed = spec.source.replace("const float a", "const float b");
+        let hash = super::super::generated::write(&lock_path, &spec.id, &changed).unwrap();
+        let resigned = Variant { source: Some(hash), device: other("D"), ..plain.clone() };
+        let problems = embeddable(&lock_path, &lock_with(&spec, vec![resigned]), &spec).unwrap_err();
+        assert!(problems[0].contains("changes the kernel's signature"), "{problems:?}");
     }
 
     #[test]
-    fn lockfile_search_stops_at_the_workspace_root() {
+    fn the_lockfile_is_at_the_workspace_root() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         let member = ws.join("crates/member");
-        std::fs::create_dir_all(&member).unwrap();
-        std::fs::write(ws.join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
-        std::fs::write(member.join("Cargo.toml"), "[package]\n").unwrap();
-        // A lockfile above the workspace root is not ours.
-        std::fs::write(dir.path().join(FILE_NAME), "version = 1\n").unwrap();
-        assert_eq!(find_lockfile(&member), None);
-        std::fs::write(ws.join(FILE_NAME), "version = 1\n").unwrap();
-        assert_eq!(find_lockfile(&member), Some(ws.join(FILE_NAME)));
+        let excluded = ws.join("vendor/other");
+        let pointed = dir.path().join("elsewhere/crate");
+        for d in [&member, &excluded, &pointed] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(ws.join("Cargo.toml"), "[workspace]\nmembers = [\"crates/*\"]\nexclude = [\"vendor\"]\n").unwrap();
+        std::fs::write(member.join("Cargo.toml"), "[package]\nname = \"member\"\n").unwrap();
+        std::fs::write(excluded.join("Cargo.toml"), "[package]\nname = \"other\"\n").unwrap();
+        std::fs::write(pointed.join("Cargo.toml"), "[package]\nname = \"p\"\nworkspace = \"../../ws\"\n").unwrap();
+        assert_eq!(lockfile_path(&member), ws.join(FILE_NAME));
+        assert_eq!(lockfile_path(&excluded), excluded.join(FILE_NAME));
+        assert_eq!(workspace_root(&pointed), pointed.join("../../ws"));
+        // A single crate without a workspace table is its own root; nothing above it counts.
+        let single = dir.path().join("single");
+        std::fs::create_dir_all(&single).unwrap();
+        std::fs::write(single.join("Cargo.toml"), "[package]\nname = \"single\"\n").unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "version = 2\n").unwrap();
+        assert_eq!(lockfile_path(&single), single.join(FILE_NAME));
     }
 }

@@ -1,25 +1,135 @@
-//! File-system helpers shared by everything kfoundry writes: atomic replacement and
-//! file-name-safe forms of kernel ids and device keys.
+//! File-system helpers shared by everything kfoundry writes: atomic replacement that keeps
+//! the file's permissions, and the one place where kernel ids, workload names and device keys
+//! become file names.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Temporary files of an interrupted write older than this are removed by the next write.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
 /// Replaces `path` with `bytes` atomically: a temporary file in the same directory, fsync,
 /// then rename, so a reader (or a crash) sees the old file or the new one, never a torn one.
+///
+/// - An existing file keeps its permissions; a new one gets the process's default (as
+///   `File::create` would: `0666` less the umask on Unix).
+/// - An existing file without write permission is not replaced: that is an error
+///   (`PermissionDenied`) rather than a silent replacement by rename.
+/// - Temporary files that an interrupted earlier write left beside `path` (older than a
+///   minute) are removed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let existing = match std::fs::metadata(path) {
+        Ok(m) if m.permissions().readonly() => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{} is read-only; make it writable to let kfoundry replace it", path.display()),
+            ))
+        }
+        Ok(m) => Some(m.permissions()),
+        Err(_) => None,
+    };
+    remove_stale_temps(dir, &name);
+    let (tmp_path, mut tmp) = create_temp(dir, &name)?;
+    let result = (|| {
+        tmp.write_all(bytes)?;
+        if let Some(perms) = existing {
+            tmp.set_permissions(perms)?;
+        }
+        tmp.sync_all()?;
+        drop(tmp);
+        std::fs::rename(&tmp_path, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp_path);
+    }
+    result
 }
 
-/// `text` with every character other than ASCII letters, digits, `_` and `-` replaced by `_`
-/// (`pkg::Kernel` → `pkg__Kernel`).
+/// Creates `path` with `bytes` unless something already exists there, atomically: no reader
+/// ever sees it half-written and an existing file is never replaced. `Ok(true)` when created.
+pub fn create_new_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok(false);
+    }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (tmp_path, mut tmp) = create_temp(dir, &name)?;
+    let written = tmp.write_all(bytes).and_then(|()| tmp.sync_all());
+    drop(tmp);
+    // A hard link fails when the target exists: the whole file appears at once, or not at all.
+    let result = written.and_then(|()| match std::fs::hard_link(&tmp_path, path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    });
+    let _ = std::fs::remove_file(&tmp_path);
+    result
+}
+
+/// A new file `.<name>.<pid>-<n>.tmp` in `dir`, created exclusively (with the default mode).
+fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether `entry` is a temporary file of a write of `name`: `.<name>.<pid>-<n>.tmp`, or the
+/// `.<name>.XXXXXX` that earlier versions of kfoundry wrote.
+fn is_temp_of(entry: &str, name: &str) -> bool {
+    let Some(rest) = entry.strip_prefix('.').and_then(|e| e.strip_prefix(name)).and_then(|e| e.strip_prefix('.')) else {
+        return false;
+    };
+    let ours = rest.strip_suffix(".tmp").and_then(|r| r.split_once('-')).is_some_and(|(pid, n)| {
+        !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())
+    });
+    let legacy = rest.len() == 6 && rest.chars().all(|c| c.is_ascii_alphanumeric());
+    ours || legacy
+}
+
+/// Removes temporary files of earlier, interrupted writes of `name` in `dir`.
+fn remove_stale_temps(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let now = SystemTime::now();
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        if !is_temp_of(&file_name.to_string_lossy(), name) {
+            continue;
+        }
+        let old = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE_TEMP_AGE));
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// `text` as a file-name component: ASCII letters, digits, `_` and `-` kept, every other
+/// character replaced by `_` (`pkg::Kernel` → `pkg__Kernel`). Every file name kfoundry builds
+/// from a kernel id, workload name or device key goes through here, so none can contain a
+/// path separator or `..`.
 pub fn safe_name(text: &str) -> String {
-    text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+    let s: String = text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    if s.is_empty() {
+        "_".into()
+    } else {
+        s
+    }
+}
+
+/// A file name made of `parts` (each through [`safe_name`]) joined by `@`, then `extension`.
+pub fn state_file_name(parts: &[&str], extension: &str) -> String {
+    let joined: Vec<String> = parts.iter().map(|p| safe_name(p)).collect();
+    format!("{}.{extension}", joined.join("@"))
 }
 
 #[cfg(test)]
@@ -35,5 +145,54 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
         assert_eq!(safe_name("kfoundry-examples::Sgemm|x y"), "kfoundry-examples__Sgemm_x_y");
+        assert_eq!(safe_name("../../.."), "________");
+        assert_eq!(safe_name(""), "_");
+        assert_eq!(state_file_name(&["a::K", "../w"], "log"), "a__K@___w.log");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn keeps_the_mode_and_refuses_read_only_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("Kfoundry.lock");
+        write_atomic(&p, b"one").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_ne!(mode(&p), 0o600, "a new file gets the default mode, not a private temporary's");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(mode(&p), 0o640, "the mode survives the replacement");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let e = write_atomic(&p, b"three").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        assert_eq!(std::fs::read(&p).unwrap(), b"two", "a read-only file is left alone");
+    }
+
+    #[test]
+    fn creates_only_what_is_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("Kfoundry.lock");
+        assert!(create_new_atomic(&p, b"first").unwrap());
+        assert!(!create_new_atomic(&p, b"second").unwrap());
+        assert_eq!(std::fs::read(&p).unwrap(), b"first");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+    }
+
+    #[test]
+    fn stale_temporaries_are_removed_fresh_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("Kfoundry.lock");
+        let stale = [".Kfoundry.lock.123-0.tmp", ".Kfoundry.lock.Ab3xYz"];
+        for s in stale {
+            let f = std::fs::File::create(dir.path().join(s)).unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(3600)).unwrap();
+        }
+        std::fs::write(dir.path().join(".Kfoundry.lock.456-1.tmp"), b"in progress").unwrap();
+        std::fs::write(dir.path().join(".other.lock.Ab3xYz"), b"not ours").unwrap();
+        write_atomic(&p, b"x").unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, [".Kfoundry.lock.456-1.tmp", ".other.lock.Ab3xYz", "Kfoundry.lock"]);
+        assert!(!is_temp_of(".Kfoundry.lock.lock", "Kfoundry.lock"));
     }
 }

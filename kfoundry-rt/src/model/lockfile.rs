@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::device::DeviceInfo;
 use super::spec::{Params, Sizes};
 
-/// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema version this build writes. Version 1 files (no `proven` sizes) are read too.
+pub const SCHEMA_VERSION: u32 = 2;
 /// The lockfile's name at the workspace root.
 pub const FILE_NAME: &str = "Kfoundry.lock";
 
@@ -57,6 +57,17 @@ pub struct Variant {
     /// Hash of a generated source stored beside the lockfile (source-level variants only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Every set of sizes the variant was verified at against the reference (the tuned
+    /// sizes, smaller ones and larger ones). Dispatch uses it only where each size lies within
+    /// the range of its verified values (unless the kernel opts into `extrapolate`). Empty in
+    /// version 1 files: then only `sizes` counts as proven.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "columns")]
+    pub proven: Vec<Sizes>,
+    /// The search was interrupted (Ctrl-C, SIGTERM) before its budget was spent: `cargo
+    /// kfoundry tune --resume` continues it. A partial result never replaces a complete one
+    /// unless it is faster on re-measure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// The description of the device the variant was tuned on, copied from `[devices]` when
     /// the variant is embedded (dispatch to the nearest known device needs it); never written
     /// to the lockfile, where `[devices]` holds it once per device.
@@ -64,10 +75,70 @@ pub struct Variant {
     pub device_info: Option<DeviceInfo>,
 }
 
+/// Size sets stored as one column per size (`n = [4096, 2560, 8192]`): one line per size in
+/// the lockfile instead of a table per set. Every column must have the same length.
+mod columns {
+    use std::collections::BTreeMap;
+
+    use serde::{de::Error as _, Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Sizes;
+
+    pub fn serialize<S: Serializer>(sets: &[Sizes], s: S) -> Result<S::Ok, S::Error> {
+        let mut columns: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+        for (i, set) in sets.iter().enumerate() {
+            for (name, &v) in set {
+                let column = columns.entry(name.as_str()).or_default();
+                if column.len() != i {
+                    return Err(serde::ser::Error::custom("proven size sets must all name the same sizes"));
+                }
+                column.push(v);
+            }
+        }
+        if columns.values().any(|c| c.len() != sets.len()) {
+            return Err(serde::ser::Error::custom("proven size sets must all name the same sizes"));
+        }
+        columns.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Sizes>, D::Error> {
+        let columns: BTreeMap<String, Vec<i64>> = BTreeMap::deserialize(d)?;
+        let len = columns.values().next().map_or(0, Vec::len);
+        if columns.values().any(|c| c.len() != len) {
+            return Err(D::Error::custom("every size in `proven` needs the same number of values"));
+        }
+        Ok((0..len).map(|i| columns.iter().map(|(k, c)| (k.clone(), c[i])).collect()).collect())
+    }
+}
+
 /// TOML integers are i64: larger counts (never met in practice) are written as i64::MAX rather
 /// than making the whole file unwritable.
 pub(crate) fn saturating<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64((*v).min(i64::MAX as u64))
+}
+
+impl Variant {
+    /// The sizes the variant was verified at (its tuned sizes when the file predates `proven`).
+    pub fn proven_sizes(&self) -> &[Sizes] {
+        if self.proven.is_empty() {
+            std::slice::from_ref(&self.sizes)
+        } else {
+            &self.proven
+        }
+    }
+
+    /// Per size name, the smallest and largest value the variant was verified at.
+    pub fn proven_range(&self) -> BTreeMap<String, (i64, i64)> {
+        let mut range: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+        for sizes in self.proven_sizes() {
+            for (k, &v) in sizes {
+                let r = range.entry(k.clone()).or_insert((v, v));
+                r.0 = r.0.min(v);
+                r.1 = r.1.max(v);
+            }
+        }
+        range
+    }
 }
 
 /// Why a lockfile could not be read or written.
@@ -79,6 +150,8 @@ pub enum LockError {
     Malformed { path: PathBuf, message: String },
     #[error("{path}: schema version {found} is newer than this kfoundry understands (version {supported}); upgrade kfoundry")]
     TooNew { path: PathBuf, found: u32, supported: u32 },
+    #[error("{path} is not a regular file; Kfoundry.lock must be a file (or absent)")]
+    NotAFile { path: PathBuf },
 }
 
 impl Default for Lockfile {
@@ -93,7 +166,7 @@ impl Lockfile {
         let malformed = |message: String| LockError::Malformed { path: path.to_path_buf(), message };
         let value: toml::Table = toml::from_str(text).map_err(|e| malformed(e.to_string()))?;
         let version = match value.get("version") {
-            Some(toml::Value::Integer(v)) => u32::try_from(*v).map_err(|_| malformed(format!("bad version {v}")))?,
+            Some(toml::Value::Integer(v)) => u32::try_from(*v).ok().filter(|v| *v >= 1).ok_or_else(|| malformed(format!("bad version {v}")))?,
             Some(other) => return Err(malformed(format!("`version` must be an integer, found {other}"))),
             None => return Err(malformed("missing `version` at the top".into())),
         };
@@ -114,8 +187,13 @@ impl Lockfile {
         Ok(lock)
     }
 
-    /// Reads the lockfile at `path`; `Ok(None)` when there is none.
+    /// Reads the lockfile at `path`; `Ok(None)` when there is none. Anything at `path` that
+    /// is not a regular file (a directory, a socket) is an error.
     pub fn read(path: &Path) -> Result<Option<Lockfile>, LockError> {
+        match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() => return Err(LockError::NotAFile { path: path.to_path_buf() }),
+            _ => {}
+        }
         match std::fs::read_to_string(path) {
             Ok(text) => Lockfile::parse(&text, path).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -136,6 +214,14 @@ impl Lockfile {
         }
         let body = toml::to_string(&sorted).unwrap_or_default();
         format!("# Kfoundry.lock: tuned kernel variants, written by `cargo kfoundry tune`. Commit it.\n{body}")
+    }
+
+    /// Creates an empty lockfile (no kernels) at `path` unless something is already there.
+    /// `Ok(true)` when it was created. The macro does this on a first build so that cargo
+    /// tracks the file from then on (rustc can only track a file that exists).
+    pub fn create_if_absent(path: &Path) -> Result<bool, LockError> {
+        super::files::create_new_atomic(path, Lockfile::default().to_toml().as_bytes())
+            .map_err(|source| LockError::Io { path: path.to_path_buf(), source })
     }
 
     /// Replaces the lockfile at `path` atomically (temporary file in the same directory, then
@@ -218,6 +304,8 @@ mod tests {
             evaluations: 40,
             failures: 2,
             source: None,
+            proven: vec![],
+            partial: false,
             device_info: None,
         }
     }
@@ -235,7 +323,7 @@ mod tests {
         ]);
         lock.record("ex::Saxpy", "abcd", "8086|cpu|3.1|3.0", info("cpu"), vec![variant("8086|cpu|3.1|3.0", "large", 32)]);
         let text = lock.to_toml();
-        assert!(text.lines().nth(1).unwrap().starts_with("version = 1"), "{text}");
+        assert!(text.lines().nth(1).unwrap().starts_with("version = 2"), "{text}");
         let back = Lockfile::parse(&text, Path::new("Kfoundry.lock")).unwrap();
         assert_eq!(back.to_toml(), text);
         assert_eq!(back.kernels["ex::Saxpy"].variants.len(), 3);
@@ -273,11 +361,13 @@ mod tests {
     #[test]
     fn bad_files_give_clear_errors() {
         let p = Path::new("/x/Kfoundry.lock");
-        let e = Lockfile::parse("version = 2\n", p).unwrap_err();
+        let e = Lockfile::parse("version = 3\n", p).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "/x/Kfoundry.lock: schema version 2 is newer than this kfoundry understands (version 1); upgrade kfoundry"
+            "/x/Kfoundry.lock: schema version 3 is newer than this kfoundry understands (version 2); upgrade kfoundry"
         );
+        assert!(Lockfile::parse("version = 0\n", p).unwrap_err().to_string().contains("bad version 0"));
+        assert!(Lockfile::parse("version = 1\n", p).is_ok(), "version 1 files are still read");
         let e = Lockfile::parse("[kernels]\n", p).unwrap_err();
         assert!(e.to_string().contains("missing `version`"), "{e}");
         let e = Lockfile::parse("version = 1\n[kernels.k]\nfingerprint = 3\n", p).unwrap_err();
@@ -291,6 +381,33 @@ mod tests {
         assert!(e.to_string().contains("not in [devices]"), "{e}");
         let e = Lockfile::parse("version = \"1\"", p).unwrap_err();
         assert!(e.to_string().contains("integer"), "{e}");
+    }
+
+    #[test]
+    fn proven_ranges_and_version_1_entries() {
+        let mut v = variant("a", "large", 32);
+        // A version 1 entry was verified at its tuned sizes only.
+        assert_eq!(v.proven_range(), [("n".to_string(), (1 << 20, 1 << 20))].into_iter().collect());
+        v.proven = vec![v.sizes.clone(), [("n".to_string(), 3 << 17)].into(), [("n".to_string(), 1 << 21)].into()];
+        assert_eq!(v.proven_range()["n"], (3 << 17, 1 << 21));
+        let mut lock = Lockfile::default();
+        lock.record("k", "f", "a", info("a"), vec![v.clone()]);
+        let text = lock.to_toml();
+        assert!(text.contains("n = [1048576, 393216, 2097152]"), "{text}");
+        let back = Lockfile::parse(&text, Path::new("Kfoundry.lock")).unwrap();
+        assert_eq!(back.kernels["k"].variants[0].proven, v.proven);
+        let ragged = text.replace("n = [1048576, 393216, 2097152]", "n = [1048576, 393216, 2097152]\nm = [1]");
+        assert!(Lockfile::parse(&ragged, Path::new("Kfoundry.lock")).unwrap_err().to_string().contains("same number of values"));
+    }
+
+    #[test]
+    fn a_directory_is_not_a_lockfile() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::create_dir(&path).unwrap();
+        let e = Lockfile::read(&path).unwrap_err();
+        assert!(matches!(e, LockError::NotAFile { .. }), "{e}");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
     #[test]

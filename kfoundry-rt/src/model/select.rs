@@ -132,6 +132,14 @@ pub fn choose(
                 continue;
             }
             considered += 1;
+            if let (false, Some(outside)) = (spec.extrapolate, outside_proven(v, sizes)) {
+                reasons.push(format!(
+                    "{step}: variant for workload `{}` ({}) skipped: {outside} (`extrapolate = true` in the annotation allows it)",
+                    v.workload,
+                    fmt_params(&v.params)
+                ));
+                continue;
+            }
             match spec.geometry(&v.params, sizes) {
                 Ok(g) => {
                     let local: u64 = g.local.map_or(1, |l| l.iter().map(|&x| x as u64).product());
@@ -184,6 +192,16 @@ pub fn choose(
     Ok(Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons })
 }
 
+/// Why `sizes` lie outside the range `variant` was verified at, if they do.
+fn outside_proven(variant: &Variant, sizes: &Sizes) -> Option<String> {
+    let range = variant.proven_range();
+    sizes.iter().find_map(|(name, &v)| match range.get(name) {
+        Some(&(lo, hi)) if (lo..=hi).contains(&v) => None,
+        Some(&(lo, hi)) => Some(format!("{name}={v} is outside {lo}..={hi}, the range it was verified at")),
+        None => Some(format!("it was never verified with a size `{name}`")),
+    })
+}
+
 fn fmt_params(p: &Params) -> String {
     fmt_assignments(p, ", ")
 }
@@ -208,6 +226,9 @@ mod tests {
             evaluations: 10,
             failures: 0,
             source: None,
+            // verified from 64 to twice the tuned size
+            proven: vec![[("n".to_string(), 64)].into(), [("n".to_string(), n)].into(), [("n".to_string(), n * 2)].into()],
+            partial: false,
             device_info: None,
         }
     }
@@ -258,6 +279,31 @@ mod tests {
         assert_eq!(c.step, Step::Reference);
         // Nothing is valid at n = 100: an error, not a panic.
         assert!(choose(&spec, &variants, &dev, None, &n(100)).is_err());
+    }
+
+    #[test]
+    fn variants_run_only_where_they_were_proven_unless_the_kernel_opts_in() {
+        let mut spec = saxpy();
+        let dev = key("580");
+        let mut verified = variant(&dev, "large", 1 << 20, 128, 4, 900);
+        verified.proven = vec![n(1 << 18), n(1 << 20), n(1 << 21)];
+        let variants = vec![verified];
+        // verified from 2^18 to 2^21
+        for inside in [1 << 18, 1 << 20, 1 << 21] {
+            assert_eq!(choose(&spec, &variants, &dev, None, &n(inside)).unwrap().step, Step::ExactDevice);
+        }
+        for outside in [1 << 17, 1 << 22] {
+            let c = choose(&spec, &variants, &dev, None, &n(outside)).unwrap();
+            assert_eq!(c.step, Step::Reference, "{c}");
+            assert!(c.to_string().contains("outside 262144..=2097152, the range it was verified at"), "{c}");
+        }
+        spec.extrapolate = true;
+        assert_eq!(choose(&spec, &variants, &dev, None, &n(1 << 22)).unwrap().step, Step::ExactDevice);
+        // A version 1 entry (no `proven`) counts as verified at its tuned sizes only.
+        spec.extrapolate = false;
+        let old = Variant { proven: vec![], ..variants[0].clone() };
+        assert_eq!(choose(&spec, std::slice::from_ref(&old), &dev, None, &n(1 << 20)).unwrap().step, Step::ExactDevice);
+        assert_eq!(choose(&spec, &[old], &dev, None, &n(1 << 19)).unwrap().step, Step::Reference);
     }
 
     #[test]

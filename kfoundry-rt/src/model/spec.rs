@@ -21,7 +21,7 @@ pub fn fmt_assignments(values: &std::collections::BTreeMap<String, i64>, sep: &s
 }
 
 /// A tunable parameter and its domain, in the order the annotation gives.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Param {
     pub name: String,
     pub values: Vec<i64>,
@@ -96,8 +96,27 @@ pub struct KernelSpec {
     pub checks: Vec<Check>,
     pub workloads: Vec<Workload>,
     pub cost: Option<Cost>,
-    /// Extra OpenCL build options, passed to every variant and the reference.
+    /// Extra OpenCL build options, passed to every variant and the reference (only the
+    /// shapes [`check_build_option`] allows).
     pub options: String,
+    /// Dispatch may run a tuned variant at sizes outside the range it was verified at (its
+    /// constraints must still hold). Off by default: a variant runs only where it was proven.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub extrapolate: bool,
+}
+
+/// Who supplies a kernel argument at a launch. This one rule is shared by the macro's typed
+/// launcher, the runtime's argument setting, and the tuner's evaluator and prober.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgRole {
+    /// A `__global`/`__constant` buffer the caller passes (`&ocl::Buffer<T>`); the tuner fills it.
+    CallerBuffer,
+    /// A scalar the caller passes; the tuner draws it from the annotation's `inputs`.
+    CallerScalar,
+    /// A scalar whose value is the problem size of the same name.
+    Size,
+    /// `__local` scratch memory, sized from `buffers(...)` by the launcher.
+    LocalMemory,
 }
 
 /// A problem found in a specification, with the part of the annotation it concerns.
@@ -121,6 +140,10 @@ impl fmt::Display for SpecError {
 pub enum Part {
     Source,
     Kernel,
+    /// `name = "..."` (the kernel's id).
+    Name,
+    /// `options = "..."`.
+    Options,
     Param(String),
     Reference,
     Require(usize),
@@ -149,6 +172,12 @@ pub enum LaunchError {
     NotPositive { what: String, value: i64 },
     #[error("global size {global} of dimension {dim} is not a multiple of local size {local}")]
     NotMultiple { dim: usize, global: usize, local: usize },
+    #[error("size `{0}` is 0: an empty problem is not launched (whether doing nothing is right depends on the kernel: skip the call)")]
+    ZeroSize(String),
+    #[error("the sizes given are {{{given}}} but the kernel's sizes are {{{expected}}}")]
+    SizeNames { given: String, expected: String },
+    #[error("{0}")]
+    Params(String),
     #[error(transparent)]
     Eval(#[from] EvalError),
 }
@@ -169,17 +198,82 @@ impl KernelSpec {
         env
     }
 
-    /// `-D NAME=value` for each parameter, then the annotation's extra options.
-    pub fn build_options(&self, params: &Params) -> String {
+    /// The build options of `params`: `-D NAME=value` for each parameter, then the
+    /// annotation's extra options. `params` must name exactly the declared parameters (and
+    /// those `declared` by the generated source being built, see
+    /// [`super::generated::declared_params`]); values are integers. So nothing else reaches the
+    /// OpenCL compiler from a lockfile or a bundle.
+    pub fn build_options(&self, params: &Params, declared: &[Param]) -> Result<String, LaunchError> {
+        self.check_param_names(params, declared).map_err(LaunchError::Params)?;
         let mut out: Vec<String> = params.iter().map(|(k, v)| format!("-D {k}={v}")).collect();
         if !self.options.trim().is_empty() {
             out.push(self.options.trim().to_string());
         }
-        out.join(" ")
+        Ok(out.join(" "))
+    }
+
+    /// `params` names exactly the annotation's parameters and those in `declared`.
+    pub fn check_param_names(&self, params: &Params, declared: &[Param]) -> Result<(), String> {
+        let all = || self.params.iter().chain(declared);
+        if let Some(unknown) = params.keys().find(|k| !all().any(|p| &p.name == *k)) {
+            return Err(format!("`{unknown}` is not a parameter of kernel `{}`", self.id));
+        }
+        if let Some(missing) = all().find(|p| !params.contains_key(&p.name)) {
+            return Err(format!("no value for parameter `{}` of kernel `{}`", missing.name, self.id));
+        }
+        Ok(())
+    }
+
+    /// `params` names exactly the declared parameters (the annotation's and those `declared`
+    /// by a generated source), each with a value of its domain (a source's declaration of a
+    /// parameter replaces the annotation's domain).
+    pub fn check_params(&self, params: &Params, declared: &[Param]) -> Result<(), String> {
+        self.check_param_names(params, declared)?;
+        for (name, v) in params {
+            let domain = declared.iter().chain(&self.params).find(|p| &p.name == name).map(|p| &p.values);
+            if !domain.is_some_and(|d| d.contains(v)) {
+                return Err(format!("{name}={v} is not in the parameter's domain"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Who supplies `arg` at a launch (see [`ArgRole`]).
+    pub fn role(&self, arg: &KernelArg) -> ArgRole {
+        match arg {
+            KernelArg::Buffer { space: AddressSpace::Local, .. } => ArgRole::LocalMemory,
+            KernelArg::Buffer { .. } => ArgRole::CallerBuffer,
+            KernelArg::Scalar { name, .. } if self.sizes.contains(name) => ArgRole::Size,
+            KernelArg::Scalar { .. } => ArgRole::CallerScalar,
+        }
+    }
+
+    /// Every kernel argument in signature order, with who supplies it.
+    pub fn args_with_roles(&self) -> impl Iterator<Item = (&KernelArg, ArgRole)> {
+        self.signature.args.iter().map(move |a| (a, self.role(a)))
+    }
+
+    /// The arguments a caller passes, in signature order (buffers and scalars that are not
+    /// sizes; `__local` memory is sized by the launcher).
+    pub fn caller_args(&self) -> impl Iterator<Item = &KernelArg> {
+        self.args_with_roles().filter(|(_, r)| matches!(r, ArgRole::CallerBuffer | ArgRole::CallerScalar)).map(|(a, _)| a)
     }
 
     /// Checks the constraints and computes the launch geometry of `params` at `sizes`.
     pub fn geometry(&self, params: &Params, sizes: &Sizes) -> Result<Geometry, LaunchError> {
+        if sizes.len() != self.sizes.len() || !self.sizes.iter().all(|s| sizes.contains_key(s)) {
+            return Err(LaunchError::SizeNames {
+                given: sizes.keys().cloned().collect::<Vec<_>>().join(", "),
+                expected: self.sizes.join(", "),
+            });
+        }
+        for name in &self.sizes {
+            match sizes[name] {
+                0 => return Err(LaunchError::ZeroSize(name.clone())),
+                v if v < 0 => return Err(LaunchError::NotPositive { what: format!("size `{name}`"), value: v }),
+                _ => {}
+            }
+        }
         let env = self.env(params, sizes);
         for req in &self.require {
             if !req.holds(&env)? {
@@ -236,9 +330,9 @@ impl KernelSpec {
 
     /// Scalars the tuner draws (those that are not sizes).
     pub fn drawn_scalars(&self) -> impl Iterator<Item = (&str, ScalarType)> {
-        self.signature.args.iter().filter_map(|a| match a {
-            KernelArg::Scalar { name, ty } if !self.sizes.contains(name) => Some((name.as_str(), *ty)),
-            _ => None,
+        self.caller_args().filter_map(|a| match a {
+            KernelArg::Scalar { name, ty } => Some((name.as_str(), *ty)),
+            KernelArg::Buffer { .. } => None,
         })
     }
 
@@ -276,6 +370,28 @@ impl KernelSpec {
                     Part::Param(p.name.clone()),
                     format!("parameter `{}` has the name of a kernel argument; as `-D {}=...` it would rewrite the signature", p.name, p.name),
                 );
+            }
+            if let Err(why) = check_macro_name(&p.name) {
+                err!(Part::Param(p.name.clone()), format!("parameter `{}` {why}", p.name));
+            }
+        }
+        // Names that reach file names, messages and build options: identifiers only.
+        if let Err(why) = check_kernel_id(&self.id) {
+            err!(Part::Name, format!("kernel id `{}` {why}", self.id));
+        }
+        for s in &self.sizes {
+            if !is_identifier(s) {
+                err!(Part::Kernel, format!("size `{s}` is not an identifier"));
+            }
+        }
+        for w in &self.workloads {
+            if !is_identifier(&w.name) || w.name.len() > MAX_NAME {
+                err!(Part::Workload(w.name.clone()), format!("workload name `{}` is not an identifier of at most {MAX_NAME} characters", w.name));
+            }
+        }
+        for token in self.options.split_whitespace() {
+            if let Err(why) = check_build_option(token, &param_names) {
+                err!(Part::Options, why);
             }
         }
         // Reference: a value in the domain for every parameter.
@@ -348,6 +464,17 @@ impl KernelSpec {
             }
             if let Some(v) = known(len) {
                 err!(Part::Buffer(name.clone()), token v.clone(), unknown_msg(v, &format!("the length of `{name}`")));
+            }
+            // The caller allocates its buffers before dispatch picks a variant: their lengths
+            // may depend on sizes only (local memory may depend on parameters).
+            if matches!(arg(name), Some(a) if self.role(a) == ArgRole::CallerBuffer) {
+                if let Some(p) = len.variables().into_iter().find(|v| param_names.contains(v.as_str())) {
+                    err!(
+                        Part::Buffer(name.clone()),
+                        token p.clone(),
+                        format!("the length of `{name}` reads parameter `{p}`: the caller allocates `{name}` before dispatch picks a variant, so its length may depend on sizes only (`__local` lengths may depend on parameters)"),
+                    );
+                }
             }
         }
         // Inputs: existing, non-local arguments; constants only for scalars.
@@ -454,6 +581,88 @@ impl KernelSpec {
     }
 }
 
+/// Longest kernel id, workload or size name accepted (they become parts of file names).
+const MAX_NAME: usize = 128;
+
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether `name` can be a preprocessor macro of an OpenCL C kernel without breaking the
+/// language: an identifier that is not a keyword, a built-in type or reserved (`__` prefix).
+pub fn check_macro_name(name: &str) -> Result<(), String> {
+    const KEYWORDS: &[&str] = &[
+        "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+        "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+        "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
+        "half", "true", "false", "kernel", "global", "local", "constant", "private", "read_only", "write_only",
+        "read_write", "uniform", "pipe", "uchar", "ushort", "uint", "ulong", "size_t", "ptrdiff_t", "intptr_t",
+        "uintptr_t", "NULL", "defined",
+    ];
+    const VECTOR_BASES: &[&str] = &["char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double", "half", "bool"];
+    if !is_identifier(name) {
+        return Err("is not an identifier".into());
+    }
+    if name.starts_with("__") || name.starts_with("CL_") || name.starts_with("cl_") {
+        return Err("is a reserved name of OpenCL C (`__`, `CL_` and `cl_` prefixes)".into());
+    }
+    let vector = VECTOR_BASES.iter().any(|b| {
+        name.strip_prefix(b).is_some_and(|width| ["2", "3", "4", "8", "16"].contains(&width))
+    });
+    if KEYWORDS.contains(&name) || vector {
+        return Err("is a keyword or built-in type of OpenCL C".into());
+    }
+    Ok(())
+}
+
+/// A kernel id: ASCII letters, digits, `_`, `-`, `.` and `:`, starting with a letter or `_`,
+/// at most 128 characters (`<package>::<Item>` always is).
+pub fn check_kernel_id(id: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
+    if id.is_empty() || id.len() > MAX_NAME || !id.chars().all(ok_char) || !id.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        return Err(format!("must be 1 to {MAX_NAME} ASCII letters, digits, `_`, `-`, `.` or `:`, starting with a letter or `_`"));
+    }
+    Ok(())
+}
+
+/// One whitespace-separated token of `options = "..."`: only shapes that change how the
+/// kernel is compiled, never what is read (no `-I`, no `-include`): `-cl-...`, `-w`,
+/// `-Werror`, `-O0`..`-O3` and `-D NAME[=VALUE]` (a `-D` may not redefine a parameter).
+pub fn check_build_option(token: &str, params: &BTreeSet<&str>) -> Result<(), String> {
+    let value_ok = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+'));
+    let ok = match token {
+        "-w" | "-Werror" | "-O0" | "-O1" | "-O2" | "-O3" | "-D" => true,
+        t if t.starts_with("-cl-") => {
+            let (name, value) = t.split_once('=').map_or((t, None), |(n, v)| (n, Some(v)));
+            name[4..].chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') && value.is_none_or(value_ok)
+        }
+        t if t.starts_with("-D") => {
+            let (name, value) = t[2..].split_once('=').map_or((&t[2..], None), |(n, v)| (n, Some(v)));
+            if params.contains(name) {
+                return Err(format!("build option `{token}` redefines parameter `{name}`, which the tuner sets"));
+            }
+            is_identifier(name) && value.is_none_or(value_ok)
+        }
+        // the macro name of a separate `-D NAME[=VALUE]`
+        t => {
+            let (name, value) = t.split_once('=').map_or((t, None), |(n, v)| (n, Some(v)));
+            if params.contains(name) {
+                return Err(format!("build option `-D {token}` redefines parameter `{name}`, which the tuner sets"));
+            }
+            is_identifier(name) && value.is_none_or(value_ok)
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "build option `{token}` is not allowed: options may be `-cl-...`, `-w`, `-Werror`, `-O0`..`-O3` and `-D NAME[=VALUE]`"
+        ))
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -485,6 +694,7 @@ pub(crate) mod tests {
             ],
             cost: Some(Cost { bytes: Some(e("12 * n")), flops: Some(e("2 * n")) }),
             options: String::new(),
+            extrapolate: false,
         }
     }
 
@@ -495,6 +705,21 @@ pub(crate) mod tests {
     #[test]
     fn sound_spec_validates() {
         assert_eq!(saxpy().validate(), vec![]);
+        let mut s = saxpy();
+        s.options = "-cl-mad-enable -cl-std=CL2.0 -w -O3 -DTRACE -D DEPTH=2 -cl-nv-maxrregcount=64".into();
+        assert_eq!(s.validate(), vec![]);
+    }
+
+    #[test]
+    fn one_rule_says_who_supplies_each_argument() {
+        let s = saxpy();
+        let roles: Vec<(&str, ArgRole)> = s.args_with_roles().map(|(a, r)| (a.name(), r)).collect();
+        assert_eq!(
+            roles,
+            vec![("n", ArgRole::Size), ("a", ArgRole::CallerScalar), ("x", ArgRole::CallerBuffer), ("y", ArgRole::CallerBuffer)]
+        );
+        let callers: Vec<&str> = s.caller_args().map(|a| a.name()).collect();
+        assert_eq!(callers, ["a", "x", "y"]);
     }
 
     #[test]
@@ -506,7 +731,23 @@ pub(crate) mod tests {
         let e = s.geometry(&p(&[("WG", 64), ("VEC", 4)]), &p(&[("n", 100)])).unwrap_err();
         assert!(matches!(e, LaunchError::Constraint(_)), "{e}");
         assert_eq!(s.buffer_len("x", &p(&[("WG", 64), ("VEC", 4)]), &sizes).unwrap(), 4096);
-        assert_eq!(s.build_options(&p(&[("WG", 64), ("VEC", 4)])), "-D VEC=4 -D WG=64");
+        assert_eq!(s.build_options(&p(&[("WG", 64), ("VEC", 4)]), &[]).unwrap(), "-D VEC=4 -D WG=64");
+        // Nothing but declared parameters reaches the compiler.
+        let injected = p(&[("WG", 64), ("VEC", 4), ("X -cl-fast-relaxed-math -DVEC", 1)]);
+        assert!(matches!(s.build_options(&injected, &[]), Err(LaunchError::Params(m)) if m.contains("not a parameter")));
+        assert!(s.build_options(&p(&[("WG", 64)]), &[]).is_err(), "a missing parameter");
+        assert_eq!(s.check_params(&p(&[("WG", 3), ("VEC", 4)]), &[]).unwrap_err(), "WG=3 is not in the parameter's domain");
+        // A generated source may declare more parameters, or other values for one.
+        let declared = [Param { name: "TS".into(), values: vec![8, 16] }, Param { name: "WG".into(), values: vec![3] }];
+        let with_ts = p(&[("WG", 3), ("VEC", 4), ("TS", 16)]);
+        assert_eq!(s.build_options(&with_ts, &declared).unwrap(), "-D TS=16 -D VEC=4 -D WG=3");
+        assert!(s.check_params(&with_ts, &declared).is_ok());
+        assert!(s.check_params(&p(&[("WG", 3), ("VEC", 4), ("TS", 4)]), &declared).is_err());
+        assert!(s.build_options(&p(&[("WG", 64), ("VEC", 4)]), &declared).is_err(), "TS missing");
+        // Zero and unknown sizes are errors that say so.
+        let e = s.geometry(&s.reference, &p(&[("n", 0)])).unwrap_err();
+        assert!(matches!(e, LaunchError::ZeroSize(ref n) if n == "n"), "{e}");
+        assert!(matches!(s.geometry(&s.reference, &p(&[("m", 64)])), Err(LaunchError::SizeNames { .. })));
     }
 
     #[test]
@@ -538,6 +779,17 @@ pub(crate) mod tests {
             (Box::new(|s| s.params.push(Param { name: "a".into(), values: vec![1] })), Part::Param("a".into()), "name of a kernel argument"),
             (Box::new(|s| s.local = Some(vec![])), Part::Local, "dimension"),
             (Box::new(|s| s.checks.clear()), Part::Kernel, "names no output"),
+            (Box::new(|s| s.params.push(Param { name: "float".into(), values: vec![1] })), Part::Param("float".into()), "keyword"),
+            (Box::new(|s| s.params.push(Param { name: "float4".into(), values: vec![1] })), Part::Param("float4".into()), "built-in type"),
+            (Box::new(|s| s.params.push(Param { name: "__X".into(), values: vec![1] })), Part::Param("__X".into()), "reserved"),
+            (Box::new(|s| s.params.push(Param { name: "X -DY".into(), values: vec![1] })), Part::Param("X -DY".into()), "not an identifier"),
+            (Box::new(|s| s.id = "../../etc".into()), Part::Name, "kernel id"),
+            (Box::new(|s| s.workloads[0].name = "a/b".into()), Part::Workload("a/b".into()), "not an identifier"),
+            (Box::new(|s| s.options = "-cl-mad-enable -I/etc".into()), Part::Options, "`-I/etc` is not allowed"),
+            (Box::new(|s| s.options = "-include x.h".into()), Part::Options, "`-include` is not allowed"),
+            (Box::new(|s| s.options = "-DWG=3".into()), Part::Options, "redefines parameter `WG`"),
+            (Box::new(|s| s.options = "-D VEC".into()), Part::Options, "redefines parameter `VEC`"),
+            (Box::new(|s| { s.buffers.insert("x".into(), Expr::parse("n * VEC").unwrap()); }), Part::Buffer("x".into()), "reads parameter `VEC`"),
         ];
         for (i, (mutate, part, needle)) in cases.into_iter().enumerate() {
             let mut s = saxpy();

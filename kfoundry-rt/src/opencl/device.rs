@@ -15,7 +15,7 @@ pub fn list_devices() -> Result<Vec<(Platform, Device)>, Error> {
     let _guard = ENUMERATION.lock().unwrap_or_else(|p| p.into_inner());
     let mut out = Vec::new();
     let mut failures = Vec::new();
-    for id in ocl::core::get_platform_ids()? {
+    for id in platform_ids()? {
         let platform = Platform::new(id);
         // A platform whose devices cannot be listed is skipped, not fatal...
         match Device::list_all(platform) {
@@ -28,6 +28,33 @@ pub fn list_devices() -> Result<Vec<(Platform, Device)>, Error> {
         return Err(Error::OpenCl(format!("no platform could list its devices: {}", failures.join("; "))));
     }
     Ok(out)
+}
+
+/// The platforms the ICD loader knows, asked once (`ocl::core::get_platform_ids` retries for
+/// ten seconds when there is none): none is [`Error::NoPlatform`], which says what to install.
+fn platform_ids() -> Result<Vec<ocl::core::PlatformId>, Error> {
+    use ocl::core::ffi;
+    /// `CL_PLATFORM_NOT_FOUND_KHR`: the ICD loader found no driver.
+    const PLATFORM_NOT_FOUND: i32 = -1001;
+    let mut count: ffi::cl_uint = 0;
+    // SAFETY: asks for the count only; the out-pointer is a live local.
+    let status = unsafe { ffi::clGetPlatformIDs(0, std::ptr::null_mut(), &mut count) };
+    match status {
+        PLATFORM_NOT_FOUND => return Err(Error::NoPlatform),
+        0 if count == 0 => return Err(Error::NoPlatform),
+        0 => {}
+        other => return Err(Error::OpenCl(format!("clGetPlatformIDs failed with status {other}"))),
+    }
+    let mut ids: Vec<ffi::cl_platform_id> = vec![std::ptr::null_mut(); count as usize];
+    let mut written: ffi::cl_uint = 0;
+    // SAFETY: `ids` has room for `count` platform ids; `written` is a live local.
+    let status = unsafe { ffi::clGetPlatformIDs(count, ids.as_mut_ptr(), &mut written) };
+    if status != 0 {
+        return Err(Error::OpenCl(format!("clGetPlatformIDs failed with status {status}")));
+    }
+    ids.truncate((written as usize).min(count as usize));
+    // SAFETY: each id was just returned by the ICD loader for this process.
+    Ok(ids.into_iter().filter(|p| !p.is_null()).map(|p| unsafe { ocl::core::PlatformId::from_raw(p) }).collect())
 }
 
 fn info(device: &Device, what: Info) -> Result<R, Error> {
@@ -104,5 +131,5 @@ pub fn default_device() -> Result<(Platform, Device), Error> {
     });
     all.into_iter()
         .nth(gpu.unwrap_or(0))
-        .ok_or_else(|| Error::OpenCl("no OpenCL device found (is an ICD such as pocl-opencl-icd installed?)".into()))
+        .ok_or(Error::NoPlatform)
 }

@@ -14,12 +14,26 @@ pub enum Error {
     /// A value given to the launcher does not fit the kernel argument's type.
     #[error("kernel `{kernel}`: argument `{arg}`: {message}")]
     Argument { kernel: String, arg: String, message: String },
+    /// A buffer given to the launcher is shorter than the annotation says the call needs.
+    #[error("kernel `{kernel}`: buffer `{arg}` holds {given} element(s) of `{elem}`, the call needs at least {needed}{length}")]
+    BufferTooSmall { kernel: String, arg: String, elem: &'static str, needed: usize, given: usize, length: String },
     /// The OpenCL compiler rejected a variant.
     #[error("kernel `{kernel}`: build failed with options `{options}`:\n{log}")]
     Build { kernel: String, options: String, log: String },
+    /// No OpenCL platform (driver) is installed, or none has a device.
+    #[error("no OpenCL device found: install an OpenCL driver (an ICD): on Debian or Ubuntu `apt-get install pocl-opencl-icd` for the CPU, or your GPU vendor's OpenCL driver; `clinfo -l` lists what the ICD loader sees")]
+    NoPlatform,
     /// Any other OpenCL error.
     #[error("OpenCL: {0}")]
     OpenCl(String),
+}
+
+impl Error {
+    /// A mistake of the caller (sizes, arguments, buffers): running another variant would not
+    /// help, and nothing was run.
+    pub fn is_callers(&self) -> bool {
+        matches!(self, Error::Sizes { .. } | Error::Argument { .. } | Error::BufferTooSmall { .. })
+    }
 }
 
 impl From<ocl::Error> for Error {

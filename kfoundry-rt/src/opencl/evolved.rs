@@ -10,6 +10,8 @@ use super::device::{describe, device_key};
 use super::error::Error;
 use super::launch::{build_program_from, create_kernel, enqueue, Arg};
 use crate::model::device::{DeviceInfo, DeviceKey};
+use crate::model::embed::check_variant;
+use crate::model::generated::declared_params;
 use crate::model::lockfile::Variant;
 use crate::model::select::{choose, Choice, Step};
 use crate::model::spec::{KernelSpec, Params, Sizes};
@@ -24,7 +26,8 @@ pub struct Evolved {
     variants_json: &'static str,
     /// Generated sources of source-level variants, as a JSON object hash → text.
     sources_json: &'static str,
-    decoded: OnceLock<Result<Decoded, String>>,
+    /// Decoded once; an error names the kernel (when known) and what was wrong.
+    decoded: OnceLock<Result<Decoded, (String, String)>>,
     choices: Mutex<BTreeMap<(Handle, Vec<i64>), Arc<Choice>>>,
     /// Built programs by context, device, source hash ("" for the annotated source) and params.
     kernels: Mutex<BTreeMap<ProgramKey, (ocl::Program, core::Kernel)>>,
@@ -63,6 +66,13 @@ pub fn cached_device_key(device: &ocl::Device) -> Result<DeviceKey, Error> {
     identity(device).map(|(key, _)| key)
 }
 
+/// The device and context of `queue`, as error values (`ocl::Queue::device()` and `context()`
+/// unwrap inside `ocl`).
+fn queue_parts(queue: &ocl::Queue) -> Result<(ocl::Device, ocl::Context), Error> {
+    let core = queue.as_core();
+    Ok((ocl::Device::from(core.device()?), ocl::Context::from(core.context()?)))
+}
+
 fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
     Error::OpenCl("a kfoundry cache lock was poisoned by a panic in another thread".into())
 }
@@ -89,12 +99,26 @@ impl Evolved {
 
     fn decoded(&self) -> Result<&Decoded, Error> {
         let d = self.decoded.get_or_init(|| {
-            let spec: KernelSpec = serde_json::from_str(self.spec_json).map_err(|e| format!("spec: {e}"))?;
-            let variants: Vec<Variant> = serde_json::from_str(self.variants_json).map_err(|e| format!("variants: {e}"))?;
-            let sources = serde_json::from_str(self.sources_json).map_err(|e| format!("generated sources: {e}"))?;
+            let spec: KernelSpec = serde_json::from_str(self.spec_json).map_err(|e| ("?".to_string(), format!("spec: {e}")))?;
+            let fail = |message: String| (spec.id.clone(), message);
+            if let Some(e) = spec.validate().into_iter().next() {
+                return Err(fail(format!("spec: {e}")));
+            }
+            let variants: Vec<Variant> = serde_json::from_str(self.variants_json).map_err(|e| fail(format!("variants: {e}")))?;
+            let sources: BTreeMap<String, String> =
+                serde_json::from_str(self.sources_json).map_err(|e| fail(format!("generated sources: {e}")))?;
+            // The macro embeds only checked variants; checked again here for `Evolved`s built by hand.
+            for v in &variants {
+                let located = |e: String| fail(format!("variant for `{}` at `{}`: {e}", v.device, v.workload));
+                let declared = match v.source.as_ref().and_then(|h| sources.get(h)) {
+                    Some(text) => declared_params(text).map_err(|e| located(format!("generated source, line {}: {}", e.line, e.problem)))?,
+                    None => Vec::new(),
+                };
+                check_variant(&spec, v, &declared).map_err(located)?;
+            }
             Ok(Decoded { spec, variants, sources })
         });
-        d.as_ref().map_err(|message| Error::Embedded { kernel: "?".into(), message: message.clone() })
+        d.as_ref().map_err(|(kernel, message)| Error::Embedded { kernel: kernel.clone(), message: message.clone() })
     }
 
     /// The kernel's specification.
@@ -160,21 +184,22 @@ impl Evolved {
     }
 
     /// Runs the kernel on `queue`'s device: the variant chosen for that device and these sizes
-    /// (built on first use in this context), else the reference. A variant tuned on another
-    /// device that fails to build or launch here is replaced by the reference, for this call
-    /// and every later one at these sizes (`explain` says why). Returns the dispatch step.
+    /// (built on first use in this context), else the reference. A tuned variant that fails to
+    /// build or launch here is replaced by the reference, for this call and every later one at
+    /// these sizes (`explain` says why); a mistake of the caller (a short buffer, a wrong
+    /// argument, invalid sizes) is returned as an error, never run. Returns the dispatch step.
     pub fn launch(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Step, Error> {
         let spec = self.spec()?;
         let sizes = self.sizes(spec, sizes)?;
-        let device = queue.device();
+        let (device, context) = queue_parts(queue)?;
         let choice = self.choice(&device, spec, &sizes)?;
-        match self.run(queue, &device, spec, choice.variant, &choice.params, &sizes, args) {
-            Err(e) if choice.step.is_foreign() => {
+        match self.run(queue, &context, &device, spec, choice.variant, &choice.params, &sizes, args) {
+            Err(e) if choice.step != Step::Reference && !e.is_callers() => {
                 let mut reasons = choice.reasons.clone();
                 reasons.push(format!("{}: failed on this device ({e}); the reference runs instead", choice.step));
                 let fallback = Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons };
                 self.choices.lock().map_err(poisoned)?.insert(Self::choice_key(&device, &sizes), Arc::new(fallback));
-                self.run(queue, &device, spec, None, &spec.reference, &sizes, args)?;
+                self.run(queue, &context, &device, spec, None, &spec.reference, &sizes, args)?;
                 Ok(Step::Reference)
             }
             result => result.map(|()| choice.step),
@@ -182,10 +207,12 @@ impl Evolved {
     }
 
     /// Runs the configuration `params` (for tests and benchmarks that compare variants).
+    /// `params` must name exactly the kernel's parameters.
     pub fn launch_params(&self, queue: &ocl::Queue, params: &Params, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
         let spec = self.spec()?;
         let sizes = self.sizes(spec, sizes)?;
-        self.run(queue, &queue.device(), spec, None, params, &sizes, args)
+        let (device, context) = queue_parts(queue)?;
+        self.run(queue, &context, &device, spec, None, params, &sizes, args)
     }
 
     /// Programs built so far (one per context, device and variant): dispatch after the first
@@ -198,6 +225,7 @@ impl Evolved {
     fn run(
         &self,
         queue: &ocl::Queue,
+        context: &ocl::Context,
         device: &ocl::Device,
         spec: &KernelSpec,
         variant: Option<usize>,
@@ -205,7 +233,6 @@ impl Evolved {
         sizes: &Sizes,
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
-        let context = queue.context();
         let (hash, source) = self.source_of(variant)?;
         let key = (
             context.as_core().as_ptr() as Handle,
@@ -215,7 +242,7 @@ impl Evolved {
         );
         let mut kernels = self.kernels.lock().map_err(poisoned)?;
         if !kernels.contains_key(&key) {
-            let program = build_program_from(spec, source, params, &context, device)?;
+            let program = build_program_from(spec, source, params, context, device)?;
             let kernel = create_kernel(spec, &program)?;
             kernels.insert(key.clone(), (program, kernel));
         }

@@ -4,8 +4,9 @@
 use ocl::core::{self, ArgVal};
 
 use super::error::Error;
-use crate::model::signature::{AddressSpace, KernelArg, ScalarType};
-use crate::model::spec::{Geometry, KernelSpec, Params, Sizes};
+use crate::model::generated::declared_params;
+use crate::model::signature::{KernelArg, ScalarType};
+use crate::model::spec::{ArgRole, Geometry, KernelSpec, Params, Sizes};
 
 /// A scalar kernel argument value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,8 +65,26 @@ impl Scalar {
     }
 }
 
-/// An argument supplied by the caller: every buffer except `__local` ones, and every scalar
-/// that is not a size (sizes are passed from the call's sizes), in signature order.
+impl Scalar {
+    /// The kernel argument type this value has.
+    pub fn ty(&self) -> ScalarType {
+        match self {
+            Scalar::F32(_) => ScalarType::F32,
+            Scalar::F64(_) => ScalarType::F64,
+            Scalar::I8(_) => ScalarType::I8,
+            Scalar::U8(_) => ScalarType::U8,
+            Scalar::I16(_) => ScalarType::I16,
+            Scalar::U16(_) => ScalarType::U16,
+            Scalar::I32(_) => ScalarType::I32,
+            Scalar::U32(_) => ScalarType::U32,
+            Scalar::I64(_) => ScalarType::I64,
+            Scalar::U64(_) => ScalarType::U64,
+        }
+    }
+}
+
+/// An argument supplied by the caller: the spec's [`KernelSpec::caller_args`], in signature
+/// order (every buffer except `__local` ones, and every scalar that is not a size).
 #[derive(Debug, Clone, Copy)]
 pub enum Arg<'a> {
     Buffer(&'a core::Mem),
@@ -83,7 +102,9 @@ pub fn build_program(
 }
 
 /// Compiles `source` (the spec's own, or a generated source-level variant of it with the same
-/// signature) with `params` as `-D` definitions for one device.
+/// signature) with `params` as `-D` definitions for one device. `params` must name exactly the
+/// spec's parameters and those the source itself declares (`// kfoundry-params:`): nothing
+/// else reaches the compiler's options.
 pub fn build_program_from(
     spec: &KernelSpec,
     source: &str,
@@ -91,7 +112,15 @@ pub fn build_program_from(
     context: &ocl::Context,
     device: &ocl::Device,
 ) -> Result<ocl::Program, Error> {
-    let options = spec.build_options(params);
+    let declared = if source == spec.source {
+        Vec::new()
+    } else {
+        declared_params(source).map_err(|e| Error::Embedded {
+            kernel: spec.id.clone(),
+            message: format!("generated source, line {}: {}", e.line, e.problem),
+        })?
+    };
+    let options = spec.build_options(params, &declared).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
     ocl::Program::builder()
         .src(source)
         .devices(*device)
@@ -105,9 +134,23 @@ pub fn create_kernel(spec: &KernelSpec, program: &ocl::Program) -> Result<core::
     Ok(core::create_kernel(program.as_core(), &spec.signature.name)?)
 }
 
+/// One kernel argument's value, checked against the spec at the call's sizes.
+enum Bound<'a> {
+    /// `__local` memory of this many bytes.
+    Local(usize),
+    Mem(&'a core::Mem),
+    Scalar(Scalar),
+}
+
 /// Sets every argument of `kernel` (local memory and sizes computed here, the rest from
 /// `args`) and enqueues it with the geometry of `params` at `sizes`. With `event`, the launch
 /// is recorded in it (for profiling).
+///
+/// Nothing is set or enqueued unless every check passes: the geometry is valid (constraints
+/// hold, sizes positive, local divides global, 1 to 3 dimensions); `args` are exactly the
+/// caller's arguments in order; each scalar has the kernel's type; each buffer holds at least
+/// the annotation's length at these sizes (in bytes, as OpenCL reports the memory object's
+/// size); every length and byte count is computed with overflow checks.
 pub fn enqueue(
     spec: &KernelSpec,
     kernel: &core::Kernel,
@@ -118,60 +161,109 @@ pub fn enqueue(
     event: Option<&mut core::Event>,
 ) -> Result<(), Error> {
     let geometry = spec.geometry(params, sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
-    set_args(spec, kernel, params, sizes, args)?;
-    enqueue_geometry(queue, kernel, &geometry, event)
+    let bound = bind(spec, params, sizes, args)?;
+    for (index, value) in bound.iter().enumerate() {
+        let index = u32::try_from(index).map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
+        match value {
+            Bound::Local(bytes) => core::set_kernel_arg(kernel, index, ArgVal::local::<u8>(bytes))?,
+            Bound::Mem(mem) => core::set_kernel_arg(kernel, index, ArgVal::mem(mem))?,
+            Bound::Scalar(s) => core::set_kernel_arg(kernel, index, s.arg_val())?,
+        }
+    }
+    enqueue_geometry(spec, queue, kernel, &geometry, event)
 }
 
-fn set_args(spec: &KernelSpec, kernel: &core::Kernel, params: &Params, sizes: &Sizes, args: &[Arg<'_>]) -> Result<(), Error> {
+/// Checks `args` against the spec at `sizes` and gives every kernel argument its value.
+fn bind<'a>(spec: &KernelSpec, params: &Params, sizes: &Sizes, args: &[Arg<'a>]) -> Result<Vec<Bound<'a>>, Error> {
     let arg_error = |arg: &str, message: String| Error::Argument { kernel: spec.id.clone(), arg: arg.to_string(), message };
+    let expected = spec.caller_args().count();
+    if args.len() != expected {
+        return Err(arg_error(
+            "(all)",
+            format!("{} argument(s) given, the kernel takes {expected} from the caller ({})", args.len(), caller_names(spec)),
+        ));
+    }
     let mut supplied = args.iter();
-    for (index, arg) in spec.signature.args.iter().enumerate() {
-        let index = index as u32;
-        match arg {
-            KernelArg::Buffer { name, space: AddressSpace::Local, elem, .. } => {
-                let len = spec
-                    .buffer_len(name, params, sizes)
-                    .map_err(|e| arg_error(name, e.to_string()))?;
-                let bytes = len * elem.size();
-                core::set_kernel_arg(kernel, index, ArgVal::local::<u8>(&bytes))?;
+    let mut out = Vec::with_capacity(spec.signature.args.len());
+    for (arg, role) in spec.args_with_roles() {
+        let name = arg.name();
+        let value = match (arg, role) {
+            (KernelArg::Buffer { elem, .. }, ArgRole::LocalMemory) => {
+                let len = spec.buffer_len(name, params, sizes).map_err(|e| arg_error(name, e.to_string()))?;
+                let bytes = len.checked_mul(elem.size()).ok_or_else(|| arg_error(name, format!("{len} elements overflow a byte count")))?;
+                Bound::Local(bytes)
             }
-            KernelArg::Scalar { name, ty } if spec.sizes.contains(name) => {
+            (KernelArg::Scalar { ty, .. }, ArgRole::Size) => {
                 let v = sizes.get(name).copied().ok_or_else(|| arg_error(name, "size not given".into()))?;
                 let s = Scalar::from_int(*ty, v)
                     .ok_or_else(|| arg_error(name, format!("size {v} does not fit the kernel's `{}`", ty.opencl_name())))?;
-                core::set_kernel_arg(kernel, index, s.arg_val())?;
+                Bound::Scalar(s)
             }
-            KernelArg::Buffer { name, .. } => match supplied.next() {
-                Some(Arg::Buffer(mem)) => core::set_kernel_arg(kernel, index, ArgVal::mem(mem))?,
-                _ => return Err(arg_error(name, "expected a buffer".into())),
+            (KernelArg::Buffer { elem, .. }, _) => match supplied.next() {
+                Some(Arg::Buffer(mem)) => {
+                    let len = spec.buffer_len(name, params, sizes).map_err(|e| arg_error(name, e.to_string()))?;
+                    let needed = len.checked_mul(elem.size()).ok_or_else(|| arg_error(name, format!("{len} elements overflow a byte count")))?;
+                    let given = match core::get_mem_object_info(mem, core::MemInfo::Size)? {
+                        core::MemInfoResult::Size(bytes) => bytes,
+                        _ => 0,
+                    };
+                    if given < needed {
+                        let length = spec.buffers.get(name).map(|e| format!(" (`{e}`)")).unwrap_or_default();
+                        return Err(Error::BufferTooSmall {
+                            kernel: spec.id.clone(),
+                            arg: name.to_string(),
+                            elem: elem.opencl_name(),
+                            needed: len,
+                            given: given / elem.size(),
+                            length,
+                        });
+                    }
+                    Bound::Mem(mem)
+                }
+                _ => return Err(arg_error(name, format!("expected a buffer of `{}`", elem.opencl_name()))),
             },
-            KernelArg::Scalar { name, .. } => match supplied.next() {
-                Some(Arg::Scalar(s)) => core::set_kernel_arg(kernel, index, s.arg_val())?,
-                _ => return Err(arg_error(name, "expected a scalar".into())),
+            (KernelArg::Scalar { ty, .. }, _) => match supplied.next() {
+                Some(Arg::Scalar(s)) if s.ty() == *ty => Bound::Scalar(*s),
+                Some(Arg::Scalar(s)) => {
+                    return Err(arg_error(name, format!("expected a `{}`, given a `{}`", ty.opencl_name(), s.ty().opencl_name())))
+                }
+                _ => return Err(arg_error(name, format!("expected a scalar `{}`", ty.opencl_name()))),
             },
-        }
+        };
+        out.push(value);
     }
-    if supplied.next().is_some() {
-        return Err(arg_error("(extra)", "more arguments than the kernel takes".into()));
-    }
-    Ok(())
+    Ok(out)
 }
 
-fn enqueue_geometry(queue: &ocl::Queue, kernel: &core::Kernel, g: &Geometry, event: Option<&mut core::Event>) -> Result<(), Error> {
+fn caller_names(spec: &KernelSpec) -> String {
+    spec.caller_args().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+}
+
+fn enqueue_geometry(spec: &KernelSpec, queue: &ocl::Queue, kernel: &core::Kernel, g: &Geometry, event: Option<&mut core::Event>) -> Result<(), Error> {
+    let dims = g.global.len();
+    if !(1..=3).contains(&dims) || g.local.as_ref().is_some_and(|l| l.len() != dims) {
+        return Err(Error::Embedded { kernel: spec.id.clone(), message: format!("a launch needs 1 to 3 dimensions, the spec has {dims}") });
+    }
     let mut global = [1usize; 3];
-    global[..g.global.len()].copy_from_slice(&g.global);
+    global[..dims].copy_from_slice(&g.global);
     let local = g.local.as_ref().map(|l| {
         let mut out = [1usize; 3];
-        out[..l.len()].copy_from_slice(l);
+        out[..dims].copy_from_slice(l);
         out
     });
-    // SAFETY: every argument of `kernel` was set above from live buffers and values; the
-    // geometry was validated against the spec (positive, local divides global).
+    // SAFETY: `bind` checked, before any argument was set, that every argument of `kernel` is
+    // set: `__local` memory with the annotation's length, sizes from the call, and each
+    // caller's buffer a live memory object (borrowed for this call) holding at least the
+    // annotation's length at these sizes, each scalar of the kernel's type. The geometry was
+    // checked against the spec (1 to 3 positive dimensions, local dividing global, the
+    // constraints holding). What the kernel then touches is the annotation's promise for the
+    // reference, and for every tuned variant something the tuner verified (guard zones around
+    // every buffer) at the sizes it may run at.
     unsafe {
         core::enqueue_kernel(
             queue.as_core(),
             kernel,
-            g.global.len() as u32,
+            dims as u32,
             None,
             &global,
             local,

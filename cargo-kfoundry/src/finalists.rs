@@ -1,0 +1,360 @@
+//! From a finished search to the variant that is shipped: the fastest candidates, in order,
+//! are proven at other sizes, then re-measured alternately with the reference; the first
+//! that passes both and is faster than the reference on re-measure wins. A finalist that
+//! fails anywhere is dropped with its reason and the next one is tried; only a reference that
+//! fails makes the kernel's tune fail. When the search was cut short and the lockfile already
+//! holds a complete result, the new winner must also beat that one on re-measure.
+
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
+use kfoundry_search::{Evaluation, FailureKind};
+
+use crate::evaluate::probe::probe_sizes;
+use crate::evaluate::{fmt_sizes, median, ErrorStats, Limits, Verdict};
+use crate::report::fmt_ns;
+
+/// Finalists proven and re-measured, fastest first, until one wins.
+pub const FINALISTS: usize = 3;
+/// Smaller and larger size sets each finalist is verified at.
+const SMALLER_PROBES: usize = 2;
+const LARGER_PROBES: usize = 2;
+/// Alternating measurements of finalist and reference.
+const REMEASURES: usize = 3;
+
+/// What the finalist stage needs of an evaluator (the supervised worker in a tune).
+pub trait Judge {
+    /// Builds, verifies and times `params` (of `source` when given) at the workload's sizes.
+    fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation;
+    /// Verifies `params` at other sizes; `Err` when the reference cannot be trusted there.
+    fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> Result<Verdict, String>;
+    /// Output errors of the last evaluation that passed verification.
+    fn last_errors(&self) -> Option<ErrorStats>;
+    fn limits(&self) -> &Limits;
+}
+
+/// A candidate for the win: parameters, and the generated source when it is a source-level
+/// variant.
+pub type Finalist = (Params, Option<String>);
+
+/// A finalist that was not shipped, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    pub params: Params,
+    /// `probe` (wrong or failing at another size) or `remeasure` (failed when measured again).
+    pub stage: &'static str,
+    pub reason: String,
+}
+
+/// The result of the stage.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub params: Params,
+    pub source: Option<String>,
+    /// Every size set the winner was verified at (the workload's first).
+    pub proven: Vec<Sizes>,
+    /// Medians of the alternating re-measures, seconds.
+    pub best_s: f64,
+    pub reference_s: f64,
+    pub errors: Option<ErrorStats>,
+    pub rejections: Vec<Rejection>,
+    /// Why the reference (or an earlier complete entry) is shipped rather than a finalist.
+    pub note: Option<String>,
+    /// The lockfile's complete earlier entry stays: the interrupted search did not beat it.
+    pub kept_existing: bool,
+}
+
+/// Proves and re-measures `finalists` (fastest first; the reference among them is skipped) and
+/// picks the winner. `existing`: a complete result already in the lockfile that an
+/// interrupted search must beat. `Err` only when the reference itself fails on re-measure.
+pub fn decide(
+    judge: &mut dyn Judge,
+    spec: &KernelSpec,
+    workload: &Workload,
+    finalists: &[Finalist],
+    existing: Option<&Finalist>,
+    mut rejected: impl FnMut(&Rejection),
+) -> Result<Decision, String> {
+    let mut rejections = Vec::new();
+    let mut reject = |params: &Params, stage: &'static str, reason: String, rejections: &mut Vec<Rejection>| {
+        let r = Rejection { params: params.clone(), stage, reason };
+        rejected(&r);
+        rejections.push(r);
+    };
+    let mut slower = None;
+    let mut winner = None;
+    for (params, source) in finalists {
+        if *params == spec.reference && source.is_none() {
+            continue;
+        }
+        let proven = match prove(judge, spec, params, source.as_deref(), workload) {
+            Ok(p) => p,
+            Err(why) => {
+                reject(params, "probe", why, &mut rejections);
+                continue;
+            }
+        };
+        match remeasure(judge, spec, params, source.as_deref())? {
+            Err(why) => reject(params, "remeasure", why, &mut rejections),
+            Ok((best_s, reference_s, errors)) if best_s < reference_s => {
+                winner = Some(Decision {
+                    params: params.clone(),
+                    source: source.clone(),
+                    proven,
+                    best_s,
+                    reference_s,
+                    errors,
+                    rejections: Vec::new(),
+                    note: None,
+                    kept_existing: false,
+                });
+                break;
+            }
+            Ok((best_s, reference_s, _)) => {
+                slower.get_or_insert(format!(
+                    "no finalist was faster than the reference on re-measure (the fastest: {} against {})",
+                    fmt_ns(best_s * 1e9),
+                    fmt_ns(reference_s * 1e9)
+                ));
+            }
+        }
+    }
+    let mut decision = match winner {
+        Some(d) => d,
+        None => {
+            let (reference_s, errors) = measure_reference(judge, spec)?;
+            Decision {
+                params: spec.reference.clone(),
+                source: None,
+                proven: vec![workload.sizes.clone()],
+                best_s: reference_s,
+                reference_s,
+                errors,
+                rejections: Vec::new(),
+                note: Some(slower.unwrap_or_else(|| {
+                    if rejections.is_empty() {
+                        "no candidate was faster than the reference in the search".to_string()
+                    } else {
+                        "every faster finalist was rejected".to_string()
+                    }
+                })),
+                kept_existing: false,
+            }
+        }
+    };
+    if let Some((old_params, old_source)) = existing {
+        let same = *old_params == decision.params && *old_source == decision.source;
+        if !same && !beats_existing(judge, &decision, old_params, old_source.as_deref()) {
+            decision.kept_existing = true;
+            decision.note = Some("the search was interrupted and did not beat the complete result already in the lockfile, which is kept".into());
+        }
+    }
+    decision.rejections = rejections;
+    Ok(decision)
+}
+
+/// Verifies a finalist at smaller and larger sizes: the size sets it was proven at (the
+/// workload's first), or why it failed. Sizes where the reference itself cannot be trusted
+/// prove nothing and are skipped.
+fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>, workload: &Workload) -> Result<Vec<Sizes>, String> {
+    let mut proven = vec![workload.sizes.clone()];
+    for sizes in probe_sizes(spec, params, &workload.sizes, judge.limits(), SMALLER_PROBES, LARGER_PROBES) {
+        match judge.verify(params, &sizes, source) {
+            Ok(Ok(_)) => proven.push(sizes),
+            Ok(Err((kind, why))) => return Err(format!("{kind:?} at sizes {}: {why}", fmt_sizes(&sizes))),
+            Err(_) => {}
+        }
+    }
+    Ok(proven)
+}
+
+/// The finalist and the reference measured alternately: `Ok(Ok((finalist, reference, errors)))`
+/// in seconds, `Ok(Err(why))` when the finalist failed, `Err` when the reference did.
+#[allow(clippy::type_complexity)]
+fn remeasure(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>) -> Result<Result<(f64, f64, Option<ErrorStats>), String>, String> {
+    let (mut reference, mut finalist) = (Vec::new(), Vec::new());
+    let mut errors = None;
+    for _ in 0..REMEASURES {
+        reference.push(time_of(judge.evaluate(&spec.reference, None)).map_err(|why| format!("the reference failed on re-measure: {why}"))?);
+        match time_of(judge.evaluate(params, source)) {
+            Ok(t) => finalist.push(t),
+            Err(why) => return Ok(Err(format!("failed on re-measure: {why}"))),
+        }
+        errors = judge.last_errors().or(errors);
+    }
+    Ok(Ok((median(&mut finalist), median(&mut reference), errors)))
+}
+
+fn measure_reference(judge: &mut dyn Judge, spec: &KernelSpec) -> Result<(f64, Option<ErrorStats>), String> {
+    let mut times = Vec::new();
+    for _ in 0..REMEASURES {
+        times.push(time_of(judge.evaluate(&spec.reference, None)).map_err(|why| format!("the reference failed on re-measure: {why}"))?);
+    }
+    Ok((median(&mut times), judge.last_errors()))
+}
+
+/// Whether the decision is faster than the existing complete result, measured alternately
+/// now. An existing result that cannot be measured is not beaten (it stays).
+fn beats_existing(judge: &mut dyn Judge, decision: &Decision, params: &Params, source: Option<&str>) -> bool {
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..REMEASURES {
+        match (time_of(judge.evaluate(&decision.params, decision.source.as_deref())), time_of(judge.evaluate(params, source))) {
+            (Ok(a), Ok(b)) => {
+                ours.push(a);
+                theirs.push(b);
+            }
+            (_, Err(_)) => return true,
+            (Err(_), Ok(_)) => return false,
+        }
+    }
+    median(&mut ours) < median(&mut theirs)
+}
+
+fn time_of(e: Evaluation) -> Result<f64, String> {
+    match e {
+        Evaluation::Ok { time, .. } => Ok(time),
+        Evaluation::Failed { kind, reason, .. } => Err(format!("{}: {reason}", kind_name(kind))),
+    }
+}
+
+fn kind_name(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Build => "build",
+        FailureKind::Runtime => "runtime",
+        FailureKind::Wrong => "wrong",
+        FailureKind::Timeout => "timeout",
+        FailureKind::Invalid => "invalid",
+    }
+}
+
+impl Judge for crate::evaluate::supervisor::Supervised {
+    fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation {
+        match source {
+            Some(s) => self.evaluate_source(params, s),
+            None => self.evaluate_params(params),
+        }
+    }
+    fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> Result<Verdict, String> {
+        crate::evaluate::supervisor::Supervised::verify(self, params, sizes, source)
+    }
+    fn last_errors(&self) -> Option<ErrorStats> {
+        self.last_errors
+    }
+    fn limits(&self) -> &Limits {
+        crate::evaluate::supervisor::Supervised::limits(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A scripted judge: each configuration's time, or the failures it meets.
+    struct Script {
+        times: BTreeMap<i64, f64>,
+        /// Evaluations after which the configuration fails (counted per configuration).
+        fail_after: BTreeMap<i64, usize>,
+        wrong_at_larger: Vec<i64>,
+        counts: BTreeMap<i64, usize>,
+        limits: Limits,
+    }
+
+    impl Judge for Script {
+        fn evaluate(&mut self, params: &Params, _: Option<&str>) -> Evaluation {
+            let k = params["K"];
+            let n = self.counts.entry(k).or_default();
+            *n += 1;
+            if self.fail_after.get(&k).is_some_and(|after| *n > *after) {
+                return Evaluation::failed(FailureKind::Wrong, "flaky", 0.0);
+            }
+            Evaluation::ok(self.times[&k], 0.0)
+        }
+        fn verify(&mut self, params: &Params, sizes: &Sizes, _: Option<&str>) -> Result<Verdict, String> {
+            if self.wrong_at_larger.contains(&params["K"]) && sizes["n"] > 4096 {
+                return Ok(Err((FailureKind::Wrong, "differs".into())));
+            }
+            Ok(Ok(ErrorStats::default()))
+        }
+        fn last_errors(&self) -> Option<ErrorStats> {
+            Some(ErrorStats::default())
+        }
+        fn limits(&self) -> &Limits {
+            &self.limits
+        }
+    }
+
+    fn spec() -> KernelSpec {
+        let args: proc_macro2::TokenStream = r#"code = "__kernel void k(const int n, __global float* y) {}", params(K = [0, 1, 2, 3]), reference(K = 0),
+            global = n, buffers(y = n), check(y), workloads(w(n = 4096))"#
+            .parse()
+            .expect("tokens");
+        let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
+        let dir = std::env::temp_dir();
+        let cx = kfoundry_rt::model::annotation::Context { package: "t", manifest_dir: &dir };
+        kfoundry_rt::model::annotation::parse(args, &item, &cx).map(|a| a.spec).map_err(|e| e.to_string()).expect("spec")
+    }
+
+    fn k(v: i64) -> Finalist {
+        ([("K".to_string(), v)].into(), None)
+    }
+
+    fn script(times: &[(i64, f64)]) -> Script {
+        Script {
+            times: times.iter().copied().collect(),
+            fail_after: BTreeMap::new(),
+            wrong_at_larger: vec![],
+            counts: BTreeMap::new(),
+            limits: Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 1 << 32, ..Limits::default() },
+        }
+    }
+
+    #[test]
+    fn a_flaky_finalist_is_dropped_and_the_next_one_wins() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let mut judge = script(&[(0, 4.0), (1, 1.0), (2, 2.0), (3, 3.0)]);
+        judge.fail_after.insert(1, 1); // K=1 fails from its second evaluation on
+        judge.wrong_at_larger.push(2); // K=2 is wrong above the tuned size
+        let mut heard = Vec::new();
+        let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(3), k(0)], None, |r| heard.push(r.clone())).unwrap();
+        assert_eq!(d.params["K"], 3, "{d:?}");
+        assert_eq!(d.rejections.len(), 2);
+        assert_eq!((d.rejections[0].params["K"], d.rejections[0].stage), (1, "remeasure"));
+        assert_eq!((d.rejections[1].params["K"], d.rejections[1].stage), (2, "probe"));
+        assert_eq!(heard, d.rejections);
+        assert!(d.proven.len() > 1 && d.proven[0] == w.sizes, "{:?}", d.proven);
+        assert!(d.proven.iter().any(|s| s["n"] > 4096) && d.proven.iter().any(|s| s["n"] < 4096));
+        assert_eq!((d.best_s, d.reference_s), (3.0, 4.0));
+    }
+
+    #[test]
+    fn the_reference_ships_when_nothing_beats_it_and_says_why() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let mut judge = script(&[(0, 1.0), (1, 2.0)]);
+        let d = decide(&mut judge, &spec, &w, &[k(1), k(0)], None, |_| {}).unwrap();
+        assert_eq!(d.params, spec.reference);
+        assert!(d.note.as_deref().is_some_and(|n| n.contains("faster than the reference on re-measure")), "{:?}", d.note);
+    }
+
+    #[test]
+    fn a_failing_reference_fails_the_tune() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let mut judge = script(&[(0, 1.0), (1, 0.5)]);
+        judge.fail_after.insert(0, 0);
+        let e = decide(&mut judge, &spec, &w, &[k(1)], None, |_| {}).unwrap_err();
+        assert!(e.contains("the reference failed on re-measure"), "{e}");
+    }
+
+    #[test]
+    fn an_interrupted_search_keeps_a_faster_complete_entry() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let mut judge = script(&[(0, 4.0), (1, 2.0), (2, 1.0)]);
+        let d = decide(&mut judge, &spec, &w, &[k(1)], Some(&k(2)), |_| {}).unwrap();
+        assert!(d.kept_existing, "{d:?}");
+        let mut judge = script(&[(0, 4.0), (1, 2.0), (2, 3.0)]);
+        let d = decide(&mut judge, &spec, &w, &[k(1)], Some(&k(2)), |_| {}).unwrap();
+        assert!(!d.kept_existing && d.params["K"] == 1, "{d:?}");
+    }
+}

@@ -211,17 +211,7 @@ fn beats_existing(judge: &mut dyn Judge, decision: &Decision, params: &Params, s
 fn time_of(e: Evaluation) -> Result<f64, String> {
     match e {
         Evaluation::Ok { time, .. } => Ok(time),
-        Evaluation::Failed { kind, reason, .. } => Err(format!("{}: {reason}", kind_name(kind))),
-    }
-}
-
-fn kind_name(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::Build => "build",
-        FailureKind::Runtime => "runtime",
-        FailureKind::Wrong => "wrong",
-        FailureKind::Timeout => "timeout",
-        FailureKind::Invalid => "invalid",
+        Evaluation::Failed { kind, reason, .. } => Err(format!("{}: {reason}", kind.name())),
     }
 }
 

@@ -19,6 +19,19 @@ pub enum FailureKind {
     Invalid,
 }
 
+impl FailureKind {
+    /// The kind in lower case, as messages and cache files name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Build => "build",
+            FailureKind::Runtime => "runtime",
+            FailureKind::Wrong => "wrong",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Invalid => "invalid",
+        }
+    }
+}
+
 /// The outcome of one evaluation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Evaluation {

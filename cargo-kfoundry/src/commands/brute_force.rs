@@ -118,17 +118,6 @@ pub fn failure_name(kind: FailureKind) -> &'static str {
     }
 }
 
-/// Our finer kind of a failure, for the `kfoundry_failure` field and the summaries.
-pub fn kind_name(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::Build => "build",
-        FailureKind::Runtime => "runtime",
-        FailureKind::Wrong => "wrong",
-        FailureKind::Timeout => "timeout",
-        FailureKind::Invalid => "invalid",
-    }
-}
-
 /// The first line of `text`, at most [`REASON_CHARS`] characters.
 fn short(text: &str) -> String {
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
@@ -148,7 +137,7 @@ pub fn record(names: &[String], config: &Config, evaluation: &Evaluation) -> Val
     for (name, value) in names.iter().zip(config) {
         r.insert(name.clone(), json!(value));
     }
-    let failure = |kind: FailureKind, reason: String| (json!(failure_name(kind)), Some(json!({ "kind": kind_name(kind), "reason": reason })));
+    let failure = |kind: FailureKind, reason: String| (json!(failure_name(kind)), Some(json!({ "kind": kind.name(), "reason": reason })));
     let (time, failure) = match evaluation {
         Evaluation::Ok { time, .. } if time.is_finite() && *time > 0.0 => (json!(time * 1000.0), None),
         Evaluation::Ok { time, .. } => failure(FailureKind::Runtime, format!("the measured time {time} s is not usable")),
@@ -551,7 +540,7 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
         if verbose {
             let outcome = match &evaluation {
                 Evaluation::Ok { time, .. } => fmt_ns(time * 1e9),
-                Evaluation::Failed { kind, reason, .. } => format!("{}: {}", kind_name(*kind), short(reason)),
+                Evaluation::Failed { kind, reason, .. } => format!("{}: {}", kind.name(), short(reason)),
             };
             bar.println(format!("  {} → {outcome}", fmt_key(&names, &key)));
         }

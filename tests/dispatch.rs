@@ -68,9 +68,7 @@ fn run_and_check(kernel: &Evolved, queue: &Queue, n: usize) -> Step {
     let y0: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
     let xb = Buffer::builder().queue(queue.clone()).len(n).copy_host_slice(&x).build().unwrap();
     let yb = Buffer::builder().queue(queue.clone()).len(n).copy_host_slice(&y0).build().unwrap();
-    let step = kernel
-        .launch(queue, &[("n", n)], &[kfoundry::Arg::Buffer(xb.as_core()), kfoundry::Arg::Buffer(yb.as_core())])
-        .unwrap();
+    let step = kernel.launch(queue, &[("n", n)], &[kfoundry::Arg::Buffer(xb.as_core()), kfoundry::Arg::Buffer(yb.as_core())]).unwrap();
     let mut y = vec![0f32; n];
     yb.read(&mut y).enq().unwrap();
     for i in 0..n {
@@ -148,7 +146,13 @@ fn programs_are_built_once_per_context_and_variant() {
 fn described_like_here(device: &Device, kind: &str) -> (DeviceKey, kfoundry::DeviceInfo) {
     let here = kfoundry::device_key(&device).unwrap();
     let key = DeviceKey::from_reported(here.vendor_id, "some other cpu 9000", "1.0", "OpenCL 3.0");
-    let info = kfoundry::DeviceInfo { name: "some other cpu 9000".into(), kind: kind.into(), compute_units: 4, max_work_group_size: 1024, ..Default::default() };
+    let info = kfoundry::DeviceInfo {
+        name: "some other cpu 9000".into(),
+        kind: kind.into(),
+        compute_units: 4,
+        max_work_group_size: 1024,
+        ..Default::default()
+    };
     (key, info)
 }
 
@@ -158,10 +162,8 @@ fn nearest_known_device_of_the_same_kind() {
     let (other_cpu, cpu_info) = described_like_here(&device, "cpu");
     let (other_gpu, gpu_info) = described_like_here(&device, "gpu");
     let other_gpu = DeviceKey { name: "some gpu 9000".into(), ..other_gpu };
-    let described = |key: &DeviceKey, p: Params, info: &kfoundry::DeviceInfo| Variant {
-        device_info: Some(info.clone()),
-        ..variant(key, "large", 1 << 16, p)
-    };
+    let described =
+        |key: &DeviceKey, p: Params, info: &kfoundry::DeviceInfo| Variant { device_info: Some(info.clone()), ..variant(key, "large", 1 << 16, p) };
     // the CPU-like device's variant is used; a GPU's never is on this CPU
     let k = with_variants(&[described(&other_gpu, params(64, 4), &gpu_info), described(&other_cpu, params(32, 2), &cpu_info)]);
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::NearestDevice);
@@ -177,19 +179,13 @@ fn a_foreign_variant_that_fails_here_falls_back_to_the_reference() {
     let (queue, device) = setup();
     let (other_cpu, cpu_info) = described_like_here(&device, "cpu");
     // a source-level variant whose generated source does not build on this device
-    let broken = Variant {
-        device_info: Some(cpu_info),
-        source: Some("00000000000000aa".into()),
-        ..variant(&other_cpu, "large", 1 << 16, params(32, 2))
-    };
+    let broken =
+        Variant { device_info: Some(cpu_info), source: Some("00000000000000aa".into()), ..variant(&other_cpu, "large", 1 << 16, params(32, 2)) };
     let spec = serde_json::to_string(Twice::evolved().spec().unwrap()).unwrap();
     let variants = serde_json::to_string(&[broken]).unwrap();
     let sources = r#"{"00000000000000aa": "__kernel void twice(const int n, __global const float* x, __global float* y) { not OpenCL }"}"#;
-    let k: &'static Evolved = Box::leak(Box::new(Evolved::with_sources(
-        Box::leak(spec.into_boxed_str()),
-        Box::leak(variants.into_boxed_str()),
-        sources,
-    )));
+    let k: &'static Evolved =
+        Box::leak(Box::new(Evolved::with_sources(Box::leak(spec.into_boxed_str()), Box::leak(variants.into_boxed_str()), sources)));
     assert_eq!(k.explain(&device, &[("n", 1 << 12)]).unwrap().step, Step::NearestDevice);
     // the call still computes the right result, with the reference, and says why
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
@@ -314,11 +310,8 @@ fn an_exact_device_variant_that_fails_here_falls_back_to_the_reference() {
     let spec = serde_json::to_string(Twice::evolved().spec().unwrap()).unwrap();
     let variants = serde_json::to_string(&[broken]).unwrap();
     let sources = r#"{"00000000000000bb": "__kernel void twice(const int n, __global const float* x, __global float* y) { not OpenCL }"}"#;
-    let k: &'static Evolved = Box::leak(Box::new(Evolved::with_sources(
-        Box::leak(spec.into_boxed_str()),
-        Box::leak(variants.into_boxed_str()),
-        sources,
-    )));
+    let k: &'static Evolved =
+        Box::leak(Box::new(Evolved::with_sources(Box::leak(spec.into_boxed_str()), Box::leak(variants.into_boxed_str()), sources)));
     assert_eq!(k.explain(&device, &[("n", 1 << 12)]).unwrap().step, Step::ExactDevice);
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
     assert!(k.explain(&device, &[("n", 1 << 12)]).unwrap().to_string().contains("failed on this device"));

@@ -161,10 +161,7 @@ mod tests {
         let (ck, why) = cks.load(&key).expect("load");
         assert!(why.is_none());
         assert_eq!(ck.expect("checkpoint").kernel, "a::K");
-        for other in [
-            Key { fingerprint: "f2", ..key },
-            Key { seed: 4, ..key },
-        ] {
+        for other in [Key { fingerprint: "f2", ..key }, Key { seed: 4, ..key }] {
             // Same file name (kernel, workload, device), different owner: ignored, with a reason.
             let (ck, why) = cks.load(&other).expect("load");
             assert!(ck.is_none());

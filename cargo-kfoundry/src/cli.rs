@@ -6,7 +6,12 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "cargo-kfoundry", bin_name = "cargo kfoundry", version, about = "Tune annotated OpenCL kernels for the local device and embed the winners through Kfoundry.lock")]
+#[command(
+    name = "cargo-kfoundry",
+    bin_name = "cargo kfoundry",
+    version,
+    about = "Tune annotated OpenCL kernels for the local device and embed the winners through Kfoundry.lock"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -107,7 +107,12 @@ impl Bundle {
             anyhow::anyhow!("{}: not a kfoundry bundle: at `{at}`: {}", path.display(), e.into_inner())
         })?;
         if bundle.format != BUNDLE_FORMAT || bundle.version > BUNDLE_VERSION {
-            bail!("{}: bundle format `{}` version {} is not one this kfoundry reads (`{BUNDLE_FORMAT}` ≤ {BUNDLE_VERSION})", path.display(), bundle.format, bundle.version);
+            bail!(
+                "{}: bundle format `{}` version {} is not one this kfoundry reads (`{BUNDLE_FORMAT}` ≤ {BUNDLE_VERSION})",
+                path.display(),
+                bundle.format,
+                bundle.version
+            );
         }
         let mut ids = BTreeSet::new();
         for (i, k) in bundle.kernels.iter().enumerate() {
@@ -179,18 +184,19 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
     let mut seen = BTreeSet::new();
     for k in &kernels {
         if !seen.insert(k.spec.id.clone()) {
-            errors.push(format!(
-                "{}: kernel id `{}` is used twice; give one of them `name = \"...\"`",
-                k.location(),
-                k.spec.id
-            ));
+            errors.push(format!("{}: kernel id `{}` is used twice; give one of them `name = \"...\"`", k.location(), k.spec.id));
         }
     }
     if !errors.is_empty() {
         bail!("{}\n{} error(s) in kfoundry annotations", errors.join("\n"), errors.len());
     }
     kernels.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
-    Ok(Workspace { root: meta.workspace_root.as_std_path().to_path_buf(), target_dir: meta.target_directory.as_std_path().to_path_buf(), metadata: meta.workspace_metadata.clone(), kernels })
+    Ok(Workspace {
+        root: meta.workspace_root.as_std_path().to_path_buf(),
+        target_dir: meta.target_directory.as_std_path().to_path_buf(),
+        metadata: meta.workspace_metadata.clone(),
+        kernels,
+    })
 }
 
 /// Every `.rs` file under the source directories of the package's library, binary and example
@@ -277,12 +283,9 @@ pub fn kernels_in_file(file: &Path, package: &str, manifest_dir: &Path) -> Resul
             let mut bare = item.clone();
             strip_evolve(&mut bare);
             match annotation::parse(args, &bare, &cx) {
-                Ok(a) => found.push(Kernel {
-                    package: package.to_string(),
-                    file: file.to_path_buf(),
-                    line: a.ident.span().start().line,
-                    spec: a.spec,
-                }),
+                Ok(a) => {
+                    found.push(Kernel { package: package.to_string(), file: file.to_path_buf(), line: a.ident.span().start().line, spec: a.spec })
+                }
                 Err(e) => errors.extend(e.into_iter().map(|e| located(file, &e))),
             }
         }
@@ -368,7 +371,13 @@ pub struct Broken;
             (Box::new(|v| v["kernels"][0]["spec"]["workloads"][0]["name"] = "../../x".into()), "not an identifier"),
             (Box::new(|v| v["kernels"][0]["spec"]["signature"]["args"][1]["elem"] = "f64".into()), "not the signature"),
             (Box::new(|v| v["kernels"][0]["spec"]["id"] = "a/b".into()), "kernel id"),
-            (Box::new(|v| { let k = v["kernels"][0].clone(); v["kernels"].as_array_mut().unwrap().push(k); }), "used twice"),
+            (
+                Box::new(|v| {
+                    let k = v["kernels"][0].clone();
+                    v["kernels"].as_array_mut().unwrap().push(k);
+                }),
+                "used twice",
+            ),
         ];
         for (i, (edit, needle)) in cases.into_iter().enumerate() {
             let mut v = good.clone();

@@ -169,7 +169,12 @@ fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Opti
 /// The finalist and the reference measured alternately: `Ok(Ok((finalist, reference, errors)))`
 /// in seconds, `Ok(Err(why))` when the finalist failed, `Err` when the reference did.
 #[allow(clippy::type_complexity)]
-fn remeasure(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>) -> Result<Result<(f64, f64, Option<ErrorStats>), String>, String> {
+fn remeasure(
+    judge: &mut dyn Judge,
+    spec: &KernelSpec,
+    params: &Params,
+    source: Option<&str>,
+) -> Result<Result<(f64, f64, Option<ErrorStats>), String>, String> {
     let (mut reference, mut finalist) = (Vec::new(), Vec::new());
     let mut errors = None;
     for _ in 0..REMEASURES {
@@ -273,10 +278,11 @@ mod tests {
     }
 
     fn spec() -> KernelSpec {
-        let args: proc_macro2::TokenStream = r#"code = "__kernel void k(const int n, __global float* y) {}", params(K = [0, 1, 2, 3]), reference(K = 0),
+        let args: proc_macro2::TokenStream =
+            r#"code = "__kernel void k(const int n, __global float* y) {}", params(K = [0, 1, 2, 3]), reference(K = 0),
             global = n, buffers(y = n), check(y), workloads(w(n = 4096))"#
-            .parse()
-            .expect("tokens");
+                .parse()
+                .expect("tokens");
         let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
         let dir = std::env::temp_dir();
         let cx = kfoundry_rt::model::annotation::Context { package: "t", manifest_dir: &dir };

@@ -123,14 +123,8 @@ pub fn measure(device: &Selected) -> Result<Peaks> {
     let units = device.info.compute_units.max(1) as usize;
     let global = units * 4096;
     let out = ocl::Buffer::<f32>::builder().queue(queue.clone()).len(global).build()?;
-    let rate = ocl::Kernel::builder()
-        .program(&program)
-        .name("mad_rate")
-        .queue(queue.clone())
-        .global_work_size(global)
-        .arg(&out)
-        .arg(0.999f32)
-        .build()?;
+    let rate =
+        ocl::Kernel::builder().program(&program).name("mad_rate").queue(queue.clone()).global_work_size(global).arg(&out).arg(0.999f32).build()?;
     let mad_s = best_of(&queue, 5, || unsafe_enqueue(&rate))?;
     let flops = global as f64 * ITERS as f64 * 8.0 * 4.0 * 2.0;
     Ok(Peaks { copy_gbytes_per_s: 2.0 * bytes as f64 / copy_s / 1e9, gflops: flops / mad_s / 1e9 })

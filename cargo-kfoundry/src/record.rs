@@ -39,12 +39,8 @@ pub struct Guard {
 /// another process holds it.
 pub fn lock(lockfile: &Path, quiet: bool) -> Result<Guard> {
     let path = guard_path(lockfile);
-    let file = if cfg!(unix) {
-        File::open(&path)
-    } else {
-        File::options().create(true).truncate(false).write(true).open(&path)
-    }
-    .with_context(|| format!("cannot open {} to lock {}", path.display(), lockfile.display()))?;
+    let file = if cfg!(unix) { File::open(&path) } else { File::options().create(true).truncate(false).write(true).open(&path) }
+        .with_context(|| format!("cannot open {} to lock {}", path.display(), lockfile.display()))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
@@ -88,11 +84,7 @@ pub fn record(path: &Path, spec: &KernelSpec, device: &Selected, mut variants: V
     if let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == fingerprint) {
         let declared: BTreeSet<&str> = spec.workloads.iter().map(|w| w.name.as_str()).collect();
         variants.extend(
-            entry
-                .variants
-                .iter()
-                .filter(|v| v.device == key && !tuned.contains(&v.workload) && declared.contains(v.workload.as_str()))
-                .cloned(),
+            entry.variants.iter().filter(|v| v.device == key && !tuned.contains(&v.workload) && declared.contains(v.workload.as_str())).cloned(),
         );
     }
     let dropped = lock.record(&spec.id, &fingerprint, &key, device.info.clone(), variants);

@@ -88,7 +88,13 @@ pub struct Context<'a> {
 impl SourceSearch {
     pub fn new(config: &LlmConfig, seed: u64) -> anyhow::Result<SourceSearch> {
         let mutator = Mutator::from_config(config, seed).map_err(|e| anyhow::anyhow!("language model: {e}"))?;
-        Ok(SourceSearch { mutator, elites: BTreeMap::new(), evaluated: BTreeSet::new(), records: Vec::new(), rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5EED) })
+        Ok(SourceSearch {
+            mutator,
+            elites: BTreeMap::new(),
+            evaluated: BTreeSet::new(),
+            records: Vec::new(),
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5EED),
+        })
     }
 
     pub fn resume(config: &LlmConfig, state: SourceState) -> anyhow::Result<SourceSearch> {
@@ -166,9 +172,7 @@ impl SourceSearch {
         };
         let proposal = match self.mutator.propose(&ctx) {
             Ok(p) => p,
-            Err(r) => {
-                return SourceRecord { prompt_variant: r.prompt_variant, hash: None, outcome: "rejected".into(), detail: r.reason, time: None }
-            }
+            Err(r) => return SourceRecord { prompt_variant: r.prompt_variant, hash: None, outcome: "rejected".into(), detail: r.reason, time: None },
         };
         let hash = source_hash(&proposal.source);
         if !self.evaluated.insert(hash.clone()) {
@@ -185,11 +189,13 @@ impl SourceSearch {
         for d in &proposal.declared_params {
             candidates = candidates
                 .iter()
-                .flat_map(|p| d.values.iter().map(move |v| {
-                    let mut p = p.clone();
-                    p.insert(d.name.clone(), *v);
-                    p
-                }))
+                .flat_map(|p| {
+                    d.values.iter().map(move |v| {
+                        let mut p = p.clone();
+                        p.insert(d.name.clone(), *v);
+                        p
+                    })
+                })
                 .take(MAX_EVALS_PER_PROPOSAL)
                 .collect();
         }
@@ -223,7 +229,13 @@ impl SourceSearch {
                 }
                 (
                     Outcome::Accepted { score: cx.reference_time / time },
-                    SourceRecord { prompt_variant: Some(variant), hash: Some(hash), outcome: "accepted".into(), detail: format!("levels {levels:?}"), time: Some(time) },
+                    SourceRecord {
+                        prompt_variant: Some(variant),
+                        hash: Some(hash),
+                        outcome: "accepted".into(),
+                        detail: format!("levels {levels:?}"),
+                        time: Some(time),
+                    },
                 )
             }
             (None, Some((kind, detail))) => {
@@ -236,7 +248,13 @@ impl SourceSearch {
             }
             (None, None) => (
                 Outcome::Failed { summary: "nothing was evaluated".into() },
-                SourceRecord { prompt_variant: Some(variant), hash: Some(hash), outcome: "failed".into(), detail: "nothing was evaluated".into(), time: None },
+                SourceRecord {
+                    prompt_variant: Some(variant),
+                    hash: Some(hash),
+                    outcome: "failed".into(),
+                    detail: "nothing was evaluated".into(),
+                    time: None,
+                },
             ),
         };
         // A meta-request may run here; its outcome shows in the population, not in this record.
@@ -277,7 +295,12 @@ const DIMENSIONS: [&str; 3] = ["memory", "algorithm", "parallelism"];
 const LEVEL_NAMES: [[&str; 4]; 3] = [
     ["scalar loads", "vector loads (vloadN/floatN) and coalesced accesses", "local-memory tiling with barriers", "register blocking or prefetching"],
     ["separate passes", "fusing the stages into one kernel", "a single pass with work-group collectives or atomics", "a loop over tiles"],
-    ["independent work-items", "work-group cooperation (barriers, work_group_reduce)", "sub-group functions", "work-group and sub-group cooperation together"],
+    [
+        "independent work-items",
+        "work-group cooperation (barriers, work_group_reduce)",
+        "sub-group functions",
+        "work-group and sub-group cooperation together",
+    ],
 ];
 
 /// The launch geometry as the annotation states it.

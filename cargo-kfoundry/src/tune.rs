@@ -120,10 +120,7 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
     let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
     let (all, lock_path, from_workspace) = (src.kernels.clone(), src.lockfile.clone(), src.from_workspace);
     let state_dir = args.state_dir.clone().unwrap_or(src.state_dir);
-    let kernels: Vec<&Kernel> = all
-        .iter()
-        .filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f)))
-        .collect();
+    let kernels: Vec<&Kernel> = all.iter().filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f))).collect();
     if kernels.is_empty() {
         bail!("no annotated kernel found{}", args.kernel.as_deref().map(|f| format!(" matching `{f}`")).unwrap_or_default());
     }
@@ -166,12 +163,8 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
             }
             continue;
         }
-        let workloads: Vec<&Workload> = kernel
-            .spec
-            .workloads
-            .iter()
-            .filter(|w| args.workloads.is_empty() || args.workloads.contains(&w.name))
-            .collect();
+        let workloads: Vec<&Workload> =
+            kernel.spec.workloads.iter().filter(|w| args.workloads.is_empty() || args.workloads.contains(&w.name)).collect();
         let mut variants = Vec::new();
         for workload in workloads {
             if interrupt::requested() {
@@ -188,7 +181,10 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
                 Err(e) => {
                     let what = format!("{}: tuning `{}` at workload `{}`: {e:#}", kernel.location(), kernel.spec.id, workload.name);
                     if json {
-                        println!("{}", serde_json::json!({ "reason": "failed", "kernel": kernel.spec.id, "workload": workload.name, "error": format!("{e:#}") }));
+                        println!(
+                            "{}",
+                            serde_json::json!({ "reason": "failed", "kernel": kernel.spec.id, "workload": workload.name, "error": format!("{e:#}") })
+                        );
                     }
                     eprintln!("error: {what}");
                     failed.push(what);
@@ -228,7 +224,8 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
             }
         }
         if !variants.is_empty() {
-            record(&lock_path, &kernel.spec, &run.device, variants, !run.notes).map_err(|e| e.context(RESUME_HINT.trim_start_matches(['\n', ';', ' '])))?;
+            record(&lock_path, &kernel.spec, &run.device, variants, !run.notes)
+                .map_err(|e| e.context(RESUME_HINT.trim_start_matches(['\n', ';', ' '])))?;
         }
         if interrupted {
             break 'kernels;
@@ -465,7 +462,10 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path,
     let kernel_id = spec.id.clone();
     let decision = decide(&mut bench, spec, workload, &finalists, existing.filter(|_| interrupted), |r| {
         if run.json {
-            println!("{}", serde_json::json!({ "reason": r.stage, "kernel": kernel_id, "workload": workload.name, "params": r.params, "rejected": r.reason }));
+            println!(
+                "{}",
+                serde_json::json!({ "reason": r.stage, "kernel": kernel_id, "workload": workload.name, "params": r.params, "rejected": r.reason })
+            );
         }
         if run.notes {
             eprintln!("{} @ {}: {} rejected: {}", kernel_id, workload.name, fmt_params(&r.params), r.reason);
@@ -665,7 +665,8 @@ fn fmt_params(p: &Params) -> String {
 
 /// The table printed at the end of a tune.
 pub fn summary(outcomes: &[Outcome]) -> String {
-    let mut t = Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "evals/s", "roofline", "rel err", "parameters"]);
+    let mut t =
+        Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "evals/s", "roofline", "rel err", "parameters"]);
     for o in outcomes {
         t.row(vec![
             o.kernel.clone(),

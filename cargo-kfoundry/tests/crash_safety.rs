@@ -254,7 +254,9 @@ __kernel void slow(const int n, __global const float* x, __global float* y) {
 }
 "#;
     let dir = tempfile::tempdir().unwrap();
-    let args = format!(r#"code = {SLOW:?}, params(WG = [8, 16]), reference(WG = 8), global = n, local = WG, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#);
+    let args = format!(
+        r#"code = {SLOW:?}, params(WG = [8, 16]), reference(WG = 8), global = n, local = WG, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    );
     let bundle = bundle::write(dir.path(), "slow.json", "Slow", &args);
     let lock = dir.path().join("Kfoundry.lock");
     let mut tune = start(&bundle, &lock, 2, &[]);

@@ -23,7 +23,9 @@ const BROKEN: &str = r#"__kernel void copy(const int n, __global const float* x,
 }"#;
 
 fn good_args() -> String {
-    format!(r#"code = {GOOD:?}, params(U = [1, 2, 4]), reference(U = 1), global = n / U, local = 16, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#)
+    format!(
+        r#"code = {GOOD:?}, params(U = [1, 2, 4]), reference(U = 1), global = n / U, local = 16, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    )
 }
 
 fn kfoundry() -> Command {
@@ -54,14 +56,7 @@ fn an_unwritable_lockfile_is_refused_before_any_search() {
     let lock = dir.path().join("Kfoundry.lock");
     std::fs::write(&lock, Lockfile::default().to_toml()).unwrap();
     std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let out = kfoundry()
-        .args(["tune", "--bundle"])
-        .arg(&bundle)
-        .arg("--lockfile")
-        .arg(&lock)
-        .args(["--message-format", "json"])
-        .output()
-        .unwrap();
+    let out = kfoundry().args(["tune", "--bundle"]).arg(&bundle).arg("--lockfile").arg(&lock).args(["--message-format", "json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("read-only") && stderr.contains("nothing was tuned"), "{stderr}");
@@ -71,7 +66,9 @@ fn an_unwritable_lockfile_is_refused_before_any_search() {
 #[test]
 fn a_kernel_that_fails_does_not_stop_the_others() {
     let dir = tempfile::tempdir().unwrap();
-    let broken = format!(r#"code = {BROKEN:?}, params(U = [1, 2]), reference(U = 1), global = n / U, local = 16, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#);
+    let broken = format!(
+        r#"code = {BROKEN:?}, params(U = [1, 2]), reference(U = 1), global = n / U, local = 16, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    );
     let bundle = bundle::write_many(dir.path(), "b.json", &[("Broken", &broken), ("Good", &good_args())]);
     let lock = dir.path().join("Kfoundry.lock");
     let out = kfoundry()

@@ -177,7 +177,8 @@ fn request_and_token_caps() {
     assert_eq!(server.requests().len(), 2);
 }
 
-const REFERENCE: &str = "__kernel void scale(const int n, __global const float* x, __global float* y) {\n    int i = get_global_id(0);\n    y[i] = 3.0f * x[i];\n}\n";
+const REFERENCE: &str =
+    "__kernel void scale(const int n, __global const float* x, __global float* y) {\n    int i = get_global_id(0);\n    y[i] = 3.0f * x[i];\n}\n";
 
 fn ctx() -> MutationContext {
     MutationContext {

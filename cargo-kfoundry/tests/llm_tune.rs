@@ -32,7 +32,9 @@ __kernel void scale(const int n, __global const float* x, __global float* y) {
 const KEY: &str = "sk-test-never-written-anywhere";
 
 fn kernel(body: &str) -> String {
-    format!("```c\n__kernel void scale(const int n, __global const float* x, __global float* y) {{\n    int i = get_global_id(0);\n    {body}\n}}\n```")
+    format!(
+        "```c\n__kernel void scale(const int n, __global const float* x, __global float* y) {{\n    int i = get_global_id(0);\n    {body}\n}}\n```"
+    )
 }
 
 fn tune(bundle: &std::path::Path, lock: &std::path::Path, config: &std::path::Path, extra: &[&str]) -> std::process::Child {
@@ -61,7 +63,9 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
         // 2. does not compile
         MockResponse::completion(&kernel("y[i] = 3.0f * x[i] +;")),
         // 3. changes the signature (x no longer const)
-        MockResponse::completion("```c\n__kernel void scale(const int n, __global float* x, __global float* y) { y[get_global_id(0)] = 3.0f * x[get_global_id(0)]; }\n```"),
+        MockResponse::completion(
+            "```c\n__kernel void scale(const int n, __global float* x, __global float* y) { y[get_global_id(0)] = 3.0f * x[get_global_id(0)]; }\n```",
+        ),
         // (three samples: the meta-request that rewrites a prompt comes next)
         MockResponse::completion(meta),
         // 4. wrong

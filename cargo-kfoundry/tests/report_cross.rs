@@ -25,7 +25,13 @@ fn cross_measures_the_other_devices_winner_here() {
     let bundle = bundle::write(dir.path(), "b.json", "Scale", &args);
     let lock = dir.path().join("Kfoundry.lock");
     let exe = env!("CARGO_BIN_EXE_cargo-kfoundry");
-    let tune = Command::new(exe).args(["tune", "-q", "--budget-evals", "4", "--repeats", "1", "--bundle"]).arg(&bundle).arg("--lockfile").arg(&lock).output().unwrap();
+    let tune = Command::new(exe)
+        .args(["tune", "-q", "--budget-evals", "4", "--repeats", "1", "--bundle"])
+        .arg(&bundle)
+        .arg("--lockfile")
+        .arg(&lock)
+        .output()
+        .unwrap();
     assert!(tune.status.success(), "{}", String::from_utf8_lossy(&tune.stderr));
 
     // Pretend another device tuned it too, to other parameters.
@@ -41,7 +47,13 @@ fn cross_measures_the_other_devices_winner_here() {
     l.devices.insert(other.device.clone(), info);
     l.write_atomic(&lock).unwrap();
 
-    let out = Command::new(exe).args(["report", "--cross", "--repeats", "2", "--message-format", "json", "--bundle"]).arg(&bundle).arg("--lockfile").arg(&lock).output().unwrap();
+    let out = Command::new(exe)
+        .args(["report", "--cross", "--repeats", "2", "--message-format", "json", "--bundle"])
+        .arg(&bundle)
+        .arg("--lockfile")
+        .arg(&lock)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let cells: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["result"].clone()).collect();
@@ -84,11 +96,8 @@ fn roofline_stop_ends_the_search_once_close_enough() {
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        let tuned: serde_json::Value = stdout
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .find(|v| v["reason"] == "tuned")
-            .unwrap();
+        let tuned: serde_json::Value =
+            stdout.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).find(|v| v["reason"] == "tuned").unwrap();
         tuned["result"].clone()
     };
     let full = tune(&[]);

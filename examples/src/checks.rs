@@ -166,8 +166,19 @@ pub fn conv_gn(queue: &Queue, how: How<'_>, s: ConvShape) -> Result<Outcome> {
     let len = s.n * s.cout * (s.h - 2) * (s.w - 2);
     let ob = output(queue, len)?;
     let ran = launch!(
-        ConvGroupNorm, how, queue, [s.n, s.cin, s.h, s.w, s.cout, s.groups],
-        1e-5f32, &xb, &bufs[0], &bufs[1], &bufs[2], &bufs[3], &bufs[4], &bufs[5], &ob
+        ConvGroupNorm,
+        how,
+        queue,
+        [s.n, s.cin, s.h, s.w, s.cout, s.groups],
+        1e-5f32,
+        &xb,
+        &bufs[0],
+        &bufs[1],
+        &bufs[2],
+        &bufs[3],
+        &bufs[4],
+        &bufs[5],
+        &ob
     );
     let p = ConvParams { weight: &weight, conv_bias: &cb, bias: &bi, scale: &sc, gamma: &ga, beta: &be };
     let want = cpu::conv_gn(&x, &p, s, 1e-5);

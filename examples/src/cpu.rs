@@ -3,9 +3,7 @@
 
 /// Deterministic test data in [-1, 1).
 pub fn data(len: usize, seed: u32) -> Vec<f32> {
-    (0..len as u32)
-        .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed.wrapping_mul(40503)) >> 8) % 2000) as f32 / 1000.0 - 1.0)
-        .collect()
+    (0..len as u32).map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed.wrapping_mul(40503)) >> 8) % 2000) as f32 / 1000.0 - 1.0).collect()
 }
 
 /// Number of elements of `got` that differ from `want` by more than `atol + rtol * |want|`

@@ -37,7 +37,8 @@ fn sgemm_reference_and_tiles() {
     let r = &SuiteSgemm::evolved().spec().unwrap().reference;
     let (m, n, k) = small::SGEMM;
     assert_ok("reference", checks::sgemm(&q, How::Params(r), m, n, k));
-    let local = with(r, &[("USE_LOCAL", 1), ("TM", 4), ("TN", 4), ("VEC", 4), ("TK", 16), ("PAD", 1), ("LVEC", 4), ("UNROLL", 4), ("WGX", 8), ("WGY", 8)]);
+    let local =
+        with(r, &[("USE_LOCAL", 1), ("TM", 4), ("TN", 4), ("VEC", 4), ("TK", 16), ("PAD", 1), ("LVEC", 4), ("UNROLL", 4), ("WGX", 8), ("WGY", 8)]);
     assert_ok("local tiles", checks::sgemm(&q, How::Params(&local), 64, 96, 40));
     let global = with(r, &[("TM", 2), ("TN", 8), ("VEC", 2), ("UNROLL", 8), ("WGX", 8), ("WGY", 16)]);
     assert_ok("register tiles", checks::sgemm(&q, How::Params(&global), 37, 52, 19));
@@ -131,7 +132,15 @@ fn generator_matches_golden_values_and_opencl() -> Result<()> {
     let n = 100_003usize;
     for seed in [3u32, 0xdead_beef] {
         let b = Buffer::<f32>::builder().queue(q.clone()).len(n).fill_val(f32::NAN).build()?;
-        let k = Kernel::builder().program(&program).name("hash_fill").queue(q.clone()).global_work_size(n.div_ceil(64) * 64).arg(seed).arg(n as u64).arg(&b).build()?;
+        let k = Kernel::builder()
+            .program(&program)
+            .name("hash_fill")
+            .queue(q.clone())
+            .global_work_size(n.div_ceil(64) * 64)
+            .arg(seed)
+            .arg(n as u64)
+            .arg(&b)
+            .build()?;
         unsafe { k.enq()? };
         let got = checks::read(&b)?;
         for (i, g) in got.iter().enumerate() {

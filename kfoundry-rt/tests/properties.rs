@@ -46,12 +46,7 @@ use proptest::sample::select;
 /// reproducers of what was found live in this file as `bug_*` tests).
 fn config(cases: u32) -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(cases);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: 20_000,
-        ..ProptestConfig::default()
-    }
+    ProptestConfig { cases, failure_persistence: None, max_shrink_iters: 20_000, ..ProptestConfig::default() }
 }
 
 thread_local! {
@@ -86,22 +81,14 @@ fn payload_message(payload: &(dyn std::any::Any + Send)) -> String {
 fn catch<T>(f: impl FnOnce() -> T) -> Result<T, (String, String)> {
     install_panic_hook();
     LAST_PANIC.with(|p| *p.borrow_mut() = None);
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
-        LAST_PANIC
-            .with(|p| p.borrow_mut().take())
-            .unwrap_or_else(|| (String::new(), payload_message(&*payload)))
-    })
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|payload| LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| (String::new(), payload_message(&*payload))))
 }
 
 /// Runs `f` in a thread with a fixed 2 MiB stack (the default of test threads), so that the
 /// stack-depth checks mean the same whatever `RUST_MIN_STACK` says.
 fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::Builder::new()
-        .stack_size(2 << 20)
-        .spawn(f)
-        .expect("spawn")
-        .join()
-        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    std::thread::Builder::new().stack_size(2 << 20).spawn(f).expect("spawn").join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 /// Applies byte-level mutations to `text`: deletions, insertions from `fragments`, line
@@ -461,10 +448,57 @@ fn check_expr_text(text: &str, env: &Env) -> Result<(), TestCaseError> {
 }
 
 const EXPR_VOCABULARY: &[&str] = &[
-    "a", "b", "n", "WG", "min", "max", "ceil_div", "round_up", "log2", "foo", "(", ")", ",", "+", "-", "*", "/",
-    "%", "<<", ">>", "<", ">", "<=", ">=", "==", "!=", "=", "&", "|", "^", "&&", "||", "!", "0", "1", "2", "64",
-    "0x", "0b", "0xff", "0b101", "1_000", "1u64", "9223372036854775807", "9223372036854775808", "-", "_", "$",
-    "é", "1.5", "i64",
+    "a",
+    "b",
+    "n",
+    "WG",
+    "min",
+    "max",
+    "ceil_div",
+    "round_up",
+    "log2",
+    "foo",
+    "(",
+    ")",
+    ",",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "<<",
+    ">>",
+    "<",
+    ">",
+    "<=",
+    ">=",
+    "==",
+    "!=",
+    "=",
+    "&",
+    "|",
+    "^",
+    "&&",
+    "||",
+    "!",
+    "0",
+    "1",
+    "2",
+    "64",
+    "0x",
+    "0b",
+    "0xff",
+    "0b101",
+    "1_000",
+    "1u64",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-",
+    "_",
+    "$",
+    "é",
+    "1.5",
+    "i64",
 ];
 
 proptest! {
@@ -580,10 +614,45 @@ const SCALAR_TYPES: [ScalarType; 10] = [
 
 /// Words that cannot be parameter or kernel names.
 const RESERVED: &[&str] = &[
-    "void", "kernel", "__kernel", "__attribute__", "__attribute", "global", "__global", "constant", "__constant",
-    "local", "__local", "private", "__private", "const", "restrict", "__restrict", "__restrict__", "volatile",
-    "read_only", "__read_only", "write_only", "__write_only", "float", "double", "char", "uchar", "short",
-    "ushort", "int", "uint", "long", "ulong", "signed", "unsigned", "if", "for", "while", "return", "struct",
+    "void",
+    "kernel",
+    "__kernel",
+    "__attribute__",
+    "__attribute",
+    "global",
+    "__global",
+    "constant",
+    "__constant",
+    "local",
+    "__local",
+    "private",
+    "__private",
+    "const",
+    "restrict",
+    "__restrict",
+    "__restrict__",
+    "volatile",
+    "read_only",
+    "__read_only",
+    "write_only",
+    "__write_only",
+    "float",
+    "double",
+    "char",
+    "uchar",
+    "short",
+    "ushort",
+    "int",
+    "uint",
+    "long",
+    "ulong",
+    "signed",
+    "unsigned",
+    "if",
+    "for",
+    "while",
+    "return",
+    "struct",
 ];
 
 fn c_ident() -> impl Strategy<Value = String> {
@@ -597,19 +666,17 @@ fn sep() -> impl Strategy<Value = &'static str> {
 
 /// One parameter: the argument it must parse to and its text.
 fn param() -> impl Strategy<Value = (KernelArg, String)> {
-    let scalar = (select(&SCALAR_TYPES[..]), any::<u8>(), 0u8..4, c_ident(), sep(), sep()).prop_map(
-        |(ty, spelling, form, name, s1, s2)| {
-            let spellings = type_spellings(ty);
-            let tyname = spellings[spelling as usize % spellings.len()];
-            let text = match form {
-                0 => format!("{tyname}{s1}{name}"),
-                1 => format!("const{s1}{tyname}{s2}{name}"),
-                2 => format!("{tyname}{s1}const{s2}{name}"),
-                _ => format!("__private{s1}{tyname}{s2}{name}"),
-            };
-            (KernelArg::Scalar { name, ty }, text)
-        },
-    );
+    let scalar = (select(&SCALAR_TYPES[..]), any::<u8>(), 0u8..4, c_ident(), sep(), sep()).prop_map(|(ty, spelling, form, name, s1, s2)| {
+        let spellings = type_spellings(ty);
+        let tyname = spellings[spelling as usize % spellings.len()];
+        let text = match form {
+            0 => format!("{tyname}{s1}{name}"),
+            1 => format!("const{s1}{tyname}{s2}{name}"),
+            2 => format!("{tyname}{s1}const{s2}{name}"),
+            _ => format!("__private{s1}{tyname}{s2}{name}"),
+        };
+        (KernelArg::Scalar { name, ty }, text)
+    });
     let buffer = (
         select(&[AddressSpace::Global, AddressSpace::Constant, AddressSpace::Local][..]),
         any::<bool>(),
@@ -659,31 +726,24 @@ fn kernel_source() -> impl Strategy<Value = (KernelSignature, String)> {
         c_ident(),
         prop::collection::vec(param(), 0..7),
         select(&["__kernel", "kernel"][..]),
-        select(&[
-            "",
-            "__attribute__((reqd_work_group_size(64, 1, 1))) ",
-            "__attribute__ ((vec_type_hint(float4))) ",
-            "__attribute__((work_group_size_hint(8,8,1)))\n",
-        ][..]),
+        select(
+            &[
+                "",
+                "__attribute__((reqd_work_group_size(64, 1, 1))) ",
+                "__attribute__ ((vec_type_hint(float4))) ",
+                "__attribute__((work_group_size_hint(8,8,1)))\n",
+            ][..],
+        ),
         select(&["", "void"][..]),
         select(&[",", ", ", ",\n    ", " , ", ", /* next */ ", ", // next\n"][..]),
-        select(&[
-            "{}",
-            "{ out[get_global_id(0)] = (a) * (b); }",
-            "{\n  if (x) { y(z(1), 2); }\n}",
-            "{ /* ) ( */ }",
-        ][..]),
+        select(&["{}", "{ out[get_global_id(0)] = (a) * (b); }", "{\n  if (x) { y(z(1), 2); }\n}", "{ /* ) ( */ }"][..]),
     )
         .prop_filter_map("duplicate parameter names", |(name, params, kw, attr, empty, comma, body)| {
             let names: BTreeSet<&str> = params.iter().map(|(a, _)| a.name()).collect();
             if names.len() != params.len() {
                 return None;
             }
-            let list = if params.is_empty() {
-                empty.to_string()
-            } else {
-                params.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join(comma)
-            };
+            let list = if params.is_empty() { empty.to_string() } else { params.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join(comma) };
             let text = format!("{kw} {attr}void {name}({list}) {body}");
             let args = params.into_iter().map(|(a, _)| a).collect();
             Some((KernelSignature { name, args }, text))
@@ -693,34 +753,35 @@ fn kernel_source() -> impl Strategy<Value = (KernelSignature, String)> {
 /// A source of 1 to 3 kernels with distinct names, mixed with comments, preprocessor lines
 /// and helper functions.
 fn program() -> impl Strategy<Value = (Vec<KernelSignature>, String)> {
-    let junk = select(&[
-        "",
-        "// __kernel void fake(int x) {}\n",
-        "/* kernel void fake(global float* f) */\n",
-        "#define KERNEL_WG 64\n",
-        "#if VEC > 1\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n",
-        "#define LONG(x) \\\n   kernel void macro_kernel(x)\n",
-        "int kernel_helper(int k) { return k * 2; }\n",
-        "float helper2(__global const float* p, int i) { return p[i]; }\n",
-        "\n\n",
-        "/* unicode: é ü ✓ */\n",
-    ][..]);
-    prop::collection::vec((junk.clone(), kernel_source()), 1..4)
-        .prop_filter_map("duplicate kernel names", move |kernels| {
-            let names: BTreeSet<&str> = kernels.iter().map(|(_, (k, _))| k.name.as_str()).collect();
-            if names.len() != kernels.len() {
-                return None;
-            }
-            let mut text = String::new();
-            let mut sigs = Vec::new();
-            for (junk, (sig, src)) in kernels {
-                text.push_str(junk);
-                text.push_str(&src);
-                text.push('\n');
-                sigs.push(sig);
-            }
-            Some((sigs, text))
-        })
+    let junk = select(
+        &[
+            "",
+            "// __kernel void fake(int x) {}\n",
+            "/* kernel void fake(global float* f) */\n",
+            "#define KERNEL_WG 64\n",
+            "#if VEC > 1\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n",
+            "#define LONG(x) \\\n   kernel void macro_kernel(x)\n",
+            "int kernel_helper(int k) { return k * 2; }\n",
+            "float helper2(__global const float* p, int i) { return p[i]; }\n",
+            "\n\n",
+            "/* unicode: é ü ✓ */\n",
+        ][..],
+    );
+    prop::collection::vec((junk.clone(), kernel_source()), 1..4).prop_filter_map("duplicate kernel names", move |kernels| {
+        let names: BTreeSet<&str> = kernels.iter().map(|(_, (k, _))| k.name.as_str()).collect();
+        if names.len() != kernels.len() {
+            return None;
+        }
+        let mut text = String::new();
+        let mut sigs = Vec::new();
+        for (junk, (sig, src)) in kernels {
+            text.push_str(junk);
+            text.push_str(&src);
+            text.push('\n');
+            sigs.push(sig);
+        }
+        Some((sigs, text))
+    })
 }
 
 /// The signature reader on any text: no panic; errors name a line of the text (or none).
@@ -741,9 +802,45 @@ fn check_signature_text(text: &str) -> Result<(), TestCaseError> {
 }
 
 const SIGNATURE_FRAGMENTS: &[&str] = &[
-    "(", ")", "((", "))", ",", "*", "**", "[", "]", "/*", "*/", "//", "\n", "#", "\\\n", "__kernel", "kernel",
-    "__attribute__((", "void", "const", "__global", "__local", "__constant", "float", "float4", "unsigned",
-    "int", " ", "é", "\u{2028}", "\u{a0}", "x", "0", "_", "{", "}", ";", "\"", "'",
+    "(",
+    ")",
+    "((",
+    "))",
+    ",",
+    "*",
+    "**",
+    "[",
+    "]",
+    "/*",
+    "*/",
+    "//",
+    "\n",
+    "#",
+    "\\\n",
+    "__kernel",
+    "kernel",
+    "__attribute__((",
+    "void",
+    "const",
+    "__global",
+    "__local",
+    "__constant",
+    "float",
+    "float4",
+    "unsigned",
+    "int",
+    " ",
+    "é",
+    "\u{2028}",
+    "\u{a0}",
+    "x",
+    "0",
+    "_",
+    "{",
+    "}",
+    ";",
+    "\"",
+    "'",
 ];
 
 proptest! {
@@ -821,18 +918,12 @@ fn lock_text() -> impl Strategy<Value = String> {
 
 /// u64 values TOML can represent (TOML integers are i64; see bug_lockfile_u64_beyond_i64_is_lost).
 fn lock_u64() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        select(&[0u64, 1, 2, 1 << 31, 1 << 32, 80 << 30, i64::MAX as u64][..]),
-        0..=i64::MAX as u64,
-    ]
+    prop_oneof![select(&[0u64, 1, 2, 1 << 31, 1 << 32, 80 << 30, i64::MAX as u64][..]), 0..=i64::MAX as u64,]
 }
 
 fn device_info() -> impl Strategy<Value = DeviceInfo> {
-    (
-        (lock_text(), lock_text(), lock_text(), lock_text()),
-        (any::<u32>(), lock_u64(), lock_u64(), lock_u64(), any::<u32>()),
-    )
-        .prop_map(|((name, vendor, platform, kind), (compute_units, max_wg, local, global, clock))| DeviceInfo {
+    ((lock_text(), lock_text(), lock_text(), lock_text()), (any::<u32>(), lock_u64(), lock_u64(), lock_u64(), any::<u32>())).prop_map(
+        |((name, vendor, platform, kind), (compute_units, max_wg, local, global, clock))| DeviceInfo {
             name,
             vendor,
             platform,
@@ -842,7 +933,8 @@ fn device_info() -> impl Strategy<Value = DeviceInfo> {
             local_mem_bytes: local,
             global_mem_bytes: global,
             max_clock_mhz: clock,
-        })
+        },
+    )
 }
 
 fn i64_map() -> impl Strategy<Value = BTreeMap<String, i64>> {
@@ -867,8 +959,19 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
         (lock_u64(), lock_u64(), lock_u64(), lock_u64()),
         (prop::option::of(lock_text()), proven_sets(), any::<bool>()),
     )
-        .prop_map(|(device, workload, sizes, params, (time_ns, reference_time_ns, evaluations, failures), (source, proven, partial))| {
-            Variant { device, workload, sizes, params, time_ns, reference_time_ns, evaluations, failures, source, proven, partial, device_info: None }
+        .prop_map(|(device, workload, sizes, params, (time_ns, reference_time_ns, evaluations, failures), (source, proven, partial))| Variant {
+            device,
+            workload,
+            sizes,
+            params,
+            time_ns,
+            reference_time_ns,
+            evaluations,
+            failures,
+            source,
+            proven,
+            partial,
+            device_info: None,
         })
 }
 
@@ -907,12 +1010,50 @@ fn check_lockfile_text(text: &str) {
 }
 
 const LOCK_FRAGMENTS: &[&str] = &[
-    "[", "]", "[[", "]]", "{", "}", "\"", "'", "'''", "\"\"\"", "=", " = ", ",", ".", "\n", "#", "\\", "\\u0000",
-    "version = 1\n", "version = 2\n", "version = -1\n", "version = 4294967296\n", "version = \"1\"\n",
-    "[devices.d]\n", "[kernels.k]\n", "[[kernels.k.variants]]\n", "device = \"d\"\n", "fingerprint = \"f\"\n",
-    "sizes = {}\n", "params = { n = 1 }\n", "time_ns = 18446744073709551615\n", "time_ns = -1\n",
-    "9223372036854775808", "1979-05-27T07:32:00Z", "inf", "nan", "1e400", "0x7f", "true", "[]", "[[]]", "é",
-    "\u{feff}", "\r\n",
+    "[",
+    "]",
+    "[[",
+    "]]",
+    "{",
+    "}",
+    "\"",
+    "'",
+    "'''",
+    "\"\"\"",
+    "=",
+    " = ",
+    ",",
+    ".",
+    "\n",
+    "#",
+    "\\",
+    "\\u0000",
+    "version = 1\n",
+    "version = 2\n",
+    "version = -1\n",
+    "version = 4294967296\n",
+    "version = \"1\"\n",
+    "[devices.d]\n",
+    "[kernels.k]\n",
+    "[[kernels.k.variants]]\n",
+    "device = \"d\"\n",
+    "fingerprint = \"f\"\n",
+    "sizes = {}\n",
+    "params = { n = 1 }\n",
+    "time_ns = 18446744073709551615\n",
+    "time_ns = -1\n",
+    "9223372036854775808",
+    "1979-05-27T07:32:00Z",
+    "inf",
+    "nan",
+    "1e400",
+    "0x7f",
+    "true",
+    "[]",
+    "[[]]",
+    "é",
+    "\u{feff}",
+    "\r\n",
 ];
 
 proptest! {
@@ -1009,25 +1150,88 @@ mod annotations {
     }
 
     const LITERALS: &[&str] = &[
-        "0", "1", "-1", "2", "3", "4096", "4097", "-4096", "9223372036854775807", "-9223372036854775807",
-        "(-9223372036854775807 - 1)", "9223372036854775808", "99999999999999999999", "0x7fffffffffffffff",
-        "1u64", "1e400", "-1e400", "1e-400", "0.0", "-0.0", "2.5f32", "\"s\"", "'c'", "b\"x\"", "true",
-        "i64::MAX", "(1 << 63)", "(1 << 62)", "[]", "[1, 1]", "[-9223372036854775807, 9223372036854775807]", "..",
-        "..=", "1..", "..=5", "0..0", "5..=4", "pow2(0..=0)", "pow2(1..=4096)", "-9223372036854775807..=9223372036854775807",
-        "0..(-9223372036854775807 - 1)", "(a, b)", "(n, n, n, n)", "()", "min(n, WG)", "n / 0", "log2(0)",
+        "0",
+        "1",
+        "-1",
+        "2",
+        "3",
+        "4096",
+        "4097",
+        "-4096",
+        "9223372036854775807",
+        "-9223372036854775807",
+        "(-9223372036854775807 - 1)",
+        "9223372036854775808",
+        "99999999999999999999",
+        "0x7fffffffffffffff",
+        "1u64",
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "0.0",
+        "-0.0",
+        "2.5f32",
+        "\"s\"",
+        "'c'",
+        "b\"x\"",
+        "true",
+        "i64::MAX",
+        "(1 << 63)",
+        "(1 << 62)",
+        "[]",
+        "[1, 1]",
+        "[-9223372036854775807, 9223372036854775807]",
+        "..",
+        "..=",
+        "1..",
+        "..=5",
+        "0..0",
+        "5..=4",
+        "pow2(0..=0)",
+        "pow2(1..=4096)",
+        "-9223372036854775807..=9223372036854775807",
+        "0..(-9223372036854775807 - 1)",
+        "(a, b)",
+        "(n, n, n, n)",
+        "()",
+        "min(n, WG)",
+        "n / 0",
+        "log2(0)",
     ];
 
     const IDENTS: &[&str] = &[
-        "n", "x", "y", "a", "WG", "VEC", "ITEMS", "zz", "params", "global", "local", "check", "uniform", "normal",
-        "constant", "pow2", "rtol", "atol", "bytes", "flops", "small", "large", "code", "source", "r#type", "_",
+        "n", "x", "y", "a", "WG", "VEC", "ITEMS", "zz", "params", "global", "local", "check", "uniform", "normal", "constant", "pow2", "rtol",
+        "atol", "bytes", "flops", "small", "large", "code", "source", "r#type", "_",
     ];
 
     const FRAGMENTS: &[&str] = &[
-        "bogus = 1", "global = n", "local = (WG, 1)", "check(x)", "check(y, rtol = -1.0)", "require(ZZ > 0)",
-        "require()", "params()", "params(WG = [64])", "reference(WG = 64, WG = 32)", "workloads(w(n = 0))",
-        "workloads(w(m = 4))", "inputs(y = constant(1.0))", "inputs(n = normal(0, 0))", "cost(time = n)",
-        "source = \"missing.cl\"", "code = \"\"", "code = \"kernel void k(int) {}\"", "kernel = \"nope\"",
-        "buffers(n = n)", "options(\"x\")", "check", "= 1", ",", "(", "[", "{}",
+        "bogus = 1",
+        "global = n",
+        "local = (WG, 1)",
+        "check(x)",
+        "check(y, rtol = -1.0)",
+        "require(ZZ > 0)",
+        "require()",
+        "params()",
+        "params(WG = [64])",
+        "reference(WG = 64, WG = 32)",
+        "workloads(w(n = 0))",
+        "workloads(w(m = 4))",
+        "inputs(y = constant(1.0))",
+        "inputs(n = normal(0, 0))",
+        "cost(time = n)",
+        "source = \"missing.cl\"",
+        "code = \"\"",
+        "code = \"kernel void k(int) {}\"",
+        "kernel = \"nope\"",
+        "buffers(n = n)",
+        "options(\"x\")",
+        "check",
+        "= 1",
+        ",",
+        "(",
+        "[",
+        "{}",
     ];
 
     /// Byte spans of number-like literals and identifiers (outside string literals).
@@ -1045,8 +1249,7 @@ mod annotations {
                 i += 1;
             } else if c.is_ascii_digit() {
                 let start = i;
-                while i < b.len()
-                    && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || (b[i] == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)))
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || (b[i] == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)))
                 {
                     i += 1;
                 }
@@ -1137,10 +1340,31 @@ mod annotations {
     fn json_palette() -> Vec<serde_json::Value> {
         use serde_json::json;
         vec![
-            json!(0), json!(-1), json!(1), json!(3), json!(4096), json!(i64::MAX), json!(i64::MIN), json!(u64::MAX),
-            json!(1e300), json!(-0.5), json!(""), json!("n"), json!("WG"), json!("../../x"), json!("X -cl-fast-relaxed-math -DVEC"),
-            json!("-I/etc"), json!("n / 0"), json!("n * 9223372036854775807"), json!([]), json!(["n", "n", "n", "n"]), json!([0, 0]),
-            json!({}), json!(null), json!(true), json!({"kind": "constant", "value": 1.0}),
+            json!(0),
+            json!(-1),
+            json!(1),
+            json!(3),
+            json!(4096),
+            json!(i64::MAX),
+            json!(i64::MIN),
+            json!(u64::MAX),
+            json!(1e300),
+            json!(-0.5),
+            json!(""),
+            json!("n"),
+            json!("WG"),
+            json!("../../x"),
+            json!("X -cl-fast-relaxed-math -DVEC"),
+            json!("-I/etc"),
+            json!("n / 0"),
+            json!("n * 9223372036854775807"),
+            json!([]),
+            json!(["n", "n", "n", "n"]),
+            json!([0, 0]),
+            json!({}),
+            json!(null),
+            json!(true),
+            json!({"kind": "constant", "value": 1.0}),
         ]
     }
 

@@ -24,26 +24,13 @@ pub fn target_dir() -> PathBuf {
 /// The host's target triple (`rustc -vV`).
 pub fn host() -> String {
     let out = Command::new("rustc").arg("-vV").output().expect("rustc runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-        .expect("rustc -vV names the host")
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("host: ").map(str::to_string)).expect("rustc -vV names the host")
 }
 
 pub fn cargo(ws: &Path, args: &[&str]) -> Output {
-    let out = cargo_like_trybuild()
-        .args(args)
-        .arg("--manifest-path")
-        .arg(ws.join("Cargo.toml"))
-        .args(["--target", &host()])
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "cargo {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        cargo_like_trybuild().args(args).arg("--manifest-path").arg(ws.join("Cargo.toml")).args(["--target", &host()]).output().expect("cargo runs");
+    assert!(out.status.success(), "cargo {args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     out
 }
 
@@ -57,4 +44,3 @@ pub fn cargo_like_trybuild() -> Command {
         .env("CARGO_INCREMENTAL", "0");
     cmd
 }
-

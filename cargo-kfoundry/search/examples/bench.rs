@@ -79,11 +79,7 @@ fn main() {
             Settings { screen_model: ScreenModel::Nearest, screening: 8, ..Settings::default() },
         ),
         ("relevance8", "kfoundry relevance-weighted 3-NN, 8 candidates", Settings { screening: 8, ..Settings::default() }),
-        (
-            "nearest32",
-            "kfoundry equal-weight 3-NN, 32 candidates",
-            Settings { screen_model: ScreenModel::Nearest, ..Settings::default() },
-        ),
+        ("nearest32", "kfoundry equal-weight 3-NN, 32 candidates", Settings { screen_model: ScreenModel::Nearest, ..Settings::default() }),
     ];
     let wanted = std::env::var("KF_VARIANTS").unwrap_or_else(|_| "default,no-gradient,single-cell,no-screening,previous".into());
     let wanted: Vec<&str> = wanted.split(',').filter(|w| !w.is_empty()).collect();
@@ -116,8 +112,7 @@ fn main() {
             if line.trim().is_empty() {
                 continue;
             }
-            let v: serde_json::Value =
-                serde_json::from_str(line).unwrap_or_else(|e| fail(format!("{f}:{}: {e}", ln + 1)));
+            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| fail(format!("{f}:{}: {e}", ln + 1)));
             if v["space"].as_str() != Some(cache.kernel_name.as_str()) {
                 continue;
             }
@@ -159,19 +154,15 @@ fn main() {
     println!();
     // seed-resampling (bootstrap) spread of each score, and how sure it is that the first
     // row (the default when it runs) scores above each other row
-    let boots: Vec<Vec<f64>> = results
-        .iter()
-        .enumerate()
-        .map(|(i, (_, traces, _))| methodology::bootstrap_score_evals(&base, traces, BOOTSTRAP, i as u64))
-        .collect();
+    let boots: Vec<Vec<f64>> =
+        results.iter().enumerate().map(|(i, (_, traces, _))| methodology::bootstrap_score_evals(&base, traces, BOOTSTRAP, i as u64)).collect();
     let first = results.first().map_or(String::new(), |r| r.0.clone());
     println!("| strategy | seeds | score (evals) | 90% interval | P({first} above) | score (time) | @50 | @100 | @200 | @500 | median evals done | s/run |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (i, (name, traces, secs)) in results.iter().enumerate() {
         let interval = format!("{:.3}–{:.3}", methodology::quantile(&boots[i], 0.05), methodology::quantile(&boots[i], 0.95));
         let above = if i == 0 { "–".to_string() } else { format!("{:.2}", methodology::share_above(&boots[0], &boots[i])) };
-        let fr: Vec<String> =
-            FRACTIONS_AT.iter().map(|&m| format!("{:.4}", methodology::median_fraction(&base, traces, m))).collect();
+        let fr: Vec<String> = FRACTIONS_AT.iter().map(|&m| format!("{:.4}", methodology::median_fraction(&base, traces, m))).collect();
         let done = median(traces.iter().map(|t| t.times.len() as f64).collect());
         println!(
             "| {} | {} | {:.4} | {} | {} | {:.4} | {} | {:.0} | {:.2} |",

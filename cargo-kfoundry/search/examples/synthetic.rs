@@ -91,8 +91,7 @@ impl Landscape {
         if h % self.fail_mod == 0 {
             return None;
         }
-        let x: Vec<f64> =
-            idx.iter().zip(&self.space.params).map(|(&i, p)| i as f64 / (p.values.len().max(2) - 1) as f64).collect();
+        let x: Vec<f64> = idx.iter().zip(&self.space.params).map(|(&i, p)| i as f64 / (p.values.len().max(2) - 1) as f64).collect();
         let mut t = 1.0;
         for ((xi, s), o) in x.iter().zip(&self.slope).zip(&self.opt) {
             t *= 1.0 + s * (xi - o).abs() * 3.0;
@@ -186,10 +185,8 @@ fn main() {
         .and_then(|v| v.split_once('-').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
         .unwrap_or((0, 8));
     let names = std::env::var("VARIANTS").unwrap_or_else(|_| "default,no-gradient,single-cell".into());
-    let variants: Vec<(String, Settings)> = names
-        .split(',')
-        .map(|n| (n.to_string(), variant(n).unwrap_or_else(|| panic!("unknown variant {n}"))))
-        .collect();
+    let variants: Vec<(String, Settings)> =
+        names.split(',').map(|n| (n.to_string(), variant(n).unwrap_or_else(|| panic!("unknown variant {n}")))).collect();
     let mut totals = vec![(0.0, [0.0; 4]); variants.len()];
     let n_land = (l1 - l0) as f64;
     for k in l0..l1 {

@@ -104,20 +104,12 @@ impl CacheSpace {
                 .ok_or_else(|| err(path, format!("`tune_params.{n}` is not a list")))?;
             let values = vals
                 .iter()
-                .map(|v| {
-                    int_value(v).ok_or_else(|| {
-                        err(path, format!("`tune_params.{n}` holds {v}: only integer parameter values are supported"))
-                    })
-                })
+                .map(|v| int_value(v).ok_or_else(|| err(path, format!("`tune_params.{n}` holds {v}: only integer parameter values are supported"))))
                 .collect::<Result<Vec<i64>, _>>()?;
             params.push(Param { name: n.clone(), values });
         }
         let space = Space::new(params).map_err(|e| err(path, format!("bad parameters: {e}")))?;
-        let cache = obj
-            .get("cache")
-            .ok_or_else(|| err(path, "missing `cache`"))?
-            .as_object()
-            .ok_or_else(|| err(path, "`cache` is not an object"))?;
+        let cache = obj.get("cache").ok_or_else(|| err(path, "missing `cache`"))?.as_object().ok_or_else(|| err(path, "`cache` is not an object"))?;
         let mut entries = HashMap::with_capacity(cache.len());
         for (k, rec) in cache {
             let parts: Vec<&str> = k.split(',').collect();
@@ -133,10 +125,7 @@ impl CacheSpace {
                     .or_else(|| part.trim().parse::<f64>().ok().filter(|f| f.fract() == 0.0).map(|f| f as i64))
                     .ok_or_else(|| err(path, format!("cache key \"{k}\": `{part}` is not an integer")))?;
                 if !space.params[i].values.contains(&v) {
-                    return Err(err(
-                        path,
-                        format!("cache key \"{k}\": {v} is not a value of `{}` in `tune_params`", names[i]),
-                    ));
+                    return Err(err(path, format!("cache key \"{k}\": {v} is not a value of `{}` in `tune_params`", names[i])));
                 }
                 config.push(v);
             }
@@ -158,15 +147,11 @@ impl CacheSpace {
                         "CompilationFailedConfig" => FailureKind::Build,
                         "RuntimeFailedConfig" => FailureKind::Runtime,
                         "InvalidConfig" => FailureKind::Invalid,
-                        other => {
-                            return Err(err(path, format!("cache record \"{k}\": unknown `time` value \"{other}\"")))
-                        }
+                        other => return Err(err(path, format!("cache record \"{k}\": unknown `time` value \"{other}\""))),
                     };
                     Err((kind, s.clone()))
                 }
-                Some(other) => {
-                    return Err(err(path, format!("cache record \"{k}\": `time` is {other}, expected a number or a failure name")))
-                }
+                Some(other) => return Err(err(path, format!("cache record \"{k}\": `time` is {other}, expected a number or a failure name"))),
                 None => return Err(err(path, format!("cache record \"{k}\" has no `time`"))),
             };
             let mut cost_ms = 0.0;

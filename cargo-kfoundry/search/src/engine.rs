@@ -131,15 +131,11 @@ impl Settings {
     /// space's defaults.
     pub fn set(&mut self, assignment: &str) -> Result<(), String> {
         let (key, value) = assignment.split_once('=').ok_or_else(|| format!("`{assignment}`: expected KEY=VALUE"))?;
-        let value: serde_json::Value =
-            serde_json::from_str(value.trim()).unwrap_or_else(|_| serde_json::Value::String(value.trim().to_string()));
+        let value: serde_json::Value = serde_json::from_str(value.trim()).unwrap_or_else(|_| serde_json::Value::String(value.trim().to_string()));
         let mut all = serde_json::to_value(&*self).map_err(|e| e.to_string())?;
         let mut slot = &mut all;
         for part in key.trim().split('.') {
-            slot = slot
-                .as_object_mut()
-                .and_then(|o| o.get_mut(part))
-                .ok_or_else(|| format!("`{key}`: no such setting"))?;
+            slot = slot.as_object_mut().and_then(|o| o.get_mut(part)).ok_or_else(|| format!("`{key}`: no such setting"))?;
         }
         *slot = value;
         *self = serde_json::from_value(all).map_err(|e| format!("`{assignment}`: {e}"))?;
@@ -348,7 +344,19 @@ impl SearchState {
         if s.max_bins == 0 || s.max_bins > u16::MAX as usize || s.population == 0 || s.population > MAX_POPULATION || s.screening > MAX_SCREENING {
             return Err("settings out of range (max_bins, population or screening)".into());
         }
-        let finite = [s.decay, s.prior, s.sampling.exploit, s.sampling.explore, s.sampling.random, s.operators.neighbour, s.operators.reset, s.operators.crossover, s.weights.fitness, s.weights.success, s.weights.empty];
+        let finite = [
+            s.decay,
+            s.prior,
+            s.sampling.exploit,
+            s.sampling.explore,
+            s.sampling.random,
+            s.operators.neighbour,
+            s.operators.reset,
+            s.operators.crossover,
+            s.weights.fitness,
+            s.weights.success,
+            s.weights.empty,
+        ];
         if finite.iter().any(|x| !x.is_finite() || *x < 0.0) || s.max_seconds.is_some_and(|x| !x.is_finite()) {
             return Err("settings with negative or non-finite weights".into());
         }
@@ -510,14 +518,8 @@ impl SearchState {
                 all.insert(e.clone());
             }
         }
-        let mut elites: Vec<ResultElite> = all
-            .elites()
-            .map(|e| ResultElite {
-                config: self.space.values(&e.indices),
-                time: (-e.fitness).exp(),
-                cell: e.cell.clone(),
-            })
-            .collect();
+        let mut elites: Vec<ResultElite> =
+            all.elites().map(|e| ResultElite { config: self.space.values(&e.indices), time: (-e.fitness).exp(), cell: e.cell.clone() }).collect();
         elites.sort_by(|a, b| a.time.total_cmp(&b.time));
         SearchResult {
             best: self.best.and_then(|b| {
@@ -540,9 +542,7 @@ impl SearchState {
         if self.settings.single_cell {
             return Vec::new();
         }
-        (0..self.space.descriptors.len())
-            .map(|d| self.space.bin(d, idx, eval.measured(), self.settings.max_bins))
-            .collect()
+        (0..self.space.descriptors.len()).map(|d| self.space.bin(d, idx, eval.measured(), self.settings.max_bins)).collect()
     }
 
     /// Sign of the change of each model dimension between two configurations.
@@ -602,21 +602,9 @@ impl SearchState {
                 let from = self.space.indices(&pr.config).unwrap_or_default();
                 if from.len() == child.len() {
                     let dirs = self.dirs(&from, &child);
-                    let changes = from
-                        .iter()
-                        .zip(&child)
-                        .enumerate()
-                        .filter(|(_, (a, b))| a != b)
-                        .map(|(i, (&a, &b))| (i, b as i32 - a as i32))
-                        .collect();
-                    let mv = Move {
-                        parent: p,
-                        child: n,
-                        parent_cell: pr.cell.clone(),
-                        dirs,
-                        changes,
-                        delta: time.map(|t| fitness(t) - fitness(pt)),
-                    };
+                    let changes =
+                        from.iter().zip(&child).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (&a, &b))| (i, b as i32 - a as i32)).collect();
+                    let mv = Move { parent: p, child: n, parent_cell: pr.cell.clone(), dirs, changes, delta: time.map(|t| fitness(t) - fitness(pt)) };
                     self.model.record(mv);
                 }
             }
@@ -740,8 +728,7 @@ impl SearchState {
         // in history order: the hash map's order is not reproducible
         let mut known: Vec<(usize, &Indices)> = self.visited.iter().map(|(idx, &h)| (h, idx)).collect();
         known.sort_by_key(|k| k.0);
-        let data: Vec<(&Indices, Option<f64>)> =
-            known.iter().map(|&(h, idx)| (idx, self.history[h].outcome.time().map(fitness))).collect();
+        let data: Vec<(&Indices, Option<f64>)> = known.iter().map(|&(h, idx)| (idx, self.history[h].outcome.time().map(fitness))).collect();
         match self.settings.screen_model {
             ScreenModel::Nearest => Surrogate::nearest(&sizes, &data, SURROGATE_K),
             ScreenModel::Additive => Surrogate::fit_with(&sizes, &data, SURROGATE_K, false),
@@ -851,10 +838,8 @@ impl SearchState {
             3
         }) + extra;
         let pw: Vec<f64> = self.free.iter().map(|&p| 1.0 + gp[p].abs()).collect();
-        let chosen: Vec<usize> =
-            operators::weighted_distinct(&pw, count, &mut self.rng).into_iter().map(|i| self.free[i]).collect();
-        let neighbour_moves: Vec<(usize, f64)> =
-            chosen.iter().map(|&p| (p, if steer { (0.5 + 0.5 * gp[p]).clamp(0.1, 0.9) } else { 0.5 })).collect();
+        let chosen: Vec<usize> = operators::weighted_distinct(&pw, count, &mut self.rng).into_iter().map(|i| self.free[i]).collect();
+        let neighbour_moves: Vec<(usize, f64)> = chosen.iter().map(|&p| (p, if steer { (0.5 + 0.5 * gp[p]).clamp(0.1, 0.9) } else { 0.5 })).collect();
         match op {
             Operator::Reset => {
                 let c = operators::random_reset(&parent.indices, &sizes, &chosen[..chosen.len().min(2)], &mut self.rng);

@@ -181,11 +181,7 @@ impl GradientModel {
 
     /// [`GradientModel::gradient`] with the archive's median fitness already computed.
     pub fn gradient_with_median(&self, cell: &[u16], archive: &Archive, bins: &[usize], median: f64) -> Vec<Gradient> {
-        let scale = if self.abs_delta_n > 0.0 && self.abs_delta_sum > 0.0 {
-            self.abs_delta_sum / self.abs_delta_n
-        } else {
-            1.0
-        };
+        let scale = if self.abs_delta_n > 0.0 && self.abs_delta_sum > 0.0 { self.abs_delta_sum / self.abs_delta_n } else { 1.0 };
         let own = self.cells.get(cell);
         (0..self.dims)
             .map(|d| {
@@ -252,12 +248,8 @@ mod tests {
     #[test]
     fn fitness_and_success_point_up_when_up_moves_improve() {
         // dimension 0: up improves, down worsens; dimension 1: never moved.
-        let moves = vec![
-            mv(&[1, 1], &[1, 0], Some(0.2)),
-            mv(&[1, 1], &[1, 0], Some(0.1)),
-            mv(&[1, 1], &[-1, 0], Some(-0.3)),
-            mv(&[1, 1], &[-1, 0], None),
-        ];
+        let moves =
+            vec![mv(&[1, 1], &[1, 0], Some(0.2)), mv(&[1, 1], &[1, 0], Some(0.1)), mv(&[1, 1], &[-1, 0], Some(-0.3)), mv(&[1, 1], &[-1, 0], None)];
         let m = GradientModel::from_moves(2, Weights::default(), 1.0, 0.0, moves);
         let a = archive_with(&[(&[0, 1], -1.0), (&[1, 1], -0.5), (&[2, 1], -0.4), (&[1, 0], -0.1), (&[1, 2], -0.2)]);
         let g = m.gradient(&[1, 1], &a, &[3, 3]);

@@ -34,10 +34,12 @@ pub mod surrogate;
 
 pub use archive::{Archive, Cell, Elite};
 pub use cache::{CacheError, CacheSpace, SimEvaluator};
-pub use engine::{search, Operators, Progress, Record, ResultElite, Sampling, ScreenModel, SearchError, SearchResult, SearchState, Settings, Step, Stop};
+pub use engine::{
+    search, Operators, Progress, Record, ResultElite, Sampling, ScreenModel, SearchError, SearchResult, SearchState, Settings, Step, Stop,
+};
 pub use eval::{Evaluation, Evaluator, FailureKind};
 pub use gradient::{Gradient, GradientModel, Move, Weights};
 pub use operators::Operator;
 pub use simulate::{simulate, simulate_cache, RunSummary, SimulateOptions, SimulationReport};
-pub use surrogate::Surrogate;
 pub use space::{Config, Descriptor, DescriptorSource, Indices, Param, Space, SpaceError};
+pub use surrogate::Surrogate;

@@ -155,8 +155,7 @@ pub fn score_evals(b: &Baseline, traces: &[Trace]) -> f64 {
         return f64::NAN;
     }
     let (lo, hi) = b.eval_axis();
-    let ps: Vec<f64> =
-        (lo..=hi).map(|m| standardise(b, median_best(b, traces, |t| t.best_after_evals(m)), m as f64)).collect();
+    let ps: Vec<f64> = (lo..=hi).map(|m| standardise(b, median_best(b, traces, |t| t.best_after_evals(m)), m as f64)).collect();
     ps.iter().sum::<f64>() / ps.len() as f64
 }
 
@@ -190,8 +189,7 @@ pub fn bootstrap_score_evals(b: &Baseline, traces: &[Trace], resamples: usize, s
     }
     let (lo, hi) = b.eval_axis();
     // best found per run and axis point, computed once
-    let table: Vec<Vec<f64>> =
-        traces.iter().map(|t| (lo..=hi).map(|m| t.best_after_evals(m).unwrap_or(b.desc[0])).collect()).collect();
+    let table: Vec<Vec<f64>> = traces.iter().map(|t| (lo..=hi).map(|m| t.best_after_evals(m).unwrap_or(b.desc[0])).collect()).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let n = traces.len();
     let mut out: Vec<f64> = (0..resamples)

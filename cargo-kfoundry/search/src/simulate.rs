@@ -78,8 +78,8 @@ pub struct SimulationReport {
 
 /// One seeded run of the engine against a loaded cache, with its trace (times in seconds).
 pub fn run_once(cache: &CacheSpace, settings: Settings, reference: Option<&Config>) -> Result<(SearchResult, Trace), CacheError> {
-    let mut state = SearchState::new(cache.space.clone(), settings, reference)
-        .map_err(|e| CacheError { path: cache.path.clone(), what: e.to_string() })?;
+    let mut state =
+        SearchState::new(cache.space.clone(), settings, reference).map_err(|e| CacheError { path: cache.path.clone(), what: e.to_string() })?;
     let mut eval = SimEvaluator::new(cache);
     let valid = |c: &Config| cache.is_valid(c);
     let result = state.run(&mut eval, &valid, &mut |_| true);
@@ -89,10 +89,7 @@ pub fn run_once(cache: &CacheSpace, settings: Settings, reference: Option<&Confi
 
 /// The trace of a result (times and costs in seconds).
 pub fn trace_of(result: &SearchResult) -> Trace {
-    Trace {
-        times: result.history.iter().map(|r| r.outcome.time()).collect(),
-        costs: result.history.iter().map(|r| r.outcome.cost()).collect(),
-    }
+    Trace { times: result.history.iter().map(|r| r.outcome.time()).collect(), costs: result.history.iter().map(|r| r.outcome.cost()).collect() }
 }
 
 /// The baseline of a cache (seconds).
@@ -173,7 +170,11 @@ impl fmt::Display for SimulationReport {
             self.median_cost
         )?;
         writeln!(f, "runs       {} seeds", self.runs.len())?;
-        writeln!(f, "{:>6} {:>6} {:>5} {:>10} {:>12} {:>9} {:>9}  best configuration", "seed", "evals", "fail", "sim. s", "best ms", "of opt.", "to 5%")?;
+        writeln!(
+            f,
+            "{:>6} {:>6} {:>5} {:>10} {:>12} {:>9} {:>9}  best configuration",
+            "seed", "evals", "fail", "sim. s", "best ms", "of opt.", "to 5%"
+        )?;
         for r in &self.runs {
             let (cfg, t) = match &r.best {
                 Some((c, t)) => (format!("{c:?}"), format!("{:.4}", t * 1e3)),

@@ -76,10 +76,7 @@ impl Space {
     }
 
     /// A space with the caller's descriptors (may be empty: one cell).
-    pub fn with_descriptors(
-        params: Vec<Param>,
-        descriptors: Vec<Descriptor>,
-    ) -> Result<Space, SpaceError> {
+    pub fn with_descriptors(params: Vec<Param>, descriptors: Vec<Descriptor>) -> Result<Space, SpaceError> {
         if params.is_empty() {
             return Err(SpaceError::Empty);
         }
@@ -117,10 +114,7 @@ impl Space {
             if p.values.len() < 2 {
                 continue;
             }
-            let stem = ["_x", "_y", "_z", "_X", "_Y", "_Z"]
-                .iter()
-                .find_map(|s| p.name.strip_suffix(s))
-                .map(str::to_string);
+            let stem = ["_x", "_y", "_z", "_X", "_Y", "_Z"].iter().find_map(|s| p.name.strip_suffix(s)).map(str::to_string);
             match stem {
                 Some(stem) => match groups.iter_mut().find(|(n, _)| *n == stem) {
                     Some((_, members)) => members.push(i),
@@ -129,10 +123,7 @@ impl Space {
                 None => groups.push((p.name.clone(), vec![i])),
             }
         }
-        groups
-            .into_iter()
-            .map(|(name, members)| Descriptor { name, source: DescriptorSource::Params(members) })
-            .collect()
+        groups.into_iter().map(|(name, members)| Descriptor { name, source: DescriptorSource::Params(members) }).collect()
     }
 
     /// Number of parameters.
@@ -152,11 +143,7 @@ impl Space {
 
     /// Values of a configuration given as indices. Indices out of range are clamped.
     pub fn values(&self, idx: &[u32]) -> Config {
-        self.params
-            .iter()
-            .zip(idx)
-            .map(|(p, &i)| p.values[(i as usize).min(p.values.len() - 1)])
-            .collect()
+        self.params.iter().zip(idx).map(|(p, &i)| p.values[(i as usize).min(p.values.len() - 1)]).collect()
     }
 
     /// Whether `idx` names a configuration of this space (one index per parameter, each in
@@ -173,13 +160,7 @@ impl Space {
         self.params
             .iter()
             .zip(config)
-            .map(|(p, v)| {
-                p.values
-                    .iter()
-                    .position(|x| x == v)
-                    .map(|i| i as u32)
-                    .ok_or_else(|| SpaceError::UnknownValue(p.name.clone(), *v))
-            })
+            .map(|(p, v)| p.values.iter().position(|x| x == v).map(|i| i as u32).ok_or_else(|| SpaceError::UnknownValue(p.name.clone(), *v)))
             .collect()
     }
 

@@ -90,8 +90,7 @@ impl Surrogate {
                     let v = x[p] as usize;
                     sums[v] += f - mean - (fit[i] - effects[p][v]);
                 }
-                let mut new: Vec<f64> =
-                    sums.iter().zip(&seen[p]).map(|(s, c)| if *c > 0.0 { s / (c + RIDGE) } else { 0.0 }).collect();
+                let mut new: Vec<f64> = sums.iter().zip(&seen[p]).map(|(s, c)| if *c > 0.0 { s / (c + RIDGE) } else { 0.0 }).collect();
                 // centre over the data
                 let centre = new.iter().zip(&seen[p]).map(|(e, c)| e * c).sum::<f64>() / n;
                 for (e, c) in new.iter_mut().zip(&seen[p]) {
@@ -107,9 +106,7 @@ impl Surrogate {
             }
         }
         // relevance: spread of each parameter's effect over the data
-        let sd: Vec<f64> = (0..np)
-            .map(|p| (effects[p].iter().zip(&seen[p]).map(|(e, c)| c * e * e).sum::<f64>() / n).sqrt())
-            .collect();
+        let sd: Vec<f64> = (0..np).map(|p| (effects[p].iter().zip(&seen[p]).map(|(e, c)| c * e * e).sum::<f64>() / n).sqrt()).collect();
         let mean_sd = sd.iter().sum::<f64>() / np.max(1) as f64;
         let weights: Vec<f64> = if mean_sd > 0.0 {
             let w: Vec<f64> = sd.iter().map(|s| (s / mean_sd).max(RELEVANCE_FLOOR)).collect();
@@ -212,11 +209,7 @@ impl Surrogate {
 
     /// Relevance-weighted distance between two configurations.
     pub fn distance(&self, a: &[u32], b: &[u32]) -> f64 {
-        a.iter()
-            .zip(b)
-            .zip(self.spans.iter().zip(&self.weights))
-            .map(|((&x, &y), (s, w))| w * (f64::from(x) - f64::from(y)).abs() / s)
-            .sum()
+        a.iter().zip(b).zip(self.spans.iter().zip(&self.weights)).map(|((&x, &y), (s, w))| w * (f64::from(x) - f64::from(y)).abs() / s).sum()
     }
 
     /// Predicted fitness of a configuration.
@@ -294,8 +287,7 @@ mod tests {
         // fitness depends on x0 only; x1 (many values) is noise-free but irrelevant
         let sizes = [3, 8];
         let all = grid(&sizes);
-        let data: Vec<(&Indices, Option<f64>)> =
-            all.iter().filter(|x| x[1] % 2 == 0).map(|x| (x, Some(f64::from(x[0])))).collect();
+        let data: Vec<(&Indices, Option<f64>)> = all.iter().filter(|x| x[1] % 2 == 0).map(|x| (x, Some(f64::from(x[0])))).collect();
         let s = Surrogate::fit_with(&sizes, &data, 3, true).unwrap();
         let r = s.relevance();
         assert!(r[0] > 5.0 * r[1], "{r:?}");

@@ -32,8 +32,23 @@ fn state(seed: u64, steps: usize) -> SearchState {
 
 fn palette() -> Vec<Value> {
     vec![
-        json!(0), json!(1), json!(-1), json!(2), json!(7), json!(1000), json!(u64::MAX), json!(i64::MIN), json!(1e300),
-        json!(-0.5), json!([]), json!([0]), json!([9, 9, 9]), json!({}), json!(null), json!(true), json!(""),
+        json!(0),
+        json!(1),
+        json!(-1),
+        json!(2),
+        json!(7),
+        json!(1000),
+        json!(u64::MAX),
+        json!(i64::MIN),
+        json!(1e300),
+        json!(-0.5),
+        json!([]),
+        json!([0]),
+        json!([9, 9, 9]),
+        json!({}),
+        json!(null),
+        json!(true),
+        json!(""),
     ]
 }
 

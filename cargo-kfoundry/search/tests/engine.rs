@@ -3,9 +3,7 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-use kfoundry_search::{
-    search, Config, Evaluation, FailureKind, Operator, Param, ScreenModel, SearchState, Settings, Space, Step, Stop,
-};
+use kfoundry_search::{search, Config, Evaluation, FailureKind, Operator, Param, ScreenModel, SearchState, Settings, Space, Step, Stop};
 
 fn space() -> Space {
     let p = |n: &str, v: &[i64]| Param { name: n.into(), values: v.to_vec() };
@@ -40,7 +38,15 @@ fn time(c: &Config) -> Option<f64> {
     t *= 1.0 + 0.15 * (wx.log2() - 5.0).abs();
     t *= 1.0 + 0.1 * (items - 6.0).abs();
     t *= 1.0 + 0.2 * (vec.log2() - 2.0).abs();
-    t *= if local == 1 { if items >= 4.0 { 0.7 } else { 1.3 } } else { 1.0 };
+    t *= if local == 1 {
+        if items >= 4.0 {
+            0.7
+        } else {
+            1.3
+        }
+    } else {
+        1.0
+    };
     t *= if unroll == 1 { 0.9 } else { 1.0 };
     Some(t * 1e-3)
 }

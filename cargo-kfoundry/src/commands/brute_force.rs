@@ -374,11 +374,8 @@ pub fn run(args: &BruteForceArgs) -> Result<()> {
             bail!("no annotated kernel matches `--kernel {text}`");
         }
     }
-    let kernels: Vec<&Kernel> = src
-        .kernels
-        .iter()
-        .filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|t| k.spec.id.contains(t.as_str())))
-        .collect();
+    let kernels: Vec<&Kernel> =
+        src.kernels.iter().filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|t| k.spec.id.contains(t.as_str()))).collect();
     let jobs: Vec<(&Kernel, &Workload)> = kernels
         .iter()
         .flat_map(|k| k.spec.workloads.iter().map(move |w| (*k, w)))
@@ -387,7 +384,11 @@ pub fn run(args: &BruteForceArgs) -> Result<()> {
     if jobs.is_empty() {
         bail!(
             "nothing to brute-force: {}",
-            if kernels.is_empty() { "no annotated kernel found".to_string() } else { format!("no kernel has a workload named {}", args.workloads.join(" or ")) }
+            if kernels.is_empty() {
+                "no annotated kernel found".to_string()
+            } else {
+                format!("no kernel has a workload named {}", args.workloads.join(" or "))
+            }
         );
     }
     let out_dir = args.out.clone().unwrap_or_else(|| src.state_dir.join("spaces"));
@@ -609,7 +610,8 @@ mod tests {
     fn filters_by_the_constraints_and_the_device_limits_and_refuses_large_spaces() {
         let spec = spec();
         let sizes = spec.workloads[0].sizes.clone();
-        let limits = |max_wg| Limits { max_work_group_size: max_wg, max_work_item_sizes: vec![max_wg], local_mem_bytes: 1 << 16, ..Limits::default() };
+        let limits =
+            |max_wg| Limits { max_work_group_size: max_wg, max_work_item_sizes: vec![max_wg], local_mem_bytes: 1 << 16, ..Limits::default() };
         // require(WG * V <= 256) drops (256, 2) and (256, 4).
         let v = Validity::new(spec.clone(), sizes.clone(), limits(1024));
         let valid = valid_configs(&spec.params, |c| v.accepts(c), 100).unwrap();

@@ -4,9 +4,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use anyhow::{bail, Result};
+use kfoundry_rt::model::embed::embeddable;
 use kfoundry_rt::model::lockfile::Lockfile;
 use kfoundry_rt::model::spec::KernelSpec;
-use kfoundry_rt::model::embed::embeddable;
 
 use crate::cli::{CheckArgs, MessageFormat};
 use crate::discover::discover;
@@ -16,22 +16,44 @@ use crate::discover::discover;
 pub enum Finding {
     NoLockfile,
     /// The kernel changed since it was tuned: its variants will not be embedded.
-    Stale { kernel: String, locked: String, current: String },
+    Stale {
+        kernel: String,
+        locked: String,
+        current: String,
+    },
     /// The kernel has never been tuned.
-    Untuned { kernel: String },
+    Untuned {
+        kernel: String,
+    },
     /// A device tuned the kernel but not this workload.
-    MissingWorkload { kernel: String, device: String, workload: String },
+    MissingWorkload {
+        kernel: String,
+        device: String,
+        workload: String,
+    },
     /// The lockfile has an entry for a kernel that no longer exists.
-    Orphaned { kernel: String },
+    Orphaned {
+        kernel: String,
+    },
     /// A variant for a workload the kernel no longer declares.
-    OrphanedWorkload { kernel: String, workload: String },
+    OrphanedWorkload {
+        kernel: String,
+        workload: String,
+    },
     /// An entry for the current fingerprint that disagrees with the annotation (parameters
     /// not declared or outside their domains, another workload's sizes, constraints that do
     /// not hold) or whose generated source is missing, edited or has another signature: the
     /// build fails on it.
-    BadEntry { kernel: String, problem: String },
+    BadEntry {
+        kernel: String,
+        problem: String,
+    },
     /// A result of an interrupted search: `tune --resume` continues it.
-    Partial { kernel: String, device: String, workload: String },
+    Partial {
+        kernel: String,
+        device: String,
+        workload: String,
+    },
 }
 
 impl fmt::Display for Finding {

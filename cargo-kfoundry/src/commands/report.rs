@@ -44,11 +44,8 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         return summary(&lock, json);
     }
 
-    let present: Vec<Selected> = if args.devices.is_empty() {
-        devices::all()?
-    } else {
-        args.devices.iter().map(|s| devices::select(Some(s))).collect::<Result<_>>()?
-    };
+    let present: Vec<Selected> =
+        if args.devices.is_empty() { devices::all()? } else { args.devices.iter().map(|s| devices::select(Some(s))).collect::<Result<_>>()? };
     let mut cells = Vec::new();
     for kernel in src.kernels.iter().filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f))) {
         let spec = &kernel.spec;

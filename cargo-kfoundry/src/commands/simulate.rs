@@ -22,7 +22,10 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                 .iter()
                 .map(|r| serde_json::json!({ "seed": r.seed, "evaluations": r.evaluations, "failures": r.failures, "seconds": r.seconds, "fraction": r.fraction, "best": r.best }))
                 .collect();
-            println!("{}", serde_json::json!({ "reason": "simulated", "kernel": report.kernel, "device": report.device, "best_time": report.best_time, "fractions": report.fractions, "score_evals": report.score_evals, "score_time": report.score_time, "incomplete": report.incomplete, "runs": runs }));
+            println!(
+                "{}",
+                serde_json::json!({ "reason": "simulated", "kernel": report.kernel, "device": report.device, "best_time": report.best_time, "fractions": report.fractions, "score_evals": report.score_evals, "score_time": report.score_time, "incomplete": report.incomplete, "runs": runs })
+            );
         }
     }
     Ok(())

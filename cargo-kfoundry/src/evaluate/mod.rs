@@ -396,7 +396,11 @@ impl Bench {
     /// else on the host.
     fn compare_outputs(&self, name: &str, cand: &Run, refr: &Run, rtol: f64, atol: f64) -> Result<Comparison, RtError> {
         let find = |run: &Run| {
-            run.buffers.iter().find(|b| b.name == name).map(|b| (b.ty, b.len, b.buffer.clone())).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
+            run.buffers
+                .iter()
+                .find(|b| b.name == name)
+                .map(|b| (b.ty, b.len, b.buffer.clone()))
+                .ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
         };
         let ((ty, len, c), (_, _, r)) = (find(cand)?, find(refr)?);
         if ty == ScalarType::F32 && len >= device_data::MIN_LEN {
@@ -523,11 +527,7 @@ impl Bench {
         };
         self.last_errors = Some(errors);
         match self.time(kernel, params, &sizes, &run) {
-            Ok(seconds) => Evaluation::Ok {
-                time: seconds,
-                cost: cost(start),
-                descriptors: vec![("local_mem_bytes".to_string(), local_mem as f64)],
-            },
+            Ok(seconds) => Evaluation::Ok { time: seconds, cost: cost(start), descriptors: vec![("local_mem_bytes".to_string(), local_mem as f64)] },
             Err(e) => Evaluation::failed(FailureKind::Runtime, e.to_string(), cost(start)),
         }
     }

@@ -41,11 +41,7 @@ pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &L
                 let Some(probe) = sizes.iter().map(|(k, &v)| scaled(v, num, den, step).map(|s| (k.clone(), s))).collect::<Option<Sizes>>() else {
                     break;
                 };
-                if probe != *sizes
-                    && !out.contains(&probe)
-                    && fits(spec, params, &probe, limits)
-                    && fits(spec, &spec.reference, &probe, limits)
-                {
+                if probe != *sizes && !out.contains(&probe) && fits(spec, params, &probe, limits) && fits(spec, &spec.reference, &probe, limits) {
                     out.push(probe);
                     found += 1;
                     break;
@@ -64,7 +60,13 @@ fn scaled(v: i64, num: i64, den: i64, step: i64) -> Option<i64> {
     }
     let target = v.checked_mul(num)? / den;
     let k = (target + step / 2) / step;
-    let odd = if k % 2 == 1 { k } else if k * step > target { k - 1 } else { k + 1 };
+    let odd = if k % 2 == 1 {
+        k
+    } else if k * step > target {
+        k - 1
+    } else {
+        k + 1
+    };
     odd.max(1).checked_mul(step)
 }
 

@@ -117,10 +117,9 @@ impl Supervised {
             Ok((Response::Ready { limits }, _)) => self.limits = limits,
             Ok((Response::SetupFailed { message }, _)) => bail!("{message}"),
             Ok((other, _)) => bail!("unexpected answer from the worker: {other:?}"),
-            Err((Failure::Timeout(d), _)) => bail!(
-                "the reference did not build and pass its checks within {:.0} s (--reference-timeout; killed)",
-                d.as_secs_f64()
-            ),
+            Err((Failure::Timeout(d), _)) => {
+                bail!("the reference did not build and pass its checks within {:.0} s (--reference-timeout; killed)", d.as_secs_f64())
+            }
             Err((failure, _)) => bail!("the worker failed while setting up the reference: {failure}"),
         }
         self.worker = Some(worker);
@@ -353,12 +352,7 @@ mod tests {
 
     /// A stand-in worker: a shell script that answers any request after the given pauses.
     fn scripted(script: &str) -> Worker {
-        let mut child = Command::new("sh")
-            .args(["-c", script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("sh");
+        let mut child = Command::new("sh").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("sh");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = mpsc::channel();

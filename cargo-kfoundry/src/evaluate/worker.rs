@@ -35,17 +35,32 @@ pub enum Request {
 /// What the worker answers: `Progress` lines as a request advances, then the answer.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Response {
-    Ready { limits: Limits },
-    SetupFailed { message: String },
+    Ready {
+        limits: Limits,
+    },
+    SetupFailed {
+        message: String,
+    },
     /// How far the request got (see [`Phase`]); the answer follows.
-    Progress { phase: Phase },
+    Progress {
+        phase: Phase,
+    },
     /// The evaluation, with the build log when the build failed and the output errors when
     /// it passed.
-    Evaluated { evaluation: Evaluation, build_log: Option<String>, errors: Option<ErrorStats> },
+    Evaluated {
+        evaluation: Evaluation,
+        build_log: Option<String>,
+        errors: Option<ErrorStats>,
+    },
     /// The verdict at the requested sizes.
-    Verified { verdict: Verdict, build_log: Option<String> },
+    Verified {
+        verdict: Verdict,
+        build_log: Option<String>,
+    },
     /// The reference cannot be trusted at the requested sizes: they prove nothing.
-    Unverifiable { message: String },
+    Unverifiable {
+        message: String,
+    },
 }
 
 /// The environment variable through which the supervisor passes its process id.

@@ -170,9 +170,7 @@ impl Client {
             // A local server is never behind the environment's proxy.
             builder = builder.no_proxy();
         }
-        let http = builder
-            .build()
-            .map_err(|e| ChatError::Setup { url: url.clone(), detail: e.to_string() })?;
+        let http = builder.build().map_err(|e| ChatError::Setup { url: url.clone(), detail: e.to_string() })?;
         Ok(Client {
             http,
             url,
@@ -210,11 +208,7 @@ impl Client {
 
     fn check_budget(&self) -> Result<(), ChatError> {
         if self.spent.requests >= self.max_requests {
-            return Err(ChatError::BudgetExhausted {
-                what: "requests",
-                used: u64::from(self.spent.requests),
-                cap: u64::from(self.max_requests),
-            });
+            return Err(ChatError::BudgetExhausted { what: "requests", used: u64::from(self.spent.requests), cap: u64::from(self.max_requests) });
         }
         if self.spent.tokens >= self.max_tokens {
             return Err(ChatError::BudgetExhausted { what: "tokens", used: self.spent.tokens, cap: self.max_tokens });
@@ -264,10 +258,7 @@ impl Client {
         let response = match request.send() {
             Ok(r) => r,
             Err(e) if e.is_timeout() => {
-                return Ok(Err((
-                    ChatError::Timeout { url: self.url.clone(), secs: self.timeout.as_secs_f64(), attempts },
-                    None,
-                )));
+                return Ok(Err((ChatError::Timeout { url: self.url.clone(), secs: self.timeout.as_secs_f64(), attempts }, None)));
             }
             Err(e) => return Err(ChatError::Connect { url: self.url.clone(), detail: error_chain(&e) }),
         };
@@ -281,17 +272,10 @@ impl Client {
         let text = match response.text() {
             Ok(t) => t,
             Err(e) if e.is_timeout() => {
-                return Ok(Err((
-                    ChatError::Timeout { url: self.url.clone(), secs: self.timeout.as_secs_f64(), attempts },
-                    None,
-                )));
+                return Ok(Err((ChatError::Timeout { url: self.url.clone(), secs: self.timeout.as_secs_f64(), attempts }, None)));
             }
             Err(e) => {
-                return Err(ChatError::Malformed {
-                    url: self.url.clone(),
-                    expected: "a complete response body".into(),
-                    excerpt: error_chain(&e),
-                });
+                return Err(ChatError::Malformed { url: self.url.clone(), expected: "a complete response body".into(), excerpt: error_chain(&e) });
             }
         };
         if (200..300).contains(&status) {
@@ -299,38 +283,19 @@ impl Client {
         }
         let detail = self.excerpt(&error_message(&text));
         match status {
-            401 | 403 => Err(ChatError::KeyRefused {
-                url: self.url.clone(),
-                status,
-                key_env: self.key_env.clone(),
-                key_sent: self.key.is_some(),
-            }),
-            _ if mentions_missing_model(&text) => Err(ChatError::UnknownModel {
-                url: self.url.clone(),
-                model: self.model.clone(),
-                status,
-                detail,
-            }),
+            401 | 403 => Err(ChatError::KeyRefused { url: self.url.clone(), status, key_env: self.key_env.clone(), key_sent: self.key.is_some() }),
+            _ if mentions_missing_model(&text) => Err(ChatError::UnknownModel { url: self.url.clone(), model: self.model.clone(), status, detail }),
             404 => Err(ChatError::NotFound { url: self.url.clone(), model: self.model.clone(), detail }),
-            408 | 429 | 500..=599 => {
-                Ok(Err((ChatError::Http { url: self.url.clone(), status, attempts, detail }, retry_after)))
-            }
+            408 | 429 | 500..=599 => Ok(Err((ChatError::Http { url: self.url.clone(), status, attempts, detail }, retry_after))),
             _ => Err(ChatError::Http { url: self.url.clone(), status, attempts, detail }),
         }
     }
 
     fn parse_success(&mut self, text: &str) -> Result<Reply, ChatError> {
-        let malformed = |expected: &str| ChatError::Malformed {
-            url: self.url.clone(),
-            expected: expected.to_string(),
-            excerpt: self.excerpt(text),
-        };
+        let malformed = |expected: &str| ChatError::Malformed { url: self.url.clone(), expected: expected.to_string(), excerpt: self.excerpt(text) };
         let value: Value = serde_json::from_str(text).map_err(|_| malformed("a JSON object (chat completion)"))?;
-        let choice = value
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-            .ok_or_else(|| malformed("a non-empty `choices` array"))?;
+        let choice =
+            value.get("choices").and_then(Value::as_array).and_then(|c| c.first()).ok_or_else(|| malformed("a non-empty `choices` array"))?;
         let content = choice
             .get("message")
             .and_then(|m| m.get("content"))
@@ -392,11 +357,8 @@ impl Chat for Client {
 fn is_loopback(base_url: &str) -> bool {
     let rest = base_url.split("://").nth(1).unwrap_or("");
     let host = rest.split('/').next().unwrap_or("");
-    let host = if host.starts_with('[') {
-        host.split(']').next().unwrap_or("").trim_start_matches('[')
-    } else {
-        host.split(':').next().unwrap_or("")
-    };
+    let host =
+        if host.starts_with('[') { host.split(']').next().unwrap_or("").trim_start_matches('[') } else { host.split(':').next().unwrap_or("") };
     host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
@@ -430,8 +392,7 @@ fn error_message(body: &str) -> String {
 fn mentions_missing_model(body: &str) -> bool {
     let lower = body.to_lowercase();
     lower.contains("model_not_found")
-        || (lower.contains("model")
-            && (lower.contains("does not exist") || lower.contains("not found") || lower.contains("unknown model")))
+        || (lower.contains("model") && (lower.contains("does not exist") || lower.contains("not found") || lower.contains("unknown model")))
 }
 
 #[cfg(test)]

@@ -122,10 +122,7 @@ impl LlmConfig {
     /// Reads the settings from the `llm` table (if any) and `env` (a variable lookup, so that
     /// tests need not touch the process environment). `None`: nothing configured, or the
     /// table says `enabled = false`.
-    pub fn resolve(
-        table: Option<&Value>,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<LlmConfig>, ConfigError> {
+    pub fn resolve(table: Option<&Value>, env: impl Fn(&str) -> Option<String>) -> Result<Option<LlmConfig>, ConfigError> {
         let table = match table {
             None | Some(Value::Null) => None,
             Some(Value::Object(map)) => Some(map),
@@ -157,11 +154,7 @@ impl LlmConfig {
                     "temperature" => {
                         let t = value.as_f64().ok_or_else(|| wrong(key, "a number", value))?;
                         if !(0.0..=2.0).contains(&t) {
-                            return Err(ConfigError::OutOfRange {
-                                key: key.clone(),
-                                allowed: "0 to 2".into(),
-                                value: t.to_string(),
-                            });
+                            return Err(ConfigError::OutOfRange { key: key.clone(), allowed: "0 to 2".into(), value: t.to_string() });
                         }
                         config.temperature = t;
                     }
@@ -251,11 +244,7 @@ fn positive(key: &str, value: &Value) -> Result<u64, ConfigError> {
 }
 
 fn narrow<T: TryFrom<u64>>(key: &str, n: u64) -> Result<T, ConfigError> {
-    T::try_from(n).map_err(|_| ConfigError::OutOfRange {
-        key: key.to_string(),
-        allowed: "a smaller number".into(),
-        value: n.to_string(),
-    })
+    T::try_from(n).map_err(|_| ConfigError::OutOfRange { key: key.to_string(), allowed: "a smaller number".into(), value: n.to_string() })
 }
 
 #[cfg(test)]

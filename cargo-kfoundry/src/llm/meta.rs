@@ -38,12 +38,7 @@ impl Sections {
     /// The sections as Markdown, one `##` heading each (the form [`Sections::parse`] reads).
     pub fn render(&self) -> String {
         let bodies = [&self.philosophy, &self.strategies, &self.pitfalls, &self.analysis];
-        HEADINGS
-            .iter()
-            .zip(bodies)
-            .map(|(h, b)| format!("## {h}\n{}", b.trim()))
-            .collect::<Vec<_>>()
-            .join("\n\n")
+        HEADINGS.iter().zip(bodies).map(|(h, b)| format!("## {h}\n{}", b.trim())).collect::<Vec<_>>().join("\n\n")
     }
 
     /// Reads the four sections from a model's answer: Markdown headings containing
@@ -57,8 +52,7 @@ impl Sections {
             if trimmed.starts_with("```") {
                 continue;
             }
-            let heading = trimmed.starts_with('#')
-                || (trimmed.starts_with("**") && trimmed.ends_with("**") && trimmed.len() > 4);
+            let heading = trimmed.starts_with('#') || (trimmed.starts_with("**") && trimmed.ends_with("**") && trimmed.len() > 4);
             if heading {
                 let lower = trimmed.to_lowercase();
                 current = ["philosophy", "strateg", "pitfall", "analysis"].iter().position(|k| lower.contains(k));
@@ -93,12 +87,7 @@ impl Sections {
     }
 
     fn word_set(&self) -> BTreeSet<String> {
-        self.render()
-            .to_lowercase()
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_string)
-            .collect()
+        self.render().to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect()
     }
 
     /// Jaccard similarity of the two variants' word sets (1 = the same words).
@@ -209,14 +198,7 @@ impl Population {
             .enumerate()
             .map(|(id, sections)| PromptVariant { id, sections, fitness: None, uses: 0, accepted: 0, parent: None })
             .collect();
-        Population {
-            next_id: variants.len(),
-            variants,
-            max_size,
-            meta_every,
-            samples_since_meta: 0,
-            selection: Selection::default(),
-        }
+        Population { next_id: variants.len(), variants, max_size, meta_every, samples_since_meta: 0, selection: Selection::default() }
     }
 
     pub fn variants(&self) -> &[PromptVariant] {
@@ -257,8 +239,7 @@ impl Population {
     /// Picks the variant for the next mutation prompt, counts its use and the sample, and
     /// returns its id.
     pub fn select<R: Rng>(&mut self, rng: &mut R) -> usize {
-        let rare: Vec<usize> =
-            (0..self.variants.len()).filter(|&i| self.variants[i].uses < self.selection.min_uses).collect();
+        let rare: Vec<usize> = (0..self.variants.len()).filter(|&i| self.variants[i].uses < self.selection.min_uses).collect();
         let index = if !rare.is_empty() && rng.gen::<f64>() < self.selection.exploration {
             rare[rng.gen_range(0..rare.len())]
         } else {
@@ -311,13 +292,7 @@ impl Population {
         for v in &self.variants {
             user.push_str(&format!("- prompt {}: {}, used {} times, {} kernels accepted\n", v.id, fmt_fit(v), v.uses, v.accepted));
         }
-        user.push_str(&format!(
-            "\n# Prompt {} ({}, used {} times)\n{}\n",
-            parent.id,
-            fmt_fit(parent),
-            parent.uses,
-            parent.sections.render()
-        ));
+        user.push_str(&format!("\n# Prompt {} ({}, used {} times)\n{}\n", parent.id, fmt_fit(parent), parent.uses, parent.sections.render()));
         let weakest = self
             .variants
             .iter()
@@ -342,7 +317,8 @@ impl Population {
              ## Optimisation philosophy\n## Strategies\n## Pitfalls\n## Analysis guidance\n\
              Each section at most {MAX_SECTION_CHARS} characters. Do not mention answer formats or signatures (fixed rules are added separately).\n"
         ));
-        let system = "You improve the prompts that guide an expert OpenCL C performance engineer. You write concise, concrete, technically correct guidance.";
+        let system =
+            "You improve the prompts that guide an expert OpenCL C performance engineer. You write concise, concrete, technically correct guidance.";
         Some(MetaRequest { parent: parent.id, messages: vec![Message::system(system), Message::user(user)] })
     }
 

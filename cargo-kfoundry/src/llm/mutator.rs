@@ -23,10 +23,7 @@ use super::client::{Chat, ChatError, Client, Spent};
 use super::config::LlmConfig;
 use super::failures::{FailureHistory, FailureKind};
 use super::meta::Population;
-use super::parse::{
-    declared_params, parse_response, render_signature, source_levels, validate, DeclaredParam, EditForm, SourceLevels,
-    SourceLimits,
-};
+use super::parse::{declared_params, parse_response, render_signature, source_levels, validate, DeclaredParam, EditForm, SourceLevels, SourceLimits};
 use super::prompt::{mutation_messages, MutationContext, PromptLimits};
 
 /// A candidate from the model, ready for the tuner's build + verification.
@@ -157,11 +154,7 @@ impl Mutator {
                 counters: Counters::default(),
                 spent: Spent::default(),
                 disabled: None,
-                settings: MutatorSettings {
-                    every: config.every.max(1),
-                    prompt: PromptLimits::default(),
-                    source: SourceLimits::default(),
-                },
+                settings: MutatorSettings { every: config.every.max(1), prompt: PromptLimits::default(), source: SourceLimits::default() },
                 context: None,
             },
         }
@@ -237,22 +230,15 @@ impl Mutator {
                 return Err(reject(RejectionKind::Disabled, format!("language model disabled: {why}"), None));
             }
         }
-        let reference = find_kernel(&ctx.reference_source, Some(&ctx.kernel)).map_err(|e| {
-            reject(RejectionKind::Invalid, format!("the reference signature of `{}` cannot be read: {e}", ctx.kernel), None)
-        })?;
+        let reference = find_kernel(&ctx.reference_source, Some(&ctx.kernel))
+            .map_err(|e| reject(RejectionKind::Invalid, format!("the reference signature of `{}` cannot be read: {e}", ctx.kernel), None))?;
         let variant = self.state.population.select(&mut self.state.rng);
         self.state.counters.proposals = self.state.counters.proposals.saturating_add(1);
         let sections = match self.state.population.get(variant) {
             Some(v) => v.sections.clone(),
             None => return Err(reject(RejectionKind::Invalid, format!("prompt variant {variant} vanished"), None)),
         };
-        let messages = mutation_messages(
-            ctx,
-            &render_signature(&reference),
-            &sections,
-            &self.state.failures,
-            &self.state.settings.prompt,
-        );
+        let messages = mutation_messages(ctx, &render_signature(&reference), &sections, &self.state.failures, &self.state.settings.prompt);
         let reply = match self.chat.complete(&messages) {
             Ok(r) => r,
             Err(e) => {
@@ -408,7 +394,8 @@ mod tests {
         (Mutator::new(Box::new(chat), &config, 42), seen)
     }
 
-    const REFERENCE: &str = "__kernel void scale(const int n, __global const float* x, __global float* y) {\n    int i = get_global_id(0);\n    y[i] = 3.0f * x[i];\n}\n";
+    const REFERENCE: &str =
+        "__kernel void scale(const int n, __global const float* x, __global float* y) {\n    int i = get_global_id(0);\n    y[i] = 3.0f * x[i];\n}\n";
     const FASTER: &str = "```c\n// kfoundry-params: UNROLL=[1,2,4]\n__kernel void scale(const int n, __global const float* x, __global float* y) {\n    int i = get_global_id(0);\n    float4 v = vload4(i, x);\n    vstore4(3.0f * v, i, y);\n}\n```";
     const CHANGED_SIGNATURE: &str = "```c\n__kernel void scale(const int n, __global float* x, __global float* y) { y[0] = x[0]; }\n```";
 
@@ -450,7 +437,8 @@ mod tests {
 
     #[test]
     fn bad_answers_are_rejected_and_remembered() {
-        let shadowing = "```c\n// kfoundry-params: WG=[1,2]\n__kernel void scale(const int n, __global const float* x, __global float* y) { y[0] = 1; }\n```";
+        let shadowing =
+            "```c\n// kfoundry-params: WG=[1,2]\n__kernel void scale(const int n, __global const float* x, __global float* y) { y[0] = 1; }\n```";
         let (mut m, seen) = mutator(
             vec![
                 Ok(CHANGED_SIGNATURE.into()),

@@ -45,7 +45,9 @@ pub enum ParseError {
     BadEdit { index: usize, problem: String },
     #[error("SEARCH/REPLACE edit {index}: the SEARCH text does not occur in the parent source (first line: `{first_line}`)")]
     SearchNotFound { index: usize, first_line: String },
-    #[error("SEARCH/REPLACE edit {index}: the SEARCH text occurs {count} times in the parent source (first line: `{first_line}`); include more context")]
+    #[error(
+        "SEARCH/REPLACE edit {index}: the SEARCH text occurs {count} times in the parent source (first line: `{first_line}`); include more context"
+    )]
     SearchAmbiguous { index: usize, count: usize, first_line: String },
     #[error("line {line}: bad `kfoundry-params` declaration: {problem} (syntax: `// kfoundry-params: NAME=[1,2,4], OTHER=[8,16]`)")]
     BadParams { line: usize, problem: String },
@@ -217,11 +219,7 @@ pub fn validate(source: &str, kernel: &str, reference: &KernelSignature, limits:
         let directive = line.trim_start().strip_prefix('#').map(|d| format!("#{}", d.trim_start()));
         let checked = directive.as_deref().unwrap_or(line);
         for (token, what) in FOREIGN {
-            let hit = if token.ends_with(' ') {
-                checked.trim_start().starts_with(token)
-            } else {
-                checked.contains(token)
-            };
+            let hit = if token.ends_with(' ') { checked.trim_start().starts_with(token) } else { checked.contains(token) };
             if hit {
                 return Err(ParseError::NotOpenCl { line: i + 1, what: (*what).to_string() });
             }
@@ -241,13 +239,7 @@ pub fn validate(source: &str, kernel: &str, reference: &KernelSignature, limits:
 pub fn signature_difference(reference: &KernelSignature, found: &KernelSignature) -> Option<String> {
     for (i, (r, f)) in reference.args.iter().zip(&found.args).enumerate() {
         if r != f {
-            return Some(format!(
-                "argument {} (`{}`): expected `{}`, found `{}`",
-                i + 1,
-                r.name(),
-                render_arg(r),
-                render_arg(f)
-            ));
+            return Some(format!("argument {} (`{}`): expected `{}`, found `{}`", i + 1, r.name(), render_arg(r), render_arg(f)));
         }
     }
     match found.args.len().cmp(&reference.args.len()) {
@@ -388,9 +380,8 @@ fn words(src: &str) -> Vec<&str> {
 
 fn is_vector_type(word: &str) -> bool {
     const BASES: [&str; 10] = ["char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double"];
-    BASES.iter().any(|b| {
-        word.strip_prefix(b).is_some_and(|n| matches!(n, "2" | "3" | "4" | "8" | "16"))
-    }) || (word.starts_with("vload") || word.starts_with("vstore"))
+    BASES.iter().any(|b| word.strip_prefix(b).is_some_and(|n| matches!(n, "2" | "3" | "4" | "8" | "16")))
+        || (word.starts_with("vload") || word.starts_with("vstore"))
 }
 
 /// A private array declaration: `float acc[4]` (or `float acc[4] = {0}`) without an
@@ -507,10 +498,10 @@ mod tests {
         let p = parse_response(&answer, PARENT).unwrap();
         assert_eq!(p.form, EditForm::WholeKernel);
         assert!(p.source.ends_with("}\n") && p.source.starts_with("// kfoundry-params"));
-        assert_eq!(p.declared_params, vec![
-            DeclaredParam { name: "VEC".into(), values: vec![1, 2, 4] },
-            DeclaredParam { name: "TS".into(), values: vec![8, 16] },
-        ]);
+        assert_eq!(
+            p.declared_params,
+            vec![DeclaredParam { name: "VEC".into(), values: vec![1, 2, 4] }, DeclaredParam { name: "TS".into(), values: vec![8, 16] },]
+        );
         validate(&p.source, "saxpy", &reference(), SourceLimits::default()).unwrap();
     }
 
@@ -562,7 +553,10 @@ mod tests {
     fn signature_must_not_change() {
         let r = reference();
         let cases = [
-            ("__kernel void saxpy(const int n, const float a, __global float* x, __global float* y) {}", "argument 3 (`x`): expected `__global const float* x`, found `__global float* x`"),
+            (
+                "__kernel void saxpy(const int n, const float a, __global float* x, __global float* y) {}",
+                "argument 3 (`x`): expected `__global const float* x`, found `__global float* x`",
+            ),
             ("__kernel void saxpy(const int n, const float a, __global const float* x) {}", "argument 4 (`y`) is missing"),
             ("__kernel void saxpy(const int n, const float a, __global const float* x, __global float* y, int m) {}", "argument 5 (`m`) was added"),
             ("__kernel void saxpy(const uint n, const float a, __global const float* x, __global float* y) {}", "expected `int n`, found `uint n`"),

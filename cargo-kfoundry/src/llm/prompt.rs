@@ -181,12 +181,9 @@ pub fn mutation_messages(
         user.push_str(&format!("Launch geometry: {g}\n"));
     }
     match (ctx.time, ctx.reference_time) {
-        (Some(t), Some(r)) if t > 0.0 => user.push_str(&format!(
-            "Measured: {} (reference: {}, speed-up {:.2}x)\n",
-            format_time(t),
-            format_time(r),
-            r / t
-        )),
+        (Some(t), Some(r)) if t > 0.0 => {
+            user.push_str(&format!("Measured: {} (reference: {}, speed-up {:.2}x)\n", format_time(t), format_time(r), r / t))
+        }
         (Some(t), _) => user.push_str(&format!("Measured: {}\n", format_time(t))),
         (None, Some(r)) => user.push_str(&format!("Reference time: {}\n", format_time(r))),
         (None, None) => {}
@@ -235,9 +232,9 @@ pub fn mutation_messages(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::failures::FailureKind;
     use super::super::meta::seed_sections;
+    use super::*;
 
     fn context() -> MutationContext {
         MutationContext {
@@ -282,9 +279,20 @@ mod tests {
         assert!(system.contains(sig) && system.contains("<<<<<<< SEARCH") && system.contains("kfoundry-params:"));
         assert!(system.contains(&seed_sections()[0].strategies));
         for needle in [
-            "NVIDIA H200", "compute units: 132", "48 KiB", "max work-group size: 1024", "multiple: 32",
-            "sub-groups: not supported", "-D WG=64 -D VEC=2", "global = n / VEC", "500.00 µs", "speed-up 2.00x",
-            "Roofline: 42%", "y[get_global_id(0)] = 2", "add local-memory tiling", "did not compile (2 times)",
+            "NVIDIA H200",
+            "compute units: 132",
+            "48 KiB",
+            "max work-group size: 1024",
+            "multiple: 32",
+            "sub-groups: not supported",
+            "-D WG=64 -D VEC=2",
+            "global = n / VEC",
+            "500.00 µs",
+            "speed-up 2.00x",
+            "Roofline: 42%",
+            "y[get_global_id(0)] = 2",
+            "add local-memory tiling",
+            "did not compile (2 times)",
             "undeclared identifier 'TS'",
         ] {
             assert!(user.contains(needle), "missing {needle} in\n{user}");

@@ -164,12 +164,8 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let Some(request) = read_request(&mut stream) else { return };
     shared.requests.lock().expect("requests lock").push(request);
-    let response = shared
-        .script
-        .lock()
-        .expect("script lock")
-        .pop_front()
-        .unwrap_or_else(|| MockResponse::error(500, "mock: no scripted response left"));
+    let response =
+        shared.script.lock().expect("script lock").pop_front().unwrap_or_else(|| MockResponse::error(500, "mock: no scripted response left"));
     if !response.delay.is_zero() {
         std::thread::sleep(response.delay);
     }
@@ -206,10 +202,8 @@ fn read_request(stream: &mut TcpStream) -> Option<RecordedRequest> {
     let mut lines = head.split("\r\n");
     let mut request_line = lines.next()?.split_whitespace();
     let (method, path) = (request_line.next()?.to_string(), request_line.next()?.to_string());
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string())).collect();
     let length: usize = headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < length {

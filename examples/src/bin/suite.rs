@@ -114,9 +114,7 @@ fn options() -> Result<Options> {
 fn pick_device(sel: &str) -> Result<(Platform, Device)> {
     let all = kfoundry::list_devices()?;
     let name = |d: &Device| d.name().unwrap_or_default();
-    let is = |d: &Device, t: core::DeviceType| {
-        matches!(d.info(kfoundry::ocl::enums::DeviceInfo::Type), Ok(kfoundry::ocl::enums::DeviceInfoResult::Type(x)) if x.contains(t))
-    };
+    let is = |d: &Device, t: core::DeviceType| matches!(d.info(kfoundry::ocl::enums::DeviceInfo::Type), Ok(kfoundry::ocl::enums::DeviceInfoResult::Type(x)) if x.contains(t));
     let found = match sel {
         "gpu" => all.iter().find(|(_, d)| is(d, core::DeviceType::GPU)).or(all.first()),
         "cpu" => all.iter().find(|(_, d)| is(d, core::DeviceType::CPU)),
@@ -161,11 +159,7 @@ struct Problem {
 
 fn workload(e: &Evolved, name: &str) -> Result<Sizes> {
     let spec = e.spec()?;
-    let w = spec
-        .workloads
-        .iter()
-        .find(|w| w.name == name)
-        .ok_or_else(|| format!("{} has no workload `{name}`", spec.id))?;
+    let w = spec.workloads.iter().find(|w| w.name == name).ok_or_else(|| format!("{} has no workload `{name}`", spec.id))?;
     Ok(w.sizes.clone())
 }
 
@@ -252,7 +246,12 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
         output: vec![m, n],
         stages: vec![
             Stage { label: "linear_gelu", evolved: LinearGelu::evolved(), sizes: s, args: vec![Buf("x"), Buf("weight"), Buf("bias"), Buf("h")] },
-            Stage { label: "softmax", evolved: LinearSoftmax::evolved(), sizes: workload(LinearSoftmax::evolved(), wl)?, args: vec![Buf("h"), Buf("out")] },
+            Stage {
+                label: "softmax",
+                evolved: LinearSoftmax::evolved(),
+                sizes: workload(LinearSoftmax::evolved(), wl)?,
+                args: vec![Buf("h"), Buf("out")],
+            },
         ],
         flops: 2.0 * (m * n * k) as f64,
         tol: tol(LinearSoftmax::evolved())?,
@@ -311,7 +310,9 @@ fn run() -> Result<()> {
         let ref_ms = r["reference"]["median_ms"].as_f64().unwrap_or(f64::NAN);
         let dispatch: Vec<String> = r["stages"]
             .as_array()
-            .map(|a| a.iter().map(|s| format!("{} ({})", s["dispatch"].as_str().unwrap_or("?"), s["tuned_params_text"].as_str().unwrap_or(""))).collect())
+            .map(|a| {
+                a.iter().map(|s| format!("{} ({})", s["dispatch"].as_str().unwrap_or("?"), s["tuned_params_text"].as_str().unwrap_or(""))).collect()
+            })
             .unwrap_or_default();
         println!(
             "{:<20} {:>12.4} {:>12.4} {:>7.2}x {:>10.2e}  {}",
@@ -323,7 +324,13 @@ fn run() -> Result<()> {
             dispatch.join(" + ")
         );
         if let Some(cb) = r.get("clblast") {
-            println!("{:<20} {:>12} {:>12.4}   (CLBlast SGEMM, host-timed per call; rel err {:.2e})", "", "", cb["median_ms"].as_f64().unwrap_or(f64::NAN), cb["rel_l2_vs_reference"].as_f64().unwrap_or(f64::NAN));
+            println!(
+                "{:<20} {:>12} {:>12.4}   (CLBlast SGEMM, host-timed per call; rel err {:.2e})",
+                "",
+                "",
+                cb["median_ms"].as_f64().unwrap_or(f64::NAN),
+                cb["rel_l2_vs_reference"].as_f64().unwrap_or(f64::NAN)
+            );
         }
         results.push(r);
         // Partial results survive a later failure.
@@ -377,14 +384,7 @@ fn fill(queue: &Queue, util: &Program, buf: &Buffer<f32>, seed: u32) -> Result<(
 
 /// NaN into every element (a grid-stride kernel: see `nan_fill` in suite_util.cl).
 fn poison(queue: &Queue, util: &Program, buf: &Buffer<f32>) -> Result<()> {
-    let k = Kernel::builder()
-        .program(util)
-        .name("nan_fill")
-        .queue(queue.clone())
-        .global_work_size(1 << 18)
-        .arg(buf.len() as u64)
-        .arg(buf)
-        .build()?;
+    let k = Kernel::builder().program(util).name("nan_fill").queue(queue.clone()).global_work_size(1 << 18).arg(buf.len() as u64).arg(buf).build()?;
     unsafe { k.enq()? };
     Ok(())
 }
@@ -601,7 +601,8 @@ fn cost_of(spec: &KernelSpec, params: &Params, sizes: &Sizes) -> (Option<i64>, O
 }
 
 fn run_problem(o: &Options, queue: &Queue, context: &Context, util: &Program, p: &Problem, clblast: Option<&mut ClBlast>) -> Result<Value> {
-    let index = ["sgemm", "softmax", "layernorm", "sum_dim1", "linear_gelu_softmax", "conv_groupnorm"].iter().position(|n| *n == p.name).unwrap_or(99);
+    let index =
+        ["sgemm", "softmax", "layernorm", "sum_dim1", "linear_gelu_softmax", "conv_groupnorm"].iter().position(|n| *n == p.name).unwrap_or(99);
     let device = queue.device();
     eprintln!("{}: allocating and filling inputs", p.name);
     let mut bufs: BTreeMap<&'static str, Buffer<f32>> = BTreeMap::new();
@@ -689,9 +690,25 @@ struct ClBlast {
 
 #[allow(clippy::type_complexity)]
 type SgemmFn = unsafe extern "C" fn(
-    i32, i32, i32, usize, usize, usize, f32,
-    *mut c_void, usize, usize, *mut c_void, usize, usize, f32,
-    *mut c_void, usize, usize, *mut *mut c_void, *mut *mut c_void,
+    i32,
+    i32,
+    i32,
+    usize,
+    usize,
+    usize,
+    f32,
+    *mut c_void,
+    usize,
+    usize,
+    *mut c_void,
+    usize,
+    usize,
+    f32,
+    *mut c_void,
+    usize,
+    usize,
+    *mut *mut c_void,
+    *mut *mut c_void,
 ) -> i32;
 
 const CLBLAST_ROW_MAJOR: i32 = 101;
@@ -712,9 +729,25 @@ impl ClBlast {
         // row-major leading dimensions k, n, n.
         let status = unsafe {
             (self.sgemm)(
-                CLBLAST_ROW_MAJOR, CLBLAST_NO_TRANS, CLBLAST_NO_TRANS, m, n, k, 1.0,
-                a.as_core().as_ptr(), 0, k, b.as_core().as_ptr(), 0, n, 0.0,
-                c.as_core().as_ptr(), 0, n, &mut q, std::ptr::null_mut(),
+                CLBLAST_ROW_MAJOR,
+                CLBLAST_NO_TRANS,
+                CLBLAST_NO_TRANS,
+                m,
+                n,
+                k,
+                1.0,
+                a.as_core().as_ptr(),
+                0,
+                k,
+                b.as_core().as_ptr(),
+                0,
+                n,
+                0.0,
+                c.as_core().as_ptr(),
+                0,
+                n,
+                &mut q,
+                std::ptr::null_mut(),
             )
         };
         if status != 0 {
@@ -723,7 +756,14 @@ impl ClBlast {
         Ok(())
     }
 
-    fn time_sgemm(&mut self, queue: &Queue, p: &Problem, bufs: &BTreeMap<&'static str, Buffer<f32>>, out_ref: &Buffer<f32>, o: &Options) -> Result<Value> {
+    fn time_sgemm(
+        &mut self,
+        queue: &Queue,
+        p: &Problem,
+        bufs: &BTreeMap<&'static str, Buffer<f32>>,
+        out_ref: &Buffer<f32>,
+        o: &Options,
+    ) -> Result<Value> {
         let s = &p.stages[0].sizes;
         let (m, n, k) = (s["m"] as usize, s["n"] as usize, s["k"] as usize);
         let (a, b) = (&bufs["a"], &bufs["b"]);

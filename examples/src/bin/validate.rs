@@ -111,23 +111,54 @@ fn run() -> Result<()> {
     let c = small::CONV;
     #[allow(clippy::type_complexity)]
     let kernels: Vec<(&str, &KernelSpec, Vec<Vec<usize>>, Box<Check>)> = vec![
-        ("sgemm", SuiteSgemm::evolved().spec()?, vec![vec![sm, sn, sk], vec![64, 96, 40], vec![37, 52, 19]],
-            Box::new(|q, h, s| checks::sgemm(q, h, s[0], s[1], s[2]))),
-        ("softmax", Softmax::evolved().spec()?, vec![vec![small::SOFTMAX.0, small::SOFTMAX.1], vec![5, 1000], vec![3, 7]],
-            Box::new(|q, h, s| checks::softmax(q, h, s[0], s[1]))),
-        ("layernorm_stats", LayerNormStats::evolved().spec()?, vec![vec![nn, nd, nc], vec![3, 1000, 96]],
-            Box::new(|q, h, s| checks::layernorm_stats(q, h, s[0], s[1], s[2]))),
-        ("layernorm_apply", LayerNormApply::evolved().spec()?, vec![vec![nn, nd, nc], vec![3, 1000, 96]],
-            Box::new(|q, h, s| checks::layernorm_apply(q, h, s[0], s[1], s[2]))),
-        ("sum_dim1", SumDim1::evolved().spec()?, vec![vec![sb, sr, sc], vec![3, 37, 13]],
-            Box::new(|q, h, s| checks::sum_dim1(q, h, s[0], s[1], s[2]))),
-        ("linear_gelu", LinearGelu::evolved().spec()?, vec![vec![lm, ln, lk], vec![33, 40, 52], vec![17, 24, 19]],
-            Box::new(|q, h, s| checks::linear_gelu(q, h, s[0], s[1], s[2]))),
-        ("linear_softmax", LinearSoftmax::evolved().spec()?, vec![vec![small::SOFTMAX.0, 256], vec![7, 100]],
-            Box::new(|q, h, s| checks::linear_softmax(q, h, s[0], s[1]))),
-        ("conv_gn", ConvGroupNorm::evolved().spec()?,
+        (
+            "sgemm",
+            SuiteSgemm::evolved().spec()?,
+            vec![vec![sm, sn, sk], vec![64, 96, 40], vec![37, 52, 19]],
+            Box::new(|q, h, s| checks::sgemm(q, h, s[0], s[1], s[2])),
+        ),
+        (
+            "softmax",
+            Softmax::evolved().spec()?,
+            vec![vec![small::SOFTMAX.0, small::SOFTMAX.1], vec![5, 1000], vec![3, 7]],
+            Box::new(|q, h, s| checks::softmax(q, h, s[0], s[1])),
+        ),
+        (
+            "layernorm_stats",
+            LayerNormStats::evolved().spec()?,
+            vec![vec![nn, nd, nc], vec![3, 1000, 96]],
+            Box::new(|q, h, s| checks::layernorm_stats(q, h, s[0], s[1], s[2])),
+        ),
+        (
+            "layernorm_apply",
+            LayerNormApply::evolved().spec()?,
+            vec![vec![nn, nd, nc], vec![3, 1000, 96]],
+            Box::new(|q, h, s| checks::layernorm_apply(q, h, s[0], s[1], s[2])),
+        ),
+        (
+            "sum_dim1",
+            SumDim1::evolved().spec()?,
+            vec![vec![sb, sr, sc], vec![3, 37, 13]],
+            Box::new(|q, h, s| checks::sum_dim1(q, h, s[0], s[1], s[2])),
+        ),
+        (
+            "linear_gelu",
+            LinearGelu::evolved().spec()?,
+            vec![vec![lm, ln, lk], vec![33, 40, 52], vec![17, 24, 19]],
+            Box::new(|q, h, s| checks::linear_gelu(q, h, s[0], s[1], s[2])),
+        ),
+        (
+            "linear_softmax",
+            LinearSoftmax::evolved().spec()?,
+            vec![vec![small::SOFTMAX.0, 256], vec![7, 100]],
+            Box::new(|q, h, s| checks::linear_softmax(q, h, s[0], s[1])),
+        ),
+        (
+            "conv_gn",
+            ConvGroupNorm::evolved().spec()?,
             vec![vec![c.n, c.cin, c.h, c.w, c.cout, c.groups], vec![1, 3, 9, 13, 8, 4], vec![1, 2, 5, 40, 8, 2]],
-            Box::new(move |q, h, s| checks::conv_gn(q, h, conv(s)))),
+            Box::new(move |q, h, s| checks::conv_gn(q, h, conv(s))),
+        ),
     ];
 
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
@@ -162,12 +193,7 @@ fn run() -> Result<()> {
         }
         failed_total += failed;
         let sets: Vec<String> = size_sets.iter().map(|s| format!("{s:?}")).collect();
-        println!(
-            "{name:<17} {total:>5}  {:>6}  {runs:>4}  {failed:>6}  {}  ({:.0} s)",
-            cfgs.len(),
-            sets.join(" "),
-            started.elapsed().as_secs_f64()
-        );
+        println!("{name:<17} {total:>5}  {:>6}  {runs:>4}  {failed:>6}  {}  ({:.0} s)", cfgs.len(), sets.join(" "), started.elapsed().as_secs_f64());
     }
     if failed_total > 0 {
         return Err(format!("{failed_total} runs failed").into());

@@ -62,9 +62,7 @@ pub fn is_evolve_attr(attr: &syn::Attribute) -> bool {
 /// Parses the attribute arguments `args` applied to `item`.
 pub fn parse(args: TokenStream, item: &syn::Item, cx: &Context) -> syn::Result<Annotated> {
     let (ident, vis) = match item {
-        syn::Item::Struct(s) if matches!(s.fields, syn::Fields::Unit) && s.generics.params.is_empty() => {
-            (s.ident.clone(), s.vis.clone())
-        }
+        syn::Item::Struct(s) if matches!(s.fields, syn::Fields::Unit) && s.generics.params.is_empty() => (s.ident.clone(), s.vis.clone()),
         other => {
             return Err(syn::Error::new(
                 item_span(other),
@@ -159,7 +157,8 @@ struct Builder {
     tokens: BTreeMap<Part, TokenStream>,
 }
 
-const KEYS: &str = "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, workloads, cost, options, extrapolate";
+const KEYS: &str =
+    "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, workloads, cost, options, extrapolate";
 
 fn err<T>(span: Span, msg: impl std::fmt::Display) -> syn::Result<T> {
     Err(syn::Error::new(span, msg))
@@ -252,14 +251,12 @@ impl Builder {
                 }
                 self.cost = Some((cost, key.span()));
             }
-            (
-                "source" | "code" | "kernel" | "name" | "options" | "extrapolate" | "global" | "local",
-                Body::List(_),
-            ) => return err(key.span(), format!("write `{k} = ...`")),
-            (
-                "params" | "reference" | "require" | "buffers" | "inputs" | "check" | "workloads" | "cost",
-                Body::Assign(_),
-            ) => return err(key.span(), format!("write `{k}(...)`")),
+            ("source" | "code" | "kernel" | "name" | "options" | "extrapolate" | "global" | "local", Body::List(_)) => {
+                return err(key.span(), format!("write `{k} = ...`"))
+            }
+            ("params" | "reference" | "require" | "buffers" | "inputs" | "check" | "workloads" | "cost", Body::Assign(_)) => {
+                return err(key.span(), format!("write `{k}(...)`"))
+            }
             _ => return err(key.span(), format!("unknown key `{k}`; expected one of: {KEYS}")),
         }
         Ok(())
@@ -594,7 +591,9 @@ mod tests {
     const SAXPY: &str = "__kernel void saxpy(const int n, const float a, __global const float* x, __global float* y) { }";
 
     fn parse_ok(args: TokenStream) -> Annotated {
-        let item: syn::Item = syn::parse_quote!(pub struct Saxpy;);
+        let item: syn::Item = syn::parse_quote!(
+            pub struct Saxpy;
+        );
         match parse(args, &item, &cx()) {
             Ok(a) => a,
             Err(e) => panic!("{e}"),
@@ -602,7 +601,9 @@ mod tests {
     }
 
     fn parse_err(args: TokenStream) -> String {
-        let item: syn::Item = syn::parse_quote!(pub struct Saxpy;);
+        let item: syn::Item = syn::parse_quote!(
+            pub struct Saxpy;
+        );
         match parse(args, &item, &cx()) {
             Ok(_) => panic!("expected an error"),
             Err(e) => e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join(" | "),
@@ -660,7 +661,9 @@ mod tests {
         assert!(parse_err(quote!(code = #SAXPY, params(A = 3..3), global = n)).contains("empty range"));
         assert!(parse_err(quote!(code = #SAXPY, params(A = [1, 1]), global = n)).contains("listed twice"));
         assert!(parse_err(quote!(code = #SAXPY, params(A = [1]), global = n)).contains("missing `reference"));
-        let item: syn::Item = syn::parse_quote!(fn f() {});
+        let item: syn::Item = syn::parse_quote!(
+            fn f() {}
+        );
         let e = parse(quote!(code = #SAXPY), &item, &cx()).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains("unit struct"), "{e}");
     }

@@ -21,11 +21,7 @@ pub struct DeviceKey {
 
 /// Lower-cases, trims and collapses whitespace; `|` (the key separator) becomes `/`.
 pub fn normalise(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
-        .replace('|', "/")
+    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase().replace('|', "/")
 }
 
 impl DeviceKey {
@@ -36,12 +32,7 @@ impl DeviceKey {
             .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
             .unwrap_or("")
             .to_string();
-        DeviceKey {
-            vendor_id,
-            name: normalise(name),
-            driver: normalise(driver),
-            opencl,
-        }
+        DeviceKey { vendor_id, name: normalise(name), driver: normalise(driver), opencl }
     }
 
     /// Parses the `Display` form `vendor|name|driver|opencl` (vendor in hex).

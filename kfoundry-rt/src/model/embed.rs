@@ -16,18 +16,16 @@ use super::spec::{ArgRole, KernelSpec, Param};
 /// else the crate's own directory.
 pub fn workspace_root(manifest_dir: &Path) -> PathBuf {
     let manifest = |dir: &Path| -> Option<toml::Table> { toml::from_str(&std::fs::read_to_string(dir.join("Cargo.toml")).ok()?).ok() };
-    if let Some(explicit) = manifest(manifest_dir)
-        .as_ref()
-        .and_then(|m| m.get("package")?.get("workspace")?.as_str().map(|p| manifest_dir.join(p)))
-    {
+    if let Some(explicit) = manifest(manifest_dir).as_ref().and_then(|m| m.get("package")?.get("workspace")?.as_str().map(|p| manifest_dir.join(p))) {
         return explicit;
     }
     for dir in manifest_dir.ancestors() {
         let Some(workspace) = manifest(dir).and_then(|m| m.get("workspace").cloned()) else { continue };
         let relative = manifest_dir.strip_prefix(dir).unwrap_or(manifest_dir);
-        let excluded = workspace.get("exclude").and_then(|e| e.as_array()).is_some_and(|list| {
-            list.iter().filter_map(|e| e.as_str()).any(|e| !e.is_empty() && relative.starts_with(e))
-        });
+        let excluded = workspace
+            .get("exclude")
+            .and_then(|e| e.as_array())
+            .is_some_and(|list| list.iter().filter_map(|e| e.as_str()).any(|e| !e.is_empty() && relative.starts_with(e)));
         if !excluded {
             return dir.to_path_buf();
         }
@@ -132,8 +130,7 @@ pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Resu
         return Err("its proven sizes do not include the tuned ones".into());
     }
     for sizes in v.proven_sizes() {
-        spec.geometry(&v.params, sizes)
-            .map_err(|e| format!("cannot run at sizes {}: {e}", super::spec::fmt_assignments(sizes, ", ")))?;
+        spec.geometry(&v.params, sizes).map_err(|e| format!("cannot run at sizes {}: {e}", super::spec::fmt_assignments(sizes, ", ")))?;
     }
     Ok(())
 }
@@ -259,14 +256,49 @@ mod tests {
         let good = plain(&spec);
         type Edit = Box<dyn Fn(&mut Variant)>;
         let cases: Vec<(Edit, &str)> = vec![
-            (Box::new(|v| { v.params.insert("X -cl-fast-relaxed-math -DVEC".into(), 1); }), "is not a parameter"),
-            (Box::new(|v| { v.params.remove("VEC"); }), "no value for parameter `VEC`"),
-            (Box::new(|v| { v.params.insert("WG".into(), 3); }), "WG=3 is not in the parameter's domain"),
-            (Box::new(|v| { v.params.insert("WG".into(), 8192); }), "WG=8192 is not in the parameter's domain"),
+            (
+                Box::new(|v| {
+                    v.params.insert("X -cl-fast-relaxed-math -DVEC".into(), 1);
+                }),
+                "is not a parameter",
+            ),
+            (
+                Box::new(|v| {
+                    v.params.remove("VEC");
+                }),
+                "no value for parameter `VEC`",
+            ),
+            (
+                Box::new(|v| {
+                    v.params.insert("WG".into(), 3);
+                }),
+                "WG=3 is not in the parameter's domain",
+            ),
+            (
+                Box::new(|v| {
+                    v.params.insert("WG".into(), 8192);
+                }),
+                "WG=8192 is not in the parameter's domain",
+            ),
             (Box::new(|v| v.workload = "huge".into()), "no workload `huge`"),
-            (Box::new(|v| { v.sizes.insert("n".into(), 100); }), "differ from those the annotation gives"),
-            (Box::new(|v| { v.proven = vec![[("n".to_string(), 100)].into()]; }), "do not include the tuned ones"),
-            (Box::new(|v| { v.proven.push([("n".to_string(), 100)].into()); }), "cannot run at sizes n=100"),
+            (
+                Box::new(|v| {
+                    v.sizes.insert("n".into(), 100);
+                }),
+                "differ from those the annotation gives",
+            ),
+            (
+                Box::new(|v| {
+                    v.proven = vec![[("n".to_string(), 100)].into()];
+                }),
+                "do not include the tuned ones",
+            ),
+            (
+                Box::new(|v| {
+                    v.proven.push([("n".to_string(), 100)].into());
+                }),
+                "cannot run at sizes n=100",
+            ),
             (Box::new(|v| v.device = "garbage".into()), "not a device key"),
         ];
         for (i, (mutate, needle)) in cases.into_iter().enumerate() {

@@ -235,17 +235,11 @@ fn eval(node: &Node, env: &Env, whole: &Expr) -> Result<i64, EvalError> {
     let overflow = || EvalError::Overflow(whole.to_string());
     Ok(match node {
         Node::Lit(v) => *v,
-        Node::Var(name) => *env
-            .get(name)
-            .ok_or_else(|| EvalError::UnknownVariable(name.clone()))?,
+        Node::Var(name) => *env.get(name).ok_or_else(|| EvalError::UnknownVariable(name.clone()))?,
         Node::Unary(UnOp::Neg, a) => eval(a, env, whole)?.checked_neg().ok_or_else(overflow)?,
         Node::Unary(UnOp::Not, a) => (eval(a, env, whole)? == 0) as i64,
-        Node::Binary(BinOp::And, a, b) => {
-            (eval(a, env, whole)? != 0 && eval(b, env, whole)? != 0) as i64
-        }
-        Node::Binary(BinOp::Or, a, b) => {
-            (eval(a, env, whole)? != 0 || eval(b, env, whole)? != 0) as i64
-        }
+        Node::Binary(BinOp::And, a, b) => (eval(a, env, whole)? != 0 && eval(b, env, whole)? != 0) as i64,
+        Node::Binary(BinOp::Or, a, b) => (eval(a, env, whole)? != 0 || eval(b, env, whole)? != 0) as i64,
         Node::Binary(op, a, b) => {
             let (x, y) = (eval(a, env, whole)?, eval(b, env, whole)?);
             let div0 = || EvalError::DivisionByZero(whole.to_string());
@@ -260,10 +254,7 @@ fn eval(node: &Node, env: &Env, whole: &Expr) -> Result<i64, EvalError> {
                 BinOp::BitXor => x ^ y,
                 BinOp::BitAnd => x & y,
                 BinOp::Shl | BinOp::Shr => {
-                    let shift = u32::try_from(y)
-                        .ok()
-                        .filter(|s| *s < 64)
-                        .ok_or_else(|| EvalError::Domain(whole.to_string()))?;
+                    let shift = u32::try_from(y).ok().filter(|s| *s < 64).ok_or_else(|| EvalError::Domain(whole.to_string()))?;
                     if *op == BinOp::Shl {
                         let r = x.checked_shl(shift).ok_or_else(overflow)?;
                         if r >> shift != x {
@@ -286,10 +277,7 @@ fn eval(node: &Node, env: &Env, whole: &Expr) -> Result<i64, EvalError> {
             }
         }
         Node::Call(func, args) => {
-            let vals = args
-                .iter()
-                .map(|a| eval(a, env, whole))
-                .collect::<Result<Vec<_>, _>>()?;
+            let vals = args.iter().map(|a| eval(a, env, whole)).collect::<Result<Vec<_>, _>>()?;
             match func {
                 Func::Min => vals[0].min(vals[1]),
                 Func::Max => vals[0].max(vals[1]),
@@ -428,21 +416,12 @@ struct Token {
     offset: usize,
 }
 
-const OPERATORS: [&str; 20] = [
-    "||", "&&", "==", "!=", "<=", ">=", "<<", ">>", "<", ">", "|", "^", "&", "+", "-", "*", "/",
-    "%", "!", "=",
-];
+const OPERATORS: [&str; 20] = ["||", "&&", "==", "!=", "<=", ">=", "<<", ">>", "<", ">", "|", "^", "&", "+", "-", "*", "/", "%", "!", "="];
 
-const INT_SUFFIXES: [&str; 12] = [
-    "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
-];
+const INT_SUFFIXES: [&str; 12] = ["i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize"];
 
 fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
-    let err = |offset: usize, message: String| ParseError {
-        message,
-        offset,
-        text: text.to_string(),
-    };
+    let err = |offset: usize, message: String| ParseError { message, offset, text: text.to_string() };
     let bytes = text.as_bytes();
     let mut tokens = Vec::new();
     let mut i = 0;
@@ -635,8 +614,7 @@ impl Parser<'_> {
         match tok.kind.clone() {
             TokKind::Int(v) => {
                 self.pos += 1;
-                let v = i64::try_from(v)
-                    .map_err(|_| self.error_at(offset, format!("integer literal {v} is out of range (only -{v} is)")))?;
+                let v = i64::try_from(v).map_err(|_| self.error_at(offset, format!("integer literal {v} is out of range (only -{v} is)")))?;
                 Ok(Node::Lit(v))
             }
             TokKind::Ident(name) => {
@@ -644,12 +622,8 @@ impl Parser<'_> {
                 if self.peek() != Some(&TokKind::LParen) {
                     return Ok(Node::Var(name));
                 }
-                let func = Func::from_name(&name).ok_or_else(|| {
-                    self.error_at(
-                        offset,
-                        format!("unknown function `{name}` (known: min, max, ceil_div, round_up, log2)"),
-                    )
-                })?;
+                let func = Func::from_name(&name)
+                    .ok_or_else(|| self.error_at(offset, format!("unknown function `{name}` (known: min, max, ceil_div, round_up, log2)")))?;
                 self.pos += 1;
                 let mut args = Vec::new();
                 if self.peek() != Some(&TokKind::RParen) {
@@ -663,10 +637,7 @@ impl Parser<'_> {
                 }
                 self.expect_rparen()?;
                 if args.len() != func.arity() {
-                    return Err(self.error_at(
-                        offset,
-                        format!("`{}` takes {} argument(s), found {}", func.name(), func.arity(), args.len()),
-                    ));
+                    return Err(self.error_at(offset, format!("`{}` takes {} argument(s), found {}", func.name(), func.arity(), args.len())));
                 }
                 Ok(Node::Call(func, args))
             }
@@ -778,10 +749,7 @@ mod tests {
     #[test]
     fn evaluation_errors_are_values() {
         let e = Expr::parse("a / b").unwrap();
-        assert_eq!(
-            e.eval(&env(&[("a", 1), ("b", 0)])),
-            Err(EvalError::DivisionByZero("a / b".into()))
-        );
+        assert_eq!(e.eval(&env(&[("a", 1), ("b", 0)])), Err(EvalError::DivisionByZero("a / b".into())));
         assert_eq!(e.eval(&env(&[("a", 1)])), Err(EvalError::UnknownVariable("b".into())));
         let e = Expr::parse("x * x").unwrap();
         assert!(matches!(e.eval(&env(&[("x", i64::MAX)])), Err(EvalError::Overflow(_))));

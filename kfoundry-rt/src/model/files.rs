@@ -90,9 +90,10 @@ fn is_temp_of(entry: &str, name: &str) -> bool {
     let Some(rest) = entry.strip_prefix('.').and_then(|e| e.strip_prefix(name)).and_then(|e| e.strip_prefix('.')) else {
         return false;
     };
-    let ours = rest.strip_suffix(".tmp").and_then(|r| r.split_once('-')).is_some_and(|(pid, n)| {
-        !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())
-    });
+    let ours = rest
+        .strip_suffix(".tmp")
+        .and_then(|r| r.split_once('-'))
+        .is_some_and(|(pid, n)| !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
     let legacy = rest.len() == 6 && rest.chars().all(|c| c.is_ascii_alphanumeric());
     ours || legacy
 }

@@ -177,10 +177,7 @@ impl Lockfile {
         for (id, entry) in &lock.kernels {
             for v in &entry.variants {
                 if !lock.devices.contains_key(&v.device) {
-                    return Err(malformed(format!(
-                        "kernel `{id}` has a variant for device `{}`, which is not in [devices]",
-                        v.device
-                    )));
+                    return Err(malformed(format!("kernel `{id}` has a variant for device `{}`, which is not in [devices]", v.device)));
                 }
             }
         }
@@ -235,19 +232,9 @@ impl Lockfile {
     /// kernel are replaced, other devices' are kept. When the kernel's fingerprint changed,
     /// the variants of other devices are stale and are dropped; their device keys are
     /// returned so the caller can say so.
-    pub fn record(
-        &mut self,
-        kernel: &str,
-        fingerprint: &str,
-        device: &str,
-        info: DeviceInfo,
-        variants: Vec<Variant>,
-    ) -> Vec<String> {
+    pub fn record(&mut self, kernel: &str, fingerprint: &str, device: &str, info: DeviceInfo, variants: Vec<Variant>) -> Vec<String> {
         self.devices.insert(device.to_string(), info);
-        let entry = self
-            .kernels
-            .entry(kernel.to_string())
-            .or_insert_with(|| KernelEntry { fingerprint: fingerprint.to_string(), variants: vec![] });
+        let entry = self.kernels.entry(kernel.to_string()).or_insert_with(|| KernelEntry { fingerprint: fingerprint.to_string(), variants: vec![] });
         let mut dropped = Vec::new();
         if entry.fingerprint != fingerprint {
             dropped = entry.variants.iter().filter(|v| v.device != device).map(|v| v.device.clone()).collect();
@@ -264,8 +251,7 @@ impl Lockfile {
 
     /// Removes device descriptions no variant refers to.
     pub fn prune_devices(&mut self) {
-        let used: std::collections::BTreeSet<&String> =
-            self.kernels.values().flat_map(|k| k.variants.iter().map(|v| &v.device)).collect();
+        let used: std::collections::BTreeSet<&String> = self.kernels.values().flat_map(|k| k.variants.iter().map(|v| &v.device)).collect();
         self.devices.retain(|k, _| used.contains(k));
     }
 
@@ -317,10 +303,13 @@ mod tests {
     #[test]
     fn round_trip_is_deterministic() {
         let mut lock = Lockfile::default();
-        lock.record("ex::Saxpy", "abcd", "10de|nvidia h200|580|3.0", info("NVIDIA H200"), vec![
-            variant("10de|nvidia h200|580|3.0", "large", 128),
-            variant("10de|nvidia h200|580|3.0", "small", 64),
-        ]);
+        lock.record(
+            "ex::Saxpy",
+            "abcd",
+            "10de|nvidia h200|580|3.0",
+            info("NVIDIA H200"),
+            vec![variant("10de|nvidia h200|580|3.0", "large", 128), variant("10de|nvidia h200|580|3.0", "small", 64)],
+        );
         lock.record("ex::Saxpy", "abcd", "8086|cpu|3.1|3.0", info("cpu"), vec![variant("8086|cpu|3.1|3.0", "large", 32)]);
         let text = lock.to_toml();
         assert!(text.lines().nth(1).unwrap().starts_with("version = 2"), "{text}");
@@ -362,10 +351,7 @@ mod tests {
     fn bad_files_give_clear_errors() {
         let p = Path::new("/x/Kfoundry.lock");
         let e = Lockfile::parse("version = 3\n", p).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "/x/Kfoundry.lock: schema version 3 is newer than this kfoundry understands (version 2); upgrade kfoundry"
-        );
+        assert_eq!(e.to_string(), "/x/Kfoundry.lock: schema version 3 is newer than this kfoundry understands (version 2); upgrade kfoundry");
         assert!(Lockfile::parse("version = 0\n", p).unwrap_err().to_string().contains("bad version 0"));
         assert!(Lockfile::parse("version = 1\n", p).is_ok(), "version 1 files are still read");
         let e = Lockfile::parse("[kernels]\n", p).unwrap_err();

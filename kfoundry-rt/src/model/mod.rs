@@ -1,6 +1,8 @@
 //! The OpenCL-free model shared by the macro, the tuner and the runtime:
 //! specification → (tuning) → lockfile → selection.
 
+#[cfg(feature = "parse")]
+pub mod annotation;
 pub mod device;
 pub mod embed;
 pub mod expr;
@@ -10,5 +12,3 @@ pub mod lockfile;
 pub mod select;
 pub mod signature;
 pub mod spec;
-#[cfg(feature = "parse")]
-pub mod annotation;

@@ -93,13 +93,7 @@ type Matches<'a> = dyn Fn(&DeviceKey, &Variant) -> bool + 'a;
 /// and the work-group check of foreign variants need it) at `sizes`. Errors only when even the
 /// reference cannot run at these sizes (its constraints or geometry fail): then the call itself
 /// is invalid.
-pub fn choose(
-    spec: &KernelSpec,
-    variants: &[Variant],
-    device: &DeviceKey,
-    info: Option<&DeviceInfo>,
-    sizes: &Sizes,
-) -> Result<Choice, LaunchError> {
+pub fn choose(spec: &KernelSpec, variants: &[Variant], device: &DeviceKey, info: Option<&DeviceInfo>, sizes: &Sizes) -> Result<Choice, LaunchError> {
     let mut reasons = vec![format!("device key `{device}`; call sizes {}", fmt_sizes(sizes))];
     let family = device.family();
     // the nearest known device of the same kind, by hardware description
@@ -153,11 +147,7 @@ pub fn choose(
                         _ => eligible.push((i, distance(&v.sizes, sizes))),
                     }
                 }
-                Err(e) => reasons.push(format!(
-                    "{step}: variant for workload `{}` ({}) skipped: {e}",
-                    v.workload,
-                    fmt_params(&v.params)
-                )),
+                Err(e) => reasons.push(format!("{step}: variant for workload `{}` ({}) skipped: {e}", v.workload, fmt_params(&v.params))),
             }
         }
         if step == Step::NearestDevice {
@@ -171,9 +161,7 @@ pub fn choose(
             reasons.push(format!("{step}: no variant in the lockfile"));
             continue;
         }
-        let best = eligible.iter().min_by(|a, b| {
-            a.1.total_cmp(&b.1).then(variants[a.0].time_ns.cmp(&variants[b.0].time_ns))
-        });
+        let best = eligible.iter().min_by(|a, b| a.1.total_cmp(&b.1).then(variants[a.0].time_ns.cmp(&variants[b.0].time_ns)));
         if let Some(&(i, d)) = best {
             let v = &variants[i];
             reasons.push(format!(

@@ -155,26 +155,15 @@ pub fn kernels(source: &str) -> Result<Vec<KernelSignature>, SignatureError> {
     let mut found = Vec::new();
     let mut search_from = 0;
     while let Some((kw_start, kw_end)) = find_kernel_keyword(&clean, search_from) {
-        let open = parameter_list_start(&clean, kw_end).ok_or_else(|| SignatureError {
-            line: line_of(kw_start),
-            message: "`__kernel` without a parameter list".into(),
-        })?;
+        let open = parameter_list_start(&clean, kw_end)
+            .ok_or_else(|| SignatureError { line: line_of(kw_start), message: "`__kernel` without a parameter list".into() })?;
         let head = clean[kw_end..open].rsplit("))").next().unwrap_or("");
-        let name = head
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .rfind(|w| !w.is_empty())
-            .unwrap_or("")
-            .to_string();
-        let close = matching_paren(&clean, open).ok_or_else(|| SignatureError {
-            line: line_of(open),
-            message: format!("unclosed parameter list of kernel `{name}`"),
-        })?;
+        let name = head.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).rfind(|w| !w.is_empty()).unwrap_or("").to_string();
+        let close = matching_paren(&clean, open)
+            .ok_or_else(|| SignatureError { line: line_of(open), message: format!("unclosed parameter list of kernel `{name}`") })?;
         // The return type may come before or after `__attribute__((...))`.
         if !clean[kw_end..open].split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w == "void") {
-            return Err(SignatureError {
-                line: line_of(kw_start),
-                message: format!("kernel `{name}` must return `void`"),
-            });
+            return Err(SignatureError { line: line_of(kw_start), message: format!("kernel `{name}` must return `void`") });
         }
         let params = &clean[open + 1..close];
         let args = parse_params(params, open + 1, &line_of, &name)?;
@@ -200,10 +189,7 @@ pub fn find_kernel(source: &str, entry: Option<&str>) -> Result<KernelSignature,
         None => match all.len() {
             1 => Ok(all[0].clone()),
             0 => Err(SignatureError { line: 0, message: "no `__kernel` function in the source".into() }),
-            _ => Err(SignatureError {
-                line: 0,
-                message: format!("the source has several kernels ({}); name one with `kernel = \"...\"`", names()),
-            }),
+            _ => Err(SignatureError { line: 0, message: format!("the source has several kernels ({}); name one with `kernel = \"...\"`", names()) }),
         },
     }
 }
@@ -303,7 +289,13 @@ fn strip_comments_and_directives(source: &str) -> String {
                 out.push_str("  ");
                 let mut prev = ' ';
                 for (_, c2) in chars.by_ref() {
-                    out.push(if c2 == '\n' { '\n' } else if c2.is_ascii() { ' ' } else { c2 });
+                    out.push(if c2 == '\n' {
+                        '\n'
+                    } else if c2.is_ascii() {
+                        ' '
+                    } else {
+                        c2
+                    });
                     if prev == '*' && c2 == '/' {
                         break;
                     }
@@ -327,12 +319,7 @@ fn strip_comments_and_directives(source: &str) -> String {
     out
 }
 
-fn parse_params(
-    params: &str,
-    base: usize,
-    line_of: &dyn Fn(usize) -> usize,
-    kernel: &str,
-) -> Result<Vec<KernelArg>, SignatureError> {
+fn parse_params(params: &str, base: usize, line_of: &dyn Fn(usize) -> usize, kernel: &str) -> Result<Vec<KernelArg>, SignatureError> {
     let mut args = Vec::new();
     if params.trim().is_empty() || params.trim() == "void" {
         return Ok(args);
@@ -351,10 +338,7 @@ fn parse_params(
             return Err(err(format!("array parameter `{}` is not supported; use a pointer", raw.trim())));
         }
         let name = *words.last().unwrap_or(&"");
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            || name.chars().next().is_none_or(|c| c.is_ascii_digit())
-            || name == "*"
-        {
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || name.chars().next().is_none_or(|c| c.is_ascii_digit()) || name == "*" {
             return Err(err(format!("parameter `{}` has no name", raw.trim())));
         }
         let mut space = None;
@@ -371,8 +355,7 @@ fn parse_params(
                 // the pointer is).
                 "const" if pointers == 0 => is_const = true,
                 "const" => {}
-                "restrict" | "__restrict" | "__restrict__" | "volatile" | "__read_only"
-                | "read_only" | "__write_only" | "write_only" => {}
+                "restrict" | "__restrict" | "__restrict__" | "volatile" | "__read_only" | "read_only" | "__write_only" | "write_only" => {}
                 "*" => pointers += 1,
                 other => type_words.push(other),
             }
@@ -390,12 +373,7 @@ fn parse_params(
             (0, None) => KernelArg::Scalar { name: name.to_string(), ty },
             (0, Some(_)) => return Err(err(format!("address-space qualifier on non-pointer `{name}`"))),
             (1, None) => return Err(err(format!("pointer `{name}` needs an address space (`__global`, `__constant` or `__local`)"))),
-            (1, Some(space)) => KernelArg::Buffer {
-                name: name.to_string(),
-                space,
-                elem: ty,
-                read_only: is_const || space == AddressSpace::Constant,
-            },
+            (1, Some(space)) => KernelArg::Buffer { name: name.to_string(), space, elem: ty, read_only: is_const || space == AddressSpace::Constant },
             _ => return Err(err(format!("pointer-to-pointer parameter `{name}` is not supported"))),
         };
         if args.iter().any(|a: &KernelArg| a.name() == arg.name()) {

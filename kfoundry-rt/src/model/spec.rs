@@ -262,10 +262,7 @@ impl KernelSpec {
     /// Checks the constraints and computes the launch geometry of `params` at `sizes`.
     pub fn geometry(&self, params: &Params, sizes: &Sizes) -> Result<Geometry, LaunchError> {
         if sizes.len() != self.sizes.len() || !self.sizes.iter().all(|s| sizes.contains_key(s)) {
-            return Err(LaunchError::SizeNames {
-                given: sizes.keys().cloned().collect::<Vec<_>>().join(", "),
-                expected: self.sizes.join(", "),
-            });
+            return Err(LaunchError::SizeNames { given: sizes.keys().cloned().collect::<Vec<_>>().join(", "), expected: self.sizes.join(", ") });
         }
         for name in &self.sizes {
             match sizes[name] {
@@ -286,10 +283,7 @@ impl KernelSpec {
                 .enumerate()
                 .map(|(d, e)| {
                     let v = e.eval(&env)?;
-                    usize::try_from(v).ok().filter(|v| *v > 0).ok_or(LaunchError::NotPositive {
-                        what: format!("{what}[{d}] = `{e}`"),
-                        value: v,
-                    })
+                    usize::try_from(v).ok().filter(|v| *v > 0).ok_or(LaunchError::NotPositive { what: format!("{what}[{d}] = `{e}`"), value: v })
                 })
                 .collect()
         };
@@ -312,10 +306,7 @@ impl KernelSpec {
     pub fn buffer_len(&self, name: &str, params: &Params, sizes: &Sizes) -> Result<usize, LaunchError> {
         let expr = self.buffers.get(name).ok_or_else(|| EvalError::UnknownVariable(name.to_string()))?;
         let v = expr.eval(&self.env(params, sizes))?;
-        usize::try_from(v).ok().filter(|v| *v > 0).ok_or(LaunchError::NotPositive {
-            what: format!("length of `{name}` = `{expr}`"),
-            value: v,
-        })
+        usize::try_from(v).ok().filter(|v| *v > 0).ok_or(LaunchError::NotPositive { what: format!("length of `{name}` = `{expr}`"), value: v })
     }
 
     /// The whole search space size (product of the domains), saturating.
@@ -413,9 +404,7 @@ impl KernelSpec {
         }
         // Expressions read only parameters and sizes.
         let known = |e: &Expr| -> Option<String> {
-            e.variables()
-                .into_iter()
-                .find(|v| !param_names.contains(v.as_str()) && !size_names.contains(v.as_str()))
+            e.variables().into_iter().find(|v| !param_names.contains(v.as_str()) && !size_names.contains(v.as_str()))
         };
         let unknown_msg = |v: String, what: &str| {
             format!("{what} reads `{v}`, which is neither a parameter nor a size (sizes are the names bound by the workloads)")
@@ -435,10 +424,7 @@ impl KernelSpec {
         }
         if let Some(local) = &self.local {
             if local.len() != self.global.len() {
-                err!(
-                    Part::Local,
-                    format!("`local` has {} dimension(s) but `global` has {}", local.len(), self.global.len()),
-                );
+                err!(Part::Local, format!("`local` has {} dimension(s) but `global` has {}", local.len(), self.global.len()),);
             }
             for l in local {
                 if let Some(v) = known(l) {
@@ -484,14 +470,12 @@ impl KernelSpec {
                 Some(KernelArg::Buffer { space: AddressSpace::Local, .. }) => {
                     err!(Part::Input(name.clone()), format!("`{name}` is local memory; it has no input"))
                 }
-                Some(KernelArg::Buffer { .. }) if matches!(dist, Distribution::Constant { .. }) => err!(
-                    Part::Input(name.clone()),
-                    format!("buffer `{name}` cannot be constant: constant inputs hide indexing mistakes"),
-                ),
-                Some(KernelArg::Scalar { .. }) if size_names.contains(name.as_str()) => err!(
-                    Part::Input(name.clone()),
-                    format!("`{name}` is a size; its value comes from the workload"),
-                ),
+                Some(KernelArg::Buffer { .. }) if matches!(dist, Distribution::Constant { .. }) => {
+                    err!(Part::Input(name.clone()), format!("buffer `{name}` cannot be constant: constant inputs hide indexing mistakes"),)
+                }
+                Some(KernelArg::Scalar { .. }) if size_names.contains(name.as_str()) => {
+                    err!(Part::Input(name.clone()), format!("`{name}` is a size; its value comes from the workload"),)
+                }
                 Some(_) => {}
             }
             match *dist {
@@ -526,7 +510,9 @@ impl KernelSpec {
             if !ty.is_float() && !self.inputs.contains_key(name) {
                 err!(
                     Part::Kernel,
-                    format!("integer argument `{name}` is not a size; give its value with `inputs({name} = constant(...))` or bind it in the workloads"),
+                    format!(
+                        "integer argument `{name}` is not a size; give its value with `inputs({name} = constant(...))` or bind it in the workloads"
+                    ),
                 );
             }
         }
@@ -594,12 +580,64 @@ pub fn is_identifier(s: &str) -> bool {
 /// language: an identifier that is not a keyword, a built-in type or reserved (`__` prefix).
 pub fn check_macro_name(name: &str) -> Result<(), String> {
     const KEYWORDS: &[&str] = &[
-        "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
-        "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
-        "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
-        "half", "true", "false", "kernel", "global", "local", "constant", "private", "read_only", "write_only",
-        "read_write", "uniform", "pipe", "uchar", "ushort", "uint", "ulong", "size_t", "ptrdiff_t", "intptr_t",
-        "uintptr_t", "NULL", "defined",
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "bool",
+        "half",
+        "true",
+        "false",
+        "kernel",
+        "global",
+        "local",
+        "constant",
+        "private",
+        "read_only",
+        "write_only",
+        "read_write",
+        "uniform",
+        "pipe",
+        "uchar",
+        "ushort",
+        "uint",
+        "ulong",
+        "size_t",
+        "ptrdiff_t",
+        "intptr_t",
+        "uintptr_t",
+        "NULL",
+        "defined",
     ];
     const VECTOR_BASES: &[&str] = &["char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double", "half", "bool"];
     if !is_identifier(name) {
@@ -608,9 +646,7 @@ pub fn check_macro_name(name: &str) -> Result<(), String> {
     if name.starts_with("__") || name.starts_with("CL_") || name.starts_with("cl_") {
         return Err("is a reserved name of OpenCL C (`__`, `CL_` and `cl_` prefixes)".into());
     }
-    let vector = VECTOR_BASES.iter().any(|b| {
-        name.strip_prefix(b).is_some_and(|width| ["2", "3", "4", "8", "16"].contains(&width))
-    });
+    let vector = VECTOR_BASES.iter().any(|b| name.strip_prefix(b).is_some_and(|width| ["2", "3", "4", "8", "16"].contains(&width)));
     if KEYWORDS.contains(&name) || vector {
         return Err("is a keyword or built-in type of OpenCL C".into());
     }
@@ -657,9 +693,7 @@ pub fn check_build_option(token: &str, params: &BTreeSet<&str>) -> Result<(), St
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "build option `{token}` is not allowed: options may be `-cl-...`, `-w`, `-Werror`, `-O0`..`-O3` and `-D NAME[=VALUE]`"
-        ))
+        Err(format!("build option `{token}` is not allowed: options may be `-cl-...`, `-w`, `-Werror`, `-O0`..`-O3` and `-D NAME[=VALUE]`"))
     }
 }
 
@@ -676,10 +710,7 @@ pub(crate) mod tests {
             id: "demo::Saxpy".into(),
             source,
             signature,
-            params: vec![
-                Param { name: "WG".into(), values: vec![32, 64, 128] },
-                Param { name: "VEC".into(), values: vec![1, 2, 4] },
-            ],
+            params: vec![Param { name: "WG".into(), values: vec![32, 64, 128] }, Param { name: "VEC".into(), values: vec![1, 2, 4] }],
             reference: [("WG".to_string(), 64), ("VEC".to_string(), 1)].into_iter().collect(),
             sizes: vec!["n".into()],
             require: vec![e("n % (VEC * WG) == 0")],
@@ -714,10 +745,7 @@ pub(crate) mod tests {
     fn one_rule_says_who_supplies_each_argument() {
         let s = saxpy();
         let roles: Vec<(&str, ArgRole)> = s.args_with_roles().map(|(a, r)| (a.name(), r)).collect();
-        assert_eq!(
-            roles,
-            vec![("n", ArgRole::Size), ("a", ArgRole::CallerScalar), ("x", ArgRole::CallerBuffer), ("y", ArgRole::CallerBuffer)]
-        );
+        assert_eq!(roles, vec![("n", ArgRole::Size), ("a", ArgRole::CallerScalar), ("x", ArgRole::CallerBuffer), ("y", ArgRole::CallerBuffer)]);
         let callers: Vec<&str> = s.caller_args().map(|a| a.name()).collect();
         assert_eq!(callers, ["a", "x", "y"]);
     }
@@ -766,14 +794,50 @@ pub(crate) mod tests {
     #[test]
     fn validation_finds_each_mistake() {
         let cases: Vec<(Box<dyn Fn(&mut KernelSpec)>, Part, &str)> = vec![
-            (Box::new(|s| { s.reference.remove("WG"); }), Part::Reference, "no value for parameter `WG`"),
-            (Box::new(|s| { s.reference.insert("WG".into(), 7); }), Part::Reference, "not in its domain"),
+            (
+                Box::new(|s| {
+                    s.reference.remove("WG");
+                }),
+                Part::Reference,
+                "no value for parameter `WG`",
+            ),
+            (
+                Box::new(|s| {
+                    s.reference.insert("WG".into(), 7);
+                }),
+                Part::Reference,
+                "not in its domain",
+            ),
             (Box::new(|s| s.require.push(Expr::parse("m > 0").unwrap())), Part::Require(1), "reads `m`"),
-            (Box::new(|s| { s.buffers.remove("x"); }), Part::Buffer("x".into()), "no length"),
-            (Box::new(|s| { s.buffers.insert("a".into(), Expr::literal(1)); }), Part::Buffer("a".into()), "scalar"),
+            (
+                Box::new(|s| {
+                    s.buffers.remove("x");
+                }),
+                Part::Buffer("x".into()),
+                "no length",
+            ),
+            (
+                Box::new(|s| {
+                    s.buffers.insert("a".into(), Expr::literal(1));
+                }),
+                Part::Buffer("a".into()),
+                "scalar",
+            ),
             (Box::new(|s| s.checks[0].buffer = "x".into()), Part::Check("x".into()), "read-only"),
-            (Box::new(|s| { s.inputs.insert("z".into(), Distribution::default()); }), Part::Input("z".into()), "no argument `z`"),
-            (Box::new(|s| { s.inputs.insert("x".into(), Distribution::Constant { value: 1.0 }); }), Part::Input("x".into()), "cannot be constant"),
+            (
+                Box::new(|s| {
+                    s.inputs.insert("z".into(), Distribution::default());
+                }),
+                Part::Input("z".into()),
+                "no argument `z`",
+            ),
+            (
+                Box::new(|s| {
+                    s.inputs.insert("x".into(), Distribution::Constant { value: 1.0 });
+                }),
+                Part::Input("x".into()),
+                "cannot be constant",
+            ),
             (Box::new(|s| s.workloads[0].sizes.insert("m".into(), 3).map_or((), |_| ())), Part::Workload("small".into()), "binds"),
             (Box::new(|s| s.workloads[0].sizes.insert("n".into(), 100).map_or((), |_| ())), Part::Workload("small".into()), "reference cannot run"),
             (Box::new(|s| s.params.push(Param { name: "a".into(), values: vec![1] })), Part::Param("a".into()), "name of a kernel argument"),
@@ -789,7 +853,13 @@ pub(crate) mod tests {
             (Box::new(|s| s.options = "-include x.h".into()), Part::Options, "`-include` is not allowed"),
             (Box::new(|s| s.options = "-DWG=3".into()), Part::Options, "redefines parameter `WG`"),
             (Box::new(|s| s.options = "-D VEC".into()), Part::Options, "redefines parameter `VEC`"),
-            (Box::new(|s| { s.buffers.insert("x".into(), Expr::parse("n * VEC").unwrap()); }), Part::Buffer("x".into()), "reads parameter `VEC`"),
+            (
+                Box::new(|s| {
+                    s.buffers.insert("x".into(), Expr::parse("n * VEC").unwrap());
+                }),
+                Part::Buffer("x".into()),
+                "reads parameter `VEC`",
+            ),
         ];
         for (i, (mutate, part, needle)) in cases.into_iter().enumerate() {
             let mut s = saxpy();

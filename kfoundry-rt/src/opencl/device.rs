@@ -126,10 +126,6 @@ pub fn describe(device: &Device) -> Result<DeviceInfo, Error> {
 /// The device a program would use by default: the first GPU, else the first device.
 pub fn default_device() -> Result<(Platform, Device), Error> {
     let all = list_devices()?;
-    let gpu = all.iter().position(|(_, d)| {
-        matches!(info(d, Info::Type), Ok(R::Type(t)) if t.contains(ocl::DeviceType::GPU))
-    });
-    all.into_iter()
-        .nth(gpu.unwrap_or(0))
-        .ok_or(Error::NoPlatform)
+    let gpu = all.iter().position(|(_, d)| matches!(info(d, Info::Type), Ok(R::Type(t)) if t.contains(ocl::DeviceType::GPU)));
+    all.into_iter().nth(gpu.unwrap_or(0)).ok_or(Error::NoPlatform)
 }

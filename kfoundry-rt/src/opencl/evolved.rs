@@ -105,8 +105,7 @@ impl Evolved {
                 return Err(fail(format!("spec: {e}")));
             }
             let variants: Vec<Variant> = serde_json::from_str(self.variants_json).map_err(|e| fail(format!("variants: {e}")))?;
-            let sources: BTreeMap<String, String> =
-                serde_json::from_str(self.sources_json).map_err(|e| fail(format!("generated sources: {e}")))?;
+            let sources: BTreeMap<String, String> = serde_json::from_str(self.sources_json).map_err(|e| fail(format!("generated sources: {e}")))?;
             // The macro embeds only checked variants; checked again here for `Evolved`s built by hand.
             for v in &variants {
                 let located = |e: String| fail(format!("variant for `{}` at `{}`: {e}", v.device, v.workload));
@@ -175,10 +174,8 @@ impl Evolved {
             return Ok(c.clone());
         }
         let (key, info) = identity(device)?;
-        let choice = Arc::new(
-            choose(spec, self.variants()?, &key, info.as_ref(), sizes)
-                .map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?,
-        );
+        let choice =
+            Arc::new(choose(spec, self.variants()?, &key, info.as_ref(), sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?);
         self.choices.lock().map_err(poisoned)?.insert(cache_key, choice.clone());
         Ok(choice)
     }
@@ -234,12 +231,7 @@ impl Evolved {
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
         let (hash, source) = self.source_of(variant)?;
-        let key = (
-            context.as_core().as_ptr() as Handle,
-            device.as_core().as_ptr() as Handle,
-            hash,
-            params.values().copied().collect::<Vec<_>>(),
-        );
+        let key = (context.as_core().as_ptr() as Handle, device.as_core().as_ptr() as Handle, hash, params.values().copied().collect::<Vec<_>>());
         let mut kernels = self.kernels.lock().map_err(poisoned)?;
         if !kernels.contains_key(&key) {
             let program = build_program_from(spec, source, params, context, device)?;

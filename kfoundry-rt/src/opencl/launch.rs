@@ -92,12 +92,7 @@ pub enum Arg<'a> {
 }
 
 /// Compiles `spec`'s source with `params` as `-D` definitions for one device.
-pub fn build_program(
-    spec: &KernelSpec,
-    params: &Params,
-    context: &ocl::Context,
-    device: &ocl::Device,
-) -> Result<ocl::Program, Error> {
+pub fn build_program(spec: &KernelSpec, params: &Params, context: &ocl::Context, device: &ocl::Device) -> Result<ocl::Program, Error> {
     build_program_from(spec, &spec.source, params, context, device)
 }
 
@@ -115,18 +110,15 @@ pub fn build_program_from(
     let declared = if source == spec.source {
         Vec::new()
     } else {
-        declared_params(source).map_err(|e| Error::Embedded {
-            kernel: spec.id.clone(),
-            message: format!("generated source, line {}: {}", e.line, e.problem),
-        })?
+        declared_params(source)
+            .map_err(|e| Error::Embedded { kernel: spec.id.clone(), message: format!("generated source, line {}: {}", e.line, e.problem) })?
     };
     let options = spec.build_options(params, &declared).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
-    ocl::Program::builder()
-        .src(source)
-        .devices(*device)
-        .cmplr_opt(options.as_str())
-        .build(context)
-        .map_err(|e| Error::Build { kernel: spec.id.clone(), options, log: e.to_string() })
+    ocl::Program::builder().src(source).devices(*device).cmplr_opt(options.as_str()).build(context).map_err(|e| Error::Build {
+        kernel: spec.id.clone(),
+        options,
+        log: e.to_string(),
+    })
 }
 
 /// Creates the kernel object of the spec's entry point.
@@ -195,8 +187,8 @@ fn bind<'a>(spec: &KernelSpec, params: &Params, sizes: &Sizes, args: &[Arg<'a>])
             }
             (KernelArg::Scalar { ty, .. }, ArgRole::Size) => {
                 let v = sizes.get(name).copied().ok_or_else(|| arg_error(name, "size not given".into()))?;
-                let s = Scalar::from_int(*ty, v)
-                    .ok_or_else(|| arg_error(name, format!("size {v} does not fit the kernel's `{}`", ty.opencl_name())))?;
+                let s =
+                    Scalar::from_int(*ty, v).ok_or_else(|| arg_error(name, format!("size {v} does not fit the kernel's `{}`", ty.opencl_name())))?;
                 Bound::Scalar(s)
             }
             (KernelArg::Buffer { elem, .. }, _) => match supplied.next() {
@@ -239,7 +231,13 @@ fn caller_names(spec: &KernelSpec) -> String {
     spec.caller_args().map(|a| a.name()).collect::<Vec<_>>().join(", ")
 }
 
-fn enqueue_geometry(spec: &KernelSpec, queue: &ocl::Queue, kernel: &core::Kernel, g: &Geometry, event: Option<&mut core::Event>) -> Result<(), Error> {
+fn enqueue_geometry(
+    spec: &KernelSpec,
+    queue: &ocl::Queue,
+    kernel: &core::Kernel,
+    g: &Geometry,
+    event: Option<&mut core::Event>,
+) -> Result<(), Error> {
     let dims = g.global.len();
     if !(1..=3).contains(&dims) || g.local.as_ref().is_some_and(|l| l.len() != dims) {
         return Err(Error::Embedded { kernel: spec.id.clone(), message: format!("a launch needs 1 to 3 dimensions, the spec has {dims}") });
@@ -260,16 +258,7 @@ fn enqueue_geometry(spec: &KernelSpec, queue: &ocl::Queue, kernel: &core::Kernel
     // reference, and for every tuned variant something the tuner verified (guard zones around
     // every buffer) at the sizes it may run at.
     unsafe {
-        core::enqueue_kernel(
-            queue.as_core(),
-            kernel,
-            dims as u32,
-            None,
-            &global,
-            local,
-            None::<core::Event>,
-            event,
-        )?;
+        core::enqueue_kernel(queue.as_core(), kernel, dims as u32, None, &global, local, None::<core::Event>, event)?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! with another driver → same family → nearest known device → reference, constraints checked
 //! per call, the fallback when a foreign variant fails here, and the program cache.
 
-use kfoundry::model::lockfile::Variant;
+use kfoundry::model::variant::Variant;
 use kfoundry::model::spec::Params;
 use kfoundry::ocl::{Buffer, Context, Device, Queue};
 use kfoundry::{DeviceKey, Evolved, Step};

@@ -85,7 +85,7 @@ fn tune_lock_embed_dispatch() {
     let (_, device) = kfoundry::default_device().unwrap();
     let key = kfoundry::device_key(&device).unwrap().to_string();
     let lock_path = ws.join("Kfoundry.lock");
-    let lock = kfoundry::model::lockfile::Lockfile::read(&lock_path).unwrap().expect("a lockfile");
+    let lock = kfoundry_tooling::lockfile::Lockfile::read(&lock_path).unwrap().expect("a lockfile");
     assert!(lock.devices.contains_key(&key), "device {key} missing from {:?}", lock.devices.keys());
     for entry in lock.kernels.values() {
         assert!(entry.variants.iter().any(|v| v.device == key && v.workload == "small"), "{entry:?}");
@@ -102,7 +102,7 @@ fn tune_lock_embed_dispatch() {
 
     // Editing the lockfile rebuilds the crate with the new variant.
     let text = std::fs::read_to_string(&lock_path).unwrap();
-    let mut edited: kfoundry::model::lockfile::Lockfile = kfoundry::model::lockfile::Lockfile::parse(&text, &lock_path).unwrap();
+    let mut edited: kfoundry_tooling::lockfile::Lockfile = kfoundry_tooling::lockfile::Lockfile::parse(&text, &lock_path).unwrap();
     for v in &mut edited.kernels.get_mut("kfoundry-examples::Saxpy").unwrap().variants {
         v.params = [("WG", 32), ("VEC", 2), ("ITEMS", 3), ("STRIDED", 1)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     }

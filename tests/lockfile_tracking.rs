@@ -9,7 +9,8 @@ use std::process::Output;
 mod common;
 use common::{cargo_like_trybuild, host, repo, target_dir};
 
-use kfoundry::model::lockfile::{Lockfile, Variant};
+use kfoundry::model::variant::Variant;
+use kfoundry_tooling::lockfile::Lockfile;
 
 const APP: &str = r#"
 #[kfoundry::evolve(
@@ -30,7 +31,7 @@ pub struct Twice;
 fn main() {
     let (_, device) = kfoundry::default_device().expect("a device");
     let spec = Twice::evolved().spec().expect("spec");
-    println!("fingerprint {}", spec.fingerprint());
+    println!("fingerprint {}", Twice::FINGERPRINT);
     let choice = Twice::explain(&device, 65536).expect("explain");
     println!("{}", choice.to_string().lines().next().unwrap_or(""));
 }
@@ -120,11 +121,11 @@ fn the_build_always_embeds_what_the_lockfile_says() {
     assert!(empty.kernels.is_empty());
 
     // 1. It appears (written over the empty one): the tuned variant is embedded.
-    write(&lock_path, &lockfile(&fingerprint, 32, 2).to_toml());
+    write(&lock_path, &lockfile(&fingerprint, 32, 2).to_toml().unwrap());
     assert_eq!(run(ws).0, "chosen: exact device (ITEMS=2, WG=32)");
 
     // 2. It changes.
-    write(&lock_path, &lockfile(&fingerprint, 64, 4).to_toml());
+    write(&lock_path, &lockfile(&fingerprint, 64, 4).to_toml().unwrap());
     assert_eq!(run(ws).0, "chosen: exact device (ITEMS=4, WG=64)");
 
     // 3. It disappears: the reference again.
@@ -137,7 +138,7 @@ fn the_build_always_embeds_what_the_lockfile_says() {
     for v in &mut edited.kernels.get_mut("track::Twice").unwrap().variants {
         v.params.insert("X -cl-fast-relaxed-math -DITEMS".into(), 1);
     }
-    write(&lock_path, &edited.to_toml());
+    write(&lock_path, &edited.to_toml().unwrap());
     let e = build_fails(ws);
     assert!(e.contains("disagrees with the annotation of `track::Twice`") && e.contains("is not a parameter"), "{e}");
 
@@ -154,6 +155,6 @@ fn the_build_always_embeds_what_the_lockfile_says() {
 
     // And back to a good file: embedded again.
     std::fs::remove_dir(&lock_path).unwrap();
-    write(&lock_path, &lockfile(&fingerprint, 32, 2).to_toml());
+    write(&lock_path, &lockfile(&fingerprint, 32, 2).to_toml().unwrap());
     assert_eq!(run(ws).0, "chosen: exact device (ITEMS=2, WG=32)");
 }

@@ -6,7 +6,7 @@
 //! holds a complete result, the new winner must also beat that one on re-measure.
 
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
-use kfoundry_search::{Evaluation, FailureKind};
+use kfoundry_search::Evaluation;
 
 use crate::evaluate::probe::probe_sizes;
 use crate::evaluate::{fmt_sizes, median, ErrorStats, Limits, Verdict};
@@ -241,6 +241,7 @@ impl Judge for crate::evaluate::supervisor::Supervised {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kfoundry_search::FailureKind;
     use std::collections::BTreeMap;
 
     /// A scripted judge: each configuration's time, or the failures it meets.
@@ -285,8 +286,8 @@ mod tests {
                 .expect("tokens");
         let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
         let dir = std::env::temp_dir();
-        let cx = kfoundry_rt::model::annotation::Context { package: "t", manifest_dir: &dir };
-        kfoundry_rt::model::annotation::parse(args, &item, &cx).map(|a| a.spec).map_err(|e| e.to_string()).expect("spec")
+        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: &dir };
+        kfoundry_tooling::annotation::parse(args, &item, &cx).map(|a| a.spec).map_err(|e| e.to_string()).expect("spec")
     }
 
     fn k(v: i64) -> Finalist {

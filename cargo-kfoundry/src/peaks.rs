@@ -73,7 +73,7 @@ pub fn of(device: &Selected, remeasure: bool) -> Result<Peaks> {
             let _ = std::fs::create_dir_all(dir);
         }
         if let Ok(json) = serde_json::to_vec_pretty(&cache) {
-            let _ = kfoundry_rt::model::files::write_atomic(&path, &json);
+            let _ = kfoundry_tooling::files::write_atomic(&path, &json);
         }
     }
     Ok(peaks)

@@ -13,7 +13,9 @@ use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
-use kfoundry_rt::model::lockfile::{Lockfile, Variant};
+use kfoundry_rt::model::variant::Variant;
+use kfoundry_tooling::fingerprint;
+use kfoundry_tooling::lockfile::Lockfile;
 use kfoundry_rt::model::spec::KernelSpec;
 
 use crate::devices::Selected;
@@ -78,7 +80,7 @@ pub fn check_writable(lockfile: &Path) -> Result<()> {
 pub fn record(path: &Path, spec: &KernelSpec, device: &Selected, mut variants: Vec<Variant>, quiet: bool) -> Result<()> {
     let _guard = lock(path, quiet)?;
     let mut lock = Lockfile::read(path)?.unwrap_or_default();
-    let fingerprint = spec.fingerprint();
+    let fingerprint = fingerprint(spec)?;
     let tuned: BTreeSet<String> = variants.iter().map(|v| v.workload.clone()).collect();
     let key = device.key.to_string();
     if let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == fingerprint) {

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kfoundry_rt::model::generated::source_hash;
+use kfoundry_tooling::generated::source_hash;
 use kfoundry_rt::model::spec::{KernelSpec, Params};
 use kfoundry_search::{Evaluation, FailureKind};
 use rand::{Rng, SeedableRng};

@@ -13,8 +13,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kfoundry_rt::model::generated;
-use kfoundry_rt::model::lockfile::{Lockfile, Variant};
+use kfoundry_rt::model::variant::Variant;
+use kfoundry_tooling::fingerprint;
+use kfoundry_tooling::generated;
+use kfoundry_tooling::lockfile::Lockfile;
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::{Evaluation, Record, SearchState, Settings as SearchSettings, Space, Step};
 use serde::{Deserialize, Serialize};
@@ -217,7 +219,7 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
                 });
             }
             interrupted |= outcome.interrupted;
-            done_keys.push((kernel.spec.id.clone(), kernel.spec.fingerprint(), workload.name.clone()));
+            done_keys.push((kernel.spec.id.clone(), fingerprint(&kernel.spec)?, workload.name.clone()));
             outcomes.push(outcome);
             if interrupted {
                 break;
@@ -286,7 +288,8 @@ const RESUME_HINT: &str = "; the results are kept in the checkpoints: fix this a
 /// and workload, if any: what an interrupted search must beat to replace it.
 fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, workload: &Workload) -> Option<Finalist> {
     let lock = Lockfile::read(lock_path).ok()??;
-    let entry = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == spec.fingerprint())?;
+    let current = fingerprint(spec).ok()?;
+    let entry = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == current)?;
     let key = device.key.to_string();
     let v = entry.variants.iter().find(|v| v.device == key && v.workload == workload.name && !v.partial)?;
     let source = match &v.source {
@@ -301,7 +304,7 @@ fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, worklo
 fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path, existing: Option<&Finalist>) -> Result<Option<Outcome>> {
     let args = run.args;
     let started = Instant::now();
-    let fingerprint = spec.fingerprint();
+    let fingerprint = fingerprint(spec)?;
     let device_key = run.device.key.to_string();
     let key = Key { kernel: &spec.id, fingerprint: &fingerprint, workload: &workload.name, device: &device_key, seed: args.seed };
     let mut resumed = None;
@@ -539,7 +542,7 @@ fn fresh_search(spec: &KernelSpec, args: &TuneArgs) -> Result<SearchState> {
 /// variant of this kernel and workload (anyone could have edited the checkpoint).
 fn check_finished(spec: &KernelSpec, workload: &Workload, done: &Outcome) -> Result<(), String> {
     let declared = match &done.generated_source {
-        Some(text) => generated::declared_params(text).map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?,
+        Some(text) => kfoundry_rt::model::declared::declared_params(text).map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?,
         None => Vec::new(),
     };
     let variant = Variant {
@@ -556,7 +559,7 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &Outcome) -> Res
         partial: done.interrupted,
         device_info: None,
     };
-    kfoundry_rt::model::embed::check_variant(spec, &variant, &declared)?;
+    kfoundry_rt::model::variant::check_variant(spec, &variant, &declared)?;
     if done.kernel != spec.id || done.workload != workload.name {
         return Err("it belongs to another kernel or workload".into());
     }
@@ -641,7 +644,7 @@ fn write_failure_log(
     }
     let dir = state_dir.join("logs");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let path = dir.join(kfoundry_rt::model::files::state_file_name(&[&spec.id, &workload.name], "log"));
+    let path = dir.join(kfoundry_tooling::files::state_file_name(&[&spec.id, &workload.name], "log"));
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(Some(path))
 }

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use kfoundry_rt::model::lockfile::Lockfile;
+use kfoundry_tooling::lockfile::Lockfile;
 
 #[path = "common/bundle.rs"]
 mod bundle;

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use kfoundry_rt::model::lockfile::Lockfile;
+use kfoundry_tooling::lockfile::Lockfile;
 
 #[path = "common/bundle.rs"]
 mod bundle;

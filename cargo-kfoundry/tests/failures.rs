@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kfoundry_rt::model::lockfile::Lockfile;
+use kfoundry_tooling::lockfile::Lockfile;
 
 #[path = "common/bundle.rs"]
 mod bundle;
@@ -54,7 +54,7 @@ fn an_unwritable_lockfile_is_refused_before_any_search() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = bundle::write(dir.path(), "b.json", "Good", &good_args());
     let lock = dir.path().join("Kfoundry.lock");
-    std::fs::write(&lock, Lockfile::default().to_toml()).unwrap();
+    std::fs::write(&lock, Lockfile::default().to_toml().unwrap()).unwrap();
     std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o444)).unwrap();
     let out = kfoundry().args(["tune", "--bundle"]).arg(&bundle).arg("--lockfile").arg(&lock).args(["--message-format", "json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use kfoundry_rt::model::lockfile::Lockfile;
+use kfoundry_tooling::lockfile::Lockfile;
 
 #[path = "common/bundle.rs"]
 mod bundle;

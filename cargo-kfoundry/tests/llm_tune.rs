@@ -9,8 +9,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use kfoundry_rt::model::generated;
-use kfoundry_rt::model::lockfile::Lockfile;
+use kfoundry_tooling::generated;
+use kfoundry_tooling::lockfile::Lockfile;
 
 #[path = "common/bundle.rs"]
 mod bundle;
@@ -164,7 +164,7 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
 
     // Embedded as the macro embeds it, dispatched on this device, and correct.
     let spec = bundle::spec(&args, dir.path(), "Scale");
-    let kfoundry_rt::model::embed::Embedded { variants, sources } = kfoundry_rt::model::embed::embeddable(&lock, &l, &spec).unwrap();
+    let kfoundry_tooling::embed::Embedded { variants, sources } = kfoundry_tooling::embed::embeddable(&lock, &l, &spec).unwrap();
     assert_eq!(sources.len(), 1);
     let map: std::collections::BTreeMap<&str, &str> = sources.iter().map(|s| (s.hash.as_str(), s.text.as_str())).collect();
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };

@@ -1,4 +1,4 @@
-//! `#[kfoundry::evolve(...)]`: reads the annotation (with `kfoundry_rt::model::annotation`),
+//! `#[kfoundry::evolve(...)]`: reads the annotation (with `kfoundry_tooling::annotation`),
 //! embeds the kernel's specification and the variants of `Kfoundry.lock` that match its
 //! fingerprint, and generates a typed launcher. All logic lives in `kfoundry-rt`'s model; this
 //! crate only turns it into tokens.
@@ -13,9 +13,9 @@ use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote};
 use syn::Ident;
 
-use kfoundry_rt::model::annotation::{self, Annotated, Context};
-use kfoundry_rt::model::embed::{embeddable, launcher_params, lockfile_path, Embedded, LauncherParam};
-use kfoundry_rt::model::lockfile::Lockfile;
+use kfoundry_tooling::annotation::{self, Annotated, Context};
+use kfoundry_tooling::embed::{embeddable, launcher_params, lockfile_path, Embedded, LauncherParam};
+use kfoundry_tooling::lockfile::Lockfile;
 
 /// Declares a tunable OpenCL kernel. See the crate `kfoundry` and its README for the syntax.
 #[proc_macro_attribute]
@@ -79,6 +79,7 @@ fn generate(a: &Annotated, lockfile: Option<&Path>, embedded: &Embedded) -> syn:
     let sources_json = serde_json::to_string(&source_map).map_err(err)?;
     let (ident, vis, spec) = (&a.ident, &a.vis, &a.spec);
     let id = &spec.id;
+    let fingerprint = kfoundry_tooling::fingerprint(spec).map_err(|e| syn::Error::new(Span::call_site(), format!("kfoundry: {e}")))?;
 
     // Rebuild when the lockfile or the kernel source changes.
     let tracked: Vec<String> = lockfile
@@ -127,6 +128,10 @@ fn generate(a: &Annotated, lockfile: Option<&Path>, embedded: &Embedded) -> syn:
         impl #ident {
             /// The kernel's id in `Kfoundry.lock`.
             pub const ID: &'static str = #id;
+
+            /// The fingerprint this build computed for the kernel: only lockfile entries tuned
+            /// with it are embedded.
+            pub const FINGERPRINT: &'static str = #fingerprint;
 
             /// The embedded specification and tuned variants, with dispatch and caches.
             pub fn evolved() -> &'static ::kfoundry::Evolved {

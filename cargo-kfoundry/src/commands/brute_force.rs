@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kfoundry_rt::model::files::{state_file_name, write_atomic};
+use kfoundry_tooling::files::{state_file_name, write_atomic};
 use kfoundry_rt::model::spec::{KernelSpec, Param, Workload};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 use serde_json::{json, Map, Value};
@@ -170,10 +170,17 @@ pub struct Header {
 }
 
 impl Header {
-    pub fn new(spec: &KernelSpec, workload: &Workload, device_name: &str, device_key: &str, repeats: usize, seed: u64) -> Header {
-        Header {
+    pub fn new(
+        spec: &KernelSpec,
+        workload: &Workload,
+        device_name: &str,
+        device_key: &str,
+        repeats: usize,
+        seed: u64,
+    ) -> Result<Header, kfoundry_tooling::FingerprintError> {
+        Ok(Header {
             kernel: spec.id.clone(),
-            fingerprint: spec.fingerprint(),
+            fingerprint: kfoundry_tooling::fingerprint(spec)?,
             params: spec.params.clone(),
             sizes: spec.sizes.iter().filter_map(|s| workload.sizes.get(s).map(|v| (s.clone(), *v))).collect(),
             workload: workload.name.clone(),
@@ -182,7 +189,7 @@ impl Header {
             repeats,
             seed,
             valid: 0,
-        }
+        })
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -485,7 +492,7 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
             args.max_configs
         )
     })?;
-    let header = Header { valid: valid.len(), ..Header::new(spec, workload, &device.info.name, &device_key, args.repeats, args.seed) };
+    let header = Header { valid: valid.len(), ..Header::new(spec, workload, &device.info.name, &device_key, args.repeats, args.seed)? };
     let names = header.names();
     let valid_keys: BTreeSet<String> = valid.iter().map(cache_key).collect();
     let mut cache = Map::new();
@@ -578,7 +585,7 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
 mod tests {
     use super::*;
     use crate::evaluate::{Limits, Validity};
-    use kfoundry_rt::model::annotation::{parse, Context};
+    use kfoundry_tooling::annotation::{parse, Context};
 
     fn p(name: &str, values: &[i64]) -> Param {
         Param { name: name.into(), values: values.to_vec() }
@@ -665,7 +672,7 @@ mod tests {
     }
 
     fn header() -> Header {
-        Header::new(&spec(), &spec().workloads[0], "Some Device", "1|some device|1.0|3.0", 5, 0)
+        Header::new(&spec(), &spec().workloads[0], "Some Device", "1|some device|1.0|3.0", 5, 0).unwrap()
     }
 
     #[test]

@@ -4,8 +4,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use anyhow::{bail, Result};
-use kfoundry_rt::model::embed::embeddable;
-use kfoundry_rt::model::lockfile::Lockfile;
+use kfoundry_tooling::embed::embeddable;
+use kfoundry_tooling::fingerprint;
+use kfoundry_tooling::lockfile::Lockfile;
 use kfoundry_rt::model::spec::KernelSpec;
 
 use crate::cli::{CheckArgs, MessageFormat};
@@ -91,7 +92,8 @@ pub fn entry_findings(kernels: &[&KernelSpec], lock: &Lockfile, lockfile: &std::
         if let Err(problems) = embeddable(lockfile, lock, spec) {
             out.extend(problems.into_iter().map(|problem| Finding::BadEntry { kernel: spec.id.clone(), problem }));
         }
-        let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == spec.fingerprint()) else { continue };
+        let current = fingerprint(spec).ok();
+        let Some(entry) = lock.kernels.get(&spec.id).filter(|e| Some(&e.fingerprint) == current.as_ref()) else { continue };
         for v in entry.variants.iter().filter(|v| v.partial) {
             out.push(Finding::Partial { kernel: spec.id.clone(), device: v.device.clone(), workload: v.workload.clone() });
         }
@@ -100,9 +102,9 @@ pub fn entry_findings(kernels: &[&KernelSpec], lock: &Lockfile, lockfile: &std::
 }
 
 /// Compares the lockfile (if any) with the kernels in the sources.
-pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Vec<Finding> {
+pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Result<Vec<Finding>, kfoundry_tooling::FingerprintError> {
     // The first build creates an empty lockfile (so that cargo tracks it): the same as none.
-    let Some(lock) = lock.filter(|l| !l.kernels.is_empty()) else { return vec![Finding::NoLockfile] };
+    let Some(lock) = lock.filter(|l| !l.kernels.is_empty()) else { return Ok(vec![Finding::NoLockfile]) };
     let mut out = Vec::new();
     let ids: BTreeSet<&str> = kernels.iter().map(|k| k.id.as_str()).collect();
     for spec in kernels {
@@ -110,7 +112,7 @@ pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Vec<Finding
             out.push(Finding::Untuned { kernel: spec.id.clone() });
             continue;
         };
-        let current = spec.fingerprint();
+        let current = fingerprint(spec)?;
         if entry.fingerprint != current {
             out.push(Finding::Stale { kernel: spec.id.clone(), locked: entry.fingerprint.clone(), current });
             continue;
@@ -136,14 +138,14 @@ pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Vec<Finding
             out.push(Finding::Orphaned { kernel: id.clone() });
         }
     }
-    out
+    Ok(out)
 }
 
 pub fn run(args: &CheckArgs) -> Result<()> {
     let ws = discover(&args.ws)?;
     let lock = Lockfile::read(&ws.lockfile())?;
     let specs: Vec<&KernelSpec> = ws.kernels.iter().map(|k| &k.spec).collect();
-    let mut found = findings(&specs, lock.as_ref());
+    let mut found = findings(&specs, lock.as_ref())?;
     if let Some(lock) = &lock {
         found.extend(entry_findings(&specs, lock, &ws.lockfile()));
     }
@@ -167,8 +169,8 @@ pub fn run(args: &CheckArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kfoundry_rt::model::annotation::{parse, Context};
-    use kfoundry_rt::model::lockfile::Variant;
+    use kfoundry_rt::model::variant::Variant;
+    use kfoundry_tooling::annotation::{parse, Context};
     use kfoundry_rt::DeviceInfo;
 
     fn spec(name: &str, workloads: &str) -> KernelSpec {
@@ -208,14 +210,14 @@ mod tests {
         let device = "10de|gpu|1|3.0";
         let good = Variant { sizes: [("n".to_string(), 64)].into(), ..variant(device, "w") };
         let mut lock = Lockfile::default();
-        lock.record("a", &a.fingerprint(), device, DeviceInfo::default(), vec![good.clone()]);
+        lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![good.clone()]);
         assert_eq!(entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock")), vec![]);
         let injected = Variant { params: [("X -cl-fast-relaxed-math".to_string(), 1)].into(), ..good.clone() };
-        lock.record("a", &a.fingerprint(), device, DeviceInfo::default(), vec![injected]);
+        lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![injected]);
         let found = entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock"));
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].to_string().contains("`X -cl-fast-relaxed-math` is not a parameter"), "{}", found[0]);
-        lock.record("a", &a.fingerprint(), device, DeviceInfo::default(), vec![Variant { partial: true, ..good }]);
+        lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![Variant { partial: true, ..good }]);
         let found = entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock"));
         assert!(matches!(&found[..], [Finding::Partial { .. }]), "{found:?}");
     }
@@ -225,25 +227,25 @@ mod tests {
         let a = spec("a", "small(n = 64), large(n = 128)");
         let b = spec("b", "w(n = 64)");
         let c = spec("c", "w(n = 64)");
-        assert_eq!(findings(&[&a], None), vec![Finding::NoLockfile]);
-        assert_eq!(findings(&[&a], Some(&Lockfile::default())), vec![Finding::NoLockfile]);
+        assert_eq!(findings(&[&a], None).unwrap(), vec![Finding::NoLockfile]);
+        assert_eq!(findings(&[&a], Some(&Lockfile::default())).unwrap(), vec![Finding::NoLockfile]);
         let mut lock = Lockfile::default();
-        lock.record("a", &a.fingerprint(), "dev", DeviceInfo::default(), vec![variant("dev", "small"), variant("dev", "old")]);
+        lock.record("a", &fingerprint(&a).unwrap(), "dev", DeviceInfo::default(), vec![variant("dev", "small"), variant("dev", "old")]);
         lock.record("b", "0000", "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
         lock.record("gone", "1111", "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
-        let f = findings(&[&a, &b, &c], Some(&lock));
+        let f = findings(&[&a, &b, &c], Some(&lock)).unwrap();
         assert_eq!(
             f,
             vec![
                 Finding::MissingWorkload { kernel: "a".into(), device: "dev".into(), workload: "large".into() },
                 Finding::OrphanedWorkload { kernel: "a".into(), workload: "old".into() },
-                Finding::Stale { kernel: "b".into(), locked: "0000".into(), current: b.fingerprint() },
+                Finding::Stale { kernel: "b".into(), locked: "0000".into(), current: fingerprint(&b).unwrap() },
                 Finding::Untuned { kernel: "c".into() },
                 Finding::Orphaned { kernel: "gone".into() },
             ]
         );
         let mut clean = Lockfile::default();
-        clean.record("c", &c.fingerprint(), "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
-        assert!(findings(&[&c], Some(&clean)).is_empty());
+        clean.record("c", &fingerprint(&c).unwrap(), "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
+        assert!(findings(&[&c], Some(&clean)).unwrap().is_empty());
     }
 }

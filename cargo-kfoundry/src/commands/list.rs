@@ -12,14 +12,14 @@ pub fn run(args: &WorkspaceArgs) -> Result<()> {
         if args.message_format == MessageFormat::Json {
             let v = serde_json::json!({
                 "reason": "kernel", "id": s.id, "package": k.package, "location": k.location(),
-                "entry": s.signature.name, "fingerprint": s.fingerprint(), "space_size": s.space_size().to_string(),
+                "entry": s.signature.name, "fingerprint": kfoundry_tooling::fingerprint(s)?, "space_size": s.space_size().to_string(),
                 "params": s.params.iter().map(|p| (p.name.clone(), p.values.clone())).collect::<Vec<_>>(),
                 "workloads": s.workloads,
             });
             println!("{v}");
             continue;
         }
-        println!("{} ({}, kernel `{}`, fingerprint {})", s.id, k.location(), s.signature.name, s.fingerprint());
+        println!("{} ({}, kernel `{}`, fingerprint {})", s.id, k.location(), s.signature.name, kfoundry_tooling::fingerprint(s)?);
         for p in &s.params {
             let values: Vec<String> = p.values.iter().map(i64::to_string).collect();
             let reference = s.reference.get(&p.name).map(|v| format!(" (reference {v})")).unwrap_or_default();

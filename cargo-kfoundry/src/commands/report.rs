@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context as _, Result};
-use kfoundry_rt::model::lockfile::{Lockfile, Variant};
+use kfoundry_rt::model::variant::Variant;
+use kfoundry_tooling::lockfile::Lockfile;
 use kfoundry_rt::model::spec::Params;
 use kfoundry_search::Evaluation;
 use serde::Serialize;
@@ -50,7 +51,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     for kernel in src.kernels.iter().filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f))) {
         let spec = &kernel.spec;
         let Some(entry) = lock.kernels.get(&spec.id) else { continue };
-        if entry.fingerprint != spec.fingerprint() {
+        if entry.fingerprint != kfoundry_tooling::fingerprint(spec)? {
             eprintln!("note: {}: the lockfile entry is stale (the kernel changed); skipped", spec.id);
             continue;
         }

@@ -95,7 +95,7 @@ fn fits(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kfoundry_rt::model::annotation::{parse, Context};
+    use kfoundry_tooling::annotation::{parse, Context};
 
     fn spec(extra: &str) -> KernelSpec {
         let src = "__kernel void k(const int n, __global const float* x, __global float* y) { y[get_global_id(0)] = x[get_global_id(0)]; }";

@@ -15,7 +15,7 @@
 use kfoundry_rt::model::signature::{find_kernel, AddressSpace, KernelArg, KernelSignature};
 use serde::{Deserialize, Serialize};
 
-pub use kfoundry_rt::model::generated::PARAMS_MARKER;
+pub use kfoundry_rt::model::declared::PARAMS_MARKER;
 
 /// How the answer was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,7 +168,7 @@ fn apply_edits(parent: &str, edits: &[(String, String)]) -> Result<String, Parse
 /// Reads the `// kfoundry-params:` lines of a source (the model's reader, which the build
 /// of every generated source also uses).
 pub fn declared_params(source: &str) -> Result<Vec<DeclaredParam>, ParseError> {
-    kfoundry_rt::model::generated::declared_params(source).map_err(|e| ParseError::BadParams { line: e.line, problem: e.problem })
+    kfoundry_rt::model::declared::declared_params(source).map_err(|e| ParseError::BadParams { line: e.line, problem: e.problem })
 }
 
 /// What [`validate`] allows.

@@ -1,7 +1,7 @@
 //! Test support: a `cargo kfoundry bundle` file for one inline kernel, built with the same
 //! annotation parser the macro runs, so tests can tune without a cargo workspace.
 
-use kfoundry_rt::model::annotation::{parse, Context};
+use kfoundry_tooling::annotation::{parse, Context};
 
 /// Writes `<dir>/<file>` holding one kernel annotated with `args` (the inside of
 /// `#[kfoundry::evolve(...)]`) on `pub struct <item>;` of package `test`.

@@ -1,14 +1,11 @@
-//! The OpenCL-free model shared by the macro, the tuner and the runtime:
-//! specification → (tuning) → lockfile → selection.
+//! The OpenCL-free model a shipped binary needs: the kernel specification and its expression
+//! language, the OpenCL C signature reader, device keys, tuned variants and the dispatch rules.
+//! (Parsing annotations, fingerprints and the lockfile file are tooling: `kfoundry-tooling`.)
 
-#[cfg(feature = "parse")]
-pub mod annotation;
+pub mod declared;
 pub mod device;
-pub mod embed;
 pub mod expr;
-pub mod files;
-pub mod generated;
-pub mod lockfile;
 pub mod select;
 pub mod signature;
 pub mod spec;
+pub mod variant;

@@ -12,7 +12,7 @@
 use std::fmt;
 
 use super::device::{DeviceInfo, DeviceKey};
-use super::lockfile::Variant;
+use super::variant::Variant;
 use super::spec::{fmt_assignments, KernelSpec, LaunchError, Params, Sizes};
 
 /// A step of the dispatch chain.

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::expr::{Env, EvalError, Expr};
 use super::signature::{AddressSpace, KernelArg, KernelSignature, ScalarType};
@@ -183,14 +182,6 @@ pub enum LaunchError {
 }
 
 impl KernelSpec {
-    /// Hash of the reference source and the annotation: a lockfile entry is valid only for the
-    /// fingerprint it was tuned with.
-    pub fn fingerprint(&self) -> String {
-        let canonical = serde_json::to_string(self).unwrap_or_default();
-        let digest = Sha256::digest(canonical.as_bytes());
-        digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
-    }
-
     /// Bindings of parameters and sizes for expression evaluation.
     pub fn env(&self, params: &Params, sizes: &Sizes) -> Env {
         let mut env = sizes.clone();
@@ -776,19 +767,6 @@ pub(crate) mod tests {
         let e = s.geometry(&s.reference, &p(&[("n", 0)])).unwrap_err();
         assert!(matches!(e, LaunchError::ZeroSize(ref n) if n == "n"), "{e}");
         assert!(matches!(s.geometry(&s.reference, &p(&[("m", 64)])), Err(LaunchError::SizeNames { .. })));
-    }
-
-    #[test]
-    fn fingerprint_changes_with_source_and_annotation() {
-        let a = saxpy();
-        let mut b = saxpy();
-        assert_eq!(a.fingerprint(), b.fingerprint());
-        assert_eq!(a.fingerprint().len(), 16);
-        b.source.push(' ');
-        assert_ne!(a.fingerprint(), b.fingerprint());
-        let mut c = saxpy();
-        c.params[0].values.push(256);
-        assert_ne!(a.fingerprint(), c.fingerprint());
     }
 
     #[test]

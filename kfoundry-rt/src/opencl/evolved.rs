@@ -10,9 +10,9 @@ use super::device::{describe, device_key};
 use super::error::Error;
 use super::launch::{build_program_from, create_kernel, enqueue, Arg};
 use crate::model::device::{DeviceInfo, DeviceKey};
-use crate::model::embed::check_variant;
-use crate::model::generated::declared_params;
-use crate::model::lockfile::Variant;
+use crate::model::variant::check_variant;
+use crate::model::declared::declared_params;
+use crate::model::variant::Variant;
 use crate::model::select::{choose, Choice, Step};
 use crate::model::spec::{KernelSpec, Params, Sizes};
 

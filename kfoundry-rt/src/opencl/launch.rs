@@ -4,7 +4,7 @@
 use ocl::core::{self, ArgVal};
 
 use super::error::Error;
-use crate::model::generated::declared_params;
+use crate::model::declared::declared_params;
 use crate::model::signature::{KernelArg, ScalarType};
 use crate::model::spec::{ArgRole, Geometry, KernelSpec, Params, Sizes};
 

@@ -32,9 +32,9 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Ident, LitStr, Token};
 
-use super::expr::Expr;
-use super::signature::find_kernel;
-use super::spec::{Check, Cost, Distribution, KernelSpec, Param, Part, Workload};
+use kfoundry_rt::model::expr::Expr;
+use kfoundry_rt::model::signature::find_kernel;
+use kfoundry_rt::model::spec::{Check, Cost, Distribution, KernelSpec, Param, Part, Workload};
 
 /// Where an annotation is being read.
 pub struct Context<'a> {

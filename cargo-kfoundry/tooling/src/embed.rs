@@ -4,11 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::device::DeviceKey;
-use super::generated::declared_params;
-use super::lockfile::{Lockfile, Variant, FILE_NAME};
-use super::signature::ScalarType;
-use super::spec::{ArgRole, KernelSpec, Param};
+use kfoundry_rt::model::declared::declared_params;
+use kfoundry_rt::model::signature::{KernelArg, ScalarType};
+use kfoundry_rt::model::spec::{ArgRole, KernelSpec};
+use kfoundry_rt::model::variant::{check_variant, Variant};
+
+use crate::fingerprint::fingerprint;
+use crate::lockfile::{Lockfile, FILE_NAME};
 
 /// The workspace root of the crate at `manifest_dir`, as cargo finds it: the directory named
 /// by the crate's `package.workspace`, else the nearest ancestor (the crate's own directory
@@ -63,8 +65,9 @@ pub struct Embedded {
 /// naming the variant, so that the build fails instead of shipping something the lockfile does
 /// not say.
 pub fn embeddable(lockfile: &Path, lock: &Lockfile, spec: &KernelSpec) -> Result<Embedded, Vec<String>> {
+    let current = fingerprint(spec).map_err(|e| vec![e.to_string()])?;
     let entry = match lock.kernels.get(&spec.id) {
-        Some(entry) if entry.fingerprint == spec.fingerprint() => entry,
+        Some(entry) if entry.fingerprint == current => entry,
         _ => return Ok(Embedded::default()),
     };
     let mut out = Embedded::default();
@@ -106,39 +109,10 @@ pub fn embeddable(lockfile: &Path, lock: &Lockfile, spec: &KernelSpec) -> Result
     }
 }
 
-/// Checks a lockfile variant against the annotation: a device key, exactly the declared
-/// parameters (the annotation's and those its generated source `declared`) with values of
-/// their domains, a declared workload with its sizes, constraints and geometry that hold at
-/// those sizes and at every size it was proven at.
-pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Result<(), String> {
-    if DeviceKey::parse(&v.device).is_none() {
-        return Err(format!("`{}` is not a device key", v.device));
-    }
-    spec.check_params(&v.params, declared)?;
-    let Some(workload) = spec.workloads.iter().find(|w| w.name == v.workload) else {
-        return Err(format!("the kernel declares no workload `{}`", v.workload));
-    };
-    if v.sizes != workload.sizes {
-        return Err(format!(
-            "sizes {} differ from those the annotation gives workload `{}` ({})",
-            super::spec::fmt_assignments(&v.sizes, ", "),
-            workload.name,
-            super::spec::fmt_assignments(&workload.sizes, ", ")
-        ));
-    }
-    if !v.proven.is_empty() && !v.proven.contains(&v.sizes) {
-        return Err("its proven sizes do not include the tuned ones".into());
-    }
-    for sizes in v.proven_sizes() {
-        spec.geometry(&v.params, sizes).map_err(|e| format!("cannot run at sizes {}: {e}", super::spec::fmt_assignments(sizes, ", ")))?;
-    }
-    Ok(())
-}
-
 /// The generated source `hash` of `spec`, checked: present, unedited, same signature.
 fn generated_source(lockfile: &Path, spec: &KernelSpec, hash: &str) -> Result<EmbeddedSource, String> {
-    let (path, text) = super::generated::read_verified(lockfile, &spec.id, hash).map_err(|e| e.to_string())?;
-    match super::signature::find_kernel(&text, Some(&spec.signature.name)) {
+    let (path, text) = crate::generated::read_verified(lockfile, &spec.id, hash).map_err(|e| e.to_string())?;
+    match kfoundry_rt::model::signature::find_kernel(&text, Some(&spec.signature.name)) {
         Ok(sig) if sig.args == spec.signature.args => Ok(EmbeddedSource { hash: hash.to_string(), path, text }),
         Ok(_) => Err(format!("{} changes the kernel's signature", path.display())),
         Err(e) => Err(format!("{}: {e}", path.display())),
@@ -162,10 +136,10 @@ pub fn launcher_params(spec: &KernelSpec) -> Vec<LauncherParam> {
     let mut out: Vec<LauncherParam> = spec.sizes.iter().cloned().map(LauncherParam::Size).collect();
     for (arg, role) in spec.args_with_roles() {
         match (arg, role) {
-            (super::signature::KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) => {
+            (KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) => {
                 out.push(LauncherParam::Buffer { name: name.clone(), elem: *elem })
             }
-            (super::signature::KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => {
+            (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => {
                 out.push(LauncherParam::Scalar { name: name.clone(), ty: *ty })
             }
             _ => {}
@@ -177,8 +151,8 @@ pub fn launcher_params(spec: &KernelSpec) -> Vec<LauncherParam> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::device::DeviceInfo;
-    use crate::model::spec::tests::saxpy;
+    use crate::test_support::saxpy;
+    use kfoundry_rt::model::device::{DeviceInfo, DeviceKey};
 
     #[test]
     fn launcher_shape() {
@@ -222,7 +196,7 @@ mod tests {
             let mut kept: Vec<Variant> = lock.kernels.get(&spec.id).map(|e| e.variants.clone()).unwrap_or_default();
             kept.retain(|k| k.device == device);
             kept.push(v);
-            lock.record(&spec.id, &spec.fingerprint(), &device, info.clone(), kept);
+            lock.record(&spec.id, &fingerprint(&spec).unwrap(), &device, info.clone(), kept);
         }
         lock
     }
@@ -242,8 +216,8 @@ mod tests {
         if let Some(entry) = written.kernels.get_mut(&spec.id) {
             entry.variants = embedded.variants;
         }
-        assert!(!written.to_toml().contains("device_info"));
-        assert_eq!(written.to_toml(), lock.to_toml());
+        assert!(!written.to_toml().unwrap().contains("device_info"));
+        assert_eq!(written.to_toml().unwrap(), lock.to_toml().unwrap());
         let mut changed = spec.clone();
         changed.source.push_str("\n// edited");
         assert_eq!(embeddable(nowhere, &lock, &changed).unwrap(), Embedded::default());

@@ -6,63 +6,6 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::spec::{check_macro_name, Param};
-
-/// The marker of a parameter declaration line in a generated source:
-/// `// kfoundry-params: TS=[8,16,32], WPT=[1,2]`.
-pub const PARAMS_MARKER: &str = "kfoundry-params:";
-/// Most parameters one source may declare, and values per parameter.
-pub const MAX_DECLARED_PARAMS: usize = 8;
-pub const MAX_DECLARED_VALUES: usize = 16;
-
-/// A malformed `kfoundry-params` declaration: the 1-based line and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeclarationError {
-    pub line: usize,
-    pub problem: String,
-}
-
-/// Reads the `// kfoundry-params:` lines of a generated source: the parameters it adds (or
-/// whose values it redefines), each passed as `-D NAME=value` like the annotation's own.
-pub fn declared_params(source: &str) -> Result<Vec<Param>, DeclarationError> {
-    let mut params: Vec<Param> = Vec::new();
-    for (i, line) in source.lines().enumerate() {
-        let Some(pos) = line.find(PARAMS_MARKER) else { continue };
-        let bad = |problem: String| DeclarationError { line: i + 1, problem };
-        if !line[..pos].trim_end().ends_with("//") {
-            return Err(bad("the declaration must be a `//` comment".into()));
-        }
-        let mut rest = line[pos + PARAMS_MARKER.len()..].trim();
-        while !rest.is_empty() {
-            let eq = rest.find('=').ok_or_else(|| bad(format!("`{rest}` has no `=`")))?;
-            let name = rest[..eq].trim();
-            if let Err(why) = check_macro_name(name) {
-                return Err(bad(format!("`{name}` is not a parameter name: it {why}")));
-            }
-            let after = rest[eq + 1..].trim_start();
-            let list = after.strip_prefix('[').ok_or_else(|| bad(format!("`{name}` needs a list `[…]`")))?;
-            let close = list.find(']').ok_or_else(|| bad(format!("the list of `{name}` is not closed")))?;
-            let inner = list[..close].trim();
-            let values = inner
-                .split(',')
-                .filter(|_| !inner.is_empty())
-                .map(|v| v.trim().parse::<i64>().map_err(|_| bad(format!("`{}` (in `{name}`) is not an integer", v.trim()))))
-                .collect::<Result<Vec<_>, _>>()?;
-            if values.is_empty() || values.len() > MAX_DECLARED_VALUES {
-                return Err(bad(format!("`{name}` needs 1 to {MAX_DECLARED_VALUES} values")));
-            }
-            if params.iter().any(|p| p.name == name) {
-                return Err(bad(format!("`{name}` is declared twice")));
-            }
-            params.push(Param { name: name.to_string(), values });
-            if params.len() > MAX_DECLARED_PARAMS {
-                return Err(bad(format!("more than {MAX_DECLARED_PARAMS} parameters")));
-            }
-            rest = list[close + 1..].trim_start().trim_start_matches(',').trim_start();
-        }
-    }
-    Ok(params)
-}
 
 /// Hex digits of SHA-256 kept in a source hash.
 const HASH_LEN: usize = 16;
@@ -75,7 +18,7 @@ pub fn source_hash(text: &str) -> String {
 /// Directory of `kernel`'s generated sources beside `lockfile` (`::` and other characters
 /// not safe in a file name become `_`).
 pub fn kernel_dir(lockfile: &Path, kernel: &str) -> PathBuf {
-    lockfile.parent().unwrap_or(Path::new(".")).join("kfoundry").join(super::files::safe_name(kernel))
+    lockfile.parent().unwrap_or(Path::new(".")).join("kfoundry").join(crate::files::safe_name(kernel))
 }
 
 /// Where the source of `hash` lives.
@@ -123,7 +66,7 @@ pub fn write(lockfile: &Path, kernel: &str, text: &str) -> std::io::Result<Strin
         return Ok(hash);
     }
     std::fs::create_dir_all(kernel_dir(lockfile, kernel))?;
-    super::files::write_atomic(&path, text.as_bytes())?;
+    crate::files::write_atomic(&path, text.as_bytes())?;
     Ok(hash)
 }
 

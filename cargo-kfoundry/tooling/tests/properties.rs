@@ -1,7 +1,8 @@
-//! Property tests (proptest) for the parsers of kfoundry-rt's OpenCL-free model: the expression
-//! language (`model::expr`), the OpenCL C signature reader (`model::signature`), the lockfile
-//! (`model::lockfile`) and, with the `parse` feature, the annotation parser
-//! (`model::annotation`). The libFuzzer targets for the same parsers are in `kfoundry-rt/fuzz`.
+//! Property tests (proptest) for the parsers of kfoundry's model: the expression language
+//! (`kfoundry_rt::model::expr`), the OpenCL C signature reader (`kfoundry_rt::model::signature`),
+//! the lockfile (`kfoundry_tooling::lockfile`), the annotation parser
+//! (`kfoundry_tooling::annotation`) and a bundle's specifications. The libFuzzer targets for the
+//! same parsers are in `cargo-kfoundry/tooling/fuzz`.
 //!
 //! What is checked:
 //! - no input makes a parser (or `Expr::eval`) panic or overflow the stack: arbitrary strings,
@@ -17,8 +18,8 @@
 //!
 //! Running:
 //! ```text
-//! cargo test -p kfoundry-rt --features parse --test properties                  # a few seconds
-//! PROPTEST_CASES=100000 cargo test -p kfoundry-rt --features parse --release --test properties
+//! cargo test -p kfoundry-tooling --test properties                  # a few seconds
+//! PROPTEST_CASES=100000 cargo test -p kfoundry-tooling --release --test properties
 //! ```
 //! `PROPTEST_CASES` sets the number of cases of every property (the defaults below keep the
 //! file under ~20 s on two cores in a debug build).
@@ -34,7 +35,8 @@ use std::path::Path;
 
 use kfoundry_rt::model::device::DeviceInfo;
 use kfoundry_rt::model::expr::{Env, EvalError, Expr};
-use kfoundry_rt::model::lockfile::{KernelEntry, Lockfile, Variant};
+use kfoundry_rt::model::variant::Variant;
+use kfoundry_tooling::lockfile::{KernelEntry, Lockfile};
 use kfoundry_rt::model::signature::{self, AddressSpace, KernelArg, KernelSignature, ScalarType};
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -992,7 +994,7 @@ fn lockfile() -> impl Strategy<Value = Lockfile> {
 /// What `to_toml` promises to write: schema version, variants sorted by (device, workload).
 fn normalised(lock: &Lockfile) -> Lockfile {
     let mut lock = lock.clone();
-    lock.version = kfoundry_rt::model::lockfile::SCHEMA_VERSION;
+    lock.version = kfoundry_tooling::lockfile::SCHEMA_VERSION;
     for entry in lock.kernels.values_mut() {
         entry.variants.sort_by(|a, b| (&a.device, &a.workload).cmp(&(&b.device, &b.workload)));
     }
@@ -1003,7 +1005,7 @@ fn check_lockfile_text(text: &str) {
     let p = Path::new("Kfoundry.lock");
     if let Ok(lock) = Lockfile::parse(text, p) {
         // Whatever is accepted can be written and read back.
-        let written = lock.to_toml();
+        let written = lock.to_toml().unwrap();
         let again = Lockfile::parse(&written, p);
         assert!(again.is_ok(), "accepted lockfile does not survive to_toml: {again:?}\n--- in ---\n{text}\n--- out ---\n{written}");
     }
@@ -1064,13 +1066,13 @@ proptest! {
     #[test]
     fn lockfile_round_trip(lock in lockfile()) {
         let p = Path::new("Kfoundry.lock");
-        let text = lock.to_toml();
-        prop_assert_eq!(&text, &lock.clone().to_toml());
+        let text = lock.to_toml().unwrap();
+        prop_assert_eq!(&text, &lock.clone().to_toml().unwrap());
         let back = Lockfile::parse(&text, p);
         prop_assert!(back.is_ok(), "{:?}\n--- text ---\n{}", back.err(), text);
         let back = back.unwrap();
         prop_assert_eq!(&back, &normalised(&lock), "\n--- text ---\n{}", text);
-        prop_assert_eq!(&back.to_toml(), &text);
+        prop_assert_eq!(&back.to_toml().unwrap(), &text);
         // Reversing every kernel's variants writes the same text, when (device, workload) pairs
         // are unique (equal pairs keep their relative order, as documented by the stable sort).
         let unique = lock.kernels.values().all(|k| {
@@ -1079,14 +1081,14 @@ proptest! {
         if unique {
             let mut reversed = lock.clone();
             reversed.kernels.values_mut().for_each(|k| k.variants.reverse());
-            prop_assert_eq!(&reversed.to_toml(), &text);
+            prop_assert_eq!(&reversed.to_toml().unwrap(), &text);
         }
     }
 
     /// Mutations of valid lockfile text: never a panic; what is accepted survives a rewrite.
     #[test]
     fn lockfile_mutated_text(lock in lockfile(), ops in mutations()) {
-        check_lockfile_text(&mutate(&lock.to_toml(), &ops, LOCK_FRAGMENTS));
+        check_lockfile_text(&mutate(&lock.to_toml().unwrap(), &ops, LOCK_FRAGMENTS));
     }
 
 }
@@ -1121,10 +1123,9 @@ fn lockfile_hostile_nesting() {
 // ---------------------------------------------------------------------------------------------
 // Annotations (`#[kfoundry::evolve(...)]`), feature `parse`
 
-#[cfg(feature = "parse")]
 mod annotations {
     use super::*;
-    use kfoundry_rt::model::annotation::{self, Context};
+    use kfoundry_tooling::annotation::{self, Context};
     use proc_macro2::TokenStream;
 
     const SAXPY: &str = "__kernel void saxpy(const int n, const float a, __global const float* x, __global float* y) { }";
@@ -1321,7 +1322,7 @@ mod annotations {
         let Ok(tokens) = text.parse::<TokenStream>() else { return Ok(()) };
         let item: syn::Item = syn::parse_str("pub struct Saxpy;").unwrap();
         let cx = Context { package: "demo", manifest_dir: Path::new("/nonexistent/kfoundry-properties") };
-        match catch(|| annotation::parse(tokens, &item, &cx).map(|a| a.spec.fingerprint())) {
+        match catch(|| annotation::parse(tokens, &item, &cx).map(|a| kfoundry_tooling::fingerprint(&a.spec))) {
             Ok(_) => Ok(()),
             Err((place, message)) => Err(TestCaseError::fail(format!("panic at {place}: {message}\n--- annotation ---\n{text}"))),
         }
@@ -1396,7 +1397,8 @@ mod annotations {
     /// What a tune does with a bundle's specification before any OpenCL call, on an accepted
     /// one: never a panic.
     fn exercise_spec(v: serde_json::Value) -> Result<(), TestCaseError> {
-        use kfoundry_rt::model::embed::{check_variant, launcher_params};
+        use kfoundry_rt::model::variant::check_variant;
+        use kfoundry_tooling::embed::launcher_params;
         use kfoundry_rt::model::spec::KernelSpec;
         let text = v.to_string();
         let outcome = catch(move || {
@@ -1407,7 +1409,7 @@ mod annotations {
             let _ = spec.caller_args().count();
             let _ = launcher_params(&spec);
             let _ = spec.build_options(&spec.reference, &[]);
-            let _ = spec.fingerprint();
+            let _ = kfoundry_tooling::fingerprint(&spec);
             for w in &spec.workloads {
                 let _ = spec.geometry(&spec.reference, &w.sizes);
                 for name in spec.buffers.keys() {
@@ -1631,7 +1633,7 @@ fn bug_lockfile_u64_beyond_i64_is_lost() {
         device_info: None,
     };
     lock.record("k", "f", "d", DeviceInfo::default(), vec![variant]);
-    let text = lock.to_toml();
+    let text = lock.to_toml().unwrap();
     let back = Lockfile::parse(&text, Path::new("Kfoundry.lock"));
     assert!(back.is_ok(), "to_toml wrote:\n{text}\nwhich reads as {:?}", back.err());
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::device::DeviceInfo;
-use super::spec::{Params, Sizes};
+use kfoundry_rt::model::device::DeviceInfo;
+use kfoundry_rt::model::variant::Variant;
 
 /// The schema version this build writes. Version 1 files (no `proven` sizes) are read too.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -18,7 +18,7 @@ pub const FILE_NAME: &str = "Kfoundry.lock";
 #[serde(deny_unknown_fields)]
 pub struct Lockfile {
     pub version: u32,
-    /// Hardware descriptions by device key (see [`super::device::DeviceKey`]).
+    /// Hardware descriptions by device key (see [`kfoundry_rt::model::device::DeviceKey`]).
     #[serde(default)]
     pub devices: BTreeMap<String, DeviceInfo>,
     /// Entries by kernel id.
@@ -35,112 +35,6 @@ pub struct KernelEntry {
     pub variants: Vec<Variant>,
 }
 
-/// The winner of one tune: one kernel, one device, one workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Variant {
-    /// Device key (its `Display` form).
-    pub device: String,
-    pub workload: String,
-    pub sizes: Sizes,
-    pub params: Params,
-    /// Median kernel time of the winner, nanoseconds.
-    #[serde(serialize_with = "saturating")]
-    pub time_ns: u64,
-    /// Median kernel time of the reference in the same run, nanoseconds.
-    #[serde(serialize_with = "saturating")]
-    pub reference_time_ns: u64,
-    #[serde(serialize_with = "saturating")]
-    pub evaluations: u64,
-    #[serde(serialize_with = "saturating")]
-    pub failures: u64,
-    /// Hash of a generated source stored beside the lockfile (source-level variants only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// Every set of sizes the variant was verified at against the reference (the tuned
-    /// sizes, smaller ones and larger ones). Dispatch uses it only where each size lies within
-    /// the range of its verified values (unless the kernel opts into `extrapolate`). Empty in
-    /// version 1 files: then only `sizes` counts as proven.
-    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "columns")]
-    pub proven: Vec<Sizes>,
-    /// The search was interrupted (Ctrl-C, SIGTERM) before its budget was spent: `cargo
-    /// kfoundry tune --resume` continues it. A partial result never replaces a complete one
-    /// unless it is faster on re-measure.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub partial: bool,
-    /// The description of the device the variant was tuned on, copied from `[devices]` when
-    /// the variant is embedded (dispatch to the nearest known device needs it); never written
-    /// to the lockfile, where `[devices]` holds it once per device.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_info: Option<DeviceInfo>,
-}
-
-/// Size sets stored as one column per size (`n = [4096, 2560, 8192]`): one line per size in
-/// the lockfile instead of a table per set. Every column must have the same length.
-mod columns {
-    use std::collections::BTreeMap;
-
-    use serde::{de::Error as _, Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::Sizes;
-
-    pub fn serialize<S: Serializer>(sets: &[Sizes], s: S) -> Result<S::Ok, S::Error> {
-        let mut columns: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
-        for (i, set) in sets.iter().enumerate() {
-            for (name, &v) in set {
-                let column = columns.entry(name.as_str()).or_default();
-                if column.len() != i {
-                    return Err(serde::ser::Error::custom("proven size sets must all name the same sizes"));
-                }
-                column.push(v);
-            }
-        }
-        if columns.values().any(|c| c.len() != sets.len()) {
-            return Err(serde::ser::Error::custom("proven size sets must all name the same sizes"));
-        }
-        columns.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Sizes>, D::Error> {
-        let columns: BTreeMap<String, Vec<i64>> = BTreeMap::deserialize(d)?;
-        let len = columns.values().next().map_or(0, Vec::len);
-        if columns.values().any(|c| c.len() != len) {
-            return Err(D::Error::custom("every size in `proven` needs the same number of values"));
-        }
-        Ok((0..len).map(|i| columns.iter().map(|(k, c)| (k.clone(), c[i])).collect()).collect())
-    }
-}
-
-/// TOML integers are i64: larger counts (never met in practice) are written as i64::MAX rather
-/// than making the whole file unwritable.
-pub(crate) fn saturating<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64((*v).min(i64::MAX as u64))
-}
-
-impl Variant {
-    /// The sizes the variant was verified at (its tuned sizes when the file predates `proven`).
-    pub fn proven_sizes(&self) -> &[Sizes] {
-        if self.proven.is_empty() {
-            std::slice::from_ref(&self.sizes)
-        } else {
-            &self.proven
-        }
-    }
-
-    /// Per size name, the smallest and largest value the variant was verified at.
-    pub fn proven_range(&self) -> BTreeMap<String, (i64, i64)> {
-        let mut range: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-        for sizes in self.proven_sizes() {
-            for (k, &v) in sizes {
-                let r = range.entry(k.clone()).or_insert((v, v));
-                r.0 = r.0.min(v);
-                r.1 = r.1.max(v);
-            }
-        }
-        range
-    }
-}
-
 /// Why a lockfile could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -152,6 +46,8 @@ pub enum LockError {
     TooNew { path: PathBuf, found: u32, supported: u32 },
     #[error("{path} is not a regular file; Kfoundry.lock must be a file (or absent)")]
     NotAFile { path: PathBuf },
+    #[error("cannot write the lockfile: {message}")]
+    Serialize { message: String },
 }
 
 impl Default for Lockfile {
@@ -199,7 +95,7 @@ impl Lockfile {
     }
 
     /// Deterministic TOML: maps are sorted, variants sorted by device then workload.
-    pub fn to_toml(&self) -> String {
+    pub fn to_toml(&self) -> Result<String, LockError> {
         let mut sorted = self.clone();
         sorted.version = SCHEMA_VERSION;
         for entry in sorted.kernels.values_mut() {
@@ -209,23 +105,23 @@ impl Lockfile {
                 v.device_info = None;
             }
         }
-        let body = toml::to_string(&sorted).unwrap_or_default();
-        format!("# Kfoundry.lock: tuned kernel variants, written by `cargo kfoundry tune`. Commit it.\n{body}")
+        let body = toml::to_string(&sorted).map_err(|e| LockError::Serialize { message: e.to_string() })?;
+        Ok(format!("# Kfoundry.lock: tuned kernel variants, written by `cargo kfoundry tune`. Commit it.\n{body}"))
     }
 
     /// Creates an empty lockfile (no kernels) at `path` unless something is already there.
     /// `Ok(true)` when it was created. The macro does this on a first build so that cargo
     /// tracks the file from then on (rustc can only track a file that exists).
     pub fn create_if_absent(path: &Path) -> Result<bool, LockError> {
-        super::files::create_new_atomic(path, Lockfile::default().to_toml().as_bytes())
+        crate::files::create_new_atomic(path, Lockfile::default().to_toml()?.as_bytes())
             .map_err(|source| LockError::Io { path: path.to_path_buf(), source })
     }
 
     /// Replaces the lockfile at `path` atomically (temporary file in the same directory, then
     /// rename): readers see the old or the new file, never a torn one.
     pub fn write_atomic(&self, path: &Path) -> Result<(), LockError> {
-        let io = |source| LockError::Io { path: path.to_path_buf(), source };
-        super::files::write_atomic(path, self.to_toml().as_bytes()).map_err(io)
+        let text = self.to_toml()?;
+        crate::files::write_atomic(path, text.as_bytes()).map_err(|source| LockError::Io { path: path.to_path_buf(), source })
     }
 
     /// Records the result of tuning `kernel` on `device`: that device's old variants of the
@@ -311,10 +207,10 @@ mod tests {
             vec![variant("10de|nvidia h200|580|3.0", "large", 128), variant("10de|nvidia h200|580|3.0", "small", 64)],
         );
         lock.record("ex::Saxpy", "abcd", "8086|cpu|3.1|3.0", info("cpu"), vec![variant("8086|cpu|3.1|3.0", "large", 32)]);
-        let text = lock.to_toml();
+        let text = lock.to_toml().unwrap();
         assert!(text.lines().nth(1).unwrap().starts_with("version = 2"), "{text}");
         let back = Lockfile::parse(&text, Path::new("Kfoundry.lock")).unwrap();
-        assert_eq!(back.to_toml(), text);
+        assert_eq!(back.to_toml().unwrap(), text);
         assert_eq!(back.kernels["ex::Saxpy"].variants.len(), 3);
     }
 
@@ -378,7 +274,7 @@ mod tests {
         assert_eq!(v.proven_range()["n"], (3 << 17, 1 << 21));
         let mut lock = Lockfile::default();
         lock.record("k", "f", "a", info("a"), vec![v.clone()]);
-        let text = lock.to_toml();
+        let text = lock.to_toml().unwrap();
         assert!(text.contains("n = [1048576, 393216, 2097152]"), "{text}");
         let back = Lockfile::parse(&text, Path::new("Kfoundry.lock")).unwrap();
         assert_eq!(back.kernels["k"].variants[0].proven, v.proven);

@@ -5,8 +5,8 @@
 //! lengths at its workloads and at twice their sizes, a lockfile variant of its reference).
 #![no_main]
 
-use kfoundry_rt::model::embed::{check_variant, launcher_params};
-use kfoundry_rt::model::lockfile::Variant;
+use kfoundry_rt::model::variant::{check_variant, Variant};
+use kfoundry_tooling::embed::launcher_params;
 use kfoundry_rt::model::signature::find_kernel;
 use kfoundry_rt::model::spec::{KernelSpec, Sizes};
 use libfuzzer_sys::fuzz_target;
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = spec.caller_args().count();
     let _ = launcher_params(&spec);
     let _ = spec.build_options(&spec.reference, &[]);
-    let _ = spec.fingerprint();
+    let _ = kfoundry_tooling::fingerprint(&spec);
     for w in &spec.workloads {
         let doubled: Sizes = w.sizes.iter().map(|(k, v)| (k.clone(), v.saturating_mul(2))).collect();
         for sizes in [&w.sizes, &doubled] {

@@ -2,8 +2,8 @@
 //! with another driver → same family → nearest known device → reference, constraints checked
 //! per call, the fallback when a foreign variant fails here, and the program cache.
 
-use kfoundry::model::variant::Variant;
 use kfoundry::model::spec::Params;
+use kfoundry::model::variant::Variant;
 use kfoundry::ocl::{Buffer, Context, Device, Queue};
 use kfoundry::{DeviceKey, Evolved, Step};
 
@@ -191,7 +191,7 @@ fn a_foreign_variant_that_fails_here_falls_back_to_the_reference() {
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
     let why = k.explain(&device, &[("n", 1 << 12)]).unwrap();
     assert_eq!(why.step, Step::Reference);
-    assert!(why.to_string().contains("failed on this device"), "{why}");
+    assert!(why.to_string().contains("failed to build on this device"), "{why}");
     // and every later call at these sizes goes straight to the reference
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
 }
@@ -266,11 +266,15 @@ fn raw_arguments_are_checked_like_typed_ones() {
     assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(short.as_core()), Arg::Buffer(y.as_core())]).is_err());
     // sizes the kernel does not have
     assert!(k.launch(&queue, &[("m", 64)], &[Arg::Buffer(x.as_core()), Arg::Buffer(y.as_core())]).is_err());
-    // launch_params: only declared parameters reach the compiler
+    // launch_params: only declared parameters with values of their domains reach the compiler
     let injected: Params = [("WG".to_string(), 16), ("ITEMS".to_string(), 1), ("X -cl-fast-relaxed-math -DITEMS".to_string(), 1)].into();
-    let e = Twice::launch_params(&queue, &injected, 64, &x, &y).unwrap_err();
+    // SAFETY (all three): configurations of this kernel stay within `n` elements.
+    let e = unsafe { Twice::launch_params(&queue, &injected, 64, &x, &y) }.unwrap_err();
     assert!(e.to_string().contains("is not a parameter"), "{e}");
-    assert!(Twice::launch_params(&queue, &params(16, 1), 64, &x, &y).is_ok());
+    let e = unsafe { Twice::launch_params(&queue, &params(3, 1), 64, &x, &y) }.unwrap_err();
+    assert!(e.to_string().contains("WG=3 is not in the parameter's domain"), "{e}");
+    assert!(unsafe { Twice::launch_params(&queue, &params(16, 1), 64, &x, &y) }.is_ok());
+    assert!(Twice::launch_reference(&queue, 64, &x, &y).is_ok());
 }
 
 #[test]
@@ -314,5 +318,5 @@ fn an_exact_device_variant_that_fails_here_falls_back_to_the_reference() {
         Box::leak(Box::new(Evolved::with_sources(Box::leak(spec.into_boxed_str()), Box::leak(variants.into_boxed_str()), sources)));
     assert_eq!(k.explain(&device, &[("n", 1 << 12)]).unwrap().step, Step::ExactDevice);
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
-    assert!(k.explain(&device, &[("n", 1 << 12)]).unwrap().to_string().contains("failed on this device"));
+    assert!(k.explain(&device, &[("n", 1 << 12)]).unwrap().to_string().contains("failed to build on this device"));
 }

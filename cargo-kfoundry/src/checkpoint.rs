@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use kfoundry_tooling::files::{state_file_name, write_atomic};
 use kfoundry_search::SearchState;
+use kfoundry_tooling::files::{state_file_name, write_atomic};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

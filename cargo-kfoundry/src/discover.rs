@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
+use kfoundry_rt::model::spec::KernelSpec;
 use kfoundry_tooling::annotation::{self, Context};
 use kfoundry_tooling::lockfile::FILE_NAME;
-use kfoundry_rt::model::spec::KernelSpec;
 
 use crate::cli::WorkspaceArgs;
 

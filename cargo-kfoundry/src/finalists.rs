@@ -8,7 +8,7 @@
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Evaluation;
 
-use crate::evaluate::probe::probe_sizes;
+use crate::evaluate::probe::{axis_probe_sizes, probe_sizes};
 use crate::evaluate::{fmt_sizes, median, ErrorStats, Limits, Verdict};
 use crate::report::fmt_ns;
 
@@ -151,12 +151,14 @@ pub fn decide(
     Ok(decision)
 }
 
-/// Verifies a finalist at smaller and larger sizes: the size sets it was proven at (the
-/// workload's first), or why it failed. Sizes where the reference itself cannot be trusted
+/// Verifies a finalist at smaller and larger sizes (all scaled together, and each alone): the
+/// size sets it was proven at (the workload's first), or why it failed. Sizes where the reference itself cannot be trusted
 /// prove nothing and are skipped.
 fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>, workload: &Workload) -> Result<Vec<Sizes>, String> {
     let mut proven = vec![workload.sizes.clone()];
-    for sizes in probe_sizes(spec, params, &workload.sizes, judge.limits(), SMALLER_PROBES, LARGER_PROBES) {
+    let mut plan = probe_sizes(spec, params, &workload.sizes, judge.limits(), SMALLER_PROBES, LARGER_PROBES);
+    plan.extend(axis_probe_sizes(spec, params, &workload.sizes, judge.limits()));
+    for sizes in plan {
         match judge.verify(params, &sizes, source) {
             Ok(Ok(_)) => proven.push(sizes),
             Ok(Err((kind, why))) => return Err(format!("{kind:?} at sizes {}: {why}", fmt_sizes(&sizes))),

@@ -13,10 +13,10 @@ use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
+use kfoundry_rt::model::spec::KernelSpec;
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::lockfile::Lockfile;
-use kfoundry_rt::model::spec::KernelSpec;
 
 use crate::devices::Selected;
 

@@ -17,9 +17,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kfoundry_tooling::generated::source_hash;
 use kfoundry_rt::model::spec::{KernelSpec, Params};
 use kfoundry_search::{Evaluation, FailureKind};
+use kfoundry_tooling::generated::source_hash;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -100,7 +100,7 @@ impl SourceSearch {
     pub fn resume(config: &LlmConfig, state: SourceState) -> anyhow::Result<SourceSearch> {
         let client = crate::llm::Client::new(config).map_err(|e| anyhow::anyhow!("language model: {e}"))?;
         Ok(SourceSearch {
-            mutator: Mutator::resume(Box::new(client), state.mutator),
+            mutator: Mutator::resume(Box::new(client), state.mutator, config).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?,
             elites: state.elites.into_iter().map(|e| (e.levels, e)).collect(),
             evaluated: state.evaluated,
             records: state.records,

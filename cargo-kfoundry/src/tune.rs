@@ -13,12 +13,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_rt::model::variant::Variant;
+use kfoundry_search::{Evaluation, Record, SearchState, Settings as SearchSettings, Space, Step};
 use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::generated;
 use kfoundry_tooling::lockfile::Lockfile;
-use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
-use kfoundry_search::{Evaluation, Record, SearchState, Settings as SearchSettings, Space, Step};
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoints, Key};
@@ -263,6 +263,12 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
             eprintln!("wrote {}", lock_path.display());
         }
     }
+    if !failed.is_empty() {
+        eprintln!("error: {} of {} tune(s) failed (the others are recorded):", failed.len(), failed.len() + outcomes.len());
+        for f in &failed {
+            eprintln!("  {f}");
+        }
+    }
     if interrupted {
         eprintln!(
             "interrupted: what was found so far is in {}; `cargo kfoundry tune --resume` (same arguments) continues from {}",
@@ -272,10 +278,6 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
         return Ok(Exit::Interrupted);
     }
     if !failed.is_empty() {
-        eprintln!("error: {} of {} tune(s) failed (the others are recorded):", failed.len(), failed.len() + outcomes.len());
-        for f in &failed {
-            eprintln!("  {f}");
-        }
         return Ok(Exit::PartlyFailed);
     }
     Ok(Exit::Success)
@@ -347,7 +349,13 @@ fn tune_one(run: &Run, spec: &KernelSpec, workload: &Workload, state_dir: &Path,
     let mut bench = Supervised::start(spec, &workload.sizes, run.device.index, settings, args.limits.time_limits())?;
     let max_evals = Some(args.budget_evals.max(1));
     let mut source_search = match (&run.llm, resumed.as_mut().and_then(|ck| ck.source_search.take())) {
-        (Some(cfg), Some(st)) => Some(SourceSearch::resume(cfg, st)?),
+        (Some(cfg), Some(st)) => match SourceSearch::resume(cfg, st) {
+            Ok(ss) => Some(ss),
+            Err(e) => {
+                eprintln!("note: {} @ {}: the language model's saved state is not usable ({e:#}); its search starts afresh", spec.id, workload.name);
+                Some(SourceSearch::new(cfg, args.seed)?)
+            }
+        },
         (Some(cfg), None) => Some(SourceSearch::new(cfg, args.seed)?),
         (None, _) => None,
     };
@@ -542,7 +550,13 @@ fn fresh_search(spec: &KernelSpec, args: &TuneArgs) -> Result<SearchState> {
 /// variant of this kernel and workload (anyone could have edited the checkpoint).
 fn check_finished(spec: &KernelSpec, workload: &Workload, done: &Outcome) -> Result<(), String> {
     let declared = match &done.generated_source {
-        Some(text) => kfoundry_rt::model::declared::declared_params(text).map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?,
+        Some(text) => {
+            match kfoundry_rt::model::signature::find_kernel(text, Some(&spec.signature.name)) {
+                Ok(sig) if sig.args == spec.signature.args => {}
+                _ => return Err("its generated source does not have the kernel's signature".into()),
+            }
+            kfoundry_rt::model::declared::declared_params(text).map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?
+        }
         None => Vec::new(),
     };
     let variant = Variant {

@@ -140,3 +140,67 @@ fn kernels_written_to_cheat_never_win() {
     assert_eq!(shipped_wrong, 0, "a cheating kernel won: {shipped:?}");
     assert_eq!(shipped.get(&0), Some(&(SEEDS as usize)));
 }
+
+/// A 2-D kernel over `rows × cols` whose global size is rounded up to the work-group.
+const SOURCE_2D: &str = r#"
+__kernel void scale2(const int rows, const int cols, __global const float* x, __global float* y) {
+    int c = get_global_id(0), r = get_global_id(1);
+#if BAD == 1
+    /* no bounds check: the last row's extra work-items copy x's guard past the end of y */
+    y[r * cols + c] = 3.0f * x[r * cols + c];
+#elif BAD == 2
+    /* one element before the start */
+    if (c < cols) { y[r * cols + c] = 3.0f * x[r * cols + c]; if (r == 0 && c == 0) y[-1] = 1.0f; }
+#elif BAD == 3
+    /* rows indexed by the row count instead of the column count: right on square shapes only */
+    if (c < cols) y[r * rows + c] = 3.0f * x[r * rows + c];
+#else
+    if (c < cols) {
+        float zero = 0.0f;
+        for (int k = 0; k < 256; k++) zero += x[(r * cols + c + k) % (rows * cols)] * 0.0f;
+        y[r * cols + c] = 3.0f * x[r * cols + c] + zero;
+    }
+#endif
+}
+"#;
+
+#[test]
+fn kernels_that_escape_their_buffers_or_the_diagonal_never_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = format!(
+        r#"code = {SOURCE_2D:?}, params(BAD = 0..=3), reference(BAD = 0),
+           global = (ceil_div(cols, 64) * 64, rows), local = (64, 1), buffers(x = rows * cols, y = rows * cols), check(y),
+           workloads(square(rows = 100, cols = 100))"#
+    );
+    let bundle = bundle::write(dir.path(), "escape.json", "Escape", &args);
+    for seed in 0..3u64 {
+        let lock = dir.path().join(format!("Kfoundry-{seed}.lock"));
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+            .args(["tune", "--bundle"])
+            .arg(&bundle)
+            .arg("--lockfile")
+            .arg(&lock)
+            .arg("--state-dir")
+            .arg(dir.path().join(format!("state-{seed}")))
+            .args(["--budget-evals", "4", "--repeats", "1", "--seed", &seed.to_string(), "--message-format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let reason = |bad: i64, reason: &str| {
+            stdout.lines().find_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (v["reason"] == reason && v["params"]["BAD"] == bad).then(|| v.to_string())
+            })
+        };
+        let failed = |bad: i64| reason(bad, "evaluation").filter(|v| v.contains("\"Failed\"")).unwrap_or_default();
+        assert!(failed(1).contains("writes past the end of `y`"), "seed {seed}: {}", failed(1));
+        assert!(failed(2).contains("writes before the start of `y`"), "seed {seed}: {}", failed(2));
+        // right at the (square) tuned shape, so it passes the search; rejected when each size
+        // is varied alone
+        let probe = reason(3, "probe").unwrap_or_default();
+        assert!(probe.contains("Wrong at sizes") && probe.contains("cols=") && probe.contains("rows="), "seed {seed}: {probe}");
+        let lock = Lockfile::read(&lock).unwrap().expect("a lockfile");
+        assert_eq!(lock.kernels["test::Escape"].variants[0].params["BAD"], 0, "seed {seed}");
+    }
+}

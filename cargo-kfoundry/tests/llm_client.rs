@@ -254,7 +254,7 @@ fn mutator_over_the_real_client() {
 
     // The state resumes: spending and population carry over.
     let state: llm::mutator::MutatorState = serde_json::from_str(&serde_json::to_string(&m.state()).unwrap()).unwrap();
-    let resumed = Mutator::resume(Box::new(client(&cfg)), state);
+    let resumed = Mutator::resume(Box::new(client(&cfg)), state, &cfg).unwrap();
     assert_eq!(resumed.spent().requests, 6);
     assert_eq!(resumed.population(), m.population());
 }

@@ -146,10 +146,22 @@ fn generate(a: &Annotated, lockfile: Option<&Path>, embedded: &Embedded) -> syn:
                 Self::evolved().launch(queue, &[#(#sizes),*], &[#(#args),*])
             }
 
-            /// Runs the given parameter values instead of the dispatched variant (for tests and benchmarks).
+            /// Runs the plain reference kernel instead of the dispatched variant (for tests and benchmarks).
             #[allow(clippy::too_many_arguments)]
-            pub fn launch_params(queue: &::kfoundry::ocl::Queue, params: &::kfoundry::model::spec::Params, #(#params),*) -> ::core::result::Result<(), ::kfoundry::Error> {
-                Self::evolved().launch_params(queue, params, &[#(#sizes),*], &[#(#args),*])
+            pub fn launch_reference(queue: &::kfoundry::ocl::Queue, #(#params),*) -> ::core::result::Result<(), ::kfoundry::Error> {
+                Self::evolved().launch_reference(queue, &[#(#sizes),*], &[#(#args),*])
+            }
+
+            /// Runs the given parameter values (each of its domain) instead of the dispatched variant (for tests and benchmarks).
+            ///
+            /// # Safety
+            ///
+            /// Nothing verified this configuration: the caller promises that the kernel compiled with
+            /// these parameters stays within the buffers the annotation declares (see `kfoundry::Evolved::launch_params`).
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe fn launch_params(queue: &::kfoundry::ocl::Queue, params: &::kfoundry::model::spec::Params, #(#params),*) -> ::core::result::Result<(), ::kfoundry::Error> {
+                // SAFETY: the caller's promise, passed on.
+                unsafe { Self::evolved().launch_params(queue, params, &[#(#sizes),*], &[#(#args),*]) }
             }
 
             /// Which variant `launch` would run on `device` at these sizes, and why.
@@ -164,7 +176,8 @@ fn generate(a: &Annotated, lockfile: Option<&Path>, embedded: &Embedded) -> syn:
 /// keyword (`r#in`), with a `_` appended when even a raw identifier cannot be that keyword
 /// (`self`, `Self`, `super`, `crate`, `_`) or when the name is taken.
 fn rust_idents(params: &[LauncherParam]) -> Vec<Ident> {
-    let mut taken = std::collections::BTreeSet::new();
+    // the launchers' own parameters
+    let mut taken: std::collections::BTreeSet<String> = ["queue", "params", "device"].map(String::from).into();
     let mut out = Vec::new();
     for p in params {
         let name = match p {

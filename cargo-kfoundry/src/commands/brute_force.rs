@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kfoundry_tooling::files::{state_file_name, write_atomic};
 use kfoundry_rt::model::spec::{KernelSpec, Param, Workload};
 use kfoundry_search::{Config, Evaluation, FailureKind};
+use kfoundry_tooling::files::{state_file_name, write_atomic};
 use serde_json::{json, Map, Value};
 
 use crate::cli::{BruteForceArgs, MessageFormat};

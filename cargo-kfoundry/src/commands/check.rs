@@ -4,10 +4,10 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use anyhow::{bail, Result};
+use kfoundry_rt::model::spec::KernelSpec;
 use kfoundry_tooling::embed::embeddable;
 use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::lockfile::Lockfile;
-use kfoundry_rt::model::spec::KernelSpec;
 
 use crate::cli::{CheckArgs, MessageFormat};
 use crate::discover::discover;
@@ -170,8 +170,8 @@ pub fn run(args: &CheckArgs) -> Result<()> {
 mod tests {
     use super::*;
     use kfoundry_rt::model::variant::Variant;
-    use kfoundry_tooling::annotation::{parse, Context};
     use kfoundry_rt::DeviceInfo;
+    use kfoundry_tooling::annotation::{parse, Context};
 
     fn spec(name: &str, workloads: &str) -> KernelSpec {
         let args: proc_macro2::TokenStream = format!(

@@ -6,10 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context as _, Result};
-use kfoundry_rt::model::variant::Variant;
-use kfoundry_tooling::lockfile::Lockfile;
 use kfoundry_rt::model::spec::Params;
+use kfoundry_rt::model::variant::Variant;
 use kfoundry_search::Evaluation;
+use kfoundry_tooling::lockfile::Lockfile;
 use serde::Serialize;
 
 use crate::cli::{MessageFormat, ReportArgs};

@@ -40,8 +40,10 @@ use self::device_data::DeviceData;
 use self::inputs::{decode, draw_buffer, draw_scalar, guard_pattern, poison_buffer};
 use rand::Rng as _;
 
-/// Elements of poison after every buffer (fewer when the device's allocation limit is near).
+/// Elements of guard after every buffer (fewer when the device's allocation limit is near).
 pub const GUARD_ELEMS: usize = 16384;
+/// Bytes of guard before every buffer (rounded up to the device's sub-buffer alignment).
+pub const FRONT_GUARD_BYTES: usize = 65536;
 
 /// How candidates are checked and timed.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -89,6 +91,9 @@ pub struct Limits {
     pub global_mem_bytes: u64,
     #[serde(default)]
     pub max_alloc_bytes: u64,
+    /// `CL_DEVICE_MEM_BASE_ADDR_ALIGN`, in bytes: where a sub-buffer may start.
+    #[serde(default)]
+    pub base_align_bytes: u64,
     /// The reference kernel's preferred work-group size multiple (warp, wavefront or SIMD
     /// width), for the language model's description of the device.
     #[serde(default)]
@@ -160,13 +165,15 @@ enum Fill {
     Poison,
 }
 
-/// One caller buffer of a run: name, element type, length, guard length, filling.
+/// One caller buffer of a run: name, element type, length, filling, and the bytes of its guard
+/// zones before and after it.
 struct PreparedBuffer {
     name: String,
     ty: ScalarType,
     len: usize,
-    guard: usize,
     fill: Fill,
+    front: Vec<u8>,
+    back: Vec<u8>,
 }
 
 /// What one input set is made of.
@@ -175,13 +182,17 @@ struct Prepared {
     scalars: Vec<Scalar>,
 }
 
-/// A device buffer of a run, with the length the kernel may use and the guard after it.
+/// A device buffer of a run: one allocation of front guard, `len` elements and back guard;
+/// the kernel gets `view`, a sub-buffer that starts at the elements (so the front guard lies
+/// before what it was given, in the same allocation).
 struct RunBuffer {
     name: String,
     ty: ScalarType,
     len: usize,
-    guard: usize,
-    buffer: ocl::Buffer<u8>,
+    whole: ocl::Buffer<u8>,
+    view: ocl::Buffer<u8>,
+    front: Vec<u8>,
+    back: Vec<u8>,
 }
 
 /// Device buffers and scalars of one run.
@@ -306,7 +317,9 @@ impl Bench {
     }
 
     /// How each caller buffer of one run of `params` at `sizes` is filled (inputs drawn, on
-    /// the device when large; outputs poisoned; guard zones poisoned), and the drawn scalars.
+    /// the device when large; outputs poisoned) and guarded, and the drawn scalars. Guards of
+    /// read-only buffers hold poison (a read past the end sees NaN, or 0xA5 bytes); guards of
+    /// the others hold random bytes of this run, which no computation reproduces by chance.
     fn prepare(&self, params: &Params, sizes: &Sizes, rng: &mut ChaCha8Rng) -> Result<Prepared, String> {
         let mut buffers = Vec::new();
         let mut scalars = Vec::new();
@@ -314,7 +327,17 @@ impl Bench {
             match (arg, role) {
                 (KernelArg::Buffer { name, elem, read_only, .. }, ArgRole::CallerBuffer) => {
                     let len = self.spec.buffer_len(name, params, sizes).map_err(|e| e.to_string())?;
-                    let guard = self.guard_len(len, *elem);
+                    let (front, back) = self.guard_lens(len, *elem);
+                    let mut guard = |n: usize| -> Vec<u8> {
+                        if *read_only {
+                            vec![guard_pattern(*elem); n]
+                        } else {
+                            let mut bytes = vec![0u8; n];
+                            rng.fill(&mut bytes[..]);
+                            bytes
+                        }
+                    };
+                    let (front, back) = (guard(front), guard(back * elem.size()));
                     let on_device = *elem == ScalarType::F32 && len >= device_data::MIN_LEN;
                     let input = *read_only || self.spec.inputs.contains_key(name);
                     let fill = match (input, on_device) {
@@ -323,7 +346,7 @@ impl Bench {
                         (false, true) => Fill::Poison,
                         (false, false) => Fill::Host(poison_buffer(*elem, len)),
                     };
-                    buffers.push(PreparedBuffer { name: name.clone(), ty: *elem, len, guard, fill });
+                    buffers.push(PreparedBuffer { name: name.clone(), ty: *elem, len, fill, front, back });
                 }
                 (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => scalars.push(draw_scalar(*ty, self.spec.distribution(name), rng)),
                 _ => {}
@@ -332,11 +355,16 @@ impl Bench {
         Ok(Prepared { buffers, scalars })
     }
 
-    /// The guard zone after a buffer of `len` elements: [`GUARD_ELEMS`], or what still fits
-    /// the device's allocation limit.
-    fn guard_len(&self, len: usize, ty: ScalarType) -> usize {
-        let max_elems = usize::try_from(self.limits.max_alloc_bytes / ty.size() as u64).unwrap_or(usize::MAX);
-        GUARD_ELEMS.min(max_elems.saturating_sub(len))
+    /// The guard zones of a buffer of `len` elements: [`FRONT_GUARD_BYTES`] before it (rounded
+    /// up to the sub-buffer alignment) and [`GUARD_ELEMS`] elements after it, or what still
+    /// fits the device's allocation limit.
+    fn guard_lens(&self, len: usize, ty: ScalarType) -> (usize, usize) {
+        let align = usize::try_from(self.limits.base_align_bytes).unwrap_or(1).max(1);
+        let front = FRONT_GUARD_BYTES.div_ceil(align).saturating_mul(align);
+        let room = usize::try_from(self.limits.max_alloc_bytes).unwrap_or(usize::MAX).saturating_sub(len.saturating_mul(ty.size()));
+        let front = if room >= front { front } else { 0 };
+        let back = GUARD_ELEMS.min(room.saturating_sub(front) / ty.size());
+        (front, back)
     }
 
     /// Device buffers filled as prepared: the same preparation always gives the same contents.
@@ -344,43 +372,54 @@ impl Bench {
         let mut buffers = Vec::new();
         for p in &prepared.buffers {
             let size = p.ty.size();
-            let builder = ocl::Buffer::<u8>::builder().queue(self.queue.clone()).len((p.len + p.guard) * size);
-            let buffer = match &p.fill {
-                Fill::Host(data) => {
-                    let mut bytes = Vec::with_capacity((p.len + p.guard) * size);
-                    bytes.extend_from_slice(data);
-                    bytes.extend(std::iter::repeat_n(guard_pattern(p.ty), p.guard * size));
-                    builder.copy_host_slice(&bytes).build()?
+            let (front, data, back) = (p.front.len(), p.len * size, p.back.len());
+            let builder = ocl::Buffer::<u8>::builder().queue(self.queue.clone()).len(front + data + back);
+            let whole = match &p.fill {
+                Fill::Host(bytes) => {
+                    let mut all = Vec::with_capacity(front + data + back);
+                    all.extend_from_slice(&p.front);
+                    all.extend_from_slice(bytes);
+                    all.extend_from_slice(&p.back);
+                    builder.copy_host_slice(&all).build()?
                 }
-                Fill::Draw { dist, seed } => {
+                Fill::Draw { .. } | Fill::Poison => {
                     let b = builder.build()?;
-                    // the whole buffer poisoned, then the inputs drawn over its first `len`
-                    self.device_data.poison(&b, (p.len + p.guard) * size)?;
-                    self.device_data.draw(&b, p.len, *dist, *seed)?;
-                    b
-                }
-                Fill::Poison => {
-                    let b = builder.build()?;
-                    self.device_data.poison(&b, (p.len + p.guard) * size)?;
+                    self.device_data.poison(&b, front + data + back)?;
+                    if !p.front.is_empty() {
+                        b.write(&p.front).offset(0).enq()?;
+                    }
+                    if !p.back.is_empty() {
+                        b.write(&p.back).offset(front + data).enq()?;
+                    }
                     b
                 }
             };
-            buffers.push(RunBuffer { name: p.name.clone(), ty: p.ty, len: p.len, guard: p.guard, buffer });
+            let view = whole.create_sub_buffer(None, front, data + back)?;
+            if let Fill::Draw { dist, seed } = &p.fill {
+                self.device_data.draw(&view, p.len, *dist, *seed)?;
+            }
+            buffers.push(RunBuffer { name: p.name.clone(), ty: p.ty, len: p.len, whole, view, front: p.front.clone(), back: p.back.clone() });
         }
         Ok(Run { buffers, scalars: prepared.scalars.clone() })
     }
 
-    /// The first buffer of a finished run whose guard zone was written, if any.
+    /// The first buffer of a finished run whose guard zones were written, if any.
     fn touched_guard(&self, run: &Run) -> Result<Option<String>, RtError> {
         for b in &run.buffers {
-            if b.guard == 0 {
-                continue;
-            }
             let size = b.ty.size();
-            let mut bytes = vec![0u8; b.guard * size];
-            b.buffer.read(&mut bytes).offset(b.len * size).enq()?;
-            let pattern = guard_pattern(b.ty);
-            if let Some(at) = bytes.iter().position(|&x| x != pattern) {
+            let mut front = vec![0u8; b.front.len()];
+            if !front.is_empty() {
+                b.whole.read(&mut front).offset(0).enq()?;
+            }
+            if let Some(at) = front.iter().zip(&b.front).position(|(x, y)| x != y) {
+                let before = (b.front.len() - at).div_ceil(size);
+                return Ok(Some(format!("writes before the start of `{}`: element -{before}", b.name)));
+            }
+            let mut back = vec![0u8; b.back.len()];
+            if !back.is_empty() {
+                b.whole.read(&mut back).offset(b.front.len() + b.len * size).enq()?;
+            }
+            if let Some(at) = back.iter().zip(&b.back).position(|(x, y)| x != y) {
                 return Ok(Some(format!(
                     "writes past the end of `{}`: element {} of a buffer of {} (the annotation's length)",
                     b.name,
@@ -399,7 +438,7 @@ impl Bench {
             run.buffers
                 .iter()
                 .find(|b| b.name == name)
-                .map(|b| (b.ty, b.len, b.buffer.clone()))
+                .map(|b| (b.ty, b.len, b.view.clone()))
                 .ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
         };
         let ((ty, len, c), (_, _, r)) = (find(cand)?, find(refr)?);
@@ -436,7 +475,7 @@ impl Bench {
             match arg {
                 KernelArg::Buffer { .. } => {
                     if let Some(b) = buffers.next() {
-                        args.push(Arg::Buffer(b.buffer.as_core()));
+                        args.push(Arg::Buffer(b.view.as_core()));
                     }
                 }
                 KernelArg::Scalar { .. } => {
@@ -607,6 +646,17 @@ impl Bench {
             }
             errors = errors.worst(ErrorStats { max_abs: cmp.max_abs, rel_norm: cmp.rel_norm });
         }
+        // Every other buffer must end exactly as the reference left it: a candidate may not use
+        // an input as scratch space (the caller's data would be gone).
+        for b in cand_run.buffers.iter().filter(|b| !self.spec.checks.iter().any(|c| c.buffer == b.name)) {
+            let same = self.compare_outputs(&b.name, &cand_run, &ref_run, 0.0, 0.0).map_err(runtime)?;
+            if !same.ok() {
+                return Err((
+                    FailureKind::Wrong,
+                    format!("changes `{}`, which it must leave as the reference does ({} elements differ)", b.name, same.mismatches),
+                ));
+            }
+        }
         Ok((cand_run, errors))
     }
 
@@ -667,11 +717,24 @@ fn limits(device: &ocl::Device) -> Result<Limits, RtError> {
         R::MaxMemAllocSize(v) => v,
         _ => 0,
     };
+    let base_align_bytes = match get(I::MemBaseAddrAlign)? {
+        R::MemBaseAddrAlign(bits) => u64::from(bits).div_ceil(8),
+        _ => 4096,
+    };
     let sub_groups = match get(I::Extensions) {
         Ok(R::Extensions(e)) => e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"),
         _ => false,
     };
-    Ok(Limits { max_work_group_size, max_work_item_sizes, local_mem_bytes, global_mem_bytes, max_alloc_bytes, preferred_multiple: None, sub_groups })
+    Ok(Limits {
+        max_work_group_size,
+        max_work_item_sizes,
+        local_mem_bytes,
+        global_mem_bytes,
+        max_alloc_bytes,
+        base_align_bytes,
+        preferred_multiple: None,
+        sub_groups,
+    })
 }
 
 fn kernel_local_mem(kernel: &core::Kernel, device: &ocl::Device) -> Result<u64, RtError> {

@@ -11,7 +11,7 @@
 
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
 
-use super::{check_launchable, Limits, GUARD_ELEMS};
+use super::{check_launchable, Limits, FRONT_GUARD_BYTES, GUARD_ELEMS};
 
 /// Fractions of the tuned sizes tried below them, in order.
 const SMALLER: [(i64, i64); 4] = [(5, 8), (3, 8), (7, 8), (1, 2)];
@@ -52,6 +52,35 @@ pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &L
     out
 }
 
+/// Size sets that change one size at a time: for each size (when there are two or more), one
+/// set with only that size smaller and one with only it larger, the others at their tuned
+/// values. Together with [`probe_sizes`] they make the proof cover every direction of the box
+/// that dispatch then trusts, not only its diagonal: a kernel that confuses two sizes (indexes
+/// rows by the column count) is right on square shapes only.
+pub fn axis_probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> Vec<Sizes> {
+    let mut out: Vec<Sizes> = Vec::new();
+    if sizes.len() < 2 {
+        return out;
+    }
+    for name in sizes.keys() {
+        for factors in [&SMALLER, &LARGER] {
+            'factor: for &(num, den) in factors.iter() {
+                for step_log2 in 0..=MAX_STEP_LOG2 {
+                    let step = 1i64 << step_log2;
+                    let Some(v) = scaled(sizes[name], num, den, step) else { break };
+                    let mut probe = sizes.clone();
+                    probe.insert(name.clone(), v);
+                    if probe != *sizes && !out.contains(&probe) && fits(spec, params, &probe, limits) && fits(spec, &spec.reference, &probe, limits) {
+                        out.push(probe);
+                        break 'factor;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `v · num / den` rounded to the nearest odd multiple of `step` (at least `step`; `v` itself
 /// when `v` is at most `step` and the fraction is below 1). `None` on overflow.
 fn scaled(v: i64, num: i64, den: i64, step: i64) -> Option<i64> {
@@ -59,13 +88,13 @@ fn scaled(v: i64, num: i64, den: i64, step: i64) -> Option<i64> {
         return Some(v);
     }
     let target = v.checked_mul(num)? / den;
-    let k = (target + step / 2) / step;
+    let k = target.checked_add(step / 2)? / step;
     let odd = if k % 2 == 1 {
         k
-    } else if k * step > target {
+    } else if k.checked_mul(step)? > target {
         k - 1
     } else {
-        k + 1
+        k.checked_add(1)?
     };
     odd.max(1).checked_mul(step)
 }
@@ -83,7 +112,7 @@ fn fits(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> b
         }
         let kfoundry_rt::model::signature::KernelArg::Buffer { name, elem, .. } = arg else { continue };
         let Ok(len) = spec.buffer_len(name, params, sizes) else { return false };
-        let bytes = (len as u128 + GUARD_ELEMS as u128) * elem.size() as u128;
+        let bytes = (len as u128 + GUARD_ELEMS as u128) * elem.size() as u128 + FRONT_GUARD_BYTES as u128;
         if limits.max_alloc_bytes > 0 && bytes > limits.max_alloc_bytes as u128 {
             return false;
         }
@@ -170,5 +199,37 @@ mod tests {
         assert_eq!(scaled(100, 5, 8, 4), Some(60));
         assert_eq!(scaled(100, 5, 8, 1), Some(63));
         assert_eq!(scaled(i64::MAX, 2, 1, 1), None);
+        assert_eq!(scaled(i64::MAX / 2, 2, 1, 1 << 20), None, "no overflow in the rounding");
+    }
+}
+
+#[cfg(test)]
+mod axis_tests {
+    use super::*;
+    use kfoundry_tooling::annotation::{parse, Context};
+
+    #[test]
+    fn each_size_is_also_probed_alone() {
+        let args: proc_macro2::TokenStream = r#"code = "__kernel void k(const int rows, const int cols, __global float* y) {}",
+            params(WG = [16, 32]), reference(WG = 16), require(cols % WG == 0),
+            global = (cols, rows), local = (WG, 1), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#
+            .parse()
+            .unwrap();
+        let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
+        let spec = parse(args, &item, &Context { package: "t", manifest_dir: std::path::Path::new(".") })
+            .map(|a| a.spec)
+            .map_err(|e| e.to_string())
+            .unwrap();
+        let limits = Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 4 << 30, ..Limits::default() };
+        let sizes: Sizes = [("rows".to_string(), 256), ("cols".to_string(), 256)].into();
+        let probes = axis_probe_sizes(&spec, &spec.reference, &sizes, &limits);
+        assert_eq!(probes.len(), 4, "{probes:?}");
+        for p in &probes {
+            assert_ne!(p["rows"], p["cols"], "shapes that are not square: {p:?}");
+            assert!(p["rows"] == 256 || p["cols"] == 256, "one size at a time: {p:?}");
+        }
+        // one size: nothing to vary alone
+        let single: Sizes = [("n".to_string(), 64)].into();
+        assert!(axis_probe_sizes(&spec, &spec.reference, &single, &limits).is_empty());
     }
 }

@@ -27,6 +27,9 @@ pub struct TimeLimits {
     pub floor: Duration,
 }
 
+/// The longest time limit of any phase (30 days, as the command line allows).
+pub const MAX_LIMIT: Duration = Duration::from_secs(30 * 86400);
+
 impl Default for TimeLimits {
     fn default() -> Self {
         TimeLimits { reference: Duration::from_secs(300), build: Duration::from_secs(120), factor: 20.0, floor: Duration::from_secs(20) }
@@ -149,9 +152,12 @@ impl Supervised {
 
     /// Sets the per-candidate time limit from the reference's evaluation cost (seconds), for
     /// a caller that knows it without evaluating the reference again (a resumed brute force).
+    /// The cost may come from a file (a resumed brute force): anything that is not a sane
+    /// number of seconds gives the floor, and the limit never exceeds [`MAX_LIMIT`].
     pub fn calibrate(&mut self, reference_cost: f64) {
-        let cost = if reference_cost.is_finite() && reference_cost > 0.0 { reference_cost } else { 0.0 };
-        self.candidate_limit = Some(Duration::from_secs_f64(cost * self.time.factor).max(self.time.floor));
+        let secs = reference_cost * self.time.factor;
+        let scaled = if secs.is_finite() && secs > 0.0 { Duration::try_from_secs_f64(secs).unwrap_or(MAX_LIMIT) } else { Duration::ZERO };
+        self.candidate_limit = Some(scaled.max(self.time.floor).min(MAX_LIMIT));
     }
 
     /// Evaluates a source-level variant (`source`, same signature as the reference) at
@@ -306,9 +312,17 @@ fn exchange(
             Some(Phase::Built) => limits.built,
         };
         match worker.lines.recv_timeout(limit) {
-            Ok(answer) => match serde_json::from_str(&answer).with_context(|| format!("bad answer from the worker: {answer}"))? {
-                Response::Progress { phase: p } => phase = Some(p),
-                response => return Ok(Ok((response, phase))),
+            Ok(answer) => match serde_json::from_str(&answer) {
+                Ok(Response::Progress { phase: p }) => phase = Some(p),
+                Ok(response) => return Ok(Ok((response, phase))),
+                // Nothing but the worker writes to its protocol channel: a line that is not an
+                // answer means the worker is broken; it is replaced.
+                Err(e) => {
+                    let _ = worker.child.kill();
+                    let _ = worker.child.wait();
+                    let line: String = answer.chars().take(200).collect();
+                    return Ok(Err((Failure::Died(format!("it sent an unreadable answer ({e}): {line}")), phase)));
+                }
             },
             Err(RecvTimeoutError::Timeout) => {
                 let _ = worker.child.kill();
@@ -371,6 +385,38 @@ mod tests {
 
     fn request() -> Request {
         Request::Evaluate { params: Params::new(), source: None }
+    }
+
+    #[test]
+    fn calibration_survives_absurd_costs() {
+        let spec = kfoundry_tooling::annotation::parse(
+            r#"code = "__kernel void k(const int n, __global float* y) {}", global = n, buffers(y = n), check(y), workloads(w(n = 4))"#
+                .parse()
+                .unwrap(),
+            &syn::parse_str("struct K;").unwrap(),
+            &kfoundry_tooling::annotation::Context { package: "t", manifest_dir: std::path::Path::new(".") },
+        )
+        .map(|a| a.spec)
+        .map_err(|e| e.to_string())
+        .unwrap();
+        let mut s = Supervised {
+            setup: Request::Setup { spec: Box::new(spec.clone()), sizes: Sizes::new(), device: 0, settings: Settings::default() },
+            worker: None,
+            limits: Limits::default(),
+            time: TimeLimits::default(),
+            candidate_limit: None,
+            spec,
+            sizes: Sizes::new(),
+            build_failures: Vec::new(),
+            workers_started: 0,
+            last_errors: None,
+        };
+        for (cost, expected) in
+            [(1e300, MAX_LIMIT), (f64::NAN, s.time.floor), (-1.0, s.time.floor), (f64::INFINITY, s.time.floor), (2.0, Duration::from_secs(40))]
+        {
+            s.calibrate(cost);
+            assert_eq!(s.candidate_limit, Some(expected), "{cost}");
+        }
     }
 
     #[test]

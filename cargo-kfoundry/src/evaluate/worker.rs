@@ -83,18 +83,51 @@ fn die_with_parent() {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent() {}
 
-/// Runs the worker protocol on stdin/stdout until stdin closes.
+/// The channel answers go out on: a private duplicate of the original standard output, while
+/// descriptor 1 is pointed at standard error. Whatever a kernel (`printf`) or the driver prints
+/// can then never be read by the tuner as an answer.
+#[cfg(unix)]
+fn protocol_channel() -> anyhow::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: dup and dup2 on this process's own standard descriptors; the new descriptor is
+    // owned by the File from here on.
+    unsafe {
+        let fd = libc::dup(1);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        if libc::dup2(2, 1) < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(std::fs::File::from_raw_fd(fd))
+    }
+}
+
+#[cfg(not(unix))]
+fn protocol_channel() -> anyhow::Result<std::fs::File> {
+    anyhow::bail!("the evaluation worker needs a Unix platform")
+}
+
+/// Writes one answer as a JSON line.
+fn send(out: &mut impl Write, response: &Response) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, response)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+/// Runs the worker protocol (requests on stdin, answers on the original stdout) until stdin
+/// closes.
 pub fn serve() -> anyhow::Result<()> {
     die_with_parent();
+    let mut out = protocol_channel()?;
+    let mut progress_out = out.try_clone()?;
     let stdin = std::io::stdin();
-    let mut out = std::io::stdout().lock();
     let mut bench: Option<Bench> = None;
     for line in stdin.lock().lines() {
         let line = line?;
         let mut built = |phase: Phase| {
             // A progress line; the tuner restarts a worker whose pipe broke anyway.
-            let mut o = std::io::stdout().lock();
-            let _ = serde_json::to_writer(&mut o, &Response::Progress { phase }).map(|_| o.write_all(b"\n")).map(|_| o.flush());
+            let _ = send(&mut progress_out, &Response::Progress { phase });
         };
         let response = match serde_json::from_str::<Request>(&line)? {
             Request::Setup { spec, sizes, device, settings } => match setup(&spec, &sizes, device, settings) {
@@ -128,9 +161,7 @@ pub fn serve() -> anyhow::Result<()> {
                 None => Response::SetupFailed { message: "verify before setup".into() },
             },
         };
-        serde_json::to_writer(&mut out, &response)?;
-        out.write_all(b"\n")?;
-        out.flush()?;
+        send(&mut out, &response)?;
     }
     Ok(())
 }

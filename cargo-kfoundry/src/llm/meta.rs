@@ -205,6 +205,22 @@ impl Population {
         &self.variants
     }
 
+    /// A population read back from a checkpoint: its size limit and meta-request period are
+    /// the current configuration's, and it must still hold a variant to sample from.
+    pub fn restored(mut self, max_size: usize, meta_every: u32) -> Result<Population, String> {
+        if self.variants.is_empty() {
+            return Err("the prompt population is empty".into());
+        }
+        let selection = &self.selection;
+        if !(selection.temperature.is_finite() && (0.0..=1.0).contains(&selection.exploration)) {
+            return Err("the prompt selection settings are out of range".into());
+        }
+        self.max_size = max_size.max(2);
+        self.meta_every = meta_every;
+        self.next_id = self.next_id.max(self.variants.iter().map(|v| v.id.saturating_add(1)).max().unwrap_or(0));
+        Ok(self)
+    }
+
     pub fn get(&self, id: usize) -> Option<&PromptVariant> {
         self.variants.iter().find(|v| v.id == id)
     }

@@ -114,6 +114,13 @@ pub struct MutatorSettings {
     pub source: SourceLimits,
 }
 
+impl MutatorSettings {
+    /// The settings of `config` (at least one evaluation between mutations).
+    pub fn of(config: &LlmConfig) -> MutatorSettings {
+        MutatorSettings { every: config.every.max(1), prompt: PromptLimits::default(), source: SourceLimits::default() }
+    }
+}
+
 /// Everything of a [`Mutator`] but the client: the resumable part.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MutatorState {
@@ -154,7 +161,7 @@ impl Mutator {
                 counters: Counters::default(),
                 spent: Spent::default(),
                 disabled: None,
-                settings: MutatorSettings { every: config.every.max(1), prompt: PromptLimits::default(), source: SourceLimits::default() },
+                settings: MutatorSettings::of(config),
                 context: None,
             },
         }
@@ -166,9 +173,13 @@ impl Mutator {
     }
 
     /// Continues a tune from a saved state.
-    pub fn resume(mut chat: Box<dyn Chat>, state: MutatorState) -> Mutator {
+    /// The settings are `config`'s, not the saved ones (a checkpoint is a file anyone could
+    /// edit); the saved population must be usable.
+    pub fn resume(mut chat: Box<dyn Chat>, mut state: MutatorState, config: &LlmConfig) -> Result<Mutator, String> {
+        state.settings = MutatorSettings::of(config);
+        state.population = state.population.restored(config.population, config.meta_every)?;
         chat.restore_spent(state.spent);
-        Mutator { chat, state }
+        Ok(Mutator { chat, state })
     }
 
     /// The resumable state, with the client's current spending.
@@ -536,12 +547,25 @@ mod tests {
         assert_eq!(state.spent.requests, 1);
         let seen = Rc::new(RefCell::new(Vec::new()));
         let chat = Scripted { answers: answers().into(), seen, spent: Spent::default() };
-        let mut b = Mutator::resume(Box::new(chat), state);
+        let mut config = LlmConfig::new("http://127.0.0.1:1/v1", "m");
+        config.meta_every = 0;
+        config.every = 5;
+        let mut b = Mutator::resume(Box::new(chat), state.clone(), &config).unwrap();
         assert_eq!(b.spent().requests, 1, "spending restored");
         for _ in 0..2 {
             assert_eq!(a.propose(&ctx()).unwrap().prompt_variant, b.propose(&ctx()).unwrap().prompt_variant);
         }
         assert_eq!(a.state(), b.state());
+        // An edited state: the settings are the configuration's, an empty population is refused.
+        let mut edited = state;
+        edited.settings.every = 0;
+        let chat = || Box::new(Scripted { answers: answers().into(), seen: Rc::new(RefCell::new(Vec::new())), spent: Spent::default() });
+        let c = Mutator::resume(chat(), edited.clone(), &config).unwrap();
+        assert!(!c.wants(7) && c.wants(10), "one mutation per 5 evaluations, as configured");
+        let mut v = serde_json::to_value(&edited).unwrap();
+        v["population"]["variants"] = serde_json::json!([]);
+        let emptied: MutatorState = serde_json::from_value(v).unwrap();
+        assert!(Mutator::resume(chat(), emptied, &config).unwrap_err().contains("empty"));
     }
 
     #[test]

@@ -136,12 +136,8 @@ pub fn launcher_params(spec: &KernelSpec) -> Vec<LauncherParam> {
     let mut out: Vec<LauncherParam> = spec.sizes.iter().cloned().map(LauncherParam::Size).collect();
     for (arg, role) in spec.args_with_roles() {
         match (arg, role) {
-            (KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) => {
-                out.push(LauncherParam::Buffer { name: name.clone(), elem: *elem })
-            }
-            (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => {
-                out.push(LauncherParam::Scalar { name: name.clone(), ty: *ty })
-            }
+            (KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) => out.push(LauncherParam::Buffer { name: name.clone(), elem: *elem }),
+            (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => out.push(LauncherParam::Scalar { name: name.clone(), ty: *ty }),
             _ => {}
         }
     }

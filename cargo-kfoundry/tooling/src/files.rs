@@ -84,18 +84,16 @@ fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::Fil
     }
 }
 
-/// Whether `entry` is a temporary file of a write of `name`: `.<name>.<pid>-<n>.tmp`, or the
-/// `.<name>.XXXXXX` that earlier versions of kfoundry wrote.
+/// Whether `entry` is a temporary file of a write of `name`: `.<name>.<pid>-<n>.tmp`. (The
+/// `.<name>.XXXXXX` names of earlier versions are left alone: a user's `.Kfoundry.lock.backup`
+/// looks the same.)
 fn is_temp_of(entry: &str, name: &str) -> bool {
     let Some(rest) = entry.strip_prefix('.').and_then(|e| e.strip_prefix(name)).and_then(|e| e.strip_prefix('.')) else {
         return false;
     };
-    let ours = rest
-        .strip_suffix(".tmp")
+    rest.strip_suffix(".tmp")
         .and_then(|r| r.split_once('-'))
-        .is_some_and(|(pid, n)| !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-    let legacy = rest.len() == 6 && rest.chars().all(|c| c.is_ascii_alphanumeric());
-    ours || legacy
+        .is_some_and(|(pid, n)| !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// Removes temporary files of earlier, interrupted writes of `name` in `dir`.
@@ -183,7 +181,7 @@ mod tests {
     fn stale_temporaries_are_removed_fresh_ones_kept() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("Kfoundry.lock");
-        let stale = [".Kfoundry.lock.123-0.tmp", ".Kfoundry.lock.Ab3xYz"];
+        let stale = [".Kfoundry.lock.123-0.tmp", ".Kfoundry.lock.backup"];
         for s in stale {
             let f = std::fs::File::create(dir.path().join(s)).unwrap();
             f.set_modified(SystemTime::now() - Duration::from_secs(3600)).unwrap();
@@ -193,7 +191,8 @@ mod tests {
         write_atomic(&p, b"x").unwrap();
         let mut left: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         left.sort();
-        assert_eq!(left, [".Kfoundry.lock.456-1.tmp", ".other.lock.Ab3xYz", "Kfoundry.lock"]);
+        // an interrupted write is removed; a user's file of a similar name is not
+        assert_eq!(left, [".Kfoundry.lock.456-1.tmp", ".Kfoundry.lock.backup", ".other.lock.Ab3xYz", "Kfoundry.lock"]);
         assert!(!is_temp_of(".Kfoundry.lock.lock", "Kfoundry.lock"));
     }
 }

@@ -34,8 +34,7 @@ pub struct FingerprintError {
 
 /// The fingerprint of `spec`: the first 8 bytes of the SHA-256 of its version-1 encoding, in hex.
 pub fn fingerprint(spec: &KernelSpec) -> Result<String, FingerprintError> {
-    let encoding = serde_json::to_vec(&V1::of(spec))
-        .map_err(|e| FingerprintError { kernel: spec.id.clone(), message: e.to_string() })?;
+    let encoding = serde_json::to_vec(&V1::of(spec)).map_err(|e| FingerprintError { kernel: spec.id.clone(), message: e.to_string() })?;
     let digest = Sha256::digest(&encoding);
     Ok(digest.iter().take(8).map(|b| format!("{b:02x}")).collect())
 }
@@ -123,10 +122,7 @@ impl<'a> V1<'a> {
             inputs: spec.inputs.iter().map(|(k, d)| (k.as_str(), input(d))).collect(),
             checks: spec.checks.iter().map(|c| Check { buffer: &c.buffer, rtol: c.rtol, atol: c.atol }).collect(),
             workloads: spec.workloads.iter().map(|w| Workload { name: &w.name, sizes: &w.sizes }).collect(),
-            cost: spec.cost.as_ref().map(|c| Cost {
-                bytes: c.bytes.as_ref().map(Expr::to_string),
-                flops: c.flops.as_ref().map(Expr::to_string),
-            }),
+            cost: spec.cost.as_ref().map(|c| Cost { bytes: c.bytes.as_ref().map(Expr::to_string), flops: c.flops.as_ref().map(Expr::to_string) }),
             options: &spec.options,
         }
     }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-
 /// Hex digits of SHA-256 kept in a source hash.
 const HASH_LEN: usize = 16;
 

@@ -35,9 +35,9 @@ use std::path::Path;
 
 use kfoundry_rt::model::device::DeviceInfo;
 use kfoundry_rt::model::expr::{Env, EvalError, Expr};
+use kfoundry_rt::model::signature::{self, AddressSpace, KernelArg, KernelSignature, ScalarType};
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_tooling::lockfile::{KernelEntry, Lockfile};
-use kfoundry_rt::model::signature::{self, AddressSpace, KernelArg, KernelSignature, ScalarType};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -1397,9 +1397,9 @@ mod annotations {
     /// What a tune does with a bundle's specification before any OpenCL call, on an accepted
     /// one: never a panic.
     fn exercise_spec(v: serde_json::Value) -> Result<(), TestCaseError> {
+        use kfoundry_rt::model::spec::KernelSpec;
         use kfoundry_rt::model::variant::check_variant;
         use kfoundry_tooling::embed::launcher_params;
-        use kfoundry_rt::model::spec::KernelSpec;
         let text = v.to_string();
         let outcome = catch(move || {
             let Ok(spec) = serde_json::from_value::<KernelSpec>(v) else { return };

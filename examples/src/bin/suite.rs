@@ -11,7 +11,7 @@
 //! 1. inputs are filled on the device by `hash_fill` (`kernels/suite_util.cl`): a counter-based
 //!    hash of (tensor seed, index) → uniform [-1, 1); tensor seeds derive from `--seed`
 //!    (default: from the clock, so every run draws new inputs) and are written to the JSON;
-//! 2. the reference (every stage at its reference parameters, `launch_params`) and the tuned
+//! 2. the reference (every stage at its reference parameters, `launch_reference`) and the tuned
 //!    problem (every stage through the macro-generated dispatcher, `Evolved::launch`, i.e.
 //!    what `X::launch` calls) run `--warmup` times (default 3), then each is timed `--runs`
 //!    times (default 20, at least 10; reference and tuned runs alternate) with OpenCL
@@ -414,7 +414,7 @@ fn run_once(queue: &Queue, p: &Problem, bufs: &BTreeMap<&'static str, Buffer<f32
         if tuned {
             steps.push(st.evolved.launch(queue, &sizes, &a)?.to_string());
         } else {
-            st.evolved.launch_params(queue, &st.evolved.spec()?.reference, &sizes, &a)?;
+            st.evolved.launch_reference(queue, &sizes, &a)?;
             steps.push("reference".into());
         }
     }

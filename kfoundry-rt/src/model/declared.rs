@@ -58,4 +58,3 @@ pub fn declared_params(source: &str) -> Result<Vec<Param>, DeclarationError> {
     }
     Ok(params)
 }
-

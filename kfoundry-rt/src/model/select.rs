@@ -12,8 +12,8 @@
 use std::fmt;
 
 use super::device::{DeviceInfo, DeviceKey};
-use super::variant::Variant;
 use super::spec::{fmt_assignments, KernelSpec, LaunchError, Params, Sizes};
+use super::variant::Variant;
 
 /// A step of the dispatch chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -182,10 +182,12 @@ pub enum LaunchError {
 }
 
 impl KernelSpec {
-    /// Bindings of parameters and sizes for expression evaluation.
+    /// Bindings of parameters and sizes for expression evaluation. Sizes win over a parameter
+    /// of the same name (the annotation cannot declare one; a generated source must not shadow
+    /// the call's sizes).
     pub fn env(&self, params: &Params, sizes: &Sizes) -> Env {
-        let mut env = sizes.clone();
-        env.extend(params.iter().map(|(k, v)| (k.clone(), *v)));
+        let mut env = params.clone();
+        env.extend(sizes.iter().map(|(k, v)| (k.clone(), *v)));
         env
     }
 
@@ -203,8 +205,12 @@ impl KernelSpec {
         Ok(out.join(" "))
     }
 
-    /// `params` names exactly the annotation's parameters and those in `declared`.
+    /// `params` names exactly the annotation's parameters and those in `declared`, and no
+    /// declared parameter is named like a size or a kernel argument.
     pub fn check_param_names(&self, params: &Params, declared: &[Param]) -> Result<(), String> {
+        if let Some(d) = declared.iter().find(|d| self.sizes.contains(&d.name) || self.signature.args.iter().any(|a| a.name() == d.name)) {
+            return Err(format!("the generated source declares a parameter `{}`, which is a size or an argument of kernel `{}`", d.name, self.id));
+        }
         let all = || self.params.iter().chain(declared);
         if let Some(unknown) = params.keys().find(|k| !all().any(|p| &p.name == *k)) {
             return Err(format!("`{unknown}` is not a parameter of kernel `{}`", self.id));
@@ -371,10 +377,15 @@ impl KernelSpec {
                 err!(Part::Workload(w.name.clone()), format!("workload name `{}` is not an identifier of at most {MAX_NAME} characters", w.name));
             }
         }
-        for token in self.options.split_whitespace() {
-            if let Err(why) = check_build_option(token, &param_names) {
+        let tokens: Vec<&str> = self.options.split_whitespace().collect();
+        for (i, token) in tokens.iter().enumerate() {
+            let after_d = i > 0 && tokens[i - 1] == "-D";
+            if let Err(why) = check_build_option(token, after_d, &param_names) {
                 err!(Part::Options, why);
             }
+        }
+        if tokens.last() == Some(&"-D") {
+            err!(Part::Options, "build option `-D` at the end names no macro".into());
         }
         // Reference: a value in the domain for every parameter.
         for p in &self.params {
@@ -655,9 +666,10 @@ pub fn check_kernel_id(id: &str) -> Result<(), String> {
 }
 
 /// One whitespace-separated token of `options = "..."`: only shapes that change how the
-/// kernel is compiled, never what is read (no `-I`, no `-include`): `-cl-...`, `-w`,
-/// `-Werror`, `-O0`..`-O3` and `-D NAME[=VALUE]` (a `-D` may not redefine a parameter).
-pub fn check_build_option(token: &str, params: &BTreeSet<&str>) -> Result<(), String> {
+/// kernel is compiled, never what is read (no `-I`, no `-include`, no input file): `-cl-...`,
+/// `-w`, `-Werror`, `-O0`..`-O3` and `-D NAME[=VALUE]` (a `-D` may not redefine a parameter).
+/// `after_d`: the token follows a separate `-D`, so it is the macro's name.
+pub fn check_build_option(token: &str, after_d: bool, params: &BTreeSet<&str>) -> Result<(), String> {
     let value_ok = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+'));
     let ok = match token {
         "-w" | "-Werror" | "-O0" | "-O1" | "-O2" | "-O3" | "-D" => true,
@@ -673,13 +685,15 @@ pub fn check_build_option(token: &str, params: &BTreeSet<&str>) -> Result<(), St
             is_identifier(name) && value.is_none_or(value_ok)
         }
         // the macro name of a separate `-D NAME[=VALUE]`
-        t => {
+        t if after_d => {
             let (name, value) = t.split_once('=').map_or((t, None), |(n, v)| (n, Some(v)));
             if params.contains(name) {
                 return Err(format!("build option `-D {token}` redefines parameter `{name}`, which the tuner sets"));
             }
             is_identifier(name) && value.is_none_or(value_ok)
         }
+        // anything else would reach the compiler as an input file or an unknown option
+        _ => false,
     };
     if ok {
         Ok(())
@@ -763,6 +777,12 @@ pub(crate) mod tests {
         assert!(s.check_params(&with_ts, &declared).is_ok());
         assert!(s.check_params(&p(&[("WG", 3), ("VEC", 4), ("TS", 4)]), &declared).is_err());
         assert!(s.build_options(&p(&[("WG", 64), ("VEC", 4)]), &declared).is_err(), "TS missing");
+        // ...but never one named like a size or an argument, and sizes always win in expressions.
+        let shadow = [Param { name: "n".into(), values: vec![16] }];
+        let e = s.build_options(&p(&[("WG", 64), ("VEC", 4), ("n", 16)]), &shadow).unwrap_err();
+        assert!(e.to_string().contains("declares a parameter `n`, which is a size"), "{e}");
+        let env = s.env(&p(&[("WG", 64), ("n", 16)]), &p(&[("n", 4096)]));
+        assert_eq!(env["n"], 4096);
         // Zero and unknown sizes are errors that say so.
         let e = s.geometry(&s.reference, &p(&[("n", 0)])).unwrap_err();
         assert!(matches!(e, LaunchError::ZeroSize(ref n) if n == "n"), "{e}");
@@ -831,6 +851,8 @@ pub(crate) mod tests {
             (Box::new(|s| s.options = "-include x.h".into()), Part::Options, "`-include` is not allowed"),
             (Box::new(|s| s.options = "-DWG=3".into()), Part::Options, "redefines parameter `WG`"),
             (Box::new(|s| s.options = "-D VEC".into()), Part::Options, "redefines parameter `VEC`"),
+            (Box::new(|s| s.options = "-w FOO".into()), Part::Options, "`FOO` is not allowed"),
+            (Box::new(|s| s.options = "-w -D".into()), Part::Options, "names no macro"),
             (
                 Box::new(|s| {
                     s.buffers.insert("x".into(), Expr::parse("n * VEC").unwrap());

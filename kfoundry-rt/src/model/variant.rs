@@ -143,4 +143,3 @@ pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Resu
     }
     Ok(())
 }
-

@@ -9,12 +9,12 @@ use ocl::core::{self, ClDeviceIdPtr};
 use super::device::{describe, device_key};
 use super::error::Error;
 use super::launch::{build_program_from, create_kernel, enqueue, Arg};
-use crate::model::device::{DeviceInfo, DeviceKey};
-use crate::model::variant::check_variant;
 use crate::model::declared::declared_params;
-use crate::model::variant::Variant;
+use crate::model::device::{DeviceInfo, DeviceKey};
 use crate::model::select::{choose, Choice, Step};
 use crate::model::spec::{KernelSpec, Params, Sizes};
+use crate::model::variant::check_variant;
+use crate::model::variant::Variant;
 
 /// Identity of an OpenCL object by its handle. Cached programs retain their context and device,
 /// so a handle cannot be reused by another object while it is a key here.
@@ -182,9 +182,10 @@ impl Evolved {
 
     /// Runs the kernel on `queue`'s device: the variant chosen for that device and these sizes
     /// (built on first use in this context), else the reference. A tuned variant that fails to
-    /// build or launch here is replaced by the reference, for this call and every later one at
-    /// these sizes (`explain` says why); a mistake of the caller (a short buffer, a wrong
-    /// argument, invalid sizes) is returned as an error, never run. Returns the dispatch step.
+    /// build here is replaced by the reference, for this call and every later one at these
+    /// sizes (`explain` says why); one whose launch fails is replaced for this call. A mistake
+    /// of the caller (a short buffer, a wrong argument, invalid sizes) is returned as an error,
+    /// never run. Returns the dispatch step.
     pub fn launch(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Step, Error> {
         let spec = self.spec()?;
         let sizes = self.sizes(spec, sizes)?;
@@ -192,10 +193,15 @@ impl Evolved {
         let choice = self.choice(&device, spec, &sizes)?;
         match self.run(queue, &context, &device, spec, choice.variant, &choice.params, &sizes, args) {
             Err(e) if choice.step != Step::Reference && !e.is_callers() => {
-                let mut reasons = choice.reasons.clone();
-                reasons.push(format!("{}: failed on this device ({e}); the reference runs instead", choice.step));
-                let fallback = Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons };
-                self.choices.lock().map_err(poisoned)?.insert(Self::choice_key(&device, &sizes), Arc::new(fallback));
+                // A variant that does not build here never will: the reference from now on at
+                // these sizes. A launch that failed may have met a passing shortage: this call
+                // only.
+                if matches!(e, Error::Build { .. }) {
+                    let mut reasons = choice.reasons.clone();
+                    reasons.push(format!("{}: failed to build on this device ({e}); the reference runs instead", choice.step));
+                    let fallback = Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons };
+                    self.choices.lock().map_err(poisoned)?.insert(Self::choice_key(&device, &sizes), Arc::new(fallback));
+                }
                 self.run(queue, &context, &device, spec, None, &spec.reference, &sizes, args)?;
                 Ok(Step::Reference)
             }
@@ -203,10 +209,28 @@ impl Evolved {
         }
     }
 
-    /// Runs the configuration `params` (for tests and benchmarks that compare variants).
-    /// `params` must name exactly the kernel's parameters.
-    pub fn launch_params(&self, queue: &ocl::Queue, params: &Params, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
+    /// Runs the plain reference kernel (for tests and benchmarks that compare against it). The
+    /// reference is the annotation's own promise: it stays within the declared buffers.
+    pub fn launch_reference(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
         let spec = self.spec()?;
+        // SAFETY: the reference parameters are the annotation's; what the reference kernel
+        // touches is what its `buffers(...)` declare.
+        unsafe { self.launch_params(queue, &spec.reference, sizes, args) }
+    }
+
+    /// Runs the configuration `params` (for tests and benchmarks that compare variants):
+    /// exactly the kernel's parameters, each a value of its domain. Every argument is checked
+    /// as by [`Evolved::launch`].
+    ///
+    /// # Safety
+    ///
+    /// Nothing has verified this configuration: unlike a dispatched variant, it was not checked
+    /// by the tuner to stay within its buffers at these sizes. The caller promises that the
+    /// kernel compiled with these parameters touches only what the annotation's `buffers(...)`
+    /// declare (and writes nothing it should not).
+    pub unsafe fn launch_params(&self, queue: &ocl::Queue, params: &Params, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
+        let spec = self.spec()?;
+        spec.check_params(params, &[]).map_err(|message| Error::Argument { kernel: spec.id.clone(), arg: "params".into(), message })?;
         let sizes = self.sizes(spec, sizes)?;
         let (device, context) = queue_parts(queue)?;
         self.run(queue, &context, &device, spec, None, params, &sizes, args)

@@ -255,8 +255,9 @@ fn enqueue_geometry(
     // annotation's length at these sizes, each scalar of the kernel's type. The geometry was
     // checked against the spec (1 to 3 positive dimensions, local dividing global, the
     // constraints holding). What the kernel then touches is the annotation's promise for the
-    // reference, and for every tuned variant something the tuner verified (guard zones around
-    // every buffer) at the sizes it may run at.
+    // reference; for a dispatched variant, what the tuner verified (guard zones before and
+    // after every buffer) at sizes spanning those it may run at; for `launch_params`, the
+    // promise its `unsafe` caller made.
     unsafe {
         core::enqueue_kernel(queue.as_core(), kernel, dims as u32, None, &global, local, None::<core::Event>, event)?;
     }

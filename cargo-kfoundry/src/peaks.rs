@@ -9,10 +9,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use kfoundry_rt::model::expr::Expr;
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
-use ocl::core::{ProfilingInfo, ProfilingInfoResult};
+use kfoundry_rt::opencl::session::{Session, Timing};
+use kfoundry_rt::{Arg, Scalar};
 use serde::{Deserialize, Serialize};
 
 use crate::devices::Selected;
@@ -101,62 +102,42 @@ const ITERS: u64 = 512;
 
 /// Runs both micro-benchmarks on the device (a second or two).
 pub fn measure(device: &Selected) -> Result<Peaks> {
-    let devices = kfoundry_rt::list_devices()?;
-    let (platform, dev) = devices.get(device.index).copied().context("the device disappeared")?;
-    let context = ocl::Context::builder().platform(platform).devices(dev).build()?;
-    let queue = ocl::Queue::new(&context, dev, Some(ocl::CommandQueueProperties::PROFILING_ENABLE))?;
-    let program = ocl::Program::builder().src(SOURCE).devices(dev).cmplr_opt(format!("-D ITERS={ITERS}")).build(&context)?;
+    let session = Session::on_device(device.index)?;
+    let limits = session.limits()?;
+    let program = session.build("kfoundry peaks", SOURCE, &format!("-D ITERS={ITERS}"))?;
 
     // Copy: 256 MiB each way, or a quarter of the largest allocation when that is smaller.
-    let max_alloc = match dev.info(ocl::enums::DeviceInfo::MaxMemAllocSize)? {
-        ocl::enums::DeviceInfoResult::MaxMemAllocSize(b) => b,
-        _ => 1 << 28,
-    };
-    let bytes = (256u64 << 20).min(max_alloc / 4) / 16 * 16;
-    let n4 = (bytes / 16) as usize;
-    let a = ocl::Buffer::<ocl::prm::Float4>::builder().queue(queue.clone()).len(n4).fill_val(ocl::prm::Float4::new(1.0, 2.0, 3.0, 4.0)).build()?;
-    let b = ocl::Buffer::<ocl::prm::Float4>::builder().queue(queue.clone()).len(n4).build()?;
-    let copy = ocl::Kernel::builder().program(&program).name("copy").queue(queue.clone()).global_work_size(n4).arg(&a).arg(&b).build()?;
-    let copy_s = best_of(&queue, 10, || unsafe_enqueue(&copy))?;
+    let bytes = ((256usize << 20).min(usize::try_from(limits.max_alloc_bytes / 4).unwrap_or(usize::MAX)) / 16 * 16).max(16);
+    let n4 = bytes / 16;
+    // (what is copied does not matter to the bandwidth)
+    let a = session.alloc(bytes)?;
+    let b = session.alloc(bytes)?;
+    let copy = session.kernel(&program, "copy")?;
+    // SAFETY: the copy kernel touches a[i] and b[i] for i < n4 float4s only: both hold n4.
+    let copy_s = best_of(&session, 10, || unsafe { session.launch_raw(&copy, &[n4], None, &[a.arg(), b.arg()], true) })?;
 
     // FP32: enough work-items to fill the device several times over.
-    let units = device.info.compute_units.max(1) as usize;
-    let global = units * 4096;
-    let out = ocl::Buffer::<f32>::builder().queue(queue.clone()).len(global).build()?;
-    let rate =
-        ocl::Kernel::builder().program(&program).name("mad_rate").queue(queue.clone()).global_work_size(global).arg(&out).arg(0.999f32).build()?;
-    let mad_s = best_of(&queue, 5, || unsafe_enqueue(&rate))?;
+    let global = (device.info.compute_units.max(1) as usize) * 4096;
+    let out = session.alloc(global * 4)?;
+    let rate = session.kernel(&program, "mad_rate")?;
+    // SAFETY: the kernel writes out[i] for i < global only: `out` holds `global` floats.
+    let mad_s = best_of(&session, 5, || unsafe { session.launch_raw(&rate, &[global], None, &[out.arg(), Arg::Scalar(Scalar::F32(0.999))], true) })?;
     let flops = global as f64 * ITERS as f64 * 8.0 * 4.0 * 2.0;
     Ok(Peaks { copy_gbytes_per_s: 2.0 * bytes as f64 / copy_s / 1e9, gflops: flops / mad_s / 1e9 })
 }
 
-/// Enqueues a kernel whose arguments are all set (the only unsafe call: OpenCL cannot check
-/// a kernel's memory accesses; these two are written to stay in bounds).
-fn unsafe_enqueue(kernel: &ocl::Kernel) -> Result<ocl::Event> {
-    let mut event = ocl::Event::empty();
-    // SAFETY: both kernels index only within the buffers they are given (global size = length).
-    unsafe { kernel.cmd().enew(&mut event).enq()? };
-    Ok(event)
-}
-
 /// The fastest of `runs` timed runs after one warm-up, in seconds (peaks are best cases).
-fn best_of(queue: &ocl::Queue, runs: usize, mut run: impl FnMut() -> Result<ocl::Event>) -> Result<f64> {
-    run()?.wait_for()?;
+fn best_of(session: &Session, runs: usize, mut run: impl FnMut() -> Result<Option<Timing>, kfoundry_rt::Error>) -> Result<f64> {
+    if let Some(t) = run()? {
+        t.seconds()?;
+    }
     let mut best = f64::INFINITY;
     for _ in 0..runs {
-        let event = run()?;
-        event.wait_for()?;
-        let start = match event.profiling_info(ProfilingInfo::Start)? {
-            ProfilingInfoResult::Start(t) => t,
-            _ => 0,
-        };
-        let end = match event.profiling_info(ProfilingInfo::End)? {
-            ProfilingInfoResult::End(t) => t,
-            _ => 0,
-        };
-        best = best.min(end.saturating_sub(start) as f64 * 1e-9);
+        if let Some(t) = run()? {
+            best = best.min(t.seconds()?);
+        }
     }
-    queue.finish()?;
+    session.finish()?;
     Ok(best.max(1e-9))
 }
 

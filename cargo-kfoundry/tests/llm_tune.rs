@@ -174,12 +174,12 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
         leak(serde_json::to_string(&map).unwrap()),
     );
     let (platform, device) = kfoundry_rt::list_devices().unwrap()[0];
-    let context = ocl::Context::builder().platform(platform).devices(device).build().unwrap();
-    let queue = ocl::Queue::new(&context, device, None).unwrap();
+    let context = kfoundry_rt::ocl::Context::builder().platform(platform).devices(device).build().unwrap();
+    let queue = kfoundry_rt::ocl::Queue::new(&context, device, None).unwrap();
     let n = 65536usize;
     let xs: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25 - 12.0).collect();
-    let x = ocl::Buffer::<f32>::builder().queue(queue.clone()).len(n).copy_host_slice(&xs).build().unwrap();
-    let y = ocl::Buffer::<f32>::builder().queue(queue.clone()).len(n).build().unwrap();
+    let x = kfoundry_rt::ocl::Buffer::<f32>::builder().queue(queue.clone()).len(n).copy_host_slice(&xs).build().unwrap();
+    let y = kfoundry_rt::ocl::Buffer::<f32>::builder().queue(queue.clone()).len(n).build().unwrap();
     let choice = evolved.explain(&device, &[("n", n)]).unwrap();
     assert_eq!(choice.variant, Some(0), "{choice}");
     evolved.launch(&queue, &[("n", n)], &[kfoundry_rt::Arg::Buffer(x.as_core()), kfoundry_rt::Arg::Buffer(y.as_core())]).unwrap();

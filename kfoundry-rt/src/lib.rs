@@ -1,10 +1,11 @@
-//! kfoundry's runtime and shared model.
+//! kfoundry's runtime: what a binary built with kfoundry needs.
 //!
 //! - [`model`]: OpenCL-free: the kernel specification, the expression language, the OpenCL C
-//!   signature reader, the lockfile, device keys and the dispatch rules. The proc macro and the
-//!   tuner use it too.
-//! - with the `opencl` feature (default): device identity from OpenCL, the per-context program
-//!   cache and the launcher that generated code calls.
+//!   signature reader, device keys, tuned variants and the dispatch rules. The proc macro and
+//!   the tuner use it too.
+//! - with the `opencl` feature (default): [`opencl`], the one place where kfoundry calls
+//!   OpenCL: device identity, the checked launcher that generated code calls, dispatch with its
+//!   program cache, and the sessions the tuner evaluates candidates in.
 
 // No panics outside tests: every failure is an error that says what and where.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -24,6 +25,7 @@ pub use ocl;
 pub use opencl::{
     device::{default_device, device_info, device_key, list_devices},
     error::Error,
-    evolved::Evolved,
+    evolved::{Configuration, Evolved},
     launch::{Arg, Scalar},
+    session::Timing,
 };

@@ -15,7 +15,9 @@
 //!   error norm; the host reduces the few partial results.
 
 use kfoundry_rt::model::spec::Distribution;
-use kfoundry_rt::Error as RtError;
+use kfoundry_rt::opencl::device::Limits;
+use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Session};
+use kfoundry_rt::{Arg, Error as RtError, Scalar};
 
 use super::compare::Comparison;
 
@@ -114,120 +116,121 @@ const SCRUB_GROUPS_PER_UNIT: usize = 16;
 
 /// The generator, comparison and scrub kernels, built once per bench.
 pub struct DeviceData {
-    queue: ocl::Queue,
-    program: ocl::Program,
+    uniform: Kernel,
+    normal: Kernel,
+    poison: Kernel,
+    compare: Kernel,
     /// The local-memory scrub; `None` when no size of it could be built and run here.
-    scrub: Option<ocl::Kernel>,
+    scrub: Option<(Kernel, DeviceBuffer, [usize; 2])>,
 }
 
+/// The geometry of the data kernels: a grid-stride loop over the buffer.
+const GLOBAL: [usize; 1] = [GROUPS * GROUP_SIZE];
+const LOCAL: [usize; 1] = [GROUP_SIZE];
+
 impl DeviceData {
-    pub fn new(context: &ocl::Context, device: &ocl::Device, queue: &ocl::Queue, limits: &super::Limits) -> Result<DeviceData, RtError> {
-        let program = ocl::Program::builder()
-            .src(SOURCE)
-            .devices(*device)
-            .cmplr_opt(format!("-D GROUP_SIZE={GROUP_SIZE}"))
-            .build(context)
+    pub fn new(session: &Session, limits: &Limits) -> Result<DeviceData, RtError> {
+        let program = session
+            .build("kfoundry data kernels", SOURCE, &format!("-D GROUP_SIZE={GROUP_SIZE}"))
             .map_err(|e| RtError::OpenCl(format!("kfoundry's device data kernels: {e}")))?;
-        let scrub = scrub_kernel(context, device, queue, limits);
-        Ok(DeviceData { queue: queue.clone(), program, scrub })
+        Ok(DeviceData {
+            uniform: session.kernel(&program, "kf_uniform")?,
+            normal: session.kernel(&program, "kf_normal")?,
+            poison: session.kernel(&program, "kf_poison")?,
+            compare: session.kernel(&program, "kf_compare")?,
+            scrub: scrub_kernel(session, limits),
+        })
     }
 
     /// Fills the device's `__local` memory with NaN (as far as one kernel can reach it).
-    pub fn scrub_local_memory(&self) -> Result<(), RtError> {
-        if let Some(k) = &self.scrub {
-            // SAFETY: the kernel writes only its own local memory; `sink[0]` (a 4-byte buffer)
-            // only under a condition its argument never meets.
-            unsafe { k.enq()? };
+    pub fn scrub_local_memory(&self, session: &Session) -> Result<(), RtError> {
+        if let Some((k, sink, [global, local])) = &self.scrub {
+            // SAFETY: the kernel writes only its own local memory, and `sink[0]` (a 4-byte
+            // buffer) only under a condition its argument never meets.
+            unsafe { session.launch_raw(k, &[*global], Some(&[*local]), &[sink.arg(), Arg::Scalar(Scalar::U32(0))], false)? };
         }
         Ok(())
     }
 
-    /// Fills `buf` (a float buffer of `len` elements, as bytes) from `dist` with `seed`.
-    pub fn draw(&self, buf: &ocl::Buffer<u8>, len: usize, dist: Distribution, seed: u64) -> Result<(), RtError> {
-        let (name, a, b) = match dist {
-            Distribution::Uniform { lo, hi } => ("kf_uniform", lo as f32, hi as f32),
-            Distribution::Normal { mean, std } => ("kf_normal", mean as f32, std as f32),
+    /// Fills the first `len` floats of `buf` from `dist` with `seed`.
+    pub fn draw(&self, session: &Session, buf: &DeviceBuffer, len: usize, dist: Distribution, seed: u64) -> Result<(), RtError> {
+        let (kernel, a, b) = match dist {
+            Distribution::Uniform { lo, hi } => (&self.uniform, lo as f32, hi as f32),
+            Distribution::Normal { mean, std } => (&self.normal, mean as f32, std as f32),
             // Scalars only, by the annotation's rules; a constant buffer all the same.
-            Distribution::Constant { value } => ("kf_uniform", value as f32, value as f32),
+            Distribution::Constant { value } => (&self.uniform, value as f32, value as f32),
         };
-        let k = ocl::Kernel::builder()
-            .program(&self.program)
-            .name(name)
-            .queue(self.queue.clone())
-            .global_work_size(GROUPS * GROUP_SIZE)
-            .local_work_size(GROUP_SIZE)
-            .arg(buf)
-            .arg(len as u64)
-            .arg(seed as u32)
-            .arg((seed >> 32) as u32)
-            .arg(a)
-            .arg(b)
-            .build()?;
-        // SAFETY: the kernel writes out[i] for i < n only, and n is the buffer's length.
-        unsafe { k.enq()? };
+        if len.saturating_mul(4) > buf.len() {
+            return Err(RtError::OpenCl(format!("{len} floats do not fit a buffer of {} bytes", buf.len())));
+        }
+        let args = [
+            buf.arg(),
+            Arg::Scalar(Scalar::U64(len as u64)),
+            Arg::Scalar(Scalar::U32(seed as u32)),
+            Arg::Scalar(Scalar::U32((seed >> 32) as u32)),
+            Arg::Scalar(Scalar::F32(a)),
+            Arg::Scalar(Scalar::F32(b)),
+        ];
+        // SAFETY: the kernel writes out[i] for i < n only, and n floats fit the buffer (checked).
+        unsafe { session.launch_raw(kernel, &GLOBAL, Some(&LOCAL), &args, false)? };
         Ok(())
     }
 
-    /// Sets every bit of `buf` (`bytes` long, a multiple of 4): NaN in every float format.
-    pub fn poison(&self, buf: &ocl::Buffer<u8>, bytes: usize) -> Result<(), RtError> {
-        let k = ocl::Kernel::builder()
-            .program(&self.program)
-            .name("kf_poison")
-            .queue(self.queue.clone())
-            .global_work_size(GROUPS * GROUP_SIZE)
-            .local_work_size(GROUP_SIZE)
-            .arg(buf)
-            .arg((bytes / 4) as u64)
-            .build()?;
-        // SAFETY: writes out[i] for i < bytes / 4 only, within the buffer.
-        unsafe { k.enq()? };
+    /// Sets every bit of the first `bytes` bytes of `buf` (a multiple of 4): NaN in every float
+    /// format.
+    pub fn poison(&self, session: &Session, buf: &DeviceBuffer, bytes: usize) -> Result<(), RtError> {
+        let words = bytes.min(buf.len()) / 4;
+        // SAFETY: writes out[i] for i < words only, within the buffer.
+        unsafe { session.launch_raw(&self.poison, &GLOBAL, Some(&LOCAL), &[buf.arg(), Arg::Scalar(Scalar::U64(words as u64))], false)? };
         Ok(())
     }
 
     /// Compares two float buffers of `len` elements on the device.
-    pub fn compare(&self, cand: &ocl::Buffer<u8>, refr: &ocl::Buffer<u8>, len: usize, rtol: f64, atol: f64) -> Result<Comparison, RtError> {
-        let q = self.queue.clone();
-        let bad = ocl::Buffer::<u32>::builder().queue(q.clone()).len(GROUPS).build()?;
-        let first = ocl::Buffer::<u64>::builder().queue(q.clone()).len(GROUPS).build()?;
-        let max_abs = ocl::Buffer::<f32>::builder().queue(q.clone()).len(GROUPS).build()?;
-        let diff2 = ocl::Buffer::<f32>::builder().queue(q.clone()).len(GROUPS).build()?;
-        let ref2 = ocl::Buffer::<f32>::builder().queue(q.clone()).len(GROUPS).build()?;
-        let k = ocl::Kernel::builder()
-            .program(&self.program)
-            .name("kf_compare")
-            .queue(q.clone())
-            .global_work_size(GROUPS * GROUP_SIZE)
-            .local_work_size(GROUP_SIZE)
-            .arg(cand)
-            .arg(refr)
-            .arg(len as u64)
-            .arg(rtol as f32)
-            .arg(atol as f32)
-            .arg(&bad)
-            .arg(&first)
-            .arg(&max_abs)
-            .arg(&diff2)
-            .arg(&ref2)
-            .build()?;
-        // SAFETY: reads cand[i], ref[i] for i < n (both buffers hold n floats) and writes one
+    pub fn compare(
+        &self,
+        session: &Session,
+        cand: &DeviceBuffer,
+        refr: &DeviceBuffer,
+        len: usize,
+        rtol: f64,
+        atol: f64,
+    ) -> Result<Comparison, RtError> {
+        if len.saturating_mul(4) > cand.len().min(refr.len()) {
+            return Err(RtError::OpenCl(format!("{len} floats do not fit the buffers compared")));
+        }
+        let bad = session.alloc(GROUPS * 4)?;
+        let first = session.alloc(GROUPS * 8)?;
+        let max_abs = session.alloc(GROUPS * 4)?;
+        let diff2 = session.alloc(GROUPS * 4)?;
+        let ref2 = session.alloc(GROUPS * 4)?;
+        let args = [
+            cand.arg(),
+            refr.arg(),
+            Arg::Scalar(Scalar::U64(len as u64)),
+            Arg::Scalar(Scalar::F32(rtol as f32)),
+            Arg::Scalar(Scalar::F32(atol as f32)),
+            bad.arg(),
+            first.arg(),
+            max_abs.arg(),
+            diff2.arg(),
+            ref2.arg(),
+        ];
+        // SAFETY: reads cand[i], ref[i] for i < n (both hold n floats, checked) and writes one
         // element per work-group of the GROUPS-long result buffers.
-        unsafe { k.enq()? };
-        let read_u32 = |b: &ocl::Buffer<u32>| -> Result<Vec<u32>, RtError> {
-            let mut v = vec![0; GROUPS];
-            b.read(&mut v).enq()?;
-            Ok(v)
+        unsafe { session.launch_raw(&self.compare, &GLOBAL, Some(&LOCAL), &args, false)? };
+        let words = |b: &DeviceBuffer, size: usize| -> Result<Vec<u8>, RtError> {
+            let mut bytes = vec![0u8; GROUPS * size];
+            b.read(0, &mut bytes)?;
+            Ok(bytes)
         };
-        let read_f32 = |b: &ocl::Buffer<f32>| -> Result<Vec<f32>, RtError> {
-            let mut v = vec![0.0; GROUPS];
-            b.read(&mut v).enq()?;
-            Ok(v)
-        };
-        let mut firsts = vec![0u64; GROUPS];
-        first.read(&mut firsts).enq()?;
-        let mismatches: usize = read_u32(&bad)?.iter().map(|&b| b as usize).sum();
-        let max_abs = read_f32(&max_abs)?.iter().fold(0.0f64, |m, &x| m.max(x as f64));
-        let d2: f64 = read_f32(&diff2)?.iter().map(|&x| x as f64).sum();
-        let r2: f64 = read_f32(&ref2)?.iter().map(|&x| x as f64).sum();
+        let u32s = |bytes: Vec<u8>| bytes.chunks_exact(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<_>>();
+        let f32s = |bytes: Vec<u8>| bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as f64).collect::<Vec<_>>();
+        let firsts: Vec<u64> =
+            words(&first, 8)?.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
+        let mismatches: usize = u32s(words(&bad, 4)?).iter().map(|&b| b as usize).sum();
+        let max_abs = f32s(words(&max_abs, 4)?).iter().fold(0.0f64, |m, &x| m.max(x));
+        let d2: f64 = f32s(words(&diff2, 4)?).iter().sum();
+        let r2: f64 = f32s(words(&ref2, 4)?).iter().sum();
         let first = match firsts.iter().min() {
             Some(&i) if mismatches > 0 && (i as usize) < len => {
                 let i = i as usize;
@@ -242,43 +245,31 @@ impl DeviceData {
 
 /// The largest scrub that builds and runs: as many words as the device's local memory holds
 /// (less a margin), halved until one works.
-fn scrub_kernel(context: &ocl::Context, device: &ocl::Device, queue: &ocl::Queue, limits: &super::Limits) -> Option<ocl::Kernel> {
-    use ocl::core::{DeviceInfo as I, DeviceInfoResult as R};
-    let units = match ocl::core::get_device_info(device.as_core(), I::MaxComputeUnits) {
-        Ok(R::MaxComputeUnits(u)) => u.max(1) as usize,
-        _ => 1,
-    };
+fn scrub_kernel(session: &Session, limits: &Limits) -> Option<(Kernel, DeviceBuffer, [usize; 2])> {
     let group = limits.max_work_group_size.clamp(1, 256);
-    let sink = ocl::Buffer::<u32>::builder().queue(queue.clone()).len(1).build().ok()?;
+    let global = (limits.compute_units.max(1) as usize) * SCRUB_GROUPS_PER_UNIT * group;
+    let sink = session.alloc(4).ok()?;
     let mut words = (limits.local_mem_bytes / 4).saturating_sub(256);
     while words >= MIN_SCRUB_WORDS {
-        let attempt = (|| -> Result<ocl::Kernel, RtError> {
-            let program = ocl::Program::builder().src(SCRUB_SOURCE).devices(*device).cmplr_opt(format!("-D SCRUB_WORDS={words}")).build(context)?;
-            let k = ocl::Kernel::builder()
-                .program(&program)
-                .name("kf_scrub")
-                .queue(queue.clone())
-                .global_work_size(units * SCRUB_GROUPS_PER_UNIT * group)
-                .local_work_size(group)
-                .arg(&sink)
-                .arg(0u32)
-                .build()?;
+        let attempt = (|| -> Result<Kernel, RtError> {
+            let program = session.build("kfoundry local-memory scrub", SCRUB_SOURCE, &format!("-D SCRUB_WORDS={words}"))?;
+            let k = session.kernel(&program, "kf_scrub")?;
             // SAFETY: as in `scrub_local_memory`.
-            unsafe { k.enq()? };
-            queue.finish()?;
+            unsafe { session.launch_raw(&k, &[global], Some(&[group]), &[sink.arg(), Arg::Scalar(Scalar::U32(0))], false)? };
+            session.finish()?;
             Ok(k)
         })();
         match attempt {
-            Ok(k) => return Some(k),
+            Ok(k) => return Some((k, sink, [global, group])),
             Err(_) => words /= 2,
         }
     }
     None
 }
 
-fn read_at(buf: &ocl::Buffer<u8>, i: usize) -> Result<f64, RtError> {
+fn read_at(buf: &DeviceBuffer, i: usize) -> Result<f64, RtError> {
     let mut b = [0u8; 4];
-    buf.read(&mut b[..]).offset(i * 4).enq()?;
+    buf.read(i * 4, &mut b)?;
     Ok(f32::from_ne_bytes(b) as f64)
 }
 
@@ -286,34 +277,31 @@ fn read_at(buf: &ocl::Buffer<u8>, i: usize) -> Result<f64, RtError> {
 mod tests {
     use super::*;
 
-    fn setup() -> (ocl::Context, ocl::Queue, DeviceData) {
-        let devices = kfoundry_rt::list_devices().expect("devices");
-        let (platform, device) = devices.first().copied().expect("an OpenCL device (PoCL in CI)");
-        let context = ocl::Context::builder().platform(platform).devices(device).build().expect("context");
-        let queue = ocl::Queue::new(&context, device, None).expect("queue");
-        let limits = super::super::limits(&device).expect("limits");
-        let dd = DeviceData::new(&context, &device, &queue, &limits).expect("kernels");
+    fn setup() -> (Session, DeviceData) {
+        let session = Session::on_device(0).expect("an OpenCL device (PoCL in CI)");
+        let limits = session.limits().expect("limits");
+        let dd = DeviceData::new(&session, &limits).expect("kernels");
         assert!(dd.scrub.is_some(), "the local-memory scrub builds and runs on this device");
-        dd.scrub_local_memory().expect("scrub");
-        (context, queue, dd)
+        dd.scrub_local_memory(&session).expect("scrub");
+        (session, dd)
     }
 
-    fn read(b: &ocl::Buffer<u8>) -> Vec<f32> {
+    fn read(b: &DeviceBuffer) -> Vec<f32> {
         let mut bytes = vec![0u8; b.len()];
-        b.read(&mut bytes).enq().expect("read");
+        b.read(0, &mut bytes).expect("read");
         bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()
     }
 
     #[test]
     fn draws_are_seeded_in_range_and_compared_like_on_the_host() {
-        let (_cx, q, dd) = setup();
+        let (session, dd) = setup();
         let n = MIN_LEN;
-        let buf = || ocl::Buffer::<u8>::builder().queue(q.clone()).len(n * 4).build().expect("buffer");
+        let buf = || session.alloc(n * 4).expect("buffer");
         let (a, b, c) = (buf(), buf(), buf());
         let uniform = Distribution::Uniform { lo: -2.0, hi: 3.0 };
-        dd.draw(&a, n, uniform, 42).unwrap();
-        dd.draw(&b, n, uniform, 42).unwrap();
-        dd.draw(&c, n, uniform, 43).unwrap();
+        dd.draw(&session, &a, n, uniform, 42).unwrap();
+        dd.draw(&session, &b, n, uniform, 42).unwrap();
+        dd.draw(&session, &c, n, uniform, 43).unwrap();
         let (va, vc) = (read(&a), read(&c));
         assert!(va.iter().all(|&x| (-2.0..3.0).contains(&x)));
         let mean = va.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
@@ -321,9 +309,9 @@ mod tests {
         assert_eq!(va, read(&b), "same seed, same inputs");
         assert!(va.iter().zip(&vc).filter(|(x, y)| x == y).count() < n / 1000, "another seed, other inputs");
 
-        let same = dd.compare(&a, &b, n, 0.0, 0.0).unwrap();
+        let same = dd.compare(&session, &a, &b, n, 0.0, 0.0).unwrap();
         assert!(same.ok() && same.max_abs == 0.0 && same.rel_norm == 0.0, "{same:?}");
-        let other = dd.compare(&c, &a, n, 1e-5, 0.0).unwrap();
+        let other = dd.compare(&session, &c, &a, n, 1e-5, 0.0).unwrap();
         assert!(other.mismatches > n / 2 && other.rel_norm > 0.1, "{other:?}");
 
         // A NaN where the reference is finite, and a small error within tolerance.
@@ -331,14 +319,16 @@ mod tests {
         v[123_457] = f32::NAN;
         v[9] *= 1.0 + 1e-7;
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_ne_bytes()).collect();
-        let d_bytes = ocl::Buffer::<u8>::builder().queue(q.clone()).len(n * 4).copy_host_slice(&bytes).build().unwrap();
-        let one = dd.compare(&d_bytes, &a, n, 1e-5, 0.0).unwrap();
+        let d_bytes = session.upload(&bytes).unwrap();
+        let one = dd.compare(&session, &d_bytes, &a, n, 1e-5, 0.0).unwrap();
         assert_eq!(one.mismatches, 1, "{one:?}");
         assert_eq!(one.first.map(|f| f.0), Some(123_457));
         assert!(one.first.is_some_and(|f| f.1.is_nan()));
 
         // Poisoned (all bits set) outputs are NaN: nothing written means everything differs.
-        dd.poison(&a, n * 4).unwrap();
-        assert_eq!(dd.compare(&a, &b, n, 1e-3, 1e-3).unwrap().mismatches, n);
+        dd.poison(&session, &a, n * 4).unwrap();
+        assert_eq!(dd.compare(&session, &a, &b, n, 1e-3, 1e-3).unwrap().mismatches, n);
+        // A buffer too short for what is asked is an error, not a launch.
+        assert!(dd.draw(&session, &session.alloc(16).unwrap(), n, uniform, 1).is_err());
     }
 }

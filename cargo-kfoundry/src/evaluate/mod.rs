@@ -28,10 +28,9 @@ use std::time::Instant;
 
 use kfoundry_rt::model::signature::{KernelArg, ScalarType};
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
-use kfoundry_rt::opencl::launch::{build_program, build_program_from, create_kernel, enqueue, Arg, Scalar};
-use kfoundry_rt::Error as RtError;
+use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Session};
+use kfoundry_rt::{Arg, Error as RtError, Scalar};
 use kfoundry_search::{Config, Evaluation, FailureKind};
-use ocl::core::{self, KernelWorkGroupInfo, KernelWorkGroupInfoResult, ProfilingInfo, ProfilingInfoResult};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -81,27 +80,7 @@ impl ErrorStats {
 }
 
 /// Device limits checked before a candidate is built, and used to size probes.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct Limits {
-    pub max_work_group_size: usize,
-    pub max_work_item_sizes: Vec<usize>,
-    pub local_mem_bytes: u64,
-    /// `CL_DEVICE_GLOBAL_MEM_SIZE` and `CL_DEVICE_MAX_MEM_ALLOC_SIZE`: how large a probe may be.
-    #[serde(default)]
-    pub global_mem_bytes: u64,
-    #[serde(default)]
-    pub max_alloc_bytes: u64,
-    /// `CL_DEVICE_MEM_BASE_ADDR_ALIGN`, in bytes: where a sub-buffer may start.
-    #[serde(default)]
-    pub base_align_bytes: u64,
-    /// The reference kernel's preferred work-group size multiple (warp, wavefront or SIMD
-    /// width), for the language model's description of the device.
-    #[serde(default)]
-    pub preferred_multiple: Option<u64>,
-    /// Whether the device offers sub-groups (`cl_khr_subgroups` or `cl_intel_subgroups`).
-    #[serde(default)]
-    pub sub_groups: bool,
-}
+pub use kfoundry_rt::opencl::device::Limits;
 
 /// Constraints, geometry and device limits of one kernel at one workload.
 pub struct Validity {
@@ -141,12 +120,6 @@ pub fn check_launchable(spec: &KernelSpec, limits: &Limits, params: &Params, siz
         }
     }
     Ok(())
-}
-
-struct Built {
-    /// Kept alive for the kernel object.
-    _program: ocl::Program,
-    kernel: core::Kernel,
 }
 
 /// Candidates built most recently, kept for their proof at other sizes and their re-measures.
@@ -189,8 +162,8 @@ struct RunBuffer {
     name: String,
     ty: ScalarType,
     len: usize,
-    whole: ocl::Buffer<u8>,
-    view: ocl::Buffer<u8>,
+    whole: DeviceBuffer,
+    view: DeviceBuffer,
     front: Vec<u8>,
     back: Vec<u8>,
 }
@@ -206,13 +179,11 @@ pub struct Bench {
     pub spec: KernelSpec,
     /// The workload's sizes (where candidates are timed).
     pub sizes: Sizes,
-    context: ocl::Context,
-    queue: ocl::Queue,
-    device: ocl::Device,
+    session: Session,
     limits: Limits,
-    reference: Built,
+    reference: Kernel,
     /// The last candidates built, most recent last.
-    built: Vec<(BuildKey, std::rc::Rc<Built>)>,
+    built: Vec<(BuildKey, std::rc::Rc<Kernel>)>,
     /// On-device drawing, poisoning, comparison and local-memory scrubbing.
     device_data: DeviceData,
     settings: Settings,
@@ -249,26 +220,20 @@ pub enum Phase {
 }
 
 impl Bench {
-    pub fn new(spec: &KernelSpec, sizes: &Sizes, platform: ocl::Platform, device: ocl::Device, settings: Settings) -> Result<Bench, SetupError> {
-        let context = ocl::Context::builder().platform(platform).devices(device).build().map_err(RtError::from)?;
-        let queue = ocl::Queue::new(&context, device, Some(ocl::CommandQueueProperties::PROFILING_ENABLE)).map_err(RtError::from)?;
-        let mut limits = limits(&device)?;
-        let program = build_program(spec, &spec.reference, &context, &device)?;
-        let device_data = DeviceData::new(&context, &device, &queue, &limits)?;
-        let kernel = create_kernel(spec, &program)?;
-        if let Ok(KernelWorkGroupInfoResult::PreferredWorkGroupSizeMultiple(m)) =
-            core::get_kernel_work_group_info(&kernel, device.as_core(), KernelWorkGroupInfo::PreferredWorkGroupSizeMultiple)
-        {
-            limits.preferred_multiple = Some(m as u64);
-        }
+    /// A bench on device number `device` of `kfoundry_rt::list_devices()`.
+    pub fn new(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Settings) -> Result<Bench, SetupError> {
+        let session = Session::on_device(device)?;
+        let mut limits = session.limits()?;
+        let program = session.build_spec(spec, &spec.source, &spec.reference)?;
+        let reference = session.kernel(&program, &spec.signature.name)?;
+        limits.preferred_multiple = session.kernel_info(&reference).preferred_multiple.map(|m| m as u64);
+        let device_data = DeviceData::new(&session, &limits)?;
         let bench = Bench {
             spec: spec.clone(),
             sizes: sizes.clone(),
-            context,
-            queue,
-            device,
+            session,
             limits,
-            reference: Built { _program: program, kernel },
+            reference,
             built: Vec::new(),
             device_data,
             settings,
@@ -373,30 +338,25 @@ impl Bench {
         for p in &prepared.buffers {
             let size = p.ty.size();
             let (front, data, back) = (p.front.len(), p.len * size, p.back.len());
-            let builder = ocl::Buffer::<u8>::builder().queue(self.queue.clone()).len(front + data + back);
             let whole = match &p.fill {
                 Fill::Host(bytes) => {
                     let mut all = Vec::with_capacity(front + data + back);
                     all.extend_from_slice(&p.front);
                     all.extend_from_slice(bytes);
                     all.extend_from_slice(&p.back);
-                    builder.copy_host_slice(&all).build()?
+                    self.session.upload(&all)?
                 }
                 Fill::Draw { .. } | Fill::Poison => {
-                    let b = builder.build()?;
-                    self.device_data.poison(&b, front + data + back)?;
-                    if !p.front.is_empty() {
-                        b.write(&p.front).offset(0).enq()?;
-                    }
-                    if !p.back.is_empty() {
-                        b.write(&p.back).offset(front + data).enq()?;
-                    }
+                    let b = self.session.alloc(front + data + back)?;
+                    self.device_data.poison(&self.session, &b, front + data + back)?;
+                    b.write(0, &p.front)?;
+                    b.write(front + data, &p.back)?;
                     b
                 }
             };
-            let view = whole.create_sub_buffer(None, front, data + back)?;
+            let view = whole.sub(front, data + back)?;
             if let Fill::Draw { dist, seed } = &p.fill {
-                self.device_data.draw(&view, p.len, *dist, *seed)?;
+                self.device_data.draw(&self.session, &view, p.len, *dist, *seed)?;
             }
             buffers.push(RunBuffer { name: p.name.clone(), ty: p.ty, len: p.len, whole, view, front: p.front.clone(), back: p.back.clone() });
         }
@@ -408,17 +368,13 @@ impl Bench {
         for b in &run.buffers {
             let size = b.ty.size();
             let mut front = vec![0u8; b.front.len()];
-            if !front.is_empty() {
-                b.whole.read(&mut front).offset(0).enq()?;
-            }
+            b.whole.read(0, &mut front)?;
             if let Some(at) = front.iter().zip(&b.front).position(|(x, y)| x != y) {
                 let before = (b.front.len() - at).div_ceil(size);
                 return Ok(Some(format!("writes before the start of `{}`: element -{before}", b.name)));
             }
             let mut back = vec![0u8; b.back.len()];
-            if !back.is_empty() {
-                b.whole.read(&mut back).offset(b.front.len() + b.len * size).enq()?;
-            }
+            b.whole.read(b.front.len() + b.len * size, &mut back)?;
             if let Some(at) = back.iter().zip(&b.back).position(|(x, y)| x != y) {
                 return Ok(Some(format!(
                     "writes past the end of `{}`: element {} of a buffer of {} (the annotation's length)",
@@ -443,11 +399,11 @@ impl Bench {
         };
         let ((ty, len, c), (_, _, r)) = (find(cand)?, find(refr)?);
         if ty == ScalarType::F32 && len >= device_data::MIN_LEN {
-            return self.device_data.compare(&c, &r, len, rtol, atol);
+            return self.device_data.compare(&self.session, &c, &r, len, rtol, atol);
         }
         let (mut x, mut y) = (vec![0u8; len * ty.size()], vec![0u8; len * ty.size()]);
-        c.read(&mut x).enq()?;
-        r.read(&mut y).enq()?;
+        c.read(0, &mut x)?;
+        r.read(0, &mut y)?;
         Ok(compare(len, |i| decode(ty, &x, i), |i| decode(ty, &y, i), rtol, atol))
     }
 
@@ -458,15 +414,22 @@ impl Bench {
         let params = self.spec.reference.clone();
         let prepared = self.prepare(&params, sizes, &mut rng)?;
         let run = self.upload(&prepared).map_err(|e| e.to_string())?;
-        self.launch(&self.reference.kernel, &params, sizes, &run, None).map_err(|e| e.to_string())?;
-        self.queue.finish().map_err(|e| e.to_string())?;
+        self.launch(&self.reference, &params, sizes, &run, false).map_err(|e| e.to_string())?;
+        self.session.finish().map_err(|e| e.to_string())?;
         if let Some(why) = self.touched_guard(&run).map_err(|e| e.to_string())? {
             return Err(format!("the reference {why}; the annotation's `buffers(...)` must cover what the kernel touches"));
         }
         Ok(run)
     }
 
-    fn launch(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes, run: &Run, event: Option<&mut core::Event>) -> Result<(), RtError> {
+    fn launch(
+        &self,
+        kernel: &Kernel,
+        params: &Params,
+        sizes: &Sizes,
+        run: &Run,
+        profile: bool,
+    ) -> Result<Option<kfoundry_rt::opencl::session::Timing>, RtError> {
         // The caller's arguments in signature order: the one rule of `KernelSpec::caller_args`.
         let mut scalars = run.scalars.iter();
         let mut buffers = run.buffers.iter();
@@ -475,7 +438,7 @@ impl Bench {
             match arg {
                 KernelArg::Buffer { .. } => {
                     if let Some(b) = buffers.next() {
-                        args.push(Arg::Buffer(b.view.as_core()));
+                        args.push(b.view.arg());
                     }
                 }
                 KernelArg::Scalar { .. } => {
@@ -485,13 +448,13 @@ impl Bench {
                 }
             }
         }
-        enqueue(&self.spec, kernel, &self.queue, params, sizes, &args, event)
+        self.session.launch(&self.spec, kernel, params, sizes, &args, profile)
     }
 
     /// Builds `params` (of `source`, a source-level variant with the same signature, when
     /// given), or reuses one of the last few builds; `None` for the reference itself. A failed
     /// build is logged.
-    fn build(&mut self, params: &Params, source: Option<&str>) -> Result<Option<std::rc::Rc<Built>>, (FailureKind, String)> {
+    fn build(&mut self, params: &Params, source: Option<&str>) -> Result<Option<std::rc::Rc<Kernel>>, (FailureKind, String)> {
         if *params == self.spec.reference && source.is_none() {
             return Ok(None);
         }
@@ -503,10 +466,7 @@ impl Bench {
             return Ok(Some(built));
         }
         let text = source.unwrap_or(&self.spec.source);
-        let built = build_program_from(&self.spec, text, params, &self.context, &self.device).and_then(|p| {
-            let k = create_kernel(&self.spec, &p)?;
-            Ok(Built { _program: p, kernel: k })
-        });
+        let built = self.session.build_spec(&self.spec, text, params).and_then(|p| self.session.kernel(&p, &self.spec.signature.name));
         match built {
             Ok(b) => {
                 let b = std::rc::Rc::new(b);
@@ -525,18 +485,22 @@ impl Bench {
     }
 
     /// Limits that only the built kernel knows: its local memory and work-group limit.
-    fn check_built(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes) -> Result<u64, (FailureKind, String)> {
-        let local_mem = match kernel_local_mem(kernel, &self.device) {
-            Ok(bytes) if bytes > self.limits.local_mem_bytes => {
-                return Err((FailureKind::Invalid, format!("uses {bytes} bytes of local memory, the device has {}", self.limits.local_mem_bytes)))
-            }
-            Ok(bytes) => bytes,
-            Err(_) => 0,
-        };
-        if let Some(reason) = self.kernel_work_group_limit(kernel, params, sizes) {
-            return Err((FailureKind::Invalid, reason));
+    fn check_built(&self, kernel: &Kernel, params: &Params, sizes: &Sizes) -> Result<u64, (FailureKind, String)> {
+        let info = self.session.kernel_info(kernel);
+        if info.local_mem_bytes > self.limits.local_mem_bytes {
+            return Err((
+                FailureKind::Invalid,
+                format!("uses {} bytes of local memory, the device has {}", info.local_mem_bytes, self.limits.local_mem_bytes),
+            ));
         }
-        Ok(local_mem)
+        let local: Option<usize> = self.spec.geometry(params, sizes).ok().and_then(|g| g.local).map(|l| l.iter().product());
+        if let Some(local) = local.filter(|l| *l > info.work_group_size) {
+            return Err((
+                FailureKind::Invalid,
+                format!("work-group size {local} exceeds this kernel's limit {} on the device", info.work_group_size),
+            ));
+        }
+        Ok(info.local_mem_bytes)
     }
 
     /// Builds, verifies and times `params` of the annotated source, or of `source` (a
@@ -554,7 +518,7 @@ impl Bench {
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
         progress(Phase::Built);
-        let kernel = candidate.as_ref().map_or(&self.reference.kernel, |b| &b.kernel);
+        let kernel = candidate.as_deref().unwrap_or(&self.reference);
         let local_mem = match self.check_built(kernel, params, &sizes) {
             Ok(bytes) => bytes,
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
@@ -585,7 +549,7 @@ impl Bench {
             Err(failure) => return Ok(Err(failure)),
         };
         progress(Phase::Built);
-        let kernel = candidate.as_ref().map_or(&self.reference.kernel, |b| &b.kernel);
+        let kernel = candidate.as_deref().unwrap_or(&self.reference);
         if let Err(failure) = self.check_built(kernel, params, sizes) {
             return Ok(Err(failure));
         }
@@ -593,7 +557,7 @@ impl Bench {
     }
 
     /// `sets` verifications on fresh input sets; the last run (for timing) and the worst errors.
-    fn verify_sets(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes, sets: usize) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+    fn verify_sets(&self, kernel: &Kernel, params: &Params, sizes: &Sizes, sets: usize) -> Result<(Run, ErrorStats), (FailureKind, String)> {
         let mut last_run = None;
         let mut errors = ErrorStats::default();
         for _ in 0..sets.max(1) {
@@ -604,31 +568,20 @@ impl Bench {
         last_run.map(|run| (run, errors)).ok_or((FailureKind::Runtime, "no run".into()))
     }
 
-    fn kernel_work_group_limit(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes) -> Option<String> {
-        let g = self.spec.geometry(params, sizes).ok()?;
-        let local: usize = g.local?.iter().product();
-        match core::get_kernel_work_group_info(kernel, self.device.as_core(), KernelWorkGroupInfo::WorkGroupSize) {
-            Ok(KernelWorkGroupInfoResult::WorkGroupSize(max)) if local > max => {
-                Some(format!("work-group size {local} exceeds this kernel's limit {max} on the device"))
-            }
-            _ => None,
-        }
-    }
-
     /// One verification on a fresh input set: reference and candidate on the same inputs,
     /// the device's local memory scrubbed right before the candidate runs, then every checked
     /// output compared and every guard zone inspected.
-    fn verify(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+    fn verify(&self, kernel: &Kernel, params: &Params, sizes: &Sizes) -> Result<(Run, ErrorStats), (FailureKind, String)> {
         let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
         let mut rng = self.fresh_rng();
         let reference_params = self.spec.reference.clone();
         let prepared = self.prepare(params, sizes, &mut rng).map_err(|e| (FailureKind::Invalid, e))?;
         let ref_run = self.upload(&prepared).map_err(runtime)?;
-        self.launch(&self.reference.kernel, &reference_params, sizes, &ref_run, None).map_err(runtime)?;
+        self.launch(&self.reference, &reference_params, sizes, &ref_run, false).map_err(runtime)?;
         let cand_run = self.upload(&prepared).map_err(runtime)?;
-        self.device_data.scrub_local_memory().map_err(runtime)?;
-        self.launch(kernel, params, sizes, &cand_run, None).map_err(runtime)?;
-        self.queue.finish().map_err(|e| runtime(e.into()))?;
+        self.device_data.scrub_local_memory(&self.session).map_err(runtime)?;
+        self.launch(kernel, params, sizes, &cand_run, false).map_err(runtime)?;
+        self.session.finish().map_err(runtime)?;
         if let Some(why) = self.touched_guard(&cand_run).map_err(runtime)? {
             return Err((FailureKind::Wrong, why));
         }
@@ -661,24 +614,15 @@ impl Bench {
     }
 
     /// Median kernel time over the repeats, in seconds, from profiling events.
-    fn time(&self, kernel: &core::Kernel, params: &Params, sizes: &Sizes, run: &Run) -> Result<f64, RtError> {
+    fn time(&self, kernel: &Kernel, params: &Params, sizes: &Sizes, run: &Run) -> Result<f64, RtError> {
         for _ in 0..self.settings.warmup {
-            self.launch(kernel, params, sizes, run, None)?;
+            self.launch(kernel, params, sizes, run, false)?;
         }
         let mut times = Vec::with_capacity(self.settings.repeats);
         for _ in 0..self.settings.repeats.max(1) {
-            let mut event = core::Event::null();
-            self.launch(kernel, params, sizes, run, Some(&mut event))?;
-            core::wait_for_event(&event)?;
-            let start = match core::get_event_profiling_info(&event, ProfilingInfo::Start)? {
-                ProfilingInfoResult::Start(t) => t,
-                _ => 0,
-            };
-            let end = match core::get_event_profiling_info(&event, ProfilingInfo::End)? {
-                ProfilingInfoResult::End(t) => t,
-                _ => 0,
-            };
-            times.push(end.saturating_sub(start) as f64 * 1e-9);
+            if let Some(timing) = self.launch(kernel, params, sizes, run, true)? {
+                times.push(timing.seconds()?);
+            }
         }
         Ok(median(&mut times))
     }
@@ -692,56 +636,6 @@ pub fn params_of(spec: &KernelSpec, config: &Config) -> Params {
 /// The named parameters in the spec's order (the engine's form).
 pub fn config_of(spec: &KernelSpec, params: &Params) -> Config {
     spec.params.iter().map(|p| params.get(&p.name).copied().unwrap_or(0)).collect()
-}
-
-fn limits(device: &ocl::Device) -> Result<Limits, RtError> {
-    use ocl::core::{DeviceInfo as I, DeviceInfoResult as R};
-    let get = |what| ocl::core::get_device_info(device.as_core(), what).map_err(RtError::from);
-    let max_work_group_size = match get(I::MaxWorkGroupSize)? {
-        R::MaxWorkGroupSize(v) => v,
-        _ => 1,
-    };
-    let max_work_item_sizes = match get(I::MaxWorkItemSizes)? {
-        R::MaxWorkItemSizes(v) => v,
-        _ => vec![],
-    };
-    let local_mem_bytes = match get(I::LocalMemSize)? {
-        R::LocalMemSize(v) => v,
-        _ => 0,
-    };
-    let global_mem_bytes = match get(I::GlobalMemSize)? {
-        R::GlobalMemSize(v) => v,
-        _ => 0,
-    };
-    let max_alloc_bytes = match get(I::MaxMemAllocSize)? {
-        R::MaxMemAllocSize(v) => v,
-        _ => 0,
-    };
-    let base_align_bytes = match get(I::MemBaseAddrAlign)? {
-        R::MemBaseAddrAlign(bits) => u64::from(bits).div_ceil(8),
-        _ => 4096,
-    };
-    let sub_groups = match get(I::Extensions) {
-        Ok(R::Extensions(e)) => e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"),
-        _ => false,
-    };
-    Ok(Limits {
-        max_work_group_size,
-        max_work_item_sizes,
-        local_mem_bytes,
-        global_mem_bytes,
-        max_alloc_bytes,
-        base_align_bytes,
-        preferred_multiple: None,
-        sub_groups,
-    })
-}
-
-fn kernel_local_mem(kernel: &core::Kernel, device: &ocl::Device) -> Result<u64, RtError> {
-    match core::get_kernel_work_group_info(kernel, device.as_core(), KernelWorkGroupInfo::LocalMemSize)? {
-        KernelWorkGroupInfoResult::LocalMemSize(v) => Ok(v),
-        _ => Ok(0),
-    }
 }
 
 pub fn median(v: &mut [f64]) -> f64 {

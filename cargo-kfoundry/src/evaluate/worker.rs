@@ -167,7 +167,5 @@ pub fn serve() -> anyhow::Result<()> {
 }
 
 fn setup(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Settings) -> Result<Bench, String> {
-    let devices = kfoundry_rt::list_devices().map_err(|e| e.to_string())?;
-    let (platform, dev) = devices.get(device).copied().ok_or_else(|| format!("no device #{device}"))?;
-    Bench::new(spec, sizes, platform, dev, settings).map_err(|e| e.to_string())
+    Bench::new(spec, sizes, device, settings).map_err(|e| e.to_string())
 }

@@ -38,10 +38,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use kfoundry::model::spec::{fmt_assignments, KernelSpec, Params, Sizes};
-use kfoundry::ocl::core::{self as core, ProfilingInfo};
+use kfoundry::ocl::core::{self as core};
 use kfoundry::ocl::flags::CommandQueueProperties;
 use kfoundry::ocl::{Buffer, Context, Device, Kernel, Platform, Program, Queue};
-use kfoundry::opencl::launch::{build_program, create_kernel, enqueue};
 use kfoundry::{Arg, Evolved, Scalar};
 use kfoundry_examples::suite::*;
 use serde_json::{json, Value};
@@ -305,7 +304,7 @@ fn run() -> Result<()> {
         if !o.problems.is_empty() && !o.problems.iter().any(|n| n == p.name) {
             continue;
         }
-        let r = run_problem(&o, &queue, &context, &util, &p, clblast.as_mut())?;
+        let r = run_problem(&o, &queue, &util, &p, clblast.as_mut())?;
         let tuned_ms = r["tuned"]["median_ms"].as_f64().unwrap_or(f64::NAN);
         let ref_ms = r["reference"]["median_ms"].as_f64().unwrap_or(f64::NAN);
         let dispatch: Vec<String> = r["stages"]
@@ -434,42 +433,32 @@ fn stats(v: &[f64]) -> Value {
 /// of the totals and the per-stage medians.
 fn time_variants(
     queue: &Queue,
-    context: &Context,
     p: &Problem,
     variants: &[(&[Params], &Buffer<f32>)],
     bufs: &BTreeMap<&'static str, Buffer<f32>>,
     runs: usize,
 ) -> Result<Vec<(Value, Vec<f64>)>> {
-    let device = queue.device();
-    let mut kernels = Vec::new();
+    let mut configured = Vec::new();
     for (params, _) in variants {
-        let mut ks = Vec::new();
-        for (st, pr) in p.stages.iter().zip(params.iter()) {
-            let spec: &KernelSpec = st.evolved.spec()?;
-            let program = build_program(spec, pr, context, &device)?;
-            let kernel = create_kernel(spec, &program)?;
-            ks.push((spec, program, kernel));
-        }
-        kernels.push(ks);
+        let stages: Vec<_> =
+            p.stages.iter().zip(params.iter()).map(|(st, pr)| st.evolved.configure(queue, pr)).collect::<std::result::Result<Vec<_>, _>>()?;
+        configured.push(stages);
     }
     let mut totals = vec![Vec::new(); variants.len()];
     let mut per_stage = vec![vec![Vec::new(); p.stages.len()]; variants.len()];
     for _ in 0..runs {
-        for (v, (params, out)) in variants.iter().enumerate() {
-            let mut events = Vec::new();
+        for (v, (_, out)) in variants.iter().enumerate() {
+            let mut timings = Vec::new();
             for (i, st) in p.stages.iter().enumerate() {
-                let (spec, _, kernel) = &kernels[v][i];
                 let a = args(st, bufs, out)?;
-                let mut ev = core::Event::null();
-                enqueue(spec, kernel, queue, &params[i], &st.sizes, &a, Some(&mut ev))?;
-                events.push(ev);
+                // SAFETY: the variants timed are each stage's reference and its tuned winners,
+                // which the tuner verified; the buffers have the annotations' lengths.
+                timings.push(unsafe { configured[v][i].enqueue_profiled(queue, &size_list(&st.sizes), &a)? });
             }
             queue.finish()?;
             let mut total = 0.0;
-            for (i, ev) in events.iter().enumerate() {
-                let start = core::get_event_profiling_info(ev, ProfilingInfo::Start)?.time()?;
-                let end = core::get_event_profiling_info(ev, ProfilingInfo::End)?.time()?;
-                let ms = end.saturating_sub(start) as f64 * 1e-6;
+            for (i, t) in timings.iter().enumerate() {
+                let ms = t.seconds()? * 1e3;
                 per_stage[v][i].push(ms);
                 total += ms;
             }
@@ -600,7 +589,7 @@ fn cost_of(spec: &KernelSpec, params: &Params, sizes: &Sizes) -> (Option<i64>, O
     }
 }
 
-fn run_problem(o: &Options, queue: &Queue, context: &Context, util: &Program, p: &Problem, clblast: Option<&mut ClBlast>) -> Result<Value> {
+fn run_problem(o: &Options, queue: &Queue, util: &Program, p: &Problem, clblast: Option<&mut ClBlast>) -> Result<Value> {
     let index =
         ["sgemm", "softmax", "layernorm", "sum_dim1", "linear_gelu_softmax", "conv_groupnorm"].iter().position(|n| *n == p.name).unwrap_or(99);
     let device = queue.device();
@@ -647,7 +636,7 @@ fn run_problem(o: &Options, queue: &Queue, context: &Context, util: &Program, p:
     }
     queue.finish()?;
     eprintln!("{}: timing", p.name);
-    let mut timed = time_variants(queue, context, p, &[(&ref_params, &out_ref), (&tuned_params, &out_tuned)], &bufs, o.runs)?;
+    let mut timed = time_variants(queue, p, &[(&ref_params, &out_ref), (&tuned_params, &out_tuned)], &bufs, o.runs)?;
     let (tuned_t, tuned_stage) = timed.pop().ok_or("timing")?;
     let (ref_t, ref_stage) = timed.pop().ok_or("timing")?;
     for (i, s) in stages_json.iter_mut().enumerate() {

@@ -123,6 +123,79 @@ pub fn describe(device: &Device) -> Result<DeviceInfo, Error> {
     device_info(&platform, device)
 }
 
+/// What the tuner checks a configuration against before building it, and sizes its probes
+/// with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Limits {
+    pub max_work_group_size: usize,
+    pub max_work_item_sizes: Vec<usize>,
+    pub local_mem_bytes: u64,
+    /// `CL_DEVICE_GLOBAL_MEM_SIZE` and `CL_DEVICE_MAX_MEM_ALLOC_SIZE`: how large a probe may be.
+    #[serde(default)]
+    pub global_mem_bytes: u64,
+    #[serde(default)]
+    pub max_alloc_bytes: u64,
+    /// `CL_DEVICE_MEM_BASE_ADDR_ALIGN`, in bytes: where a sub-buffer may start.
+    #[serde(default)]
+    pub base_align_bytes: u64,
+    #[serde(default)]
+    pub compute_units: u32,
+    /// The reference kernel's preferred work-group size multiple (warp, wavefront or SIMD
+    /// width), for the language model's description of the device.
+    #[serde(default)]
+    pub preferred_multiple: Option<u64>,
+    /// Whether the device offers sub-groups (`cl_khr_subgroups` or `cl_intel_subgroups`).
+    #[serde(default)]
+    pub sub_groups: bool,
+}
+
+/// The limits of `device`.
+pub fn limits_of(device: &Device) -> Result<Limits, Error> {
+    let max_work_group_size = match info(device, Info::MaxWorkGroupSize)? {
+        R::MaxWorkGroupSize(v) => v,
+        _ => 1,
+    };
+    let max_work_item_sizes = match info(device, Info::MaxWorkItemSizes)? {
+        R::MaxWorkItemSizes(v) => v,
+        _ => vec![],
+    };
+    let local_mem_bytes = match info(device, Info::LocalMemSize)? {
+        R::LocalMemSize(v) => v,
+        _ => 0,
+    };
+    let global_mem_bytes = match info(device, Info::GlobalMemSize)? {
+        R::GlobalMemSize(v) => v,
+        _ => 0,
+    };
+    let max_alloc_bytes = match info(device, Info::MaxMemAllocSize)? {
+        R::MaxMemAllocSize(v) => v,
+        _ => 0,
+    };
+    let base_align_bytes = match info(device, Info::MemBaseAddrAlign)? {
+        R::MemBaseAddrAlign(bits) => u64::from(bits).div_ceil(8),
+        _ => 4096,
+    };
+    let compute_units = match info(device, Info::MaxComputeUnits)? {
+        R::MaxComputeUnits(v) => v,
+        _ => 1,
+    };
+    let sub_groups = match info(device, Info::Extensions) {
+        Ok(R::Extensions(e)) => e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"),
+        _ => false,
+    };
+    Ok(Limits {
+        max_work_group_size,
+        max_work_item_sizes,
+        local_mem_bytes,
+        global_mem_bytes,
+        max_alloc_bytes,
+        base_align_bytes,
+        compute_units,
+        preferred_multiple: None,
+        sub_groups,
+    })
+}
+
 /// The device a program would use by default: the first GPU, else the first device.
 pub fn default_device() -> Result<(Platform, Device), Error> {
     let all = list_devices()?;

@@ -9,6 +9,7 @@ use ocl::core::{self, ClDeviceIdPtr};
 use super::device::{describe, device_key};
 use super::error::Error;
 use super::launch::{build_program_from, create_kernel, enqueue, Arg};
+use super::session::Timing;
 use crate::model::declared::declared_params;
 use crate::model::device::{DeviceInfo, DeviceKey};
 use crate::model::select::{choose, Choice, Step};
@@ -30,7 +31,7 @@ pub struct Evolved {
     decoded: OnceLock<Result<Decoded, (String, String)>>,
     choices: Mutex<BTreeMap<(Handle, Vec<i64>), Arc<Choice>>>,
     /// Built programs by context, device, source hash ("" for the annotated source) and params.
-    kernels: Mutex<BTreeMap<ProgramKey, (ocl::Program, core::Kernel)>>,
+    kernels: Mutex<BTreeMap<ProgramKey, (core::Program, core::Kernel)>>,
 }
 
 type ProgramKey = (Handle, Handle, String, Vec<i64>);
@@ -66,6 +67,21 @@ pub fn cached_device_key(device: &ocl::Device) -> Result<DeviceKey, Error> {
     identity(device).map(|(key, _)| key)
 }
 
+/// A call's sizes as the model's (i64) sizes.
+fn sizes_of(spec: &KernelSpec, sizes: &[(&str, usize)]) -> Result<Sizes, Error> {
+    sizes
+        .iter()
+        .map(|(k, v)| {
+            let v = i64::try_from(*v).map_err(|_| Error::Argument {
+                kernel: spec.id.clone(),
+                arg: k.to_string(),
+                message: format!("size {v} is too large"),
+            })?;
+            Ok((k.to_string(), v))
+        })
+        .collect()
+}
+
 /// The device and context of `queue`, as error values (`ocl::Queue::device()` and `context()`
 /// unwrap inside `ocl`).
 fn queue_parts(queue: &ocl::Queue) -> Result<(ocl::Device, ocl::Context), Error> {
@@ -75,6 +91,32 @@ fn queue_parts(queue: &ocl::Queue) -> Result<(ocl::Device, ocl::Context), Error>
 
 fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
     Error::OpenCl("a kfoundry cache lock was poisoned by a panic in another thread".into())
+}
+
+/// A configuration of a kernel built for one device ([`Evolved::configure`]).
+pub struct Configuration<'a> {
+    spec: &'a KernelSpec,
+    params: Params,
+    kernel: core::Kernel,
+    _program: core::Program,
+}
+
+impl Configuration<'_> {
+    /// Enqueues the configuration at `sizes` on `queue` (which must have profiling enabled),
+    /// every argument checked as by [`Evolved::launch`]; the returned [`Timing`] gives its run
+    /// time on the device.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Evolved::launch_params`]: unless the configuration is the reference or a
+    /// variant the tuner verified at these sizes, the caller promises that it stays within the
+    /// buffers the annotation declares.
+    pub unsafe fn enqueue_profiled(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Timing, Error> {
+        let sizes = sizes_of(self.spec, sizes)?;
+        let mut event = core::Event::null();
+        enqueue(self.spec, &self.kernel, queue, &self.params, &sizes, args, Some(&mut event))?;
+        Ok(Timing::of(event))
+    }
 }
 
 impl Evolved {
@@ -142,25 +184,11 @@ impl Evolved {
         }
     }
 
-    fn sizes(&self, spec: &KernelSpec, sizes: &[(&str, usize)]) -> Result<Sizes, Error> {
-        sizes
-            .iter()
-            .map(|(k, v)| {
-                let v = i64::try_from(*v).map_err(|_| Error::Argument {
-                    kernel: spec.id.clone(),
-                    arg: k.to_string(),
-                    message: format!("size {v} is too large"),
-                })?;
-                Ok((k.to_string(), v))
-            })
-            .collect()
-    }
-
     /// Which variant runs on `device` at `sizes`, and why (including a fallback to the
     /// reference after a foreign variant failed here).
     pub fn explain(&self, device: &ocl::Device, sizes: &[(&str, usize)]) -> Result<Choice, Error> {
         let spec = self.spec()?;
-        let sizes = self.sizes(spec, sizes)?;
+        let sizes = sizes_of(spec, sizes)?;
         Ok(self.choice(device, spec, &sizes)?.as_ref().clone())
     }
 
@@ -188,7 +216,7 @@ impl Evolved {
     /// never run. Returns the dispatch step.
     pub fn launch(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Step, Error> {
         let spec = self.spec()?;
-        let sizes = self.sizes(spec, sizes)?;
+        let sizes = sizes_of(spec, sizes)?;
         let (device, context) = queue_parts(queue)?;
         let choice = self.choice(&device, spec, &sizes)?;
         match self.run(queue, &context, &device, spec, choice.variant, &choice.params, &sizes, args) {
@@ -231,9 +259,21 @@ impl Evolved {
     pub unsafe fn launch_params(&self, queue: &ocl::Queue, params: &Params, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
         let spec = self.spec()?;
         spec.check_params(params, &[]).map_err(|message| Error::Argument { kernel: spec.id.clone(), arg: "params".into(), message })?;
-        let sizes = self.sizes(spec, sizes)?;
+        let sizes = sizes_of(spec, sizes)?;
         let (device, context) = queue_parts(queue)?;
         self.run(queue, &context, &device, spec, None, params, &sizes, args)
+    }
+
+    /// Builds configuration `params` (exactly the kernel's parameters, each of its domain) for
+    /// `queue`'s device, to launch it again and again with profiling (benchmarks that time
+    /// configurations; dispatch does not use it).
+    pub fn configure(&self, queue: &ocl::Queue, params: &Params) -> Result<Configuration<'_>, Error> {
+        let spec = self.spec()?;
+        spec.check_params(params, &[]).map_err(|message| Error::Argument { kernel: spec.id.clone(), arg: "params".into(), message })?;
+        let (device, context) = queue_parts(queue)?;
+        let program = build_program_from(spec, &spec.source, params, context.as_core(), device.as_core())?;
+        let kernel = create_kernel(spec, &program)?;
+        Ok(Configuration { spec, params: params.clone(), kernel, _program: program })
     }
 
     /// Programs built so far (one per context, device and variant): dispatch after the first
@@ -258,7 +298,7 @@ impl Evolved {
         let key = (context.as_core().as_ptr() as Handle, device.as_core().as_ptr() as Handle, hash, params.values().copied().collect::<Vec<_>>());
         let mut kernels = self.kernels.lock().map_err(poisoned)?;
         if !kernels.contains_key(&key) {
-            let program = build_program_from(spec, source, params, context, device)?;
+            let program = build_program_from(spec, source, params, context.as_core(), device.as_core())?;
             let kernel = create_kernel(spec, &program)?;
             kernels.insert(key.clone(), (program, kernel));
         }

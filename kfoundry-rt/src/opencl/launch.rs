@@ -49,7 +49,7 @@ impl Scalar {
         }
     }
 
-    fn arg_val(&self) -> ArgVal<'_> {
+    pub(crate) fn arg_val(&self) -> ArgVal<'_> {
         match self {
             Scalar::F32(v) => ArgVal::scalar(v),
             Scalar::F64(v) => ArgVal::scalar(v),
@@ -91,11 +91,6 @@ pub enum Arg<'a> {
     Scalar(Scalar),
 }
 
-/// Compiles `spec`'s source with `params` as `-D` definitions for one device.
-pub fn build_program(spec: &KernelSpec, params: &Params, context: &ocl::Context, device: &ocl::Device) -> Result<ocl::Program, Error> {
-    build_program_from(spec, &spec.source, params, context, device)
-}
-
 /// Compiles `source` (the spec's own, or a generated source-level variant of it with the same
 /// signature) with `params` as `-D` definitions for one device. `params` must name exactly the
 /// spec's parameters and those the source itself declares (`// kfoundry-params:`): nothing
@@ -104,26 +99,40 @@ pub fn build_program_from(
     spec: &KernelSpec,
     source: &str,
     params: &Params,
-    context: &ocl::Context,
-    device: &ocl::Device,
-) -> Result<ocl::Program, Error> {
+    context: &core::Context,
+    device: &core::DeviceId,
+) -> Result<core::Program, Error> {
+    let options = build_options_for(spec, source, params)?;
+    build_source(context, device, &spec.id, source, &options)
+}
+
+/// Compiles `source` with `options` for `device` (through `ocl`'s core calls, which return
+/// every failure, the compiler's log included, as a value).
+pub fn build_source(context: &core::Context, device: &core::DeviceId, id: &str, source: &str, options: &str) -> Result<core::Program, Error> {
+    let build_error = |log: String| Error::Build { kernel: id.to_string(), options: options.to_string(), log };
+    let text = std::ffi::CString::new(source).map_err(|_| build_error("the source contains a NUL byte".into()))?;
+    let opts = std::ffi::CString::new(options).map_err(|_| build_error("the options contain a NUL byte".into()))?;
+    let program = core::create_program_with_source(context, &[text]).map_err(|e| build_error(e.to_string()))?;
+    core::build_program(&program, Some(&[*device]), &opts, None, None).map_err(|e| build_error(e.to_string()))?;
+    Ok(program)
+}
+
+/// The build options of configuration `params` of `spec` built from `source`: `params` must
+/// name exactly the spec's parameters and those `source` itself declares
+/// (`// kfoundry-params:`), so nothing else reaches the compiler's options.
+pub fn build_options_for(spec: &KernelSpec, source: &str, params: &Params) -> Result<String, Error> {
     let declared = if source == spec.source {
         Vec::new()
     } else {
         declared_params(source)
             .map_err(|e| Error::Embedded { kernel: spec.id.clone(), message: format!("generated source, line {}: {}", e.line, e.problem) })?
     };
-    let options = spec.build_options(params, &declared).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
-    ocl::Program::builder().src(source).devices(*device).cmplr_opt(options.as_str()).build(context).map_err(|e| Error::Build {
-        kernel: spec.id.clone(),
-        options,
-        log: e.to_string(),
-    })
+    spec.build_options(params, &declared).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })
 }
 
 /// Creates the kernel object of the spec's entry point.
-pub fn create_kernel(spec: &KernelSpec, program: &ocl::Program) -> Result<core::Kernel, Error> {
-    Ok(core::create_kernel(program.as_core(), &spec.signature.name)?)
+pub fn create_kernel(spec: &KernelSpec, program: &core::Program) -> Result<core::Kernel, Error> {
+    Ok(core::create_kernel(program, &spec.signature.name)?)
 }
 
 /// One kernel argument's value, checked against the spec at the call's sizes.

@@ -70,6 +70,7 @@ fn tune_lock_embed_dispatch() {
     }
     let check = kfoundry(ws, &["check", "--locked"]);
     assert!(!check.status.success());
+    assert_eq!(check.status.code(), Some(4), "`check --locked` drift has its own exit status");
     assert!(String::from_utf8_lossy(&check.stdout).contains("no Kfoundry.lock"));
 
     // Tune the three example kernels (not the suite's) with a small seeded budget at the small
@@ -119,6 +120,7 @@ fn tune_lock_embed_dispatch() {
     assert!(line_of(&stale_run, "saxpy").contains("reference"), "{stale_run}");
     let check = kfoundry(ws, &["check", "--locked"]);
     assert!(!check.status.success());
+    assert_eq!(check.status.code(), Some(4), "`check --locked` drift has its own exit status");
     let report = String::from_utf8_lossy(&check.stdout);
     assert!(report.contains("stale: `kfoundry-examples::Saxpy` changed"), "{report}");
 }

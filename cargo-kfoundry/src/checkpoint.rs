@@ -15,8 +15,7 @@ use kfoundry_tooling::files::{state_file_name, write_atomic};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::source_search::SourceState;
-use crate::tune::Outcome;
+use crate::messages::TuneResult;
 
 const VERSION: u32 = 1;
 
@@ -30,12 +29,12 @@ pub struct Checkpoint {
     pub device: String,
     pub seed: u64,
     pub state: SearchState,
-    /// The source-level evolution's state (archive, prompt population, spending), when a
-    /// language model is configured.
+    /// The external operator's state (the language model's archive, prompt population and
+    /// spending), when one runs; it reads it back itself.
     #[serde(default)]
-    pub source_search: Option<SourceState>,
+    pub source_search: Option<serde_json::Value>,
     /// Set once the search, probing and re-measuring are done.
-    pub finished: Option<Outcome>,
+    pub finished: Option<TuneResult>,
 }
 
 /// Identifies one checkpoint.
@@ -105,7 +104,7 @@ impl Checkpoints {
     }
 
     /// Replaces the checkpoint atomically (temporary file + fsync + rename).
-    pub fn save(&self, key: &Key, state: &SearchState, source_search: Option<&SourceState>, finished: Option<&Outcome>) -> Result<()> {
+    pub fn save(&self, key: &Key, state: &SearchState, source_search: Option<&serde_json::Value>, finished: Option<&TuneResult>) -> Result<()> {
         #[derive(Serialize)]
         struct Out<'a> {
             version: u32,
@@ -115,8 +114,8 @@ impl Checkpoints {
             device: &'a str,
             seed: u64,
             state: &'a SearchState,
-            source_search: Option<&'a SourceState>,
-            finished: Option<&'a Outcome>,
+            source_search: Option<&'a serde_json::Value>,
+            finished: Option<&'a TuneResult>,
         }
         let out = Out {
             version: VERSION,

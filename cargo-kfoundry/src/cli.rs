@@ -48,8 +48,8 @@ pub struct WorkspaceArgs {
     /// Package(s) to consider (default: every workspace member).
     #[arg(short = 'p', long = "package", value_name = "SPEC")]
     pub packages: Vec<String>,
-    /// Consider every workspace member (the default when no package is named).
-    #[arg(long)]
+    /// Consider every workspace member (the default when no package is named; cargo's flag).
+    #[arg(long, conflicts_with = "packages")]
     pub workspace: bool,
     /// Output format for messages.
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]

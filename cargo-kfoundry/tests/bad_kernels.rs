@@ -5,8 +5,9 @@ use std::process::Command;
 
 use kfoundry_tooling::lockfile::Lockfile;
 
-#[path = "common/bundle.rs"]
-mod bundle;
+mod common;
+
+use common::bundle;
 
 /// One parameter picks the misbehaviour; BAD = 0 is the correct reference.
 const SOURCE: &str = r#"
@@ -66,8 +67,8 @@ fn bad_candidates_are_contained_and_rejected_with_their_reason() {
         if v["reason"] == "evaluation" {
             outcome.insert(v["params"]["BAD"].as_i64().unwrap(), v["outcome"].clone());
         }
-        if v["reason"] == "probe" {
-            probe_rejections.push((v["params"]["BAD"].as_i64().unwrap(), v["rejected"].as_str().unwrap().to_string()));
+        if v["reason"] == "rejected" && v["stage"] == "probe" {
+            probe_rejections.push((v["params"]["BAD"].as_i64().unwrap(), v["why"].as_str().unwrap().to_string()));
         }
         if v["reason"] == "tuned" {
             tuned = v["result"].clone();

@@ -9,8 +9,9 @@ use std::process::{Command, Output};
 use kfoundry_search::cache::CacheSpace;
 use serde_json::Value;
 
-#[path = "common/bundle.rs"]
-mod bundle;
+mod common;
+
+use common::bundle;
 
 const SOURCE: &str = r#"
 #if WG == 16 && U == 2

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use kfoundry_tooling::lockfile::Lockfile;
 
-#[path = "common/bundle.rs"]
-mod bundle;
+mod common;
+
+use common::bundle;
 
 const SOURCE: &str = r#"
 __kernel void scale(const int n, __global const float* x, __global float* y) {

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use kfoundry_tooling::lockfile::Lockfile;
 
-#[path = "common/bundle.rs"]
-mod bundle;
+mod common;
+
+use common::bundle;
 
 const GOOD: &str = r#"__kernel void copy(const int n, __global const float* x, __global float* y) {
     int i = get_global_id(0) * U;
@@ -42,6 +43,7 @@ fn without_opencl_the_error_is_immediate_and_says_what_to_install() {
         let out = kfoundry().args(&args).env("OCL_ICD_VENDORS", dir.path()).output().unwrap();
         assert!(started.elapsed() < Duration::from_secs(5), "{args:?} took {:?}", started.elapsed());
         assert!(!out.status.success());
+        assert_eq!(out.status.code(), Some(5), "an environment error has its own exit status");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("no OpenCL device found: install an OpenCL driver") && stderr.contains("pocl-opencl-icd"), "{stderr}");
     }

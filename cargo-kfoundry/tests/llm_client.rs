@@ -1,22 +1,18 @@
 //! The real language-model client (and the mutator over it) against the scripted
-//! OpenAI-compatible server of `support/mock_llm.rs`, on 127.0.0.1.
+//! OpenAI-compatible server of `common/mock_llm.rs`, on 127.0.0.1.
 //!
-//! cargo-kfoundry has no library target, so the module is compiled in here from its source;
-//! its own unit tests run here too.
+//! Needs the `llm` feature (the HTTP client).
 
-#[allow(dead_code, unused_imports)]
-#[path = "../src/llm/mod.rs"]
-mod llm;
-#[path = "support/mock_llm.rs"]
-mod mock_llm;
+mod common;
 
 use std::time::{Duration, Instant};
 
-use llm::client::{Chat, ChatError, Client, Message};
-use llm::config::{ApiKey, LlmConfig};
-use llm::mutator::{Mutator, Outcome, RejectionKind};
-use llm::prompt::{DeviceDescription, MutationContext};
-use mock_llm::{MockLlm, MockResponse};
+use cargo_kfoundry::llm::chat::{Chat, ChatError, Message};
+use cargo_kfoundry::llm::config::{ApiKey, LlmConfig};
+use cargo_kfoundry::llm::http::Client;
+use cargo_kfoundry::llm::mutator::{Feedback, Mutator, RejectionKind};
+use cargo_kfoundry::llm::prompt::{DeviceDescription, MutationContext};
+use common::mock_llm::{MockLlm, MockResponse};
 
 const KEY: &str = "sk-test-very-secret-123";
 
@@ -206,7 +202,7 @@ fn key_sent_as_bearer_but_never_shown() {
     assert!(!serde_json::to_string(&cfg).unwrap().contains(KEY));
     let mut m = Mutator::new(Box::new(c), &cfg, 1);
     let p = m.propose(&ctx()).unwrap();
-    m.report(p.prompt_variant, Outcome::Accepted { score: 1.1 });
+    m.report(p.prompt_variant, Feedback::Accepted { score: 1.1 });
     assert_eq!(server.requests()[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
     let state = serde_json::to_string(&m.state()).unwrap();
     assert!(!state.contains(KEY) && !format!("{m:?}").contains(KEY));
@@ -232,15 +228,15 @@ fn mutator_over_the_real_client() {
 
     let p = m.propose(&ctx()).unwrap();
     assert_eq!(p.declared_params[0].name, "UNROLL");
-    m.report(p.prompt_variant, Outcome::Accepted { score: 1.9 });
+    m.report(p.prompt_variant, Feedback::Accepted { score: 1.9 });
     let r = m.propose(&ctx()).unwrap_err();
     assert_eq!(r.kind, RejectionKind::Invalid);
     assert!(r.reason.contains("argument 2 (`x`)"), "{}", r.reason);
     let p = m.propose(&ctx()).unwrap(); // after a 429
     assert!(p.source.contains("x[i] + x[i] + x[i]"));
     // The third sample makes a meta-request due: it runs on this report.
-    let event = m.report(p.prompt_variant, Outcome::Wrong { summary: "y[5]: expected 1.5, got 1.4".into() });
-    assert!(matches!(event, Some(llm::mutator::MetaEvent::Added { .. })), "{event:?}");
+    let event = m.report(p.prompt_variant, Feedback::Wrong { summary: "y[5]: expected 1.5, got 1.4".into() });
+    assert!(matches!(event, Some(cargo_kfoundry::llm::mutator::MetaEvent::Added { .. })), "{event:?}");
     assert_eq!(m.population().variants().len(), 4);
     let r = m.propose(&ctx()).unwrap_err();
     assert_eq!(r.kind, RejectionKind::Chat { permanent: false });
@@ -253,7 +249,7 @@ fn mutator_over_the_real_client() {
     assert!(last_prompt.contains("argument 2 (`x`)") && last_prompt.contains("y[5]: expected 1.5"), "{last_prompt}");
 
     // The state resumes: spending and population carry over.
-    let state: llm::mutator::MutatorState = serde_json::from_str(&serde_json::to_string(&m.state()).unwrap()).unwrap();
+    let state: cargo_kfoundry::llm::mutator::MutatorState = serde_json::from_str(&serde_json::to_string(&m.state()).unwrap()).unwrap();
     let resumed = Mutator::resume(Box::new(client(&cfg)), state, &cfg).unwrap();
     assert_eq!(resumed.spent().requests, 6);
     assert_eq!(resumed.population(), m.population());

@@ -12,12 +12,10 @@ use std::time::Duration;
 use kfoundry_tooling::generated;
 use kfoundry_tooling::lockfile::Lockfile;
 
-#[path = "common/bundle.rs"]
-mod bundle;
-#[path = "support/mock_llm.rs"]
-mod mock_llm;
+mod common;
 
-use mock_llm::{MockLlm, MockResponse};
+use common::bundle;
+use common::mock_llm::{MockLlm, MockResponse};
 
 /// A deliberately slow reference: a loop that adds zeros.
 const REFERENCE: &str = r#"
@@ -103,8 +101,8 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
     let stdout = child.stdout.take().unwrap();
     for line in BufReader::new(stdout).lines().map_while(Result::ok) {
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if v["reason"] == "llm" {
-            records.push(v["result"].clone());
+        if v["reason"] == "language-model" {
+            records.push(v["turn"].clone());
             if records.len() == 2 {
                 Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
             }
@@ -122,7 +120,7 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         match v["reason"].as_str() {
-            Some("llm") => records.push(v["result"].clone()),
+            Some("language-model") => records.push(v["turn"].clone()),
             Some("tuned") => tuned.push(v["result"].clone()),
             _ => {}
         }

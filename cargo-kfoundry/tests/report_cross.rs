@@ -5,8 +5,9 @@ use std::process::Command;
 
 use kfoundry_tooling::lockfile::Lockfile;
 
-#[path = "common/bundle.rs"]
-mod bundle;
+mod common;
+
+use common::bundle;
 
 const SOURCE: &str = r#"
 __kernel void scale(const int n, __global const float* x, __global float* y) {

@@ -1,6 +1,8 @@
 //! The engine: islands of MAP-Elites archives, parent sampling, gradient-steered mutation,
 //! budgets. [`SearchState`] is the whole state (serde-serializable, for checkpoints);
 //! [`SearchState::step`] evaluates one configuration, [`SearchState::run`] loops.
+//! [`SearchState::step_with`] also gives turns to an [`ExternalOperator`] (the language
+//! model's source rewrites), in the same loop and on the same budget.
 
 use std::collections::HashMap;
 
@@ -177,14 +179,32 @@ pub enum Stop {
 pub enum Step {
     /// Evaluated one configuration: its history index.
     Evaluated(usize),
+    /// The external operator took a turn (see [`SearchState::step_with`]).
+    External,
     /// Did nothing: the search is over.
     Done(Stop),
+}
+
+/// An operator whose candidates lie outside the parameter space, such as a language model's
+/// source rewrites. [`SearchState::step_with`] offers it a turn before each step; a turn
+/// counts as one evaluation of the budget and its cost in seconds is charged to the time
+/// budget, so the search has one loop and one budget. `E` is the evaluator the search runs
+/// with, which the operator uses to verify and time its own candidates.
+pub trait ExternalOperator<E: ?Sized> {
+    /// Whether it wants a turn now. `exhausted`: the parameter space has nothing left to
+    /// propose (the rest of the budget is the operator's, if it wants it).
+    fn wants_turn(&self, progress: &Progress, exhausted: bool) -> bool;
+    /// Takes one turn; returns the seconds it cost.
+    fn turn(&mut self, evaluator: &mut E, progress: &Progress) -> f64;
 }
 
 /// Progress, as shown to an observer after each evaluation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Progress<'a> {
+    /// Configurations evaluated (the history's length).
     pub evaluations: usize,
+    /// Turns an external operator took: with `evaluations`, what the evaluation budget counts.
+    pub external_turns: usize,
     pub failures: usize,
     /// Seconds charged so far (real or simulated).
     pub elapsed: f64,
@@ -192,6 +212,8 @@ pub struct Progress<'a> {
     pub best: Option<(&'a Config, f64)>,
     /// The evaluation just done.
     pub last: Option<&'a Record>,
+    /// Every evaluation so far.
+    pub history: &'a [Record],
     pub settings: &'a Settings,
 }
 
@@ -255,6 +277,11 @@ pub struct SearchState {
     param_desc: Vec<Option<usize>>,
     /// Parameters with more than one value.
     free: Vec<usize>,
+    /// Turns of the external operator, and the seconds they cost (outside the history).
+    #[serde(default)]
+    external_turns: usize,
+    #[serde(default)]
+    external_cost: f64,
     /// Per history index: mutations of it that produced an evaluated or invalid child (a
     /// parent whose neighbourhood is used up is sampled less).
     dead_ends: Vec<u32>,
@@ -325,6 +352,8 @@ impl SearchState {
             bins,
             param_desc,
             free,
+            external_turns: 0,
+            external_cost: 0.0,
             dead_ends: Vec::new(),
             space,
             settings,
@@ -392,8 +421,13 @@ impl SearchState {
         if !consistent {
             return Err("its archives, gradient model or counts are not what its history gives".into());
         }
+        if !self.external_cost.is_finite() || self.external_cost < 0.0 {
+            return Err("the external operator's cost is negative or not finite".into());
+        }
         Ok(SearchState {
             rng: self.rng,
+            external_turns: self.external_turns,
+            external_cost: self.external_cost,
             reference_done: self.reference_done,
             next_island: self.next_island % replay.islands.len(),
             stop: self.stop,
@@ -442,13 +476,15 @@ impl SearchState {
     pub fn progress(&self) -> Progress<'_> {
         Progress {
             evaluations: self.history.len(),
+            external_turns: self.external_turns,
             failures: self.failures,
-            elapsed: self.elapsed,
+            elapsed: self.elapsed + self.external_cost,
             best: self.best.and_then(|b| {
                 let r = &self.history[b];
                 r.outcome.time().map(|t| (&r.config, t))
             }),
             last: self.history.last(),
+            history: &self.history,
             settings: &self.settings,
         }
     }
@@ -460,10 +496,10 @@ impl SearchState {
 
     fn budget_stop(&self) -> Option<Stop> {
         let n = self.history.len();
-        if self.settings.max_evals.is_some_and(|m| n >= m) {
+        if self.settings.max_evals.is_some_and(|m| n + self.external_turns >= m) {
             return Some(Stop::MaxEvals);
         }
-        if self.settings.max_seconds.is_some_and(|s| self.elapsed >= s) {
+        if self.settings.max_seconds.is_some_and(|s| self.elapsed + self.external_cost >= s) {
             return Some(Stop::MaxSeconds);
         }
         if self.settings.stagnation.is_some_and(|s| n >= self.last_improvement + s && n > 0) {
@@ -475,15 +511,44 @@ impl SearchState {
     /// Proposes, evaluates and records one configuration; never the same one twice, never
     /// one that `valid` rejects.
     pub fn step(&mut self, evaluator: &mut dyn Evaluator, valid: &dyn Fn(&Config) -> bool) -> Step {
-        if let Some(s) = self.stopped() {
+        self.step_with(evaluator, valid, None)
+    }
+
+    /// [`SearchState::step`], offering `external` a turn first: when it wants one, it takes
+    /// the step instead of the parameter search ([`Step::External`]). Once the parameter
+    /// space is exhausted, the operator may go on taking turns until the budget is spent.
+    pub fn step_with<E: Evaluator + ?Sized>(
+        &mut self,
+        evaluator: &mut E,
+        valid: &dyn Fn(&Config) -> bool,
+        mut external: Option<&mut dyn ExternalOperator<E>>,
+    ) -> Step {
+        let exhausted = self.stop == Some(Stop::Exhausted);
+        if let Some(s) = self.budget_stop().or(self.stop.filter(|_| !exhausted)) {
             return Step::Done(s);
+        }
+        if let Some(op) = external.as_deref_mut() {
+            let progress = self.progress();
+            if op.wants_turn(&progress, exhausted) {
+                let cost = op.turn(evaluator, &progress);
+                self.external_turns += 1;
+                self.external_cost += if cost.is_finite() && cost > 0.0 { cost } else { 0.0 };
+                return Step::External;
+            }
+        }
+        if exhausted {
+            return Step::Done(Stop::Exhausted);
         }
         let island = self.next_island % self.islands.len();
         let proposal = match self.propose(island, valid) {
             Some(p) => p,
             None => {
                 self.stop = Some(Stop::Exhausted);
-                return Step::Done(Stop::Exhausted);
+                // The external operator may want the rest of the budget.
+                return match external {
+                    Some(op) => self.step_with(evaluator, valid, Some(op)),
+                    None => Step::Done(Stop::Exhausted),
+                };
             }
         };
         self.next_island = (self.next_island + 1) % self.islands.len();
@@ -531,7 +596,7 @@ impl SearchState {
             history: self.history.clone(),
             evaluations: self.history.len(),
             failures: self.failures,
-            elapsed: self.elapsed,
+            elapsed: self.elapsed + self.external_cost,
             stop: self.stopped(),
         }
     }

@@ -35,7 +35,8 @@ pub mod surrogate;
 pub use archive::{Archive, Cell, Elite};
 pub use cache::{CacheError, CacheSpace, SimEvaluator};
 pub use engine::{
-    search, Operators, Progress, Record, ResultElite, Sampling, ScreenModel, SearchError, SearchResult, SearchState, Settings, Step, Stop,
+    search, ExternalOperator, Operators, Progress, Record, ResultElite, Sampling, ScreenModel, SearchError, SearchResult, SearchState, Settings,
+    Step, Stop,
 };
 pub use eval::{Evaluation, Evaluator, FailureKind};
 pub use gradient::{Gradient, GradientModel, Move, Weights};

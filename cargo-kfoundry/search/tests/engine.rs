@@ -301,3 +301,98 @@ fn settings_are_set_from_text() {
     // a failed assignment changes nothing
     assert_eq!(s.screening, 8);
 }
+
+/// A scripted external operator: wants a turn every `every` evaluations (and any time once
+/// the space is exhausted, while `after_exhaustion`), each turn costing `cost` seconds.
+struct Scripted {
+    every: usize,
+    after_exhaustion: bool,
+    cost: f64,
+    turns: Vec<(usize, usize)>,
+}
+
+impl<E: kfoundry_search::Evaluator + ?Sized> kfoundry_search::ExternalOperator<E> for Scripted {
+    fn wants_turn(&self, p: &kfoundry_search::Progress, exhausted: bool) -> bool {
+        if exhausted {
+            return self.after_exhaustion;
+        }
+        p.evaluations > 0 && (p.evaluations + p.external_turns) % self.every == 0
+    }
+    fn turn(&mut self, evaluator: &mut E, p: &kfoundry_search::Progress) -> f64 {
+        // The operator may use the search's evaluator for its own candidates.
+        let _ = evaluator.evaluate(&vec![1, 16, 1, 1, 0, 0, 3]);
+        self.turns.push((p.evaluations, p.external_turns));
+        self.cost
+    }
+}
+
+#[test]
+fn external_turns_share_the_loop_and_the_evaluation_budget() {
+    let settings = Settings { seed: 3, max_evals: Some(30), ..Settings::default() };
+    let mut state = SearchState::new(space(), settings, None).unwrap();
+    let mut op = Scripted { every: 4, after_exhaustion: false, cost: 0.5, turns: Vec::new() };
+    let mut eval = |c: &Config| time(c).map_or_else(|| Evaluation::failed(FailureKind::Build, "x", 0.1), |t| Evaluation::ok(t, 0.1));
+    let (mut evaluated, mut external) = (0, 0);
+    loop {
+        match state.step_with(&mut eval, &valid, Some(&mut op)) {
+            Step::Evaluated(_) => evaluated += 1,
+            Step::External => external += 1,
+            Step::Done(stop) => {
+                assert_eq!(stop, Stop::MaxEvals);
+                break;
+            }
+        }
+    }
+    assert_eq!(evaluated + external, 30, "one budget for both");
+    assert!(external >= 5, "turns were given: {external}");
+    assert_eq!(state.history().len(), evaluated);
+    assert_eq!(state.progress().external_turns, external);
+    // The turns' cost is on the clock: 0.5 s each beside 0.1 s per evaluation.
+    let elapsed = state.progress().elapsed;
+    assert!((elapsed - (0.1 * evaluated as f64 + 0.5 * external as f64)).abs() < 1e-9, "{elapsed}");
+    // A checkpoint keeps the turns: the resumed search does not give the budget back.
+    let json = serde_json::to_string(&state).unwrap();
+    let resumed: SearchState = serde_json::from_str::<SearchState>(&json).unwrap().validated().unwrap();
+    assert_eq!(resumed.progress().external_turns, external);
+    assert_eq!(resumed.stopped(), Some(Stop::MaxEvals));
+}
+
+#[test]
+fn the_time_budget_counts_external_turns() {
+    let settings = Settings { seed: 5, max_evals: Some(1000), max_seconds: Some(10.0), ..Settings::default() };
+    let mut state = SearchState::new(space(), settings, None).unwrap();
+    let mut op = Scripted { every: 2, after_exhaustion: false, cost: 2.0, turns: Vec::new() };
+    let mut eval = |c: &Config| time(c).map_or_else(|| Evaluation::failed(FailureKind::Build, "x", 0.01), |t| Evaluation::ok(t, 0.01));
+    let stop = loop {
+        if let Step::Done(stop) = state.step_with(&mut eval, &valid, Some(&mut op)) {
+            break stop;
+        }
+    };
+    assert_eq!(stop, Stop::MaxSeconds);
+    assert!(op.turns.len() <= 5, "10 s hold at most five 2 s turns: {}", op.turns.len());
+}
+
+#[test]
+fn an_exhausted_space_leaves_the_rest_of_the_budget_to_the_external_operator() {
+    let p = |n: &str, v: &[i64]| Param { name: n.into(), values: v.to_vec() };
+    let tiny = Space::new(vec![p("a", &[1, 2]), p("b", &[1, 2])]).unwrap();
+    let mut eval = |c: &Config| Evaluation::ok((c[0] + c[1]) as f64, 0.1);
+    let all = |_: &Config| true;
+    // Without an operator, or with one that declines, the search ends exhausted after the 4 configurations.
+    for after_exhaustion in [false, true] {
+        let settings = Settings { seed: 1, max_evals: Some(10), ..Settings::default() };
+        let mut state = SearchState::new(tiny.clone(), settings, None).unwrap();
+        let mut op = Scripted { every: 1000, after_exhaustion, cost: 0.0, turns: Vec::new() };
+        let stop = loop {
+            if let Step::Done(stop) = state.step_with(&mut eval, &all, Some(&mut op)) {
+                break stop;
+            }
+        };
+        assert_eq!(state.history().len(), 4);
+        if after_exhaustion {
+            assert_eq!((stop, op.turns.len()), (Stop::MaxEvals, 6), "the operator took the other 6 of 10");
+        } else {
+            assert_eq!((stop, op.turns.len()), (Stop::Exhausted, 0));
+        }
+    }
+}

@@ -3,14 +3,16 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use kfoundry_rt::model::spec::KernelSpec;
 use kfoundry_tooling::embed::embeddable;
 use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::cli::{CheckArgs, MessageFormat};
-use crate::discover::discover;
+use crate::error::Exit;
+use crate::messages::Message;
+use crate::pipeline::discover::discover;
 
 /// One way the lockfile disagrees with the sources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +143,8 @@ pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Result<Vec<
     Ok(out)
 }
 
-pub fn run(args: &CheckArgs) -> Result<()> {
+/// `Exit::Drift` when `--locked` and the lockfile is out of date with the sources.
+pub fn run(args: &CheckArgs) -> Result<Exit> {
     let ws = discover(&args.ws)?;
     let lock = Lockfile::read(&ws.lockfile())?;
     let specs: Vec<&KernelSpec> = ws.kernels.iter().map(|k| &k.spec).collect();
@@ -152,7 +155,7 @@ pub fn run(args: &CheckArgs) -> Result<()> {
     let json = args.ws.message_format == MessageFormat::Json;
     for f in &found {
         if json {
-            println!("{}", serde_json::json!({ "reason": "finding", "message": f.to_string() }));
+            Message::Finding { message: f.to_string() }.emit();
         } else {
             println!("{f}");
         }
@@ -161,9 +164,10 @@ pub fn run(args: &CheckArgs) -> Result<()> {
         println!("Kfoundry.lock is up to date for {} kernel(s)", specs.len());
     }
     if args.locked && !found.is_empty() {
-        bail!("{} problem(s) with {} (--locked)", found.len(), ws.lockfile().display());
+        eprintln!("error: {} problem(s) with {} (--locked)", found.len(), ws.lockfile().display());
+        return Ok(Exit::Drift);
     }
-    Ok(())
+    Ok(Exit::Success)
 }
 
 #[cfg(test)]

@@ -3,20 +3,25 @@
 use anyhow::Result;
 
 use crate::cli::{MessageFormat, WorkspaceArgs};
-use crate::discover::discover;
+use crate::messages::{KernelListing, Message};
+use crate::pipeline::discover::discover;
 
 pub fn run(args: &WorkspaceArgs) -> Result<()> {
     let ws = discover(args)?;
     for k in &ws.kernels {
         let s = &k.spec;
         if args.message_format == MessageFormat::Json {
-            let v = serde_json::json!({
-                "reason": "kernel", "id": s.id, "package": k.package, "location": k.location(),
-                "entry": s.signature.name, "fingerprint": kfoundry_tooling::fingerprint(s)?, "space_size": s.space_size().to_string(),
-                "params": s.params.iter().map(|p| (p.name.clone(), p.values.clone())).collect::<Vec<_>>(),
-                "workloads": s.workloads,
-            });
-            println!("{v}");
+            Message::Kernel(KernelListing {
+                id: s.id.clone(),
+                package: k.package.clone(),
+                location: k.location(),
+                entry: s.signature.name.clone(),
+                fingerprint: kfoundry_tooling::fingerprint(s)?,
+                space_size: s.space_size().to_string(),
+                params: s.params.iter().map(|p| (p.name.clone(), p.values.clone())).collect(),
+                workloads: s.workloads.clone(),
+            })
+            .emit();
             continue;
         }
         println!("{} ({}, kernel `{}`, fingerprint {})", s.id, k.location(), s.signature.name, kfoundry_tooling::fingerprint(s)?);

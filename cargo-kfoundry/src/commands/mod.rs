@@ -1,7 +1,9 @@
-//! The commands besides `tune`: `list`, `check`, `report`, `simulate`, `brute-force`.
+//! One module per command besides `tune` (which is the [`pipeline`](crate::pipeline)).
 
 pub mod brute_force;
+pub mod bundle;
 pub mod check;
+pub mod devices;
 pub mod list;
 pub mod report;
 pub mod simulate;

@@ -5,36 +5,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::cli::{MessageFormat, ReportArgs};
+use crate::device::{self as devices, Selected};
+use crate::evaluate::supervisor::{Supervised, TimeLimits};
+use crate::evaluate::Settings;
+use crate::messages::{CrossCell, Message};
+use crate::pipeline::discover::sources;
+use crate::text::{fmt_ns, Table};
 use anyhow::{bail, Context as _, Result};
-use kfoundry_rt::model::spec::Params;
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_search::Evaluation;
 use kfoundry_tooling::lockfile::Lockfile;
-use serde::Serialize;
-
-use crate::cli::{MessageFormat, ReportArgs};
-use crate::devices::{self, Selected};
-use crate::discover::sources;
-use crate::evaluate::supervisor::{Supervised, TimeLimits};
-use crate::evaluate::Settings;
-use crate::report::{fmt_ns, Table};
-
-/// One cell of the matrix: `owner`'s winner measured on `on`.
-#[derive(Debug, Serialize)]
-struct Cross {
-    kernel: String,
-    workload: String,
-    /// The device measured on.
-    on: String,
-    /// The device whose winner ran.
-    owner: String,
-    params: Params,
-    /// Median time here, or why it could not run here.
-    time_ns: Option<u64>,
-    failure: Option<String>,
-    /// time of `owner`'s winner ÷ time of `on`'s own winner.
-    hws: Option<f64>,
-}
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
@@ -80,7 +61,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 let own = measured.iter().find(|(v, _)| v.device == key).and_then(|(_, e)| e.time());
                 for (v, e) in &measured {
                     let time = e.time();
-                    cells.push(Cross {
+                    cells.push(CrossCell {
                         kernel: spec.id.clone(),
                         workload: workload.to_string(),
                         on: key.clone(),
@@ -102,7 +83,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     }
     if json {
         for c in &cells {
-            println!("{}", serde_json::json!({ "reason": "cross", "result": c }));
+            Message::Cross { result: c.clone() }.emit();
         }
         return Ok(());
     }
@@ -130,7 +111,7 @@ fn summary(lock: &Lockfile, json: bool) -> Result<()> {
     for (id, entry) in &lock.kernels {
         for v in &entry.variants {
             if json {
-                println!("{}", serde_json::json!({ "reason": "variant", "kernel": id, "variant": v }));
+                Message::Variant { kernel: id.clone(), variant: v.clone() }.emit();
                 continue;
             }
             let device = lock.devices.get(&v.device).map_or_else(|| v.device.clone(), |d| d.name.clone());

@@ -5,11 +5,13 @@ use anyhow::Result;
 use kfoundry_search::{simulate, SimulateOptions};
 
 use crate::cli::{MessageFormat, SimulateArgs};
+use crate::error::usage;
+use crate::messages::{Message, Simulated, SimulatedRun};
 
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let mut options = SimulateOptions { repeats: args.runs.max(1), ..SimulateOptions::default() };
     for assignment in &args.set {
-        options.settings.set(assignment).map_err(|e| anyhow::anyhow!("--set {e}"))?;
+        options.settings.set(assignment).map_err(|e| usage(format!("--set {e}")))?;
     }
     options.settings.seed = args.seed;
     options.settings.max_evals = Some(args.budget_evals.max(1));
@@ -17,15 +19,29 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     match args.message_format {
         MessageFormat::Human => print!("{report}"),
         MessageFormat::Json => {
-            let runs: Vec<_> = report
+            let runs = report
                 .runs
                 .iter()
-                .map(|r| serde_json::json!({ "seed": r.seed, "evaluations": r.evaluations, "failures": r.failures, "seconds": r.seconds, "fraction": r.fraction, "best": r.best }))
+                .map(|r| SimulatedRun {
+                    seed: r.seed,
+                    evaluations: r.evaluations,
+                    failures: r.failures,
+                    seconds: r.seconds,
+                    fraction: r.fraction,
+                    best: r.best.clone(),
+                })
                 .collect();
-            println!(
-                "{}",
-                serde_json::json!({ "reason": "simulated", "kernel": report.kernel, "device": report.device, "best_time": report.best_time, "fractions": report.fractions, "score_evals": report.score_evals, "score_time": report.score_time, "incomplete": report.incomplete, "runs": runs })
-            );
+            Message::Simulated(Simulated {
+                kernel: report.kernel.clone(),
+                device: report.device.clone(),
+                best_time: report.best_time,
+                fractions: report.fractions.clone(),
+                score_evals: report.score_evals,
+                score_time: report.score_time,
+                incomplete: report.incomplete,
+                runs,
+            })
+            .emit();
         }
     }
     Ok(())

@@ -671,6 +671,18 @@ fn truncate(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// What the finalist stages (verify, re-measure) need of an evaluator: the supervised worker
+/// in a tune, a scripted one in their tests.
+pub trait Judge {
+    /// Builds, verifies and times `params` (of `source` when given) at the workload's sizes.
+    fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation;
+    /// Verifies `params` at other sizes; `Err` when the reference cannot be trusted there.
+    fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> Result<Verdict, String>;
+    /// Output errors of the last evaluation that passed verification.
+    fn last_errors(&self) -> Option<ErrorStats>;
+    fn limits(&self) -> &Limits;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

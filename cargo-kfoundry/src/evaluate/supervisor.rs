@@ -11,7 +11,7 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 
 use super::worker::{Request, Response};
-use super::{params_of, ErrorStats, Limits, Phase, Settings, Validity, Verdict};
+use super::{params_of, ErrorStats, Judge, Limits, Phase, Settings, Validity, Verdict};
 
 /// How long each phase of a request may take.
 #[derive(Debug, Clone, Copy)]
@@ -61,8 +61,6 @@ pub struct Supervised {
     sizes: Sizes,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
-    /// Workers started so far (1 + restarts).
-    pub workers_started: usize,
     /// Output errors of the last request that passed verification.
     pub last_errors: Option<ErrorStats>,
 }
@@ -79,7 +77,6 @@ impl Supervised {
             spec: spec.clone(),
             sizes: sizes.clone(),
             build_failures: Vec::new(),
-            workers_started: 0,
             last_errors: None,
         };
         s.spawn()?;
@@ -113,7 +110,6 @@ impl Supervised {
                 }
             }
         });
-        self.workers_started += 1;
         let mut worker = Worker { child, stdin, lines };
         let limits = Limits3 { before: self.time.reference, reference_checked: self.time.reference, built: self.time.reference };
         match exchange(&mut worker, &self.setup, limits)? {
@@ -360,6 +356,24 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+impl Judge for Supervised {
+    fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation {
+        match source {
+            Some(s) => self.evaluate_source(params, s),
+            None => self.evaluate_params(params),
+        }
+    }
+    fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> Result<Verdict, String> {
+        Supervised::verify(self, params, sizes, source)
+    }
+    fn last_errors(&self) -> Option<ErrorStats> {
+        self.last_errors
+    }
+    fn limits(&self) -> &Limits {
+        Supervised::limits(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,7 +422,6 @@ mod tests {
             spec,
             sizes: Sizes::new(),
             build_failures: Vec::new(),
-            workers_started: 0,
             last_errors: None,
         };
         for (cost, expected) in

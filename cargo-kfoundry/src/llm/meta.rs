@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use super::client::Message;
+use super::chat::Message;
 
 /// Longest section accepted from a meta-answer, in characters.
 pub const MAX_SECTION_CHARS: usize = 2500;

@@ -4,7 +4,7 @@
 //! parses and validates the answer, and returns a [`Proposal`] (a full source that keeps the
 //! reference signature, with any parameters it declares) or a [`Rejection`] saying why not.
 //! The tuner then builds and verifies the proposal like any candidate and calls
-//! [`Mutator::report`] with the [`Outcome`]: accepted kernels raise their prompt variant's
+//! [`Mutator::report`] with the [`Feedback`]: accepted kernels raise their prompt variant's
 //! fitness, failures go to the [`FailureHistory`] shown in later prompts. Every
 //! `meta_every` samples a meta-request rewrites a prompt variant (from `report`, or from the
 //! next `propose` when no report came).
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use kfoundry_rt::model::signature::find_kernel;
 
-use super::client::{Chat, ChatError, Client, Spent};
+use super::chat::{Chat, ChatError, Spent};
 use super::config::LlmConfig;
 use super::failures::{FailureHistory, FailureKind};
 use super::meta::Population;
@@ -70,7 +70,7 @@ impl std::fmt::Display for Rejection {
 
 /// What became of a proposal in the tuner.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum Feedback {
     /// Built, verified and measured; `score` is higher-is-better (e.g. reference time / time).
     Accepted { score: f64 },
     /// The build failed; `log` is the compiler's output.
@@ -169,7 +169,7 @@ impl Mutator {
 
     /// A fresh mutator over the HTTP client of `config`.
     pub fn from_config(config: &LlmConfig, seed: u64) -> Result<Mutator, ChatError> {
-        Ok(Mutator::new(Box::new(Client::new(config)?), config, seed))
+        Ok(Mutator::new(super::connect(config)?, config, seed))
     }
 
     /// Continues a tune from a saved state.
@@ -304,22 +304,22 @@ impl Mutator {
 
     /// Records what became of a proposal made with prompt variant `prompt_variant`, and runs
     /// a meta-request when one is due.
-    pub fn report(&mut self, prompt_variant: usize, outcome: Outcome) -> Option<MetaEvent> {
+    pub fn report(&mut self, prompt_variant: usize, feedback: Feedback) -> Option<MetaEvent> {
         let c = &mut self.state.counters;
-        match outcome {
-            Outcome::Accepted { score } => {
+        match feedback {
+            Feedback::Accepted { score } => {
                 c.accepted = c.accepted.saturating_add(1);
                 self.state.population.record_score(prompt_variant, score);
             }
-            Outcome::BuildFailed { log } => {
+            Feedback::BuildFailed { log } => {
                 c.build_failed = c.build_failed.saturating_add(1);
                 self.state.failures.push(FailureKind::Build, &log);
             }
-            Outcome::Wrong { summary } => {
+            Feedback::Wrong { summary } => {
                 c.wrong = c.wrong.saturating_add(1);
                 self.state.failures.push(FailureKind::Wrong, &summary);
             }
-            Outcome::Failed { summary } => {
+            Feedback::Failed { summary } => {
                 c.failed = c.failed.saturating_add(1);
                 self.state.failures.push(FailureKind::Runtime, &summary);
             }
@@ -363,7 +363,7 @@ impl Mutator {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::{Message, Reply};
+    use super::super::chat::{Message, Reply};
     use super::super::meta::seed_sections;
     use super::super::parse::MemoryLevel;
     use super::super::prompt::DeviceDescription;
@@ -441,7 +441,7 @@ mod tests {
         let prompt = &seen.borrow()[0];
         assert!(prompt[0].content.contains("__kernel void scale(int n, __global const float* x, __global float* y)"));
         assert!(prompt[1].content.contains("vectorise global loads"));
-        assert_eq!(m.report(p.prompt_variant, Outcome::Accepted { score: 1.8 }), None);
+        assert_eq!(m.report(p.prompt_variant, Feedback::Accepted { score: 1.8 }), None);
         assert_eq!(m.population().get(p.prompt_variant).unwrap().fitness, Some(1.8));
         assert_eq!(m.counters().accepted, 1);
     }
@@ -471,8 +471,8 @@ mod tests {
         assert_eq!(t.kind, RejectionKind::Chat { permanent: false });
         assert!(m.disabled().is_none(), "a timeout does not disable");
         let p = m.propose(&ctx()).unwrap();
-        m.report(p.prompt_variant, Outcome::BuildFailed { log: "error: use of undeclared identifier 'UNROLL'".into() });
-        m.report(p.prompt_variant, Outcome::Wrong { summary: "y[7]: expected 3.0, got 0.0".into() });
+        m.report(p.prompt_variant, Feedback::BuildFailed { log: "error: use of undeclared identifier 'UNROLL'".into() });
+        m.report(p.prompt_variant, Feedback::Wrong { summary: "y[7]: expected 3.0, got 0.0".into() });
         assert_eq!(m.failures().len(), 6);
         let last_prompt = &seen.borrow()[5][1].content;
         assert!(last_prompt.contains("argument 2 (`x`)") && last_prompt.contains("neither SEARCH/REPLACE"));
@@ -512,7 +512,7 @@ mod tests {
         let mut events = Vec::new();
         for _ in 0..6 {
             let p = m.propose(&ctx()).unwrap();
-            events.extend(m.report(p.prompt_variant, Outcome::Accepted { score: 1.2 }));
+            events.extend(m.report(p.prompt_variant, Feedback::Accepted { score: 1.2 }));
         }
         assert_eq!(events.len(), 3);
         assert!(matches!(events[0], MetaEvent::Added { id: 3, .. }), "{events:?}");
@@ -540,7 +540,7 @@ mod tests {
         let answers = || vec![Ok(FASTER.into()), Ok(FASTER.into()), Ok(FASTER.into())];
         let (mut a, _) = mutator(answers(), 0);
         let p = a.propose(&ctx()).unwrap();
-        a.report(p.prompt_variant, Outcome::Accepted { score: 2.0 });
+        a.report(p.prompt_variant, Feedback::Accepted { score: 2.0 });
         let json = serde_json::to_string(&a.state()).unwrap();
         let state: MutatorState = serde_json::from_str(&json).unwrap();
         assert_eq!(state, a.state());

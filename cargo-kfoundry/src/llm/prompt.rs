@@ -15,7 +15,7 @@
 use kfoundry_rt::model::device::DeviceInfo;
 use serde::{Deserialize, Serialize};
 
-use super::client::Message;
+use super::chat::Message;
 use super::failures::FailureHistory;
 use super::meta::Sections;
 use super::parse::PARAMS_MARKER;

@@ -62,11 +62,6 @@ fn identity(device: &ocl::Device) -> Result<Identity, Error> {
     Ok(id)
 }
 
-/// The key of `device`, computed once per process.
-pub fn cached_device_key(device: &ocl::Device) -> Result<DeviceKey, Error> {
-    identity(device).map(|(key, _)| key)
-}
-
 /// A call's sizes as the model's (i64) sizes.
 fn sizes_of(spec: &KernelSpec, sizes: &[(&str, usize)]) -> Result<Sizes, Error> {
     sizes

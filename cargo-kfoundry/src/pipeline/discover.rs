@@ -12,6 +12,7 @@ use kfoundry_tooling::annotation::{self, Context};
 use kfoundry_tooling::lockfile::FILE_NAME;
 
 use crate::cli::WorkspaceArgs;
+use crate::error::usage;
 
 /// An annotated kernel found in the sources.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -133,17 +134,6 @@ impl Bundle {
     }
 }
 
-/// `cargo kfoundry bundle`.
-pub fn write_bundle(args: &crate::cli::BundleArgs) -> Result<()> {
-    let ws = discover(&args.ws)?;
-    let text = serde_json::to_string_pretty(&Bundle::new(ws.kernels))?;
-    std::fs::write(&args.output, text).with_context(|| format!("cannot write {}", args.output.display()))?;
-    if !args.ws.quiet {
-        eprintln!("wrote {}", args.output.display());
-    }
-    Ok(())
-}
-
 /// Reads the workspace and every annotated kernel of the selected packages. Every malformed
 /// annotation is reported (file:line:column: message) before failing.
 pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
@@ -154,7 +144,8 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
     }
     let meta = cmd.exec().context("cannot read the workspace with `cargo metadata`")?;
     let members: Vec<&cargo_metadata::Package> = meta.workspace_packages();
-    let selected: Vec<&cargo_metadata::Package> = if args.packages.is_empty() {
+    // `--workspace` (cargo's flag, exclusive with `-p`) says explicitly what no `-p` means.
+    let selected: Vec<&cargo_metadata::Package> = if args.workspace || args.packages.is_empty() {
         members
     } else {
         let mut out = Vec::new();
@@ -163,7 +154,7 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
                 Some(p) => out.push(*p),
                 None => {
                     let names: Vec<&str> = members.iter().map(|p| p.name.as_str()).collect();
-                    bail!("package `{name}` is not a member of the workspace (members: {})", names.join(", "));
+                    return Err(usage(format!("package `{name}` is not a member of the workspace (members: {})", names.join(", "))));
                 }
             }
         }

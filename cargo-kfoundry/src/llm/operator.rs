@@ -1,7 +1,8 @@
-//! Source-level evolution beside the parameter search (optional: only with a language model
-//! configured, see [`crate::llm`]).
+//! The language model as the search engine's external operator: source-level evolution in
+//! the same loop and on the same budget as the parameter search (optional: only with a
+//! language model configured).
 //!
-//! Every `every` evaluations of the parameter search, one mutation: a parent is taken from a
+//! Every `every` evaluations of the search, one turn, one mutation: a parent is taken from a
 //! small MAP-Elites archive of source variants (cells = the optimisation levels recognised in
 //! the source: memory, algorithm, parallelism), or the best parameter configuration of the
 //! annotated source; the model is asked for a rewrite with the device's description, the
@@ -16,16 +17,20 @@
 //! one that did not pay so far.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 use kfoundry_rt::model::spec::{KernelSpec, Params};
-use kfoundry_search::{Evaluation, FailureKind};
+use kfoundry_search::{Evaluation, ExternalOperator, FailureKind, Progress, Record};
 use kfoundry_tooling::generated::source_hash;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use super::mutator::Feedback;
+use super::{source_levels, DeviceDescription, Inspiration, LlmConfig, MutationContext, Mutator, MutatorState};
+use crate::evaluate::params_of;
 use crate::evaluate::supervisor::Supervised;
-use crate::llm::{source_levels, DeviceDescription, Inspiration, LlmConfig, MutationContext, Mutator, MutatorState, Outcome};
+use crate::messages::{LlmSummary, LlmTurn};
 
 /// Evaluations of one proposal at most (its declared parameters' values).
 const MAX_EVALS_PER_PROPOSAL: usize = 4;
@@ -43,24 +48,13 @@ pub struct SourceElite {
     pub levels: [u8; 3],
 }
 
-/// What became of one mutation, for the report and the JSON messages.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SourceRecord {
-    pub prompt_variant: Option<usize>,
-    pub hash: Option<String>,
-    /// "accepted", "rejected", "build", "wrong", "failed".
-    pub outcome: String,
-    pub detail: String,
-    pub time: Option<f64>,
-}
-
 /// The resumable part (the client is rebuilt from the configuration).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SourceState {
     pub mutator: MutatorState,
     pub elites: Vec<SourceElite>,
     pub evaluated: BTreeSet<String>,
-    pub records: Vec<SourceRecord>,
+    pub records: Vec<LlmTurn>,
     pub rng: ChaCha8Rng,
 }
 
@@ -69,12 +63,12 @@ pub struct SourceSearch {
     elites: BTreeMap<[u8; 3], SourceElite>,
     /// Hashes of every source evaluated (a repeated answer is not evaluated again).
     evaluated: BTreeSet<String>,
-    pub records: Vec<SourceRecord>,
+    pub records: Vec<LlmTurn>,
     rng: ChaCha8Rng,
 }
 
 /// What the tuner knows when it asks for a mutation.
-pub struct Context<'a> {
+struct Context<'a> {
     pub spec: &'a KernelSpec,
     pub device: DeviceDescription,
     pub reference_time: f64,
@@ -98,9 +92,9 @@ impl SourceSearch {
     }
 
     pub fn resume(config: &LlmConfig, state: SourceState) -> anyhow::Result<SourceSearch> {
-        let client = crate::llm::Client::new(config).map_err(|e| anyhow::anyhow!("language model: {e}"))?;
+        let client = super::connect(config).map_err(|e| anyhow::anyhow!("language model: {e}"))?;
         Ok(SourceSearch {
-            mutator: Mutator::resume(Box::new(client), state.mutator, config).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?,
+            mutator: Mutator::resume(client, state.mutator, config).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?,
             elites: state.elites.into_iter().map(|e| (e.levels, e)).collect(),
             evaluated: state.evaluated,
             records: state.records,
@@ -128,8 +122,23 @@ impl SourceSearch {
     }
 
     /// Requests and tokens spent so far.
-    pub fn spent(&self) -> crate::llm::Spent {
+    pub fn spent(&self) -> super::Spent {
         self.mutator.spent()
+    }
+
+    /// What the model did, for the tune's result.
+    pub fn summary(&self) -> LlmSummary {
+        let spent = self.spent();
+        LlmSummary {
+            requests: u64::from(spent.requests),
+            tokens: spent.tokens,
+            mutations: self.records.len(),
+            accepted: self.records.iter().filter(|r| r.outcome == "accepted").count(),
+            elites: self.elites.len(),
+            meta_requests: self.mutator.counters().meta_requests,
+            prompt_variants: self.mutator.population().variants().len(),
+            disabled: self.mutator.disabled().map(str::to_string),
+        }
     }
 
     /// The source elites, fastest first.
@@ -141,13 +150,13 @@ impl SourceSearch {
 
     /// One mutation: choose a parent, ask the model, verify the answer, archive it if it
     /// passes. Returns what happened.
-    pub fn step(&mut self, bench: &mut Supervised, cx: &Context) -> SourceRecord {
+    fn turn(&mut self, bench: &mut Supervised, cx: &Context) -> LlmTurn {
         let record = self.mutate(bench, cx);
         self.records.push(record.clone());
         record
     }
 
-    fn mutate(&mut self, bench: &mut Supervised, cx: &Context) -> SourceRecord {
+    fn mutate(&mut self, bench: &mut Supervised, cx: &Context) -> LlmTurn {
         let spec = cx.spec;
         let (parent_source, parent_params, parent_time) = self.parent(cx);
         let levels = source_levels(&parent_source).indices();
@@ -172,11 +181,11 @@ impl SourceSearch {
         };
         let proposal = match self.mutator.propose(&ctx) {
             Ok(p) => p,
-            Err(r) => return SourceRecord { prompt_variant: r.prompt_variant, hash: None, outcome: "rejected".into(), detail: r.reason, time: None },
+            Err(r) => return LlmTurn { prompt_variant: r.prompt_variant, hash: None, outcome: "rejected".into(), detail: r.reason, time: None },
         };
         let hash = source_hash(&proposal.source);
         if !self.evaluated.insert(hash.clone()) {
-            return SourceRecord {
+            return LlmTurn {
                 prompt_variant: Some(proposal.prompt_variant),
                 hash: Some(hash),
                 outcome: "rejected".into(),
@@ -220,7 +229,7 @@ impl SourceSearch {
             }
         }
         let variant = proposal.prompt_variant;
-        let (outcome, record) = match (best, first_failure) {
+        let (feedback, record) = match (best, first_failure) {
             (Some((params, time)), _) => {
                 let levels = proposal.levels.indices();
                 let elite = SourceElite { source: proposal.source.clone(), hash: hash.clone(), params, time, levels };
@@ -228,8 +237,8 @@ impl SourceSearch {
                     self.elites.insert(levels, elite);
                 }
                 (
-                    Outcome::Accepted { score: cx.reference_time / time },
-                    SourceRecord {
+                    Feedback::Accepted { score: cx.reference_time / time },
+                    LlmTurn {
                         prompt_variant: Some(variant),
                         hash: Some(hash),
                         outcome: "accepted".into(),
@@ -239,16 +248,16 @@ impl SourceSearch {
                 )
             }
             (None, Some((kind, detail))) => {
-                let (outcome, label) = match kind {
-                    FailureKind::Build => (Outcome::BuildFailed { log: detail.clone() }, "build"),
-                    FailureKind::Wrong => (Outcome::Wrong { summary: detail.clone() }, "wrong"),
-                    _ => (Outcome::Failed { summary: format!("{kind:?}: {detail}") }, "failed"),
+                let (feedback, label) = match kind {
+                    FailureKind::Build => (Feedback::BuildFailed { log: detail.clone() }, "build"),
+                    FailureKind::Wrong => (Feedback::Wrong { summary: detail.clone() }, "wrong"),
+                    _ => (Feedback::Failed { summary: format!("{kind:?}: {detail}") }, "failed"),
                 };
-                (outcome, SourceRecord { prompt_variant: Some(variant), hash: Some(hash), outcome: label.into(), detail, time: None })
+                (feedback, LlmTurn { prompt_variant: Some(variant), hash: Some(hash), outcome: label.into(), detail, time: None })
             }
             (None, None) => (
-                Outcome::Failed { summary: "nothing was evaluated".into() },
-                SourceRecord {
+                Feedback::Failed { summary: "nothing was evaluated".into() },
+                LlmTurn {
                     prompt_variant: Some(variant),
                     hash: Some(hash),
                     outcome: "failed".into(),
@@ -258,7 +267,7 @@ impl SourceSearch {
             ),
         };
         // A meta-request may run here; its outcome shows in the population, not in this record.
-        let _ = self.mutator.report(variant, outcome);
+        let _ = self.mutator.report(variant, feedback);
         record
     }
 
@@ -289,6 +298,50 @@ impl SourceSearch {
         }
         out
     }
+}
+
+/// The language model's turns in the search of one kernel at one workload: the engine's
+/// external operator over [`SourceSearch`].
+pub struct LanguageModel<'a> {
+    pub search: &'a mut SourceSearch,
+    pub spec: &'a KernelSpec,
+    pub device: DeviceDescription,
+    /// Roofline floor in seconds at given defines, when the kernel declares a cost.
+    pub floor: &'a dyn Fn(&Params) -> Option<f64>,
+}
+
+impl ExternalOperator<Supervised> for LanguageModel<'_> {
+    /// A turn is due every `every` evaluations (any time once the parameter space is
+    /// exhausted), while the model is usable and once the reference and a best are measured
+    /// (the prompt quotes both).
+    fn wants_turn(&self, progress: &Progress, exhausted: bool) -> bool {
+        self.search.mutator.disabled().is_none()
+            && progress.best.is_some()
+            && reference_time(self.spec, progress.history).is_some()
+            && (exhausted || self.search.wants(progress.evaluations + progress.external_turns))
+    }
+
+    fn turn(&mut self, bench: &mut Supervised, progress: &Progress) -> f64 {
+        let started = Instant::now();
+        let (Some((best, best_time)), Some(reference_time)) = (progress.best, reference_time(self.spec, progress.history)) else {
+            return 0.0;
+        };
+        let cx = Context {
+            spec: self.spec,
+            device: self.device.clone(),
+            reference_time,
+            best_params: params_of(self.spec, best),
+            best_time,
+            floor: self.floor,
+        };
+        self.search.turn(bench, &cx);
+        started.elapsed().as_secs_f64()
+    }
+}
+
+/// The reference's measured time in the search history.
+fn reference_time(spec: &KernelSpec, history: &[Record]) -> Option<f64> {
+    history.iter().find(|r| params_of(spec, &r.config) == spec.reference).and_then(|r| r.outcome.time())
 }
 
 const DIMENSIONS: [&str; 3] = ["memory", "algorithm", "parallelism"];

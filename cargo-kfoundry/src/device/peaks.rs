@@ -16,7 +16,7 @@ use kfoundry_rt::opencl::session::{Session, Timing};
 use kfoundry_rt::{Arg, Scalar};
 use serde::{Deserialize, Serialize};
 
-use crate::devices::Selected;
+use super::Selected;
 
 /// What the micro-benchmarks measured on one device.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,5 @@
-//! Writing results into `Kfoundry.lock`, safely against other tuners.
+//! Stage 5, record: the results into `Kfoundry.lock`, safely against other tuners, and the
+//! generated sources of source-level winners beside it.
 //!
 //! Each write is read → merge → atomic replace, done while holding an advisory lock: two
 //! `cargo kfoundry tune` runs on the same workspace (say one per device) never lose each
@@ -13,12 +14,61 @@ use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
-use kfoundry_rt::model::spec::KernelSpec;
+use kfoundry_rt::model::spec::{KernelSpec, Workload};
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_tooling::fingerprint;
+use kfoundry_tooling::generated;
 use kfoundry_tooling::lockfile::Lockfile;
 
-use crate::devices::Selected;
+use super::discover::Kernel;
+use super::plan::Plan;
+use crate::device::Selected;
+use crate::messages::TuneResult;
+
+/// Said when results cannot be written: they are not lost.
+pub const RESUME_HINT: &str = "; the results are kept in the checkpoints: fix this and run `cargo kfoundry tune --resume` with the same arguments to write them without searching again";
+
+/// The lockfile variant of a tune's result (its generated source stored beside the lockfile);
+/// `None` when the lockfile's earlier complete result is kept.
+pub fn variant_of(plan: &Plan, spec: &KernelSpec, workload: &Workload, result: &TuneResult) -> Result<Option<Variant>> {
+    if result.kept_existing {
+        return Ok(None);
+    }
+    let source = match &result.generated_source {
+        Some(text) => Some(
+            generated::write(&plan.lockfile, &spec.id, text)
+                .with_context(|| format!("cannot store the generated source of `{}` beside {}{RESUME_HINT}", spec.id, plan.lockfile.display()))?,
+        ),
+        None => None,
+    };
+    Ok(Some(Variant {
+        device: plan.device.key.to_string(),
+        workload: workload.name.clone(),
+        sizes: workload.sizes.clone(),
+        params: result.params.clone(),
+        time_ns: result.best_ns,
+        reference_time_ns: result.reference_ns,
+        evaluations: result.evaluations as u64,
+        failures: result.failures as u64,
+        source,
+        proven: result.proven.clone(),
+        partial: result.interrupted,
+        device_info: None,
+    }))
+}
+
+/// The macro makes rustc track `Kfoundry.lock` once it exists; a crate built before the first
+/// tune did not track it. Bumping the modification time of the files holding the annotations
+/// makes cargo rebuild them, so the first `cargo build` after the first tune embeds the
+/// variants. (Contents are untouched.)
+pub fn mark_changed(kernels: &[Kernel]) {
+    let files: BTreeSet<&Path> = kernels.iter().map(|k| k.file.as_path()).collect();
+    for file in files {
+        if let Ok(f) = std::fs::File::options().append(true).open(file) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
+    }
+}
 
 /// What the advisory lock of `lockfile` is taken on: its directory on Unix (flock works on
 /// directories there), a sibling lock file elsewhere.

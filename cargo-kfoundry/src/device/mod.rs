@@ -1,9 +1,12 @@
-//! Choosing the device to tune on, and the `devices` command.
+//! The device a command runs on: every OpenCL device with its identity, choosing one, and
+//! ([`peaks`]) what it can do at best.
 
-use anyhow::{bail, Result};
+pub mod peaks;
+
+use anyhow::Result;
 use kfoundry_rt::{device_info, device_key, list_devices, DeviceInfo, DeviceKey};
 
-use crate::cli::{DevicesArgs, MessageFormat};
+use crate::error::usage;
 
 /// A device with its identity.
 pub struct Selected {
@@ -50,46 +53,10 @@ pub fn select(selector: Option<&str>) -> Result<Selected> {
                 Some(i) => i,
                 None => {
                     let list: Vec<String> = devices.iter().map(|d| format!("  {}: {} ({})", d.index, d.info.name, d.info.platform)).collect();
-                    bail!("no OpenCL device matches `--device {s}`; the devices are:\n{}", list.join("\n"));
+                    return Err(usage(format!("no OpenCL device matches `--device {s}`; the devices are:\n{}", list.join("\n"))));
                 }
             }
         }
     };
     Ok(devices.swap_remove(pos))
-}
-
-/// `cargo kfoundry devices`.
-pub fn run(args: &DevicesArgs) -> Result<()> {
-    let devices = all()?;
-    match args.message_format {
-        MessageFormat::Json => {
-            for d in &devices {
-                let peaks = if args.peaks { Some(crate::peaks::of(d, args.remeasure)?) } else { None };
-                let v = serde_json::json!({ "index": d.index, "key": d.key.to_string(), "info": d.info, "peaks": peaks });
-                println!("{v}");
-            }
-        }
-        MessageFormat::Human => {
-            if devices.is_empty() {
-                println!("no OpenCL device found");
-            }
-            for d in &devices {
-                println!("{}: {} [{}] on {}", d.index, d.info.name, d.info.kind, d.info.platform);
-                println!("   key: {}", d.key);
-                println!(
-                    "   {} compute units, {} MHz, work-group ≤ {}, local memory {} KiB, global memory {} MiB",
-                    d.info.compute_units,
-                    d.info.max_clock_mhz,
-                    d.info.max_work_group_size,
-                    d.info.local_mem_bytes / 1024,
-                    d.info.global_mem_bytes >> 20
-                );
-                if args.peaks {
-                    let p = crate::peaks::of(d, args.remeasure)?;
-                    println!("   measured: copy {:.1} GB/s, FP32 {:.1} GFLOP/s", p.copy_gbytes_per_s, p.gflops);
-                }
-            }
-        }
-    }
-    Ok(())
 }

@@ -1,35 +1,21 @@
-//! From a finished search to the variant that is shipped: the fastest candidates, in order,
-//! are proven at other sizes, then re-measured alternately with the reference; the first
+//! Stage 4, from a finished search to the variant that is shipped: the fastest candidates
+//! ([`select`]), in order, are proven at other sizes ([`super::verify`]), then re-measured
+//! alternately with the reference ([`super::remeasure`]); the first
 //! that passes both and is faster than the reference on re-measure wins. A finalist that
 //! fails anywhere is dropped with its reason and the next one is tried; only a reference that
 //! fails makes the kernel's tune fail. When the search was cut short and the lockfile already
 //! holds a complete result, the new winner must also beat that one on re-measure.
 
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
-use kfoundry_search::Evaluation;
+use kfoundry_search::Record;
 
-use crate::evaluate::probe::{axis_probe_sizes, probe_sizes};
-use crate::evaluate::{fmt_sizes, median, ErrorStats, Limits, Verdict};
-use crate::report::fmt_ns;
+use super::remeasure::{beats_existing, measure_reference, remeasure};
+use super::verify::prove;
+use crate::evaluate::{params_of, ErrorStats, Judge};
+use crate::text::fmt_ns;
 
 /// Finalists proven and re-measured, fastest first, until one wins.
 pub const FINALISTS: usize = 3;
-/// Smaller and larger size sets each finalist is verified at.
-const SMALLER_PROBES: usize = 2;
-const LARGER_PROBES: usize = 2;
-/// Alternating measurements of finalist and reference.
-const REMEASURES: usize = 3;
-
-/// What the finalist stage needs of an evaluator (the supervised worker in a tune).
-pub trait Judge {
-    /// Builds, verifies and times `params` (of `source` when given) at the workload's sizes.
-    fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation;
-    /// Verifies `params` at other sizes; `Err` when the reference cannot be trusted there.
-    fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> Result<Verdict, String>;
-    /// Output errors of the last evaluation that passed verification.
-    fn last_errors(&self) -> Option<ErrorStats>;
-    fn limits(&self) -> &Limits;
-}
 
 /// A candidate for the win: parameters, and the generated source when it is a source-level
 /// variant.
@@ -60,6 +46,28 @@ pub struct Decision {
     pub note: Option<String>,
     /// The lockfile's complete earlier entry stays: the interrupted search did not beat it.
     pub kept_existing: bool,
+}
+
+/// The fastest distinct successful candidates (configurations of the annotated source from
+/// the search's history, and source-level variants with their defines), at most
+/// [`FINALISTS`], then the reference.
+pub fn select(spec: &KernelSpec, history: &[Record], sources: Vec<(f64, Params, Option<String>)>) -> Vec<Finalist> {
+    let mut ok: Vec<(f64, Params, Option<String>)> =
+        history.iter().filter_map(|r| r.outcome.time().map(|t| (t, params_of(spec, &r.config), None))).collect();
+    ok.extend(sources);
+    ok.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<Finalist> = Vec::new();
+    for (_, p, s) in ok {
+        if out.len() >= FINALISTS {
+            break;
+        }
+        let c = (p, s);
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out.push((spec.reference.clone(), None));
+    out
 }
 
 /// Proves and re-measures `finalists` (fastest first; the reference among them is skipped) and
@@ -142,7 +150,7 @@ pub fn decide(
     };
     if let Some((old_params, old_source)) = existing {
         let same = *old_params == decision.params && *old_source == decision.source;
-        if !same && !beats_existing(judge, &decision, old_params, old_source.as_deref()) {
+        if !same && !beats_existing(judge, &decision.params, decision.source.as_deref(), (old_params, old_source.as_deref())) {
             decision.kept_existing = true;
             decision.note = Some("the search was interrupted and did not beat the complete result already in the lockfile, which is kept".into());
         }
@@ -151,99 +159,11 @@ pub fn decide(
     Ok(decision)
 }
 
-/// Verifies a finalist at smaller and larger sizes (all scaled together, and each alone): the
-/// size sets it was proven at (the workload's first), or why it failed. Sizes where the reference itself cannot be trusted
-/// prove nothing and are skipped.
-fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>, workload: &Workload) -> Result<Vec<Sizes>, String> {
-    let mut proven = vec![workload.sizes.clone()];
-    let mut plan = probe_sizes(spec, params, &workload.sizes, judge.limits(), SMALLER_PROBES, LARGER_PROBES);
-    plan.extend(axis_probe_sizes(spec, params, &workload.sizes, judge.limits()));
-    for sizes in plan {
-        match judge.verify(params, &sizes, source) {
-            Ok(Ok(_)) => proven.push(sizes),
-            Ok(Err((kind, why))) => return Err(format!("{kind:?} at sizes {}: {why}", fmt_sizes(&sizes))),
-            Err(_) => {}
-        }
-    }
-    Ok(proven)
-}
-
-/// The finalist and the reference measured alternately: `Ok(Ok((finalist, reference, errors)))`
-/// in seconds, `Ok(Err(why))` when the finalist failed, `Err` when the reference did.
-#[allow(clippy::type_complexity)]
-fn remeasure(
-    judge: &mut dyn Judge,
-    spec: &KernelSpec,
-    params: &Params,
-    source: Option<&str>,
-) -> Result<Result<(f64, f64, Option<ErrorStats>), String>, String> {
-    let (mut reference, mut finalist) = (Vec::new(), Vec::new());
-    let mut errors = None;
-    for _ in 0..REMEASURES {
-        reference.push(time_of(judge.evaluate(&spec.reference, None)).map_err(|why| format!("the reference failed on re-measure: {why}"))?);
-        match time_of(judge.evaluate(params, source)) {
-            Ok(t) => finalist.push(t),
-            Err(why) => return Ok(Err(format!("failed on re-measure: {why}"))),
-        }
-        errors = judge.last_errors().or(errors);
-    }
-    Ok(Ok((median(&mut finalist), median(&mut reference), errors)))
-}
-
-fn measure_reference(judge: &mut dyn Judge, spec: &KernelSpec) -> Result<(f64, Option<ErrorStats>), String> {
-    let mut times = Vec::new();
-    for _ in 0..REMEASURES {
-        times.push(time_of(judge.evaluate(&spec.reference, None)).map_err(|why| format!("the reference failed on re-measure: {why}"))?);
-    }
-    Ok((median(&mut times), judge.last_errors()))
-}
-
-/// Whether the decision is faster than the existing complete result, measured alternately
-/// now. An existing result that cannot be measured is not beaten (it stays).
-fn beats_existing(judge: &mut dyn Judge, decision: &Decision, params: &Params, source: Option<&str>) -> bool {
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for _ in 0..REMEASURES {
-        match (time_of(judge.evaluate(&decision.params, decision.source.as_deref())), time_of(judge.evaluate(params, source))) {
-            (Ok(a), Ok(b)) => {
-                ours.push(a);
-                theirs.push(b);
-            }
-            (_, Err(_)) => return true,
-            (Err(_), Ok(_)) => return false,
-        }
-    }
-    median(&mut ours) < median(&mut theirs)
-}
-
-fn time_of(e: Evaluation) -> Result<f64, String> {
-    match e {
-        Evaluation::Ok { time, .. } => Ok(time),
-        Evaluation::Failed { kind, reason, .. } => Err(format!("{}: {reason}", kind.name())),
-    }
-}
-
-impl Judge for crate::evaluate::supervisor::Supervised {
-    fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation {
-        match source {
-            Some(s) => self.evaluate_source(params, s),
-            None => self.evaluate_params(params),
-        }
-    }
-    fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> Result<Verdict, String> {
-        crate::evaluate::supervisor::Supervised::verify(self, params, sizes, source)
-    }
-    fn last_errors(&self) -> Option<ErrorStats> {
-        self.last_errors
-    }
-    fn limits(&self) -> &Limits {
-        crate::evaluate::supervisor::Supervised::limits(self)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kfoundry_search::FailureKind;
+    use crate::evaluate::{Limits, Verdict};
+    use kfoundry_search::{Evaluation, FailureKind};
     use std::collections::BTreeMap;
 
     /// A scripted judge: each configuration's time, or the failures it meets.

@@ -77,3 +77,8 @@ mod tests {
         assert_eq!(fmt_ns(3e9), "3.000 s");
     }
 }
+
+/// The first line of a text (a build log, a model's explanation), for one-line reports.
+pub fn headline(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}

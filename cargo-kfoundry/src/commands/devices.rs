@@ -1,0 +1,43 @@
+//! `cargo kfoundry devices`: the OpenCL devices with their kfoundry keys and, with `--peaks`,
+//! their measured copy bandwidth and FP32 rate.
+
+use anyhow::Result;
+
+use crate::cli::{DevicesArgs, MessageFormat};
+use crate::device::{all, peaks};
+use crate::messages::Message;
+
+/// `cargo kfoundry devices`.
+pub fn run(args: &DevicesArgs) -> Result<()> {
+    let devices = all()?;
+    match args.message_format {
+        MessageFormat::Json => {
+            for d in &devices {
+                let peaks = if args.peaks { Some(peaks::of(d, args.remeasure)?) } else { None };
+                Message::Device { index: d.index, key: d.key.to_string(), info: d.info.clone(), peaks }.emit();
+            }
+        }
+        MessageFormat::Human => {
+            if devices.is_empty() {
+                println!("no OpenCL device found");
+            }
+            for d in &devices {
+                println!("{}: {} [{}] on {}", d.index, d.info.name, d.info.kind, d.info.platform);
+                println!("   key: {}", d.key);
+                println!(
+                    "   {} compute units, {} MHz, work-group ≤ {}, local memory {} KiB, global memory {} MiB",
+                    d.info.compute_units,
+                    d.info.max_clock_mhz,
+                    d.info.max_work_group_size,
+                    d.info.local_mem_bytes / 1024,
+                    d.info.global_mem_bytes >> 20
+                );
+                if args.peaks {
+                    let p = peaks::of(d, args.remeasure)?;
+                    println!("   measured: copy {:.1} GB/s, FP32 {:.1} GFLOP/s", p.copy_gbytes_per_s, p.gflops);
+                }
+            }
+        }
+    }
+    Ok(())
+}

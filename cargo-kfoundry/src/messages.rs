@@ -1,0 +1,231 @@
+//! The machine-readable output of `--message-format json`: one JSON object per line, each a
+//! [`Message`] with `"version"` and `"reason"` fields, as typed structs. This is a contract
+//! with tools and CI: a field is only ever added within a version; renaming or removing one,
+//! or changing its meaning, raises [`VERSION`]. The README documents every message, and a
+//! snapshot test (`tests/messages.rs`) pins their shape.
+
+use std::path::PathBuf;
+
+use kfoundry_rt::model::spec::{Params, Sizes, Workload};
+use kfoundry_rt::model::variant::Variant;
+use kfoundry_rt::DeviceInfo;
+use kfoundry_search::{Config, Evaluation, Operator};
+use serde::{Deserialize, Serialize};
+
+use crate::device::peaks::Peaks;
+
+/// The version of the message schema, in every message.
+pub const VERSION: u32 = 1;
+
+/// One line of JSON output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum Message {
+    /// `tune`: one configuration of the parameter search was evaluated.
+    Evaluation { kernel: String, workload: String, params: Params, operator: Operator, outcome: Evaluation },
+    /// `tune`: the language model took a turn (one mutation).
+    LanguageModel { kernel: String, workload: String, turn: LlmTurn },
+    /// `tune`: a finalist was not shipped: `stage` is `probe` (wrong or failing at another
+    /// size) or `remeasure` (failed, or was no faster, when measured again).
+    Rejected { kernel: String, workload: String, stage: String, params: Params, why: String },
+    /// `tune`: one kernel at one workload is done.
+    Tuned { result: TuneResult },
+    /// `tune`: one kernel at one workload failed (the others go on).
+    Failed { kernel: String, workload: String, error: String },
+    /// `tune`: the end of the run.
+    Finished { lockfile: PathBuf, results: usize, failed: usize, interrupted: bool },
+    /// `list`: an annotated kernel.
+    Kernel(KernelListing),
+    /// `devices`: an OpenCL device.
+    Device { index: usize, key: String, info: DeviceInfo, peaks: Option<Peaks> },
+    /// `check`: a problem with the lockfile.
+    Finding { message: String },
+    /// `report`: a recorded winner.
+    Variant { kernel: String, variant: Variant },
+    /// `report --cross`: one device's winner measured on another device.
+    Cross { result: CrossCell },
+    /// `simulate`: the engine replayed on a brute-forced space.
+    Simulated(Simulated),
+    /// `brute-force`: one kernel's space at one workload, evaluated into a cache file.
+    BruteForced(BruteForced),
+}
+
+impl Message {
+    /// The message as one line of JSON: `{"version":1,"reason":...,...}`.
+    pub fn to_line(&self) -> String {
+        #[derive(Serialize)]
+        struct Versioned<'a> {
+            version: u32,
+            #[serde(flatten)]
+            message: &'a Message,
+        }
+        // Serializing these types cannot fail (string keys, no non-string map keys); should it
+        // ever, the line says so rather than vanishing.
+        serde_json::to_string(&Versioned { version: VERSION, message: self })
+            .unwrap_or_else(|e| format!("{{\"version\":{VERSION},\"reason\":\"unprintable\",\"error\":{:?}}}", e.to_string()))
+    }
+
+    /// Prints the message on stdout.
+    pub fn emit(&self) {
+        println!("{}", self.to_line());
+    }
+}
+
+/// The result of tuning one kernel at one workload on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuneResult {
+    pub kernel: String,
+    pub workload: String,
+    pub sizes: String,
+    pub device: String,
+    pub reference_ns: u64,
+    pub best_ns: u64,
+    pub speedup: f64,
+    pub params: Params,
+    pub evaluations: usize,
+    pub failures: usize,
+    pub seconds: f64,
+    /// Achieved bandwidth and compute of the winner, from `cost(...)`.
+    pub gbytes_per_s: Option<f64>,
+    pub gflops: Option<f64>,
+    /// The winner's worst output error against the reference over its input sets.
+    pub max_abs_error: Option<f64>,
+    pub rel_error_norm: Option<f64>,
+    /// The other sizes the winner was checked at.
+    pub probed_sizes: Vec<String>,
+    /// Every size set the winner was verified at (the workload's first): dispatch uses it only
+    /// within their range.
+    #[serde(default)]
+    pub proven: Vec<Sizes>,
+    /// Finalists that were not shipped: (parameters, why) — wrong or failing at another size,
+    /// or failing on re-measure.
+    pub probe_rejections: Vec<(Params, String)>,
+    /// Why the reference (or an earlier complete result) is shipped rather than a candidate.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// The search was interrupted and the lockfile's complete earlier result was kept.
+    #[serde(default)]
+    pub kept_existing: bool,
+    /// Failed candidates and their build logs, when any failed.
+    pub failure_log: Option<PathBuf>,
+    /// True when the search was cut short by Ctrl-C/SIGTERM (resume to continue it).
+    pub interrupted: bool,
+    /// Roofline floor (from `cost(...)` and the device's measured peaks) ÷ the winner's time.
+    pub roofline: Option<f64>,
+    /// The winner's source when it is a source-level variant from the language model.
+    pub generated_source: Option<String>,
+    /// What the language model did, when one is configured.
+    pub llm: Option<LlmSummary>,
+}
+
+/// The language model's part in one tune.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmSummary {
+    pub requests: u64,
+    pub tokens: u64,
+    /// Mutations asked for, and how many passed verification.
+    pub mutations: usize,
+    pub accepted: usize,
+    /// Source variants in the archive.
+    pub elites: usize,
+    /// Meta-requests that rewrote prompts, and the prompt variants now in the population.
+    pub meta_requests: u32,
+    pub prompt_variants: usize,
+    /// Why the model stopped being asked (a refused key, an unknown model, a spent budget).
+    pub disabled: Option<String>,
+}
+
+/// What became of one mutation asked of the language model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmTurn {
+    pub prompt_variant: Option<usize>,
+    /// The hash of the proposed source, when there was one.
+    pub hash: Option<String>,
+    /// `accepted`, `rejected` (no usable answer, or one seen before), `build`, `wrong`, `failed`.
+    pub outcome: String,
+    pub detail: String,
+    /// Seconds, when accepted.
+    pub time: Option<f64>,
+}
+
+/// An annotated kernel as `list` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelListing {
+    pub id: String,
+    pub package: String,
+    /// `file:line`.
+    pub location: String,
+    /// The OpenCL entry point.
+    pub entry: String,
+    pub fingerprint: String,
+    /// Configurations before constraints (a decimal string: it may exceed 2^64).
+    pub space_size: String,
+    pub params: Vec<(String, Vec<i64>)>,
+    pub workloads: Vec<Workload>,
+}
+
+/// One cell of the hardware-awareness matrix: `owner`'s winner measured on `on`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossCell {
+    pub kernel: String,
+    pub workload: String,
+    /// The device measured on.
+    pub on: String,
+    /// The device whose winner ran.
+    pub owner: String,
+    pub params: Params,
+    /// Median time here, or why it could not run here.
+    pub time_ns: Option<u64>,
+    pub failure: Option<String>,
+    /// time of `owner`'s winner ÷ time of `on`'s own winner.
+    pub hws: Option<f64>,
+}
+
+/// A replay of the engine on a brute-forced space.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Simulated {
+    pub kernel: String,
+    pub device: String,
+    /// The optimum of the space, seconds.
+    pub best_time: f64,
+    /// (evaluations, median over runs of optimum ÷ best found).
+    pub fractions: Vec<(usize, f64)>,
+    /// Methodology scores (0 = random search, 1 = optimum) on the evaluation and time axes.
+    pub score_evals: f64,
+    pub score_time: f64,
+    /// The cache file is an interrupted brute-force run.
+    pub incomplete: bool,
+    pub runs: Vec<SimulatedRun>,
+}
+
+/// One seeded run of a replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulatedRun {
+    pub seed: u64,
+    pub evaluations: usize,
+    pub failures: usize,
+    pub seconds: f64,
+    pub fraction: f64,
+    /// The best configuration found and its time, seconds.
+    pub best: Option<(Config, f64)>,
+}
+
+/// A brute-forced space: the Kernel Tuner cache file written, and what it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BruteForced {
+    pub kernel: String,
+    pub workload: String,
+    pub device: String,
+    pub path: PathBuf,
+    /// Valid configurations of the space, evaluated now, and found in the file already.
+    pub valid: usize,
+    pub evaluated: usize,
+    pub resumed: usize,
+    /// Configurations with a time; failures by kind (`build`, `wrong`, ...).
+    pub timed: usize,
+    pub failures: std::collections::BTreeMap<String, usize>,
+    /// The fastest configuration and its time in milliseconds.
+    pub best_time_ms: Option<f64>,
+    pub best: Option<Params>,
+    pub interrupted: bool,
+}

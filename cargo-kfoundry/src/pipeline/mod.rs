@@ -1,0 +1,120 @@
+//! `cargo kfoundry tune`, as stages, each a module with one job:
+//!
+//! 1. [`discover`]: the annotated kernels (cargo metadata + syn + the shared annotation
+//!    parser), or a bundle written by `cargo kfoundry bundle`.
+//! 2. [`plan`]: what this run will do, decided before anything runs: kernels and workloads,
+//!    the device, its peaks, the language model, and that the lockfile can be written; for
+//!    each search, where it starts (afresh, or from its checkpoint).
+//! 3. [`search`]: the engine over a supervised [`Bench`](crate::evaluate::Bench) on the
+//!    device, with the language model as its external operator (one loop, one budget),
+//!    checkpointed after every evaluation.
+//! 4. [`finalists`]: the fastest candidates, each [`verify`]-ed at other sizes and
+//!    [`remeasure`]-d against the reference until one wins (or the reference stays).
+//! 5. [`record`]: the winners into `Kfoundry.lock` (merged under an advisory lock, replaced
+//!    atomically) and their generated sources beside it.
+//! 6. [`report`]: the result of each tune, the messages, the summary table.
+//!
+//! A kernel or workload whose tune fails is reported and the run goes on with the others;
+//! whatever finished is recorded, and the exit status says that something failed.
+
+pub mod discover;
+pub mod finalists;
+pub mod plan;
+pub mod record;
+pub mod remeasure;
+pub mod report;
+pub mod search;
+pub mod verify;
+
+use anyhow::{Context as _, Result};
+use kfoundry_rt::model::spec::{KernelSpec, Workload};
+
+use crate::checkpoint::Key;
+use crate::cli::TuneArgs;
+use crate::error::Exit;
+use crate::evaluate::supervisor::Supervised;
+use crate::evaluate::Settings as EvalSettings;
+use crate::interrupt;
+use crate::messages::{Message, TuneResult};
+use finalists::Finalist;
+use plan::{Plan, Start};
+
+/// Runs the whole pipeline for the command line's selection.
+pub fn run(args: &TuneArgs) -> Result<Exit> {
+    let plan = plan::plan(args)?;
+    let mut tally = report::Tally::default();
+    'kernels: for kernel in &plan.kernels {
+        let mut variants = Vec::new();
+        for workload in plan.workloads(&kernel.spec) {
+            if interrupt::requested() {
+                tally.interrupted = true;
+                break;
+            }
+            let existing = plan::complete_entry(&plan.lockfile, &kernel.spec, &plan.device, workload);
+            let result = match tune_one(&plan, &kernel.spec, workload, existing.as_ref()) {
+                Ok(Some(result)) => result,
+                Ok(None) => {
+                    tally.interrupted = true;
+                    break;
+                }
+                Err(e) => {
+                    report::failed(&plan, kernel, workload, &e, &mut tally);
+                    continue;
+                }
+            };
+            if plan.output.json {
+                Message::Tuned { result: result.clone() }.emit();
+            }
+            if let Some(variant) = record::variant_of(&plan, &kernel.spec, workload, &result)? {
+                variants.push(variant);
+            }
+            tally.interrupted |= result.interrupted;
+            tally.done.push((kernel.spec.id.clone(), kfoundry_tooling::fingerprint(&kernel.spec)?, workload.name.clone()));
+            tally.results.push(result);
+            if tally.interrupted {
+                break;
+            }
+        }
+        if !variants.is_empty() {
+            record::record(&plan.lockfile, &kernel.spec, &plan.device, variants, !plan.output.notes)
+                .context(record::RESUME_HINT.trim_start_matches(['\n', ';', ' ']))?;
+        }
+        if tally.interrupted {
+            break 'kernels;
+        }
+    }
+    if !plan.had_lockfile && plan.from_workspace && !tally.results.is_empty() {
+        record::mark_changed(&plan.kernels);
+    }
+    Ok(report::finish(&plan, &tally))
+}
+
+/// Tunes one kernel at one workload through stages 3 to 6: `None` when interrupted before
+/// any candidate (the reference included) was measured.
+fn tune_one(plan: &Plan, spec: &KernelSpec, workload: &Workload, existing: Option<&Finalist>) -> Result<Option<TuneResult>> {
+    let started = std::time::Instant::now();
+    let fingerprint = kfoundry_tooling::fingerprint(spec)?;
+    let device_key = plan.device.key.to_string();
+    let key = Key { kernel: &spec.id, fingerprint: &fingerprint, workload: &workload.name, device: &device_key, seed: plan.args.seed };
+    let (state, operator_state) = match plan::start(plan, spec, workload, &key)? {
+        Start::Finished(result) => return Ok(Some(*result)),
+        Start::Search { state, operator_state } => (state, operator_state),
+    };
+    let settings = EvalSettings { repeats: plan.args.repeats, seed: plan.args.seed, ..EvalSettings::default() };
+    // Candidates run in a supervised worker process: one that hangs or crashes is recorded as
+    // failed and the search goes on with a fresh worker.
+    let mut bench = Supervised::start(spec, &workload.sizes, plan.device.index, settings, plan.args.limits.time_limits())?;
+    let Some(searched) = search::search(plan, spec, workload, &key, &mut bench, state, operator_state)? else {
+        return Ok(None);
+    };
+    let finalists = finalists::select(spec, searched.state.history(), searched.source_finalists());
+    let decision = finalists::decide(&mut bench, spec, workload, &finalists, existing.filter(|_| searched.interrupted), |r| {
+        report::rejected(plan, spec, workload, r)
+    })
+    .map_err(|e| anyhow::anyhow!(e))?;
+    let result = report::result_of(plan, spec, workload, &searched, &decision, &bench, started.elapsed().as_secs_f64())?;
+    if !searched.interrupted {
+        plan.checkpoints.save(&key, &searched.state, searched.operator_state().as_ref(), Some(&result))?;
+    }
+    Ok(Some(result))
+}

@@ -1,0 +1,273 @@
+//! Stage 2, plan: what the run will do, decided before anything is searched. The kernels and
+//! workloads selected, the device, its measured peaks (for roofline figures), the language
+//! model, where state goes, and that the lockfile can be read and written: a tune fails
+//! before it starts, not after an hour. For each search, [`start`] says where it begins:
+//! afresh, from its checkpoint, or already finished in an interrupted run.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use kfoundry_rt::model::spec::{KernelSpec, Workload};
+use kfoundry_rt::model::variant::Variant;
+use kfoundry_search::{SearchState, Settings as SearchSettings, Space};
+use kfoundry_tooling::generated;
+use kfoundry_tooling::lockfile::Lockfile;
+
+use super::discover::{sources, Kernel};
+use super::finalists::Finalist;
+use super::record::check_writable;
+use crate::checkpoint::{Checkpoints, Key};
+use crate::cli::{MessageFormat, TuneArgs};
+use crate::device::peaks::{self, Peaks};
+use crate::device::{self, Selected};
+use crate::error::usage;
+use crate::evaluate::config_of;
+use crate::interrupt;
+use crate::llm::LlmConfig;
+use crate::messages::TuneResult;
+
+/// Everything the later stages read: decided once, never changed during the run.
+pub struct Plan<'a> {
+    pub args: &'a TuneArgs,
+    /// The kernels to tune (those without parameters are skipped with a note).
+    pub kernels: Vec<Kernel>,
+    pub lockfile: PathBuf,
+    /// Whether the lockfile existed before the run.
+    pub had_lockfile: bool,
+    /// The kernels come from the workspace's sources (not a bundle).
+    pub from_workspace: bool,
+    pub state_dir: PathBuf,
+    pub device: Selected,
+    pub checkpoints: Checkpoints,
+    /// The device's measured peaks, when some kernel declares a cost.
+    pub peaks: Option<Peaks>,
+    /// The language model, when one is configured (and not `--no-llm`).
+    pub llm: Option<LlmConfig>,
+    pub output: Output,
+}
+
+/// How the run talks.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    /// JSON messages on stdout.
+    pub json: bool,
+    /// No progress bars and no informational lines on stdout (-q or JSON messages).
+    pub quiet: bool,
+    /// Notes on stderr (resuming, waiting for the lock, rejections): all but -q.
+    pub notes: bool,
+    /// A line per evaluation (-v, not with JSON).
+    pub verbose: bool,
+}
+
+/// Where one search begins.
+pub enum Start {
+    /// The interrupted run had finished this one; its result is kept.
+    Finished(Box<TuneResult>),
+    /// The engine's state (fresh, or resumed) and the external operator's saved state.
+    Search { state: SearchState, operator_state: Option<serde_json::Value> },
+}
+
+/// Plans the run of `args`.
+pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
+    let json = args.ws.message_format == MessageFormat::Json;
+    let quiet = args.ws.quiet || json;
+    let output = Output { json, quiet, notes: !args.ws.quiet, verbose: args.ws.verbose > 0 && !quiet };
+    let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
+    let state_dir = args.state_dir.clone().unwrap_or_else(|| src.state_dir.clone());
+    let kernels: Vec<Kernel> = src.kernels.iter().filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f))).cloned().collect();
+    if kernels.is_empty() {
+        return Err(match &args.kernel {
+            Some(f) => usage(format!("no annotated kernel matches `--kernel {f}`")),
+            None => anyhow::anyhow!("no annotated kernel found"),
+        });
+    }
+    for name in &args.workloads {
+        if !kernels.iter().any(|k| k.spec.workloads.iter().any(|w| &w.name == name)) {
+            return Err(usage(format!("no selected kernel declares the workload `{name}` (--workload)")));
+        }
+    }
+    // Fail before tuning (not after an hour) when the lockfile cannot be read or written.
+    let had_lockfile = Lockfile::read(&src.lockfile)?.is_some();
+    check_writable(&src.lockfile)?;
+    let device = device::select(args.device.as_deref())?;
+    interrupt::install()?;
+    if !quiet {
+        eprintln!("tuning {} kernel(s) on {} ({})", kernels.len(), device.info.name, device.key);
+    }
+    let peaks = if kernels.iter().any(|k| k.spec.cost.is_some()) {
+        match peaks::of(&device, false) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("warning: cannot measure the device's peaks, no roofline figures: {e:#}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let llm = llm_config(args, &src.metadata)?;
+    if let (Some(cfg), true) = (&llm, !args.ws.quiet) {
+        eprintln!(
+            "language model: {} at {} (one mutation per {} evaluations, at most {} requests)",
+            cfg.model, cfg.base_url, cfg.every, cfg.max_requests
+        );
+    }
+    Ok(Plan {
+        args,
+        kernels,
+        lockfile: src.lockfile,
+        had_lockfile,
+        from_workspace: src.from_workspace,
+        checkpoints: Checkpoints::new(state_dir.join("checkpoints")),
+        state_dir,
+        device,
+        peaks,
+        llm,
+        output,
+    })
+}
+
+impl Plan<'_> {
+    /// The workloads of `spec` this run tunes (none when it declares no parameters: it runs its
+    /// reference, and a note says so).
+    pub fn workloads<'s>(&self, spec: &'s KernelSpec) -> Vec<&'s Workload> {
+        if spec.params.is_empty() {
+            if self.output.notes {
+                let at = self.kernels.iter().find(|k| k.spec.id == spec.id).map(Kernel::location).unwrap_or_default();
+                eprintln!("{at}: `{}` declares no parameters: nothing to tune, it runs its reference", spec.id);
+            }
+            return Vec::new();
+        }
+        spec.workloads.iter().filter(|w| self.args.workloads.is_empty() || self.args.workloads.contains(&w.name)).collect()
+    }
+}
+
+/// Where the search of `spec` at `workload` begins: from its checkpoint with `--resume` (when
+/// it belongs to this very search), else afresh with the reference first.
+pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> Result<Start> {
+    let args = plan.args;
+    let mut resumed = None;
+    if args.resume {
+        let (ck, why) = plan.checkpoints.load(key)?;
+        if let (Some(why), true) = (why, plan.output.notes) {
+            eprintln!("note: {why}");
+        }
+        resumed = ck;
+    }
+    if let Some(done) = resumed.as_mut().and_then(|ck| ck.finished.take()) {
+        match check_finished(spec, workload, &done) {
+            Ok(()) => {
+                if plan.output.notes {
+                    eprintln!("{} @ {}: finished in the interrupted run; kept", spec.id, workload.name);
+                }
+                return Ok(Start::Finished(Box::new(done)));
+            }
+            Err(why) => {
+                eprintln!("note: the checkpoint's result of {} @ {} is not usable ({why}); searching afresh", spec.id, workload.name);
+                resumed = None;
+            }
+        }
+    }
+    let fresh = fresh_search(spec, args)?;
+    let Some(ck) = resumed else {
+        return Ok(Start::Search { state: fresh, operator_state: None });
+    };
+    // The checkpoint must be of this very search: the kernel's space and the engine's settings.
+    let unbudgeted = |s: &SearchSettings| SearchSettings { max_evals: None, max_seconds: None, stagnation: None, ..s.clone() };
+    if ck.state.space() != fresh.space() || unbudgeted(ck.state.settings()) != unbudgeted(fresh.settings()) {
+        eprintln!("note: the checkpoint of {} @ {} was made for another search space or settings; searching afresh", spec.id, workload.name);
+        return Ok(Start::Search { state: fresh, operator_state: None });
+    }
+    let mut state = ck.state;
+    let stagnation = state.settings().stagnation;
+    state.set_budgets(Some(args.budget_evals.max(1)), args.budget_secs, stagnation);
+    if plan.output.notes {
+        eprintln!("{} @ {}: resuming after {} evaluations", spec.id, workload.name, state.history().len());
+    }
+    Ok(Start::Search { state, operator_state: ck.source_search })
+}
+
+/// The complete result the lockfile already holds for this kernel (same fingerprint), device
+/// and workload, if any: what an interrupted search must beat to replace it.
+pub fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, workload: &Workload) -> Option<Finalist> {
+    let lock = Lockfile::read(lock_path).ok()??;
+    let current = kfoundry_tooling::fingerprint(spec).ok()?;
+    let entry = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == current)?;
+    let key = device.key.to_string();
+    let v = entry.variants.iter().find(|v| v.device == key && v.workload == workload.name && !v.partial)?;
+    let source = match &v.source {
+        Some(hash) => Some(generated::read_verified(lock_path, &spec.id, hash).ok()?.1),
+        None => None,
+    };
+    Some((v.params.clone(), source))
+}
+
+/// The search a tune of `spec` starts with: the annotation's space, the engine's default
+/// settings with this run's seed and budgets, the reference first.
+fn fresh_search(spec: &KernelSpec, args: &TuneArgs) -> Result<SearchState> {
+    let space = Space::new(spec.params.iter().map(|p| kfoundry_search::Param { name: p.name.clone(), values: p.values.clone() }).collect())
+        .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
+    let reference = config_of(spec, &spec.reference);
+    let settings =
+        SearchSettings { seed: args.seed, max_evals: Some(args.budget_evals.max(1)), max_seconds: args.budget_secs, ..SearchSettings::default() };
+    SearchState::new(space, settings, Some(&reference)).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// A finished result read back from a checkpoint is recorded only if it is a valid lockfile
+/// variant of this kernel and workload (anyone could have edited the checkpoint).
+fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> Result<(), String> {
+    let declared = match &done.generated_source {
+        Some(text) => {
+            match kfoundry_rt::model::signature::find_kernel(text, Some(&spec.signature.name)) {
+                Ok(sig) if sig.args == spec.signature.args => {}
+                _ => return Err("its generated source does not have the kernel's signature".into()),
+            }
+            kfoundry_rt::model::declared::declared_params(text).map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?
+        }
+        None => Vec::new(),
+    };
+    let variant = Variant {
+        device: done.device.clone(),
+        workload: workload.name.clone(),
+        sizes: workload.sizes.clone(),
+        params: done.params.clone(),
+        time_ns: done.best_ns,
+        reference_time_ns: done.reference_ns,
+        evaluations: 0,
+        failures: 0,
+        source: None,
+        proven: done.proven.clone(),
+        partial: done.interrupted,
+        device_info: None,
+    };
+    kfoundry_rt::model::variant::check_variant(spec, &variant, &declared)?;
+    if done.kernel != spec.id || done.workload != workload.name {
+        return Err("it belongs to another kernel or workload".into());
+    }
+    Ok(())
+}
+
+/// The language model's settings: `--llm-config FILE`, else the workspace's
+/// `[workspace.metadata.kfoundry.llm]`, with the environment's overrides; none with `--no-llm`.
+fn llm_config(args: &TuneArgs, metadata: &serde_json::Value) -> Result<Option<LlmConfig>> {
+    if args.no_llm {
+        return Ok(None);
+    }
+    let wrapped;
+    let metadata = match &args.llm_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let table: toml::Value = toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
+            wrapped = serde_json::json!({ "kfoundry": { "llm": table } });
+            &wrapped
+        }
+        None => metadata,
+    };
+    let config = LlmConfig::from_workspace_metadata(metadata).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if config.is_some() && cfg!(not(feature = "llm")) {
+        return Err(usage(
+            "a language model is configured, but this cargo-kfoundry was built without the `llm` feature: reinstall it with default features, or pass --no-llm",
+        ));
+    }
+    Ok(config)
+}

@@ -1,0 +1,179 @@
+//! Stage 3, search: the engine (`kfoundry_search`) over the supervised bench, one loop. Each
+//! step either evaluates a configuration of the parameter space or, when a language model is
+//! configured, gives the model's operator a turn ([`LanguageModel`]): both count against the
+//! one evaluation budget and the one time budget. The state is checkpointed after every
+//! step, before it is reported, so whatever was reported is never evaluated again. The loop
+//! ends when the budget is spent, the space and the model are done, the roofline target is
+//! reached, or Ctrl-C asks to stop.
+
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
+use kfoundry_search::{ExternalOperator, Progress, SearchState, Step};
+
+use super::plan::Plan;
+use super::report::{describe, fmt_params};
+use crate::checkpoint::Key;
+use crate::evaluate::params_of;
+use crate::evaluate::supervisor::Supervised;
+use crate::interrupt;
+use crate::llm::operator::{LanguageModel, SourceSearch, SourceState};
+use crate::llm::DeviceDescription;
+use crate::messages::Message;
+use crate::text::{fmt_ns, headline};
+
+/// A finished (or interrupted) search.
+pub struct Searched {
+    pub state: SearchState,
+    /// The language model's source search, when one ran.
+    pub language_model: Option<SourceSearch>,
+    /// Cut short by Ctrl-C or SIGTERM.
+    pub interrupted: bool,
+}
+
+impl Searched {
+    /// The language model's verified source variants as finalists: (time, defines, source).
+    pub fn source_finalists(&self) -> Vec<(f64, Params, Option<String>)> {
+        self.language_model
+            .as_ref()
+            .map(|ss| ss.elites().into_iter().map(|e| (e.time, e.params.clone(), Some(e.source.clone()))).collect())
+            .unwrap_or_default()
+    }
+
+    /// What the checkpoint keeps of the language model.
+    pub fn operator_state(&self) -> Option<serde_json::Value> {
+        self.language_model.as_ref().and_then(|ss| serde_json::to_value(ss.state()).ok())
+    }
+}
+
+/// Runs the search of `spec` at `workload` from `state`. `None` when interrupted before any
+/// candidate (the reference included) was measured.
+pub fn search(
+    plan: &Plan,
+    spec: &KernelSpec,
+    workload: &Workload,
+    key: &Key,
+    bench: &mut Supervised,
+    mut state: SearchState,
+    operator_state: Option<serde_json::Value>,
+) -> Result<Option<Searched>> {
+    let mut language_model = match &plan.llm {
+        None => None,
+        Some(cfg) => Some(match operator_state.map(serde_json::from_value::<SourceState>) {
+            None => SourceSearch::new(cfg, plan.args.seed)?,
+            Some(saved) => match saved.map_err(anyhow::Error::from).and_then(|st| SourceSearch::resume(cfg, st)) {
+                Ok(ss) => ss,
+                Err(e) => {
+                    eprintln!(
+                        "note: {} @ {}: the language model's saved state is not usable ({e:#}); its search starts afresh",
+                        spec.id, workload.name
+                    );
+                    SourceSearch::new(cfg, plan.args.seed)?
+                }
+            },
+        }),
+    };
+    let bar = if plan.output.quiet { ProgressBar::hidden() } else { ProgressBar::new(plan.args.budget_evals as u64) };
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} evals  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{} @ {}", spec.id, workload.name));
+    let turns = |s: &SearchState| (s.progress().evaluations + s.progress().external_turns) as u64;
+    bar.set_position(turns(&state));
+    let validity = bench.validity();
+    let valid = |c: &kfoundry_search::Config| validity.accepts(c);
+    let floor = |p: &Params| plan.peaks.and_then(|pk| pk.kernel_floor(spec, p, &workload.sizes));
+    let device = DeviceDescription::from_info(&plan.device.info, bench.limits().preferred_multiple, bench.limits().sub_groups);
+    let mut interrupted = false;
+    loop {
+        if interrupt::requested() {
+            interrupted = true;
+            break;
+        }
+        let step = match language_model.as_mut() {
+            Some(search) => {
+                let mut shown = Shown { inner: LanguageModel { search, spec, device: device.clone(), floor: &floor }, bar: &bar };
+                state.step_with(bench, &valid, Some(&mut shown))
+            }
+            None => state.step_with(bench, &valid, None),
+        };
+        match step {
+            Step::Done(_) => break,
+            Step::External => {
+                let operator_state = language_model.as_ref().and_then(|ss| serde_json::to_value(ss.state()).ok());
+                plan.checkpoints.save(key, &state, operator_state.as_ref(), None)?;
+                bar.set_position(turns(&state));
+                let Some(turn) = language_model.as_ref().and_then(|ss| ss.records.last()) else { continue };
+                if plan.output.json {
+                    Message::LanguageModel { kernel: spec.id.clone(), workload: workload.name.clone(), turn: turn.clone() }.emit();
+                }
+                if plan.output.verbose || (plan.output.notes && turn.outcome == "accepted") {
+                    bar.println(format!("  language model: {} {}", turn.outcome, headline(&turn.detail)));
+                }
+            }
+            Step::Evaluated(i) => {
+                // Saved before it is reported: whatever was reported is never evaluated again.
+                let operator_state = language_model.as_ref().and_then(|ss| serde_json::to_value(ss.state()).ok());
+                plan.checkpoints.save(key, &state, operator_state.as_ref(), None)?;
+                let r = &state.history()[i];
+                let p = state.progress();
+                bar.set_position(turns(&state));
+                if let Some((_, t)) = p.best {
+                    bar.set_message(format!("best {}  failures {}", fmt_ns(t * 1e9), p.failures));
+                }
+                if plan.output.json {
+                    Message::Evaluation {
+                        kernel: spec.id.clone(),
+                        workload: workload.name.clone(),
+                        params: params_of(spec, &r.config),
+                        operator: r.operator,
+                        outcome: r.outcome.clone(),
+                    }
+                    .emit();
+                }
+                if plan.output.verbose {
+                    bar.println(format!("  {:?} {} → {}", r.operator, fmt_params(&params_of(spec, &r.config)), describe(&r.outcome)));
+                }
+                if roofline_reached(plan, spec, workload, &p) {
+                    if plan.output.notes {
+                        let target = plan.args.roofline_stop.unwrap_or(1.0);
+                        bar.println(format!("{} @ {}: within {:.0}% of the roofline; stopping", spec.id, workload.name, target * 100.0));
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if state.progress().best.is_none() && interrupted {
+        return Ok(None);
+    }
+    Ok(Some(Searched { state, language_model, interrupted }))
+}
+
+/// Whether the best so far is within `--roofline-stop` of the device's roofline floor.
+fn roofline_reached(plan: &Plan, spec: &KernelSpec, workload: &Workload, p: &Progress) -> bool {
+    let (Some(target), Some((best, t)), Some(peaks)) = (plan.args.roofline_stop, p.best, plan.peaks) else {
+        return false;
+    };
+    peaks.kernel_floor(spec, &params_of(spec, best), &workload.sizes).is_some_and(|f| f / t >= target)
+}
+
+/// The language model's operator, saying on the progress bar that it is being asked.
+struct Shown<'a, O> {
+    inner: O,
+    bar: &'a ProgressBar,
+}
+
+impl<O: ExternalOperator<Supervised>> ExternalOperator<Supervised> for Shown<'_, O> {
+    fn wants_turn(&self, progress: &Progress, exhausted: bool) -> bool {
+        self.inner.wants_turn(progress, exhausted)
+    }
+
+    fn turn(&mut self, evaluator: &mut Supervised, progress: &Progress) -> f64 {
+        self.bar.set_message("asking the language model");
+        self.inner.turn(evaluator, progress)
+    }
+}

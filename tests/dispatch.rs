@@ -144,7 +144,7 @@ fn programs_are_built_once_per_context_and_variant() {
 
 /// A device description like this machine's, under another name (so another family).
 fn described_like_here(device: &Device, kind: &str) -> (DeviceKey, kfoundry::DeviceInfo) {
-    let here = kfoundry::device_key(&device).unwrap();
+    let here = kfoundry::device_key(device).unwrap();
     let key = DeviceKey::from_reported(here.vendor_id, "some other cpu 9000", "1.0", "OpenCL 3.0");
     let info = kfoundry::DeviceInfo {
         name: "some other cpu 9000".into(),

@@ -58,6 +58,11 @@ pub fn fmt_ns(ns: f64) -> String {
     }
 }
 
+/// The first line of a text (a build log, a model's explanation), for one-line reports.
+pub fn headline(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,9 +81,4 @@ mod tests {
         assert_eq!(fmt_ns(2_500_000.0), "2.500 ms");
         assert_eq!(fmt_ns(3e9), "3.000 s");
     }
-}
-
-/// The first line of a text (a build log, a model's explanation), for one-line reports.
-pub fn headline(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
 }

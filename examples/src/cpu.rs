@@ -6,11 +6,18 @@ pub fn data(len: usize, seed: u32) -> Vec<f32> {
     (0..len as u32).map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed.wrapping_mul(40503)) >> 8) % 2000) as f32 / 1000.0 - 1.0).collect()
 }
 
+/// Whether `got` differs from `want` by more than `atol + rtol * |want|`; NaN on either side
+/// counts as a difference.
+pub fn differs(got: f64, want: f64, rtol: f64, atol: f64) -> bool {
+    let within = (got - want).abs() <= atol + rtol * want.abs();
+    !within
+}
+
 /// Number of elements of `got` that differ from `want` by more than `atol + rtol * |want|`
 /// (NaN counts as a difference).
 pub fn mismatches(got: &[f32], want: &[f64], rtol: f64, atol: f64) -> usize {
     assert_eq!(got.len(), want.len());
-    got.iter().zip(want).filter(|(g, w)| !((**g as f64 - **w).abs() <= atol + rtol * w.abs())).count()
+    got.iter().zip(want).filter(|(g, w)| differs(**g as f64, **w, rtol, atol)).count()
 }
 
 /// C = A·B, row-major (A: m × k, B: k × n).

@@ -95,7 +95,7 @@ fn row_sum(queue: &Queue, device: &Device, rows: usize, cols: usize) -> Result<(
     let bad = (0..rows)
         .filter(|&r| {
             let want: f64 = m[r * cols..(r + 1) * cols].iter().map(|v| *v as f64).sum();
-            !((out[r] as f64 - want).abs() <= 1e-4 * want.abs() + 1e-5)
+            kfoundry_examples::cpu::differs(out[r] as f64, want, 1e-4, 1e-5)
         })
         .count();
     report("row_sum", &RowSum::explain(device, rows, cols)?, bad, rows)
@@ -113,7 +113,7 @@ fn sgemm(queue: &Queue, device: &Device, m: usize, n: usize, k: usize) -> Result
     for i in 0..m {
         for j in 0..n {
             let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
-            if !((c[i * n + j] as f64 - want).abs() <= 1e-4 * want.abs() + 1e-4) {
+            if kfoundry_examples::cpu::differs(c[i * n + j] as f64, want, 1e-4, 1e-4) {
                 bad += 1;
             }
         }

@@ -176,7 +176,7 @@ pub enum Stop {
 
 /// What [`SearchState::step`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub enum Stepped {
     /// Evaluated one configuration: its history index.
     Evaluated(usize),
     /// The external operator took a turn (see [`SearchState::step_with`]).
@@ -510,22 +510,22 @@ impl SearchState {
 
     /// Proposes, evaluates and records one configuration; never the same one twice, never
     /// one that `valid` rejects.
-    pub fn step(&mut self, evaluator: &mut dyn Evaluator, valid: &dyn Fn(&Config) -> bool) -> Step {
+    pub fn step(&mut self, evaluator: &mut dyn Evaluator, valid: &dyn Fn(&Config) -> bool) -> Stepped {
         self.step_with(evaluator, valid, None)
     }
 
     /// [`SearchState::step`], offering `external` a turn first: when it wants one, it takes
-    /// the step instead of the parameter search ([`Step::External`]). Once the parameter
+    /// the step instead of the parameter search ([`Stepped::External`]). Once the parameter
     /// space is exhausted, the operator may go on taking turns until the budget is spent.
     pub fn step_with<E: Evaluator + ?Sized>(
         &mut self,
         evaluator: &mut E,
         valid: &dyn Fn(&Config) -> bool,
         mut external: Option<&mut dyn ExternalOperator<E>>,
-    ) -> Step {
+    ) -> Stepped {
         let exhausted = self.stop == Some(Stop::Exhausted);
         if let Some(s) = self.budget_stop().or(self.stop.filter(|_| !exhausted)) {
-            return Step::Done(s);
+            return Stepped::Done(s);
         }
         if let Some(op) = external.as_deref_mut() {
             let progress = self.progress();
@@ -533,11 +533,11 @@ impl SearchState {
                 let cost = op.turn(evaluator, &progress);
                 self.external_turns += 1;
                 self.external_cost += if cost.is_finite() && cost > 0.0 { cost } else { 0.0 };
-                return Step::External;
+                return Stepped::External;
             }
         }
         if exhausted {
-            return Step::Done(Stop::Exhausted);
+            return Stepped::Done(Stop::Exhausted);
         }
         let island = self.next_island % self.islands.len();
         let proposal = match self.propose(island, valid) {
@@ -547,7 +547,7 @@ impl SearchState {
                 // The external operator may want the rest of the budget.
                 return match external {
                     Some(op) => self.step_with(evaluator, valid, Some(op)),
-                    None => Step::Done(Stop::Exhausted),
+                    None => Stepped::Done(Stop::Exhausted),
                 };
             }
         };
@@ -555,7 +555,7 @@ impl SearchState {
         let (child, op, parent, other) = proposal;
         let config = self.space.values(&child);
         let outcome = evaluator.evaluate(&config);
-        Step::Evaluated(self.record(child, config, outcome, op, parent, other, island))
+        Stepped::Evaluated(self.record(child, config, outcome, op, parent, other, island))
     }
 
     /// Runs until a budget is spent, the space is exhausted or `observer` returns false
@@ -566,7 +566,7 @@ impl SearchState {
         valid: &dyn Fn(&Config) -> bool,
         observer: &mut dyn FnMut(&Progress) -> bool,
     ) -> SearchResult {
-        while let Step::Evaluated(_) = self.step(evaluator, valid) {
+        while let Stepped::Evaluated(_) = self.step(evaluator, valid) {
             if !observer(&self.progress()) {
                 self.stop = Some(Stop::Interrupted);
                 break;

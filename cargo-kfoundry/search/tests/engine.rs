@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-use kfoundry_search::{search, Config, Evaluation, FailureKind, Operator, Param, ScreenModel, SearchState, Settings, Space, Step, Stop};
+use kfoundry_search::{search, Config, Evaluation, FailureKind, Operator, Param, ScreenModel, SearchState, Settings, Space, Stepped, Stop};
 
 fn space() -> Space {
     let p = |n: &str, v: &[i64]| Param { name: n.into(), values: v.to_vec() };
@@ -181,7 +181,7 @@ fn seeded_runs_repeat_and_checkpoints_resume_exactly() {
     // stop after 90 steps, checkpoint through JSON, resume
     let mut s = SearchState::new(space(), settings, None).unwrap();
     for _ in 0..90 {
-        assert!(matches!(s.step(&mut evaluate, &valid), Step::Evaluated(_)));
+        assert!(matches!(s.step(&mut evaluate, &valid), Stepped::Evaluated(_)));
     }
     let json = serde_json::to_string(&s).unwrap();
     drop(s);
@@ -335,9 +335,9 @@ fn external_turns_share_the_loop_and_the_evaluation_budget() {
     let (mut evaluated, mut external) = (0, 0);
     loop {
         match state.step_with(&mut eval, &valid, Some(&mut op)) {
-            Step::Evaluated(_) => evaluated += 1,
-            Step::External => external += 1,
-            Step::Done(stop) => {
+            Stepped::Evaluated(_) => evaluated += 1,
+            Stepped::External => external += 1,
+            Stepped::Done(stop) => {
                 assert_eq!(stop, Stop::MaxEvals);
                 break;
             }
@@ -364,7 +364,7 @@ fn the_time_budget_counts_external_turns() {
     let mut op = Scripted { every: 2, after_exhaustion: false, cost: 2.0, turns: Vec::new() };
     let mut eval = |c: &Config| time(c).map_or_else(|| Evaluation::failed(FailureKind::Build, "x", 0.01), |t| Evaluation::ok(t, 0.01));
     let stop = loop {
-        if let Step::Done(stop) = state.step_with(&mut eval, &valid, Some(&mut op)) {
+        if let Stepped::Done(stop) = state.step_with(&mut eval, &valid, Some(&mut op)) {
             break stop;
         }
     };
@@ -384,7 +384,7 @@ fn an_exhausted_space_leaves_the_rest_of_the_budget_to_the_external_operator() {
         let mut state = SearchState::new(tiny.clone(), settings, None).unwrap();
         let mut op = Scripted { every: 1000, after_exhaustion, cost: 0.0, turns: Vec::new() };
         let stop = loop {
-            if let Step::Done(stop) = state.step_with(&mut eval, &all, Some(&mut op)) {
+            if let Stepped::Done(stop) = state.step_with(&mut eval, &all, Some(&mut op)) {
                 break stop;
             }
         };

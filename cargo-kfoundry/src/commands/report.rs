@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::cli::{MessageFormat, ReportArgs};
 use crate::device::{self as devices, Selected};
 use crate::evaluate::supervisor::{Supervised, TimeLimits};
-use crate::evaluate::Settings;
+use crate::evaluate::Measurement;
 use crate::messages::{CrossCell, Message};
 use crate::pipeline::discover::sources;
 use crate::text::{fmt_ns, Table};
@@ -54,7 +54,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 if !json {
                     eprintln!("{} @ {}: measuring {} winners on {}", spec.id, workload, winners.len(), dev.info.name);
                 }
-                let settings = Settings { repeats: args.repeats.max(1), ..Settings::default() };
+                let settings = Measurement { repeats: args.repeats.max(1), ..Measurement::default() };
                 let mut bench = Supervised::start(spec, &w.sizes, dev.index, settings, TimeLimits::default())
                     .with_context(|| format!("{}: setting up `{}` at `{workload}` on {}", kernel.location(), spec.id, dev.info.name))?;
                 let measured: Vec<(&Variant, Evaluation)> = winners.iter().map(|v| (*v, bench.evaluate_params(&v.params))).collect();

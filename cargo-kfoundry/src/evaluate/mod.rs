@@ -46,7 +46,7 @@ pub const FRONT_GUARD_BYTES: usize = 65536;
 
 /// How candidates are checked and timed.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Settings {
+pub struct Measurement {
     /// Fresh input sets each candidate must pass (each with a new seed).
     pub input_sets: usize,
     /// Untimed runs before timing.
@@ -57,9 +57,9 @@ pub struct Settings {
     pub seed: u64,
 }
 
-impl Default for Settings {
+impl Default for Measurement {
     fn default() -> Self {
-        Settings { input_sets: 3, warmup: 1, repeats: 5, seed: 0 }
+        Measurement { input_sets: 3, warmup: 1, repeats: 5, seed: 0 }
     }
 }
 
@@ -186,7 +186,7 @@ pub struct Bench {
     built: Vec<(BuildKey, std::rc::Rc<Kernel>)>,
     /// On-device drawing, poisoning, comparison and local-memory scrubbing.
     device_data: DeviceData,
-    settings: Settings,
+    settings: Measurement,
     /// Input sets drawn so far (each gets its own seed).
     draws: std::cell::Cell<u64>,
     /// Build logs of failed candidates: (parameters, log).
@@ -221,7 +221,7 @@ pub enum Phase {
 
 impl Bench {
     /// A bench on device number `device` of `kfoundry_rt::list_devices()`.
-    pub fn new(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Settings) -> Result<Bench, SetupError> {
+    pub fn new(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Measurement) -> Result<Bench, SetupError> {
         let session = Session::on_device(device)?;
         let mut limits = session.limits()?;
         let program = session.build_spec(spec, &spec.source, &spec.reference)?;
@@ -479,7 +479,7 @@ impl Bench {
             Err(e) => {
                 let log = e.to_string();
                 self.build_failures.push((params.clone(), truncate(&log, 4000)));
-                Err((FailureKind::Build, first_line(&log)))
+                Err((FailureKind::Build, build_error_line(&log)))
             }
         }
     }
@@ -655,7 +655,8 @@ pub fn fmt_sizes(sizes: &Sizes) -> String {
     kfoundry_rt::model::spec::fmt_assignments(sizes, ", ")
 }
 
-fn first_line(text: &str) -> String {
+/// The line of a build log that says what went wrong (the first mentioning an error), cut short.
+fn build_error_line(text: &str) -> String {
     let line = text.lines().find(|l| l.contains("error")).or_else(|| text.lines().next()).unwrap_or("build failed");
     truncate(line.trim(), 300)
 }

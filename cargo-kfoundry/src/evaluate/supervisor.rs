@@ -11,7 +11,7 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 
 use super::worker::{Request, Response};
-use super::{params_of, ErrorStats, Judge, Limits, Phase, Settings, Validity, Verdict};
+use super::{params_of, ErrorStats, Judge, Limits, Measurement, Phase, Validity, Verdict};
 
 /// How long each phase of a request may take.
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +66,7 @@ pub struct Supervised {
 }
 
 impl Supervised {
-    pub fn start(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Settings, time: TimeLimits) -> Result<Supervised> {
+    pub fn start(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Measurement, time: TimeLimits) -> Result<Supervised> {
         let setup = Request::Setup { spec: Box::new(spec.clone()), sizes: sizes.clone(), device, settings };
         let mut s = Supervised {
             setup,
@@ -414,7 +414,7 @@ mod tests {
         .map_err(|e| e.to_string())
         .unwrap();
         let mut s = Supervised {
-            setup: Request::Setup { spec: Box::new(spec.clone()), sizes: Sizes::new(), device: 0, settings: Settings::default() },
+            setup: Request::Setup { spec: Box::new(spec.clone()), sizes: Sizes::new(), device: 0, settings: Measurement::default() },
             worker: None,
             limits: Limits::default(),
             time: TimeLimits::default(),

@@ -9,13 +9,13 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::Evaluation;
 use serde::{Deserialize, Serialize};
 
-use super::{Bench, ErrorStats, Limits, Phase, Settings, Verdict};
+use super::{Bench, ErrorStats, Limits, Measurement, Phase, Verdict};
 
 /// What the tuner sends.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
     /// First message: what to evaluate, and where (index in `list_devices()` order).
-    Setup { spec: Box<KernelSpec>, sizes: Sizes, device: usize, settings: Settings },
+    Setup { spec: Box<KernelSpec>, sizes: Sizes, device: usize, settings: Measurement },
     /// `source`: a source-level variant to build instead of the annotated source.
     Evaluate {
         params: Params,
@@ -166,6 +166,6 @@ pub fn serve() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn setup(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Settings) -> Result<Bench, String> {
+fn setup(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Measurement) -> Result<Bench, String> {
     Bench::new(spec, sizes, device, settings).map_err(|e| e.to_string())
 }

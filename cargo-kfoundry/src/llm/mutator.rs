@@ -217,7 +217,7 @@ impl Mutator {
     /// Whether the tuner should ask for a mutation after `evaluations` evaluations (one per
     /// `every`, never when disabled).
     pub fn wants(&self, evaluations: u64) -> bool {
-        self.state.disabled.is_none() && evaluations % u64::from(self.state.settings.every) == 0
+        self.state.disabled.is_none() && evaluations.is_multiple_of(u64::from(self.state.settings.every))
     }
 
     fn chat_failed(&mut self, error: &ChatError) {

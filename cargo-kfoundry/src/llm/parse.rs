@@ -407,7 +407,7 @@ fn keyword_positions(src: &str, keyword: &str) -> Vec<usize> {
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     src.match_indices(keyword)
         .map(|(i, _)| i)
-        .filter(|&i| (i == 0 || !ident(bytes[i - 1])) && bytes.get(i + keyword.len()).map_or(true, |&b| !ident(b)))
+        .filter(|&i| (i == 0 || !ident(bytes[i - 1])) && bytes.get(i + keyword.len()).is_none_or(|&b| !ident(b)))
         .collect()
 }
 

@@ -33,7 +33,7 @@ use crate::checkpoint::Key;
 use crate::cli::TuneArgs;
 use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
-use crate::evaluate::Settings as EvalSettings;
+use crate::evaluate::Measurement;
 use crate::interrupt;
 use crate::messages::{Message, TuneResult};
 use finalists::Finalist;
@@ -98,9 +98,9 @@ fn tune_one(plan: &Plan, spec: &KernelSpec, workload: &Workload, existing: Optio
     let key = Key { kernel: &spec.id, fingerprint: &fingerprint, workload: &workload.name, device: &device_key, seed: plan.args.seed };
     let (state, operator_state) = match plan::start(plan, spec, workload, &key)? {
         Start::Finished(result) => return Ok(Some(*result)),
-        Start::Search { state, operator_state } => (state, operator_state),
+        Start::Search { state, operator_state } => (*state, operator_state),
     };
-    let settings = EvalSettings { repeats: plan.args.repeats, seed: plan.args.seed, ..EvalSettings::default() };
+    let settings = Measurement { repeats: plan.args.repeats, seed: plan.args.seed, ..Measurement::default() };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as
     // failed and the search goes on with a fresh worker.
     let mut bench = Supervised::start(spec, &workload.sizes, plan.device.index, settings, plan.args.limits.time_limits())?;

@@ -64,7 +64,7 @@ pub enum Start {
     /// The interrupted run had finished this one; its result is kept.
     Finished(Box<TuneResult>),
     /// The engine's state (fresh, or resumed) and the external operator's saved state.
-    Search { state: SearchState, operator_state: Option<serde_json::Value> },
+    Search { state: Box<SearchState>, operator_state: Option<serde_json::Value> },
 }
 
 /// Plans the run of `args`.
@@ -170,13 +170,13 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     }
     let fresh = fresh_search(spec, args)?;
     let Some(ck) = resumed else {
-        return Ok(Start::Search { state: fresh, operator_state: None });
+        return Ok(Start::Search { state: Box::new(fresh), operator_state: None });
     };
     // The checkpoint must be of this very search: the kernel's space and the engine's settings.
     let unbudgeted = |s: &SearchSettings| SearchSettings { max_evals: None, max_seconds: None, stagnation: None, ..s.clone() };
     if ck.state.space() != fresh.space() || unbudgeted(ck.state.settings()) != unbudgeted(fresh.settings()) {
         eprintln!("note: the checkpoint of {} @ {} was made for another search space or settings; searching afresh", spec.id, workload.name);
-        return Ok(Start::Search { state: fresh, operator_state: None });
+        return Ok(Start::Search { state: Box::new(fresh), operator_state: None });
     }
     let mut state = ck.state;
     let stagnation = state.settings().stagnation;
@@ -184,7 +184,7 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     if plan.output.notes {
         eprintln!("{} @ {}: resuming after {} evaluations", spec.id, workload.name, state.history().len());
     }
-    Ok(Start::Search { state, operator_state: ck.source_search })
+    Ok(Start::Search { state: Box::new(state), operator_state: ck.source_search })
 }
 
 /// The complete result the lockfile already holds for this kernel (same fingerprint), device

@@ -9,7 +9,7 @@
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
-use kfoundry_search::{ExternalOperator, Progress, SearchState, Step};
+use kfoundry_search::{ExternalOperator, Progress, SearchState, Stepped};
 
 use super::plan::Plan;
 use super::report::{describe, fmt_params};
@@ -100,8 +100,8 @@ pub fn search(
             None => state.step_with(bench, &valid, None),
         };
         match step {
-            Step::Done(_) => break,
-            Step::External => {
+            Stepped::Done(_) => break,
+            Stepped::External => {
                 let operator_state = language_model.as_ref().and_then(|ss| serde_json::to_value(ss.state()).ok());
                 plan.checkpoints.save(key, &state, operator_state.as_ref(), None)?;
                 bar.set_position(turns(&state));
@@ -113,7 +113,7 @@ pub fn search(
                     bar.println(format!("  language model: {} {}", turn.outcome, headline(&turn.detail)));
                 }
             }
-            Step::Evaluated(i) => {
+            Stepped::Evaluated(i) => {
                 // Saved before it is reported: whatever was reported is never evaluated again.
                 let operator_state = language_model.as_ref().and_then(|ss| serde_json::to_value(ss.state()).ok());
                 plan.checkpoints.save(key, &state, operator_state.as_ref(), None)?;

@@ -95,7 +95,7 @@ struct Entry {
 }
 
 enum Body {
-    Assign(syn::Expr),
+    Assign(Box<syn::Expr>),
     List(TokenStream),
 }
 
@@ -104,7 +104,7 @@ impl Parse for Entry {
         let key: Ident = input.parse()?;
         if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
-            Ok(Entry { key, body: Body::Assign(input.parse()?) })
+            Ok(Entry { key, body: Body::Assign(Box::new(input.parse()?)) })
         } else if input.peek(syn::token::Paren) {
             let content;
             syn::parenthesized!(content in input);
@@ -133,6 +133,9 @@ fn named_list(tokens: TokenStream) -> syn::Result<Vec<Named>> {
     Ok(Punctuated::<Named, Token![,]>::parse_terminated.parse2(tokens)?.into_iter().collect())
 }
 
+/// `NAME = value` pairs with the span of each.
+type Assignments = Vec<(String, i64, Span)>;
+
 #[derive(Default)]
 struct Builder {
     source: Option<(LitStr, bool)>,
@@ -141,7 +144,7 @@ struct Builder {
     options: Option<LitStr>,
     extrapolate: Option<syn::LitBool>,
     params: Vec<(Param, Span)>,
-    reference: Option<(Vec<(String, i64, Span)>, Span)>,
+    reference: Option<(Assignments, Span)>,
     require: Vec<(Expr, Span)>,
     global: Option<(Vec<Expr>, Span)>,
     local: Option<(Vec<Expr>, Span)>,
@@ -184,7 +187,7 @@ impl Builder {
             ("kernel", Body::Assign(e)) => self.kernel = Some(lit_str(&e)?),
             ("name", Body::Assign(e)) => self.name = Some(lit_str(&e)?),
             ("options", Body::Assign(e)) => self.options = Some(lit_str(&e)?),
-            ("extrapolate", Body::Assign(e)) => match e {
+            ("extrapolate", Body::Assign(e)) => match *e {
                 syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) => self.extrapolate = Some(b),
                 other => return err(other.span(), "expected `true` or `false`"),
             },
@@ -209,7 +212,7 @@ impl Builder {
                 }
             }
             ("global" | "local", Body::Assign(e)) => {
-                let dims = match &e {
+                let dims = match &*e {
                     syn::Expr::Tuple(t) => t.elems.iter().map(expr).collect::<syn::Result<Vec<_>>>()?,
                     other => vec![expr(other)?],
                 };

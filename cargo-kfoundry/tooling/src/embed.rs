@@ -192,7 +192,7 @@ mod tests {
             let mut kept: Vec<Variant> = lock.kernels.get(&spec.id).map(|e| e.variants.clone()).unwrap_or_default();
             kept.retain(|k| k.device == device);
             kept.push(v);
-            lock.record(&spec.id, &fingerprint(&spec).unwrap(), &device, info.clone(), kept);
+            lock.record(&spec.id, &fingerprint(spec).unwrap(), &device, info.clone(), kept);
         }
         lock
     }

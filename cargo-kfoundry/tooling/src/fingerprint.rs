@@ -189,7 +189,8 @@ mod tests {
         let a = saxpy();
         let fp = |s: &KernelSpec| fingerprint(s).unwrap();
         assert_eq!(fp(&a).len(), 16);
-        let changed: Vec<Box<dyn Fn(&mut KernelSpec)>> = vec![
+        type Edit = Box<dyn Fn(&mut KernelSpec)>;
+        let changed: Vec<Edit> = vec![
             Box::new(|s| s.source.push(' ')),
             Box::new(|s| s.params[0].values.push(256)),
             Box::new(|s| s.reference.insert("WG".into(), 32).map_or((), |_| ())),

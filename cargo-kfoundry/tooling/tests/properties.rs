@@ -290,7 +290,7 @@ fn literal_text(v: u64, style: u8) -> String {
             let digits = v.to_string();
             let mut out = String::new();
             for (i, c) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i) % 3 == 0 {
+                if i > 0 && (digits.len() - i).is_multiple_of(3) {
                     out.push('_');
                 }
                 out.push(c);
@@ -1235,8 +1235,11 @@ mod annotations {
         "{}",
     ];
 
+    /// Byte ranges (start, end) in a text.
+    type Ranges = Vec<(usize, usize)>;
+
     /// Byte spans of number-like literals and identifiers (outside string literals).
-    fn spans(text: &str) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+    fn spans(text: &str) -> (Ranges, Ranges) {
         let b = text.as_bytes();
         let (mut nums, mut idents) = (Vec::new(), Vec::new());
         let mut i = 0;

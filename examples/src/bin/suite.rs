@@ -26,6 +26,7 @@
 //!    256 MiB (`--sample-above-mib`), a strided sample of it (`<problem>.sample.f32` with `<problem>.sample_idx.u64`:
 //!    element j of the sample is output index j * stride; stride is the smallest prime ≥
 //!    len / 2^24, so about 16 M elements are kept).
+//!
 //! For SGEMM, with `--clblast PATH` or `$CLBLAST_LIB` (e.g. `libclblast.so.1`), CLBlast's
 //! `CLBlastSgemm` is timed on the same queue and input buffers (host-timed per call, since it
 //! may run several kernels) and its output checked against the reference.
@@ -507,7 +508,7 @@ fn compare(got: &Buffer<f32>, want: &Buffer<f32>, tol: (f64, f64)) -> Result<Val
             num += d * d;
             den += y * y;
             max_abs = max_abs.max(d);
-            if !(d <= tol.1 + tol.0 * y.abs()) {
+            if kfoundry_examples::cpu::differs(x, y, tol.0, tol.1) {
                 outside += 1;
             }
         }
@@ -526,7 +527,7 @@ fn compare(got: &Buffer<f32>, want: &Buffer<f32>, tol: (f64, f64)) -> Result<Val
 }
 
 fn smallest_prime_at_least(n: usize) -> usize {
-    let is_prime = |k: usize| k >= 2 && (2..).take_while(|d| d * d <= k).all(|d| k % d != 0);
+    let is_prime = |k: usize| k >= 2 && (2..).take_while(|d| d * d <= k).all(|d| !k.is_multiple_of(d));
     (n.max(2)..).find(|k| is_prime(*k)).unwrap_or(n)
 }
 
@@ -712,6 +713,7 @@ impl ClBlast {
         Ok(ClBlast { _lib: lib, sgemm, path: path.into() })
     }
 
+    #[expect(clippy::too_many_arguments, reason = "the arguments of CLBlastSgemm")]
     fn call(&self, queue: &Queue, m: usize, n: usize, k: usize, a: &Buffer<f32>, b: &Buffer<f32>, c: &Buffer<f32>) -> Result<()> {
         let mut q = queue.as_core().as_ptr();
         // SAFETY: live buffers of the right lengths (m·k, k·n, m·n) on this queue's context;

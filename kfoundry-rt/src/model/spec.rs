@@ -481,10 +481,10 @@ impl KernelSpec {
                 Some(_) => {}
             }
             match *dist {
-                Distribution::Uniform { lo, hi } if !(lo < hi) || !lo.is_finite() || !hi.is_finite() => {
+                Distribution::Uniform { lo, hi } if !lo.is_finite() || !hi.is_finite() || lo >= hi => {
                     err!(Part::Input(name.clone()), format!("`uniform({lo}, {hi})` needs finite lo < hi"))
                 }
-                Distribution::Normal { std, mean } if !(std > 0.0) || !mean.is_finite() || !std.is_finite() => {
+                Distribution::Normal { std, mean } if !mean.is_finite() || !std.is_finite() || std <= 0.0 => {
                     err!(Part::Input(name.clone()), format!("`normal({mean}, {std})` needs a positive finite std"))
                 }
                 _ => {}
@@ -789,9 +789,12 @@ pub(crate) mod tests {
         assert!(matches!(s.geometry(&s.reference, &p(&[("m", 64)])), Err(LaunchError::SizeNames { .. })));
     }
 
+    /// An edit of a specification.
+    type Edit = Box<dyn Fn(&mut KernelSpec)>;
+
     #[test]
     fn validation_finds_each_mistake() {
-        let cases: Vec<(Box<dyn Fn(&mut KernelSpec)>, Part, &str)> = vec![
+        let cases: Vec<(Edit, Part, &str)> = vec![
             (
                 Box::new(|s| {
                     s.reference.remove("WG");

@@ -22,19 +22,24 @@ use crate::model::variant::Variant;
 type Handle = usize;
 
 /// One annotated kernel, as the `#[kfoundry::evolve]` macro embeds it.
+/// An error about an embedded kernel: (kernel id when known, what was wrong).
+type KernelError = (String, String);
+
 pub struct Evolved {
     spec_json: &'static str,
     variants_json: &'static str,
     /// Generated sources of source-level variants, as a JSON object hash → text.
     sources_json: &'static str,
     /// Decoded once; an error names the kernel (when known) and what was wrong.
-    decoded: OnceLock<Result<Decoded, (String, String)>>,
-    choices: Mutex<BTreeMap<(Handle, Vec<i64>), Arc<Choice>>>,
+    decoded: OnceLock<Result<Decoded, KernelError>>,
+    /// Dispatch decisions by device and call sizes.
+    choices: Mutex<BTreeMap<ChoiceKey, Arc<Choice>>>,
     /// Built programs by context, device, source hash ("" for the annotated source) and params.
     kernels: Mutex<BTreeMap<ProgramKey, (core::Program, core::Kernel)>>,
 }
 
 type ProgramKey = (Handle, Handle, String, Vec<i64>);
+type ChoiceKey = (Handle, Vec<i64>);
 
 struct Decoded {
     spec: KernelSpec,

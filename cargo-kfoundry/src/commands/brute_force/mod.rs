@@ -31,7 +31,7 @@ use crate::cli::{BruteForceArgs, MessageFormat};
 use crate::device::{self as devices, Selected};
 use crate::error::{usage, Exit};
 use crate::evaluate::supervisor::Supervised;
-use crate::evaluate::{config_of, params_of, Settings as EvalSettings};
+use crate::evaluate::{config_of, params_of, Measurement};
 use crate::interrupt;
 use crate::messages::{BruteForced, Message};
 use crate::pipeline::discover::{sources, Kernel};
@@ -190,7 +190,7 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
     }
     let device_key = device.key.to_string();
     let path = out_dir.join(file_name(&spec.id, &workload.name, &device_key));
-    let settings = EvalSettings { repeats: args.repeats, seed: args.seed, ..EvalSettings::default() };
+    let settings = Measurement { repeats: args.repeats, seed: args.seed, ..Measurement::default() };
     let time = args.limits.time_limits();
     // The worker builds and checks the reference, and knows the device's limits.
     let mut bench = Supervised::start(spec, &workload.sizes, device.index, settings, time)?;

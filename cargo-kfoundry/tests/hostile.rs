@@ -74,14 +74,17 @@ __kernel void scale(const int n, __global const float* x, __global const float* 
 
 const SEEDS: u64 = 20;
 
+fn hostile_args() -> String {
+    format!(
+        r#"code = {SOURCE:?}, params(BAD = 0..=9), reference(BAD = 0),
+           global = n, local = 64, buffers(x = n, c = 16, y = n), check(y), workloads(w(n = 65536))"#
+    )
+}
+
 #[test]
 fn kernels_written_to_cheat_never_win() {
     let dir = tempfile::tempdir().unwrap();
-    let args = format!(
-        r#"code = {SOURCE:?}, params(BAD = 0..=9), reference(BAD = 0),
-           global = n, local = 64, buffers(x = n, c = 16, y = n), check(y), workloads(w(n = 65536))"#
-    );
-    let bundle = bundle::write(dir.path(), "hostile.json", "Hostile", &args);
+    let bundle = bundle::write(dir.path(), "hostile.json", "Hostile", &hostile_args());
     // per BAD value: (times it passed the search, times it was rejected by probing or
     // re-measuring, times it shipped)
     let mut passed_search: BTreeMap<i64, usize> = BTreeMap::new();
@@ -165,15 +168,18 @@ __kernel void scale2(const int rows, const int cols, __global const float* x, __
 }
 "#;
 
-#[test]
-fn kernels_that_escape_their_buffers_or_the_diagonal_never_win() {
-    let dir = tempfile::tempdir().unwrap();
-    let args = format!(
+fn escape_args() -> String {
+    format!(
         r#"code = {SOURCE_2D:?}, params(BAD = 0..=3), reference(BAD = 0),
            global = (ceil_div(cols, 64) * 64, rows), local = (64, 1), buffers(x = rows * cols, y = rows * cols), check(y),
            workloads(square(rows = 100, cols = 100))"#
-    );
-    let bundle = bundle::write(dir.path(), "escape.json", "Escape", &args);
+    )
+}
+
+#[test]
+fn kernels_that_escape_their_buffers_or_the_diagonal_never_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundle::write(dir.path(), "escape.json", "Escape", &escape_args());
     for seed in 0..3u64 {
         let lock = dir.path().join(format!("Kfoundry-{seed}.lock"));
         let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
@@ -204,4 +210,15 @@ fn kernels_that_escape_their_buffers_or_the_diagonal_never_win() {
         let lock = Lockfile::read(&lock).unwrap().expect("a lockfile");
         assert_eq!(lock.kernels["test::Escape"].variants[0].params["BAD"], 0, "seed {seed}");
     }
+}
+
+/// Writes the two hostile bundles to `$KFOUNDRY_EXPORT_DIR`, to tune them on another device
+/// (a GPU machine without a Rust toolchain): `KFOUNDRY_EXPORT_DIR=dir cargo test -p
+/// cargo-kfoundry --test hostile -- --ignored export`.
+#[test]
+#[ignore]
+fn export_bundles() {
+    let dir = std::path::PathBuf::from(std::env::var("KFOUNDRY_EXPORT_DIR").expect("KFOUNDRY_EXPORT_DIR"));
+    bundle::write(&dir, "hostile.json", "Hostile", &hostile_args());
+    bundle::write(&dir, "escape.json", "Escape", &escape_args());
 }

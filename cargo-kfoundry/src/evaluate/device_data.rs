@@ -54,6 +54,10 @@ __kernel void kf_normal(__global float* out, const ulong n, const uint seed_lo, 
 }
 /* Poison: all bits set (NaN in every float format). A kernel rather than
  * clEnqueueFillBuffer, which did not finish on a 6.4 GB buffer through NVIDIA's OpenCL. */
+/* Writes just before the start of the buffer it is given: the guard self-test. */
+__kernel void kf_write_before(__global uint* p) {
+    if (get_global_id(0) == 0) p[-1] = 0x600DF00DU;
+}
 __kernel void kf_poison(__global uint* out, const ulong n) {
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
         out[i] = 0xFFFFFFFFU;
@@ -120,6 +124,7 @@ pub struct DeviceData {
     normal: Kernel,
     poison: Kernel,
     compare: Kernel,
+    write_before: Kernel,
     /// The local-memory scrub; `None` when no size of it could be built and run here.
     scrub: Option<(Kernel, DeviceBuffer, [usize; 2])>,
 }
@@ -138,6 +143,7 @@ impl DeviceData {
             normal: session.kernel(&program, "kf_normal")?,
             poison: session.kernel(&program, "kf_poison")?,
             compare: session.kernel(&program, "kf_compare")?,
+            write_before: session.kernel(&program, "kf_write_before")?,
             scrub: scrub_kernel(session, limits),
         })
     }
@@ -149,6 +155,15 @@ impl DeviceData {
             // buffer) only under a condition its argument never meets.
             unsafe { session.launch_raw(k, &[*global], Some(&[*local]), &[sink.arg(), Arg::Scalar(Scalar::U32(0))], false)? };
         }
+        Ok(())
+    }
+
+    /// Writes the 4 bytes before the start of `view`, a sub-buffer that starts at least 4
+    /// bytes into its parent: the guard self-test's deliberate overrun.
+    pub fn write_before(&self, session: &Session, view: &DeviceBuffer) -> Result<(), RtError> {
+        // SAFETY: the caller gives a sub-buffer whose parent holds at least 4 bytes before it,
+        // and the kernel writes only those (from one work-item).
+        unsafe { session.launch_raw(&self.write_before, &[1], None, &[view.arg()], false)? };
         Ok(())
     }
 

@@ -204,6 +204,9 @@ pub enum SetupError {
     Reference { sizes: String, message: String },
     #[error("the reference's output `{0}` does not change when the inputs change: a kernel writing constants would pass verification; check the annotation's inputs and check(...)")]
     InsensitiveOutput(String),
+    /// The guard zones cannot be trusted on this device: nothing would be verified safely.
+    #[error("this device's OpenCL driver does not show a write before a buffer's start in the guard before it ({0}): candidates that write out of bounds could not be caught, so nothing is tuned here")]
+    GuardsUnreliable(String),
 }
 
 /// A verdict on a candidate at some sizes: its output errors, or why it failed.
@@ -241,8 +244,40 @@ impl Bench {
             build_failures: Vec::new(),
             last_errors: None,
         };
+        bench.check_guards()?;
         bench.check_reference(sizes)?;
         Ok(bench)
+    }
+
+    /// The front guard relies on the driver: a sub-buffer must share its parent's memory, so
+    /// that a write before the sub-buffer's start lands in the guard before it. (NVIDIA's
+    /// driver did not, for buffers created from host memory.) Checked once per bench with each
+    /// way a run's buffers are filled: a deliberate write before the start must be seen.
+    fn check_guards(&self) -> Result<(), SetupError> {
+        const LEN: usize = 64;
+        let (front, back) = self.guard_lens(LEN, ScalarType::U32);
+        if front < 4 {
+            // No room for a front guard under this device's allocation limit: nothing to check.
+            return Ok(());
+        }
+        for (how, fill) in [("filled from the host", Fill::Host(vec![0u8; LEN * 4])), ("filled on the device", Fill::Poison)] {
+            let buffer = PreparedBuffer {
+                name: "guard self-test".into(),
+                ty: ScalarType::U32,
+                len: LEN,
+                fill,
+                front: vec![0x5A; front],
+                back: vec![0x5A; back * 4],
+            };
+            let run = self.upload(&Prepared { buffers: vec![buffer], scalars: Vec::new() })?;
+            let view = &run.buffers[0].view;
+            self.device_data.write_before(&self.session, view)?;
+            self.session.finish()?;
+            if self.touched_guard(&run)?.is_none() {
+                return Err(SetupError::GuardsUnreliable(format!("a buffer {how}")));
+            }
+        }
+        Ok(())
     }
 
     /// The reference can be trusted at `sizes`: it launches, stays within its buffers, and its

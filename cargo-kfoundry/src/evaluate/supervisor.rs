@@ -173,6 +173,9 @@ impl Supervised {
                 if let Some(log) = build_log {
                     self.build_failures.push((params.clone(), log));
                 }
+                if let Err((FailureKind::Runtime, _)) = &verdict {
+                    self.worker = None;
+                }
                 Ok(verdict)
             }
             Ok((Response::Unverifiable { message }, _)) => Err(message),
@@ -199,6 +202,7 @@ impl Supervised {
                     self.build_failures.push((params.clone(), log));
                 }
                 self.last_errors = errors;
+                self.retire_after(&evaluation);
                 evaluation
             }
             Ok((other, _)) => {
@@ -217,6 +221,16 @@ impl Supervised {
                 };
                 Evaluation::failed(failure.kind(), reason, started.elapsed().as_secs_f64())
             }
+        }
+    }
+
+    /// A candidate whose launch or run failed inside OpenCL may have left the worker's
+    /// context unusable (NVIDIA's driver, after an illegal address, fails every later launch
+    /// with CL_OUT_OF_RESOURCES): the worker is replaced before the next request, so that
+    /// one bad candidate fails alone, not every candidate after it and the reference.
+    fn retire_after(&mut self, evaluation: &Evaluation) {
+        if let Evaluation::Failed { kind: FailureKind::Runtime, .. } = evaluation {
+            self.worker = None;
         }
     }
 
@@ -401,8 +415,8 @@ mod tests {
         Request::Evaluate { params: Params::new(), source: None }
     }
 
-    #[test]
-    fn calibration_survives_absurd_costs() {
+    /// A supervisor of a trivial kernel with `worker` (none: it would start real ones).
+    fn supervised(worker: Option<Worker>) -> Supervised {
         let spec = kfoundry_tooling::annotation::parse(
             r#"code = "__kernel void k(const int n, __global float* y) {}", global = n, buffers(y = n), check(y), workloads(w(n = 4))"#
                 .parse()
@@ -413,9 +427,9 @@ mod tests {
         .map(|a| a.spec)
         .map_err(|e| e.to_string())
         .unwrap();
-        let mut s = Supervised {
+        Supervised {
             setup: Request::Setup { spec: Box::new(spec.clone()), sizes: Sizes::new(), device: 0, settings: Measurement::default() },
-            worker: None,
+            worker,
             limits: Limits::default(),
             time: TimeLimits::default(),
             candidate_limit: None,
@@ -423,7 +437,27 @@ mod tests {
             sizes: Sizes::new(),
             build_failures: Vec::new(),
             last_errors: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_worker_whose_candidate_failed_inside_opencl_is_replaced() {
+        // A candidate that failed to build or was wrong leaves the worker in use...
+        let wrong = r#"{"Evaluated":{"evaluation":{"Failed":{"reason":"y[3] differs","kind":"Wrong","cost":0.1}},"build_log":null,"errors":null}}"#;
+        let mut s = supervised(Some(scripted(&format!("read _; echo '{wrong}'; sleep 5"))));
+        assert!(matches!(s.request(request(), &Params::new()), Evaluation::Failed { kind: FailureKind::Wrong, .. }));
+        assert!(s.worker.is_some());
+        // ...one whose launch failed in OpenCL may have poisoned its context (NVIDIA, after an
+        // illegal address, fails every later launch): the next request gets a fresh worker.
+        let runtime = r#"{"Evaluated":{"evaluation":{"Failed":{"reason":"clEnqueueNDRangeKernel(\"k\"): CL_OUT_OF_RESOURCES (-5)","kind":"Runtime","cost":0.1}},"build_log":null,"errors":null}}"#;
+        let mut s = supervised(Some(scripted(&format!("read _; echo '{runtime}'; sleep 5"))));
+        assert!(matches!(s.request(request(), &Params::new()), Evaluation::Failed { kind: FailureKind::Runtime, .. }));
+        assert!(s.worker.is_none());
+    }
+
+    #[test]
+    fn calibration_survives_absurd_costs() {
+        let mut s = supervised(None);
         for (cost, expected) in
             [(1e300, MAX_LIMIT), (f64::NAN, s.time.floor), (-1.0, s.time.floor), (f64::INFINITY, s.time.floor), (2.0, Duration::from_secs(40))]
         {

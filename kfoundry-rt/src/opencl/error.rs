@@ -38,12 +38,34 @@ impl Error {
 
 impl From<ocl::Error> for Error {
     fn from(e: ocl::Error) -> Self {
-        Error::OpenCl(e.to_string())
+        Error::OpenCl(one_line(&e.to_string()))
     }
 }
 
 impl From<ocl::OclCoreError> for Error {
     fn from(e: ocl::OclCoreError) -> Self {
-        Error::OpenCl(e.to_string())
+        Error::OpenCl(one_line(&e.to_string()))
+    }
+}
+
+/// `ocl`'s API-status errors are a banner of several lines ("Error executing function:
+/// clEnqueueNDRangeKernel(\"k\")", "Status error code: CL_OUT_OF_RESOURCES (-5)", a URL):
+/// said in one line, `clEnqueueNDRangeKernel("k"): CL_OUT_OF_RESOURCES (-5)`. Any other
+/// text is kept, its lines joined.
+fn one_line(text: &str) -> String {
+    let field = |name: &str| text.lines().find_map(|l| l.trim().strip_prefix(name)).map(str::trim);
+    match (field("Error executing function:"), field("Status error code:")) {
+        (Some(function), Some(status)) => format!("{function}: {status}"),
+        _ => text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ocl_banners_become_one_line() {
+        let banner = "\n\n################################ OPENCL ERROR ############################### \n\nError executing function: clEnqueueNDRangeKernel(\"scale\")  \n\nStatus error code: CL_OUT_OF_RESOURCES (-5)  \n\nPlease visit the following url for more information: \n\nhttps://www.khronos.org/registry/cl/sdk/1.2/docs/man/xhtml/clEnqueueNDRangeKernel.html#errors  \n\n############################################################################# \n";
+        assert_eq!(super::one_line(banner), "clEnqueueNDRangeKernel(\"scale\"): CL_OUT_OF_RESOURCES (-5)");
+        assert_eq!(super::one_line("plain\n  text "), "plain text");
     }
 }

@@ -120,15 +120,14 @@ impl Session {
         Ok(DeviceBuffer { mem, len, queue: self.queue.as_core().clone() })
     }
 
-    /// A copy of `data` on the device.
+    /// A copy of `data` on the device: allocated, then written. Not `CL_MEM_COPY_HOST_PTR`:
+    /// NVIDIA's driver (580, on an H200) gives the sub-buffers of a buffer created that way
+    /// memory of their own, so a kernel's write before a sub-buffer's start never reaches the
+    /// parent, and the evaluator's front guard would not see it.
     pub fn upload(&self, data: &[u8]) -> Result<DeviceBuffer, Error> {
-        if data.is_empty() {
-            return self.alloc(1);
-        }
-        let flags = core::MemFlags::new().read_write().copy_host_ptr();
-        // SAFETY: `data` is a live slice of `data.len()` bytes; OpenCL copies it during the call.
-        let mem = unsafe { core::create_buffer(self.context.as_core(), flags, data.len(), Some(data))? };
-        Ok(DeviceBuffer { mem, len: data.len(), queue: self.queue.as_core().clone() })
+        let buffer = self.alloc(data.len())?;
+        buffer.write(0, data)?;
+        Ok(buffer)
     }
 
     /// Waits until everything enqueued has run.

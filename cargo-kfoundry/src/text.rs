@@ -63,6 +63,19 @@ pub fn headline(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 
+/// An evaluation in a few words: its time, or its failure.
+pub fn describe(outcome: &kfoundry_search::Evaluation) -> String {
+    match outcome {
+        kfoundry_search::Evaluation::Ok { time, .. } => fmt_ns(time * 1e9),
+        kfoundry_search::Evaluation::Failed { kind, reason, .. } => format!("{kind:?}: {reason}"),
+    }
+}
+
+/// Parameters as `A=1 B=2`.
+pub fn fmt_params(p: &kfoundry_rt::model::spec::Params) -> String {
+    kfoundry_rt::model::spec::fmt_assignments(p, " ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,7 +65,7 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
             if plan.output.json {
                 Message::Tuned { result: result.clone() }.emit();
             }
-            if let Some(variant) = record::variant_of(&plan, &kernel.spec, workload, &result)? {
+            if let Some(variant) = record::variant_of(&plan.lockfile, &plan.device, &kernel.spec, workload, &result)? {
                 variants.push(variant);
             }
             tally.interrupted |= result.interrupted;

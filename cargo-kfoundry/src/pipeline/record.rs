@@ -21,7 +21,6 @@ use kfoundry_tooling::generated;
 use kfoundry_tooling::lockfile::Lockfile;
 
 use super::discover::Kernel;
-use super::plan::Plan;
 use crate::device::Selected;
 use crate::messages::TuneResult;
 
@@ -30,19 +29,19 @@ pub const RESUME_HINT: &str = "; the results are kept in the checkpoints: fix th
 
 /// The lockfile variant of a tune's result (its generated source stored beside the lockfile);
 /// `None` when the lockfile's earlier complete result is kept.
-pub fn variant_of(plan: &Plan, spec: &KernelSpec, workload: &Workload, result: &TuneResult) -> Result<Option<Variant>> {
+pub fn variant_of(lockfile: &Path, device: &Selected, spec: &KernelSpec, workload: &Workload, result: &TuneResult) -> Result<Option<Variant>> {
     if result.kept_existing {
         return Ok(None);
     }
     let source = match &result.generated_source {
         Some(text) => Some(
-            generated::write(&plan.lockfile, &spec.id, text)
-                .with_context(|| format!("cannot store the generated source of `{}` beside {}{RESUME_HINT}", spec.id, plan.lockfile.display()))?,
+            generated::write(lockfile, &spec.id, text)
+                .with_context(|| format!("cannot store the generated source of `{}` beside {}{RESUME_HINT}", spec.id, lockfile.display()))?,
         ),
         None => None,
     };
     Ok(Some(Variant {
-        device: plan.device.key.to_string(),
+        device: device.key.to_string(),
         workload: workload.name.clone(),
         sizes: workload.sizes.clone(),
         params: result.params.clone(),

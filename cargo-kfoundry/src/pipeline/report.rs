@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use kfoundry_rt::model::expr::Expr;
 use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
-use kfoundry_search::{Evaluation, Record};
+use kfoundry_search::Record;
 
 use super::discover::Kernel;
 use super::finalists::{Decision, Rejection};
@@ -17,7 +17,7 @@ use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::{fmt_sizes, params_of};
 use crate::messages::{Message, TuneResult};
-use crate::text::{fmt_ns, Table};
+use crate::text::{describe, fmt_ns, fmt_params, Table};
 
 /// What the run did so far.
 #[derive(Default)]
@@ -151,18 +151,6 @@ pub fn finish(plan: &Plan, tally: &Tally) -> Exit {
         return Exit::PartlyFailed;
     }
     Exit::Success
-}
-
-/// An evaluation in a few words: its time, or its failure.
-pub fn describe(outcome: &Evaluation) -> String {
-    match outcome {
-        Evaluation::Ok { time, .. } => fmt_ns(time * 1e9),
-        Evaluation::Failed { kind, reason, .. } => format!("{kind:?}: {reason}"),
-    }
-}
-
-pub fn fmt_params(p: &Params) -> String {
-    kfoundry_rt::model::spec::fmt_assignments(p, " ")
 }
 
 /// Writes every failed candidate (parameters, kind, reason) and the build logs of those that

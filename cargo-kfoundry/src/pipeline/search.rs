@@ -12,7 +12,6 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
 use kfoundry_search::{ExternalOperator, Progress, SearchState, Stepped};
 
 use super::plan::Plan;
-use super::report::{describe, fmt_params};
 use crate::checkpoint::Key;
 use crate::evaluate::params_of;
 use crate::evaluate::supervisor::Supervised;
@@ -20,7 +19,7 @@ use crate::interrupt;
 use crate::llm::operator::{LanguageModel, SourceSearch, SourceState};
 use crate::llm::DeviceDescription;
 use crate::messages::Message;
-use crate::text::{fmt_ns, headline};
+use crate::text::{describe, fmt_ns, fmt_params, headline};
 
 /// A finished (or interrupted) search.
 pub struct Searched {

@@ -111,11 +111,11 @@ pub struct DeviceInfo {
     /// `CL_DEVICE_TYPE`: "gpu", "cpu", "accelerator" or "other".
     pub kind: String,
     pub compute_units: u32,
-    #[serde(serialize_with = "super::variant::saturating")]
+    #[serde(serialize_with = "super::saturating")]
     pub max_work_group_size: u64,
-    #[serde(serialize_with = "super::variant::saturating")]
+    #[serde(serialize_with = "super::saturating")]
     pub local_mem_bytes: u64,
-    #[serde(serialize_with = "super::variant::saturating")]
+    #[serde(serialize_with = "super::saturating")]
     pub global_mem_bytes: u64,
     pub max_clock_mhz: u32,
 }

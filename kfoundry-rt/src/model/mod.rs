@@ -9,3 +9,9 @@ pub mod select;
 pub mod signature;
 pub mod spec;
 pub mod variant;
+
+/// TOML integers are i64: larger counts (never met in practice) are written as i64::MAX rather
+/// than making the whole file unwritable.
+pub fn saturating<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64((*v).min(i64::MAX as u64))
+}

@@ -19,14 +19,14 @@ pub struct Variant {
     pub sizes: Sizes,
     pub params: Params,
     /// Median kernel time of the winner, nanoseconds.
-    #[serde(serialize_with = "saturating")]
+    #[serde(serialize_with = "super::saturating")]
     pub time_ns: u64,
     /// Median kernel time of the reference in the same run, nanoseconds.
-    #[serde(serialize_with = "saturating")]
+    #[serde(serialize_with = "super::saturating")]
     pub reference_time_ns: u64,
-    #[serde(serialize_with = "saturating")]
+    #[serde(serialize_with = "super::saturating")]
     pub evaluations: u64,
-    #[serde(serialize_with = "saturating")]
+    #[serde(serialize_with = "super::saturating")]
     pub failures: u64,
     /// Hash of a generated source stored beside the lockfile (source-level variants only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,12 +83,6 @@ mod columns {
         }
         Ok((0..len).map(|i| columns.iter().map(|(k, c)| (k.clone(), c[i])).collect()).collect())
     }
-}
-
-/// TOML integers are i64: larger counts (never met in practice) are written as i64::MAX rather
-/// than making the whole file unwritable.
-pub fn saturating<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64((*v).min(i64::MAX as u64))
 }
 
 impl Variant {

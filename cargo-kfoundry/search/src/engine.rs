@@ -4,7 +4,7 @@
 //! [`SearchState::step_with`] also gives turns to an [`ExternalOperator`] (the language
 //! model's source rewrites), in the same loop and on the same budget.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -14,6 +14,7 @@ use crate::archive::{Archive, Cell, Elite};
 use crate::eval::{Evaluation, Evaluator};
 use crate::gradient::{Gradient, GradientModel, Move, Weights};
 use crate::operators::{self, Operator};
+use crate::selection::{rank_correlation, Arm, ArmStats, Selection};
 use crate::space::{Config, Indices, Space, SpaceError};
 use crate::surrogate::Surrogate;
 
@@ -51,8 +52,9 @@ pub struct Settings {
     pub islands: usize,
     /// Every this many evaluations each island sends its best to the next (ring). Default 10.
     pub migration_interval: usize,
-    /// Uniformly random configurations evaluated before evolution starts (after the
-    /// reference), spread over the islands. Default 12.
+    /// Random configurations evaluated before evolution starts (after the reference), spread
+    /// over the islands; space-filling when the selection is adaptive
+    /// ([`Selection::novel_start`]). Default 8.
     pub initial_samples: usize,
     /// At most this many bins per parameter descriptor. Default 4.
     pub max_bins: usize,
@@ -64,8 +66,9 @@ pub struct Settings {
     pub decay: f64,
     /// Pseudo-moves of the pooled estimate that shrink a cell's own. Default 3.
     pub prior: f64,
-    /// Ablation switch: when false, parents are sampled and mutations directed without the
-    /// gradient (moves are still recorded).
+    /// Gradient-informed steering of parent choice and mutation direction. Default off: it
+    /// showed no effect on data it was not chosen on (README, "Search"); when off, parents are
+    /// sampled and mutations directed without the gradient (moves are still recorded).
     pub gradient_steering: bool,
     /// Ablation switch: when true, the archive is a single cell keeping the best
     /// `population` configurations per island: a plain elitist GA.
@@ -78,6 +81,9 @@ pub struct Settings {
     /// The model that screens the candidates. Default [`ScreenModel::Relevance`].
     #[serde(default = "ScreenModel::legacy")]
     pub screen_model: ScreenModel,
+    /// How each step's way of proposing is chosen ([`crate::selection`]). Default adaptive.
+    #[serde(default = "Selection::legacy")]
+    pub selection: Selection,
 }
 
 /// The surrogate model of candidate screening.
@@ -110,18 +116,19 @@ impl Default for Settings {
             stagnation: None,
             islands: 2,
             migration_interval: 10,
-            initial_samples: 12,
+            initial_samples: 8,
             max_bins: 4,
             sampling: Sampling { exploit: 0.6, explore: 0.25, random: 0.15 },
             operators: Operators { neighbour: 0.6, reset: 0.15, crossover: 0.25 },
             weights: Weights::default(),
             decay: 0.95,
             prior: 3.0,
-            gradient_steering: true,
+            gradient_steering: false,
             single_cell: false,
             population: 16,
             screening: 32,
             screen_model: ScreenModel::Relevance,
+            selection: Selection::default(),
         }
     }
 }
@@ -160,6 +167,14 @@ pub struct Record {
     pub cell: Cell,
     /// Seconds charged so far, this evaluation included.
     pub elapsed: f64,
+    /// The way it was proposed, when the selection is adaptive (none for the reference and
+    /// the initial random samples).
+    #[serde(default)]
+    pub arm: Option<Arm>,
+    /// The surrogate's predicted fitness (−ln time) before it was evaluated, when there was
+    /// a model.
+    #[serde(default)]
+    pub predicted: Option<f64>,
 }
 
 /// Why the search stopped.
@@ -277,6 +292,9 @@ pub struct SearchState {
     param_desc: Vec<Option<usize>>,
     /// Parameters with more than one value.
     free: Vec<usize>,
+    /// The adaptive selection's running state (derived from the history).
+    #[serde(default)]
+    arms: ArmStats,
     /// Turns of the external operator, and the seconds they cost (outside the history).
     #[serde(default)]
     external_turns: usize,
@@ -323,6 +341,7 @@ impl SearchState {
         if settings.islands == 0 {
             return Err(SearchError::Settings("islands must be at least 1".into()));
         }
+        settings.selection.check().map_err(SearchError::Settings)?;
         let reference = match reference {
             Some(c) => Some(space.indices(c).map_err(SearchError::Reference)?),
             None => None,
@@ -352,6 +371,7 @@ impl SearchState {
             bins,
             param_desc,
             free,
+            arms: ArmStats::new(&settings.selection),
             external_turns: 0,
             external_cost: 0.0,
             dead_ends: Vec::new(),
@@ -389,6 +409,7 @@ impl SearchState {
         if finite.iter().any(|x| !x.is_finite() || *x < 0.0) || s.max_seconds.is_some_and(|x| !x.is_finite()) {
             return Err("settings with negative or non-finite weights".into());
         }
+        s.selection.check()?;
         let space = Space::with_descriptors(self.space.params.clone(), self.space.descriptors.clone()).map_err(|e| format!("space: {e}"))?;
         let reference = match &self.reference {
             Some(idx) if !space.contains(idx) => return Err("the reference is not a configuration of the space".into()),
@@ -401,10 +422,11 @@ impl SearchState {
             if r.parent.is_some_and(|p| p >= i) || r.other_parent.is_some_and(|p| p >= i) || r.island >= replay.islands.len() {
                 return Err(format!("evaluation {i} names a later parent or an island that does not exist"));
             }
-            if !r.outcome.cost().is_finite() {
-                return Err(format!("evaluation {i} has a non-finite cost"));
+            if !r.outcome.cost().is_finite() || r.predicted.is_some_and(|p| !p.is_finite()) {
+                return Err(format!("evaluation {i} has a non-finite cost or prediction"));
             }
-            replay.record(child, r.config.clone(), r.outcome.clone(), r.operator, r.parent, r.other_parent, r.island);
+            let proposal = Proposal { child, operator: r.operator, parent: r.parent, other: r.other_parent, arm: r.arm, predicted: r.predicted };
+            replay.record(proposal, r.config.clone(), r.outcome.clone(), r.island);
         }
         let consistent = replay.history == self.history
             && replay.islands == self.islands
@@ -417,9 +439,20 @@ impl SearchState {
             && replay.bins == self.bins
             && replay.param_desc == self.param_desc
             && replay.free == self.free
+            && replay.arms == self.arms
             && self.dead_ends.len() == self.history.len();
         if !consistent {
             return Err("its archives, gradient model or counts are not what its history gives".into());
+        }
+        // the predictions that decide the model's trust from here on are the model's
+        let window = self.settings.selection.trust_window;
+        let recent = self.history.iter().enumerate().rev().filter(|(_, r)| r.predicted.is_some()).take(window);
+        for (i, r) in recent {
+            let model = self.surrogate_of(i);
+            let idx = self.space.indices(&r.config).map_err(|e| format!("evaluation {i}: {e}"))?;
+            if model.map(|m| m.predict(&idx).to_bits()) != r.predicted.map(f64::to_bits) {
+                return Err(format!("evaluation {i} has a prediction its history does not give"));
+            }
         }
         if !self.external_cost.is_finite() || self.external_cost < 0.0 {
             return Err("the external operator's cost is negative or not finite".into());
@@ -552,10 +585,9 @@ impl SearchState {
             }
         };
         self.next_island = (self.next_island + 1) % self.islands.len();
-        let (child, op, parent, other) = proposal;
-        let config = self.space.values(&child);
+        let config = self.space.values(&proposal.child);
         let outcome = evaluator.evaluate(&config);
-        Stepped::Evaluated(self.record(child, config, outcome, op, parent, other, island))
+        Stepped::Evaluated(self.record(proposal, config, outcome, island))
     }
 
     /// Runs until a budget is spent, the space is exhausted or `observer` returns false
@@ -641,18 +673,13 @@ impl SearchState {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &mut self,
-        child: Indices,
-        config: Config,
-        outcome: Evaluation,
-        operator: Operator,
-        parent: Option<usize>,
-        other_parent: Option<usize>,
-        island: usize,
-    ) -> usize {
+    fn record(&mut self, proposal: Proposal, config: Config, outcome: Evaluation, island: usize) -> usize {
+        let Proposal { child, operator, parent, other: other_parent, arm, predicted } = proposal;
         let n = self.history.len();
+        if let Some(arm) = arm {
+            let reward = self.reward(outcome.time());
+            self.arms.credit(&self.settings.selection, arm, reward);
+        }
         self.elapsed += outcome.cost();
         let cell = self.cell_of(&child, &outcome);
         let time = outcome.time();
@@ -692,7 +719,7 @@ impl SearchState {
                 self.last_improvement = n + 1;
             }
         }
-        self.history.push(Record { config, outcome, parent, other_parent, operator, island, cell, elapsed: self.elapsed });
+        self.history.push(Record { config, outcome, parent, other_parent, operator, island, cell, elapsed: self.elapsed, arm, predicted });
         self.dead_ends.push(0);
         // ring migration of each island's best
         let k = self.islands.len();
@@ -750,22 +777,51 @@ impl SearchState {
         }
     }
 
-    /// (child, operator, parent, other parent)
-    fn propose(&mut self, island: usize, valid: &dyn Fn(&Config) -> bool) -> Option<(Indices, Operator, Option<usize>, Option<usize>)> {
+    /// The next configuration to evaluate and how it came about.
+    fn propose(&mut self, island: usize, valid: &dyn Fn(&Config) -> bool) -> Option<Proposal> {
         if !self.reference_done {
             self.reference_done = true;
             if let Some(r) = self.reference.clone() {
                 if self.is_new_and_valid(&r, valid) {
-                    return Some((r, Operator::Reference, None, None));
+                    return Some(Proposal::new(r, Operator::Reference, None, None));
                 }
             }
         }
         let evolved = self.history.iter().filter(|r| r.operator != Operator::Reference).count();
-        if evolved < self.settings.initial_samples || self.islands[island].is_empty() {
-            return self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None));
+        if self.settings.selection.adaptive && self.settings.selection.novel_start && evolved < self.settings.initial_samples {
+            return self.sampled(valid, self.settings.selection.novelty.max(1), None);
         }
-        let weights = self.parent_weights(island);
+        if evolved < self.settings.initial_samples || self.islands[island].is_empty() {
+            return self.random_unvisited(valid).map(|c| Proposal::new(c, Operator::Random, None, None));
+        }
+        if !self.settings.selection.adaptive {
+            let model = if self.settings.screening > 1 { self.surrogate() } else { None };
+            return self.mutated(island, valid, self.settings.screening.max(1), model.as_ref());
+        }
+        let model = self.surrogate();
+        let stalled = self.settings.selection.stalled(self.history.len(), self.history.len() - self.last_improvement);
+        let weights = self.arms.weights(&self.settings.selection, model.is_some() && self.model_trusted(), stalled);
+        let arm = Arm::ALL[operators::weighted_index(&weights, &mut self.rng).unwrap_or(3)];
+        let screen = model.as_ref().filter(|_| arm.uses_model());
         let want = self.settings.screening.max(1);
+        let proposal = match arm {
+            Arm::Screened => self.mutated(island, valid, want, screen),
+            Arm::Mutation => self.mutated(island, valid, 1, None),
+            Arm::Global => self.sampled(valid, want, screen),
+            Arm::Random => self.sampled(valid, self.settings.selection.novelty.max(1), None),
+        };
+        // every evaluation's prediction is kept, whatever made it: the model's trust
+        proposal.map(|p| {
+            let predicted = model.as_ref().map(|m| m.predict(&p.child));
+            Proposal { arm: Some(arm), predicted, ..p }
+        })
+    }
+
+    /// A mutated child of an elite of `island`: the surrogate's favourite of `want` distinct
+    /// new valid children (the first without a model), or a random configuration when no
+    /// mutation gives a new one.
+    fn mutated(&mut self, island: usize, valid: &dyn Fn(&Config) -> bool, want: usize, model: Option<&Surrogate>) -> Option<Proposal> {
+        let weights = self.parent_weights(island);
         let mut candidates: Vec<(Indices, Operator, usize, Option<usize>)> = Vec::new();
         for attempt in 0..MUTATION_TRIES * want {
             if let Some((child, op, p, o)) = self.mutate(island, attempt / want, &weights) {
@@ -780,18 +836,102 @@ impl SearchState {
             }
         }
         if candidates.is_empty() {
-            return self.random_unvisited(valid).map(|c| (c, Operator::Random, None, None));
+            return self.random_unvisited(valid).map(|c| Proposal::new(c, Operator::Random, None, None));
         }
-        let pick = if candidates.len() == 1 { 0 } else { self.screen_surrogate(&candidates) };
+        let pick = match model {
+            Some(m) if candidates.len() > 1 => favourite(m, candidates.iter().map(|c| &c.0)),
+            _ => 0,
+        };
         let (child, op, p, o) = candidates.swap_remove(pick);
-        Some((child, op, Some(p), o))
+        Some(Proposal::new(child, op, Some(p), o))
+    }
+
+    /// The surrogate's favourite of `want` distinct random unvisited valid configurations (the
+    /// first without a model).
+    fn sampled(&mut self, valid: &dyn Fn(&Config) -> bool, want: usize, model: Option<&Surrogate>) -> Option<Proposal> {
+        let mut candidates: Vec<Indices> = Vec::new();
+        for _ in 0..want.saturating_mul(3) {
+            let Some(c) = self.random_unvisited(valid) else { break };
+            if !candidates.contains(&c) {
+                candidates.push(c);
+                if candidates.len() >= want {
+                    break;
+                }
+            }
+        }
+        let pick = match model {
+            Some(m) if candidates.len() > 1 => favourite(m, candidates.iter()),
+            None if candidates.len() > 1 => self.most_novel(&candidates),
+            _ => 0,
+        };
+        (pick < candidates.len()).then(|| Proposal::new(candidates.swap_remove(pick), Operator::Random, None, None))
+    }
+
+    /// The index of the candidate that pairs the most values of two parameters in a way no
+    /// evaluation has yet, less [`Selection::avoid`] for each pair of values seen only in
+    /// failed evaluations (the first on a tie): where a model cannot see an interaction, this
+    /// covers them faster than drawing at random, and stays away from what failed.
+    fn most_novel(&self, candidates: &[Indices]) -> usize {
+        let (mut ok, mut failed) = (HashSet::new(), HashSet::new());
+        for (idx, &h) in &self.visited {
+            let seen = if self.history[h].outcome.time().is_some() { &mut ok } else { &mut failed };
+            seen.extend(pairs(idx));
+        }
+        let avoid = self.settings.selection.avoid;
+        let score = |c: &Indices| {
+            pairs(c).fold(0.0, |s, p| match (ok.contains(&p), failed.contains(&p)) {
+                (false, false) => s + 1.0,
+                (false, true) => s - avoid,
+                _ => s,
+            })
+        };
+        let mut best = (0, f64::NEG_INFINITY);
+        for (k, c) in candidates.iter().enumerate() {
+            let v = score(c);
+            if v > best.1 {
+                best = (k, v);
+            }
+        }
+        best.0
+    }
+
+    /// Whether the surrogate ranks recent evaluations well enough to be used: the rank
+    /// correlation of its predictions and the outcomes over the selection's trust window (no
+    /// verdict yet counts as trusted).
+    fn model_trusted(&self) -> bool {
+        let s = &self.settings.selection;
+        let pairs: Vec<(f64, f64)> =
+            self.history.iter().rev().filter_map(|r| Some((r.predicted?, fitness(r.outcome.time()?)))).take(s.trust_window).collect();
+        match rank_correlation(&pairs) {
+            Some(c) => c >= s.trust_min,
+            None => true, // no verdict yet
+        }
+    }
+
+    /// The credit of a child with time `time`: 1 when it enters the selection's best share of
+    /// every success so far, else 0.
+    fn reward(&self, time: Option<f64>) -> f64 {
+        let Some(t) = time else { return 0.0 };
+        let successes = self.history.iter().filter(|r| r.outcome.time().is_some()).count() + 1;
+        let places = ((self.settings.selection.top * successes as f64).ceil() as usize).max(1);
+        let better = self.history.iter().filter(|r| r.outcome.time().is_some_and(|u| u < t)).count();
+        if better < places {
+            1.0
+        } else {
+            0.0
+        }
     }
 
     /// The surrogate model fitted to the history (`None` before the first success).
     pub fn surrogate(&self) -> Option<Surrogate> {
+        self.surrogate_of(self.history.len())
+    }
+
+    /// The surrogate model fitted to the first `evaluations` of the history.
+    fn surrogate_of(&self, evaluations: usize) -> Option<Surrogate> {
         let sizes: Vec<usize> = self.space.params.iter().map(|p| p.values.len()).collect();
         // in history order: the hash map's order is not reproducible
-        let mut known: Vec<(usize, &Indices)> = self.visited.iter().map(|(idx, &h)| (h, idx)).collect();
+        let mut known: Vec<(usize, &Indices)> = self.visited.iter().filter(|&(_, &h)| h < evaluations).map(|(idx, &h)| (h, idx)).collect();
         known.sort_by_key(|k| k.0);
         let data: Vec<(&Indices, Option<f64>)> = known.iter().map(|&(h, idx)| (idx, self.history[h].outcome.time().map(fitness))).collect();
         match self.settings.screen_model {
@@ -799,19 +939,6 @@ impl SearchState {
             ScreenModel::Additive => Surrogate::fit_with(&sizes, &data, SURROGATE_K, false),
             ScreenModel::Relevance => Surrogate::fit_with(&sizes, &data, SURROGATE_K, true),
         }
-    }
-
-    /// Picks the candidate that the surrogate predicts fastest (the first on a tie).
-    fn screen_surrogate(&self, candidates: &[(Indices, Operator, usize, Option<usize>)]) -> usize {
-        let Some(model) = self.surrogate() else { return 0 };
-        let mut best = (0, f64::NEG_INFINITY);
-        for (ci, (c, ..)) in candidates.iter().enumerate() {
-            let pred = model.predict(c);
-            if pred > best.1 {
-                best = (ci, pred);
-            }
-        }
-        best.0
     }
 
     /// Parent-sampling weights of an island's elites for the three modes (exploitation,
@@ -924,6 +1051,41 @@ impl SearchState {
             }
         }
     }
+}
+
+/// What a step proposes: the child and how it came about.
+#[derive(Clone, Debug)]
+struct Proposal {
+    child: Indices,
+    operator: Operator,
+    parent: Option<usize>,
+    other: Option<usize>,
+    arm: Option<Arm>,
+    predicted: Option<f64>,
+}
+
+impl Proposal {
+    fn new(child: Indices, operator: Operator, parent: Option<usize>, other: Option<usize>) -> Proposal {
+        Proposal { child, operator, parent, other, arm: None, predicted: None }
+    }
+}
+
+/// Every pair of two parameters' values in `c`, with the parameters' positions.
+fn pairs(c: &Indices) -> impl Iterator<Item = (usize, usize, u32, u32)> + '_ {
+    let d = c.len();
+    (0..d).flat_map(move |i| (i + 1..d).map(move |j| (i, j, c[i], c[j])))
+}
+
+/// The index of the candidate the surrogate predicts fastest (the first on a tie).
+fn favourite<'a>(model: &Surrogate, candidates: impl Iterator<Item = &'a Indices>) -> usize {
+    let mut best = (0, f64::NEG_INFINITY);
+    for (i, c) in candidates.enumerate() {
+        let pred = model.predict(c);
+        if pred > best.1 {
+            best = (i, pred);
+        }
+    }
+    best.0
 }
 
 /// Runs a whole search: a convenience over [`SearchState`].

@@ -28,6 +28,7 @@ pub mod eval;
 pub mod gradient;
 pub mod methodology;
 pub mod operators;
+pub mod selection;
 pub mod simulate;
 pub mod space;
 pub mod surrogate;
@@ -41,6 +42,7 @@ pub use engine::{
 pub use eval::{Evaluation, Evaluator, FailureKind};
 pub use gradient::{Gradient, GradientModel, Move, Weights};
 pub use operators::Operator;
+pub use selection::{Arm, Selection};
 pub use simulate::{simulate, simulate_cache, RunSummary, SimulateOptions, SimulationReport};
 pub use space::{Config, Descriptor, DescriptorSource, Indices, Param, Space, SpaceError};
 pub use surrogate::Surrogate;

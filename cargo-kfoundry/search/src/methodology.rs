@@ -159,6 +159,17 @@ pub fn score_evals(b: &Baseline, traces: &[Trace]) -> f64 {
     ps.iter().sum::<f64>() / ps.len() as f64
 }
 
+/// The share of the evaluation axis's points (every whole number of evaluations from `M_0.5`
+/// to `M_0.96`) where the median best-so-far is worse than random search's (`P(M) < 0`).
+pub fn below_random_share(b: &Baseline, traces: &[Trace]) -> f64 {
+    if traces.is_empty() {
+        return f64::NAN;
+    }
+    let (lo, hi) = b.eval_axis();
+    let below = (lo..=hi).filter(|&m| standardise(b, median_best(b, traces, |t| t.best_after_evals(m)), m as f64) < 0.0).count();
+    below as f64 / (hi - lo + 1) as f64
+}
+
 /// The standardised curve `P(M)` at the given evaluation counts.
 pub fn curve_evals(b: &Baseline, traces: &[Trace], at: &[usize]) -> Vec<f64> {
     at.iter().map(|&m| standardise(b, median_best(b, traces, |t| t.best_after_evals(m)), m as f64)).collect()

@@ -3,7 +3,10 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-use kfoundry_search::{search, Config, Evaluation, FailureKind, Operator, Param, ScreenModel, SearchState, Settings, Space, Stepped, Stop};
+use kfoundry_search::selection::rank_correlation;
+use kfoundry_search::{
+    search, Arm, Config, Evaluation, FailureKind, Operator, Param, ScreenModel, SearchState, Selection, Settings, Space, Stepped, Stop,
+};
 
 fn space() -> Space {
     let p = |n: &str, v: &[i64]| Param { name: n.into(), values: v.to_vec() };
@@ -88,8 +91,10 @@ fn evaluate(c: &Config) -> Evaluation {
 }
 
 /// The stated budget: every one of 10 seeds finds the optimum of this 2 240-configuration
-/// space (1 050 valid) within 150 evaluations (over 40 seeds the default settings need
-/// 61 evaluations at the median, 106 at worst; random search would need about 525).
+/// space (1 050 valid) within 150 evaluations (over 40 seeds, `evals_to_optimum_stats`, the
+/// default settings need 36 evaluations at the median, 104 at the 90th percentile and 204 at
+/// worst — the engine before adaptive selection: 61, and 106 at worst; random search would
+/// need about 525).
 #[test]
 fn reaches_the_optimum_within_150_evaluations() {
     let (best, t) = optimum();
@@ -213,6 +218,10 @@ fn tampered_checkpoints_are_refused_not_resumed() {
         ("a reference outside the space", Box::new(|v| v["reference"] = serde_json::json!([99, 0, 0, 0, 0, 0, 0]))),
         ("fewer dead-end counters", Box::new(|v| v["dead_ends"] = serde_json::json!([]))),
         ("an empty parameter", Box::new(|v| v["space"]["params"][0]["values"] = serde_json::json!([]))),
+        ("another arm credited", Box::new(|v| v["history"][20]["arm"] = flip_arm(&v["history"][20]["arm"]))),
+        ("a prediction changed", Box::new(|v| v["history"][20]["predicted"] = 1234.5.into())),
+        ("arm probabilities edited", Box::new(|v| v["arms"]["probability"][0] = 0.99.into())),
+        ("a floor no arm can keep", Box::new(|v| v["settings"]["selection"]["p_min"] = 0.5.into())),
     ];
     for (what, edit) in edits {
         let mut t = v.clone();
@@ -224,6 +233,12 @@ fn tampered_checkpoints_are_refused_not_resumed() {
     }
 }
 
+/// A recorded arm replaced by another one.
+fn flip_arm(arm: &serde_json::Value) -> serde_json::Value {
+    let other = if arm.as_str() == Some("Random") { "Screened" } else { "Random" };
+    other.into()
+}
+
 #[test]
 fn checkpoints_of_earlier_versions_resume_with_their_screening_model() {
     // a checkpoint written before `screen_model` existed resumes with the model it used
@@ -233,6 +248,70 @@ fn checkpoints_of_earlier_versions_resume_with_their_screening_model() {
     let old: SearchState = serde_json::from_value(v).unwrap();
     assert_eq!(old.settings().screen_model, ScreenModel::Nearest);
     assert_eq!(Settings::default().screen_model, ScreenModel::Relevance);
+}
+
+#[test]
+fn checkpoints_of_earlier_versions_resume_with_fixed_selection() {
+    // before adaptive selection every step screened mutated children: such a checkpoint
+    // resumes that way, and reproduces a run made with `selection.adaptive = false`
+    let settings = Settings { seed: 9, max_evals: Some(80), ..Settings::default() };
+    let fixed = Settings { selection: Selection { adaptive: false, ..Selection::default() }, ..settings.clone() };
+    let whole = search(space(), fixed, None, &mut evaluate, &valid).unwrap();
+    let mut s = SearchState::new(space(), settings, None).unwrap();
+    let mut v = serde_json::to_value(&s).unwrap();
+    v["settings"].as_object_mut().unwrap().remove("selection");
+    v.as_object_mut().unwrap().remove("arms");
+    s = serde_json::from_value::<SearchState>(v).unwrap().validated().unwrap();
+    assert!(!s.settings().selection.adaptive);
+    let r = s.run(&mut evaluate, &valid, &mut |_| true);
+    assert!(r.history == whole.history);
+    assert!(r.history.iter().all(|h| h.arm.is_none()));
+    assert!(Settings::default().selection.adaptive);
+}
+
+#[test]
+fn adaptive_selection_records_every_arm_and_uses_the_model_only_while_it_ranks_well() {
+    // Replays the trust rule on the history: a step made while the model's recent predictions
+    // ranked the outcomes worse than `trust_min` never used a model-based arm. On noise (times
+    // no model can predict) that happens often; on a structured landscape rarely.
+    let untrusted_share = |time: &dyn Fn(&Config) -> Option<f64>| {
+        let mut eval = |c: &Config| match time(c) {
+            Some(t) => Evaluation::ok(t, 1.0),
+            None => Evaluation::failed(FailureKind::Build, "fails", 0.5),
+        };
+        let settings = Settings { seed: 11, max_evals: Some(400), ..Settings::default() };
+        let s = settings.selection.clone();
+        let r = search(space(), settings, None, &mut eval, &valid).unwrap();
+        let mut untrusted = 0;
+        for (i, h) in r.history.iter().enumerate() {
+            let Some(arm) = h.arm else { continue };
+            assert!(h.predicted.is_some(), "evaluation {i} has no prediction");
+            let recent: Vec<(f64, f64)> =
+                r.history[..i].iter().rev().filter_map(|p| Some((p.predicted?, -p.outcome.time()?.ln()))).take(s.trust_window).collect();
+            if rank_correlation(&recent).is_some_and(|c| c < s.trust_min) {
+                untrusted += 1;
+                assert!(!arm.uses_model(), "evaluation {i} used {arm:?} without trust");
+            }
+        }
+        let arms: Vec<Arm> = r.history.iter().filter_map(|h| h.arm).collect();
+        for arm in Arm::ALL {
+            assert!(arms.contains(&arm), "{arm:?} never chosen");
+        }
+        untrusted as f64 / arms.len() as f64
+    };
+    let structured = untrusted_share(&time);
+    let noise = untrusted_share(&|c: &Config| {
+        // splitmix64's finaliser over the values: no structure left for a model to find
+        let mix = |mut z: u64| {
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let h = c.iter().fold(0u64, |h, &x| mix(h.wrapping_add(x as u64).wrapping_add(0x9e37_79b9_7f4a_7c15)));
+        Some(1e-3 * (1.0 + (h >> 40) as f64 / (1u64 << 24) as f64))
+    });
+    eprintln!("steps without trust in the model: {structured:.2} (structured), {noise:.2} (noise)");
+    assert!(noise > 0.2 && structured < noise / 2.0, "untrusted: structured {structured:.2}, noise {noise:.2}");
 }
 
 #[test]
@@ -248,7 +327,7 @@ fn every_screening_model_reaches_the_optimum() {
 #[test]
 fn ablations_run() {
     for settings in [
-        Settings { gradient_steering: false, max_evals: Some(150), ..Settings::default() },
+        Settings { gradient_steering: true, max_evals: Some(150), ..Settings::default() },
         Settings { single_cell: true, max_evals: Some(150), ..Settings::default() },
         Settings { islands: 1, max_evals: Some(150), ..Settings::default() },
     ] {
@@ -270,7 +349,7 @@ fn evals_to_optimum_stats() {
         for seed in 0..40 {
             let base = Settings { seed, max_evals: Some(1000), ..Settings::default() };
             let settings = match variant {
-                1 => Settings { gradient_steering: false, ..base },
+                1 => Settings { gradient_steering: true, ..base },
                 2 => Settings { single_cell: true, ..base },
                 _ => base,
             };

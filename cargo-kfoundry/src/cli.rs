@@ -85,6 +85,9 @@ pub struct TuneArgs {
     /// Seed of the search and of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Search under another engine setting, KEY=VALUE (repeatable), e.g. `gradient_steering=true`, `selection.adaptive=false`, `screening=8`; the names are the fields of `kfoundry_search::Settings` (seed and budgets have their own flags).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = engine_setting)]
+    pub set: Vec<String>,
     /// Tune only kernels whose id contains this text.
     #[arg(long, value_name = "TEXT")]
     pub kernel: Option<String>,
@@ -175,6 +178,19 @@ fn count(text: &str) -> Result<usize, String> {
         Ok(v) if (1..=1_000_000).contains(&v) => Ok(v),
         _ => Err(format!("`{text}`: the budget must be a whole number from 1 to 1000000")),
     }
+}
+
+/// An engine setting for `tune --set`: one the engine takes, and not one of those that have
+/// their own flags.
+fn engine_setting(text: &str) -> Result<String, String> {
+    let key = text.split_once('=').map_or(text, |(k, _)| k).trim();
+    if matches!(key, "seed" | "max_evals" | "max_seconds" | "stagnation") {
+        return Err(format!("`{key}` is set by --seed, --budget-evals or --budget-secs"));
+    }
+    let mut settings = kfoundry_search::Settings::default();
+    settings.set(text)?;
+    settings.selection.check()?;
+    Ok(text.to_string())
 }
 
 /// Timed runs: 1 to 10000.

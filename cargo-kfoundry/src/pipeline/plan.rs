@@ -203,13 +203,16 @@ pub fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, wo
 }
 
 /// The search a tune of `spec` starts with: the annotation's space, the engine's default
-/// settings with this run's seed and budgets, the reference first.
+/// settings changed by `--set`, with this run's seed and budgets, the reference first.
 fn fresh_search(spec: &KernelSpec, args: &TuneArgs) -> Result<SearchState> {
     let space = Space::new(spec.params.iter().map(|p| kfoundry_search::Param { name: p.name.clone(), values: p.values.clone() }).collect())
         .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
     let reference = config_of(spec, &spec.reference);
-    let settings =
-        SearchSettings { seed: args.seed, max_evals: Some(args.budget_evals.max(1)), max_seconds: args.budget_secs, ..SearchSettings::default() };
+    let mut settings = SearchSettings::default();
+    for assignment in &args.set {
+        settings.set(assignment).map_err(|e| anyhow::anyhow!("--set {e}"))?;
+    }
+    let settings = SearchSettings { seed: args.seed, max_evals: Some(args.budget_evals.max(1)), max_seconds: args.budget_secs, ..settings };
     SearchState::new(space, settings, Some(&reference)).map_err(|e| anyhow::anyhow!("{e}"))
 }
 

@@ -3,13 +3,17 @@
 
 For every (strategy, seed) it records the order in which configurations were visited for
 the first time (that is what the scoring needs: a repeated visit costs nothing) and writes
-one JSON line {"space", "strategy", "seed", "trace": [key, ...], "seconds": wall}.
+one JSON line {"space", "strategy", "seed", "trace": [key, ...], "seconds": wall} (and
+"error" when the run crashed) for each seed SEED_FROM..SEED_TO-1.
 
 Usage: kt_runner.py STRIPPED_CACHE.json STRATEGY SEED_FROM SEED_TO MAX_FEVALS OUT.jsonl
-The stripped cache is written by score.py (`prepare`): the original file, decompressed, with
+The stripped cache is written by prepare_cache.py: the original file, decompressed, with
 the `times` arrays dropped (Kernel Tuner does not read them in simulation mode).
+OUT.jsonl appears complete or not at all: the lines go to OUT.jsonl.part.PID, renamed at the
+end (an interrupted run leaves only that temporary file; an existing OUT.jsonl is replaced).
 """
 import json
+import os
 import random
 import sys
 import time
@@ -75,7 +79,8 @@ def main():
     def restrict(p):
         return ",".join(str(p[n]) for n in names) in keys
 
-    with open(out_path, "a") as out:
+    tmp_path = "%s.part.%d" % (out_path, os.getpid())
+    with open(tmp_path, "w") as out:
         for seed in range(s0, s1):
             TRACE.clear()
             random.seed(seed)
@@ -97,6 +102,7 @@ def main():
                 rec["error"] = err
             out.write(json.dumps(rec) + "\n")
             out.flush()
+    os.replace(tmp_path, out_path)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 `times` arrays (32 samples per record) that it does not read: a smaller file parses faster.
 
 Usage: prepare_cache.py IN.json[.gz] OUT.json
+OUT.json appears complete or not at all (written under a temporary name, then renamed).
 """
 import gzip
 import json
+import os
 import sys
 
 src, dst = sys.argv[1:3]
@@ -17,5 +19,7 @@ for rec in data["cache"].values():
 # Kernel Tuner's reader needs `cache` to be the last field (it reopens the file by cutting its
 # last three characters); files written by other tools may order the fields otherwise
 data["cache"] = data.pop("cache")
-with open(dst, "w") as f:
+tmp = "%s.part.%d" % (dst, os.getpid())
+with open(tmp, "w") as f:
     json.dump(data, f)
+os.replace(tmp, dst)

@@ -1,61 +1,39 @@
 #!/usr/bin/env bash
 # Development benchmark of the search engine: kfoundry variants on the development spaces in
-# bench/spaces-dev/ (never the judged spaces in shared/spaces/), then the mean score per
-# variant. Settings are chosen here and on the synthetic landscapes, then judged once by
+# bench/spaces-dev/ (never the judged spaces in shared/spaces/), then the summary per variant
+# (mean score over the spaces, the worst space, and the share of the score axis below random
+# search). Settings are chosen here and on the synthetic landscapes, then judged once by
 # bench/search_vs_kernel_tuner.sh.
 #
 #   KF_VARIANTS=default,screening=8 SEEDS=50 bash bench/search_dev.sh [SPACE.json.gz ...]
 #
-# KT_STRATEGIES=genetic_algorithm,pso,... also replays those Kernel Tuner strategies (the venv
-# of bench/search_vs_kernel_tuner.sh, bench/.venv) with the same seeds and budgets.
-#
-# Spaces whose score axis ends before MIN_AXIS evaluations (default 40) are skipped: on them
-# the score measures the initial random samples, not the search.
+# This is bench/search_vs_kernel_tuner.sh with development defaults (it does the work: one job
+# pool, a table per space as soon as it is done, resuming from earlier traces, the summary):
+#   KF_VARIANTS    kfoundry variants, comma-separated (default: default)
+#   SEEDS          seeds per variant (default 50)
+#   JOBS           parallel jobs (default 2)
+#   DEV_OUT        output folder (default bench/out/dev): table-SPACE.md per space, summary.md
+#   MIN_AXIS       spaces whose score axis ends before MIN_AXIS evaluations (default 40) are
+#                  skipped: on them the score measures the initial random samples, not the
+#                  search
+#   KT_STRATEGIES  Kernel Tuner strategies, comma-separated (default: none): replayed too (the
+#                  venv of bench/search_vs_kernel_tuner.sh, bench/.venv) with the same seeds
+#                  and budgets (bayes_opt: BO_SEEDS, default SEEDS)
+#   FRESH=1        recompute everything instead of reusing the traces of earlier runs (kfoundry
+#                  traces are redone anyway when the scorer binary, hence the engine, changed)
+# Also passed through: SPACES (default bench/spaces-dev), VENV, BENCH, MANIFEST,
+# CARGO_TARGET_DIR, CHUNK, BO_SEEDS, BO_SHORT, CURVE, TITLE (see bench/search_vs_kernel_tuner.sh).
+# Relative paths (space files, DEV_OUT, SPACES) are taken from the repository root.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-SEEDS=${SEEDS:-50}
-MIN_AXIS=${MIN_AXIS:-40}
-export KF_VARIANTS=${KF_VARIANTS:-default}
-cargo build --release -q -p kfoundry-search --examples
-BENCH=target/release/examples/bench
-OUT=${DEV_OUT:-bench/out/dev}; mkdir -p "$OUT"
-spaces=("$@"); [ ${#spaces[@]} -eq 0 ] && spaces=(bench/spaces-dev/*.json.gz)
-run() {
-  local f=$1 name traces=(); name=$(basename "$f" .json.gz)
-  if [ -n "${KT_STRATEGIES:-}" ]; then
-    # Kernel Tuner reads its own layout only (`cache` last): prepare_cache.py writes it
-    bench/.venv/bin/python bench/prepare_cache.py "$f" "$OUT/$name.json"
-    local budget; budget=$("$BENCH" --budget "$f")
-    for s in ${KT_STRATEGIES//,/ }; do
-      rm -f "$OUT/kt-$name-$s.jsonl"
-      bench/.venv/bin/python -W ignore bench/kt_runner.py "$OUT/$name.json" "$s" 0 "$SEEDS" "$budget" "$OUT/kt-$name-$s.jsonl" 2>>"$OUT/kt-stderr.log"
-      traces+=("$OUT/kt-$name-$s.jsonl")
-    done
-  fi
-  "$BENCH" "$f" "$SEEDS" "${traces[@]}" > "$OUT/$name.md"
-}
-export -f run; export BENCH SEEDS OUT
-todo=()
-for f in "${spaces[@]}"; do
-  axis=$("$BENCH" --axis-end "$f")
-  if [ "$axis" -lt "$MIN_AXIS" ]; then echo "skip $(basename "$f") (axis ends at $axis)" >&2; continue; fi
-  todo+=("$f")
-done
-printf '%s\n' "${todo[@]}" | xargs -P "${JOBS:-2}" -I{} bash -c 'run {}'
-# summary: score (evals) per variant and space, and the mean
-python3 - "$OUT" "${todo[@]}" <<'PY'
-import sys, os, re
-out, files = sys.argv[1], sys.argv[2:]
-names = [os.path.basename(f)[:-8] for f in files]
-table = {}
-for n in names:
-    for line in open(os.path.join(out, n + ".md")):
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) > 3 and (cells[0].startswith("kfoundry") or cells[0].startswith("KT ")):
-            table.setdefault(cells[0], {})[n] = float(cells[2])
-print("| variant | " + " | ".join(names) + " | mean |")
-print("| --- |" + " ---: |" * (len(names) + 1))
-for v, row in table.items():
-    vals = [row.get(n, float("nan")) for n in names]
-    print(f"| {v} | " + " | ".join(f"{x:.3f}" for x in vals) + f" | {sum(vals)/len(vals):.3f} |")
-PY
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export KF_VARIANTS="${KF_VARIANTS:-default}"
+export SEEDS="${SEEDS:-50}"
+export JOBS="${JOBS:-2}"
+export MIN_AXIS="${MIN_AXIS:-40}"
+export OUT="${DEV_OUT:-bench/out/dev}"
+export SPACES="${SPACES:-bench/spaces-dev}"
+KT_STRATEGIES="${KT_STRATEGIES:-}"
+export STRATEGIES="${KT_STRATEGIES//,/ }"
+export BO_SEEDS="${BO_SEEDS:-$SEEDS}"
+export TITLE="${TITLE:-kfoundry search on the development spaces}"
+exec bash bench/search_vs_kernel_tuner.sh "$@"

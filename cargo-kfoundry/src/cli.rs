@@ -189,7 +189,7 @@ fn engine_setting(text: &str) -> Result<String, String> {
     }
     let mut settings = kfoundry_search::Settings::default();
     settings.set(text)?;
-    settings.selection.check()?;
+    settings.check()?;
     Ok(text.to_string())
 }
 

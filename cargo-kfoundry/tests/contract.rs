@@ -234,6 +234,8 @@ fn usage_errors_exit_with_2_and_say_what_is_wrong() {
         (vec!["tune", "--bundle", b, "--lockfile", lock, "--set", "gradient_steerin=true"], "`gradient_steerin`: no such setting"),
         (vec!["tune", "--bundle", b, "--lockfile", lock, "--set", "selection.p_min=0.9"], "selection.p_min out of range"),
         (vec!["tune", "--bundle", b, "--lockfile", lock, "--set", "max_evals=5"], "--budget-evals"),
+        (vec!["tune", "--bundle", b, "--lockfile", lock, "--set", "islands=0"], "0 islands"),
+        (vec!["simulate", "--set", "sampling.explore=-1", "x.json"], "negative or non-finite"),
     ] {
         let out = kfoundry(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -134,10 +134,43 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// Whether every setting is in range (settings come from checkpoints and `--set`, which
+    /// anyone can write); the error says which.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_ISLANDS).contains(&self.islands) {
+            return Err(format!("{} islands (1 to {MAX_ISLANDS} allowed)", self.islands));
+        }
+        if self.max_bins == 0
+            || self.max_bins > u16::MAX as usize
+            || self.population == 0
+            || self.population > MAX_POPULATION
+            || self.screening > MAX_SCREENING
+        {
+            return Err("settings out of range (max_bins, population or screening)".into());
+        }
+        let finite = [
+            self.decay,
+            self.prior,
+            self.sampling.exploit,
+            self.sampling.explore,
+            self.sampling.random,
+            self.operators.neighbour,
+            self.operators.reset,
+            self.operators.crossover,
+            self.weights.fitness,
+            self.weights.success,
+            self.weights.empty,
+        ];
+        if finite.iter().any(|x| !x.is_finite() || *x < 0.0) || self.max_seconds.is_some_and(|x| !x.is_finite()) {
+            return Err("settings with negative or non-finite weights".into());
+        }
+        self.selection.check()
+    }
+
     /// Sets one setting from text, `KEY=VALUE`: a field name (dotted for the nested ones,
     /// e.g. `sampling.explore`) and a JSON value or a bare word (`screen_model=Nearest`).
-    /// For replaying a space under other settings (`simulate --set`), not for tuning a
-    /// space's defaults.
+    /// For `simulate --set` and `tune --set`; [`Settings::check`] says whether the result
+    /// is in range.
     pub fn set(&mut self, assignment: &str) -> Result<(), String> {
         let (key, value) = assignment.split_once('=').ok_or_else(|| format!("`{assignment}`: expected KEY=VALUE"))?;
         let value: serde_json::Value = serde_json::from_str(value.trim()).unwrap_or_else(|_| serde_json::Value::String(value.trim().to_string()));
@@ -338,10 +371,7 @@ impl SearchState {
     /// A new search. `reference`, if given, is evaluated first (when valid), so the result
     /// is never worse than it.
     pub fn new(space: Space, settings: Settings, reference: Option<&Config>) -> Result<SearchState, SearchError> {
-        if settings.islands == 0 {
-            return Err(SearchError::Settings("islands must be at least 1".into()));
-        }
-        settings.selection.check().map_err(SearchError::Settings)?;
+        settings.check().map_err(SearchError::Settings)?;
         let reference = match reference {
             Some(c) => Some(space.indices(c).map_err(SearchError::Reference)?),
             None => None,
@@ -386,30 +416,7 @@ impl SearchState {
     /// earlier parents, and replaying the history through the engine must reproduce every
     /// structure derived from it (archives, gradient model, visited set, best, counts).
     pub fn validated(self) -> Result<SearchState, String> {
-        let s = &self.settings;
-        if !(1..=MAX_ISLANDS).contains(&s.islands) {
-            return Err(format!("{} islands (1 to {MAX_ISLANDS} allowed)", s.islands));
-        }
-        if s.max_bins == 0 || s.max_bins > u16::MAX as usize || s.population == 0 || s.population > MAX_POPULATION || s.screening > MAX_SCREENING {
-            return Err("settings out of range (max_bins, population or screening)".into());
-        }
-        let finite = [
-            s.decay,
-            s.prior,
-            s.sampling.exploit,
-            s.sampling.explore,
-            s.sampling.random,
-            s.operators.neighbour,
-            s.operators.reset,
-            s.operators.crossover,
-            s.weights.fitness,
-            s.weights.success,
-            s.weights.empty,
-        ];
-        if finite.iter().any(|x| !x.is_finite() || *x < 0.0) || s.max_seconds.is_some_and(|x| !x.is_finite()) {
-            return Err("settings with negative or non-finite weights".into());
-        }
-        s.selection.check()?;
+        self.settings.check()?;
         let space = Space::with_descriptors(self.space.params.clone(), self.space.descriptors.clone()).map_err(|e| format!("space: {e}"))?;
         let reference = match &self.reference {
             Some(idx) if !space.contains(idx) => return Err("the reference is not a configuration of the space".into()),

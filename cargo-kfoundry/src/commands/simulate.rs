@@ -13,6 +13,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     for assignment in &args.set {
         options.settings.set(assignment).map_err(|e| usage(format!("--set {e}")))?;
     }
+    options.settings.check().map_err(|e| usage(format!("--set: {e}")))?;
     options.settings.seed = args.seed;
     options.settings.max_evals = Some(args.budget_evals.max(1));
     let report = simulate(&args.cache, &options)?;

@@ -19,9 +19,9 @@
 //!                                            with seeds 0..SEEDS (KF_VARIANTS empty: none)
 //! bench --summary S.jsonl ...                one table across spaces from --scores files
 //! ```
-//! KF_VARIANTS=a,b,... picks kfoundry variants by key (default: default, no-gradient,
-//! single-cell, no-screening, previous; also relevance8, nearest32, or settings changes joined
-//! by `+`, e.g. `screening=8+screen_explore=0.1`).
+//! KF_VARIANTS=a,b,... picks kfoundry variants by key (default: default, gradient, previous,
+//! single-cell, no-screening; also fixed, or settings changes joined by `+`, e.g.
+//! `screening=8+selection.p_min=0.05`).
 //!
 //! Trace line format (one JSON object a line): `{"space": kernel name, "strategy": name,
 //! "seed": n, "trace": ["v1,v2,...", ...], "seconds": wall time of the run}`, the trace being
@@ -104,13 +104,15 @@ fn variants() -> Vec<(String, String, Settings)> {
 
 /// The variants a comma-separated list of keys names: (key, row name, settings), in order.
 fn variants_of(wanted: &str) -> Vec<(String, String, Settings)> {
-    // the engine before issue 13, exactly
-    let previous = Settings { selection: Selection::legacy(), gradient_steering: true, initial_samples: 12, ..Settings::default() };
     let all: [(&str, &str, Settings); 6] = [
         ("default", "kfoundry default", Settings::default()),
         ("gradient", "kfoundry gradient steering on", Settings { gradient_steering: true, ..Settings::default() }),
         ("fixed", "kfoundry fixed selection (every step screened)", Settings { selection: Selection::legacy(), ..Settings::default() }),
-        ("previous", "kfoundry previous default (every step screened, gradient steering on, 12 initial samples)", previous),
+        (
+            "previous",
+            "kfoundry previous default (every step screened, gradient steering on, 12 initial samples)",
+            Settings::before_adaptive_selection(),
+        ),
         ("single-cell", "kfoundry single-cell", Settings { single_cell: true, ..Settings::default() }),
         ("no-screening", "kfoundry no-screening", Settings { screening: 1, ..Settings::default() }),
     ];

@@ -236,8 +236,7 @@ fn variant(name: &str) -> Option<Settings> {
         "default" => d,
         "gradient" => Settings { gradient_steering: true, ..d },
         "fixed" => Settings { selection: kfoundry_search::Selection::legacy(), ..d },
-        // the engine before issue 13, exactly
-        "previous" => Settings { selection: kfoundry_search::Selection::legacy(), gradient_steering: true, initial_samples: 12, ..d },
+        "previous" => Settings::before_adaptive_selection(),
         "single-cell" => Settings { single_cell: true, ..d },
         "no-screening" => Settings { screening: 1, ..d },
         "nearest" => Settings { screen_model: ScreenModel::Nearest, ..d },

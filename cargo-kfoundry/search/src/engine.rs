@@ -134,6 +134,13 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The engine's defaults before adaptive selection (issue 13), exactly: every step screens
+    /// mutated children, gradient steering on, 12 initial samples. The baseline the benchmarks
+    /// compare the defaults with.
+    pub fn before_adaptive_selection() -> Settings {
+        Settings { selection: Selection::legacy(), gradient_steering: true, initial_samples: 12, ..Settings::default() }
+    }
+
     /// Whether every setting is in range (settings come from checkpoints and `--set`, which
     /// anyone can write); the error says which.
     pub fn check(&self) -> Result<(), String> {
@@ -892,14 +899,7 @@ impl SearchState {
                 _ => s,
             })
         };
-        let mut best = (0, f64::NEG_INFINITY);
-        for (k, c) in candidates.iter().enumerate() {
-            let v = score(c);
-            if v > best.1 {
-                best = (k, v);
-            }
-        }
-        best.0
+        first_max(candidates.iter().map(score))
     }
 
     /// Whether the surrogate ranks recent evaluations well enough to be used: the rank
@@ -1085,11 +1085,15 @@ fn pairs(c: &Indices) -> impl Iterator<Item = (usize, usize, u32, u32)> + '_ {
 
 /// The index of the candidate the surrogate predicts fastest (the first on a tie).
 fn favourite<'a>(model: &Surrogate, candidates: impl Iterator<Item = &'a Indices>) -> usize {
+    first_max(candidates.map(|c| model.predict(c)))
+}
+
+/// The index of the first of the highest scores (0 when none is above −∞).
+fn first_max(scores: impl Iterator<Item = f64>) -> usize {
     let mut best = (0, f64::NEG_INFINITY);
-    for (i, c) in candidates.enumerate() {
-        let pred = model.predict(c);
-        if pred > best.1 {
-            best = (i, pred);
+    for (i, v) in scores.enumerate() {
+        if v > best.1 {
+            best = (i, v);
         }
     }
     best.0

@@ -154,9 +154,14 @@ pub fn score_evals(b: &Baseline, traces: &[Trace]) -> f64 {
     if traces.is_empty() {
         return f64::NAN;
     }
-    let (lo, hi) = b.eval_axis();
-    let ps: Vec<f64> = (lo..=hi).map(|m| standardise(b, median_best(b, traces, |t| t.best_after_evals(m)), m as f64)).collect();
+    let ps = eval_axis_curve(b, traces);
     ps.iter().sum::<f64>() / ps.len() as f64
+}
+
+/// The standardised curve `P(M)` at every whole number of evaluations of the axis.
+fn eval_axis_curve(b: &Baseline, traces: &[Trace]) -> Vec<f64> {
+    let (lo, hi) = b.eval_axis();
+    (lo..=hi).map(|m| standardise(b, median_best(b, traces, |t| t.best_after_evals(m)), m as f64)).collect()
 }
 
 /// The share of the evaluation axis's points (every whole number of evaluations from `M_0.5`
@@ -165,9 +170,8 @@ pub fn below_random_share(b: &Baseline, traces: &[Trace]) -> f64 {
     if traces.is_empty() {
         return f64::NAN;
     }
-    let (lo, hi) = b.eval_axis();
-    let below = (lo..=hi).filter(|&m| standardise(b, median_best(b, traces, |t| t.best_after_evals(m)), m as f64) < 0.0).count();
-    below as f64 / (hi - lo + 1) as f64
+    let ps = eval_axis_curve(b, traces);
+    ps.iter().filter(|&&p| p < 0.0).count() as f64 / ps.len() as f64
 }
 
 /// The standardised curve `P(M)` at the given evaluation counts.

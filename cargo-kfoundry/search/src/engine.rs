@@ -543,13 +543,13 @@ impl SearchState {
 
     fn budget_stop(&self) -> Option<Stop> {
         let n = self.history.len();
-        if self.settings.max_evals.is_some_and(|m| n + self.external_turns >= m) {
+        if self.settings.max_evals.is_some_and(|m| n.saturating_add(self.external_turns) >= m) {
             return Some(Stop::MaxEvals);
         }
         if self.settings.max_seconds.is_some_and(|s| self.elapsed + self.external_cost >= s) {
             return Some(Stop::MaxSeconds);
         }
-        if self.settings.stagnation.is_some_and(|s| n >= self.last_improvement + s && n > 0) {
+        if self.settings.stagnation.is_some_and(|s| n >= self.last_improvement.saturating_add(s) && n > 0) {
             return Some(Stop::Stagnation);
         }
         None
@@ -578,7 +578,7 @@ impl SearchState {
             let progress = self.progress();
             if op.wants_turn(&progress, exhausted) {
                 let cost = op.turn(evaluator, &progress);
-                self.external_turns += 1;
+                self.external_turns = self.external_turns.saturating_add(1);
                 self.external_cost += if cost.is_finite() && cost > 0.0 { cost } else { 0.0 };
                 return Stepped::External;
             }

@@ -52,15 +52,17 @@ fn palette() -> Vec<Value> {
     ]
 }
 
+/// How many nodes `v` has, itself included.
+fn node_count(v: &Value) -> usize {
+    1 + match v {
+        Value::Array(a) => a.iter().map(node_count).sum(),
+        Value::Object(o) => o.values().map(node_count).sum(),
+        _ => 0,
+    }
+}
+
 /// Replaces the `k`-th node (pre-order, modulo the node count) of `v` by `with`.
 fn replace_node(v: &mut Value, k: usize, with: &Value) {
-    fn count(v: &Value) -> usize {
-        1 + match v {
-            Value::Array(a) => a.iter().map(count).sum(),
-            Value::Object(o) => o.values().map(count).sum(),
-            _ => 0,
-        }
-    }
     fn walk(v: &mut Value, k: &mut usize, with: &Value) -> bool {
         if *k == 0 {
             *v = with.clone();
@@ -73,7 +75,7 @@ fn replace_node(v: &mut Value, k: usize, with: &Value) {
             _ => false,
         }
     }
-    let mut k = k % count(v);
+    let mut k = k % node_count(v);
     walk(v, &mut k, with);
 }
 
@@ -125,5 +127,31 @@ proptest! {
             b.step(&mut evaluate, &|_| true);
         }
         prop_assert!(a.history() == b.history());
+    }
+}
+
+/// Every single-node edit of a short checkpoint to an extreme number: refused, or
+/// resumed without a panic. Deterministic, so an overflow on one setting (e.g. `stagnation`
+/// at `u64::MAX`) fails every run rather than one run in many.
+#[test]
+fn every_single_edit_is_refused_or_resumes_safely() {
+    let genuine = serde_json::to_value(state(0, 5)).unwrap();
+    // The extremes of the palette: what overflows or underflows arithmetic.
+    let palette = [json!(0), json!(-1), json!(u64::MAX), json!(i64::MIN), json!(1e300)];
+    let nodes = node_count(&genuine);
+    for k in 0..nodes {
+        for with in &palette {
+            let mut v = genuine.clone();
+            replace_node(&mut v, k, with);
+            let text = v.to_string();
+            let outcome = std::panic::catch_unwind(move || {
+                let Ok(s) = serde_json::from_value::<SearchState>(v) else { return };
+                let Ok(mut s) = s.validated() else { return };
+                for _ in 0..5 {
+                    s.step(&mut evaluate, &|_| true);
+                }
+            });
+            assert!(outcome.is_ok(), "panicked on node {k} set to {with}:\n{text}");
+        }
     }
 }

@@ -233,6 +233,30 @@ fn launchers_refuse_short_buffers_before_anything_runs() {
     assert!(out[..256].iter().all(|v| *v == 2.5) && out[256..].iter().all(|v| *v == 0.5));
 }
 
+/// Dispatch keeps what it decided and checked on the first call at given sizes (the launch
+/// plan); every later call's arguments are still checked against it before anything runs.
+#[test]
+fn every_call_is_checked_not_only_the_first() {
+    let (queue, _) = setup();
+    let k = Twice::evolved();
+    let (x, y) = buffers(&queue, 128);
+    assert_eq!(Twice::launch(&queue, 128, &x, &y).unwrap(), Step::Reference);
+    assert!(read(&y).iter().all(|v| *v == 2.5));
+    // Same sizes again: a short buffer, a scalar for a buffer, a missing argument.
+    let (short_x, _) = buffers(&queue, 127);
+    let e = Twice::launch(&queue, 128, &short_x, &y).unwrap_err();
+    assert!(matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed: 128, given: 127, .. } if arg == "x"), "{e}");
+    use kfoundry::{Arg, Scalar};
+    assert!(k.launch(&queue, &[("n", 128)], &[Arg::Scalar(Scalar::F32(1.0)), Arg::Buffer(y.as_core())]).is_err());
+    assert!(k.launch(&queue, &[("n", 128)], &[Arg::Buffer(x.as_core())]).is_err());
+    // A larger size on the same (now too short) buffers: a new plan, refused.
+    assert!(Twice::launch(&queue, 256, &x, &y).is_err());
+    assert!(read(&y).iter().all(|v| *v == 2.5), "nothing ran after the first call");
+    // And the plan still launches what it should.
+    assert_eq!(Twice::launch(&queue, 128, &x, &y).unwrap(), Step::Reference);
+    assert!(read(&y).iter().all(|v| *v == 4.5));
+}
+
 #[test]
 fn empty_and_impossible_sizes_are_errors_not_launches() {
     let (queue, device) = setup();

@@ -8,7 +8,7 @@ use ocl::core::{self, ClDeviceIdPtr};
 
 use super::device::{describe, device_key};
 use super::error::Error;
-use super::launch::{build_program_from, create_kernel, enqueue, Arg};
+use super::launch::{build_program_from, create_kernel, enqueue, Arg, LaunchPlan};
 use super::session::Timing;
 use crate::model::declared::declared_params;
 use crate::model::device::{DeviceInfo, DeviceKey};
@@ -34,12 +34,68 @@ pub struct Evolved {
     decoded: OnceLock<Result<Decoded, KernelError>>,
     /// Dispatch decisions by device and call sizes.
     choices: Mutex<BTreeMap<ChoiceKey, Arc<Choice>>>,
-    /// Built programs by context, device, source hash ("" for the annotated source) and params.
-    kernels: Mutex<BTreeMap<ProgramKey, (core::Program, core::Kernel)>>,
+    /// Built kernels and launches ready to replay. One lock for both: a kernel object's
+    /// arguments are shared state, so it is held while arguments are set and a kernel enqueued.
+    built: Mutex<Built>,
 }
 
 type ProgramKey = (Handle, Handle, String, Vec<i64>);
 type ChoiceKey = (Handle, Vec<i64>);
+
+/// Entries a cache keyed by call sizes keeps before it starts afresh: a program that launches
+/// at ever new sizes does not grow without bound.
+const MAX_CACHED_SIZES: usize = 1024;
+
+#[derive(Default)]
+struct Built {
+    /// Programs by context, device, source hash ("" for the annotated source) and params.
+    programs: BTreeMap<ProgramKey, (core::Program, core::Kernel)>,
+    /// What `launch` decided and checked on its first call with a context, device and sizes,
+    /// by a hash of them: the step, the kernel and its [`LaunchPlan`]. Later calls with the
+    /// same ones check only their arguments against the plan and enqueue.
+    ready: BTreeMap<u64, Vec<Ready>>,
+    ready_count: usize,
+}
+
+/// A dispatched launch ready to replay.
+struct Ready {
+    context: Handle,
+    device: Handle,
+    sizes: Vec<(String, usize)>,
+    step: Step,
+    kernel: core::Kernel,
+    plan: LaunchPlan,
+}
+
+impl Built {
+    fn ready(&self, context: Handle, device: Handle, sizes: &[(&str, usize)]) -> Option<&Ready> {
+        let same = |r: &&Ready| {
+            r.context == context
+                && r.device == device
+                && r.sizes.len() == sizes.len()
+                && r.sizes.iter().zip(sizes).all(|((a, x), (b, y))| a == b && x == y)
+        };
+        self.ready.get(&ready_hash(context, device, sizes))?.iter().find(same)
+    }
+
+    fn remember(&mut self, ready: Ready) {
+        if self.ready_count >= MAX_CACHED_SIZES {
+            self.ready.clear();
+            self.ready_count = 0;
+        }
+        let sizes: Vec<(&str, usize)> = ready.sizes.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let hash = ready_hash(ready.context, ready.device, &sizes);
+        self.ready.entry(hash).or_default().push(ready);
+        self.ready_count += 1;
+    }
+}
+
+fn ready_hash(context: Handle, device: Handle, sizes: &[(&str, usize)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (context, device, sizes).hash(&mut h);
+    h.finish()
+}
 
 struct Decoded {
     spec: KernelSpec,
@@ -135,7 +191,7 @@ impl Evolved {
             sources_json,
             decoded: OnceLock::new(),
             choices: Mutex::new(BTreeMap::new()),
-            kernels: Mutex::new(BTreeMap::new()),
+            built: Mutex::new(Built { programs: BTreeMap::new(), ready: BTreeMap::new(), ready_count: 0 }),
         }
     }
 
@@ -216,10 +272,46 @@ impl Evolved {
     /// never run. Returns the dispatch step.
     pub fn launch(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Step, Error> {
         let spec = self.spec()?;
-        let sizes = sizes_of(spec, sizes)?;
+        // The queue's context and device as handles (no reference counts touched).
+        let handles = (queue.as_core().context_ptr()? as Handle, queue.as_core().device()?.as_ptr() as Handle);
+        {
+            // After the first call with these sizes on this device: the arguments checked
+            // against the plan, and the kernel enqueued.
+            let built = self.built.lock().map_err(poisoned)?;
+            if let Some(ready) = built.ready(handles.0, handles.1, sizes) {
+                match ready.plan.enqueue(spec, &ready.kernel, queue, args, None) {
+                    Ok(()) => return Ok(ready.step),
+                    Err(e) if e.is_callers() || ready.step == Step::Reference => return Err(e),
+                    // A launch that failed may have met a passing shortage: the reference runs
+                    // for this call only.
+                    Err(_) => {
+                        drop(built);
+                        let (device, context) = queue_parts(queue)?;
+                        let sizes = sizes_of(spec, sizes)?;
+                        self.run(queue, &context, &device, spec, None, &spec.reference, &sizes, args)?;
+                        return Ok(Step::Reference);
+                    }
+                }
+            }
+        }
         let (device, context) = queue_parts(queue)?;
+        let call_sizes = sizes;
+        let sizes = sizes_of(spec, sizes)?;
         let choice = self.choice(&device, spec, &sizes)?;
-        match self.run(queue, &context, &device, spec, choice.variant, &choice.params, &sizes, args) {
+        // The first launch of `params` at these sizes here: built, planned, enqueued, and
+        // remembered for the next calls (also when the caller's arguments were refused: the
+        // plan holds for the sizes).
+        let first = |step: Step, variant: Option<usize>, params: &Params| -> Result<(), Error> {
+            let kernel = self.kernel(&context, &device, spec, variant, params)?;
+            let plan = LaunchPlan::new(spec, params, &sizes)?;
+            let mut built = self.built.lock().map_err(poisoned)?;
+            let result = plan.enqueue(spec, &kernel, queue, args, None);
+            let sizes = call_sizes.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+            built.remember(Ready { context: handles.0, device: handles.1, sizes, step, kernel, plan });
+            result
+        };
+        let chosen = first(choice.step, choice.variant, &choice.params);
+        match chosen {
             Err(e) if choice.step != Step::Reference && !e.is_callers() => {
                 // A variant that does not build here never will: the reference from now on at
                 // these sizes. A launch that failed may have met a passing shortage: this call
@@ -229,6 +321,7 @@ impl Evolved {
                     reasons.push(format!("{}: failed to build on this device ({e}); the reference runs instead", choice.step));
                     let fallback = Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons };
                     self.choices.lock().map_err(poisoned)?.insert(Self::choice_key(&device, &sizes), Arc::new(fallback));
+                    return first(Step::Reference, None, &spec.reference).map(|()| Step::Reference);
                 }
                 self.run(queue, &context, &device, spec, None, &spec.reference, &sizes, args)?;
                 Ok(Step::Reference)
@@ -279,9 +372,32 @@ impl Evolved {
     /// Programs built so far (one per context, device and variant): dispatch after the first
     /// call of a variant reuses its program.
     pub fn cached_programs(&self) -> usize {
-        self.kernels.lock().map(|k| k.len()).unwrap_or(0)
+        self.built.lock().map(|b| b.programs.len()).unwrap_or(0)
     }
 
+    /// The kernel of `variant` (`None`: the annotated source) with `params` for this context
+    /// and device, built on first use.
+    fn kernel(
+        &self,
+        context: &ocl::Context,
+        device: &ocl::Device,
+        spec: &KernelSpec,
+        variant: Option<usize>,
+        params: &Params,
+    ) -> Result<core::Kernel, Error> {
+        let (hash, source) = self.source_of(variant)?;
+        let key = (context.as_core().as_ptr() as Handle, device.as_core().as_ptr() as Handle, hash, params.values().copied().collect::<Vec<_>>());
+        if let Some((_, kernel)) = self.built.lock().map_err(poisoned)?.programs.get(&key) {
+            return Ok(kernel.clone());
+        }
+        // Built without the lock held: other kernels' launches go on meanwhile.
+        let program = build_program_from(spec, source, params, context.as_core(), device.as_core())?;
+        let kernel = create_kernel(spec, &program)?;
+        self.built.lock().map_err(poisoned)?.programs.entry(key).or_insert((program, kernel.clone()));
+        Ok(kernel)
+    }
+
+    /// Launches `params` of `variant` once (no plan kept).
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -294,17 +410,10 @@ impl Evolved {
         sizes: &Sizes,
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
-        let (hash, source) = self.source_of(variant)?;
-        let key = (context.as_core().as_ptr() as Handle, device.as_core().as_ptr() as Handle, hash, params.values().copied().collect::<Vec<_>>());
-        let mut kernels = self.kernels.lock().map_err(poisoned)?;
-        if !kernels.contains_key(&key) {
-            let program = build_program_from(spec, source, params, context.as_core(), device.as_core())?;
-            let kernel = create_kernel(spec, &program)?;
-            kernels.insert(key.clone(), (program, kernel));
-        }
-        let (_, kernel) = kernels.get(&key).ok_or_else(|| Error::OpenCl("kernel cache".into()))?;
+        let kernel = self.kernel(context, device, spec, variant, params)?;
         // The lock is held while arguments are set and the kernel enqueued: a kernel object's
         // arguments are shared state.
-        enqueue(spec, kernel, queue, params, sizes, args, None)
+        let _built = self.built.lock().map_err(poisoned)?;
+        enqueue(spec, &kernel, queue, params, sizes, args, None)
     }
 }

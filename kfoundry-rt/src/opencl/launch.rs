@@ -135,23 +135,10 @@ pub fn create_kernel(spec: &KernelSpec, program: &core::Program) -> Result<core:
     Ok(core::create_kernel(program, &spec.signature.name)?)
 }
 
-/// One kernel argument's value, checked against the spec at the call's sizes.
-enum Bound<'a> {
-    /// `__local` memory of this many bytes.
-    Local(usize),
-    Mem(&'a core::Mem),
-    Scalar(Scalar),
-}
-
 /// Sets every argument of `kernel` (local memory and sizes computed here, the rest from
 /// `args`) and enqueues it with the geometry of `params` at `sizes`. With `event`, the launch
-/// is recorded in it (for profiling).
-///
-/// Nothing is set or enqueued unless every check passes: the geometry is valid (constraints
-/// hold, sizes positive, local divides global, 1 to 3 dimensions); `args` are exactly the
-/// caller's arguments in order; each scalar has the kernel's type; each buffer holds at least
-/// the annotation's length at these sizes (in bytes, as OpenCL reports the memory object's
-/// size); every length and byte count is computed with overflow checks.
+/// is recorded in it (for profiling). A one-off [`LaunchPlan`]: see there what is checked
+/// (every length and byte count is computed with overflow checks).
 pub fn enqueue(
     spec: &KernelSpec,
     kernel: &core::Kernel,
@@ -161,114 +148,183 @@ pub fn enqueue(
     args: &[Arg<'_>],
     event: Option<&mut core::Event>,
 ) -> Result<(), Error> {
-    let geometry = spec.geometry(params, sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
-    let bound = bind(spec, params, sizes, args)?;
-    for (index, value) in bound.iter().enumerate() {
-        let index = u32::try_from(index).map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
-        match value {
-            Bound::Local(bytes) => core::set_kernel_arg(kernel, index, ArgVal::local::<u8>(bytes))?,
-            Bound::Mem(mem) => core::set_kernel_arg(kernel, index, ArgVal::mem(mem))?,
-            Bound::Scalar(s) => core::set_kernel_arg(kernel, index, s.arg_val())?,
-        }
-    }
-    enqueue_geometry(spec, queue, kernel, &geometry, event)
+    LaunchPlan::new(spec, params, sizes)?.enqueue(spec, kernel, queue, args, event)
 }
 
-/// Checks `args` against the spec at `sizes` and gives every kernel argument its value.
-fn bind<'a>(spec: &KernelSpec, params: &Params, sizes: &Sizes, args: &[Arg<'a>]) -> Result<Vec<Bound<'a>>, Error> {
-    let arg_error = |arg: &str, message: String| Error::Argument { kernel: spec.id.clone(), arg: arg.to_string(), message };
-    let expected = spec.caller_args().count();
-    if args.len() != expected {
-        return Err(arg_error(
-            "(all)",
-            format!("{} argument(s) given, the kernel takes {expected} from the caller ({})", args.len(), caller_names(spec)),
-        ));
+/// One kernel argument as a launch plan knows it.
+enum Slot {
+    /// `__local` memory of this many bytes.
+    Local(usize),
+    /// A size, from the call's sizes.
+    Size(Scalar),
+    /// The caller's next buffer: it must hold at least `bytes` (`len` elements of `elem`).
+    Buffer { name: String, elem: ScalarType, len: usize, bytes: usize },
+    /// The caller's next scalar: it must have type `ty`.
+    Scalar { name: String, ty: ScalarType },
+}
+
+impl Slot {
+    /// Whether the caller supplies this argument.
+    fn is_callers(&self) -> bool {
+        matches!(self, Slot::Buffer { .. } | Slot::Scalar { .. })
     }
-    let mut supplied = args.iter();
-    let mut out = Vec::with_capacity(spec.signature.args.len());
-    for (arg, role) in spec.args_with_roles() {
-        let name = arg.name();
-        let value = match (arg, role) {
-            (KernelArg::Buffer { elem, .. }, ArgRole::LocalMemory) => {
+}
+
+/// One configuration of a kernel at one set of sizes, checked and computed once: the geometry
+/// (constraints, positive sizes, local dividing global), the `__local` memory and size
+/// arguments, and the length each caller buffer must have. Launching it again only checks
+/// the caller's arguments against it, sets them and enqueues: this is what keeps dispatch in
+/// a shipped binary cheap after the first call at given sizes (no expression is evaluated and
+/// no map of names built per launch).
+pub struct LaunchPlan {
+    geometry: FixedGeometry,
+    slots: Vec<Slot>,
+    /// How many arguments the caller supplies ([`KernelSpec::caller_args`]).
+    callers: usize,
+}
+
+impl LaunchPlan {
+    /// The plan of `params` at `sizes`, or why it cannot be launched there.
+    pub fn new(spec: &KernelSpec, params: &Params, sizes: &Sizes) -> Result<LaunchPlan, Error> {
+        let geometry = spec.geometry(params, sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
+        let geometry = FixedGeometry::of(spec, &geometry)?;
+        let arg_error = |arg: &str, message: String| Error::Argument { kernel: spec.id.clone(), arg: arg.to_string(), message };
+        let mut slots = Vec::with_capacity(spec.signature.args.len());
+        for (arg, role) in spec.args_with_roles() {
+            let name = arg.name();
+            let bytes_of = |elem: &ScalarType| -> Result<(usize, usize), Error> {
                 let len = spec.buffer_len(name, params, sizes).map_err(|e| arg_error(name, e.to_string()))?;
                 let bytes = len.checked_mul(elem.size()).ok_or_else(|| arg_error(name, format!("{len} elements overflow a byte count")))?;
-                Bound::Local(bytes)
+                Ok((len, bytes))
+            };
+            slots.push(match (arg, role) {
+                (KernelArg::Buffer { elem, .. }, ArgRole::LocalMemory) => Slot::Local(bytes_of(elem)?.1),
+                (KernelArg::Scalar { ty, .. }, ArgRole::Size) => {
+                    let v = sizes.get(name).copied().ok_or_else(|| arg_error(name, "size not given".into()))?;
+                    let s = Scalar::from_int(*ty, v)
+                        .ok_or_else(|| arg_error(name, format!("size {v} does not fit the kernel's `{}`", ty.opencl_name())))?;
+                    Slot::Size(s)
+                }
+                (KernelArg::Buffer { elem, .. }, _) => {
+                    let (len, bytes) = bytes_of(elem)?;
+                    Slot::Buffer { name: name.to_string(), elem: *elem, len, bytes }
+                }
+                (KernelArg::Scalar { ty, .. }, _) => Slot::Scalar { name: name.to_string(), ty: *ty },
+            });
+        }
+        Ok(LaunchPlan { geometry, slots, callers: spec.caller_args().count() })
+    }
+
+    /// Checks `args` (the caller's arguments in signature order) against the plan, then sets
+    /// every argument of `kernel` and enqueues it on `queue`. With `event`, the launch is
+    /// recorded in it (for profiling). Nothing is set or enqueued unless every check passes.
+    /// `spec` is the plan's (for the messages).
+    pub fn enqueue(
+        &self,
+        spec: &KernelSpec,
+        kernel: &core::Kernel,
+        queue: &ocl::Queue,
+        args: &[Arg<'_>],
+        event: Option<&mut core::Event>,
+    ) -> Result<(), Error> {
+        self.check(spec, args)?;
+        let mut supplied = args.iter();
+        for (index, slot) in self.slots.iter().enumerate() {
+            let index = u32::try_from(index).map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
+            match slot {
+                Slot::Local(bytes) => core::set_kernel_arg(kernel, index, ArgVal::local::<u8>(bytes))?,
+                Slot::Size(s) => core::set_kernel_arg(kernel, index, s.arg_val())?,
+                Slot::Buffer { .. } | Slot::Scalar { .. } => match supplied.next() {
+                    Some(Arg::Buffer(mem)) => core::set_kernel_arg(kernel, index, ArgVal::mem(mem))?,
+                    Some(Arg::Scalar(s)) => core::set_kernel_arg(kernel, index, s.arg_val())?,
+                    None => return Err(Error::OpenCl("fewer arguments than checked".into())),
+                },
             }
-            (KernelArg::Scalar { ty, .. }, ArgRole::Size) => {
-                let v = sizes.get(name).copied().ok_or_else(|| arg_error(name, "size not given".into()))?;
-                let s =
-                    Scalar::from_int(*ty, v).ok_or_else(|| arg_error(name, format!("size {v} does not fit the kernel's `{}`", ty.opencl_name())))?;
-                Bound::Scalar(s)
-            }
-            (KernelArg::Buffer { elem, .. }, _) => match supplied.next() {
-                Some(Arg::Buffer(mem)) => {
-                    let len = spec.buffer_len(name, params, sizes).map_err(|e| arg_error(name, e.to_string()))?;
-                    let needed = len.checked_mul(elem.size()).ok_or_else(|| arg_error(name, format!("{len} elements overflow a byte count")))?;
+        }
+        // SAFETY: `check` found, before any argument was set, that `args` are exactly the
+        // caller's arguments: each buffer a live memory object (borrowed for this call) holding
+        // at least the annotation's length at the plan's sizes, each scalar of the kernel's
+        // type; `__local` memory and sizes come from the plan, so every argument of `kernel` is
+        // set. The plan's geometry was checked against the spec (1 to 3 positive dimensions,
+        // local dividing global, the constraints holding). What the kernel then touches is the
+        // annotation's promise for the reference; for a dispatched variant, what the tuner
+        // verified (guard zones before and after every buffer) at sizes spanning those it may
+        // run at; for `launch_params`, the promise its `unsafe` caller made.
+        unsafe {
+            let g = &self.geometry;
+            core::enqueue_kernel(queue.as_core(), kernel, g.dims, None, &g.global, g.local, None::<core::Event>, event)?;
+        }
+        Ok(())
+    }
+
+    /// `args` are exactly the caller's arguments of the plan: their number, each scalar's
+    /// type, and each buffer's size (as OpenCL reports the memory object's size).
+    fn check(&self, spec: &KernelSpec, args: &[Arg<'_>]) -> Result<(), Error> {
+        let arg_error = |arg: &str, message: String| Error::Argument { kernel: spec.id.clone(), arg: arg.to_string(), message };
+        if args.len() != self.callers {
+            return Err(arg_error(
+                "(all)",
+                format!("{} argument(s) given, the kernel takes {} from the caller ({})", args.len(), self.callers, caller_names(spec)),
+            ));
+        }
+        for (slot, arg) in self.slots.iter().filter(|s| s.is_callers()).zip(args) {
+            match (slot, arg) {
+                (Slot::Buffer { name, elem, len, bytes }, Arg::Buffer(mem)) => {
                     let given = match core::get_mem_object_info(mem, core::MemInfo::Size)? {
                         core::MemInfoResult::Size(bytes) => bytes,
                         _ => 0,
                     };
-                    if given < needed {
+                    if given < *bytes {
                         let length = spec.buffers.get(name).map(|e| format!(" (`{e}`)")).unwrap_or_default();
                         return Err(Error::BufferTooSmall {
                             kernel: spec.id.clone(),
-                            arg: name.to_string(),
+                            arg: name.clone(),
                             elem: elem.opencl_name(),
-                            needed: len,
+                            needed: *len,
                             given: given / elem.size(),
                             length,
                         });
                     }
-                    Bound::Mem(mem)
                 }
-                _ => return Err(arg_error(name, format!("expected a buffer of `{}`", elem.opencl_name()))),
-            },
-            (KernelArg::Scalar { ty, .. }, _) => match supplied.next() {
-                Some(Arg::Scalar(s)) if s.ty() == *ty => Bound::Scalar(*s),
-                Some(Arg::Scalar(s)) => {
+                (Slot::Buffer { name, elem, .. }, Arg::Scalar(_)) => {
+                    return Err(arg_error(name, format!("expected a buffer of `{}`", elem.opencl_name())))
+                }
+                (Slot::Scalar { ty, .. }, Arg::Scalar(s)) if s.ty() == *ty => {}
+                (Slot::Scalar { name, ty }, Arg::Scalar(s)) => {
                     return Err(arg_error(name, format!("expected a `{}`, given a `{}`", ty.opencl_name(), s.ty().opencl_name())))
                 }
-                _ => return Err(arg_error(name, format!("expected a scalar `{}`", ty.opencl_name()))),
-            },
-        };
-        out.push(value);
+                (Slot::Scalar { name, ty }, Arg::Buffer(_)) => return Err(arg_error(name, format!("expected a scalar `{}`", ty.opencl_name()))),
+                (Slot::Local(_) | Slot::Size(_), _) => {}
+            }
+        }
+        Ok(())
     }
-    Ok(out)
 }
 
 fn caller_names(spec: &KernelSpec) -> String {
     spec.caller_args().map(|a| a.name()).collect::<Vec<_>>().join(", ")
 }
 
-fn enqueue_geometry(
-    spec: &KernelSpec,
-    queue: &ocl::Queue,
-    kernel: &core::Kernel,
-    g: &Geometry,
-    event: Option<&mut core::Event>,
-) -> Result<(), Error> {
-    let dims = g.global.len();
-    if !(1..=3).contains(&dims) || g.local.as_ref().is_some_and(|l| l.len() != dims) {
-        return Err(Error::Embedded { kernel: spec.id.clone(), message: format!("a launch needs 1 to 3 dimensions, the spec has {dims}") });
+/// A launch's geometry as OpenCL takes it: the number of dimensions and three of each.
+struct FixedGeometry {
+    dims: u32,
+    global: [usize; 3],
+    local: Option<[usize; 3]>,
+}
+
+impl FixedGeometry {
+    fn of(spec: &KernelSpec, g: &Geometry) -> Result<FixedGeometry, Error> {
+        let dims = g.global.len();
+        if !(1..=3).contains(&dims) || g.local.as_ref().is_some_and(|l| l.len() != dims) {
+            return Err(Error::Embedded { kernel: spec.id.clone(), message: format!("a launch needs 1 to 3 dimensions, the spec has {dims}") });
+        }
+        let mut global = [1usize; 3];
+        global[..dims].copy_from_slice(&g.global);
+        let local = g.local.as_ref().map(|l| {
+            let mut out = [1usize; 3];
+            out[..dims].copy_from_slice(l);
+            out
+        });
+        Ok(FixedGeometry { dims: dims as u32, global, local })
     }
-    let mut global = [1usize; 3];
-    global[..dims].copy_from_slice(&g.global);
-    let local = g.local.as_ref().map(|l| {
-        let mut out = [1usize; 3];
-        out[..dims].copy_from_slice(l);
-        out
-    });
-    // SAFETY: `bind` checked, before any argument was set, that every argument of `kernel` is
-    // set: `__local` memory with the annotation's length, sizes from the call, and each
-    // caller's buffer a live memory object (borrowed for this call) holding at least the
-    // annotation's length at these sizes, each scalar of the kernel's type. The geometry was
-    // checked against the spec (1 to 3 positive dimensions, local dividing global, the
-    // constraints holding). What the kernel then touches is the annotation's promise for the
-    // reference; for a dispatched variant, what the tuner verified (guard zones before and
-    // after every buffer) at sizes spanning those it may run at; for `launch_params`, the
-    // promise its `unsafe` caller made.
-    unsafe {
-        core::enqueue_kernel(queue.as_core(), kernel, dims as u32, None, &global, local, None::<core::Event>, event)?;
-    }
-    Ok(())
 }

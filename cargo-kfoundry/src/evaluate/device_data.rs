@@ -14,15 +14,22 @@
 //!   such index, the largest absolute difference and the sums of squares for the relative
 //!   error norm; the host reduces the few partial results.
 
+use kfoundry_rt::model::signature::ScalarType;
 use kfoundry_rt::model::spec::Distribution;
 use kfoundry_rt::opencl::device::Limits;
 use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
 
 use super::compare::Comparison;
+use super::inputs::decode;
 
-/// Float buffers at least this long are drawn and compared on the device.
-pub const MIN_LEN: usize = 1 << 22;
+/// Buffers of at least this many bytes are drawn (float and integer inputs), poisoned, and
+/// compared (floats with tolerances; any type where it must be exactly the same) on the
+/// device.
+pub const MIN_BYTES: usize = 1 << 24;
+
+/// Element widths in bytes of the integer kernels, in their order.
+const WIDTHS: [usize; 4] = [1, 2, 4, 8];
 
 const GROUPS: usize = 1024;
 const GROUP_SIZE: usize = 256;
@@ -34,13 +41,45 @@ uint kf_hash(uint x) {
     x ^= x >> 16;
     return x;
 }
-/* A uniform in [0, 1) from (seed, index, stream): 24 random bits. */
-float kf_unit(uint seed_lo, uint seed_hi, ulong i, uint stream) {
+/* 32 random bits from (seed, index, stream). */
+uint kf_bits(uint seed_lo, uint seed_hi, ulong i, uint stream) {
     uint h = kf_hash((uint)i ^ seed_lo);
     h = kf_hash(h ^ (uint)(i >> 32) ^ seed_hi);
-    h = kf_hash(h + stream * 0x9E3779B9U);
-    return (float)(h >> 8) * (1.0f / 16777216.0f);
+    return kf_hash(h + stream * 0x9E3779B9U);
 }
+/* A uniform in [0, 1) from (seed, index, stream): 24 random bits. */
+float kf_unit(uint seed_lo, uint seed_hi, ulong i, uint stream) {
+    return (float)(kf_bits(seed_lo, seed_hi, i, stream) >> 8) * (1.0f / 16777216.0f);
+}
+/* Integers of every width: uniform in [lo, lo + range) (range 0: all 2^64 values), stored
+ * truncated to the element's width (two's complement: right for signed and unsigned types
+ * alike when the range fits the type); and exact element-wise comparison, per work-group
+ * the count of differing elements and the first such index. */
+#define KF_INTS(T, W) \
+__kernel void kf_uniform_int##W(__global T* out, const ulong n, const uint seed_lo, const uint seed_hi, const long lo, const ulong range) { \
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) { \
+        ulong h = ((ulong)kf_bits(seed_lo, seed_hi, i, 3) << 32) | (ulong)kf_bits(seed_lo, seed_hi, i, 4); \
+        out[i] = (T)(lo + (long)(range == 0 ? h : h % range)); \
+    } \
+} \
+__kernel void kf_same##W(__global const T* a, __global const T* b, const ulong n, __global uint* bad, __global ulong* first) { \
+    __local uint l_bad[GROUP_SIZE]; __local ulong l_first[GROUP_SIZE]; \
+    uint nbad = 0; ulong f = (ulong)(-1); \
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) \
+        if (a[i] != b[i]) { nbad++; if (i < f) f = i; } \
+    uint l = get_local_id(0); \
+    l_bad[l] = nbad; l_first[l] = f; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    for (uint s = GROUP_SIZE / 2; s > 0; s >>= 1) { \
+        if (l < s) { l_bad[l] += l_bad[l + s]; l_first[l] = min(l_first[l], l_first[l + s]); } \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+    } \
+    if (l == 0) { bad[get_group_id(0)] = l_bad[0]; first[get_group_id(0)] = l_first[0]; } \
+}
+KF_INTS(uchar, 8)
+KF_INTS(ushort, 16)
+KF_INTS(uint, 32)
+KF_INTS(ulong, 64)
 __kernel void kf_uniform(__global float* out, const ulong n, const uint seed_lo, const uint seed_hi, const float lo, const float hi) {
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
         out[i] = lo + (hi - lo) * kf_unit(seed_lo, seed_hi, i, 0);
@@ -124,6 +163,9 @@ pub struct DeviceData {
     normal: Kernel,
     poison: Kernel,
     compare: Kernel,
+    /// Integer draws and exact comparisons, by element width ([`WIDTHS`]).
+    int_uniform: Vec<Kernel>,
+    same: Vec<Kernel>,
     write_before: Kernel,
     /// The local-memory scrub; `None` when no size of it could be built and run here.
     scrub: Option<(Kernel, DeviceBuffer, [usize; 2])>,
@@ -143,6 +185,8 @@ impl DeviceData {
             normal: session.kernel(&program, "kf_normal")?,
             poison: session.kernel(&program, "kf_poison")?,
             compare: session.kernel(&program, "kf_compare")?,
+            int_uniform: WIDTHS.iter().map(|w| session.kernel(&program, &format!("kf_uniform_int{}", w * 8))).collect::<Result<_, _>>()?,
+            same: WIDTHS.iter().map(|w| session.kernel(&program, &format!("kf_same{}", w * 8))).collect::<Result<_, _>>()?,
             write_before: session.kernel(&program, "kf_write_before")?,
             scrub: scrub_kernel(session, limits),
         })
@@ -167,28 +211,83 @@ impl DeviceData {
         Ok(())
     }
 
-    /// Fills the first `len` floats of `buf` from `dist` with `seed`.
-    pub fn draw(&self, session: &Session, buf: &DeviceBuffer, len: usize, dist: Distribution, seed: u64) -> Result<(), RtError> {
-        let (kernel, a, b) = match dist {
-            Distribution::Uniform { lo, hi } => (&self.uniform, lo as f32, hi as f32),
-            Distribution::Normal { mean, std } => (&self.normal, mean as f32, std as f32),
-            // Scalars only, by the annotation's rules; a constant buffer all the same.
-            Distribution::Constant { value } => (&self.uniform, value as f32, value as f32),
-        };
-        if len.saturating_mul(4) > buf.len() {
-            return Err(RtError::OpenCl(format!("{len} floats do not fit a buffer of {} bytes", buf.len())));
+    /// Whether [`DeviceData::draw`] draws elements of `ty` from `dist`: floats of 32 bits from
+    /// any distribution, integers from a uniform or constant one.
+    pub fn draws(ty: ScalarType, dist: Distribution) -> bool {
+        match ty {
+            ScalarType::F32 => true,
+            ScalarType::F64 => false,
+            _ => !matches!(dist, Distribution::Normal { .. }),
         }
-        let args = [
+    }
+
+    /// Fills the first `len` elements of type `ty` of `buf` from `dist` with `seed` (integers:
+    /// uniform over the whole numbers from `lo` to `hi`, both rounded, as on the host).
+    pub fn draw(&self, session: &Session, buf: &DeviceBuffer, ty: ScalarType, len: usize, dist: Distribution, seed: u64) -> Result<(), RtError> {
+        if !Self::draws(ty, dist) {
+            return Err(RtError::OpenCl(format!("{dist:?} is not drawn on the device for `{}`", ty.opencl_name())));
+        }
+        if len.saturating_mul(ty.size()) > buf.len() {
+            return Err(RtError::OpenCl(format!("{len} elements of `{}` do not fit a buffer of {} bytes", ty.opencl_name(), buf.len())));
+        }
+        let mut args = vec![
             buf.arg(),
             Arg::Scalar(Scalar::U64(len as u64)),
             Arg::Scalar(Scalar::U32(seed as u32)),
             Arg::Scalar(Scalar::U32((seed >> 32) as u32)),
-            Arg::Scalar(Scalar::F32(a)),
-            Arg::Scalar(Scalar::F32(b)),
         ];
-        // SAFETY: the kernel writes out[i] for i < n only, and n floats fit the buffer (checked).
+        let kernel = if ty == ScalarType::F32 {
+            let (kernel, a, b) = match dist {
+                Distribution::Uniform { lo, hi } => (&self.uniform, lo as f32, hi as f32),
+                Distribution::Normal { mean, std } => (&self.normal, mean as f32, std as f32),
+                // Scalars only, by the annotation's rules; a constant buffer all the same.
+                Distribution::Constant { value } => (&self.uniform, value as f32, value as f32),
+            };
+            args.extend([Arg::Scalar(Scalar::F32(a)), Arg::Scalar(Scalar::F32(b))]);
+            kernel
+        } else {
+            let (lo, hi) = match dist {
+                Distribution::Uniform { lo, hi } => (lo.round(), hi.round()),
+                Distribution::Constant { value } => (value.round(), value.round()),
+                Distribution::Normal { .. } => unreachable!("refused above"),
+            };
+            // Whole numbers lo..=hi; a range of 2^64 (or more) is passed as 0: every value.
+            let (lo, hi) = (lo as i128, (hi as i128).max(lo as i128));
+            let range = u64::try_from(hi - lo + 1).unwrap_or(0);
+            args.extend([Arg::Scalar(Scalar::I64(lo as i64)), Arg::Scalar(Scalar::U64(range))]);
+            self.by_width(&self.int_uniform, ty)?
+        };
+        // SAFETY: the kernel writes out[i] for i < n only, and n elements fit the buffer (checked).
         unsafe { session.launch_raw(kernel, &GLOBAL, Some(&LOCAL), &args, false)? };
         Ok(())
+    }
+
+    fn by_width<'k>(&self, kernels: &'k [Kernel], ty: ScalarType) -> Result<&'k Kernel, RtError> {
+        WIDTHS
+            .iter()
+            .position(|w| *w == ty.size())
+            .and_then(|i| kernels.get(i))
+            .ok_or_else(|| RtError::OpenCl(format!("no device kernel for elements of {} bytes", ty.size())))
+    }
+
+    /// Compares the first `len` elements of type `ty` of two buffers for exact equality, bit
+    /// for bit (the check that a candidate left a buffer as the reference did).
+    pub fn same(&self, session: &Session, a: &DeviceBuffer, b: &DeviceBuffer, ty: ScalarType, len: usize) -> Result<Comparison, RtError> {
+        if len.saturating_mul(ty.size()) > a.len().min(b.len()) {
+            return Err(RtError::OpenCl(format!("{len} elements do not fit the buffers compared")));
+        }
+        let bad = session.alloc(GROUPS * 4)?;
+        let first = session.alloc(GROUPS * 8)?;
+        let args = [a.arg(), b.arg(), Arg::Scalar(Scalar::U64(len as u64)), bad.arg(), first.arg()];
+        // SAFETY: reads a[i], b[i] for i < n (both hold n elements, checked) and writes one
+        // element per work-group of the GROUPS-long result buffers.
+        unsafe { session.launch_raw(self.by_width(&self.same, ty)?, &GLOBAL, Some(&LOCAL), &args, false)? };
+        let (mismatches, first) = reduce_bad_and_first(&bad, &first)?;
+        let first = match first {
+            Some(i) if mismatches > 0 && i < len => Some((i, element_at(a, ty, i)?, element_at(b, ty, i)?)),
+            _ => None,
+        };
+        Ok(Comparison { mismatches, first, max_abs: 0.0, rel_norm: 0.0 })
     }
 
     /// Sets every bit of the first `bytes` bytes of `buf` (a multiple of 4): NaN in every float
@@ -238,19 +337,13 @@ impl DeviceData {
             b.read(0, &mut bytes)?;
             Ok(bytes)
         };
-        let u32s = |bytes: Vec<u8>| bytes.chunks_exact(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<_>>();
         let f32s = |bytes: Vec<u8>| bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as f64).collect::<Vec<_>>();
-        let firsts: Vec<u64> =
-            words(&first, 8)?.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
-        let mismatches: usize = u32s(words(&bad, 4)?).iter().map(|&b| b as usize).sum();
+        let (mismatches, first) = reduce_bad_and_first(&bad, &first)?;
         let max_abs = f32s(words(&max_abs, 4)?).iter().fold(0.0f64, |m, &x| m.max(x));
         let d2: f64 = f32s(words(&diff2, 4)?).iter().sum();
         let r2: f64 = f32s(words(&ref2, 4)?).iter().sum();
-        let first = match firsts.iter().min() {
-            Some(&i) if mismatches > 0 && (i as usize) < len => {
-                let i = i as usize;
-                Some((i, read_at(cand, i)?, read_at(refr, i)?))
-            }
+        let first = match first {
+            Some(i) if mismatches > 0 && i < len => Some((i, element_at(cand, ScalarType::F32, i)?, element_at(refr, ScalarType::F32, i)?)),
             _ => None,
         };
         let rel_norm = if r2 > 0.0 { (d2 / r2).sqrt() } else { d2.sqrt() };
@@ -282,10 +375,21 @@ fn scrub_kernel(session: &Session, limits: &Limits) -> Option<(Kernel, DeviceBuf
     None
 }
 
-fn read_at(buf: &DeviceBuffer, i: usize) -> Result<f64, RtError> {
-    let mut b = [0u8; 4];
-    buf.read(i * 4, &mut b)?;
-    Ok(f32::from_ne_bytes(b) as f64)
+/// Element `i` of type `ty` of `buf`, as a number.
+fn element_at(buf: &DeviceBuffer, ty: ScalarType, i: usize) -> Result<f64, RtError> {
+    let mut b = vec![0u8; ty.size()];
+    buf.read(i * ty.size(), &mut b)?;
+    Ok(decode(ty, &b, 0))
+}
+
+/// The per-work-group counts of differing elements and first differing indices, reduced.
+fn reduce_bad_and_first(bad: &DeviceBuffer, first: &DeviceBuffer) -> Result<(usize, Option<usize>), RtError> {
+    let (mut counts, mut firsts) = (vec![0u8; GROUPS * 4], vec![0u8; GROUPS * 8]);
+    bad.read(0, &mut counts)?;
+    first.read(0, &mut firsts)?;
+    let mismatches = counts.chunks_exact(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as usize).sum();
+    let first = firsts.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).min();
+    Ok((mismatches, first.and_then(|f| usize::try_from(f).ok())))
 }
 
 #[cfg(test)]
@@ -310,13 +414,13 @@ mod tests {
     #[test]
     fn draws_are_seeded_in_range_and_compared_like_on_the_host() {
         let (session, dd) = setup();
-        let n = MIN_LEN;
+        let n = MIN_BYTES / 4;
         let buf = || session.alloc(n * 4).expect("buffer");
         let (a, b, c) = (buf(), buf(), buf());
         let uniform = Distribution::Uniform { lo: -2.0, hi: 3.0 };
-        dd.draw(&session, &a, n, uniform, 42).unwrap();
-        dd.draw(&session, &b, n, uniform, 42).unwrap();
-        dd.draw(&session, &c, n, uniform, 43).unwrap();
+        dd.draw(&session, &a, ScalarType::F32, n, uniform, 42).unwrap();
+        dd.draw(&session, &b, ScalarType::F32, n, uniform, 42).unwrap();
+        dd.draw(&session, &c, ScalarType::F32, n, uniform, 43).unwrap();
         let (va, vc) = (read(&a), read(&c));
         assert!(va.iter().all(|&x| (-2.0..3.0).contains(&x)));
         let mean = va.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
@@ -344,6 +448,55 @@ mod tests {
         dd.poison(&session, &a, n * 4).unwrap();
         assert_eq!(dd.compare(&session, &a, &b, n, 1e-3, 1e-3).unwrap().mismatches, n);
         // A buffer too short for what is asked is an error, not a launch.
-        assert!(dd.draw(&session, &session.alloc(16).unwrap(), n, uniform, 1).is_err());
+        assert!(dd.draw(&session, &session.alloc(16).unwrap(), ScalarType::F32, n, uniform, 1).is_err());
+    }
+
+    fn bytes_of(b: &DeviceBuffer) -> Vec<u8> {
+        let mut bytes = vec![0u8; b.len()];
+        b.read(0, &mut bytes).expect("read");
+        bytes
+    }
+
+    #[test]
+    fn integers_are_drawn_in_range_and_compared_exactly() {
+        let (session, dd) = setup();
+        let n = 1 << 16;
+        // Bytes 0..=255 all appear, about equally often; same seed, same bytes.
+        let (a, b) = (session.alloc(n).unwrap(), session.alloc(n).unwrap());
+        let all_bytes = Distribution::Uniform { lo: 0.0, hi: 255.0 };
+        dd.draw(&session, &a, ScalarType::U8, n, all_bytes, 7).unwrap();
+        dd.draw(&session, &b, ScalarType::U8, n, all_bytes, 7).unwrap();
+        let va = bytes_of(&a);
+        let mut counts = [0usize; 256];
+        va.iter().for_each(|&v| counts[v as usize] += 1);
+        assert!(counts.iter().all(|&c| c > n / 256 / 2 && c < n / 256 * 2), "{counts:?}");
+        assert_eq!(va, bytes_of(&b));
+        assert!(dd.same(&session, &a, &b, ScalarType::U8, n).unwrap().ok());
+        // Signed 16-bit integers in [-3, 3], each value about a seventh of the time.
+        let s = session.alloc(n * 2).unwrap();
+        dd.draw(&session, &s, ScalarType::I16, n, Distribution::Uniform { lo: -3.0, hi: 3.0 }, 9).unwrap();
+        let vs: Vec<i16> = bytes_of(&s).chunks_exact(2).map(|c| i16::from_ne_bytes([c[0], c[1]])).collect();
+        assert!(vs.iter().all(|v| (-3..=3).contains(v)));
+        for v in -3..=3 {
+            let share = vs.iter().filter(|x| **x == v).count() as f64 / n as f64;
+            assert!((share - 1.0 / 7.0).abs() < 0.01, "{v}: {share}");
+        }
+        // 64-bit integers over their whole range: both signs appear.
+        let l = session.alloc(n * 8).unwrap();
+        dd.draw(&session, &l, ScalarType::I64, n, Distribution::Uniform { lo: i64::MIN as f64, hi: i64::MAX as f64 }, 3).unwrap();
+        let vl: Vec<i64> = bytes_of(&l).chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect();
+        assert!(vl.iter().any(|v| *v < 0) && vl.iter().any(|v| *v > 0));
+        // One changed element of a 32-bit buffer is found, with its index and both values.
+        let u = session.alloc(n * 4).unwrap();
+        dd.draw(&session, &u, ScalarType::U32, n, all_bytes, 1).unwrap();
+        let mut changed = bytes_of(&u);
+        changed[4 * 4321] ^= 1;
+        let c = session.upload(&changed).unwrap();
+        let cmp = dd.same(&session, &c, &u, ScalarType::U32, n).unwrap();
+        assert_eq!(cmp.mismatches, 1, "{cmp:?}");
+        assert_eq!(cmp.first.map(|f| f.0), Some(4321));
+        // Normal integers are the host's to draw.
+        assert!(!DeviceData::draws(ScalarType::I32, Distribution::Normal { mean: 0.0, std: 1.0 }));
+        assert!(dd.draw(&session, &u, ScalarType::I32, n, Distribution::Normal { mean: 0.0, std: 1.0 }, 1).is_err());
     }
 }

@@ -47,11 +47,12 @@ pub const FRONT_GUARD_BYTES: usize = 65536;
 /// How candidates are checked and timed.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Measurement {
-    /// Fresh input sets each candidate must pass (each with a new seed).
+    /// Input sets each candidate must pass (see [`Bench`] for which are fresh).
     pub input_sets: usize,
     /// Untimed runs before timing.
     pub warmup: usize,
-    /// Timed runs; the median is the candidate's time.
+    /// Timed runs at least; more while the median still moves (see [`Bench::time`]), and the
+    /// median is the candidate's time.
     pub repeats: usize,
     /// Seed of the input generator.
     pub seed: u64,
@@ -174,7 +175,40 @@ struct Run {
     scalars: Vec<Scalar>,
 }
 
+/// The measured descriptor that reports a timing's noise ([`relative_spread`]); not a
+/// dimension of the search's archive.
+pub const TIMING_NOISE: &str = "timing_noise";
+
+/// How a failure found in a guard zone begins.
+const GUARD_FAILURE: &str = "writes";
+
+/// Candidates one pooled input set serves before it is drawn afresh (with a new reference run).
+pub const POOL_REUSES: usize = 8;
+
+/// One input set of the pool: what it is made of, the reference's finished run on it, and how
+/// many candidates it has served.
+struct PooledSet {
+    prepared: Prepared,
+    reference: Run,
+    served: usize,
+}
+
 /// Evaluates configurations of one kernel on one device.
+///
+/// Where a candidate's inputs come from. During the search (the workload's sizes), each
+/// candidate must pass `input_sets` sets from a pool: each set is drawn once, the reference
+/// runs on it once, and it serves [`POOL_REUSES`] candidates before it is replaced by a fresh
+/// one (the sets are staggered, so one is renewed every few candidates). The reference's run,
+/// the slowest part of a check for a naive reference, and the drawing of inputs on the host
+/// are so paid once per set, not once per candidate. What stays per candidate: its own copy of
+/// the inputs, poisoned outputs, guard zones, the local-memory scrub, the comparison of every
+/// output and of every input it must leave alone. What a reused set gives up: candidates no
+/// longer see new values each time, so a value-dependent bug the current sets do not trigger
+/// passes the search. That is why a finalist is verified again before it ships, on fresh
+/// inputs at the workload's sizes and at every probe size ([`Bench::verify_at`], never
+/// pooled). The pool is skipped (fresh sets per candidate, as at other sizes) when it would
+/// take more than half of the device's memory, or when the candidate's buffers have other
+/// lengths than the reference's.
 pub struct Bench {
     pub spec: KernelSpec,
     /// The workload's sizes (where candidates are timed).
@@ -189,6 +223,11 @@ pub struct Bench {
     settings: Measurement,
     /// Input sets drawn so far (each gets its own seed).
     draws: std::cell::Cell<u64>,
+    /// Input sets at the workload's sizes with the reference's run on each, shared by the
+    /// candidates of the search ([`POOL_REUSES`]); empty when they would not fit the device.
+    pool: std::cell::RefCell<Vec<PooledSet>>,
+    /// Whether a pool fits the device's memory (decided with the first set).
+    pool_fits: std::cell::Cell<Option<bool>>,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
     /// Errors of the last candidate that passed verification.
@@ -241,6 +280,8 @@ impl Bench {
             device_data,
             settings,
             draws: std::cell::Cell::new(0),
+            pool: std::cell::RefCell::new(Vec::new()),
+            pool_fits: std::cell::Cell::new(None),
             build_failures: Vec::new(),
             last_errors: None,
         };
@@ -338,11 +379,12 @@ impl Bench {
                         }
                     };
                     let (front, back) = (guard(front), guard(back * elem.size()));
-                    let on_device = *elem == ScalarType::F32 && len >= device_data::MIN_LEN;
+                    let large = len.saturating_mul(elem.size()) >= device_data::MIN_BYTES;
                     let input = *read_only || self.spec.inputs.contains_key(name);
-                    let fill = match (input, on_device) {
-                        (true, true) => Fill::Draw { dist: self.spec.distribution(name), seed: rng.gen() },
-                        (true, false) => Fill::Host(draw_buffer(*elem, len, self.spec.distribution(name), rng)),
+                    let dist = self.spec.distribution(name);
+                    let fill = match (input, large) {
+                        (true, true) if DeviceData::draws(*elem, dist) => Fill::Draw { dist, seed: rng.gen() },
+                        (true, _) => Fill::Host(draw_buffer(*elem, len, dist, rng)),
                         (false, true) => Fill::Poison,
                         (false, false) => Fill::Host(poison_buffer(*elem, len)),
                     };
@@ -382,8 +424,11 @@ impl Bench {
                     self.session.upload(&all)?
                 }
                 Fill::Draw { .. } | Fill::Poison => {
-                    let b = self.session.alloc(front + data + back)?;
-                    self.device_data.poison(&self.session, &b, front + data + back)?;
+                    let total = front + data + back;
+                    let b = self.session.alloc(total)?;
+                    self.device_data.poison(&self.session, &b, total)?;
+                    // The poison kernel writes whole words: the last bytes of an odd length.
+                    b.write(total - total % 4, &[0xFF; 3][..total % 4])?;
                     b.write(0, &p.front)?;
                     b.write(front + data, &p.back)?;
                     b
@@ -391,7 +436,7 @@ impl Bench {
             };
             let view = whole.sub(front, data + back)?;
             if let Fill::Draw { dist, seed } = &p.fill {
-                self.device_data.draw(&self.session, &view, p.len, *dist, *seed)?;
+                self.device_data.draw(&self.session, &view, p.ty, p.len, *dist, *seed)?;
             }
             buffers.push(RunBuffer { name: p.name.clone(), ty: p.ty, len: p.len, whole, view, front: p.front.clone(), back: p.back.clone() });
         }
@@ -406,13 +451,13 @@ impl Bench {
             b.whole.read(0, &mut front)?;
             if let Some(at) = front.iter().zip(&b.front).position(|(x, y)| x != y) {
                 let before = (b.front.len() - at).div_ceil(size);
-                return Ok(Some(format!("writes before the start of `{}`: element -{before}", b.name)));
+                return Ok(Some(format!("{GUARD_FAILURE} before the start of `{}`: element -{before}", b.name)));
             }
             let mut back = vec![0u8; b.back.len()];
             b.whole.read(b.front.len() + b.len * size, &mut back)?;
             if let Some(at) = back.iter().zip(&b.back).position(|(x, y)| x != y) {
                 return Ok(Some(format!(
-                    "writes past the end of `{}`: element {} of a buffer of {} (the annotation's length)",
+                    "{GUARD_FAILURE} past the end of `{}`: element {} of a buffer of {} (the annotation's length)",
                     b.name,
                     b.len + at / size,
                     b.len
@@ -422,8 +467,8 @@ impl Bench {
         Ok(None)
     }
 
-    /// Compares output `name` of two finished runs: on the device for large float buffers,
-    /// else on the host.
+    /// Compares output `name` of two finished runs: on the device for large buffers (floats
+    /// with tolerances; any type when they must be exactly the same), else on the host.
     fn compare_outputs(&self, name: &str, cand: &Run, refr: &Run, rtol: f64, atol: f64) -> Result<Comparison, RtError> {
         let find = |run: &Run| {
             run.buffers
@@ -433,8 +478,13 @@ impl Bench {
                 .ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
         };
         let ((ty, len, c), (_, _, r)) = (find(cand)?, find(refr)?);
-        if ty == ScalarType::F32 && len >= device_data::MIN_LEN {
-            return self.device_data.compare(&self.session, &c, &r, len, rtol, atol);
+        if len.saturating_mul(ty.size()) >= device_data::MIN_BYTES {
+            if ty == ScalarType::F32 {
+                return self.device_data.compare(&self.session, &c, &r, len, rtol, atol);
+            }
+            if rtol == 0.0 && atol == 0.0 {
+                return self.device_data.same(&self.session, &c, &r, ty, len);
+            }
         }
         let (mut x, mut y) = (vec![0u8; len * ty.size()], vec![0u8; len * ty.size()]);
         c.read(0, &mut x)?;
@@ -559,19 +609,24 @@ impl Bench {
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
         self.last_errors = None;
-        let (run, errors) = match self.verify_sets(kernel, params, &sizes, self.settings.input_sets) {
+        let (run, errors) = match self.verify_sets(kernel, params, &sizes, self.settings.input_sets, true) {
             Ok(r) => r,
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
         self.last_errors = Some(errors);
         match self.time(kernel, params, &sizes, &run) {
-            Ok(seconds) => Evaluation::Ok { time: seconds, cost: cost(start), descriptors: vec![("local_mem_bytes".to_string(), local_mem as f64)] },
+            Ok((seconds, noise)) => Evaluation::Ok {
+                time: seconds,
+                cost: cost(start),
+                descriptors: vec![("local_mem_bytes".to_string(), local_mem as f64), (TIMING_NOISE.to_string(), noise)],
+            },
             Err(e) => Evaluation::failed(FailureKind::Runtime, e.to_string(), cost(start)),
         }
     }
 
-    /// Verifies `params` (of `source` when given) at other `sizes` without timing it: the
-    /// proof a finalist needs before it may be used at those sizes. `Err` when the reference
+    /// Verifies `params` (of `source` when given) at `sizes` on fresh inputs (never pooled ones,
+    /// also at the workload's sizes) without timing it: the proof a finalist needs before it
+    /// may be used at those sizes. `Err` when the reference
     /// itself cannot be trusted at `sizes` (then they prove nothing either way).
     pub fn verify_at(&mut self, params: &Params, source: Option<&str>, sizes: &Sizes, progress: &mut dyn FnMut(Phase)) -> Result<Verdict, String> {
         self.check_reference(sizes).map_err(|e| e.to_string())?;
@@ -588,24 +643,91 @@ impl Bench {
         if let Err(failure) = self.check_built(kernel, params, sizes) {
             return Ok(Err(failure));
         }
-        Ok(self.verify_sets(kernel, params, sizes, self.settings.input_sets).map(|(_, errors)| errors))
+        Ok(self.verify_sets(kernel, params, sizes, self.settings.input_sets, false).map(|(_, errors)| errors))
     }
 
-    /// `sets` verifications on fresh input sets; the last run (for timing) and the worst errors.
-    fn verify_sets(&self, kernel: &Kernel, params: &Params, sizes: &Sizes, sets: usize) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+    /// `sets` verifications: on pooled sets when `pool` is asked for and `sizes` are the
+    /// workload's ([`Bench`]), else on fresh ones; the last run (for timing) and the worst
+    /// errors.
+    fn verify_sets(
+        &self,
+        kernel: &Kernel,
+        params: &Params,
+        sizes: &Sizes,
+        sets: usize,
+        pool: bool,
+    ) -> Result<(Run, ErrorStats), (FailureKind, String)> {
         let mut last_run = None;
         let mut errors = ErrorStats::default();
-        for _ in 0..sets.max(1) {
-            let (run, e) = self.verify(kernel, params, sizes)?;
+        for set in 0..sets.max(1) {
+            let pooled = if pool && *sizes == self.sizes { self.verify_pooled(set, sets.max(1), kernel, params)? } else { None };
+            let (run, e) = match pooled {
+                Some(verified) => verified,
+                None => self.verify(kernel, params, sizes)?,
+            };
             last_run = Some(run);
             errors = errors.worst(e);
         }
         last_run.map(|run| (run, errors)).ok_or((FailureKind::Runtime, "no run".into()))
     }
 
+    /// One verification on pooled set number `set` of `sets` (drawn, or renewed once it has
+    /// served [`POOL_REUSES`] candidates); `None` when the pool does not fit the device or the
+    /// candidate's buffers have other lengths than the set's.
+    fn verify_pooled(&self, set: usize, sets: usize, kernel: &Kernel, params: &Params) -> Result<Option<(Run, ErrorStats)>, (FailureKind, String)> {
+        if self.pool_fits.get() == Some(false) {
+            return Ok(None);
+        }
+        let runtime = |e: String| (FailureKind::Runtime, e);
+        let mut pool = self.pool.borrow_mut();
+        if pool.len() <= set || pool[set].served >= POOL_REUSES {
+            if pool.len() > set {
+                // Freed before the new set is drawn: the device holds one set at a time more.
+                pool.truncate(set);
+            }
+            let reference_params = self.spec.reference.clone();
+            let mut rng = self.fresh_rng();
+            let prepared = self.prepare(&reference_params, &self.sizes, &mut rng).map_err(runtime)?;
+            if self.pool_fits.get().is_none() {
+                let bytes: usize = prepared.buffers.iter().map(|b| b.front.len() + b.len * b.ty.size() + b.back.len()).sum();
+                let room = usize::try_from(self.limits.global_mem_bytes / 2).unwrap_or(usize::MAX);
+                let fits = self.limits.global_mem_bytes > 0 && bytes.saturating_mul(sets + 1) <= room;
+                self.pool_fits.set(Some(fits));
+                if !fits {
+                    return Ok(None);
+                }
+            }
+            let reference = self.upload(&prepared).map_err(|e| runtime(e.to_string()))?;
+            self.launch(&self.reference, &reference_params, &self.sizes, &reference, false).map_err(|e| runtime(e.to_string()))?;
+            // Staggered: the first sets start part-used, so they are not all renewed at once.
+            let served = set * POOL_REUSES / sets;
+            let fresh = PooledSet { prepared, reference, served };
+            if pool.len() == set {
+                pool.push(fresh);
+            } else {
+                pool[set] = fresh;
+            }
+        }
+        let entry = &mut pool[set];
+        for b in &entry.prepared.buffers {
+            if self.spec.buffer_len(&b.name, params, &self.sizes).ok() != Some(b.len) {
+                return Ok(None);
+            }
+        }
+        entry.served += 1;
+        let verdict = self.check_candidate(kernel, params, &self.sizes, &entry.prepared, &entry.reference);
+        if let Err((kind, why)) = &verdict {
+            if *kind == FailureKind::Runtime || why.starts_with(GUARD_FAILURE) {
+                // A candidate that wrote outside its buffers, or broke the run, may have
+                // reached the pooled reference runs too: every set is drawn afresh.
+                pool.clear();
+            }
+        }
+        verdict.map(Some)
+    }
+
     /// One verification on a fresh input set: reference and candidate on the same inputs,
-    /// the device's local memory scrubbed right before the candidate runs, then every checked
-    /// output compared and every guard zone inspected.
+    /// then [`Bench::check_candidate`].
     fn verify(&self, kernel: &Kernel, params: &Params, sizes: &Sizes) -> Result<(Run, ErrorStats), (FailureKind, String)> {
         let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
         let mut rng = self.fresh_rng();
@@ -613,7 +735,23 @@ impl Bench {
         let prepared = self.prepare(params, sizes, &mut rng).map_err(|e| (FailureKind::Invalid, e))?;
         let ref_run = self.upload(&prepared).map_err(runtime)?;
         self.launch(&self.reference, &reference_params, sizes, &ref_run, false).map_err(runtime)?;
-        let cand_run = self.upload(&prepared).map_err(runtime)?;
+        self.check_candidate(kernel, params, sizes, &prepared, &ref_run)
+    }
+
+    /// The candidate on its own copy of `prepared`, the device's local memory scrubbed right
+    /// before it runs, then every checked output compared with the reference's run on the same
+    /// inputs, every other buffer compared with how the reference left it, and every guard
+    /// zone inspected.
+    fn check_candidate(
+        &self,
+        kernel: &Kernel,
+        params: &Params,
+        sizes: &Sizes,
+        prepared: &Prepared,
+        ref_run: &Run,
+    ) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+        let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
+        let cand_run = self.upload(prepared).map_err(runtime)?;
         self.device_data.scrub_local_memory(&self.session).map_err(runtime)?;
         self.launch(kernel, params, sizes, &cand_run, false).map_err(runtime)?;
         self.session.finish().map_err(runtime)?;
@@ -623,7 +761,7 @@ impl Bench {
         let mut errors = ErrorStats::default();
         for check in &self.spec.checks {
             let name = &check.buffer;
-            let cmp: Comparison = self.compare_outputs(name, &cand_run, &ref_run, check.rtol, check.atol).map_err(runtime)?;
+            let cmp: Comparison = self.compare_outputs(name, &cand_run, ref_run, check.rtol, check.atol).map_err(runtime)?;
             let len = ref_run.buffers.iter().find(|b| &b.name == name).map_or(0, |b| b.len);
             if !cmp.ok() {
                 let (i, x, want) = cmp.first.unwrap_or((0, 0.0, 0.0));
@@ -637,7 +775,7 @@ impl Bench {
         // Every other buffer must end exactly as the reference left it: a candidate may not use
         // an input as scratch space (the caller's data would be gone).
         for b in cand_run.buffers.iter().filter(|b| !self.spec.checks.iter().any(|c| c.buffer == b.name)) {
-            let same = self.compare_outputs(&b.name, &cand_run, &ref_run, 0.0, 0.0).map_err(runtime)?;
+            let same = self.compare_outputs(&b.name, &cand_run, ref_run, 0.0, 0.0).map_err(runtime)?;
             if !same.ok() {
                 return Err((
                     FailureKind::Wrong,
@@ -648,18 +786,53 @@ impl Bench {
         Ok((cand_run, errors))
     }
 
-    /// Median kernel time over the repeats, in seconds, from profiling events.
-    fn time(&self, kernel: &Kernel, params: &Params, sizes: &Sizes, run: &Run) -> Result<f64, RtError> {
+    /// Kernel time from profiling events: the median of at least `repeats` timed runs, more
+    /// while the median still moves (by more than [`STABLE`] from one run to the next, twice
+    /// running), up to [`MAX_REPEATS`] runs or [`TIMING_BUDGET_S`] seconds of kernel time.
+    /// Returns the median and the noise: the spread of the middle half of the runs
+    /// (interquartile range) relative to the median.
+    fn time(&self, kernel: &Kernel, params: &Params, sizes: &Sizes, run: &Run) -> Result<(f64, f64), RtError> {
         for _ in 0..self.settings.warmup {
             self.launch(kernel, params, sizes, run, false)?;
         }
-        let mut times = Vec::with_capacity(self.settings.repeats);
-        for _ in 0..self.settings.repeats.max(1) {
+        let least = self.settings.repeats.max(1);
+        let mut times = Vec::with_capacity(least);
+        let (mut spent, mut steady, mut last) = (0.0, 0, f64::NAN);
+        while times.len() < MAX_REPEATS.max(least) {
             if let Some(timing) = self.launch(kernel, params, sizes, run, true)? {
-                times.push(timing.seconds()?);
+                let t = timing.seconds()?;
+                spent += t;
+                times.push(t);
+            }
+            let now = median(&mut times.clone());
+            steady = if (now - last).abs() <= STABLE * now { steady + 1 } else { 0 };
+            last = now;
+            if times.len() >= least && (steady >= 2 || spent >= TIMING_BUDGET_S) {
+                break;
             }
         }
-        Ok(median(&mut times))
+        Ok((median(&mut times), relative_spread(&mut times)))
+    }
+}
+
+/// How little the median may move from one timed run to the next to count as steady.
+pub const STABLE: f64 = 0.01;
+/// Timed runs at most per measurement.
+pub const MAX_REPEATS: usize = 50;
+/// Kernel time per measurement after which no more runs are added (past the minimum).
+pub const TIMING_BUDGET_S: f64 = 1.0;
+
+/// Interquartile range over median (0 for fewer than 4 values).
+pub fn relative_spread(v: &mut [f64]) -> f64 {
+    if v.len() < 4 {
+        return 0.0;
+    }
+    let m = median(v);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    if m > 0.0 {
+        (q(0.75) - q(0.25)) / m
+    } else {
+        0.0
     }
 }
 
@@ -728,5 +901,63 @@ mod tests {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&mut []).is_nan());
+        assert_eq!(relative_spread(&mut [1.0, 1.0, 1.0]), 0.0);
+        assert!((relative_spread(&mut [1.0, 2.0, 2.0, 2.0, 3.0]) - 0.0).abs() < 1e-12);
+        assert!((relative_spread(&mut [1.0, 1.5, 2.0, 2.5, 3.0]) - 0.5).abs() < 1e-12);
+    }
+
+    /// y = 2x + y, with ITEMS=4 wrong at one element and ITEMS=8 wrong only where x > 0.99
+    /// (a value-dependent bug: about one element in 200).
+    fn bench() -> Bench {
+        let args: proc_macro2::TokenStream = r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) {
+                for (int j = 0; j < ITEMS; ++j) {
+                    int i = get_global_id(0) * ITEMS + j;
+                    float v = 2.0f * x[i] + y[i];
+                    if (ITEMS == 4 && i == 77) v += 1.0f;
+                    if (ITEMS == 8 && x[i] > 0.99f) v += 1.0f;
+                    y[i] = v;
+                }
+            }", params(ITEMS = [1, 2, 4, 8]), reference(ITEMS = 1), require(n % ITEMS == 0),
+            global = n / ITEMS, buffers(x = n, y = n), inputs(y = uniform(-1.0, 1.0)), check(y), workloads(w(n = 4096))"#
+            .parse()
+            .expect("tokens");
+        let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
+        let dir = std::env::temp_dir();
+        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: &dir };
+        let spec = kfoundry_tooling::annotation::parse(args, &item, &cx).map(|a| a.spec).map_err(|e| e.to_string()).expect("spec");
+        let sizes = spec.workloads[0].sizes.clone();
+        Bench::new(&spec, &sizes, 0, Measurement::default()).expect("a bench on the first OpenCL device (PoCL in CI)")
+    }
+
+    fn items(v: i64) -> Params {
+        [("ITEMS".to_string(), v)].into()
+    }
+
+    /// The search's candidates share pooled input sets (drawn, and run by the reference, once
+    /// per POOL_REUSES candidates); a finalist's verification always draws fresh ones. Wrong
+    /// candidates fail either way.
+    #[test]
+    fn pooled_input_sets_are_shared_and_verification_draws_fresh_ones() {
+        let mut b = bench();
+        let start = b.draws.get();
+        for round in 0..4 {
+            for v in [1, 2] {
+                assert!(b.evaluate(&items(v), None, &mut |_| {}).time().is_some(), "ITEMS={v}, round {round}");
+            }
+        }
+        let pooled = b.draws.get() - start;
+        assert!((3..=6).contains(&pooled), "8 candidates × 3 sets drew {pooled} sets (fresh: 24)");
+        let wrong = b.evaluate(&items(4), None, &mut |_| {});
+        assert!(matches!(wrong, Evaluation::Failed { kind: FailureKind::Wrong, .. }), "{wrong:?}");
+        // Verification at the workload's sizes: the reference checked twice, then 3 fresh sets.
+        let before = b.draws.get();
+        assert!(b.verify_at(&items(2), None, &b.sizes.clone(), &mut |_| {}).unwrap().is_ok());
+        assert_eq!(b.draws.get() - before, 5);
+        // The value-dependent bug is caught on fresh inputs as on pooled ones (4096 elements,
+        // 3 sets: about 60 elements above 0.99).
+        let verdict = b.verify_at(&items(8), None, &b.sizes.clone(), &mut |_| {}).unwrap();
+        assert!(matches!(verdict, Err((FailureKind::Wrong, _))), "{verdict:?}");
+        let timed = b.evaluate(&items(1), None, &mut |_| {});
+        assert!(timed.measured().iter().any(|(name, noise)| name == TIMING_NOISE && noise.is_finite() && *noise >= 0.0), "{timed:?}");
     }
 }

@@ -25,7 +25,8 @@ pub type Finalist = (Params, Option<String>);
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
     pub params: Params,
-    /// `probe` (wrong or failing at another size) or `remeasure` (failed when measured again).
+    /// `probe` (wrong or failing on fresh inputs or at another size) or `remeasure` (failed
+    /// when measured again).
     pub stage: &'static str,
     pub reason: String,
 }
@@ -172,6 +173,8 @@ mod tests {
         /// Evaluations after which the configuration fails (counted per configuration).
         fail_after: BTreeMap<i64, usize>,
         wrong_at_larger: Vec<i64>,
+        /// Wrong when verified again at the workload's sizes (on fresh inputs).
+        wrong_at_workload: Vec<i64>,
         counts: BTreeMap<i64, usize>,
         limits: Limits,
     }
@@ -189,6 +192,9 @@ mod tests {
         fn verify(&mut self, params: &Params, sizes: &Sizes, _: Option<&str>) -> Result<Verdict, String> {
             if self.wrong_at_larger.contains(&params["K"]) && sizes["n"] > 4096 {
                 return Ok(Err((FailureKind::Wrong, "differs".into())));
+            }
+            if self.wrong_at_workload.contains(&params["K"]) && sizes["n"] == 4096 {
+                return Ok(Err((FailureKind::Wrong, "differs on fresh inputs".into())));
             }
             Ok(Ok(ErrorStats::default()))
         }
@@ -221,6 +227,7 @@ mod tests {
             times: times.iter().copied().collect(),
             fail_after: BTreeMap::new(),
             wrong_at_larger: vec![],
+            wrong_at_workload: vec![],
             counts: BTreeMap::new(),
             limits: Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 1 << 32, ..Limits::default() },
         }
@@ -243,6 +250,20 @@ mod tests {
         assert!(d.proven.len() > 1 && d.proven[0] == w.sizes, "{:?}", d.proven);
         assert!(d.proven.iter().any(|s| s["n"] > 4096) && d.proven.iter().any(|s| s["n"] < 4096));
         assert_eq!((d.best_s, d.reference_s), (3.0, 4.0));
+    }
+
+    /// The search checked candidates on input sets they shared; a finalist is checked again on
+    /// fresh inputs at the workload's sizes before anything else.
+    #[test]
+    fn a_finalist_wrong_on_fresh_inputs_at_the_workload_is_dropped() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let mut judge = script(&[(0, 4.0), (1, 1.0), (2, 2.0)]);
+        judge.wrong_at_workload.push(1);
+        let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(0)], None, |_| {}).unwrap();
+        assert_eq!(d.params["K"], 2, "{d:?}");
+        assert_eq!((d.rejections[0].params["K"], d.rejections[0].stage), (1, "probe"));
+        assert!(d.rejections[0].reason.contains("4096") && d.rejections[0].reason.contains("fresh"), "{:?}", d.rejections[0]);
     }
 
     #[test]

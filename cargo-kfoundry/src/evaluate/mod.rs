@@ -9,7 +9,10 @@
 //!   poison; a write there fails the candidate, a read there feeds it NaN;
 //! - **relying on `__local` memory it did not write** (left over from an earlier work-group
 //!   or kernel): the device's local memory is scrubbed (filled with NaN) right before each
-//!   candidate run;
+//!   candidate run; on devices that are not GPUs, where one thread may run every work-group
+//!   in turn on the same local memory (PoCL on a busy machine), a kernel that has local memory
+//!   is also verified built with its work-groups numbered in reverse ([`REVERSED_GROUPS`]), so
+//!   that whichever work-group writes what the others read, some work-group runs before it;
 //! - **being right only at the tuned sizes**: finalists are verified again at smaller and
 //!   larger sizes ([`Bench::verify_at`], see [`probe`]).
 //!
@@ -126,8 +129,23 @@ pub fn check_launchable(spec: &KernelSpec, limits: &Limits, params: &Params, siz
 /// Candidates built most recently, kept for their proof at other sizes and their re-measures.
 const BUILT_KEPT: usize = 4;
 
-/// What a build is made of: parameters, and the generated source when it is not the annotated one.
-type BuildKey = (Params, Option<String>);
+/// What a build is made of: parameters, the generated source when it is not the annotated one,
+/// and whether its work-groups are numbered in reverse ([`REVERSED_GROUPS`]).
+type BuildKey = (Params, Option<String>, bool);
+
+/// Put before a candidate's source for its reversed verification build: work-group `g` of a
+/// launch of `n` groups acts as group `n - 1 - g` (global and linear ids to match). A correct
+/// kernel does not depend on the order in which work-groups run, so its results are the same;
+/// one that reads local memory another work-group wrote only works when the writer runs
+/// first, which this turns around. (A macro is not expanded again inside its own expansion,
+/// so `get_group_id` there is OpenCL's.)
+pub const REVERSED_GROUPS: &str = "\
+#define get_group_id(d) (get_num_groups(d) - 1 - get_group_id(d))
+#define get_global_id(d) (get_group_id(d) * get_local_size(d) + get_local_id(d) + get_global_offset(d))
+#define get_group_linear_id() ((get_group_id(2) * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) + get_group_id(0))
+#define get_global_linear_id() (((get_global_id(2) - get_global_offset(2)) * get_global_size(1) + (get_global_id(1) - get_global_offset(1))) * get_global_size(0) + (get_global_id(0) - get_global_offset(0)))
+#line 1
+";
 
 /// How one buffer is filled before a run (its guard zone is always poisoned).
 enum Fill {
@@ -228,6 +246,9 @@ pub struct Bench {
     pool: std::cell::RefCell<Vec<PooledSet>>,
     /// Whether a pool fits the device's memory (decided with the first set).
     pool_fits: std::cell::Cell<Option<bool>>,
+    /// Whether kernels with local memory are also verified with their work-groups numbered in
+    /// reverse ([`REVERSED_GROUPS`]): on devices that are not GPUs.
+    reverse_check: bool,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
     /// Errors of the last candidate that passed verification.
@@ -270,6 +291,7 @@ impl Bench {
         let reference = session.kernel(&program, &spec.signature.name)?;
         limits.preferred_multiple = session.kernel_info(&reference).preferred_multiple.map(|m| m as u64);
         let device_data = DeviceData::new(&session, &limits)?;
+        let reverse_check = !session.is_gpu();
         let bench = Bench {
             spec: spec.clone(),
             sizes: sizes.clone(),
@@ -282,6 +304,7 @@ impl Bench {
             draws: std::cell::Cell::new(0),
             pool: std::cell::RefCell::new(Vec::new()),
             pool_fits: std::cell::Cell::new(None),
+            reverse_check,
             build_failures: Vec::new(),
             last_errors: None,
         };
@@ -543,15 +566,26 @@ impl Bench {
         if *params == self.spec.reference && source.is_none() {
             return Ok(None);
         }
-        let key = (params.clone(), source.map(str::to_string));
+        self.build_as(params, source, false).map(Some)
+    }
+
+    /// The build of `params` (of `source` when given), its work-groups numbered in reverse
+    /// when `reversed` ([`REVERSED_GROUPS`]), reused when it is one of the last few.
+    fn build_as(&mut self, params: &Params, source: Option<&str>, reversed: bool) -> Result<std::rc::Rc<Kernel>, (FailureKind, String)> {
+        let key = (params.clone(), source.map(str::to_string), reversed);
         if let Some(i) = self.built.iter().position(|(k, _)| *k == key) {
             let entry = self.built.remove(i);
             let built = entry.1.clone();
             self.built.push(entry);
-            return Ok(Some(built));
+            return Ok(built);
         }
         let text = source.unwrap_or(&self.spec.source);
-        let built = self.session.build_spec(&self.spec, text, params).and_then(|p| self.session.kernel(&p, &self.spec.signature.name));
+        let built = kfoundry_rt::opencl::launch::build_options_for(&self.spec, text, params)
+            .and_then(|options| {
+                let program = if reversed { format!("{REVERSED_GROUPS}{text}") } else { text.to_string() };
+                self.session.build(&self.spec.id, &program, &options)
+            })
+            .and_then(|p| self.session.kernel(&p, &self.spec.signature.name));
         match built {
             Ok(b) => {
                 let b = std::rc::Rc::new(b);
@@ -559,14 +593,30 @@ impl Bench {
                     self.built.remove(0);
                 }
                 self.built.push((key, b.clone()));
-                Ok(Some(b))
+                Ok(b)
             }
             Err(e) => {
                 let log = e.to_string();
                 self.build_failures.push((params.clone(), truncate(&log, 4000)));
-                Err((FailureKind::Build, build_error_line(&log)))
+                let line = build_error_line(&log);
+                Err((FailureKind::Build, if reversed { format!("{line} (built with work-groups in reverse order)") } else { line }))
             }
         }
+    }
+
+    /// The reversed build of `params` when this bench checks work-group order and the kernel
+    /// has local memory (`local_mem` bytes of its own, or `__local` arguments); else `None`.
+    fn reversed_build(
+        &mut self,
+        params: &Params,
+        source: Option<&str>,
+        local_mem: u64,
+    ) -> Result<Option<std::rc::Rc<Kernel>>, (FailureKind, String)> {
+        let local_args = self.spec.args_with_roles().any(|(_, role)| role == ArgRole::LocalMemory);
+        if !self.reverse_check || (local_mem == 0 && !local_args) {
+            return Ok(None);
+        }
+        self.build_as(params, source, true).map(Some)
     }
 
     /// Limits that only the built kernel knows: its local memory and work-group limit.
@@ -609,7 +659,12 @@ impl Bench {
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
         self.last_errors = None;
-        let (run, errors) = match self.verify_sets(kernel, params, &sizes, self.settings.input_sets, true) {
+        let reversed = match self.reversed_build(params, source, local_mem) {
+            Ok(r) => r,
+            Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
+        };
+        let kernel = candidate.as_deref().unwrap_or(&self.reference);
+        let (run, errors) = match self.verify_sets((kernel, reversed.as_deref()), params, &sizes, self.settings.input_sets, true) {
             Ok(r) => r,
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
@@ -640,18 +695,24 @@ impl Bench {
         };
         progress(Phase::Built);
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
-        if let Err(failure) = self.check_built(kernel, params, sizes) {
-            return Ok(Err(failure));
-        }
-        Ok(self.verify_sets(kernel, params, sizes, self.settings.input_sets, false).map(|(_, errors)| errors))
+        let local_mem = match self.check_built(kernel, params, sizes) {
+            Ok(bytes) => bytes,
+            Err(failure) => return Ok(Err(failure)),
+        };
+        let reversed = match self.reversed_build(params, source, local_mem) {
+            Ok(r) => r,
+            Err(failure) => return Ok(Err(failure)),
+        };
+        let kernel = candidate.as_deref().unwrap_or(&self.reference);
+        Ok(self.verify_sets((kernel, reversed.as_deref()), params, sizes, self.settings.input_sets, false).map(|(_, errors)| errors))
     }
 
     /// `sets` verifications: on pooled sets when `pool` is asked for and `sizes` are the
-    /// workload's ([`Bench`]), else on fresh ones; the last run (for timing) and the worst
-    /// errors.
+    /// workload's ([`Bench`]), else on fresh ones; every second one with the reversed build
+    /// when there is one ([`REVERSED_GROUPS`]). The last run (for timing) and the worst errors.
     fn verify_sets(
         &self,
-        kernel: &Kernel,
+        (kernel, reversed): (&Kernel, Option<&Kernel>),
         params: &Params,
         sizes: &Sizes,
         sets: usize,
@@ -660,11 +721,17 @@ impl Bench {
         let mut last_run = None;
         let mut errors = ErrorStats::default();
         for set in 0..sets.max(1) {
-            let pooled = if pool && *sizes == self.sizes { self.verify_pooled(set, sets.max(1), kernel, params)? } else { None };
-            let (run, e) = match pooled {
-                Some(verified) => verified,
-                None => self.verify(kernel, params, sizes)?,
+            let (kernel, order) = match reversed {
+                Some(r) if set % 2 == 1 => (r, " (work-groups in reverse order)"),
+                _ => (kernel, ""),
             };
+            let pooled = if pool && *sizes == self.sizes { self.verify_pooled(set, sets.max(1), kernel, params) } else { Ok(None) };
+            let verified = match pooled {
+                Ok(Some(verified)) => Ok(verified),
+                Ok(None) => self.verify(kernel, params, sizes),
+                Err(e) => Err(e),
+            };
+            let (run, e) = verified.map_err(|(kind, why)| (kind, format!("{why}{order}")))?;
             last_run = Some(run);
             errors = errors.worst(e);
         }
@@ -927,6 +994,45 @@ mod tests {
         let spec = kfoundry_tooling::annotation::parse(args, &item, &cx).map(|a| a.spec).map_err(|e| e.to_string()).expect("spec");
         let sizes = spec.workloads[0].sizes.clone();
         Bench::new(&spec, &sizes, 0, Measurement::default()).expect("a bench on the first OpenCL device (PoCL in CI)")
+    }
+
+    /// A bench for `code` with one parameter `P` in 0..=1 (reference 0), y checked.
+    fn bench_of(code: &str) -> Bench {
+        let args = format!(
+            r#"code = {code:?}, params(P = [0, 1]), reference(P = 0), global = n, local = 64,
+               buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+        );
+        let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
+        let dir = std::env::temp_dir();
+        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: &dir };
+        let spec = kfoundry_tooling::annotation::parse(args.parse().expect("tokens"), &item, &cx).map(|a| a.spec).expect("spec");
+        let sizes = spec.workloads[0].sizes.clone();
+        Bench::new(&spec, &sizes, 0, Measurement::default()).expect("a bench on the first OpenCL device (PoCL in CI)")
+    }
+
+    /// P=1 reads a local tile that only work-group 0 fills. On a device where one thread runs
+    /// the work-groups in turn, group 0 runs first and leaves the tile for the others, so the
+    /// run is right; numbered in reverse, the first group to run is the last one, which reads
+    /// the scrubbed tile. P=0 (its own tile in every group, read after a barrier) passes both.
+    #[test]
+    fn a_kernel_relying_on_work_group_order_fails_verification() {
+        let mut b = bench_of(
+            "__kernel void k(const int n, __global const float* x, __global float* y) {
+                __local float tile[64];
+                if (P == 0 || get_group_id(0) == 0) tile[get_local_id(0)] = 2.0f;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                int i = get_global_id(0);
+                y[i] = x[i] * tile[(get_local_id(0) + 1) % 64];
+            }",
+        );
+        assert!(b.reverse_check, "PoCL is not a GPU");
+        let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
+        assert!(b.evaluate(&p(0), None, &mut |_| {}).time().is_some());
+        for round in 0..3 {
+            let e = b.evaluate(&p(1), None, &mut |_| {});
+            assert!(matches!(e, Evaluation::Failed { kind: FailureKind::Wrong, .. }), "round {round}: {e:?}");
+            b.built.clear();
+        }
     }
 
     fn items(v: i64) -> Params {

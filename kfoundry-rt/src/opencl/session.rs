@@ -68,6 +68,11 @@ impl Session {
         Ok(Session { device, context, queue })
     }
 
+    /// Whether the device is a GPU (`CL_DEVICE_TYPE` says so).
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.device.info(ocl::enums::DeviceInfo::Type), Ok(ocl::enums::DeviceInfoResult::Type(t)) if t.contains(ocl::DeviceType::GPU))
+    }
+
     /// The device's limits.
     pub fn limits(&self) -> Result<Limits, Error> {
         limits_of(&self.device)

@@ -26,7 +26,8 @@ def load(path):
         except ValueError:
             continue
         if m.get("reason") == "evaluation":
-            evals.append(m["outcome"])
+            # {"Ok": {...}} or {"Failed": {...}}
+            evals.append(next(iter(m["outcome"].values())))
         elif m.get("reason") == "tuned":
             result = m["result"]
     return evals, result

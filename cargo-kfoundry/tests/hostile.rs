@@ -4,7 +4,7 @@
 //!
 //! | BAD | how it cheats | what catches it |
 //! | --- | --- | --- |
-//! | 1 | reads a `__local` tile that only work-group 0 fills | local memory scrubbed before each candidate run; more work-groups at larger probe sizes |
+//! | 1 | reads a `__local` tile that only work-group 0 fills | local memory scrubbed before each candidate run; on PoCL, verification also with the work-groups numbered in reverse |
 //! | 2 | right only at the tuned size | probes at smaller and larger sizes |
 //! | 3 | writes one element past the end of `y` | the guard zone after every buffer |
 //! | 4 | reads past the end of `x` (times zero) | the guard zone (NaN) after every buffer |

@@ -44,6 +44,17 @@ fn bundle(dir: &std::path::Path) -> std::path::PathBuf {
 
 #[test]
 fn bad_candidates_are_contained_and_rejected_with_their_reason() {
+    bad_candidates_in_batches_of(1);
+}
+
+/// Proposed in batches of 4, the worker builds the bad candidates ahead of their evaluation;
+/// a crash or a hang still fails only the candidate that caused it.
+#[test]
+fn bad_candidates_built_ahead_are_contained_too() {
+    bad_candidates_in_batches_of(4);
+}
+
+fn bad_candidates_in_batches_of(batch: usize) {
     let dir = tempfile::tempdir().unwrap();
     let bundle = bundle(dir.path());
     let lock = dir.path().join("Kfoundry.lock");
@@ -53,6 +64,7 @@ fn bad_candidates_are_contained_and_rejected_with_their_reason() {
         .arg("--lockfile")
         .arg(&lock)
         .args(["--budget-evals", "7", "--candidate-timeout", "10", "--repeats", "1", "--message-format", "json"])
+        .args(["--set", &format!("batch={batch}")])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

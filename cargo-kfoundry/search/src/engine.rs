@@ -4,7 +4,7 @@
 //! [`SearchState::step_with`] also gives turns to an [`ExternalOperator`] (the language
 //! model's source rewrites), in the same loop and on the same budget.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -84,7 +84,20 @@ pub struct Settings {
     /// How each step's way of proposing is chosen ([`crate::selection`]). Default adaptive.
     #[serde(default = "Selection::legacy")]
     pub selection: Selection,
+    /// Configurations proposed together: each of a batch is proposed before the results of
+    /// the others in it are known, so that the evaluator can prepare (build) them at once
+    /// ([`crate::Evaluator::prepare`]); they are then evaluated one by one, in order. 1
+    /// (the default): propose one, evaluate it, then propose the next.
+    #[serde(default = "one")]
+    pub batch: usize,
 }
+
+fn one() -> usize {
+    1
+}
+
+/// The largest [`Settings::batch`].
+pub const MAX_BATCH: usize = 64;
 
 /// The surrogate model of candidate screening.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,6 +142,7 @@ impl Default for Settings {
             screening: 32,
             screen_model: ScreenModel::Relevance,
             selection: Selection::default(),
+            batch: 1,
         }
     }
 }
@@ -170,6 +184,9 @@ impl Settings {
         ];
         if finite.iter().any(|x| !x.is_finite() || *x < 0.0) || self.max_seconds.is_some_and(|x| !x.is_finite()) {
             return Err("settings with negative or non-finite weights".into());
+        }
+        if !(1..=MAX_BATCH).contains(&self.batch) {
+            return Err(format!("batch {} (1 to {MAX_BATCH} allowed)", self.batch));
         }
         self.selection.check()
     }
@@ -215,6 +232,10 @@ pub struct Record {
     /// a model.
     #[serde(default)]
     pub predicted: Option<f64>,
+    /// How many evaluations the history had when it was proposed, when that was fewer than
+    /// when it was evaluated (it was proposed in a batch, [`Settings::batch`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposed_at: Option<usize>,
 }
 
 /// Why the search stopped.
@@ -343,6 +364,9 @@ pub struct SearchState {
     /// Per history index: mutations of it that produced an evaluated or invalid child (a
     /// parent whose neighbourhood is used up is sampled less).
     dead_ends: Vec<u32>,
+    /// Proposed and not evaluated yet (the rest of a batch), in order.
+    #[serde(default)]
+    pending: VecDeque<Pending>,
 }
 
 /// Parent-sampling weights of one island (see `SearchState::parent_weights`).
@@ -412,6 +436,7 @@ impl SearchState {
             external_turns: 0,
             external_cost: 0.0,
             dead_ends: Vec::new(),
+            pending: VecDeque::new(),
             space,
             settings,
         })
@@ -439,8 +464,11 @@ impl SearchState {
             if !r.outcome.cost().is_finite() || r.predicted.is_some_and(|p| !p.is_finite()) {
                 return Err(format!("evaluation {i} has a non-finite cost or prediction"));
             }
+            if r.proposed_at.is_some_and(|at| at >= i) {
+                return Err(format!("evaluation {i} says it was proposed after it was evaluated"));
+            }
             let proposal = Proposal { child, operator: r.operator, parent: r.parent, other: r.other_parent, arm: r.arm, predicted: r.predicted };
-            replay.record(proposal, r.config.clone(), r.outcome.clone(), r.island);
+            replay.record(Pending { proposal, island: r.island, proposed_at: r.proposed_at.unwrap_or(i) }, r.config.clone(), r.outcome.clone());
         }
         let consistent = replay.history == self.history
             && replay.islands == self.islands
@@ -462,7 +490,7 @@ impl SearchState {
         let window = self.settings.selection.trust_window;
         let recent = self.history.iter().enumerate().rev().filter(|(_, r)| r.predicted.is_some()).take(window);
         for (i, r) in recent {
-            let model = self.surrogate_of(i);
+            let model = self.surrogate_of(r.proposed_at.unwrap_or(i));
             let idx = self.space.indices(&r.config).map_err(|e| format!("evaluation {i}: {e}"))?;
             if model.map(|m| m.predict(&idx).to_bits()) != r.predicted.map(f64::to_bits) {
                 return Err(format!("evaluation {i} has a prediction its history does not give"));
@@ -470,6 +498,22 @@ impl SearchState {
         }
         if !self.external_cost.is_finite() || self.external_cost < 0.0 {
             return Err("the external operator's cost is negative or not finite".into());
+        }
+        // what was proposed and not evaluated: new configurations of the space, each once,
+        // with the model's prediction at the time
+        let n = self.history.len();
+        for (k, p) in self.pending.iter().enumerate() {
+            let c = &p.proposal.child;
+            let fresh = self.space.contains(c) && !self.visited.contains_key(c) && !self.pending.iter().take(k).any(|q| q.proposal.child == *c);
+            let linked = p.island < replay.islands.len()
+                && p.proposed_at <= n
+                && p.proposal.parent.map_or(true, |x| x < n)
+                && p.proposal.other.map_or(true, |x| x < n);
+            let predicted = self.surrogate_of(p.proposed_at).map(|m| m.predict(c).to_bits()) == p.proposal.predicted.map(f64::to_bits)
+                || p.proposal.predicted.is_none();
+            if !fresh || !linked || !predicted || self.pending.len() > self.settings.batch {
+                return Err(format!("proposal {k} not yet evaluated is not one the search could have made"));
+            }
         }
         Ok(SearchState {
             rng: self.rng,
@@ -479,6 +523,7 @@ impl SearchState {
             next_island: self.next_island % replay.islands.len(),
             stop: self.stop,
             dead_ends: self.dead_ends,
+            pending: self.pending,
             ..replay
         })
     }
@@ -586,22 +631,38 @@ impl SearchState {
         if exhausted {
             return Stepped::Done(Stop::Exhausted);
         }
-        let island = self.next_island % self.islands.len();
-        let proposal = match self.propose(island, valid) {
-            Some(p) => p,
-            None => {
-                self.stop = Some(Stop::Exhausted);
-                // The external operator may want the rest of the budget.
-                return match external {
-                    Some(op) => self.step_with(evaluator, valid, Some(op)),
-                    None => Stepped::Done(Stop::Exhausted),
-                };
-            }
+        if self.pending.is_empty() {
+            self.propose_batch(evaluator, valid);
+        }
+        let Some(next) = self.pending.pop_front() else {
+            self.stop = Some(Stop::Exhausted);
+            // The external operator may want the rest of the budget.
+            return match external {
+                Some(op) => self.step_with(evaluator, valid, Some(op)),
+                None => Stepped::Done(Stop::Exhausted),
+            };
         };
-        self.next_island = (self.next_island + 1) % self.islands.len();
-        let config = self.space.values(&proposal.child);
+        let config = self.space.values(&next.proposal.child);
         let outcome = evaluator.evaluate(&config);
-        Stepped::Evaluated(self.record(proposal, config, outcome, island))
+        Stepped::Evaluated(self.record(next, config, outcome))
+    }
+
+    /// Proposes the next [`Settings::batch`] configurations (fewer when the evaluation budget
+    /// or the space has fewer left), each for the next island in turn, and tells the evaluator
+    /// what is coming when there are several.
+    fn propose_batch<E: Evaluator + ?Sized>(&mut self, evaluator: &mut E, valid: &dyn Fn(&Config) -> bool) {
+        let n = self.history.len();
+        let left = self.settings.max_evals.map_or(usize::MAX, |m| m.saturating_sub(n.saturating_add(self.external_turns)));
+        for _ in 0..self.settings.batch.max(1).min(left.max(1)) {
+            let island = self.next_island % self.islands.len();
+            let Some(proposal) = self.propose(island, valid) else { break };
+            self.next_island = (self.next_island + 1) % self.islands.len();
+            self.pending.push_back(Pending { proposal, island, proposed_at: n });
+        }
+        if self.pending.len() > 1 {
+            let upcoming: Vec<Config> = self.pending.iter().map(|p| self.space.values(&p.proposal.child)).collect();
+            evaluator.prepare(&upcoming);
+        }
     }
 
     /// Runs until a budget is spent, the space is exhausted or `observer` returns false
@@ -687,9 +748,11 @@ impl SearchState {
         }
     }
 
-    fn record(&mut self, proposal: Proposal, config: Config, outcome: Evaluation, island: usize) -> usize {
+    fn record(&mut self, pending: Pending, config: Config, outcome: Evaluation) -> usize {
+        let Pending { proposal, island, proposed_at } = pending;
         let Proposal { child, operator, parent, other: other_parent, arm, predicted } = proposal;
         let n = self.history.len();
+        let proposed_at = (proposed_at < n).then_some(proposed_at);
         if let Some(arm) = arm {
             let reward = self.reward(outcome.time());
             self.arms.credit(&self.settings.selection, arm, reward);
@@ -733,7 +796,19 @@ impl SearchState {
                 self.last_improvement = n + 1;
             }
         }
-        self.history.push(Record { config, outcome, parent, other_parent, operator, island, cell, elapsed: self.elapsed, arm, predicted });
+        self.history.push(Record {
+            config,
+            outcome,
+            parent,
+            other_parent,
+            operator,
+            island,
+            cell,
+            elapsed: self.elapsed,
+            arm,
+            predicted,
+            proposed_at,
+        });
         self.dead_ends.push(0);
         // ring migration of each island's best
         let k = self.islands.len();
@@ -750,7 +825,7 @@ impl SearchState {
     }
 
     fn is_new_and_valid(&self, idx: &[u32], valid: &dyn Fn(&Config) -> bool) -> bool {
-        !self.visited.contains_key(idx) && valid(&self.space.values(idx))
+        !self.visited.contains_key(idx) && !self.pending.iter().any(|p| *p.proposal.child == *idx) && valid(&self.space.values(idx))
     }
 
     /// A uniformly random valid configuration not evaluated yet.
@@ -1061,7 +1136,7 @@ impl SearchState {
 }
 
 /// What a step proposes: the child and how it came about.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct Proposal {
     child: Indices,
     operator: Operator,
@@ -1069,6 +1144,15 @@ struct Proposal {
     other: Option<usize>,
     arm: Option<Arm>,
     predicted: Option<f64>,
+}
+
+/// A proposal waiting for its evaluation: for which island, and how many evaluations the
+/// history had when it was made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Pending {
+    proposal: Proposal,
+    island: usize,
+    proposed_at: usize,
 }
 
 impl Proposal {

@@ -96,6 +96,11 @@ impl Evaluation {
 /// configuration, and only for configurations the validity predicate accepts.
 pub trait Evaluator {
     fn evaluate(&mut self, config: &Config) -> Evaluation;
+
+    /// The configurations the engine will ask for next, in order (a batch,
+    /// [`crate::Settings::batch`]): an evaluator may start building them now. A hint only:
+    /// each is still evaluated by its own call, and what it returns must not depend on this.
+    fn prepare(&mut self, _upcoming: &[Config]) {}
 }
 
 impl<F: FnMut(&Config) -> Evaluation> Evaluator for F {

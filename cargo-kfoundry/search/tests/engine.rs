@@ -475,3 +475,80 @@ fn an_exhausted_space_leaves_the_rest_of_the_budget_to_the_external_operator() {
         }
     }
 }
+
+/// An evaluator that records what it was told was coming and what it was asked for.
+#[derive(Default)]
+struct Recording {
+    prepared: Vec<Vec<Config>>,
+    asked: Vec<Config>,
+}
+
+impl kfoundry_search::Evaluator for Recording {
+    fn evaluate(&mut self, c: &Config) -> Evaluation {
+        self.asked.push(c.clone());
+        match time(c) {
+            Some(t) => Evaluation::ok(t, 0.01),
+            None => Evaluation::failed(FailureKind::Build, "too many registers", 0.01),
+        }
+    }
+    fn prepare(&mut self, upcoming: &[Config]) {
+        self.prepared.push(upcoming.to_vec());
+    }
+}
+
+/// In batches of 4, the evaluator hears each batch before its first evaluation, and is then
+/// asked for exactly those configurations in that order; no configuration twice; a record
+/// says when it was proposed. Batch 1 is the search as it always was (no hints).
+#[test]
+fn batches_are_announced_then_evaluated_in_order() {
+    let settings = |batch| Settings { seed: 5, max_evals: Some(62), batch, ..Settings::default() };
+    let mut e = Recording::default();
+    let mut s = SearchState::new(space(), settings(4), None).unwrap();
+    while let Stepped::Evaluated(_) = s.step(&mut e, &valid) {}
+    assert_eq!(e.asked.len(), 62);
+    assert_eq!(e.asked.iter().collect::<HashSet<_>>().len(), 62, "no configuration twice");
+    let announced: Vec<Config> = e.prepared.iter().flatten().cloned().collect();
+    assert_eq!(announced, e.asked[..announced.len()], "announced, then asked for, in order");
+    let sizes: Vec<usize> = e.prepared.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [vec![4; 15], vec![2]].concat(), "15 batches of 4, then the 2 the budget leaves");
+    for (i, r) in s.history().iter().enumerate() {
+        assert_eq!(r.proposed_at, (i % 4 != 0).then_some(i - i % 4), "evaluation {i}");
+    }
+    let mut one = Recording::default();
+    let mut s1 = SearchState::new(space(), settings(1), None).unwrap();
+    while let Stepped::Evaluated(_) = s1.step(&mut one, &valid) {}
+    assert!(one.prepared.is_empty() && s1.history().iter().all(|r| r.proposed_at.is_none()));
+}
+
+/// A checkpoint taken in the middle of a batch resumes with the rest of it: the same history
+/// as a search that never stopped.
+#[test]
+fn a_checkpoint_in_the_middle_of_a_batch_resumes_exactly() {
+    let settings = Settings { seed: 9, max_evals: Some(60), batch: 4, ..Settings::default() };
+    let mut straight = SearchState::new(space(), settings.clone(), None).unwrap();
+    let mut e = Recording::default();
+    while let Stepped::Evaluated(_) = straight.step(&mut e, &valid) {}
+    for stop_at in [1, 2, 3, 5, 22, 41] {
+        let mut s = SearchState::new(space(), settings.clone(), None).unwrap();
+        for _ in 0..stop_at {
+            s.step(&mut Recording::default(), &valid);
+        }
+        let text = serde_json::to_string(&s).unwrap();
+        let mut resumed: SearchState = serde_json::from_str::<SearchState>(&text).unwrap().validated().unwrap();
+        while let Stepped::Evaluated(_) = resumed.step(&mut Recording::default(), &valid) {}
+        assert!(resumed.history() == straight.history(), "stopped after {stop_at}");
+    }
+    // A pending proposal edited to one already evaluated is refused.
+    let mut s = SearchState::new(space(), settings, None).unwrap();
+    for _ in 0..6 {
+        s.step(&mut Recording::default(), &valid);
+    }
+    let mut v = serde_json::to_value(&s).unwrap();
+    let done = v["history"][0]["config"].clone();
+    let first = serde_json::to_value(s.history()[0].config.clone()).unwrap();
+    assert_eq!(done, first);
+    let idx = space().indices(&s.history()[0].config).unwrap();
+    v["pending"][0]["proposal"]["child"] = serde_json::to_value(idx).unwrap();
+    let e = serde_json::from_value::<SearchState>(v).unwrap().validated().unwrap_err();
+    assert!(e.contains("not yet evaluated"), "{e}");
+}

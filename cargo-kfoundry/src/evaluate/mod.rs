@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use kfoundry_rt::model::signature::{KernelArg, ScalarType};
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
-use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Session};
+use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Program, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 use rand::SeedableRng;
@@ -202,6 +202,22 @@ pub const TIMING_NOISE: &str = "timing_noise";
 /// How a failure found in a guard zone begins.
 const GUARD_FAILURE: &str = "writes";
 
+/// A build started ahead of its evaluation ([`Bench::build_ahead`]).
+enum Background {
+    Running(std::thread::JoinHandle<Result<Program, RtError>>),
+    Done(Result<Program, RtError>),
+}
+
+impl Background {
+    /// The program, once the build is done.
+    fn wait(self) -> Result<Program, RtError> {
+        match self {
+            Background::Running(h) => h.join().unwrap_or_else(|_| Err(RtError::OpenCl("the build's thread panicked".into()))),
+            Background::Done(result) => result,
+        }
+    }
+}
+
 /// Candidates one pooled input set serves before it is drawn afresh (with a new reference run).
 pub const POOL_REUSES: usize = 8;
 
@@ -249,8 +265,11 @@ pub struct Bench {
     /// Whether a pool fits the device's memory (decided with the first set).
     pool_fits: std::cell::Cell<Option<bool>>,
     /// Whether finalists with local memory are also verified with their work-groups numbered in
-    /// reverse ([`REVERSED_GROUPS`]): on devices that are not GPUs.
+    /// reverse ([`REVERSED_GROUPS`]), and timing waits for builds in the background: on
+    /// devices that are not GPUs (where kernels and compilers share the CPU).
     reverse_check: bool,
+    /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
+    building: Vec<(BuildKey, Background)>,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
     /// Errors of the last candidate that passed verification.
@@ -307,6 +326,7 @@ impl Bench {
             pool: std::cell::RefCell::new(Vec::new()),
             pool_fits: std::cell::Cell::new(None),
             reverse_check,
+            building: Vec::new(),
             build_failures: Vec::new(),
             last_errors: None,
         };
@@ -582,12 +602,15 @@ impl Bench {
             return Ok(built);
         }
         let text = source.unwrap_or(&self.spec.source);
-        let built = kfoundry_rt::opencl::launch::build_options_for(&self.spec, text, params)
-            .and_then(|options| {
+        let started = self.building.iter().position(|(k, _)| *k == key).map(|i| self.building.swap_remove(i).1);
+        let program = match started {
+            Some(background) => background.wait(),
+            None => kfoundry_rt::opencl::launch::build_options_for(&self.spec, text, params).and_then(|options| {
                 let program = if reversed { format!("{REVERSED_GROUPS}{text}") } else { text.to_string() };
                 self.session.build(&self.spec.id, &program, &options)
-            })
-            .and_then(|p| self.session.kernel(&p, &self.spec.signature.name));
+            }),
+        };
+        let built = program.and_then(|p| self.session.kernel(&p, &self.spec.signature.name));
         match built {
             Ok(b) => {
                 let b = std::rc::Rc::new(b);
@@ -603,6 +626,32 @@ impl Bench {
                 let line = build_error_line(&log);
                 Err((FailureKind::Build, if reversed { format!("{line} (built with work-groups in reverse order)") } else { line }))
             }
+        }
+    }
+
+    /// Starts building `upcoming` (configurations of the annotated source that will be
+    /// evaluated next) on threads of their own, so that they build at once and while the
+    /// device runs other candidates; [`Bench::evaluate`] then takes each finished program.
+    /// Builds already done or under way are not started again.
+    pub fn build_ahead(&mut self, upcoming: &[Params]) {
+        for params in upcoming {
+            let key = (params.clone(), None, false);
+            let known = self.built.iter().any(|(k, _)| *k == key) || self.building.iter().any(|(k, _)| *k == key);
+            if *params == self.spec.reference || known || self.valid(params).is_err() {
+                continue;
+            }
+            // Options that cannot be made fail the same way when the candidate is built.
+            if let Ok(options) = kfoundry_rt::opencl::launch::build_options_for(&self.spec, &self.spec.source, params) {
+                self.building.push((key, Background::Running(self.session.build_in_background(&self.spec.id, &self.spec.source, &options))));
+            }
+        }
+    }
+
+    /// Waits for the builds under way (on devices where they would compete with a kernel
+    /// being timed for the CPU).
+    fn quiet(&mut self) {
+        if self.reverse_check {
+            self.building = std::mem::take(&mut self.building).into_iter().map(|(k, b)| (k, Background::Done(b.wait()))).collect();
         }
     }
 
@@ -654,6 +703,8 @@ impl Bench {
             Ok(b) => b,
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
+        // On a CPU device the builds ahead are done before this candidate runs and is timed.
+        self.quiet();
         progress(Phase::Built);
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
         let local_mem = match self.check_built(kernel, params, &sizes) {
@@ -1005,6 +1056,25 @@ mod tests {
         let spec = kfoundry_tooling::annotation::parse(args.parse().expect("tokens"), &item, &cx).map(|a| a.spec).expect("spec");
         let sizes = spec.workloads[0].sizes.clone();
         Bench::new(&spec, &sizes, 0, Measurement::default()).expect("a bench on the first OpenCL device (PoCL in CI)")
+    }
+
+    /// Builds started ahead are what the evaluation uses (not built again), and an evaluation
+    /// of a configuration never announced still builds it.
+    #[test]
+    fn builds_ahead_are_taken_by_their_evaluations() {
+        let mut b = bench();
+        b.build_ahead(&[items(2), items(4), items(1)]);
+        assert_eq!(b.building.len(), 2, "the reference is not built ahead");
+        assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
+        assert_eq!(b.building.len(), 1);
+        let wrong = b.evaluate(&items(4), None, &mut |_| {});
+        assert!(matches!(wrong, Evaluation::Failed { kind: FailureKind::Wrong, .. }), "{wrong:?}");
+        assert!(b.building.is_empty());
+        b.build_ahead(&[items(2)]);
+        assert!(b.building.is_empty(), "already built");
+        // ITEMS=8, never announced: built now, and wrong where an input exceeds 0.99
+        let late = b.evaluate(&items(8), None, &mut |_| {});
+        assert!(matches!(late, Evaluation::Failed { kind: FailureKind::Wrong, .. }), "{late:?}");
     }
 
     /// P=1 reads a local tile that only work-group 0 fills. On a device where one thread runs

@@ -273,6 +273,16 @@ impl kfoundry_search::Evaluator for Supervised {
         let params = params_of(&self.spec, config);
         self.evaluate_params(&params)
     }
+
+    /// The worker starts building what comes next. A worker that does not answer is replaced
+    /// (its builds are lost; each candidate is then built when it is evaluated).
+    fn prepare(&mut self, upcoming: &[Config]) {
+        let params = upcoming.iter().map(|c| params_of(&self.spec, c)).collect();
+        let limits = Limits3 { before: self.time.build, reference_checked: self.time.build, built: self.time.build };
+        if !matches!(self.exchange(&Request::BuildAhead { params }, limits), Ok((Response::Building, _))) {
+            self.worker = None;
+        }
+    }
 }
 
 /// How a worker failed to answer.

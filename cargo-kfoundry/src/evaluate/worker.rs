@@ -22,6 +22,9 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<String>,
     },
+    /// Starts building these configurations, which will be evaluated next, in the background
+    /// ([`Bench::build_ahead`]); answered at once.
+    BuildAhead { params: Vec<Params> },
     /// Verifies `params` at other `sizes` without timing it (the proof a finalist needs to be
     /// used at those sizes); the reference is checked there first.
     Verify {
@@ -61,6 +64,8 @@ pub enum Response {
     Unverifiable {
         message: String,
     },
+    /// The builds asked for are under way.
+    Building,
 }
 
 /// The environment variable through which the supervisor passes its process id.
@@ -146,6 +151,13 @@ pub fn serve() -> anyhow::Result<()> {
                     Response::Evaluated { evaluation, build_log, errors: b.last_errors }
                 }
                 None => Response::SetupFailed { message: "evaluate before setup".into() },
+            },
+            Request::BuildAhead { params } => match bench.as_mut() {
+                Some(b) => {
+                    b.build_ahead(&params);
+                    Response::Building
+                }
+                None => Response::SetupFailed { message: "build before setup".into() },
             },
             Request::Verify { params, sizes, source } => match bench.as_mut() {
                 Some(b) => {

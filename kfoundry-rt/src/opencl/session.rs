@@ -83,6 +83,14 @@ impl Session {
         Ok(Program { program: build_source(self.context.as_core(), self.device.as_core(), id, source, options)? })
     }
 
+    /// [`Session::build`] on a thread of its own: the handle gives the program (or the
+    /// compiler's log) when joined. OpenCL lets programs be built from several threads at once.
+    pub fn build_in_background(&self, id: &str, source: &str, options: &str) -> std::thread::JoinHandle<Result<Program, Error>> {
+        let (context, device) = (self.context.as_core().clone(), *self.device.as_core());
+        let (id, source, options) = (id.to_string(), source.to_string(), options.to_string());
+        std::thread::spawn(move || Ok(Program { program: build_source(&context, &device, &id, &source, &options)? }))
+    }
+
     /// Builds configuration `params` of `spec` from `source` (the annotated source, or a
     /// generated source-level variant with the same signature): only declared parameters reach
     /// the options (see [`super::launch::build_options_for`]).

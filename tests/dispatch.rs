@@ -257,6 +257,29 @@ fn every_call_is_checked_not_only_the_first() {
     assert!(read(&y).iter().all(|v| *v == 4.5));
 }
 
+/// Calls at ever new sizes: the caches start afresh rather than grow, and every launch is
+/// still right.
+#[test]
+fn launches_at_ever_new_sizes_keep_the_caches_bounded() {
+    let (queue, _) = setup();
+    let k = with_variants(&[]);
+    let (x, y) = buffers(&queue, 16 * 1100);
+    for i in 1..=1100 {
+        let n = 16 * i;
+        assert_eq!(
+            k.launch(&queue, &[("n", n)], &[kfoundry::Arg::Buffer(x.as_core()), kfoundry::Arg::Buffer(y.as_core())]).unwrap(),
+            Step::Reference
+        );
+        assert!(k.cached_launches() <= kfoundry::opencl::evolved::MAX_CACHED_SIZES);
+    }
+    assert!(k.cached_launches() < 1100, "{}", k.cached_launches());
+    // y[i] was updated once for every call with n > i: 1100 - i / 16 times, from 0.5 by 2.0 each.
+    let out = read(&y);
+    for i in [0, 15, 16, 16 * 1099, 16 * 1100 - 1] {
+        assert_eq!(out[i], 0.5 + 2.0 * (1100 - i / 16) as f32, "element {i}");
+    }
+}
+
 #[test]
 fn empty_and_impossible_sizes_are_errors_not_launches() {
     let (queue, device) = setup();

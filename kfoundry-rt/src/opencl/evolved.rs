@@ -44,7 +44,7 @@ type ChoiceKey = (Handle, Vec<i64>);
 
 /// Entries a cache keyed by call sizes keeps before it starts afresh: a program that launches
 /// at ever new sizes does not grow without bound.
-const MAX_CACHED_SIZES: usize = 1024;
+pub const MAX_CACHED_SIZES: usize = 1024;
 
 #[derive(Default)]
 struct Built {
@@ -88,6 +88,14 @@ impl Built {
         self.ready.entry(hash).or_default().push(ready);
         self.ready_count += 1;
     }
+}
+
+/// Keeps a dispatch decision, starting the cache afresh once it holds [`MAX_CACHED_SIZES`].
+fn remember_choice(choices: &mut BTreeMap<ChoiceKey, Arc<Choice>>, key: ChoiceKey, choice: Arc<Choice>) {
+    if choices.len() >= MAX_CACHED_SIZES && !choices.contains_key(&key) {
+        choices.clear();
+    }
+    choices.insert(key, choice);
 }
 
 fn ready_hash(context: Handle, device: Handle, sizes: &[(&str, usize)]) -> u64 {
@@ -260,7 +268,7 @@ impl Evolved {
         let (key, info) = identity(device)?;
         let choice =
             Arc::new(choose(spec, self.variants()?, &key, info.as_ref(), sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?);
-        self.choices.lock().map_err(poisoned)?.insert(cache_key, choice.clone());
+        remember_choice(&mut *self.choices.lock().map_err(poisoned)?, cache_key, choice.clone());
         Ok(choice)
     }
 
@@ -320,7 +328,7 @@ impl Evolved {
                     let mut reasons = choice.reasons.clone();
                     reasons.push(format!("{}: failed to build on this device ({e}); the reference runs instead", choice.step));
                     let fallback = Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons };
-                    self.choices.lock().map_err(poisoned)?.insert(Self::choice_key(&device, &sizes), Arc::new(fallback));
+                    remember_choice(&mut *self.choices.lock().map_err(poisoned)?, Self::choice_key(&device, &sizes), Arc::new(fallback));
                     return first(Step::Reference, None, &spec.reference).map(|()| Step::Reference);
                 }
                 self.run(queue, &context, &device, spec, None, &spec.reference, &sizes, args)?;
@@ -367,6 +375,12 @@ impl Evolved {
         let program = build_program_from(spec, &spec.source, params, context.as_core(), device.as_core())?;
         let kernel = create_kernel(spec, &program)?;
         Ok(Configuration { spec, params: params.clone(), kernel, _program: program })
+    }
+
+    /// Launch plans kept (one per context, device and call sizes, at most
+    /// [`MAX_CACHED_SIZES`]: a program calling at ever new sizes does not grow without bound).
+    pub fn cached_launches(&self) -> usize {
+        self.built.lock().map(|b| b.ready_count).unwrap_or(0)
     }
 
     /// Programs built so far (one per context, device and variant): dispatch after the first

@@ -80,6 +80,19 @@ fn replace_node(v: &mut Value, k: usize, with: &Value) {
     walk(v, &mut k, with);
 }
 
+/// Whether the checkpoint `v` is refused (unreadable or not validated), or resumes for `steps`
+/// steps, without a panic either way.
+fn refused_or_resumed(v: Value, steps: usize) -> bool {
+    std::panic::catch_unwind(move || {
+        let Ok(s) = serde_json::from_value::<SearchState>(v) else { return };
+        let Ok(mut s) = s.validated() else { return };
+        for _ in 0..steps {
+            s.step(&mut evaluate, &|_| true);
+        }
+    })
+    .is_ok()
+}
+
 /// `cases` unless `PROPTEST_CASES` says otherwise (the defaults keep this file near 10 s in a
 /// debug build on two cores).
 fn config(cases: u32) -> ProptestConfig {
@@ -104,14 +117,7 @@ proptest! {
             replace_node(&mut v, k, &palette[p % palette.len()]);
         }
         let text = v.to_string();
-        let outcome = std::panic::catch_unwind(move || {
-            let Ok(s) = serde_json::from_value::<SearchState>(v) else { return };
-            let Ok(mut s) = s.validated() else { return };
-            for _ in 0..20 {
-                s.step(&mut evaluate, &|_| true);
-            }
-        });
-        prop_assert!(outcome.is_ok(), "panicked on\n{text}");
+        prop_assert!(refused_or_resumed(v, 20), "panicked on\n{text}");
     }
 }
 
@@ -145,14 +151,7 @@ fn every_single_edit_is_refused_or_resumes_safely() {
             let mut v = genuine.clone();
             replace_node(&mut v, k, with);
             let text = v.to_string();
-            let outcome = std::panic::catch_unwind(move || {
-                let Ok(s) = serde_json::from_value::<SearchState>(v) else { return };
-                let Ok(mut s) = s.validated() else { return };
-                for _ in 0..5 {
-                    s.step(&mut evaluate, &|_| true);
-                }
-            });
-            assert!(outcome.is_ok(), "panicked on node {k} set to {with}:\n{text}");
+            assert!(refused_or_resumed(v, 5), "panicked on node {k} set to {with}:\n{text}");
         }
     }
 }

@@ -264,10 +264,11 @@ pub struct Bench {
     pool: std::cell::RefCell<Vec<Option<PooledSet>>>,
     /// Whether a pool fits the device's memory (decided with the first set).
     pool_fits: std::cell::Cell<Option<bool>>,
-    /// Whether finalists with local memory are also verified with their work-groups numbered in
-    /// reverse ([`REVERSED_GROUPS`]), and timing waits for builds in the background: on
-    /// devices that are not GPUs (where kernels and compilers share the CPU).
-    reverse_check: bool,
+    /// Whether the device is not a GPU. Then one thread may run every work-group in turn, so
+    /// finalists with local memory are also verified with their work-groups numbered in
+    /// reverse ([`REVERSED_GROUPS`]); and kernels share the CPU with the compiler, so a
+    /// candidate is timed only once the builds ahead are done.
+    not_gpu: bool,
     /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
     building: Vec<(BuildKey, Background)>,
     /// Build logs of failed candidates: (parameters, log).
@@ -312,7 +313,7 @@ impl Bench {
         let reference = session.kernel(&program, &spec.signature.name)?;
         limits.preferred_multiple = session.kernel_info(&reference).preferred_multiple.map(|m| m as u64);
         let device_data = DeviceData::new(&session, &limits)?;
-        let reverse_check = !session.is_gpu();
+        let not_gpu = !session.is_gpu();
         let bench = Bench {
             spec: spec.clone(),
             sizes: sizes.clone(),
@@ -325,7 +326,7 @@ impl Bench {
             draws: std::cell::Cell::new(0),
             pool: std::cell::RefCell::new(Vec::new()),
             pool_fits: std::cell::Cell::new(None),
-            reverse_check,
+            not_gpu,
             building: Vec::new(),
             build_failures: Vec::new(),
             last_errors: None,
@@ -605,10 +606,7 @@ impl Bench {
         let started = self.building.iter().position(|(k, _)| *k == key).map(|i| self.building.swap_remove(i).1);
         let program = match started {
             Some(background) => background.wait(),
-            None => kfoundry_rt::opencl::launch::build_options_for(&self.spec, text, params).and_then(|options| {
-                let program = if reversed { format!("{REVERSED_GROUPS}{text}") } else { text.to_string() };
-                self.session.build(&self.spec.id, &program, &options)
-            }),
+            None => self.build_input(text, params, reversed).and_then(|(program, options)| self.session.build(&self.spec.id, &program, &options)),
         };
         let built = program.and_then(|p| self.session.kernel(&p, &self.spec.signature.name));
         match built {
@@ -641,16 +639,25 @@ impl Bench {
                 continue;
             }
             // Options that cannot be made fail the same way when the candidate is built.
-            if let Ok(options) = kfoundry_rt::opencl::launch::build_options_for(&self.spec, &self.spec.source, params) {
-                self.building.push((key, Background::Running(self.session.build_in_background(&self.spec.id, &self.spec.source, &options))));
+            if let Ok((program, options)) = self.build_input(&self.spec.source, params, false) {
+                self.building.push((key, Background::Running(self.session.build_in_background(&self.spec.id, &program, &options))));
             }
         }
+    }
+
+    /// What the compiler is given for `params` of `source`: the program text (with
+    /// [`REVERSED_GROUPS`] before it when `reversed`) and the build options (only declared
+    /// parameters reach them, [`kfoundry_rt::opencl::launch::build_options_for`]).
+    fn build_input(&self, source: &str, params: &Params, reversed: bool) -> Result<(String, String), RtError> {
+        let options = kfoundry_rt::opencl::launch::build_options_for(&self.spec, source, params)?;
+        let program = if reversed { format!("{REVERSED_GROUPS}{source}") } else { source.to_string() };
+        Ok((program, options))
     }
 
     /// Waits for the builds under way (on devices where they would compete with a kernel
     /// being timed for the CPU).
     fn quiet(&mut self) {
-        if self.reverse_check {
+        if self.not_gpu {
             self.building = std::mem::take(&mut self.building).into_iter().map(|(k, b)| (k, Background::Done(b.wait()))).collect();
         }
     }
@@ -664,7 +671,7 @@ impl Bench {
         local_mem: u64,
     ) -> Result<Option<std::rc::Rc<Kernel>>, (FailureKind, String)> {
         let local_args = self.spec.args_with_roles().any(|(_, role)| role == ArgRole::LocalMemory);
-        if !self.reverse_check || (local_mem == 0 && !local_args) {
+        if !self.not_gpu || (local_mem == 0 && !local_args) {
             return Ok(None);
         }
         self.build_as(params, source, true).map(Some)
@@ -1021,7 +1028,8 @@ mod tests {
     /// y = 2x + y, with ITEMS=4 wrong at one element and ITEMS=8 wrong only where x > 0.99
     /// (a value-dependent bug: about one element in 200).
     fn bench() -> Bench {
-        let args: proc_macro2::TokenStream = r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) {
+        bench_for(
+            r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) {
                 for (int j = 0; j < ITEMS; ++j) {
                     int i = get_global_id(0) * ITEMS + j;
                     float v = 2.0f * x[i] + y[i];
@@ -1030,23 +1038,20 @@ mod tests {
                     y[i] = v;
                 }
             }", params(ITEMS = [1, 2, 4, 8]), reference(ITEMS = 1), require(n % ITEMS == 0),
-            global = n / ITEMS, buffers(x = n, y = n), inputs(y = uniform(-1.0, 1.0)), check(y), workloads(w(n = 4096))"#
-            .parse()
-            .expect("tokens");
-        let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
-        let dir = std::env::temp_dir();
-        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: &dir };
-        let spec = kfoundry_tooling::annotation::parse(args, &item, &cx).map(|a| a.spec).map_err(|e| e.to_string()).expect("spec");
-        let sizes = spec.workloads[0].sizes.clone();
-        Bench::new(&spec, &sizes, 0, Measurement::default()).expect("a bench on the first OpenCL device (PoCL in CI)")
+            global = n / ITEMS, buffers(x = n, y = n), inputs(y = uniform(-1.0, 1.0)), check(y), workloads(w(n = 4096))"#,
+        )
     }
 
     /// A bench for `code` with one parameter `P` in 0..=1 (reference 0), y checked.
     fn bench_of(code: &str) -> Bench {
-        let args = format!(
+        bench_for(&format!(
             r#"code = {code:?}, params(P = [0, 1]), reference(P = 0), global = n, local = 64,
                buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
-        );
+        ))
+    }
+
+    /// A bench on the first OpenCL device for the annotation `args`, at its first workload.
+    fn bench_for(args: &str) -> Bench {
         let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
         let dir = std::env::temp_dir();
         let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: &dir };
@@ -1090,7 +1095,7 @@ mod tests {
                 y[i] = x[i] * tile[(get_local_id(0) + 1) % 64];
             }",
         );
-        assert!(b.reverse_check, "PoCL is not a GPU");
+        assert!(b.not_gpu, "PoCL is not a GPU");
         let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
         let sizes = b.sizes.clone();
         assert!(b.verify_at(&p(0), None, &sizes, &mut |_| {}).unwrap().is_ok());

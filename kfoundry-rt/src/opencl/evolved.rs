@@ -46,7 +46,6 @@ type ChoiceKey = (Handle, Vec<i64>);
 /// at ever new sizes does not grow without bound.
 pub const MAX_CACHED_SIZES: usize = 1024;
 
-#[derive(Default)]
 struct Built {
     /// Programs by context, device, source hash ("" for the annotated source) and params.
     programs: BTreeMap<ProgramKey, (core::Program, core::Kernel)>,
@@ -404,11 +403,12 @@ impl Evolved {
         if let Some((_, kernel)) = self.built.lock().map_err(poisoned)?.programs.get(&key) {
             return Ok(kernel.clone());
         }
-        // Built without the lock held: other kernels' launches go on meanwhile.
+        // Built without the lock held: other kernels' launches go on meanwhile. When another
+        // thread built the same one meanwhile, its kernel is kept and used.
         let program = build_program_from(spec, source, params, context.as_core(), device.as_core())?;
         let kernel = create_kernel(spec, &program)?;
-        self.built.lock().map_err(poisoned)?.programs.entry(key).or_insert((program, kernel.clone()));
-        Ok(kernel)
+        let mut built = self.built.lock().map_err(poisoned)?;
+        Ok(built.programs.entry(key).or_insert((program, kernel)).1.clone())
     }
 
     /// Launches `params` of `variant` once (no plan kept).

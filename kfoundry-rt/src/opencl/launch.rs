@@ -179,8 +179,6 @@ impl Slot {
 pub struct LaunchPlan {
     geometry: FixedGeometry,
     slots: Vec<Slot>,
-    /// How many arguments the caller supplies ([`KernelSpec::caller_args`]).
-    callers: usize,
 }
 
 impl LaunchPlan {
@@ -212,7 +210,7 @@ impl LaunchPlan {
                 (KernelArg::Scalar { ty, .. }, _) => Slot::Scalar { name: name.to_string(), ty: *ty },
             });
         }
-        Ok(LaunchPlan { geometry, slots, callers: spec.caller_args().count() })
+        Ok(LaunchPlan { geometry, slots })
     }
 
     /// Checks `args` (the caller's arguments in signature order) against the plan, then sets
@@ -261,10 +259,11 @@ impl LaunchPlan {
     /// type, and each buffer's size (as OpenCL reports the memory object's size).
     fn check(&self, spec: &KernelSpec, args: &[Arg<'_>]) -> Result<(), Error> {
         let arg_error = |arg: &str, message: String| Error::Argument { kernel: spec.id.clone(), arg: arg.to_string(), message };
-        if args.len() != self.callers {
+        let callers = self.slots.iter().filter(|s| s.is_callers()).count();
+        if args.len() != callers {
             return Err(arg_error(
                 "(all)",
-                format!("{} argument(s) given, the kernel takes {} from the caller ({})", args.len(), self.callers, caller_names(spec)),
+                format!("{} argument(s) given, the kernel takes {callers} from the caller ({})", args.len(), caller_names(spec)),
             ));
         }
         for (slot, arg) in self.slots.iter().filter(|s| s.is_callers()).zip(args) {

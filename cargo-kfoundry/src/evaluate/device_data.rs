@@ -282,12 +282,7 @@ impl DeviceData {
         // SAFETY: reads a[i], b[i] for i < n (both hold n elements, checked) and writes one
         // element per work-group of the GROUPS-long result buffers.
         unsafe { session.launch_raw(self.by_width(&self.same, ty)?, &GLOBAL, Some(&LOCAL), &args, false)? };
-        let (mismatches, first) = reduce_bad_and_first(&bad, &first)?;
-        let first = match first {
-            Some(i) if mismatches > 0 && i < len => Some((i, element_at(a, ty, i)?, element_at(b, ty, i)?)),
-            _ => None,
-        };
-        Ok(Comparison { mismatches, first, max_abs: 0.0, rel_norm: 0.0 })
+        mismatches(&bad, &first, (a, b), ty, len)
     }
 
     /// Sets every bit of the first `bytes` bytes of `buf` (a multiple of 4): NaN in every float
@@ -338,16 +333,12 @@ impl DeviceData {
             Ok(bytes)
         };
         let f32s = |bytes: Vec<u8>| bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as f64).collect::<Vec<_>>();
-        let (mismatches, first) = reduce_bad_and_first(&bad, &first)?;
+        let counted = mismatches(&bad, &first, (cand, refr), ScalarType::F32, len)?;
         let max_abs = f32s(words(&max_abs, 4)?).iter().fold(0.0f64, |m, &x| m.max(x));
         let d2: f64 = f32s(words(&diff2, 4)?).iter().sum();
         let r2: f64 = f32s(words(&ref2, 4)?).iter().sum();
-        let first = match first {
-            Some(i) if mismatches > 0 && i < len => Some((i, element_at(cand, ScalarType::F32, i)?, element_at(refr, ScalarType::F32, i)?)),
-            _ => None,
-        };
         let rel_norm = if r2 > 0.0 { (d2 / r2).sqrt() } else { d2.sqrt() };
-        Ok(Comparison { mismatches, first, max_abs, rel_norm })
+        Ok(Comparison { max_abs, rel_norm, ..counted })
     }
 }
 
@@ -382,14 +373,26 @@ fn element_at(buf: &DeviceBuffer, ty: ScalarType, i: usize) -> Result<f64, RtErr
     Ok(decode(ty, &b, 0))
 }
 
-/// The per-work-group counts of differing elements and first differing indices, reduced.
-fn reduce_bad_and_first(bad: &DeviceBuffer, first: &DeviceBuffer) -> Result<(usize, Option<usize>), RtError> {
+/// The per-work-group counts of differing elements and first differing indices, reduced: how
+/// many elements of the `len` compared differ, and the first one with both values (the error
+/// norms left at 0 for the caller that has them).
+fn mismatches(
+    bad: &DeviceBuffer,
+    first: &DeviceBuffer,
+    (a, b): (&DeviceBuffer, &DeviceBuffer),
+    ty: ScalarType,
+    len: usize,
+) -> Result<Comparison, RtError> {
     let (mut counts, mut firsts) = (vec![0u8; GROUPS * 4], vec![0u8; GROUPS * 8]);
     bad.read(0, &mut counts)?;
     first.read(0, &mut firsts)?;
     let mismatches = counts.chunks_exact(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as usize).sum();
-    let first = firsts.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).min();
-    Ok((mismatches, first.and_then(|f| usize::try_from(f).ok())))
+    let index = firsts.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).min();
+    let first = match index.and_then(|f| usize::try_from(f).ok()) {
+        Some(i) if mismatches > 0 && i < len => Some((i, element_at(a, ty, i)?, element_at(b, ty, i)?)),
+        _ => None,
+    };
+    Ok(Comparison { mismatches, first, max_abs: 0.0, rel_norm: 0.0 })
 }
 
 #[cfg(test)]

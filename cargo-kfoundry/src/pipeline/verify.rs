@@ -2,8 +2,8 @@
 //! before it can ship. The search verified it at the workload's sizes only, on input sets it
 //! shared with other candidates; here it runs again at the workload's sizes on fresh inputs,
 //! then at smaller and larger size sets (all sizes scaled together, then each size alone),
-//! on fresh inputs, against the reference. Sizes where the reference itself cannot be trusted prove nothing and are
-//! skipped; one wrong or failing size rejects the finalist.
+//! on fresh inputs, against the reference. Sizes where the reference itself cannot be trusted
+//! prove nothing and are skipped; one wrong or failing size rejects the finalist.
 
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use kfoundry_rt::model::spec::{Params, Sizes, Workload};
 use kfoundry_rt::model::variant::Variant;
-use kfoundry_rt::DeviceInfo;
+use kfoundry_rt::{DeviceInfo, DeviceTraits};
 use kfoundry_search::{Config, Evaluation, Operator};
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +37,7 @@ pub enum Message {
     /// `list`: an annotated kernel.
     Kernel(KernelListing),
     /// `devices`: an OpenCL device.
-    Device { index: usize, key: String, info: DeviceInfo, peaks: Option<Peaks> },
+    Device { index: usize, key: String, info: DeviceInfo, traits: DeviceTraits, peaks: Option<Peaks> },
     /// `check`: a problem with the lockfile.
     Finding { message: String },
     /// `report`: a recorded winner.
@@ -161,6 +161,10 @@ pub struct KernelListing {
     /// Configurations before constraints (a decimal string: it may exceed 2^64).
     pub space_size: String,
     pub params: Vec<(String, Vec<i64>)>,
+    /// The constraints, as written.
+    pub require: Vec<String>,
+    /// The device properties the constraints read (`device_*`): the space differs by device.
+    pub device_properties: Vec<String>,
     pub workloads: Vec<Workload>,
 }
 

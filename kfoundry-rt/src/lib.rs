@@ -12,7 +12,7 @@
 
 pub mod model;
 
-pub use model::device::{DeviceInfo, DeviceKey};
+pub use model::device::{DeviceInfo, DeviceKey, DeviceTraits};
 pub use model::select::{Choice, Step};
 pub use model::spec::KernelSpec;
 
@@ -23,7 +23,7 @@ pub mod opencl;
 pub use ocl;
 #[cfg(feature = "opencl")]
 pub use opencl::{
-    device::{default_device, device_info, device_key, list_devices},
+    device::{default_device, device_info, device_key, list_devices, traits_of},
     error::Error,
     evolved::{Configuration, Evolved},
     launch::{Arg, Scalar},

@@ -14,7 +14,7 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
         MessageFormat::Json => {
             for d in &devices {
                 let peaks = if args.peaks { Some(peaks::of(d, args.remeasure)?) } else { None };
-                Message::Device { index: d.index, key: d.key.to_string(), info: d.info.clone(), peaks }.emit();
+                Message::Device { index: d.index, key: d.key.to_string(), info: d.info.clone(), traits: d.traits.clone(), peaks }.emit();
             }
         }
         MessageFormat::Human => {
@@ -31,6 +31,17 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
                     d.info.max_work_group_size,
                     d.info.local_mem_bytes / 1024,
                     d.info.global_mem_bytes >> 20
+                );
+                let properties: Vec<String> = d
+                    .traits
+                    .values()
+                    .iter()
+                    .map(|(name, v)| if *name == "device_vendor" { format!("{name}={v:#06x}") } else { format!("{name}={v}") })
+                    .collect();
+                println!(
+                    "   require() reads: {} (and device_has_<extension> for its {} extensions)",
+                    properties.join(" "),
+                    d.traits.extensions.len()
                 );
                 if args.peaks {
                     let p = peaks::of(d, args.remeasure)?;

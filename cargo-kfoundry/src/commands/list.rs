@@ -5,6 +5,13 @@ use anyhow::Result;
 use crate::cli::{MessageFormat, WorkspaceArgs};
 use crate::messages::{KernelListing, Message};
 use crate::pipeline::discover::discover;
+use kfoundry_rt::model::device::DEVICE_PREFIX;
+use kfoundry_rt::KernelSpec;
+
+/// The device properties a kernel's constraints read.
+fn device_properties(spec: &KernelSpec) -> std::collections::BTreeSet<String> {
+    spec.require.iter().flat_map(|r| r.variables()).filter(|v| v.starts_with(DEVICE_PREFIX)).collect()
+}
 
 pub fn run(args: &WorkspaceArgs) -> Result<()> {
     let ws = discover(args)?;
@@ -19,6 +26,8 @@ pub fn run(args: &WorkspaceArgs) -> Result<()> {
                 fingerprint: kfoundry_tooling::fingerprint(s)?,
                 space_size: s.space_size().to_string(),
                 params: s.params.iter().map(|p| (p.name.clone(), p.values.clone())).collect(),
+                require: s.require.iter().map(ToString::to_string).collect(),
+                device_properties: device_properties(s).into_iter().collect(),
                 workloads: s.workloads.clone(),
             })
             .emit();
@@ -32,7 +41,15 @@ pub fn run(args: &WorkspaceArgs) -> Result<()> {
         }
         println!("  {} configurations before constraints", s.space_size());
         for r in &s.require {
-            println!("  require {r}");
+            let on_device = r.reads_any(|v| v.starts_with(DEVICE_PREFIX));
+            println!("  require {r}{}", if on_device { "  (reads the device: checked on each device, by the tuner and by dispatch)" } else { "" });
+        }
+        let read = device_properties(s);
+        if !read.is_empty() {
+            println!(
+                "  the space depends on the device: {} (values per device: `cargo kfoundry devices`)",
+                read.into_iter().collect::<Vec<_>>().join(", ")
+            );
         }
         for w in &s.workloads {
             println!("  workload {}: {}", w.name, kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "));

@@ -4,7 +4,7 @@
 pub mod peaks;
 
 use anyhow::Result;
-use kfoundry_rt::{device_info, device_key, list_devices, DeviceInfo, DeviceKey};
+use kfoundry_rt::{device_info, device_key, list_devices, traits_of, DeviceInfo, DeviceKey, DeviceTraits};
 
 use crate::error::usage;
 
@@ -14,6 +14,8 @@ pub struct Selected {
     pub index: usize,
     pub key: DeviceKey,
     pub info: DeviceInfo,
+    /// What `require(...)` reads about it.
+    pub traits: DeviceTraits,
 }
 
 /// Every device with its key and description.
@@ -22,7 +24,8 @@ pub fn all() -> Result<Vec<Selected>> {
     for (index, (platform, device)) in list_devices()?.into_iter().enumerate() {
         let key = device_key(&device)?;
         let info = device_info(&platform, &device)?;
-        out.push(Selected { index, key, info });
+        let traits = traits_of(&device)?;
+        out.push(Selected { index, key, info, traits });
     }
     Ok(out)
 }

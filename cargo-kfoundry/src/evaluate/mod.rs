@@ -113,7 +113,7 @@ impl Validity {
 /// Whether `params` can be launched at `sizes` on a device with `limits`: constraints,
 /// geometry and the device's work-group limits.
 pub fn check_launchable(spec: &KernelSpec, limits: &Limits, params: &Params, sizes: &Sizes) -> Result<(), String> {
-    let g = spec.geometry(params, sizes).map_err(|e| e.to_string())?;
+    let g = spec.geometry(params, sizes, Some(&limits.traits)).map_err(|e| e.to_string())?;
     if let Some(local) = &g.local {
         let total: usize = local.iter().product();
         if total > limits.max_work_group_size {
@@ -686,7 +686,8 @@ impl Bench {
                 format!("uses {} bytes of local memory, the device has {}", info.local_mem_bytes, self.limits.local_mem_bytes),
             ));
         }
-        let local: Option<usize> = self.spec.geometry(params, sizes).ok().and_then(|g| g.local).map(|l| l.iter().product());
+        let local: Option<usize> =
+            self.spec.geometry(params, sizes, Some(&self.limits.traits)).ok().and_then(|g| g.local).map(|l| l.iter().product());
         if let Some(local) = local.filter(|l| *l > info.work_group_size) {
             return Err((
                 FailureKind::Invalid,

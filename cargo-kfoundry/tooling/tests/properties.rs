@@ -1414,12 +1414,12 @@ mod annotations {
             let _ = spec.build_options(&spec.reference, &[]);
             let _ = kfoundry_tooling::fingerprint(&spec);
             for w in &spec.workloads {
-                let _ = spec.geometry(&spec.reference, &w.sizes);
+                let _ = spec.geometry(&spec.reference, &w.sizes, None);
                 for name in spec.buffers.keys() {
                     let _ = spec.buffer_len(name, &spec.reference, &w.sizes);
                 }
                 let doubled: BTreeMap<String, i64> = w.sizes.iter().map(|(k, v)| (k.clone(), v.saturating_mul(2))).collect();
-                let _ = spec.geometry(&spec.reference, &doubled);
+                let _ = spec.geometry(&spec.reference, &doubled, None);
                 let variant = Variant {
                     device: "10de|gpu|1|3.0".into(),
                     workload: w.name.clone(),

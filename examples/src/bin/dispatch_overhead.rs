@@ -55,7 +55,7 @@ fn run() -> Result<()> {
     }
     let options = spec.build_options(&choice.params, &[])?;
     let program = Program::builder().src(spec.source.clone()).devices(device).cmplr_opt(options).build(&context)?;
-    let geometry = spec.geometry(&choice.params, &[("n".to_string(), n as i64)].into_iter().collect())?;
+    let geometry = spec.geometry(&choice.params, &[("n".to_string(), n as i64)].into_iter().collect(), Some(&kfoundry::traits_of(&device)?))?;
     let mut builder = Kernel::builder();
     builder.program(&program).name("saxpy").queue(queue.clone()).global_work_size(geometry.global[0]);
     if let Some(local) = &geometry.local {

@@ -12,6 +12,7 @@
 //! (default 150) "edge" configurations (every parameter at its minimum or maximum) and N others.
 //! Exits non-zero if any run fails.
 
+use kfoundry::model::device::DeviceTraits;
 use kfoundry::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry::ocl::{Context, Queue};
 use kfoundry_examples::checks::{self, small, How, Outcome, Result};
@@ -59,8 +60,8 @@ impl Rng {
 }
 
 /// Valid configurations at `first` sizes: all of them, or `sample` edge ones and `sample` others.
-fn configs(spec: &KernelSpec, first: &Sizes, sample: usize, exhaustive_max: usize, rng: &mut Rng) -> (usize, Vec<Params>) {
-    let valid: Vec<Params> = space(spec).into_iter().filter(|p| spec.geometry(p, first).is_ok()).collect();
+fn configs(spec: &KernelSpec, first: &Sizes, device: &DeviceTraits, sample: usize, exhaustive_max: usize, rng: &mut Rng) -> (usize, Vec<Params>) {
+    let valid: Vec<Params> = space(spec).into_iter().filter(|p| spec.geometry(p, first, Some(device)).is_ok()).collect();
     let total = valid.len();
     if total <= exhaustive_max {
         return (total, valid);
@@ -102,6 +103,7 @@ fn run() -> Result<()> {
     let context = Context::builder().platform(platform).devices(device).build()?;
     let queue = Queue::new(&context, device, None)?;
     eprintln!("device: {}", kfoundry::device_key(&device)?);
+    let traits = kfoundry::traits_of(&device)?;
 
     let conv = |s: &[usize]| ConvShape { n: s[0], cin: s[1], h: s[2], w: s[3], cout: s[4], groups: s[5] };
     let (sm, sn, sk) = small::SGEMM;
@@ -169,12 +171,12 @@ fn run() -> Result<()> {
             continue;
         }
         let first = sizes(spec, &size_sets[0]);
-        let (total, cfgs) = configs(spec, &first, sample, exhaustive_max, &mut rng);
+        let (total, cfgs) = configs(spec, &first, &traits, sample, exhaustive_max, &mut rng);
         let (mut runs, mut failed) = (0, 0);
         let started = std::time::Instant::now();
         for p in &cfgs {
             for s in size_sets {
-                if spec.geometry(p, &sizes(spec, s)).is_err() {
+                if spec.geometry(p, &sizes(spec, s), Some(&traits)).is_err() {
                     continue; // a size constraint (e.g. n % VEC) excludes this configuration here
                 }
                 runs += 1;

@@ -1,6 +1,7 @@
 //! Device identity: a normalised key built from what OpenCL reports, stable across processes
 //! and machines, and the hardware description kept beside it in the lockfile.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -142,6 +143,98 @@ impl DeviceInfo {
     }
 }
 
+/// What `require(...)` may read about the device a kernel runs on, as the `device_*` names of
+/// [`DEVICE_PROPERTIES`] (and `device_has_<extension>`). The tuner binds them for the device it
+/// tunes on, so a space spends no evaluation on a path that device cannot run; dispatch binds
+/// them for the device a call runs on, so a variant tuned elsewhere is re-checked there.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DeviceTraits {
+    /// `CL_DEVICE_VENDOR_ID`.
+    pub vendor_id: u32,
+    /// "gpu", "cpu", "accelerator" or "other".
+    pub kind: String,
+    pub local_mem_bytes: u64,
+    pub max_work_group_size: u64,
+    pub compute_units: u32,
+    /// Sub-group sizes the device offers (`CL_DEVICE_SUB_GROUP_SIZES_INTEL`, NVIDIA's warp,
+    /// AMD's wavefront); empty when it reports none.
+    #[serde(default)]
+    pub sub_group_sizes: Vec<u32>,
+    /// NVIDIA's compute capability as `10 * major + minor` (90 on an H100 or H200); 0 elsewhere.
+    #[serde(default)]
+    pub nv_compute_capability: u32,
+    /// `CL_DEVICE_EXTENSIONS`, one name each.
+    #[serde(default)]
+    pub extensions: BTreeSet<String>,
+}
+
+/// The prefix of every name `require(...)` reads from the device; no parameter or size may
+/// start with it.
+pub const DEVICE_PREFIX: &str = "device_";
+
+/// The prefix of the extension tests: `device_has_cl_khr_fp64` is 1 when the device lists
+/// `cl_khr_fp64`, else 0.
+pub const EXTENSION_PREFIX: &str = "device_has_";
+
+/// The device properties `require(...)` may read, with what each means.
+pub const DEVICE_PROPERTIES: &[(&str, &str)] = &[
+    ("device_vendor", "CL_DEVICE_VENDOR_ID (0x10de NVIDIA, 0x1002 AMD, 0x8086 Intel)"),
+    ("device_nvidia", "1 on an NVIDIA device, else 0"),
+    ("device_amd", "1 on an AMD device, else 0"),
+    ("device_intel", "1 on an Intel device, else 0 (PoCL's CPU device reports Intel's id on any x86 CPU)"),
+    ("device_gpu", "1 on a GPU, else 0"),
+    ("device_cpu", "1 on a CPU, else 0"),
+    ("device_accelerator", "1 on an accelerator, else 0"),
+    ("device_local_mem", "local memory per work-group, in bytes"),
+    ("device_max_work_group", "the largest work-group the device reports"),
+    ("device_compute_units", "compute units"),
+    ("device_sub_groups", "the sub-group sizes offered, as a mask of powers of two (`device_sub_groups & 32 != 0`: size 32 is offered)"),
+    ("device_sm", "NVIDIA compute capability as 10 × major + minor (90 on H100/H200), 0 on other vendors"),
+    ("device_has_<extension>", "1 when CL_DEVICE_EXTENSIONS lists <extension> (`device_has_cl_khr_fp64`), else 0"),
+];
+
+impl DeviceTraits {
+    /// The value of a `device_*` name on this device; `None` for a name that is not one
+    /// ([`is_device_property`] says which are).
+    pub fn value(&self, name: &str) -> Option<i64> {
+        let flag = |b: bool| Some(i64::from(b));
+        let big = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
+        if let Some(ext) = name.strip_prefix(EXTENSION_PREFIX) {
+            return if ext.is_empty() { None } else { flag(self.extensions.contains(ext)) };
+        }
+        match name {
+            "device_vendor" => Some(i64::from(self.vendor_id)),
+            "device_nvidia" => flag(self.vendor_id == 0x10de),
+            "device_amd" => flag(self.vendor_id == 0x1002),
+            "device_intel" => flag(self.vendor_id == 0x8086),
+            "device_gpu" => flag(self.kind == "gpu"),
+            "device_cpu" => flag(self.kind == "cpu"),
+            "device_accelerator" => flag(self.kind == "accelerator"),
+            "device_local_mem" => big(self.local_mem_bytes),
+            "device_max_work_group" => big(self.max_work_group_size),
+            "device_compute_units" => Some(i64::from(self.compute_units)),
+            "device_sub_groups" => {
+                Some(self.sub_group_sizes.iter().filter(|s| s.is_power_of_two() && **s < 1 << 30).fold(0i64, |m, s| m | i64::from(*s)))
+            }
+            "device_sm" => Some(i64::from(self.nv_compute_capability)),
+            _ => None,
+        }
+    }
+
+    /// Every property with its value here, for `cargo kfoundry devices` (extensions apart).
+    pub fn values(&self) -> Vec<(&'static str, i64)> {
+        DEVICE_PROPERTIES.iter().filter(|(name, _)| !name.contains('<')).filter_map(|(name, _)| self.value(name).map(|v| (*name, v))).collect()
+    }
+}
+
+/// Whether `name` is a device property `require(...)` may read.
+pub fn is_device_property(name: &str) -> bool {
+    match name.strip_prefix(EXTENSION_PREFIX) {
+        Some(ext) => !ext.is_empty() && ext.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        None => DEVICE_PROPERTIES.iter().any(|(n, _)| *n == name),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,5 +315,39 @@ mod tests {
         let c = DeviceKey::from_reported(0x10de, "NVIDIA H100", "580.95.05", "OpenCL 3.0 CUDA");
         assert!(a.same_device(&b));
         assert!(!a.same_device(&c));
+    }
+
+    #[test]
+    fn device_properties_bind_by_name() {
+        let h200 = DeviceTraits {
+            vendor_id: 0x10de,
+            kind: "gpu".into(),
+            local_mem_bytes: 49152,
+            max_work_group_size: 1024,
+            compute_units: 132,
+            sub_group_sizes: vec![32],
+            nv_compute_capability: 90,
+            extensions: ["cl_khr_fp64".to_string(), "cl_nv_device_attribute_query".to_string()].into(),
+        };
+        assert_eq!(h200.value("device_nvidia"), Some(1));
+        assert_eq!(h200.value("device_amd"), Some(0));
+        assert_eq!(h200.value("device_gpu"), Some(1));
+        assert_eq!(h200.value("device_cpu"), Some(0));
+        assert_eq!(h200.value("device_vendor"), Some(0x10de));
+        assert_eq!(h200.value("device_sm"), Some(90));
+        assert_eq!(h200.value("device_sub_groups"), Some(32));
+        assert_eq!(h200.value("device_local_mem"), Some(49152));
+        assert_eq!(h200.value("device_has_cl_khr_fp64"), Some(1));
+        assert_eq!(h200.value("device_has_cl_khr_subgroups"), Some(0));
+        assert_eq!(h200.value("device_has_"), None);
+        assert_eq!(h200.value("device_colour"), None);
+        let intel = DeviceTraits { sub_group_sizes: vec![8, 16, 32, 3], ..Default::default() };
+        assert_eq!(intel.value("device_sub_groups"), Some(8 | 16 | 32), "sizes that are not powers of two are left out of the mask");
+        assert!(is_device_property("device_sm") && is_device_property("device_has_cl_khr_fp64"));
+        assert!(!is_device_property("device_colour") && !is_device_property("device_has_") && !is_device_property("sm"));
+        // every listed name but the extension pattern has a value
+        for (name, _) in DEVICE_PROPERTIES.iter().filter(|(n, _)| !n.contains('<')) {
+            assert!(h200.value(name).is_some(), "{name}");
+        }
     }
 }

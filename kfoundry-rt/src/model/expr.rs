@@ -190,6 +190,20 @@ impl Expr {
         Ok(self.eval(env)? != 0)
     }
 
+    /// Whether any variable the expression reads satisfies `pred` (without allocating).
+    pub fn reads_any(&self, pred: impl Fn(&str) -> bool) -> bool {
+        fn walk(node: &Node, pred: &dyn Fn(&str) -> bool) -> bool {
+            match node {
+                Node::Lit(_) => false,
+                Node::Var(v) => pred(v),
+                Node::Unary(_, a) => walk(a, pred),
+                Node::Binary(_, a, b) => walk(a, pred) || walk(b, pred),
+                Node::Call(_, args) => args.iter().any(|a| walk(a, pred)),
+            }
+        }
+        walk(&self.node, &pred)
+    }
+
     /// The variables the expression reads, sorted.
     pub fn variables(&self) -> BTreeSet<String> {
         fn walk(node: &Node, out: &mut BTreeSet<String>) {

@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use super::device::{DeviceInfo, DeviceKey};
+use super::device::{DeviceInfo, DeviceKey, DeviceTraits};
 use super::spec::{fmt_assignments, KernelSpec, LaunchError, Params, Sizes};
 use super::variant::Variant;
 
@@ -93,7 +93,14 @@ type Matches<'a> = dyn Fn(&DeviceKey, &Variant) -> bool + 'a;
 /// and the work-group check of foreign variants need it) at `sizes`. Errors only when even the
 /// reference cannot run at these sizes (its constraints or geometry fail): then the call itself
 /// is invalid.
-pub fn choose(spec: &KernelSpec, variants: &[Variant], device: &DeviceKey, info: Option<&DeviceInfo>, sizes: &Sizes) -> Result<Choice, LaunchError> {
+pub fn choose(
+    spec: &KernelSpec,
+    variants: &[Variant],
+    device: &DeviceKey,
+    info: Option<&DeviceInfo>,
+    traits: Option<&DeviceTraits>,
+    sizes: &Sizes,
+) -> Result<Choice, LaunchError> {
     let mut reasons = vec![format!("device key `{device}`; call sizes {}", fmt_sizes(sizes))];
     let family = device.family();
     // the nearest known device of the same kind, by hardware description
@@ -134,7 +141,7 @@ pub fn choose(spec: &KernelSpec, variants: &[Variant], device: &DeviceKey, info:
                 ));
                 continue;
             }
-            match spec.geometry(&v.params, sizes) {
+            match spec.geometry(&v.params, sizes, traits) {
                 Ok(g) => {
                     let local: u64 = g.local.map_or(1, |l| l.iter().map(|&x| x as u64).product());
                     match info {
@@ -175,7 +182,7 @@ pub fn choose(spec: &KernelSpec, variants: &[Variant], device: &DeviceKey, info:
             return Ok(Choice { step, variant: Some(i), params: v.params.clone(), reasons });
         }
     }
-    spec.geometry(&spec.reference, sizes)?;
+    spec.geometry(&spec.reference, sizes, traits)?;
     reasons.push("reference: the plain kernel, valid at these sizes".into());
     Ok(Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons })
 }
@@ -230,10 +237,10 @@ mod tests {
         let spec = saxpy();
         let dev = key("580");
         let variants = vec![variant(&dev, "small", 1 << 12, 32, 2, 100), variant(&dev, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &dev, None, &n(1 << 19)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, None, &n(1 << 19)).unwrap();
         assert_eq!(c.step, Step::ExactDevice);
         assert_eq!(c.variant, Some(1));
-        let c = choose(&spec, &variants, &dev, None, &n(1 << 13)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, None, &n(1 << 13)).unwrap();
         assert_eq!(c.variant, Some(0));
         assert!(c.to_string().contains("workload `small`"), "{c}");
     }
@@ -243,10 +250,10 @@ mod tests {
         let spec = saxpy();
         let tuned_on = key("575");
         let variants = vec![variant(&tuned_on, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &key("580"), None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &key("580"), None, None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::SameDeviceOtherDriver);
         let stranger = DeviceKey::from_reported(0x1002, "gfx90a", "3.0", "OpenCL 2.0");
-        let c = choose(&spec, &variants, &stranger, None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &stranger, None, None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::Reference);
         assert_eq!(c.params, spec.reference);
         assert!(c.reasons.iter().any(|r| r.contains("no variant")));
@@ -258,15 +265,36 @@ mod tests {
         let dev = key("580");
         // WG=128, VEC=4 needs n % 512 == 0; WG=32,VEC=2 needs n % 64 == 0.
         let variants = vec![variant(&dev, "large", 1 << 20, 128, 4, 900), variant(&dev, "small", 1 << 12, 32, 2, 100)];
-        let c = choose(&spec, &variants, &dev, None, &n(64 * 3)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, None, &n(64 * 3)).unwrap();
         assert_eq!(c.variant, Some(1), "{c}");
         assert!(c.reasons.iter().any(|r| r.contains("skipped")), "{c}");
         // Only the reference (WG=64, VEC=1: n % 64 == 0) is valid at n = 64 * 5 with this set.
         let variants = vec![variant(&dev, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &dev, None, &n(64 * 5)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, None, &n(64 * 5)).unwrap();
         assert_eq!(c.step, Step::Reference);
         // Nothing is valid at n = 100: an error, not a panic.
-        assert!(choose(&spec, &variants, &dev, None, &n(100)).is_err());
+        assert!(choose(&spec, &variants, &dev, None, None, &n(100)).is_err());
+    }
+
+    #[test]
+    fn device_constraints_are_rechecked_on_the_device_that_runs() {
+        let mut spec = saxpy();
+        spec.require.push(crate::model::expr::Expr::parse("VEC == 1 || device_sm >= 80").unwrap());
+        // Tuned on an H100 (same family as the H200 that runs here), with VEC = 4.
+        let h100 = DeviceKey::from_reported(0x10de, "NVIDIA H100", "580", "OpenCL 3.0 CUDA");
+        let h200 = DeviceKey::from_reported(0x10de, "NVIDIA H200", "580", "OpenCL 3.0 CUDA");
+        let variants = vec![variant(&h100, "large", 1 << 20, 128, 4, 900)];
+        let here = |sm: u32| DeviceTraits { vendor_id: 0x10de, kind: "gpu".into(), nv_compute_capability: sm, ..Default::default() };
+        let c = choose(&spec, &variants, &h200, None, Some(&here(90)), &n(1 << 20)).unwrap();
+        assert_eq!(c.step, Step::SameFamily, "{c}");
+        // A device that cannot run the path: the variant is skipped with the reason, the reference runs.
+        let c = choose(&spec, &variants, &h200, None, Some(&here(75)), &n(1 << 20)).unwrap();
+        assert_eq!(c.step, Step::Reference, "{c}");
+        assert!(c.to_string().contains("constraint `VEC == 1 || device_sm >= 80` does not hold on this device"), "{c}");
+        // A reference that cannot run on the device is an error, not a wrong launch.
+        spec.require.push(crate::model::expr::Expr::parse("device_gpu == 1").unwrap());
+        let cpu = DeviceTraits { kind: "cpu".into(), ..Default::default() };
+        assert!(matches!(choose(&spec, &variants, &h200, None, Some(&cpu), &n(1 << 20)), Err(LaunchError::DeviceConstraint(_))));
     }
 
     #[test]
@@ -278,20 +306,20 @@ mod tests {
         let variants = vec![verified];
         // verified from 2^18 to 2^21
         for inside in [1 << 18, 1 << 20, 1 << 21] {
-            assert_eq!(choose(&spec, &variants, &dev, None, &n(inside)).unwrap().step, Step::ExactDevice);
+            assert_eq!(choose(&spec, &variants, &dev, None, None, &n(inside)).unwrap().step, Step::ExactDevice);
         }
         for outside in [1 << 17, 1 << 22] {
-            let c = choose(&spec, &variants, &dev, None, &n(outside)).unwrap();
+            let c = choose(&spec, &variants, &dev, None, None, &n(outside)).unwrap();
             assert_eq!(c.step, Step::Reference, "{c}");
             assert!(c.to_string().contains("outside 262144..=2097152, the range it was verified at"), "{c}");
         }
         spec.extrapolate = true;
-        assert_eq!(choose(&spec, &variants, &dev, None, &n(1 << 22)).unwrap().step, Step::ExactDevice);
+        assert_eq!(choose(&spec, &variants, &dev, None, None, &n(1 << 22)).unwrap().step, Step::ExactDevice);
         // A version 1 entry (no `proven`) counts as verified at its tuned sizes only.
         spec.extrapolate = false;
         let old = Variant { proven: vec![], ..variants[0].clone() };
-        assert_eq!(choose(&spec, std::slice::from_ref(&old), &dev, None, &n(1 << 20)).unwrap().step, Step::ExactDevice);
-        assert_eq!(choose(&spec, &[old], &dev, None, &n(1 << 19)).unwrap().step, Step::Reference);
+        assert_eq!(choose(&spec, std::slice::from_ref(&old), &dev, None, None, &n(1 << 20)).unwrap().step, Step::ExactDevice);
+        assert_eq!(choose(&spec, &[old], &dev, None, None, &n(1 << 19)).unwrap().step, Step::Reference);
     }
 
     #[test]
@@ -299,7 +327,7 @@ mod tests {
         let spec = saxpy();
         let mut v = variant(&key("580"), "large", 1 << 20, 128, 4, 900);
         v.device = "garbage".into();
-        let c = choose(&spec, &[v], &key("580"), None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &[v], &key("580"), None, None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::Reference);
     }
 
@@ -338,17 +366,17 @@ mod tests {
             described(variant(&h100, "large", 1 << 20, 128, 4, 900), gpu("H100", 114, 1024)),
         ];
         // H100 is of the H200's family
-        let c = choose(&spec, &variants, &h200, Some(&me), &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &h200, Some(&me), None, &n(1 << 20)).unwrap();
         assert_eq!((c.step, c.variant), (Step::SameFamily, Some(3)), "{c}");
         // without it: the most similar GPU (A100: 108 units), never the CPU (132 units)
-        let c = choose(&spec, &variants[..3], &h200, Some(&me), &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants[..3], &h200, Some(&me), None, &n(1 << 20)).unwrap();
         assert_eq!((c.step, c.variant), (Step::NearestDevice, Some(0)), "{c}");
         assert!(c.to_string().contains("most similar known device"), "{c}");
         // only the CPU's variant: the reference
-        let c = choose(&spec, &variants[2..3], &h200, Some(&me), &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants[2..3], &h200, Some(&me), None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         // this device's description unknown: no nearest-device step
-        let c = choose(&spec, &variants[..3], &h200, None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants[..3], &h200, None, None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         assert!(c.to_string().contains("description is unknown"), "{c}");
     }
@@ -359,7 +387,7 @@ mod tests {
         let h100 = DeviceKey::from_reported(0x10de, "NVIDIA H100 PCIe", "570", "OpenCL 3.0 CUDA");
         let variants = vec![described(variant(&h100, "large", 1 << 20, 128, 4, 900), gpu("H100", 114, 1024))];
         let small_wg = gpu("NVIDIA H200", 132, 64);
-        let c = choose(&spec, &variants, &key("580"), Some(&small_wg), &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &key("580"), Some(&small_wg), None, &n(1 << 20)).unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         assert!(c.to_string().contains("exceeds this device's 64"), "{c}");
         assert!(Step::SameFamily.is_foreign() && Step::NearestDevice.is_foreign() && !Step::ExactDevice.is_foreign());

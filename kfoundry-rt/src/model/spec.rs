@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::device::{is_device_property, DeviceTraits, DEVICE_PREFIX, DEVICE_PROPERTIES};
 use super::expr::{Env, EvalError, Expr};
 use super::signature::{AddressSpace, KernelArg, KernelSignature, ScalarType};
 
@@ -167,6 +168,8 @@ pub struct Geometry {
 pub enum LaunchError {
     #[error("constraint `{0}` does not hold")]
     Constraint(String),
+    #[error("constraint `{0}` does not hold on this device")]
+    DeviceConstraint(String),
     #[error("{what} evaluates to {value}, which is not a positive size")]
     NotPositive { what: String, value: i64 },
     #[error("global size {global} of dimension {dim} is not a multiple of local size {local}")]
@@ -257,7 +260,11 @@ impl KernelSpec {
     }
 
     /// Checks the constraints and computes the launch geometry of `params` at `sizes`.
-    pub fn geometry(&self, params: &Params, sizes: &Sizes) -> Result<Geometry, LaunchError> {
+    ///
+    /// Constraints that read device properties (`device_*`, see [`DEVICE_PROPERTIES`]) are
+    /// checked against `device`; with `None` (no device at hand: the macro, `list`) they are
+    /// not checked, so the result then means "launchable on some device".
+    pub fn geometry(&self, params: &Params, sizes: &Sizes, device: Option<&DeviceTraits>) -> Result<Geometry, LaunchError> {
         if sizes.len() != self.sizes.len() || !self.sizes.iter().all(|s| sizes.contains_key(s)) {
             return Err(LaunchError::SizeNames { given: sizes.keys().cloned().collect::<Vec<_>>().join(", "), expected: self.sizes.join(", ") });
         }
@@ -268,10 +275,21 @@ impl KernelSpec {
                 _ => {}
             }
         }
-        let env = self.env(params, sizes);
+        let mut env = self.env(params, sizes);
         for req in &self.require {
+            if !req.reads_any(|v| v.starts_with(DEVICE_PREFIX)) {
+                if !req.holds(&env)? {
+                    return Err(LaunchError::Constraint(req.to_string()));
+                }
+                continue;
+            }
+            let Some(device) = device else { continue };
+            for name in req.variables().into_iter().filter(|v| v.starts_with(DEVICE_PREFIX)) {
+                let value = device.value(&name).ok_or_else(|| EvalError::UnknownVariable(name.clone()))?;
+                env.insert(name, value);
+            }
             if !req.holds(&env)? {
-                return Err(LaunchError::Constraint(req.to_string()));
+                return Err(LaunchError::DeviceConstraint(req.to_string()));
             }
         }
         let dims = |exprs: &[Expr], what: &str| -> Result<Vec<usize>, LaunchError> {
@@ -362,6 +380,9 @@ impl KernelSpec {
             if let Err(why) = check_macro_name(&p.name) {
                 err!(Part::Param(p.name.clone()), format!("parameter `{}` {why}", p.name));
             }
+            if p.name.starts_with(DEVICE_PREFIX) {
+                err!(Part::Param(p.name.clone()), format!("parameter `{}` starts with `{DEVICE_PREFIX}`, which names device properties", p.name));
+            }
         }
         // Names that reach file names, messages and build options: identifiers only.
         if let Err(why) = check_kernel_id(&self.id) {
@@ -370,6 +391,9 @@ impl KernelSpec {
         for s in &self.sizes {
             if !is_identifier(s) {
                 err!(Part::Kernel, format!("size `{s}` is not an identifier"));
+            }
+            if s.starts_with(DEVICE_PREFIX) {
+                err!(Part::Kernel, format!("size `{s}` starts with `{DEVICE_PREFIX}`, which names device properties"));
             }
         }
         for w in &self.workloads {
@@ -409,11 +433,28 @@ impl KernelSpec {
             e.variables().into_iter().find(|v| !param_names.contains(v.as_str()) && !size_names.contains(v.as_str()))
         };
         let unknown_msg = |v: String, what: &str| {
-            format!("{what} reads `{v}`, which is neither a parameter nor a size (sizes are the names bound by the workloads)")
+            if v.starts_with(DEVICE_PREFIX) {
+                format!("{what} reads `{v}`: only `require(...)` may read device properties")
+            } else {
+                format!("{what} reads `{v}`, which is neither a parameter nor a size (sizes are the names bound by the workloads)")
+            }
+        };
+        let device_msg = |v: &str, what: &str| {
+            if is_device_property(v) {
+                format!("{what} reads the device property `{v}`: only `require(...)` may read device properties")
+            } else {
+                let names: Vec<&str> = DEVICE_PROPERTIES.iter().map(|(n, _)| *n).collect();
+                format!("{what} reads `{v}`, which is not a device property (they are {})", names.join(", "))
+            }
         };
         for (i, r) in self.require.iter().enumerate() {
-            if let Some(v) = known(r) {
-                err!(Part::Require(i), token v.clone(), unknown_msg(v, "constraint"));
+            // Constraints may also read the device they run on.
+            let unknown =
+                r.variables().into_iter().find(|v| !param_names.contains(v.as_str()) && !size_names.contains(v.as_str()) && !is_device_property(v));
+            match unknown {
+                Some(v) if v.starts_with(DEVICE_PREFIX) => err!(Part::Require(i), token v.clone(), device_msg(&v, "constraint")),
+                Some(v) => err!(Part::Require(i), token v.clone(), unknown_msg(v, "constraint")),
+                None => {}
             }
         }
         if self.global.is_empty() || self.global.len() > 3 {
@@ -543,7 +584,7 @@ impl KernelSpec {
             } else if let Some((k, v)) = w.sizes.iter().find(|(_, v)| **v <= 0) {
                 err!(Part::Workload(w.name.clone()), format!("size `{k}` = {v} must be positive"));
             } else if reference_checkable {
-                if let Err(e) = self.geometry(&self.reference, &w.sizes) {
+                if let Err(e) = self.geometry(&self.reference, &w.sizes, None) {
                     err!(Part::Workload(w.name.clone()), format!("the reference cannot run workload `{}`: {e}", w.name));
                 }
             }
@@ -747,6 +788,61 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn constraints_may_read_the_device() {
+        let mut s = saxpy();
+        // Wide vectors only on NVIDIA devices of compute capability 8.0 or later, and work-groups
+        // the device can hold.
+        s.require.push(Expr::parse("VEC == 1 || device_nvidia && device_sm >= 80").unwrap());
+        s.require.push(Expr::parse("WG <= device_max_work_group && (device_has_cl_khr_fp64 || VEC < 4)").unwrap());
+        assert_eq!(s.validate(), vec![]);
+        let sizes = p(&[("n", 4096)]);
+        let wide = p(&[("WG", 64), ("VEC", 4)]);
+        let h200 = DeviceTraits {
+            vendor_id: 0x10de,
+            kind: "gpu".into(),
+            max_work_group_size: 1024,
+            nv_compute_capability: 90,
+            extensions: ["cl_khr_fp64".to_string()].into(),
+            ..Default::default()
+        };
+        assert!(s.geometry(&wide, &sizes, Some(&h200)).is_ok());
+        let cpu = DeviceTraits { vendor_id: 0x8086, kind: "cpu".into(), max_work_group_size: 4096, ..Default::default() };
+        let e = s.geometry(&wide, &sizes, Some(&cpu)).unwrap_err();
+        assert_eq!(e, LaunchError::DeviceConstraint("VEC == 1 || device_nvidia && device_sm >= 80".into()));
+        assert!(e.to_string().contains("does not hold on this device"), "{e}");
+        assert!(s.geometry(&p(&[("WG", 64), ("VEC", 1)]), &sizes, Some(&cpu)).is_ok());
+        let old = DeviceTraits { nv_compute_capability: 75, ..h200.clone() };
+        assert!(s.geometry(&wide, &sizes, Some(&old)).is_err());
+        let small = DeviceTraits { max_work_group_size: 32, ..h200.clone() };
+        assert!(matches!(s.geometry(&wide, &sizes, Some(&small)), Err(LaunchError::DeviceConstraint(_))));
+        // No device at hand: only what does not depend on one is checked.
+        assert!(s.geometry(&wide, &sizes, None).is_ok());
+        assert!(matches!(s.geometry(&wide, &p(&[("n", 100)]), None), Err(LaunchError::Constraint(_))));
+    }
+
+    #[test]
+    fn device_properties_are_read_only_by_constraints_and_spelled_right() {
+        let with = |f: &dyn Fn(&mut KernelSpec)| {
+            let mut s = saxpy();
+            f(&mut s);
+            s.validate().into_iter().map(|e| e.message).collect::<Vec<_>>().join("\n")
+        };
+        let e = with(&|s| s.require.push(Expr::parse("device_colour == 1").unwrap()));
+        assert!(e.contains("`device_colour`, which is not a device property (they are device_vendor"), "{e}");
+        let e = with(&|s| s.global = vec![Expr::parse("n / VEC + device_sm").unwrap()]);
+        assert!(e.contains("`global` reads `device_sm`: only `require(...)` may read device properties"), "{e}");
+        let e = with(&|s| {
+            s.buffers.insert("x".into(), Expr::parse("n * device_gpu").unwrap());
+        });
+        assert!(e.contains("only `require(...)` may read device properties"), "{e}");
+        let e = with(&|s| {
+            s.params.push(Param { name: "device_x".into(), values: vec![1] });
+            s.reference.insert("device_x".into(), 1);
+        });
+        assert!(e.contains("starts with `device_`"), "{e}");
+    }
+
+    #[test]
     fn one_rule_says_who_supplies_each_argument() {
         let s = saxpy();
         let roles: Vec<(&str, ArgRole)> = s.args_with_roles().map(|(a, r)| (a.name(), r)).collect();
@@ -759,9 +855,9 @@ pub(crate) mod tests {
     fn geometry_and_constraints() {
         let s = saxpy();
         let sizes = p(&[("n", 4096)]);
-        let g = s.geometry(&p(&[("WG", 64), ("VEC", 4)]), &sizes).unwrap();
+        let g = s.geometry(&p(&[("WG", 64), ("VEC", 4)]), &sizes, None).unwrap();
         assert_eq!(g, Geometry { global: vec![1024], local: Some(vec![64]) });
-        let e = s.geometry(&p(&[("WG", 64), ("VEC", 4)]), &p(&[("n", 100)])).unwrap_err();
+        let e = s.geometry(&p(&[("WG", 64), ("VEC", 4)]), &p(&[("n", 100)]), None).unwrap_err();
         assert!(matches!(e, LaunchError::Constraint(_)), "{e}");
         assert_eq!(s.buffer_len("x", &p(&[("WG", 64), ("VEC", 4)]), &sizes).unwrap(), 4096);
         assert_eq!(s.build_options(&p(&[("WG", 64), ("VEC", 4)]), &[]).unwrap(), "-D VEC=4 -D WG=64");
@@ -784,9 +880,9 @@ pub(crate) mod tests {
         let env = s.env(&p(&[("WG", 64), ("n", 16)]), &p(&[("n", 4096)]));
         assert_eq!(env["n"], 4096);
         // Zero and unknown sizes are errors that say so.
-        let e = s.geometry(&s.reference, &p(&[("n", 0)])).unwrap_err();
+        let e = s.geometry(&s.reference, &p(&[("n", 0)]), None).unwrap_err();
         assert!(matches!(e, LaunchError::ZeroSize(ref n) if n == "n"), "{e}");
-        assert!(matches!(s.geometry(&s.reference, &p(&[("m", 64)])), Err(LaunchError::SizeNames { .. })));
+        assert!(matches!(s.geometry(&s.reference, &p(&[("m", 64)]), None), Err(LaunchError::SizeNames { .. })));
     }
 
     /// An edit of a specification.

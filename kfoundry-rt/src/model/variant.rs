@@ -133,7 +133,7 @@ pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Resu
         return Err("its proven sizes do not include the tuned ones".into());
     }
     for sizes in v.proven_sizes() {
-        spec.geometry(&v.params, sizes).map_err(|e| format!("cannot run at sizes {}: {e}", fmt_assignments(sizes, ", ")))?;
+        spec.geometry(&v.params, sizes, None).map_err(|e| format!("cannot run at sizes {}: {e}", fmt_assignments(sizes, ", ")))?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use ocl::core::{DeviceInfo as Info, DeviceInfoResult as R};
 use ocl::{Device, Platform};
 
 use super::error::Error;
-use crate::model::device::{DeviceInfo, DeviceKey};
+use crate::model::device::{DeviceInfo, DeviceKey, DeviceTraits};
 
 /// Every OpenCL device of every platform. Unlike `ocl::Platform::list`, a missing or broken
 /// ICD loader is an error value.
@@ -114,6 +114,58 @@ pub fn device_info(platform: &Platform, device: &Device) -> Result<DeviceInfo, E
     })
 }
 
+/// What `require(...)` may read about `device` ([`DeviceTraits`]). The vendor-specific
+/// queries (NVIDIA's compute capability and warp size, AMD's wavefront, Intel's sub-group
+/// sizes) are asked only when the device lists the extension that defines them; one that
+/// fails leaves its property at 0 or empty.
+pub fn traits_of(device: &Device) -> Result<DeviceTraits, Error> {
+    let described = describe(device)?;
+    let vendor_id = match info(device, Info::VendorId)? {
+        R::VendorId(v) => v,
+        _ => 0,
+    };
+    let extensions: std::collections::BTreeSet<String> = match info(device, Info::Extensions)? {
+        R::Extensions(e) => e.split_whitespace().map(str::to_string).collect(),
+        _ => Default::default(),
+    };
+    // Raw queries of vendor extensions: `ocl` has no names for them.
+    let raw = |what: u32| device.info_raw(what).ok();
+    let uint = |what: u32| raw(what).and_then(|b| Some(u32::from_ne_bytes(b.get(..4)?.try_into().ok()?)));
+    let mut sub_group_sizes = Vec::new();
+    let mut nv_compute_capability = 0;
+    if extensions.contains("cl_nv_device_attribute_query") {
+        // CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, _MINOR_NV, CL_DEVICE_WARP_SIZE_NV
+        if let (Some(major), Some(minor)) = (uint(0x4000), uint(0x4001)) {
+            nv_compute_capability = major.saturating_mul(10).saturating_add(minor.min(9));
+        }
+        sub_group_sizes.extend(uint(0x4003));
+    }
+    if extensions.contains("cl_amd_device_attribute_query") {
+        // CL_DEVICE_WAVEFRONT_WIDTH_AMD
+        sub_group_sizes.extend(uint(0x4043));
+    }
+    if extensions.contains("cl_intel_required_subgroup_size") {
+        // CL_DEVICE_SUB_GROUP_SIZES_INTEL: an array of size_t
+        if let Some(bytes) = raw(0x4108) {
+            let word = std::mem::size_of::<usize>();
+            sub_group_sizes.extend(bytes.chunks_exact(word).filter_map(|c| u32::try_from(usize::from_ne_bytes(c.try_into().ok()?)).ok()));
+        }
+    }
+    sub_group_sizes.retain(|s| *s > 0);
+    sub_group_sizes.sort_unstable();
+    sub_group_sizes.dedup();
+    Ok(DeviceTraits {
+        vendor_id,
+        kind: described.kind,
+        local_mem_bytes: described.local_mem_bytes,
+        max_work_group_size: described.max_work_group_size,
+        compute_units: described.compute_units,
+        sub_group_sizes,
+        nv_compute_capability,
+        extensions,
+    })
+}
+
 /// The hardware description of `device`, finding its platform itself.
 pub fn describe(device: &Device) -> Result<DeviceInfo, Error> {
     let platform = match info(device, Info::Platform)? {
@@ -147,6 +199,9 @@ pub struct Limits {
     /// Whether the device offers sub-groups (`cl_khr_subgroups` or `cl_intel_subgroups`).
     #[serde(default)]
     pub sub_groups: bool,
+    /// What the space's `require(...)` may read about the device.
+    #[serde(default)]
+    pub traits: DeviceTraits,
 }
 
 /// The limits of `device`.
@@ -193,6 +248,7 @@ pub fn limits_of(device: &Device) -> Result<Limits, Error> {
         compute_units,
         preferred_multiple: None,
         sub_groups,
+        traits: traits_of(device)?,
     })
 }
 

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ocl::core::{self, ClDeviceIdPtr};
 
-use super::device::{describe, device_key};
+use super::device::{describe, device_key, traits_of};
 use super::error::Error;
-use super::launch::{build_program_from, create_kernel, enqueue, Arg, LaunchPlan};
+use super::launch::{build_program_from, create_kernel, Arg, LaunchPlan};
 use super::session::Timing;
 use crate::model::declared::declared_params;
-use crate::model::device::{DeviceInfo, DeviceKey};
+use crate::model::device::{DeviceInfo, DeviceKey, DeviceTraits};
 use crate::model::select::{choose, Choice, Step};
 use crate::model::spec::{KernelSpec, Params, Sizes};
 use crate::model::variant::check_variant;
@@ -110,9 +110,15 @@ struct Decoded {
     sources: BTreeMap<String, String>,
 }
 
-/// What dispatch needs to know about a device: its key and, when the driver reports it, its
-/// hardware description (`None`: the nearest-device step is skipped).
-type Identity = (DeviceKey, Option<DeviceInfo>);
+/// What dispatch needs to know about a device: its key, when the driver reports it its
+/// hardware description (`None`: the nearest-device step is skipped), and the properties
+/// constraints read (every variant's constraints are re-checked against them).
+#[derive(Clone)]
+struct Identity {
+    key: DeviceKey,
+    info: Option<DeviceInfo>,
+    traits: DeviceTraits,
+}
 
 fn identities() -> &'static Mutex<HashMap<Handle, Identity>> {
     static IDS: OnceLock<Mutex<HashMap<Handle, Identity>>> = OnceLock::new();
@@ -125,7 +131,7 @@ fn identity(device: &ocl::Device) -> Result<Identity, Error> {
     if let Some(id) = identities().lock().map_err(poisoned)?.get(&handle) {
         return Ok(id.clone());
     }
-    let id = (device_key(device)?, describe(device).ok());
+    let id = Identity { key: device_key(device)?, info: describe(device).ok(), traits: traits_of(device)? };
     identities().lock().map_err(poisoned)?.insert(handle, id.clone());
     Ok(id)
 }
@@ -161,6 +167,8 @@ pub struct Configuration<'a> {
     spec: &'a KernelSpec,
     params: Params,
     kernel: core::Kernel,
+    /// The properties of the device it was built for: each launch re-checks the constraints.
+    traits: DeviceTraits,
     _program: core::Program,
 }
 
@@ -177,7 +185,7 @@ impl Configuration<'_> {
     pub unsafe fn enqueue_profiled(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Timing, Error> {
         let sizes = sizes_of(self.spec, sizes)?;
         let mut event = core::Event::null();
-        enqueue(self.spec, &self.kernel, queue, &self.params, &sizes, args, Some(&mut event))?;
+        LaunchPlan::new(self.spec, &self.params, &sizes, Some(&self.traits))?.enqueue(self.spec, &self.kernel, queue, args, Some(&mut event))?;
         Ok(Timing::of(event))
     }
 }
@@ -264,9 +272,11 @@ impl Evolved {
         if let Some(c) = self.choices.lock().map_err(poisoned)?.get(&cache_key) {
             return Ok(c.clone());
         }
-        let (key, info) = identity(device)?;
-        let choice =
-            Arc::new(choose(spec, self.variants()?, &key, info.as_ref(), sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?);
+        let here = identity(device)?;
+        let choice = Arc::new(
+            choose(spec, self.variants()?, &here.key, here.info.as_ref(), Some(&here.traits), sizes)
+                .map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?,
+        );
         remember_choice(&mut *self.choices.lock().map_err(poisoned)?, cache_key, choice.clone());
         Ok(choice)
     }
@@ -309,8 +319,8 @@ impl Evolved {
         // remembered for the next calls (also when the caller's arguments were refused: the
         // plan holds for the sizes).
         let first = |step: Step, variant: Option<usize>, params: &Params| -> Result<(), Error> {
+            let plan = LaunchPlan::new(spec, params, &sizes, Some(&identity(&device)?.traits))?;
             let kernel = self.kernel(&context, &device, spec, variant, params)?;
-            let plan = LaunchPlan::new(spec, params, &sizes)?;
             let mut built = self.built.lock().map_err(poisoned)?;
             let result = plan.enqueue(spec, &kernel, queue, args, None);
             let sizes = call_sizes.iter().map(|(k, v)| (k.to_string(), *v)).collect();
@@ -373,7 +383,7 @@ impl Evolved {
         let (device, context) = queue_parts(queue)?;
         let program = build_program_from(spec, &spec.source, params, context.as_core(), device.as_core())?;
         let kernel = create_kernel(spec, &program)?;
-        Ok(Configuration { spec, params: params.clone(), kernel, _program: program })
+        Ok(Configuration { spec, params: params.clone(), kernel, traits: identity(&device)?.traits, _program: program })
     }
 
     /// Launch plans kept (one per context, device and call sizes, at most
@@ -424,10 +434,13 @@ impl Evolved {
         sizes: &Sizes,
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
+        // Planned before it is built: what cannot run here (its constraints on this device,
+        // its sizes) is never compiled.
+        let plan = LaunchPlan::new(spec, params, sizes, Some(&identity(device)?.traits))?;
         let kernel = self.kernel(context, device, spec, variant, params)?;
         // The lock is held while arguments are set and the kernel enqueued: a kernel object's
         // arguments are shared state.
         let _built = self.built.lock().map_err(poisoned)?;
-        enqueue(spec, &kernel, queue, params, sizes, args, None)
+        plan.enqueue(spec, &kernel, queue, args, None)
     }
 }

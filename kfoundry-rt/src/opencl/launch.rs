@@ -5,6 +5,7 @@ use ocl::core::{self, ArgVal};
 
 use super::error::Error;
 use crate::model::declared::declared_params;
+use crate::model::device::DeviceTraits;
 use crate::model::signature::{KernelArg, ScalarType};
 use crate::model::spec::{ArgRole, Geometry, KernelSpec, Params, Sizes};
 
@@ -135,22 +136,6 @@ pub fn create_kernel(spec: &KernelSpec, program: &core::Program) -> Result<core:
     Ok(core::create_kernel(program, &spec.signature.name)?)
 }
 
-/// Sets every argument of `kernel` (local memory and sizes computed here, the rest from
-/// `args`) and enqueues it with the geometry of `params` at `sizes`. With `event`, the launch
-/// is recorded in it (for profiling). A one-off [`LaunchPlan`]: see there what is checked
-/// (every length and byte count is computed with overflow checks).
-pub fn enqueue(
-    spec: &KernelSpec,
-    kernel: &core::Kernel,
-    queue: &ocl::Queue,
-    params: &Params,
-    sizes: &Sizes,
-    args: &[Arg<'_>],
-    event: Option<&mut core::Event>,
-) -> Result<(), Error> {
-    LaunchPlan::new(spec, params, sizes)?.enqueue(spec, kernel, queue, args, event)
-}
-
 /// One kernel argument as a launch plan knows it.
 enum Slot {
     /// `__local` memory of this many bytes.
@@ -182,9 +167,11 @@ pub struct LaunchPlan {
 }
 
 impl LaunchPlan {
-    /// The plan of `params` at `sizes`, or why it cannot be launched there.
-    pub fn new(spec: &KernelSpec, params: &Params, sizes: &Sizes) -> Result<LaunchPlan, Error> {
-        let geometry = spec.geometry(params, sizes).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
+    /// The plan of `params` at `sizes` on a device with `device`'s properties (`None`: the
+    /// constraints that read device properties are not checked), or why it cannot be launched
+    /// there.
+    pub fn new(spec: &KernelSpec, params: &Params, sizes: &Sizes, device: Option<&DeviceTraits>) -> Result<LaunchPlan, Error> {
+        let geometry = spec.geometry(params, sizes, device).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
         let geometry = FixedGeometry::of(spec, &geometry)?;
         let arg_error = |arg: &str, message: String| Error::Argument { kernel: spec.id.clone(), arg: arg.to_string(), message };
         let mut slots = Vec::with_capacity(spec.signature.args.len());

@@ -6,9 +6,10 @@
 
 use ocl::core::{self, ArgVal, KernelWorkGroupInfo, KernelWorkGroupInfoResult, ProfilingInfo, ProfilingInfoResult};
 
-use super::device::{limits_of, Limits};
+use super::device::{limits_of, traits_of, Limits};
 use super::error::Error;
-use super::launch::{build_source, enqueue, Arg};
+use super::launch::{build_source, Arg, LaunchPlan};
+use crate::model::device::DeviceTraits;
 use crate::model::spec::{KernelSpec, Params, Sizes};
 
 /// One device, one context, one profiling queue.
@@ -16,6 +17,8 @@ pub struct Session {
     device: ocl::Device,
     context: ocl::Context,
     queue: ocl::Queue,
+    /// What constraints may read about the device: every launch re-checks them.
+    traits: DeviceTraits,
 }
 
 /// A program built for the session's device.
@@ -65,7 +68,8 @@ impl Session {
     pub fn new(platform: ocl::Platform, device: ocl::Device) -> Result<Session, Error> {
         let context = ocl::Context::builder().platform(platform).devices(device).build()?;
         let queue = ocl::Queue::new(&context, device, Some(ocl::CommandQueueProperties::PROFILING_ENABLE))?;
-        Ok(Session { device, context, queue })
+        let traits = traits_of(&device)?;
+        Ok(Session { device, context, queue, traits })
     }
 
     /// Whether the device is a GPU (`CL_DEVICE_TYPE` says so).
@@ -149,7 +153,7 @@ impl Session {
     }
 
     /// Launches configuration `params` of `spec` at `sizes`, every argument checked as in
-    /// [`enqueue`]; with `profile`, the launch's timing.
+    /// [`LaunchPlan`]; with `profile`, the launch's timing.
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &self,
@@ -161,7 +165,7 @@ impl Session {
         profile: bool,
     ) -> Result<Option<Timing>, Error> {
         let mut event = core::Event::null();
-        enqueue(spec, &kernel.kernel, &self.queue, params, sizes, args, profile.then_some(&mut event))?;
+        LaunchPlan::new(spec, params, sizes, Some(&self.traits))?.enqueue(spec, &kernel.kernel, &self.queue, args, profile.then_some(&mut event))?;
         Ok(profile.then_some(Timing { event }))
     }
 

@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     for w in &spec.workloads {
         let doubled: Sizes = w.sizes.iter().map(|(k, v)| (k.clone(), v.saturating_mul(2))).collect();
         for sizes in [&w.sizes, &doubled] {
-            let _ = spec.geometry(&spec.reference, sizes);
+            let _ = spec.geometry(&spec.reference, sizes, None);
             for name in spec.buffers.keys() {
                 let _ = spec.buffer_len(name, &spec.reference, sizes);
             }

@@ -153,3 +153,94 @@ fn generator_matches_golden_values_and_opencl() -> Result<()> {
     }
     Ok(())
 }
+
+/// The tensor-core path of the GEMM kernels (`MMA = 1`) with its warp-wide instructions
+/// emulated (`KM_EMULATE`: cp.async as plain copies, mma.sync through local memory), built from
+/// the kernels' own sources: the fragment layouts, tile loads, pipeline stages and 3xTF32 split
+/// are checked on any device (the PTX itself runs only on NVIDIA's). Its error against FP64
+/// must stay within twice the sequential FP32 sum's.
+#[test]
+fn tensor_core_path_emulated_matches_fp64() {
+    let q = queue();
+    for (kernel, source) in [("gemm", include_str!("../kernels/gemm.cl")), ("linear_gelu", include_str!("../kernels/linear_gelu.cl"))] {
+        // (WGX, WGY, TM, TN, WM, TK, STAGES, FLUSH, m, n, k): one warp; 2 warps along m, each
+        // with two n8 pieces, two steps per flush; 4 warps in 2 x 2, each with two m16 pieces.
+        // Small tiles: PoCL's compile time grows with the emulation's barriers.
+        for (wgx, wgy, tm, tn, wm, tk, stages, flush, m, n, k) in
+            [(8, 4, 4, 1, 1, 8, 2, 1, 32, 16, 24), (8, 8, 4, 2, 2, 16, 3, 2, 64, 32, 48), (16, 8, 8, 1, 2, 8, 4, 1, 128, 32, 40)]
+        {
+            let options = format!(
+                "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush}"
+            );
+            let program = Program::builder().src(source).devices(q.device()).cmplr_opt(options.clone()).build(&q.context()).unwrap();
+            let (bm, bn) = (wgy * tm, wgx * tn);
+            let a = cpu::data(m * k, 41);
+            let b = cpu::data(k * n, 42);
+            let bias = cpu::data(n, 43);
+            let upload = |v: &[f32]| Buffer::<f32>::builder().queue(q.clone()).len(v.len()).copy_host_slice(v).build().unwrap();
+            let (ab, bb, biasb) = (upload(&a), upload(&b), upload(&bias));
+            let out = Buffer::<f32>::builder().queue(q.clone()).len(m * n).fill_val(f32::NAN).build().unwrap();
+            let mut kb = Kernel::builder();
+            kb.program(&program).name(kernel).queue(q.clone()).global_work_size([n / bn * wgx, m / bm * wgy]).local_work_size([wgx, wgy]);
+            kb.arg(m as i32).arg(n as i32).arg(k as i32).arg(&ab).arg(&bb);
+            if kernel == "linear_gelu" {
+                kb.arg(&biasb);
+            }
+            let k_obj = kb.arg(&out).build().unwrap();
+            unsafe { k_obj.enq().unwrap() };
+            let mut got = vec![0f32; m * n];
+            out.read(&mut got).enq().unwrap();
+            // FP64 truth, and the sequential FP32 sum the portable kernels compute.
+            let (want, fp32): (Vec<f64>, Vec<f64>) = (0..m * n)
+                .map(|e| {
+                    let (i, j) = (e / n, e % n);
+                    // linear_gelu reads its weight as n x k
+                    let bv = |kk: usize| if kernel == "gemm" { b[kk * n + j] } else { b[j * k + kk] };
+                    let exact: f64 = (0..k).map(|kk| f64::from(a[i * k + kk]) * f64::from(bv(kk))).sum();
+                    let single = (0..k).fold(0f32, |s, kk| a[i * k + kk].mul_add(bv(kk), s));
+                    if kernel == "gemm" {
+                        (exact, f64::from(single))
+                    } else {
+                        (cpu::gelu(exact + f64::from(bias[j])), cpu::gelu(f64::from(single + bias[j])))
+                    }
+                })
+                .unzip();
+            let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+            let err = |v: &[f64]| norm(&v.iter().zip(&want).map(|(x, y)| x - y).collect::<Vec<_>>()) / norm(&want);
+            let got64: Vec<f64> = got.iter().map(|v| f64::from(*v)).collect();
+            let (e_mma, e_fp32) = (err(&got64), err(&fp32));
+            assert_eq!(cpu::mismatches(&got, &want, 1e-4, 1e-4), 0, "{kernel} {options}: differs from FP64 beyond the check");
+            assert!(e_mma <= 2.0 * e_fp32, "{kernel} {options}: relative error {e_mma:.2e} > 2 x FP32's {e_fp32:.2e}");
+        }
+    }
+}
+
+/// The tensor-core path is refused, before any build, on a device that is not an NVIDIA GPU
+/// of compute capability 8.0 or later (the default device in CI is PoCL's CPU).
+#[test]
+fn tensor_core_path_is_refused_where_the_device_cannot_run_it() {
+    let q = queue();
+    let traits = kfoundry::traits_of(&q.device()).unwrap();
+    if traits.value("device_sm").unwrap_or(0) >= 80 {
+        return; // an NVIDIA GPU that runs it: nothing to refuse here
+    }
+    let r = &SuiteSgemm::evolved().spec().unwrap().reference;
+    let mma = with(r, &[("MMA", 1), ("WGX", 16), ("WGY", 16), ("TM", 8), ("TN", 8), ("WM", 2), ("TK", 16)]);
+    let e = checks::sgemm(&q, How::Params(&mma), 256, 256, 64).unwrap_err().to_string();
+    assert!(e.contains("does not hold on this device") && e.contains("device_sm >= 80"), "{e}");
+}
+
+/// The tensor-core machinery is the same text in gemm.cl and linear_gelu.cl (an annotation
+/// reads one source file): the two copies must not drift apart.
+#[test]
+fn tensor_core_blocks_of_the_two_gemm_kernels_are_identical() {
+    let block = |source: &'static str| -> &'static str {
+        let start = source.find("/* ---- The 3xTF32 tensor-core path").expect("the block's first line");
+        let end = source[start..].find("#else /* the portable path */").expect("the block's end") + start;
+        &source[start..end]
+    };
+    let gemm = block(include_str!("../kernels/gemm.cl"));
+    let linear = block(include_str!("../kernels/linear_gelu.cl"));
+    assert!(gemm.contains("KM_B_KMAJOR") && gemm.len() > 4000, "the block was found whole");
+    assert_eq!(gemm, linear, "the tensor-core blocks of gemm.cl and linear_gelu.cl differ");
+}

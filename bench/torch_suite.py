@@ -119,9 +119,10 @@ def problem_fn(torch, name, t):
     raise ValueError(f"unknown problem {name}")
 
 
-def rel_err(torch, out_dir, p, ref, device):
-    """||k - t|| / ||t|| over kfoundry's output (or its sample) and PyTorch's at the same indices."""
-    o = p["output"]
+def rel_err(torch, out_dir, p, ref, device, which="output"):
+    """||k - t|| / ||t|| over kfoundry's output (or its sample) and PyTorch's at the same indices
+    (`which`: "output", the tuned variants' output, or "reference_output", the reference's)."""
+    o = p[which]
     k = torch.from_file(os.path.join(out_dir, o["file"]), shared=False, size=o["len"] if o["kind"] == "full" else o["count"], dtype=torch.float32)
     flat = ref.reshape(-1)
     if o["kind"] == "full":
@@ -184,7 +185,22 @@ def main():
         ref = fn()
         torch.cuda.synchronize()
         err = rel_err(torch, args.out_dir, p, ref, dev)
-        del ref, t, fn
+        del ref
+        # The accuracy rule: against the problem computed in FP64, the tuned output's relative
+        # error norm is at most twice the reference kernel's.
+        accuracy = None
+        if "reference_output" in p:
+            t64 = {k: v.to(torch.float64) for k, v in t.items()}
+            exact = problem_fn(torch, p["name"], t64)()
+            torch.cuda.synchronize()
+            e_tuned = rel_err(torch, args.out_dir, p, exact, dev)["rel_l2"]
+            e_ref = rel_err(torch, args.out_dir, p, exact, dev, "reference_output")["rel_l2"]
+            e_torch = (torch.linalg.vector_norm(fn().to(torch.float64) - exact) / torch.linalg.vector_norm(exact)).item()
+            accuracy = {"tuned_vs_fp64": e_tuned, "reference_vs_fp64": e_ref, "torch_fp32_vs_fp64": e_torch,
+                        "ratio": e_tuned / e_ref if e_ref > 0 else (0.0 if e_tuned == 0 else float("inf")),
+                        "within_rule": e_tuned <= 2 * e_ref}
+            del t64, exact
+        del t, fn
         torch.cuda.empty_cache()
         floor_s = max(p["compulsory_bytes"] / bw, p["flops"] / peak)
         # The same from the annotations' cost(bytes, flops), stage by stage (a split problem pays
@@ -210,6 +226,7 @@ def main():
             "rel_err_vs_torch": err,
             "dispatch": [f'{s["stage"]}: {s["dispatch"]} ({s["tuned_params_text"]})' for s in p["stages"]],
             "check_vs_reference": p["check"],
+            "accuracy_vs_fp64": accuracy,
         }
         if "clblast" in p:
             row["clblast_ms"] = p["clblast"]["median_ms"]
@@ -232,6 +249,12 @@ def main():
             f'{r["name"]:<20} {r["reference_ms"]:>9.3f} {r["tuned_ms"]:>9.3f} {r["torch_ms"]:>9.3f} {r["floor_ms"]:>9.3f} '
             f'{r["fraction_of_floor"]:>8.2f} {r["speedup_vs_torch"]:>7.2f}x {r["rel_err_vs_torch"]["rel_l2"]:>12.2e}  {notes}'
         )
+    print("accuracy against FP64 (relative error norm; rule: tuned <= 2 x reference):")
+    for r in rows:
+        a = r["accuracy_vs_fp64"]
+        if a:
+            print(f'  {r["name"]:<20} tuned {a["tuned_vs_fp64"]:.2e}  reference {a["reference_vs_fp64"]:.2e}  PyTorch FP32 {a["torch_fp32_vs_fp64"]:.2e}  '
+                  f'ratio {a["ratio"]:.2f}  {"ok" if a["within_rule"] else "OUTSIDE THE RULE"}')
     geo = math.exp(sum(math.log(r["speedup_vs_torch"]) for r in rows) / len(rows)) if rows else float("nan")
     print(f"geometric-mean speedup over PyTorch eager: {geo:.2f}x  ({len(rows)} problems)")
     doc = {"ceilings": ceilings, "problems": rows, "geomean_speedup_vs_torch": geo, "suite": {k: suite[k] for k in ("device", "device_key", "workload", "seed", "runs")}}

@@ -68,14 +68,14 @@ def linear_suite(m, n, k, configs):
 
 M = lambda **kw: dict(MMA=1, **kw)
 GEMM = [
-    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=16, STAGES=2, FLUSH=2, GROUP_M=1),
-    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=16, STAGES=2, FLUSH=2, GROUP_M=4),
-    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=16, STAGES=2, FLUSH=2, GROUP_M=8),
-    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=16, STAGES=2, FLUSH=2, GROUP_M=16),
-    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=32, STAGES=2, FLUSH=4, GROUP_M=1),
-    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=32, STAGES=2, FLUSH=4, GROUP_M=8),
-    M(WGX=16, WGY=8, TM=8, TN=8, WM=1, TK=16, STAGES=3, FLUSH=2, GROUP_M=1),
-    M(WGX=16, WGY=8, TM=8, TN=8, WM=1, TK=16, STAGES=3, FLUSH=2, GROUP_M=8),
+    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=16, STAGES=2, FLUSH=2),
+    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=16, STAGES=2, FLUSH=2),
+    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=16, STAGES=2, FLUSH=2),
+    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=16, STAGES=2, FLUSH=2),
+    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=32, STAGES=2, FLUSH=4),
+    M(WGX=8, WGY=16, TM=8, TN=8, WM=2, TK=32, STAGES=2, FLUSH=4),
+    M(WGX=16, WGY=8, TM=8, TN=8, WM=1, TK=16, STAGES=3, FLUSH=2),
+    M(WGX=16, WGY=8, TM=8, TN=8, WM=1, TK=16, STAGES=3, FLUSH=2),
 ]
 which = sys.argv[1] if len(sys.argv) > 1 else "all"
 if which in ("all", "gemm"):

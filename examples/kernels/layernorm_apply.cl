@@ -3,15 +3,23 @@
  *   y[s, i] = (x[s, i] - mu_s) / sqrt(var_s + eps) * weight[i] + bias[i]   (i < d)
  * where mu_s and var_s (biased, as PyTorch) come from the per-chunk partials of
  * layernorm_stats.cl: mean[s * nch + c] and m2[s * nch + c], nch = ceil_div(d, chunk), chunk c
- * holding min(chunk, d - c * chunk) elements. Every work-group first combines its sample's
- * nch partials (a fixed tree in local memory, so all groups of a sample agree), then
- * normalises ITEMS vectors of VEC elements per item.
+ * holding min(chunk, d - c * chunk) elements. Every work-group first combines the nch
+ * partials of each of its samples (a fixed tree in local memory, so all groups of a sample
+ * agree), then normalises ITEMS vectors of VEC elements per item in each of its NS samples.
  *
  *   WG     items per group (power of two)    [32 .. 1024]   ref 256
  *   VEC    vector width                      [1, 2, 4, 8]   ref 1
  *   ITEMS  vectors per item                  [1, 2, 4, 8]   ref 1
+ *   NS     samples per group: weight and bias
+ *          are read once for NS samples      [1, 2, 4, 8, 16] ref 1
  *
- * Launch (2-D): global = (ceil_div(d, WG * VEC * ITEMS) * WG, n), local = (WG, 1).
+ * weight and bias (d elements each) are shared by all samples: with NS = 1 each sample's
+ * groups read them again (at the suite's full size 16 x 32 MiB, more than x itself, since the
+ * L2 cache cannot hold them across a 256 MiB sweep of x); with NS = n once.
+ *
+ * Launch (2-D): global = (ceil_div(d, WG * VEC * ITEMS) * WG, ceil_div(n, NS)), local = (WG, 1).
+ * Every configuration computes each output with the same expression from the same mu and
+ * rstd: all are bit-identical.
  */
 
 #ifndef WG
@@ -22,6 +30,9 @@
 #endif
 #ifndef ITEMS
 #define ITEMS 1
+#endif
+#ifndef NS
+#define NS 1
 #endif
 
 #if (WG & (WG - 1)) != 0
@@ -41,11 +52,11 @@
 #define KF_VSTORE(v, o, p) KF_CAT(vstore, VEC)((v), (o), (p))
 #endif
 
-__kernel void layernorm_apply(const int n, const int d, const int chunk, const float eps, __global const float* x, __global const float* mean, __global const float* m2, __global const float* weight, __global const float* bias, __global float* y)
+/* The mean and 1 / std of sample s from its partials, with every item of the group taking
+   part (the barriers are uniform: call it from uniform control flow). */
+inline float2 kf_sample_stats(const int s, const int d, const int chunk, const float eps, __global const float* mean, __global const float* m2, __local float* red)
 {
-    __local float red[WG];
     const int lid = (int)get_local_id(0);
-    const int s = (int)get_global_id(1);
     const int nch = (d + chunk - 1) / chunk;
     __global const float* pm = mean + (size_t)s * nch;
     __global const float* pq = m2 + (size_t)s * nch;
@@ -78,19 +89,42 @@ __kernel void layernorm_apply(const int n, const int d, const int chunk, const f
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const float rstd = 1.0f / sqrt(red[0] / (float)d + eps);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return (float2)(mu, rstd);
+}
 
-    __global const float* px = x + (size_t)s * (size_t)d;
-    __global float* py = y + (size_t)s * (size_t)d;
+__kernel void layernorm_apply(const int n, const int d, const int chunk, const float eps, __global const float* x, __global const float* mean, __global const float* m2, __global const float* weight, __global const float* bias, __global float* y)
+{
+    __local float red[WG];
+    const int lid = (int)get_local_id(0);
+    const int s0 = (int)get_group_id(1) * NS;
+    const int ns = min(NS, n - s0);
+    float mu[NS], rstd[NS];
+    for (int q = 0; q < NS; ++q) {
+        if (q < ns) {
+            const float2 st = kf_sample_stats(s0 + q, d, chunk, eps, mean, m2, red);
+            mu[q] = st.x;
+            rstd[q] = st.y;
+        }
+    }
+
     const int base = (int)get_group_id(0) * (WG * VEC * ITEMS);
     for (int it = 0; it < ITEMS; ++it) {
         const int i = base + (it * WG + lid) * VEC;
         if (i + VEC <= d) {
-            const KF_VTYPE v = KF_VLOAD(0, px + i);
-            const KF_VTYPE r = (v - (KF_VTYPE)(mu)) * (KF_VTYPE)(rstd) * KF_VLOAD(0, weight + i) + KF_VLOAD(0, bias + i);
-            KF_VSTORE(r, 0, py + i);
+            const KF_VTYPE w = KF_VLOAD(0, weight + i), b = KF_VLOAD(0, bias + i);
+            for (int q = 0; q < ns; ++q) {
+                const size_t row = (size_t)(s0 + q) * (size_t)d;
+                const KF_VTYPE v = KF_VLOAD(0, x + row + i);
+                const KF_VTYPE r = (v - (KF_VTYPE)(mu[q])) * (KF_VTYPE)(rstd[q]) * w + b;
+                KF_VSTORE(r, 0, y + row + i);
+            }
         } else {
-            for (int e = i; e < d; ++e)
-                py[e] = (px[e] - mu) * rstd * weight[e] + bias[e];
+            for (int q = 0; q < ns; ++q) {
+                const size_t row = (size_t)(s0 + q) * (size_t)d;
+                for (int e = i; e < d; ++e)
+                    y[row + e] = (x[row + e] - mu[q]) * rstd[q] * weight[e] + bias[e];
+            }
         }
     }
 }

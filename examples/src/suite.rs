@@ -93,12 +93,13 @@ pub struct Softmax;
 )]
 pub struct LayerNormStats;
 
-/// Problem 3, stage 2: combine a sample's partials, normalise, apply weight and bias.
+/// Problem 3, stage 2: combine a sample's partials, normalise, apply weight and bias; NS samples
+/// per work-group share one read of weight and bias.
 #[kfoundry::evolve(
     source = "kernels/layernorm_apply.cl",
-    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8]),
-    reference(WG = 256, VEC = 1, ITEMS = 1),
-    global = (ceil_div(d, WG * VEC * ITEMS) * WG, n), local = (WG, 1),
+    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8], NS = [1, 2, 4, 8, 16]),
+    reference(WG = 256, VEC = 1, ITEMS = 1, NS = 1),
+    global = (ceil_div(d, WG * VEC * ITEMS) * WG, ceil_div(n, NS)), local = (WG, 1),
     buffers(
         x = n * d, mean = n * ceil_div(d, chunk), m2 = n * ceil_div(d, chunk),
         weight = d, bias = d, y = n * d,

@@ -70,6 +70,9 @@ fn layernorm_stages_and_pipeline() {
     let p2 = with(r2, &[("WG", 32), ("VEC", 4), ("ITEMS", 8)]);
     assert_ok("stats", checks::layernorm_stats(&q, How::Params(&p1), 3, 1000, 96));
     assert_ok("apply", checks::layernorm_apply(&q, How::Params(&p2), 3, 1000, 96));
+    // Several samples per group, with a ragged last group (5 samples, 2 per group).
+    let grouped = with(r2, &[("WG", 32), ("VEC", 4), ("ITEMS", 2), ("NS", 2)]);
+    assert_ok("apply, 2 samples a group", checks::layernorm_apply(&q, How::Params(&grouped), 5, 1000, 96));
     assert_ok("reference pipeline", checks::layernorm(&q, (How::Params(r1), How::Params(r2)), n, d, chunk));
     assert_ok("tuned pipeline", checks::layernorm(&q, (How::Params(&p1), How::Params(&p2)), n, d, chunk));
 }

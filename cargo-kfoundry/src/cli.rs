@@ -35,6 +35,8 @@ pub enum Command {
     BruteForce(BruteForceArgs),
     /// Write the annotated kernels to a file that `tune --bundle` reads on a machine without a Rust toolchain.
     Bundle(BundleArgs),
+    /// Combine lockfiles from different machines and devices (or, with --git, be git's merge driver for Kfoundry.lock).
+    Merge(MergeArgs),
     /// Internal: the evaluation worker process the tuner starts (JSON lines on stdin/stdout).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -73,9 +75,12 @@ pub enum MessageFormat {
 pub struct TuneArgs {
     #[command(flatten)]
     pub ws: WorkspaceArgs,
-    /// Device to tune on: an index from `cargo kfoundry devices`, `gpu`, `cpu`, or text found in the device's name, platform or key (default: the first GPU, else the first device).
+    /// Device to tune on: an index from `cargo kfoundry devices`, `gpu`, `cpu`, or text found in the device's name, platform or key (default: the first GPU, else the first device). Repeat it, or say `all`, to tune several devices at once (identical devices split the jobs).
     #[arg(long, value_name = "SELECTOR")]
-    pub device: Option<String>,
+    pub device: Vec<String>,
+    /// Tune only share K of N of the (kernel, workload) jobs, balanced by estimated cost, so that N runners together tune each job once (a CI matrix, a Slurm array). Repeatable: each takes its share of what the one before left.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Vec<crate::pipeline::partition::Partition>,
     /// Evaluations per kernel and workload (the reference included).
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = count)]
     pub budget_evals: usize,
@@ -270,6 +275,24 @@ pub struct BundleArgs {
     /// Where to write the bundle.
     #[arg(short, long, value_name = "FILE", default_value = "kfoundry-bundle.json")]
     pub output: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    #[command(flatten)]
+    pub ws: WorkspaceArgs,
+    /// The lockfiles to combine (with --git: git's %O %A %B, the ancestor's, ours and theirs).
+    #[arg(value_name = "LOCKFILE", required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write the result (default: standard output; with --git, over %A as git wants).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Act as git's merge driver: `cargo kfoundry merge --git %O %A %B` (see the README for the .gitattributes and git config lines).
+    #[arg(long)]
+    pub git: bool,
+    /// Read the current kernels from a bundle instead of the workspace (to tell stale entries).
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

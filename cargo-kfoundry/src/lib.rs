@@ -46,6 +46,7 @@ pub fn run(cli: &Cli) -> Result<Exit, Error> {
         Command::Simulate(args) => done(commands::simulate::run(args)),
         Command::BruteForce(args) => commands::brute_force::run(args),
         Command::Bundle(args) => done(commands::bundle::run(args)),
+        Command::Merge(args) => done(commands::merge::run(args)),
         Command::Worker => done(evaluate::worker::serve()),
     };
     result.map_err(Error::from)

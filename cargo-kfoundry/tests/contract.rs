@@ -117,7 +117,7 @@ fn every_message() -> Vec<Message> {
             params: vec![("WG".into(), vec![32, 64, 128]), ("VEC".into(), vec![1, 2, 4, 8])],
             require: vec!["WG <= device_max_work_group".into()],
             device_properties: vec!["device_max_work_group".into()],
-            workloads: vec![Workload { name: "small".into(), sizes: sizes.clone() }],
+            workloads: vec![Workload { name: "small".into(), sizes: sizes.clone(), on: vec![] }],
         }),
         Message::Device {
             index: 0,

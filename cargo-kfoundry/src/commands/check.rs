@@ -122,9 +122,12 @@ pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Result<Vec<
         let declared: BTreeSet<&str> = spec.workloads.iter().map(|w| w.name.as_str()).collect();
         let devices: BTreeSet<&str> = entry.variants.iter().map(|v| v.device.as_str()).collect();
         for device in devices {
-            for w in &declared {
-                if !entry.variants.iter().any(|v| v.device == device && v.workload == *w) {
-                    out.push(Finding::MissingWorkload { kernel: spec.id.clone(), device: device.to_string(), workload: w.to_string() });
+            // Only the workloads meant for this kind of device (`on = ...`); a device whose
+            // kind the lockfile does not say is asked for every workload.
+            let kind = lock.devices.get(device).map(|d| d.kind.as_str()).filter(|k| !k.is_empty());
+            for w in spec.workloads.iter().filter(|w| kind.is_none_or(|k| w.is_for(k))) {
+                if !entry.variants.iter().any(|v| v.device == device && v.workload == w.name) {
+                    out.push(Finding::MissingWorkload { kernel: spec.id.clone(), device: device.to_string(), workload: w.name.clone() });
                 }
             }
         }
@@ -251,5 +254,20 @@ mod tests {
         let mut clean = Lockfile::default();
         clean.record("c", &fingerprint(&c).unwrap(), "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
         assert!(findings(&[&c], Some(&clean)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_device_is_asked_only_for_the_workloads_meant_for_its_kind() {
+        let a = spec("a", "small(n = 64), full(n = 4096, on = gpu)");
+        let mut lock = Lockfile::default();
+        let cpu = DeviceInfo { kind: "cpu".into(), ..Default::default() };
+        let gpu = DeviceInfo { kind: "gpu".into(), ..Default::default() };
+        lock.record("a", &fingerprint(&a).unwrap(), "cpu-dev", cpu, vec![variant("cpu-dev", "small")]);
+        lock.record("a", &fingerprint(&a).unwrap(), "gpu-dev", gpu, vec![variant("gpu-dev", "small")]);
+        assert_eq!(
+            findings(&[&a], Some(&lock)).unwrap(),
+            vec![Finding::MissingWorkload { kernel: "a".into(), device: "gpu-dev".into(), workload: "full".into() }],
+            "the CPU is not asked for `full`, the GPU is"
+        );
     }
 }

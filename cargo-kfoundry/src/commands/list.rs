@@ -52,7 +52,8 @@ pub fn run(args: &WorkspaceArgs) -> Result<()> {
             );
         }
         for w in &s.workloads {
-            println!("  workload {}: {}", w.name, kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "));
+            let on = if w.on.is_empty() { String::new() } else { format!(" (on {} only)", w.on.join(", ")) };
+            println!("  workload {}: {}{on}", w.name, kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "));
         }
     }
     if ws.kernels.is_empty() && args.message_format == MessageFormat::Human {

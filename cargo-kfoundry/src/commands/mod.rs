@@ -5,5 +5,6 @@ pub mod bundle;
 pub mod check;
 pub mod devices;
 pub mod list;
+pub mod merge;
 pub mod report;
 pub mod simulate;

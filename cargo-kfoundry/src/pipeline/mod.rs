@@ -2,9 +2,10 @@
 //!
 //! 1. [`discover`]: the annotated kernels (cargo metadata + syn + the shared annotation
 //!    parser), or a bundle written by `cargo kfoundry bundle`.
-//! 2. [`plan`]: what this run will do, decided before anything runs: kernels and workloads,
-//!    the device, its peaks, the language model, and that the lockfile can be written; for
-//!    each search, where it starts (afresh, or from its checkpoint).
+//! 2. [`plan`]: what this run will do, decided before anything runs: kernels and workloads
+//!    (this runner's [`partition`] of them), the device, its peaks, the language model, and that
+//!    the lockfile can be written; for each search, where it starts (afresh, or from its
+//!    checkpoint). Several devices at once: [`fleet`] runs one such pipeline per device.
 //! 3. [`search`]: the engine over a supervised [`Bench`](crate::evaluate::Bench) on the
 //!    device, with the language model as its external operator (one loop, one budget),
 //!    checkpointed after every evaluation.
@@ -19,6 +20,8 @@
 
 pub mod discover;
 pub mod finalists;
+pub mod fleet;
+pub mod partition;
 pub mod plan;
 pub mod record;
 pub mod remeasure;
@@ -39,8 +42,12 @@ use crate::messages::{Message, TuneResult};
 use finalists::Finalist;
 use plan::{Plan, Start};
 
-/// Runs the whole pipeline for the command line's selection.
+/// Runs the whole pipeline for the command line's selection (several devices: one pipeline per
+/// device, see [`fleet`]).
 pub fn run(args: &TuneArgs) -> Result<Exit> {
+    if fleet::is_fleet(args) {
+        return fleet::run(args);
+    }
     let plan = plan::plan(args)?;
     let mut tally = report::Tally::default();
     'kernels: for kernel in &plan.kernels {

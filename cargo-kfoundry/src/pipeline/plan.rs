@@ -4,6 +4,7 @@
 //! before it starts, not after an hour. For each search, [`start`] says where it begins:
 //! afresh, from its checkpoint, or already finished in an interrupted run.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
@@ -15,6 +16,7 @@ use kfoundry_tooling::lockfile::Lockfile;
 
 use super::discover::{sources, Kernel};
 use super::finalists::Finalist;
+use super::partition::{estimated_cost, share, Job};
 use super::record::check_writable;
 use crate::checkpoint::{Checkpoints, Key};
 use crate::cli::{MessageFormat, TuneArgs};
@@ -31,6 +33,8 @@ pub struct Plan<'a> {
     pub args: &'a TuneArgs,
     /// The kernels to tune (those without parameters are skipped with a note).
     pub kernels: Vec<Kernel>,
+    /// With `--partition`: the (kernel id, workload) jobs of this runner's share.
+    pub jobs: Option<BTreeSet<(String, String)>>,
     pub lockfile: PathBuf,
     /// Whether the lockfile existed before the run.
     pub had_lockfile: bool,
@@ -89,7 +93,11 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
     // Fail before tuning (not after an hour) when the lockfile cannot be read or written.
     let had_lockfile = Lockfile::read(&src.lockfile)?.is_some();
     check_writable(&src.lockfile)?;
-    let device = device::select(args.device.as_deref())?;
+    let device = match args.device.as_slice() {
+        [] => device::select(None)?,
+        [one] => device::select(Some(one))?,
+        _ => return Err(usage("several devices are tuned by `pipeline::fleet`, not by one plan")),
+    };
     interrupt::install()?;
     if !quiet {
         eprintln!("tuning {} kernel(s) on {} ({})", kernels.len(), device.info.name, device.key);
@@ -112,9 +120,11 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
             cfg.model, cfg.base_url, cfg.every, cfg.max_requests
         );
     }
+    let jobs = partition_jobs(args, &kernels, &device, quiet)?;
     Ok(Plan {
         args,
         kernels,
+        jobs,
         lockfile: src.lockfile,
         had_lockfile,
         from_workspace: src.from_workspace,
@@ -138,8 +148,62 @@ impl Plan<'_> {
             }
             return Vec::new();
         }
-        spec.workloads.iter().filter(|w| self.args.workloads.is_empty() || self.args.workloads.contains(&w.name)).collect()
+        selected_workloads(self.args, spec, &self.device.info.kind, self.output.notes)
+            .into_iter()
+            .filter(|w| self.jobs.as_ref().is_none_or(|jobs| jobs.contains(&(spec.id.clone(), w.name.clone()))))
+            .collect()
     }
+}
+
+/// The workloads of `spec` that `--workload` selects and that are meant for a device of
+/// `kind` (a note for each one that is not, with `notes`).
+fn selected_workloads<'s>(args: &TuneArgs, spec: &'s KernelSpec, kind: &str, notes: bool) -> Vec<&'s Workload> {
+    spec.workloads
+        .iter()
+        .filter(|w| args.workloads.is_empty() || args.workloads.contains(&w.name))
+        .filter(|w| {
+            let meant = w.is_for(kind);
+            if !meant && notes {
+                eprintln!("note: `{}` workload `{}` is for {} only; skipped on this {kind}", spec.id, w.name, w.on.join(", "));
+            }
+            meant
+        })
+        .collect()
+}
+
+/// With `--partition`: this runner's share of the jobs (each partition taking its share of
+/// what the one before left), and a line saying what it is.
+fn partition_jobs(args: &TuneArgs, kernels: &[Kernel], device: &Selected, quiet: bool) -> Result<Option<BTreeSet<(String, String)>>> {
+    if args.partition.is_empty() {
+        return Ok(None);
+    }
+    let all: Vec<Job> = kernels
+        .iter()
+        .filter(|k| !k.spec.params.is_empty())
+        .flat_map(|k| {
+            selected_workloads(args, &k.spec, &device.info.kind, false).into_iter().map(move |w| Job {
+                kernel: k.spec.id.clone(),
+                workload: w.name.clone(),
+                cost: estimated_cost(&k.spec, w),
+            })
+        })
+        .collect();
+    let mut jobs = all.clone();
+    for p in &args.partition {
+        jobs = share(&jobs, *p);
+    }
+    if !quiet {
+        let (mine, total) = (jobs.iter().map(|j| j.cost).sum::<f64>(), all.iter().map(|j| j.cost).sum::<f64>());
+        let parts: Vec<String> = args.partition.iter().map(ToString::to_string).collect();
+        eprintln!(
+            "partition {}: {} of {} job(s), {:.0}% of the estimated cost",
+            parts.join(" then "),
+            jobs.len(),
+            all.len(),
+            100.0 * mine / total.max(f64::MIN_POSITIVE)
+        );
+    }
+    Ok(Some(jobs.into_iter().map(|j| (j.kernel, j.workload)).collect()))
 }
 
 /// Where the search of `spec` at `workload` begins: from its checkpoint with `--resume` (when

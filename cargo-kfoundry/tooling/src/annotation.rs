@@ -561,6 +561,7 @@ fn workload(e: &syn::Expr) -> syn::Result<(Workload, Vec<String>, Span)> {
     };
     let mut sizes = BTreeMap::new();
     let mut order = Vec::new();
+    let mut on = Vec::new();
     for arg in &call.args {
         let syn::Expr::Assign(a) = arg else {
             return err(arg.span(), "expected `size = value`");
@@ -571,6 +572,35 @@ fn workload(e: &syn::Expr) -> syn::Result<(Workload, Vec<String>, Span)> {
         let Some(size) = sp.path.get_ident() else {
             return err(a.left.span(), "expected a size name");
         };
+        // `on = gpu` or `on = [gpu, accelerator]`: the kinds of device the workload is for.
+        if size == "on" {
+            if !on.is_empty() {
+                return err(size.span(), "`on` is given twice");
+            }
+            let kinds: Vec<&syn::Expr> = match &*a.right {
+                syn::Expr::Array(arr) => arr.elems.iter().collect(),
+                other => vec![other],
+            };
+            for k in kinds {
+                match k {
+                    syn::Expr::Path(kp) if kp.path.get_ident().is_some() => {
+                        let kind = kp.path.get_ident().map(ToString::to_string).unwrap_or_default();
+                        if !kfoundry_rt::model::spec::DEVICE_KINDS.contains(&kind.as_str()) {
+                            return err(
+                                k.span(),
+                                format!("`{kind}` is not a kind of device (they are {})", kfoundry_rt::model::spec::DEVICE_KINDS.join(", ")),
+                            );
+                        }
+                        on.push(kind);
+                    }
+                    _ => return err(k.span(), "expected a kind of device: `on = gpu` or `on = [gpu, accelerator]`"),
+                }
+            }
+            if on.is_empty() {
+                return err(a.right.span(), "`on = []` names no kind of device");
+            }
+            continue;
+        }
         if sizes.insert(size.to_string(), int_lit(&a.right)?).is_some() {
             return err(size.span(), format!("size `{size}` is given twice"));
         }
@@ -579,7 +609,7 @@ fn workload(e: &syn::Expr) -> syn::Result<(Workload, Vec<String>, Span)> {
     if order.is_empty() {
         return err(call.span(), format!("workload `{name}` binds no size"));
     }
-    Ok((Workload { name: name.to_string(), sizes }, order, name.span()))
+    Ok((Workload { name: name.to_string(), sizes, on }, order, name.span()))
 }
 
 #[cfg(test)]

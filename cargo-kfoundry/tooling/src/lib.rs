@@ -19,6 +19,7 @@ pub mod files;
 pub mod fingerprint;
 pub mod generated;
 pub mod lockfile;
+pub mod merge;
 
 pub use fingerprint::{fingerprint, FingerprintError};
 

@@ -1640,3 +1640,75 @@ fn bug_lockfile_u64_beyond_i64_is_lost() {
     let back = Lockfile::parse(&text, Path::new("Kfoundry.lock"));
     assert!(back.is_ok(), "to_toml wrote:\n{text}\nwhich reads as {:?}", back.err());
 }
+
+/// `cargo kfoundry merge`: the outcome depends on the inputs, not on their order or grouping,
+/// and merging a lockfile with itself changes nothing.
+mod merging {
+    use super::*;
+    use kfoundry_tooling::merge::merge;
+
+    fn arb_variant() -> impl Strategy<Value = Variant> {
+        (select(vec!["d1", "d2", "d3"]), select(vec!["small", "full"]), 1u64..6, 1u64..4, any::<bool>(), 0i64..3).prop_map(
+            |(device, workload, time_ns, evaluations, partial, wg)| Variant {
+                device: device.into(),
+                workload: workload.into(),
+                sizes: [("n".to_string(), 1024)].into_iter().collect(),
+                params: [("WG".to_string(), wg)].into_iter().collect(),
+                time_ns,
+                reference_time_ns: 10,
+                evaluations,
+                failures: 0,
+                source: None,
+                proven: vec![],
+                partial,
+                device_info: None,
+            },
+        )
+    }
+
+    fn arb_lockfile() -> impl Strategy<Value = Lockfile> {
+        let entry = (select(vec!["f1", "f2"]), proptest::collection::vec(arb_variant(), 0..5));
+        (proptest::collection::btree_map(select(vec!["k1", "k2"]), entry, 0..3), 0u32..3).prop_map(|(kernels, memory)| {
+            let mut l = Lockfile::default();
+            for (id, (fp, variants)) in kernels {
+                for v in &variants {
+                    // devices described differently in different files
+                    l.devices.insert(
+                        v.device.clone(),
+                        DeviceInfo { name: v.device.clone(), kind: "gpu".into(), global_mem_bytes: u64::from(memory), ..Default::default() },
+                    );
+                }
+                l.kernels.insert(id.to_string(), KernelEntry { fingerprint: fp.to_string(), variants });
+            }
+            l
+        })
+    }
+
+    /// The sources say f1 is current for every kernel.
+    fn m(inputs: &[&Lockfile]) -> Lockfile {
+        let named: Vec<(&str, &Lockfile)> = inputs.iter().map(|l| ("x", *l)).collect();
+        merge(&named, &|_| Ok(Some("f1".to_string()))).expect("merge").0
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn merge_is_commutative_associative_and_idempotent(a in arb_lockfile(), b in arb_lockfile(), c in arb_lockfile()) {
+            prop_assert_eq!(m(&[&a, &b]), m(&[&b, &a]));
+            prop_assert_eq!(m(&[&m(&[&a, &b]), &c]), m(&[&a, &m(&[&b, &c])]));
+            prop_assert_eq!(m(&[&m(&[&a, &b]), &c]), m(&[&a, &b, &c]));
+            prop_assert_eq!(m(&[&a, &a]), m(&[&a]));
+            prop_assert_eq!(m(&[&m(&[&a])]), m(&[&a]));
+            // Nothing is lost: every (kernel, device, workload) of a current entry is in the merge.
+            let merged = m(&[&a, &b]);
+            for l in [&a, &b] {
+                for (id, e) in l.kernels.iter().filter(|(_, e)| e.fingerprint == "f1") {
+                    for v in &e.variants {
+                        prop_assert!(merged.kernels[id].variants.iter().any(|w| w.device == v.device && w.workload == v.workload));
+                    }
+                }
+            }
+        }
+    }
+}

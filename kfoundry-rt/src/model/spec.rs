@@ -60,6 +60,21 @@ pub struct Check {
 pub struct Workload {
     pub name: String,
     pub sizes: Sizes,
+    /// The kinds of device (`CL_DEVICE_TYPE`: "gpu", "cpu", "accelerator") this workload is
+    /// tuned for; empty: every kind. A workload of a few GB is for GPUs (`on = gpu`): a CPU
+    /// runner neither tunes it nor is asked for it by `check --locked`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on: Vec<String>,
+}
+
+/// The device kinds a workload may name in `on = ...`.
+pub const DEVICE_KINDS: &[&str] = &["gpu", "cpu", "accelerator"];
+
+impl Workload {
+    /// Whether this workload is meant for a device of `kind` ("gpu", "cpu", ...).
+    pub fn is_for(&self, kind: &str) -> bool {
+        self.on.is_empty() || self.on.iter().any(|k| k == kind)
+    }
 }
 
 /// Work done by one launch, for roofline reporting.
@@ -581,6 +596,11 @@ impl KernelSpec {
                         self.sizes.join(", ")
                     ),
                 );
+            } else if let Some(kind) = w.on.iter().find(|k| !DEVICE_KINDS.contains(&k.as_str())) {
+                err!(
+                    Part::Workload(w.name.clone()),
+                    format!("workload `{}` is `on` `{kind}`, which is not a kind of device (they are {})", w.name, DEVICE_KINDS.join(", ")),
+                );
             } else if let Some((k, v)) = w.sizes.iter().find(|(_, v)| **v <= 0) {
                 err!(Part::Workload(w.name.clone()), format!("size `{k}` = {v} must be positive"));
             } else if reference_checkable {
@@ -766,8 +786,8 @@ pub(crate) mod tests {
             inputs: [("y".to_string(), Distribution::Uniform { lo: -1.0, hi: 1.0 })].into_iter().collect(),
             checks: vec![Check { buffer: "y".into(), rtol: 1e-5, atol: 0.0 }],
             workloads: vec![
-                Workload { name: "small".into(), sizes: [("n".to_string(), 1 << 12)].into_iter().collect() },
-                Workload { name: "large".into(), sizes: [("n".to_string(), 1 << 20)].into_iter().collect() },
+                Workload { name: "small".into(), sizes: [("n".to_string(), 1 << 12)].into_iter().collect(), on: vec![] },
+                Workload { name: "large".into(), sizes: [("n".to_string(), 1 << 20)].into_iter().collect(), on: vec![] },
             ],
             cost: Some(Cost { bytes: Some(e("12 * n")), flops: Some(e("2 * n")) }),
             options: String::new(),

@@ -314,6 +314,12 @@ pub struct CheckArgs {
     /// Exit non-zero when the lockfile is missing, stale, incomplete or has orphaned entries (for CI).
     #[arg(long)]
     pub locked: bool,
+    /// Check against the kernels of a bundle instead of the workspace (on a machine without cargo).
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// The lockfile to check (default: Kfoundry.lock at the workspace root; with --bundle, in the current directory).
+    #[arg(long, value_name = "FILE")]
+    pub lockfile: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

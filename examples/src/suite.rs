@@ -13,7 +13,8 @@
 //! | 6. Conv2d 8 → 32 (3 × 3) + bias, × scale, sigmoid, GroupNorm(8) | [`ConvGroupNorm`] |
 //!
 //! Each kernel has two workloads: `small` (well under a second on PoCL) and `full` (the
-//! KernelBench size; buffers of several GB).
+//! KernelBench size; buffers of several GB; `on = gpu`: tuned on GPUs only, and `check --locked`
+//! asks no CPU device for it).
 
 /// Problem 1: C = A·B, row-major SGEMM. Register tiles (TM × TN per item), work-group shape,
 /// local-memory tiles with padding, vector loads into the tiles and along n, k-unroll, register
@@ -58,7 +59,7 @@
     // rounding: up to about 4e-4 on outputs of magnitude 20 at k = 4096. 1e-3 allows that and
     // still refuses plain TF32 (errors near 1e-2).
     check(c, rtol = 1e-4, atol = 1e-3),
-    workloads(small(m = 128, n = 128, k = 128), full(m = 4096, n = 4096, k = 4096)),
+    workloads(small(m = 128, n = 128, k = 128), full(m = 4096, n = 4096, k = 4096, on = gpu)),
     cost(bytes = 4 * (m * k + k * n + m * n), flops = 2 * m * n * k),
 )]
 pub struct SuiteSgemm;
@@ -72,7 +73,7 @@ pub struct SuiteSgemm;
     global = (WG, rows), local = (WG, 1),
     buffers(x = rows * cols, y = rows * cols),
     check(y, rtol = 1e-4, atol = 1e-12),
-    workloads(small(rows = 64, cols = 4096), full(rows = 4096, cols = 393216)),
+    workloads(small(rows = 64, cols = 4096), full(rows = 4096, cols = 393216, on = gpu)),
     // Compulsory traffic: the input read once, the output written once.
     cost(bytes = 8 * rows * cols, flops = 5 * rows * cols),
 )]
@@ -88,7 +89,7 @@ pub struct Softmax;
     buffers(x = n * d, mean = n * ceil_div(d, chunk), m2 = n * ceil_div(d, chunk)),
     check(mean, rtol = 1e-4, atol = 1e-5),
     check(m2, rtol = 1e-4, atol = 1e-3),
-    workloads(small(n = 4, d = 8192, chunk = 1024), full(n = 16, d = 4194304, chunk = 16384)),
+    workloads(small(n = 4, d = 8192, chunk = 1024), full(n = 16, d = 4194304, chunk = 16384, on = gpu)),
     cost(bytes = 4 * n * d + 8 * n * ceil_div(d, chunk), flops = 3 * n * d),
 )]
 pub struct LayerNormStats;
@@ -107,7 +108,7 @@ pub struct LayerNormStats;
     // Partials as stage 1 makes them: sums of squares are never negative.
     inputs(eps = constant(0.00001), m2 = uniform(0.0, 100.0)),
     check(y, rtol = 1e-4, atol = 1e-4),
-    workloads(small(n = 4, d = 8192, chunk = 1024), full(n = 16, d = 4194304, chunk = 16384)),
+    workloads(small(n = 4, d = 8192, chunk = 1024), full(n = 16, d = 4194304, chunk = 16384, on = gpu)),
     cost(bytes = 8 * n * d + 8 * d + 8 * n * ceil_div(d, chunk), flops = 4 * n * d),
 )]
 pub struct LayerNormApply;
@@ -125,7 +126,7 @@ pub struct LayerNormApply;
     // make a relative check meaningless.
     inputs(x = uniform(0.0, 1.0)),
     check(out, rtol = 1e-4, atol = 1e-4),
-    workloads(small(batch = 4, rows = 256, cols = 255), full(batch = 128, rows = 4096, cols = 4095)),
+    workloads(small(batch = 4, rows = 256, cols = 255), full(batch = 128, rows = 4096, cols = 4095, on = gpu)),
     cost(bytes = 4 * batch * rows * cols + 4 * batch * cols, flops = batch * rows * cols),
 )]
 pub struct SumDim1;
@@ -167,7 +168,7 @@ pub struct SumDim1;
     buffers(x = m * k, w = n * k, bias = n, y = m * n),
     // As for SuiteSgemm, at k = 8192: the reference's own rounding reaches about 7e-4.
     check(y, rtol = 1e-4, atol = 2e-3),
-    workloads(small(m = 64, n = 256, k = 256), full(m = 1024, n = 8192, k = 8192)),
+    workloads(small(m = 64, n = 256, k = 256), full(m = 1024, n = 8192, k = 8192, on = gpu)),
     cost(bytes = 4 * (m * k + n * k + n + m * n), flops = 2 * m * n * k),
 )]
 pub struct LinearGelu;
@@ -181,7 +182,7 @@ pub struct LinearGelu;
     global = (WG, rows), local = (WG, 1),
     buffers(x = rows * cols, y = rows * cols),
     check(y, rtol = 1e-4, atol = 1e-12),
-    workloads(small(rows = 64, cols = 256), full(rows = 1024, cols = 8192)),
+    workloads(small(rows = 64, cols = 256), full(rows = 1024, cols = 8192, on = gpu)),
     cost(bytes = 8 * rows * cols, flops = 5 * rows * cols),
 )]
 pub struct LinearSoftmax;
@@ -204,7 +205,7 @@ pub struct LinearSoftmax;
     check(out, rtol = 1e-3, atol = 1e-3),
     workloads(
         small(n = 2, cin = 8, h = 34, w = 34, cout = 32, groups = 8),
-        full(n = 128, cin = 8, h = 256, w = 256, cout = 32, groups = 8),
+        full(n = 128, cin = 8, h = 256, w = 256, cout = 32, groups = 8, on = gpu),
     ),
     cost(
         bytes = 4 * (n * cin * h * w + n * cout * (h - 2) * (w - 2) + cout * cin * 9),

@@ -12,7 +12,7 @@ use kfoundry_tooling::lockfile::Lockfile;
 use crate::cli::{CheckArgs, MessageFormat};
 use crate::error::Exit;
 use crate::messages::Message;
-use crate::pipeline::discover::discover;
+use crate::pipeline::discover::sources;
 
 /// One way the lockfile disagrees with the sources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,12 +148,12 @@ pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Result<Vec<
 
 /// `Exit::Drift` when `--locked` and the lockfile is out of date with the sources.
 pub fn run(args: &CheckArgs) -> Result<Exit> {
-    let ws = discover(&args.ws)?;
-    let lock = Lockfile::read(&ws.lockfile())?;
-    let specs: Vec<&KernelSpec> = ws.kernels.iter().map(|k| &k.spec).collect();
+    let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
+    let lock = Lockfile::read(&src.lockfile)?;
+    let specs: Vec<&KernelSpec> = src.kernels.iter().map(|k| &k.spec).collect();
     let mut found = findings(&specs, lock.as_ref())?;
     if let Some(lock) = &lock {
-        found.extend(entry_findings(&specs, lock, &ws.lockfile()));
+        found.extend(entry_findings(&specs, lock, &src.lockfile));
     }
     let json = args.ws.message_format == MessageFormat::Json;
     for f in &found {
@@ -167,7 +167,7 @@ pub fn run(args: &CheckArgs) -> Result<Exit> {
         println!("Kfoundry.lock is up to date for {} kernel(s)", specs.len());
     }
     if args.locked && !found.is_empty() {
-        eprintln!("error: {} problem(s) with {} (--locked)", found.len(), ws.lockfile().display());
+        eprintln!("error: {} problem(s) with {} (--locked)", found.len(), src.lockfile.display());
         return Ok(Exit::Drift);
     }
     Ok(Exit::Success)

@@ -55,7 +55,7 @@ pub struct Sources {
     /// Checkpoints and logs go under it (`<target>/kfoundry`).
     pub state_dir: PathBuf,
     pub from_workspace: bool,
-    /// `[workspace.metadata]` (null for a bundle).
+    /// `[workspace.metadata]` (for a bundle, the `kfoundry` table it carries, else null).
     pub metadata: serde_json::Value,
 }
 
@@ -64,13 +64,9 @@ pub fn sources(ws: &WorkspaceArgs, bundle: Option<&Path>, lockfile: Option<&Path
         Some(bundle) => {
             let lock = lockfile.map(Path::to_path_buf).unwrap_or_else(|| FILE_NAME.into());
             let beside = lock.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("target");
-            Sources {
-                kernels: Bundle::read(bundle)?.kernels,
-                lockfile: lock,
-                state_dir: beside.join("kfoundry"),
-                from_workspace: false,
-                metadata: serde_json::Value::Null,
-            }
+            let bundle = Bundle::read(bundle)?;
+            let metadata = bundle.kfoundry_metadata.map(|k| serde_json::json!({ "kfoundry": k })).unwrap_or(serde_json::Value::Null);
+            Sources { kernels: bundle.kernels, lockfile: lock, state_dir: beside.join("kfoundry"), from_workspace: false, metadata }
         }
         None => {
             let w = discover(ws)?;
@@ -87,14 +83,21 @@ pub struct Bundle {
     pub format: String,
     pub version: u32,
     pub kernels: Vec<Kernel>,
+    /// The workspace's `[workspace.metadata.kfoundry]` (the language model's configuration:
+    /// its endpoint, model and the name of the variable holding the API key, never the key),
+    /// so that `tune --bundle` elsewhere searches as `tune` does here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kfoundry_metadata: Option<serde_json::Value>,
 }
 
 const BUNDLE_FORMAT: &str = "kfoundry-bundle";
 const BUNDLE_VERSION: u32 = 1;
 
 impl Bundle {
-    pub fn new(kernels: Vec<Kernel>) -> Bundle {
-        Bundle { format: BUNDLE_FORMAT.into(), version: BUNDLE_VERSION, kernels }
+    /// The bundle of `kernels`, with the `kfoundry` table of the workspace's metadata.
+    pub fn new(kernels: Vec<Kernel>, metadata: &serde_json::Value) -> Bundle {
+        let kfoundry_metadata = metadata.get("kfoundry").filter(|v| !v.is_null()).cloned();
+        Bundle { format: BUNDLE_FORMAT.into(), version: BUNDLE_VERSION, kernels, kfoundry_metadata }
     }
 
     /// Reads and checks a bundle: every field where it belongs (an error names the field's
@@ -346,13 +349,20 @@ pub struct Broken;
         )
         .unwrap();
         let kernels = kernels_in_file(&file, "demo", dir.path()).unwrap();
-        let good = serde_json::to_value(Bundle::new(kernels)).unwrap();
+        let good = serde_json::to_value(Bundle::new(kernels.clone(), &serde_json::Value::Null)).unwrap();
         let path = dir.path().join("b.json");
         let read = |v: &serde_json::Value| {
             std::fs::write(&path, v.to_string()).unwrap();
             Bundle::read(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
         };
         assert_eq!(read(&good), Ok(()));
+        // The language model's configuration travels with the kernels, and back to a tune.
+        let meta = serde_json::json!({ "kfoundry": { "llm": { "model": "m", "base_url": "http://127.0.0.1:9/v1" } }, "other": 1 });
+        let with_llm = serde_json::to_value(Bundle::new(kernels, &meta)).unwrap();
+        assert_eq!(with_llm["kfoundry_metadata"], meta["kfoundry"]);
+        std::fs::write(&path, with_llm.to_string()).unwrap();
+        let src = sources(&Default::default(), Some(&path), None).unwrap();
+        assert_eq!(src.metadata["kfoundry"]["llm"]["model"], "m");
         type Edit = Box<dyn Fn(&mut serde_json::Value)>;
         let cases: Vec<(Edit, &str)> = vec![
             (Box::new(|v| v["kernels"][0]["spec"]["global"] = serde_json::json!(["n", "n", "n", "n"])), "1 to 3 dimensions"),

@@ -126,3 +126,54 @@ fn every_device_at_once() {
     let out = exe().args(["tune", "--device", "all", "--device", "0", "--bundle"]).arg(&bundle).arg("--lockfile").arg(&lock).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Git itself, with the merge driver configured as the README says: two branches that each
+/// tuned another device merge without conflict markers, and the result has both devices.
+#[test]
+fn git_merges_two_branches_that_tuned_different_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let args = format!(
+        r#"code = {SOURCE:?}, params(WG = [16, 32]), reference(WG = 16), global = n, local = WG, buffers(x = n, y = n), check(y),
+           workloads(small(n = 2048))"#
+    );
+    let bundle = bundle::write(d, "b.json", "Scale", &args);
+    let git = |args: &[&str]| {
+        let out = Command::new("git").current_dir(d).args(args).output().expect("git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.email", "t@example.com"]);
+    git(&["config", "user.name", "t"]);
+    std::fs::write(d.join(".gitattributes"), "Kfoundry.lock merge=kfoundry\n").unwrap();
+    let driver = format!("{} merge --git --bundle {} %O %A %B", env!("CARGO_BIN_EXE_cargo-kfoundry"), bundle.display());
+    git(&["config", "merge.kfoundry.name", "kfoundry lockfile merge"]);
+    git(&["config", "merge.kfoundry.driver", &driver]);
+    // One tune, then two branches that each say another device tuned the kernel.
+    let lock = d.join("Kfoundry.lock");
+    tune(&bundle, &lock, &[]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "base"]);
+    let relabel = |key: &str, name: &str| {
+        let mut l = Lockfile::read(&lock).unwrap().unwrap();
+        let entry = l.kernels.values_mut().next().unwrap();
+        let mut v = entry.variants[0].clone();
+        let info = l.devices[&v.device].clone();
+        v.device = key.into();
+        entry.variants.push(v);
+        l.devices.insert(key.into(), kfoundry_rt::DeviceInfo { name: name.into(), ..info });
+        l.write_atomic(&lock).unwrap();
+    };
+    git(&["checkout", "-q", "-b", "a"]);
+    relabel("10de|gpu a|1|3.0", "GPU A");
+    git(&["commit", "-q", "-am", "tuned on A"]);
+    git(&["checkout", "-q", "main"]);
+    git(&["checkout", "-q", "-b", "b"]);
+    relabel("1002|gpu b|1|2.0", "GPU B");
+    git(&["commit", "-q", "-am", "tuned on B"]);
+    git(&["merge", "-q", "--no-edit", "a"]);
+    let text = std::fs::read_to_string(&lock).unwrap();
+    assert!(!text.contains("<<<<<<<") && !text.contains(">>>>>>>"), "{text}");
+    let devices: BTreeSet<String> = jobs(&lock).into_iter().map(|j| j.1).collect();
+    assert_eq!(devices.len(), 3, "the base device, A's and B's: {devices:?}");
+}

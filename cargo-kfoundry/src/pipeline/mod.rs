@@ -23,6 +23,7 @@ pub mod finalists;
 pub mod fleet;
 pub mod partition;
 pub mod plan;
+pub mod progress;
 pub mod record;
 pub mod remeasure;
 pub mod report;

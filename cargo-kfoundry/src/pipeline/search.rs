@@ -7,11 +7,11 @@
 //! reached, or Ctrl-C asks to stop.
 
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
 use kfoundry_search::{ExternalOperator, Progress, SearchState, Stepped};
 
 use super::plan::Plan;
+use super::progress::ProgressView;
 use crate::checkpoint::Key;
 use crate::evaluate::params_of;
 use crate::evaluate::supervisor::Supervised;
@@ -72,13 +72,7 @@ pub fn search(
             },
         }),
     };
-    let bar = if plan.output.quiet { ProgressBar::hidden() } else { ProgressBar::new(plan.args.budget_evals as u64) };
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} evals  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar.set_prefix(format!("{} @ {}", spec.id, workload.name));
+    let bar = ProgressView::new(format!("{} @ {}", spec.id, workload.name), plan.args.budget_evals as u64, plan.output.quiet);
     let turns = |s: &SearchState| (s.progress().evaluations + s.progress().external_turns) as u64;
     bar.set_position(turns(&state));
     let validity = bench.validity();
@@ -118,10 +112,10 @@ pub fn search(
                 plan.checkpoints.save(key, &state, operator_state.as_ref(), None)?;
                 let r = &state.history()[i];
                 let p = state.progress();
-                bar.set_position(turns(&state));
                 if let Some((_, t)) = p.best {
-                    bar.set_message(format!("best {}  failures {}", fmt_ns(t * 1e9), p.failures));
+                    bar.set_message(format!("best {}, failures {}", fmt_ns(t * 1e9), p.failures));
                 }
+                bar.set_position(turns(&state));
                 if plan.output.json {
                     Message::Evaluation {
                         kernel: spec.id.clone(),
@@ -145,7 +139,7 @@ pub fn search(
             }
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     if state.progress().best.is_none() && interrupted {
         return Ok(None);
     }
@@ -163,7 +157,7 @@ fn roofline_reached(plan: &Plan, spec: &KernelSpec, workload: &Workload, p: &Pro
 /// The language model's operator, saying on the progress bar that it is being asked.
 struct Shown<'a, O> {
     inner: O,
-    bar: &'a ProgressBar,
+    bar: &'a ProgressView,
 }
 
 impl<O: ExternalOperator<Supervised>> ExternalOperator<Supervised> for Shown<'_, O> {
@@ -172,7 +166,7 @@ impl<O: ExternalOperator<Supervised>> ExternalOperator<Supervised> for Shown<'_,
     }
 
     fn turn(&mut self, evaluator: &mut Supervised, progress: &Progress) -> f64 {
-        self.bar.set_message("asking the language model");
+        self.bar.set_message("asking the language model".into());
         self.inner.turn(evaluator, progress)
     }
 }

@@ -1,0 +1,36 @@
+//! What a tune prints when stderr is not a terminal (a CI log, `| tee`): a line when each
+//! search starts and ends, progress lines in between, and `-v`'s line per evaluation.
+
+use std::process::Command;
+
+mod common;
+
+use common::bundle;
+
+#[test]
+fn progress_is_line_oriented_off_a_terminal_and_verbose_works_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = r#"code = "__kernel void scale(const int n, __global const float* x, __global float* y) { int i = get_global_id(0); if (i < n) y[i] = 2.0f * x[i]; }",
+        params(WG = [16, 32, 64]), reference(WG = 16), global = n, local = WG, buffers(x = n, y = n), check(y), workloads(small(n = 4096))"#;
+    let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+        .args(["tune", "-v", "--budget-evals", "3", "--repeats", "1", "--bundle"])
+        .arg(&bundle)
+        .arg("--lockfile")
+        .arg(dir.path().join("K.lock"))
+        // a progress line after every evaluation instead of every 10 s
+        .env("KFOUNDRY_PROGRESS_SECS", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for expected in [
+        "test::Scale @ small: searching (budget 3 evaluations)",
+        "test::Scale @ small: 1/3 evaluations, best",
+        "test::Scale @ small: 3/3 evaluations, best",
+        "test::Scale @ small: search done, 3 evaluations, best",
+        "  Reference WG=16 → ",
+    ] {
+        assert!(stderr.contains(expected), "expected {expected:?} in:\n{stderr}");
+    }
+}

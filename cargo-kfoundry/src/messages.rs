@@ -106,6 +106,10 @@ pub struct TuneResult {
     /// The search was interrupted and the lockfile's complete earlier result was kept.
     #[serde(default)]
     pub kept_existing: bool,
+    /// The plain reference is what ships (no finalist beat it on re-measure, or every one was
+    /// rejected at other sizes: `note` says which).
+    #[serde(default)]
+    pub reference_kept: bool,
     /// Failed candidates and their build logs, when any failed.
     pub failure_log: Option<PathBuf>,
     /// True when the search was cut short by Ctrl-C/SIGTERM (resume to continue it).

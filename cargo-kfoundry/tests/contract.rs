@@ -45,6 +45,7 @@ fn every_message() -> Vec<Message> {
         probe_rejections: vec![(params(&[("WG", 256), ("VEC", 8)]), "Wrong at sizes n=16384: y[3]: expected 1, got 0".into())],
         note: None,
         kept_existing: false,
+        reference_kept: false,
         failure_log: Some(PathBuf::from("target/kfoundry/logs/pkg__Saxpy@small.log")),
         interrupted: false,
         roofline: Some(0.82),
@@ -260,4 +261,15 @@ fn usage_errors_exit_with_2_and_say_what_is_wrong() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
     assert!(!std::path::Path::new(lock).exists(), "nothing was written");
+}
+
+/// The summary table says when the reference ships and where to read why.
+#[test]
+fn the_table_marks_a_kept_reference() {
+    let Some(Message::Tuned { result }) = every_message().into_iter().find(|m| matches!(m, Message::Tuned { .. })) else { panic!("a tuned message") };
+    let plain = cargo_kfoundry::pipeline::report::summary(std::slice::from_ref(&result));
+    assert!(!plain.contains("reference kept"), "{plain}");
+    let kept = TuneResult { reference_kept: true, note: Some("no finalist was faster than the reference on re-measure".into()), ..result };
+    let table = cargo_kfoundry::pipeline::report::summary(&[kept]);
+    assert!(table.contains("reference kept (see below): VEC=4 WG=64"), "{table}");
 }

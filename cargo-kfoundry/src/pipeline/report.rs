@@ -66,6 +66,7 @@ pub fn result_of(
         probe_rejections: decision.rejections.iter().map(|r| (r.params.clone(), r.reason.clone())).collect(),
         note: decision.note.clone(),
         kept_existing: decision.kept_existing,
+        reference_kept: decision.params == spec.reference && decision.source.is_none() && !decision.kept_existing,
         failure_log,
         interrupted: searched.interrupted,
         roofline: plan.peaks.and_then(|p| p.kernel_floor(spec, params, &workload.sizes)).map(|f| f / best_s),
@@ -196,7 +197,13 @@ pub fn summary(results: &[TuneResult]) -> String {
             format!("{:.1}", o.evaluations as f64 / o.seconds.max(1e-9)),
             o.roofline.map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0)),
             o.rel_error_norm.map_or("-".to_string(), |e| format!("{e:.1e}")),
-            fmt_params(&o.params),
+            if o.reference_kept {
+                format!("reference kept ({}): {}", if o.note.is_some() { "see below" } else { "it is the fastest" }, fmt_params(&o.params))
+            } else if o.kept_existing {
+                format!("earlier result kept: {}", fmt_params(&o.params))
+            } else {
+                fmt_params(&o.params)
+            },
         ]);
     }
     t.render()

@@ -208,7 +208,7 @@ mod tests {
 
     fn spec() -> KernelSpec {
         let args: proc_macro2::TokenStream =
-            r#"code = "__kernel void k(const int n, __global float* y) {}", params(K = [0, 1, 2, 3]), reference(K = 0),
+            r#"code = "__kernel void k(const int n, __global float* y) { y[0] = K; }", params(K = [0, 1, 2, 3]), reference(K = 0),
             global = n, buffers(y = n), check(y), workloads(w(n = 4096))"#
                 .parse()
                 .expect("tokens");

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
+use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -123,7 +124,8 @@ struct Named {
 
 impl Parse for Named {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let name: Ident = input.parse()?;
+        // OpenCL names may be Rust keywords (`in`): written as is or raw (`r#in`).
+        let name = Ident::parse_any(input)?.unraw();
         input.parse::<Token![=]>()?;
         Ok(Named { name, value: input.parse()? })
     }
@@ -267,7 +269,7 @@ impl Builder {
 
     fn check(&mut self, t: TokenStream) -> syn::Result<()> {
         let parser = |input: ParseStream| -> syn::Result<(Ident, Vec<Named>)> {
-            let buffer: Ident = input.parse()?;
+            let buffer = Ident::parse_any(input)?.unraw();
             let mut opts = Vec::new();
             while input.peek(Token![,]) {
                 input.parse::<Token![,]>()?;

@@ -426,6 +426,24 @@ impl KernelSpec {
         if tokens.last() == Some(&"-D") {
             err!(Part::Options, "build option `-D` at the end names no macro".into());
         }
+        // A parameter must matter somewhere: in the source (as a preprocessor name), or in the
+        // launch geometry or a buffer's length. One that does not (a typo like `UNROL`) would
+        // multiply the space with identical kernels.
+        let in_source = source_identifiers(&self.source);
+        let in_exprs: BTreeSet<String> =
+            self.global.iter().chain(self.local.iter().flatten()).chain(self.buffers.values()).flat_map(Expr::variables).collect();
+        for p in &self.params {
+            // (a name refused above is not reported twice)
+            if check_macro_name(&p.name).is_ok() && !in_source.contains(p.name.as_str()) && !in_exprs.contains(&p.name) {
+                err!(
+                    Part::Param(p.name.clone()),
+                    format!(
+                        "parameter `{}` appears nowhere: not in the kernel source (outside comments), the launch geometry or a buffer's length, so its values would all build the same kernel (a misspelling?)",
+                        p.name
+                    ),
+                );
+            }
+        }
         // Reference: a value in the domain for every parameter.
         for p in &self.params {
             match self.reference.get(&p.name) {
@@ -634,6 +652,52 @@ impl KernelSpec {
 const MAX_NAME: usize = 128;
 
 /// `[A-Za-z_][A-Za-z0-9_]*`.
+/// The identifiers of OpenCL C source text outside comments and string literals.
+pub fn source_identifiers(source: &str) -> BTreeSet<&str> {
+    let bytes = source.as_bytes();
+    let mut out = BTreeSet::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
+                    i += 1;
+                }
+                i += 2;
+            }
+            b'"' | b'\'' => {
+                let quote = bytes[i];
+                i += 1;
+                while i < bytes.len() && bytes[i] != quote {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                out.insert(&source[start..i]);
+            }
+            c if c.is_ascii_digit() => {
+                // a number, suffixes included (`1u`, `0x1F`, `1e5f`)
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.') {
+                    i += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
 pub fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -838,6 +902,27 @@ pub(crate) mod tests {
         // No device at hand: only what does not depend on one is checked.
         assert!(s.geometry(&wide, &sizes, None).is_ok());
         assert!(matches!(s.geometry(&wide, &p(&[("n", 100)]), None), Err(LaunchError::Constraint(_))));
+    }
+
+    #[test]
+    fn a_parameter_that_appears_nowhere_is_an_error() {
+        let mut s = saxpy();
+        s.source = "__kernel void saxpy(const int n, const float a, __global const float* x, __global float* y) {\n\
+            // UNROL is a misspelling: this comment and the string below do not use it\n\
+            /* nor UNROL here */ const char* t = \"UNROL\"; for (int u = 0; u < UNROLL; u++) {} }"
+            .into();
+        s.params.push(Param { name: "UNROL".into(), values: vec![1, 2] });
+        s.reference.insert("UNROL".into(), 1);
+        let errors = s.validate();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].part, Part::Param("UNROL".into()));
+        assert!(errors[0].message.contains("appears nowhere"), "{}", errors[0].message);
+        // In the source, or only in the geometry: it matters.
+        s.params.last_mut().unwrap().name = "UNROLL".into();
+        s.reference.remove("UNROL");
+        s.reference.insert("UNROLL".into(), 1);
+        assert_eq!(s.validate(), vec![]);
+        assert!(source_identifiers("int a = B1 + 0x1Fu; // C\n/* D */ E").iter().eq(["B1", "E", "a", "int"].iter()));
     }
 
     #[test]

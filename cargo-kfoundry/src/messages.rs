@@ -110,6 +110,10 @@ pub struct TuneResult {
     /// rejected at other sizes: `note` says which).
     #[serde(default)]
     pub reference_kept: bool,
+    /// The compiler's warnings while building this search's candidates, each distinct one
+    /// once with how many times it came (PoCL's "1 warning generated." and the like dropped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build_warnings: Vec<(String, usize)>,
     /// Failed candidates and their build logs, when any failed.
     pub failure_log: Option<PathBuf>,
     /// True when the search was cut short by Ctrl-C/SIGTERM (resume to continue it).

@@ -46,6 +46,7 @@ fn every_message() -> Vec<Message> {
         note: None,
         kept_existing: false,
         reference_kept: false,
+        build_warnings: vec![("warning: loop not unrolled".into(), 3)],
         failure_log: Some(PathBuf::from("target/kfoundry/logs/pkg__Saxpy@small.log")),
         interrupted: false,
         roofline: Some(0.82),

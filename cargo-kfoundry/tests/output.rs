@@ -34,3 +34,37 @@ fn progress_is_line_oriented_off_a_terminal_and_verbose_works_there() {
         assert!(stderr.contains(expected), "expected {expected:?} in:\n{stderr}");
     }
 }
+
+/// A kernel the compiler warns about (a pointer of another type): the warning is shown once
+/// under the table with how many times it came, never "1 warning generated." per build, and
+/// it is in the JSON result.
+#[test]
+fn compiler_warnings_are_shown_once_per_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = r#"code = "__kernel void scale(const int n, __global const float* x, __global float* y) {
+            __global const int* bits = x;
+            int i = get_global_id(0) * U;
+            for (int u = 0; u < U; u++) if (i + u < n) y[i + u] = 2.0f * x[i + u] + (bits == 0);
+        }",
+        params(U = [1, 2, 4]), reference(U = 1), global = ceil_div(n, U), buffers(x = n, y = n), check(y), workloads(small(n = 4096))"#;
+    let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
+    let tune = |json: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"));
+        cmd.args(["tune", "--budget-evals", "3", "--repeats", "1", "--bundle"]).arg(&bundle).arg("--lockfile").arg(dir.path().join("K.lock"));
+        if json {
+            cmd.args(["--message-format", "json"]);
+        }
+        let out = cmd.env("POCL_KERNEL_CACHE", "0").output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    let out = tune(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning generated"), "{stderr}");
+    assert!(stderr.contains("test::Scale @ small: the OpenCL compiler warned"), "{stderr}");
+    assert_eq!(stderr.matches("incompatible pointer types").count(), 1, "once, however many builds: {stderr}");
+    assert!(stderr.contains("x) warning: <source>:"), "{stderr}");
+    let out = tune(true);
+    let tuned = String::from_utf8_lossy(&out.stdout).lines().find(|l| l.contains("\"tuned\"")).map(str::to_string).expect("a tuned message");
+    assert!(tuned.contains("build_warnings") && tuned.contains("incompatible pointer types"), "{tuned}");
+}

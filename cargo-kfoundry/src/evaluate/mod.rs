@@ -24,6 +24,7 @@
 
 pub mod compare;
 pub mod device_data;
+pub mod diagnostics;
 pub mod inputs;
 pub mod probe;
 pub mod supervisor;
@@ -273,6 +274,9 @@ pub struct Bench {
     building: Vec<(BuildKey, Background)>,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
+    /// The compiler's logs of candidates that built with something to say (warnings), not yet
+    /// passed on (the worker sends them with each answer).
+    pub build_warnings: Vec<String>,
     /// Errors of the last candidate that passed verification.
     pub last_errors: Option<ErrorStats>,
 }
@@ -329,6 +333,7 @@ impl Bench {
             not_gpu,
             building: Vec::new(),
             build_failures: Vec::new(),
+            build_warnings: Vec::new(),
             last_errors: None,
         };
         bench.check_guards()?;
@@ -608,7 +613,13 @@ impl Bench {
             Some(background) => background.wait(),
             None => self.build_input(text, params, reversed).and_then(|(program, options)| self.session.build(&self.spec.id, &program, &options)),
         };
-        let built = program.and_then(|p| self.session.kernel(&p, &self.spec.signature.name));
+        let built = program.and_then(|p| {
+            let log = self.session.build_log(&p);
+            if !log.is_empty() {
+                self.build_warnings.push(log);
+            }
+            self.session.kernel(&p, &self.spec.signature.name)
+        });
         match built {
             Ok(b) => {
                 let b = std::rc::Rc::new(b);

@@ -4,12 +4,14 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 
+use super::diagnostics::{collect, Warnings};
 use super::worker::{Request, Response};
 use super::{params_of, ErrorStats, Judge, Limits, Measurement, Phase, Validity, Verdict};
 
@@ -63,6 +65,8 @@ pub struct Supervised {
     pub build_failures: Vec<(Params, String)>,
     /// Output errors of the last request that passed verification.
     pub last_errors: Option<ErrorStats>,
+    /// The compiler's warnings, from every worker's stderr.
+    pub warnings: Arc<Mutex<Warnings>>,
 }
 
 impl Supervised {
@@ -78,6 +82,7 @@ impl Supervised {
             sizes: sizes.clone(),
             build_failures: Vec::new(),
             last_errors: None,
+            warnings: Default::default(),
         };
         s.spawn()?;
         Ok(s)
@@ -96,9 +101,12 @@ impl Supervised {
             .env(super::worker::PARENT_ENV, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .context("cannot start a worker process")?;
+        if let Some(stderr) = child.stderr.take() {
+            collect(stderr, self.warnings.clone());
+        }
         let stdin = child.stdin.take().ok_or_else(|| anyhow!("worker without stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| anyhow!("worker without stdout"))?;
         let (tx, lines) = mpsc::channel();
@@ -169,10 +177,11 @@ impl Supervised {
         let request = Request::Verify { params: params.clone(), sizes: sizes.clone(), source: source.map(str::to_string) };
         let limits = Limits3 { before: self.time.reference, reference_checked: self.time.build, built: self.time.reference };
         match self.exchange(&request, limits) {
-            Ok((Response::Verified { verdict, build_log }, _)) => {
+            Ok((Response::Verified { verdict, build_log, warnings }, _)) => {
                 if let Some(log) = build_log {
                     self.build_failures.push((params.clone(), log));
                 }
+                self.note_warnings(&warnings);
                 if let Err((FailureKind::Runtime, _)) = &verdict {
                     self.worker = None;
                 }
@@ -189,6 +198,14 @@ impl Supervised {
         }
     }
 
+    /// Keeps the warnings of the compiler's logs a worker passed on.
+    fn note_warnings(&self, logs: &[String]) {
+        let mut w = self.warnings.lock().unwrap_or_else(|p| p.into_inner());
+        for log in logs {
+            w.add_log(log);
+        }
+    }
+
     /// One evaluation request to the worker, contained: a failure of the worker is a failed
     /// evaluation.
     fn request(&mut self, request: Request, params: &Params) -> Evaluation {
@@ -197,10 +214,11 @@ impl Supervised {
         let limits = Limits3 { before: self.time.build, reference_checked: self.time.build, built: run };
         let started = Instant::now();
         match self.exchange(&request, limits) {
-            Ok((Response::Evaluated { evaluation, build_log, errors }, _)) => {
+            Ok((Response::Evaluated { evaluation, build_log, errors, warnings }, _)) => {
                 if let Some(log) = build_log {
                     self.build_failures.push((params.clone(), log));
                 }
+                self.note_warnings(&warnings);
                 self.last_errors = errors;
                 self.retire_after(&evaluation);
                 evaluation
@@ -447,6 +465,7 @@ mod tests {
             sizes: Sizes::new(),
             build_failures: Vec::new(),
             last_errors: None,
+            warnings: Default::default(),
         }
     }
 

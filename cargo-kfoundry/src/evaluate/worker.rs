@@ -54,11 +54,16 @@ pub enum Response {
         evaluation: Evaluation,
         build_log: Option<String>,
         errors: Option<ErrorStats>,
+        /// The compiler's logs of what built with warnings since the last answer.
+        #[serde(default)]
+        warnings: Vec<String>,
     },
     /// The verdict at the requested sizes.
     Verified {
         verdict: Verdict,
         build_log: Option<String>,
+        #[serde(default)]
+        warnings: Vec<String>,
     },
     /// The reference cannot be trusted at the requested sizes: they prove nothing.
     Unverifiable {
@@ -148,7 +153,7 @@ pub fn serve() -> anyhow::Result<()> {
                     let failures_before = b.build_failures.len();
                     let evaluation = b.evaluate(&params, source.as_deref(), &mut built);
                     let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
-                    Response::Evaluated { evaluation, build_log, errors: b.last_errors }
+                    Response::Evaluated { evaluation, build_log, errors: b.last_errors, warnings: std::mem::take(&mut b.build_warnings) }
                 }
                 None => Response::SetupFailed { message: "evaluate before setup".into() },
             },
@@ -165,7 +170,7 @@ pub fn serve() -> anyhow::Result<()> {
                     match b.verify_at(&params, source.as_deref(), &sizes, &mut built) {
                         Ok(verdict) => {
                             let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
-                            Response::Verified { verdict, build_log }
+                            Response::Verified { verdict, build_log, warnings: std::mem::take(&mut b.build_warnings) }
                         }
                         Err(message) => Response::Unverifiable { message },
                     }

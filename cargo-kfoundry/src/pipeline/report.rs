@@ -67,6 +67,7 @@ pub fn result_of(
         note: decision.note.clone(),
         kept_existing: decision.kept_existing,
         reference_kept: decision.params == spec.reference && decision.source.is_none() && !decision.kept_existing,
+        build_warnings: bench.warnings.lock().map(|w| w.counts.iter().map(|(t, n)| (t.clone(), *n)).collect()).unwrap_or_default(),
         failure_log,
         interrupted: searched.interrupted,
         roofline: plan.peaks.and_then(|p| p.kernel_floor(spec, params, &workload.sizes)).map(|f| f / best_s),
@@ -125,6 +126,13 @@ pub fn finish(plan: &Plan, tally: &Tally) -> Exit {
         for o in &tally.results {
             if let Some(note) = &o.note {
                 eprintln!("{} @ {}: {note}", o.kernel, o.workload);
+            }
+            if !o.build_warnings.is_empty() {
+                let builds: usize = o.build_warnings.iter().map(|(_, n)| n).sum();
+                eprintln!("{} @ {}: the OpenCL compiler warned {builds} time(s) while building candidates; each warning once:", o.kernel, o.workload);
+                for (text, n) in &o.build_warnings {
+                    eprintln!("  ({n}x) {text}");
+                }
             }
             if let Some(log) = &o.failure_log {
                 eprintln!("{} @ {}: {} failed candidate(s), see {}", o.kernel, o.workload, o.failures, log.display());

@@ -87,6 +87,14 @@ impl Session {
         Ok(Program { program: build_source(self.context.as_core(), self.device.as_core(), id, source, options)? })
     }
 
+    /// The compiler's log of a program that built (its warnings; empty when there were none).
+    pub fn build_log(&self, program: &Program) -> String {
+        match core::get_program_build_info(&program.program, self.device.as_core(), core::ProgramBuildInfo::BuildLog) {
+            Ok(core::ProgramBuildInfoResult::BuildLog(log)) => log.trim().to_string(),
+            _ => String::new(),
+        }
+    }
+
     /// [`Session::build`] on a thread of its own: the handle gives the program (or the
     /// compiler's log) when joined. OpenCL lets programs be built from several threads at once.
     pub fn build_in_background(&self, id: &str, source: &str, options: &str) -> std::thread::JoinHandle<Result<Program, Error>> {

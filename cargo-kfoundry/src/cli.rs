@@ -266,6 +266,12 @@ pub struct ReportArgs {
     /// The lockfile (default: the workspace's; with --bundle, Kfoundry.lock here).
     #[arg(long, value_name = "FILE")]
     pub lockfile: Option<PathBuf>,
+    /// Write a self-contained HTML report (default path: report.html under the tune's state directory, `target/kfoundry/`).
+    #[arg(long, value_name = "PATH", num_args = 0..=1)]
+    pub html: Option<Option<PathBuf>>,
+    /// Where the tune kept its state (its histories feed the HTML report).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

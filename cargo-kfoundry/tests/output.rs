@@ -68,3 +68,41 @@ fn compiler_warnings_are_shown_once_per_search() {
     let tuned = String::from_utf8_lossy(&out.stdout).lines().find(|l| l.contains("\"tuned\"")).map(str::to_string).expect("a tuned message");
     assert!(tuned.contains("build_warnings") && tuned.contains("incompatible pointer types"), "{tuned}");
 }
+
+/// After a tune, `report --html` writes one self-contained file: the kernel, reference against
+/// winner, the convergence plots and the archive drawn as inline SVG, dispatch per device, and
+/// nothing fetched from anywhere.
+#[test]
+fn the_html_report_is_self_contained_and_draws_the_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = r#"code = "__kernel void scale(const int n, __global const float* x, __global float* y) { int i = get_global_id(0) * U; for (int u = 0; u < U; u++) if (i + u < n) y[i + u] = 2.0f * x[i + u]; }",
+        params(U = [1, 2, 4, 8], WG = [16, 32, 64]), reference(U = 1, WG = 16), require(n % (U * WG) == 0),
+        global = n / U, local = WG, buffers(x = n, y = n), check(y), workloads(small(n = 8192))"#;
+    let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
+    let lock = dir.path().join("K.lock");
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+            .args(extra)
+            .arg("--bundle")
+            .arg(&bundle)
+            .arg("--lockfile")
+            .arg(&lock)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["tune", "-q", "--budget-evals", "8", "--repeats", "1"]);
+    let report = dir.path().join("report.html");
+    run(&["report", "--html", report.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    assert!(html.contains("<h2 id=\"test::Scale\">"), "the kernel's section");
+    assert_eq!(html.matches("<svg class=\"convergence\"").count(), 2, "against evaluations and against seconds");
+    assert!(html.contains("<polyline class=\"best\""), "the best-so-far line is drawn");
+    assert!(html.contains("<svg class=\"archive\"") && html.contains("<rect "), "the archive's cells are drawn");
+    assert!(html.contains("chosen: exact device"), "dispatch as explain() says it");
+    assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("<script src"), "nothing is fetched");
+    // By default under the tune's state directory.
+    run(&["report", "--html"]);
+    assert!(dir.path().join("target/kfoundry/report.html").exists());
+}

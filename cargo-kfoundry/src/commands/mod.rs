@@ -4,6 +4,7 @@ pub mod brute_force;
 pub mod bundle;
 pub mod check;
 pub mod devices;
+pub mod html;
 pub mod list;
 pub mod merge;
 pub mod report;

@@ -22,6 +22,17 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     let lock = Lockfile::read(&src.lockfile)?.with_context(|| format!("no lockfile at {}", src.lockfile.display()))?;
     let json = args.ws.message_format == MessageFormat::Json;
     let name = |key: &str| lock.devices.get(key).map_or_else(|| key.to_string(), |d| d.name.clone());
+    if let Some(path) = &args.html {
+        let state_dir = args.state_dir.clone().unwrap_or_else(|| src.state_dir.clone());
+        let out = path.clone().unwrap_or_else(|| state_dir.join("report.html"));
+        super::html::write(&src.kernels, &lock, &state_dir, &out)?;
+        if !args.ws.quiet {
+            eprintln!("wrote {}", out.display());
+        }
+        if !args.cross {
+            return Ok(());
+        }
+    }
     if !args.cross {
         return summary(&lock, json);
     }

@@ -21,6 +21,7 @@
 pub mod discover;
 pub mod finalists;
 pub mod fleet;
+pub mod history;
 pub mod partition;
 pub mod plan;
 pub mod progress;
@@ -121,6 +122,13 @@ fn tune_one(plan: &Plan, spec: &KernelSpec, workload: &Workload, existing: Optio
     })
     .map_err(|e| anyhow::anyhow!(e))?;
     let result = report::result_of(plan, spec, workload, &searched, &decision, &bench, started.elapsed().as_secs_f64())?;
+    // For `report --html`: a history that cannot be written costs the report its plots, not
+    // the tune its result.
+    let descriptors = searched.state.space().descriptors.iter().map(|d| d.name.clone()).collect();
+    let history = history::History::of(&spec.id, &workload.name, &device_key, descriptors, searched.state.history());
+    if let Err(e) = history.save(&plan.state_dir) {
+        eprintln!("warning: {e:#}");
+    }
     if !searched.interrupted {
         plan.checkpoints.save(&key, &searched.state, searched.operator_state().as_ref(), Some(&result))?;
     }

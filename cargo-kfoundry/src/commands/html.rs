@@ -1,0 +1,237 @@
+//! `cargo kfoundry report --html [PATH]`: one self-contained HTML file (inline SVG and CSS, no
+//! script, nothing fetched) per lockfile: for each kernel, workload and device the reference
+//! against the winner and the parameters that differ, the search's convergence (best time
+//! against evaluations and against seconds, with the reference's line), its failures by kind,
+//! its quality-diversity archive as a heat map, and what dispatch would choose on each device
+//! of the lockfile (as `explain()` says it). The plots come from the histories the tune keeps
+//! under its state directory ([`History`]).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use kfoundry_rt::model::select::choose;
+use kfoundry_rt::model::spec::{fmt_assignments, KernelSpec};
+use kfoundry_rt::DeviceKey;
+use kfoundry_tooling::lockfile::Lockfile;
+
+use crate::pipeline::discover::Kernel;
+use crate::pipeline::history::History;
+use crate::text::fmt_ns;
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}\
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ccc}h3{font-size:1.05em;margin:1.4em 0 .4em}\
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;font-variant-numeric:tabular-nums}\
+th{background:#f4f4f4}pre{background:#f8f8f8;padding:.6em;overflow:auto;font-size:12px}\
+.plots{display:flex;flex-wrap:wrap;gap:12px}svg{background:#fff;border:1px solid #ddd}.note{color:#666}";
+
+/// Escapes text for HTML.
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Writes the report of `lock` (kernels from `kernels`, histories from `state_dir`) to `out`.
+pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, out: &Path) -> Result<()> {
+    let histories = History::load_all(state_dir);
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kfoundry tuning report</title><style>{STYLE}</style></head><body>"
+    );
+    let _ = write!(html, "<h1>kfoundry tuning report</h1><p>{} kernel(s), {} device(s) in the lockfile.</p>", kernels.len(), lock.devices.len());
+    let _ = write!(html, "<table><tr><th>device key</th><th>name</th><th>kind</th><th>compute units</th><th>local memory</th></tr>");
+    for (key, d) in &lock.devices {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} KiB</td></tr>",
+            esc(key),
+            esc(&d.name),
+            esc(&d.kind),
+            d.compute_units,
+            d.local_mem_bytes / 1024
+        );
+    }
+    html.push_str("</table>");
+    for kernel in kernels {
+        kernel_section(&mut html, &kernel.spec, &kernel.location(), lock, &histories);
+    }
+    html.push_str("<p class=\"note\">Not in this report yet: the roofline chart and the hardware-awareness matrix (<code>cargo kfoundry report --cross</code> prints it).</p></body></html>\n");
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    kfoundry_tooling::files::write_atomic(out, html.as_bytes()).with_context(|| format!("cannot write {}", out.display()))
+}
+
+fn kernel_section(html: &mut String, spec: &KernelSpec, location: &str, lock: &Lockfile, histories: &[History]) {
+    let _ = write!(
+        html,
+        "<h2 id=\"{}\">{}</h2><p class=\"note\">{} · kernel <code>{}</code></p>",
+        esc(&spec.id),
+        esc(&spec.id),
+        esc(location),
+        esc(&spec.signature.name)
+    );
+    let current = kfoundry_tooling::fingerprint(spec).ok();
+    let Some(entry) = lock.kernels.get(&spec.id).filter(|e| Some(&e.fingerprint) == current.as_ref()) else {
+        html.push_str("<p>Not tuned (or its lockfile entry is stale): every call runs the reference.</p>");
+        return;
+    };
+    html.push_str("<table><tr><th>device</th><th>workload</th><th>reference</th><th>winner</th><th>speedup</th><th>evaluations</th><th>parameters that differ from the reference</th></tr>");
+    for v in &entry.variants {
+        let device = lock.devices.get(&v.device).map_or(v.device.as_str(), |d| d.name.as_str());
+        let differ: Vec<String> = v
+            .params
+            .iter()
+            .filter(|(k, val)| spec.reference.get(*k) != Some(val))
+            .map(|(k, val)| format!("{k}: {} → {val}", spec.reference.get(k).map_or("?".into(), i64::to_string)))
+            .collect();
+        let differ = if differ.is_empty() { "none: the reference is kept".to_string() } else { differ.join(", ") };
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}×</td><td>{}</td><td>{}</td></tr>",
+            esc(device),
+            esc(&v.workload),
+            fmt_ns(v.reference_time_ns as f64),
+            fmt_ns(v.time_ns as f64),
+            v.reference_time_ns as f64 / v.time_ns.max(1) as f64,
+            v.evaluations,
+            esc(&differ)
+        );
+    }
+    html.push_str("</table>");
+    for v in &entry.variants {
+        let Some(h) = histories.iter().find(|h| h.kernel == spec.id && h.workload == v.workload && h.device == v.device) else { continue };
+        let device = lock.devices.get(&v.device).map_or(v.device.as_str(), |d| d.name.as_str());
+        let _ = write!(html, "<h3>The search at <code>{}</code> on {}</h3><div class=\"plots\">", esc(&v.workload), esc(device));
+        let reference = v.reference_time_ns as f64 * 1e-9;
+        html.push_str(&convergence(h, reference, false));
+        html.push_str(&convergence(h, reference, true));
+        html.push_str(&archive(h));
+        html.push_str("</div>");
+        let mut failures: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &h.points {
+            if let Some(kind) = &p.failure {
+                *failures.entry(kind).or_default() += 1;
+            }
+        }
+        if failures.is_empty() {
+            let _ = write!(html, "<p>{} evaluations, none failed.</p>", h.points.len());
+        } else {
+            let list: Vec<String> = failures.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let _ = write!(
+                html,
+                "<p>{} evaluations; failed: {} (each with its reason in the tune's failure log).</p>",
+                h.points.len(),
+                esc(&list.join(", "))
+            );
+        }
+    }
+    html.push_str("<h3>Dispatch on each device of the lockfile</h3>");
+    let devices: std::collections::BTreeSet<&str> = entry.variants.iter().map(|v| v.device.as_str()).collect();
+    for device in devices {
+        let Some(key) = DeviceKey::parse(device) else { continue };
+        for w in &spec.workloads {
+            let variants: Vec<_> = entry.variants.clone();
+            let text = match choose(spec, &variants, &key, lock.devices.get(device), None, &w.sizes) {
+                Ok(choice) => choice.to_string(),
+                Err(e) => format!("no launch at these sizes: {e}"),
+            };
+            let _ = write!(
+                html,
+                "<p>On <code>{}</code> at <code>{}</code> ({}):</p><pre>{}</pre>",
+                esc(device),
+                esc(&w.name),
+                esc(&fmt_assignments(&w.sizes, ", ")),
+                esc(&text)
+            );
+        }
+    }
+}
+
+/// The best time so far against evaluations (or seconds), log-scaled, with the reference's
+/// line. An SVG element.
+fn convergence(h: &History, reference: f64, by_seconds: bool) -> String {
+    let (w, ht, pad) = (340.0, 220.0, 36.0);
+    let mut best = f64::INFINITY;
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    for (i, p) in h.points.iter().enumerate() {
+        if let Some(t) = p.time.filter(|t| *t > 0.0) {
+            best = best.min(t);
+        }
+        if best.is_finite() {
+            pts.push((if by_seconds { p.elapsed } else { (i + 1) as f64 }, best));
+        }
+    }
+    let title = if by_seconds { "best time against seconds" } else { "best time against evaluations" };
+    let mut svg = format!("<svg class=\"convergence\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\" role=\"img\"><title>{title}</title><text x=\"{pad}\" y=\"14\" font-size=\"12\">{title}</text>");
+    if pts.is_empty() {
+        svg.push_str("<text x=\"40\" y=\"110\" font-size=\"12\">no successful evaluation</text></svg>");
+        return svg;
+    }
+    let x_max = pts.iter().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
+    let lo = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min).min(reference).ln();
+    let hi = pts.iter().map(|p| p.1).fold(0.0f64, f64::max).max(reference).ln();
+    let span = (hi - lo).max(1e-9);
+    let x = |v: f64| pad + (w - 2.0 * pad) * v / x_max;
+    let y = |t: f64| ht - pad - (ht - 2.0 * pad) * (t.ln() - lo) / span;
+    let path: Vec<String> = pts.iter().map(|(a, b)| format!("{:.1},{:.1}", x(*a), y(*b))).collect();
+    let _ = write!(
+        svg,
+        "<line x1=\"{pad}\" y1=\"{r:.1}\" x2=\"{x2}\" y2=\"{r:.1}\" stroke=\"#c33\" stroke-dasharray=\"4 3\"/><text x=\"{x2}\" y=\"{ry:.1}\" font-size=\"11\" text-anchor=\"end\" fill=\"#c33\">reference {ref_t}</text>\
+         <polyline class=\"best\" fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2\" points=\"{}\"/>\
+         <line x1=\"{pad}\" y1=\"{b}\" x2=\"{x2}\" y2=\"{b}\" stroke=\"#999\"/><line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{b}\" stroke=\"#999\"/>\
+         <text x=\"{x2}\" y=\"{bl}\" font-size=\"11\" text-anchor=\"end\">{xl}</text><text x=\"4\" y=\"{top}\" font-size=\"11\">{best_t}</text></svg>",
+        path.join(" "),
+        r = y(reference),
+        ry = y(reference) - 4.0,
+        x2 = w - pad,
+        ref_t = fmt_ns(reference * 1e9),
+        b = ht - pad,
+        bl = ht - pad + 16.0,
+        xl = if by_seconds { format!("{x_max:.1} s") } else { format!("{} evaluations", h.points.len()) },
+        top = pad,
+        best_t = fmt_ns(best * 1e9),
+    );
+    svg
+}
+
+/// The archive's cells over its first two dimensions, each coloured by its best time (green
+/// fast, red slow; grey: only failures). An SVG element.
+fn archive(h: &History) -> String {
+    let (w, ht, pad) = (300.0, 220.0, 36.0);
+    let mut cells: BTreeMap<(u16, u16), Option<f64>> = BTreeMap::new();
+    for p in &h.points {
+        let key = (p.cell.first().copied().unwrap_or(0), p.cell.get(1).copied().unwrap_or(0));
+        let e = cells.entry(key).or_insert(None);
+        if let Some(t) = p.time {
+            *e = Some(e.map_or(t, |b: f64| b.min(t)));
+        }
+    }
+    let names = (h.descriptors.first().cloned().unwrap_or_default(), h.descriptors.get(1).cloned().unwrap_or_default());
+    let mut svg = format!("<svg class=\"archive\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\" role=\"img\"><title>archive</title><text x=\"{pad}\" y=\"14\" font-size=\"12\">archive: {} cells ({} × {})</text>", cells.len(), esc(&names.0), esc(&names.1));
+    let (nx, ny) = (cells.keys().map(|k| k.0).max().unwrap_or(0) as f64 + 1.0, cells.keys().map(|k| k.1).max().unwrap_or(0) as f64 + 1.0);
+    let times: Vec<f64> = cells.values().flatten().copied().collect();
+    let (lo, hi) = (times.iter().copied().fold(f64::INFINITY, f64::min).ln(), times.iter().copied().fold(0.0f64, f64::max).ln());
+    let (cw, ch) = ((w - 2.0 * pad) / nx, (ht - 2.0 * pad) / ny);
+    for ((cx, cy), t) in &cells {
+        let colour = match t {
+            Some(t) => {
+                let f = if hi > lo { (t.ln() - lo) / (hi - lo) } else { 0.0 };
+                format!("hsl({:.0},70%,50%)", 120.0 * (1.0 - f))
+            }
+            None => "#bbb".to_string(),
+        };
+        let tip = t.map_or("only failures".to_string(), |t| fmt_ns(t * 1e9));
+        let _ = write!(
+            svg,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>cell ({cx}, {cy}): {tip}</title></rect>",
+            pad + *cx as f64 * cw,
+            ht - pad - (*cy as f64 + 1.0) * ch,
+            (cw - 1.0).max(1.0),
+            (ch - 1.0).max(1.0)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}

@@ -106,3 +106,53 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
     run(&["report", "--html"]);
     assert!(dir.path().join("target/kfoundry/report.html").exists());
 }
+
+/// The report in a real browser: headless Chromium (Debian's `chromium`, which `.ci/run`
+/// installs) loads it without a console error, its DOM has the charts drawn, and a screenshot
+/// is taken. Skipped, saying so, where no Chromium is installed.
+#[test]
+fn the_html_report_renders_in_headless_chromium() {
+    let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+    else {
+        eprintln!("skipped: no Chromium installed (apt-get install chromium)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = r#"code = "__kernel void scale(const int n, __global const float* x, __global float* y) { int i = get_global_id(0); if (i < n) y[i] = 2.0f * x[i]; }",
+        params(WG = [16, 32, 64]), reference(WG = 16), global = n, local = WG, buffers(x = n, y = n), check(y), workloads(small(n = 8192))"#;
+    let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
+    let lock = dir.path().join("K.lock");
+    let report = dir.path().join("report.html");
+    for extra in [&["tune", "-q", "--budget-evals", "4", "--repeats", "1"][..], &["report", "--html", report.to_str().unwrap()][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+            .args(extra)
+            .arg("--bundle")
+            .arg(&bundle)
+            .arg("--lockfile")
+            .arg(&lock)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let url = format!("file://{}", report.display());
+    let chromium = |extra: &[&str]| {
+        let out = Command::new(browser)
+            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+            .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (dom, log) = chromium(&["--dump-dom"]);
+    assert!(!log.lines().any(|l| l.contains("CONSOLE")), "console messages: {log}");
+    assert!(dom.contains("<polyline class=\"best\"") && dom.contains("<rect "), "charts in the DOM the browser built");
+    let shot = dir.path().join("report.png");
+    chromium(&[&format!("--screenshot={}", shot.display()), "--window-size=1000,760"]);
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a screenshot of {} bytes", png.len());
+}

@@ -181,7 +181,8 @@ fn convergence(h: &History, reference: f64, by_seconds: bool) -> String {
         "<line x1=\"{pad}\" y1=\"{r:.1}\" x2=\"{x2}\" y2=\"{r:.1}\" stroke=\"#c33\" stroke-dasharray=\"4 3\"/><text x=\"{x2}\" y=\"{ry:.1}\" font-size=\"11\" text-anchor=\"end\" fill=\"#c33\">reference {ref_t}</text>\
          <polyline class=\"best\" fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2\" points=\"{}\"/>\
          <line x1=\"{pad}\" y1=\"{b}\" x2=\"{x2}\" y2=\"{b}\" stroke=\"#999\"/><line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{b}\" stroke=\"#999\"/>\
-         <text x=\"{x2}\" y=\"{bl}\" font-size=\"11\" text-anchor=\"end\">{xl}</text><text x=\"4\" y=\"{top}\" font-size=\"11\">{best_t}</text></svg>",
+         <text x=\"{x2}\" y=\"{bl}\" font-size=\"11\" text-anchor=\"end\">{xl}</text><text x=\"4\" y=\"{top}\" font-size=\"11\">{hi_t}</text>\
+         <text x=\"4\" y=\"{b}\" font-size=\"11\">{lo_t}</text><text x=\"{x2}\" y=\"{best_y:.1}\" font-size=\"11\" text-anchor=\"end\" fill=\"#1565c0\">best {best_t}</text></svg>",
         path.join(" "),
         r = y(reference),
         ry = y(reference) - 4.0,
@@ -191,6 +192,9 @@ fn convergence(h: &History, reference: f64, by_seconds: bool) -> String {
         bl = ht - pad + 16.0,
         xl = if by_seconds { format!("{x_max:.1} s") } else { format!("{} evaluations", h.points.len()) },
         top = pad,
+        hi_t = fmt_ns(hi.exp() * 1e9),
+        lo_t = fmt_ns(lo.exp() * 1e9),
+        best_y = y(best) - 4.0,
         best_t = fmt_ns(best * 1e9),
     );
     svg

@@ -75,9 +75,13 @@ fn compiler_warnings_are_shown_once_per_search() {
 #[test]
 fn the_html_report_is_self_contained_and_draws_the_search() {
     let dir = tempfile::tempdir().unwrap();
-    let args = r#"code = "__kernel void scale(const int n, __global const float* x, __global float* y) { int i = get_global_id(0) * U; for (int u = 0; u < U; u++) if (i + u < n) y[i + u] = 2.0f * x[i + u]; }",
+    // U = 8 does not build: the report lists its failures.
+    let args = r##"code = "#if U == 8
+        #error eight is too many
+        #endif
+        __kernel void scale(const int n, __global const float* x, __global float* y) { int i = get_global_id(0) * U; for (int u = 0; u < U; u++) if (i + u < n) y[i + u] = 2.0f * x[i + u]; }",
         params(U = [1, 2, 4, 8], WG = [16, 32, 64]), reference(U = 1, WG = 16), require(n % (U * WG) == 0),
-        global = n / U, local = WG, buffers(x = n, y = n), check(y), workloads(small(n = 8192))"#;
+        global = n / U, local = WG, buffers(x = n, y = n), check(y), workloads(small(n = 8192))"##;
     let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
     let lock = dir.path().join("K.lock");
     let run = |extra: &[&str]| {
@@ -91,7 +95,8 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
-    run(&["tune", "-q", "--budget-evals", "8", "--repeats", "1"]);
+    // every one of the 12 configurations
+    run(&["tune", "-q", "--budget-evals", "12", "--repeats", "1"]);
     let report = dir.path().join("report.html");
     run(&["report", "--html", report.to_str().unwrap()]);
     let html = std::fs::read_to_string(&report).unwrap();
@@ -101,6 +106,8 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
     assert!(html.contains("<polyline class=\"best\""), "the best-so-far line is drawn");
     assert!(html.contains("<svg class=\"archive\"") && html.contains("<rect "), "the archive's cells are drawn");
     assert!(html.contains("chosen: exact device"), "dispatch as explain() says it");
+    assert!(html.contains("<td>Build</td><td>3</td>") && html.contains("eight is too many"), "failures by kind with their first lines");
+    assert!(html.contains("<a class=\"log\" href=\"file://"), "a link to the failure log");
     assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("<script src"), "nothing is fetched");
     // By default under the tune's state directory.
     run(&["report", "--html"]);

@@ -54,7 +54,7 @@ pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, out: &Path) 
     }
     html.push_str("</table>");
     for kernel in kernels {
-        kernel_section(&mut html, &kernel.spec, &kernel.location(), lock, &histories);
+        kernel_section(&mut html, &kernel.spec, &kernel.location(), lock, &histories, state_dir);
     }
     html.push_str("<p class=\"note\">Not in this report yet: the roofline chart and the hardware-awareness matrix (<code>cargo kfoundry report --cross</code> prints it).</p></body></html>\n");
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -63,7 +63,7 @@ pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, out: &Path) 
     kfoundry_tooling::files::write_atomic(out, html.as_bytes()).with_context(|| format!("cannot write {}", out.display()))
 }
 
-fn kernel_section(html: &mut String, spec: &KernelSpec, location: &str, lock: &Lockfile, histories: &[History]) {
+fn kernel_section(html: &mut String, spec: &KernelSpec, location: &str, lock: &Lockfile, histories: &[History], state_dir: &Path) {
     let _ = write!(
         html,
         "<h2 id=\"{}\">{}</h2><p class=\"note\">{} · kernel <code>{}</code></p>",
@@ -109,22 +109,40 @@ fn kernel_section(html: &mut String, spec: &KernelSpec, location: &str, lock: &L
         html.push_str(&convergence(h, reference, true));
         html.push_str(&archive(h));
         html.push_str("</div>");
-        let mut failures: BTreeMap<&str, usize> = BTreeMap::new();
+        // Failures by kind, each kind with the first lines of its first few reasons.
+        let mut failures: BTreeMap<&str, (usize, Vec<&str>)> = BTreeMap::new();
         for p in &h.points {
             if let Some(kind) = &p.failure {
-                *failures.entry(kind).or_default() += 1;
+                let e = failures.entry(kind).or_default();
+                e.0 += 1;
+                if let Some(r) = p.reason.as_deref().filter(|r| e.1.len() < 3 && !e.1.contains(r)) {
+                    e.1.push(r);
+                }
             }
         }
         if failures.is_empty() {
             let _ = write!(html, "<p>{} evaluations, none failed.</p>", h.points.len());
         } else {
-            let list: Vec<String> = failures.iter().map(|(k, n)| format!("{n} {k}")).collect();
             let _ = write!(
                 html,
-                "<p>{} evaluations; failed: {} (each with its reason in the tune's failure log).</p>",
-                h.points.len(),
-                esc(&list.join(", "))
+                "<p>{} evaluations; failures by kind:</p><table><tr><th>kind</th><th>count</th><th>first lines</th></tr>",
+                h.points.len()
             );
+            for (kind, (n, reasons)) in &failures {
+                let _ = write!(
+                    html,
+                    "<tr><td>{}</td><td>{n}</td><td>{}</td></tr>",
+                    esc(kind),
+                    reasons.iter().map(|r| esc(r)).collect::<Vec<_>>().join("<br>")
+                );
+            }
+            html.push_str("</table>");
+            let dir = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+            let log = dir.join("logs").join(kfoundry_tooling::files::state_file_name(&[&spec.id, &v.workload], "log"));
+            if log.is_file() {
+                let at = esc(&log.display().to_string());
+                let _ = write!(html, "<p>Every failure, with the build logs: <a class=\"log\" href=\"file://{at}\">{at}</a></p>");
+            }
         }
     }
     html.push_str("<h3>Dispatch on each device of the lockfile</h3>");

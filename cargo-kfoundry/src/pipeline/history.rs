@@ -21,6 +21,9 @@ pub struct Point {
     pub time: Option<f64>,
     /// Its failure's kind, when it failed (`Build`, `Wrong`, ...).
     pub failure: Option<String>,
+    /// The first line of why it failed (at most 200 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Its archive cell.
     pub cell: Vec<u16>,
 }
@@ -46,6 +49,10 @@ impl History {
                 time: r.outcome.time(),
                 failure: match &r.outcome {
                     Evaluation::Failed { kind, .. } => Some(format!("{kind:?}")),
+                    _ => None,
+                },
+                reason: match &r.outcome {
+                    Evaluation::Failed { reason, .. } => Some(reason.lines().next().unwrap_or_default().chars().take(200).collect()),
                     _ => None,
                 },
                 cell: r.cell.clone(),

@@ -81,7 +81,7 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
         #endif
         __kernel void scale(const int n, __global const float* x, __global float* y) { int i = get_global_id(0) * U; for (int u = 0; u < U; u++) if (i + u < n) y[i + u] = 2.0f * x[i + u]; }",
         params(U = [1, 2, 4, 8], WG = [16, 32, 64]), reference(U = 1, WG = 16), require(n % (U * WG) == 0),
-        global = n / U, local = WG, buffers(x = n, y = n), check(y), workloads(small(n = 8192))"##;
+        global = n / U, local = WG, buffers(x = n, y = n), check(y), workloads(small(n = 8192)), cost(bytes = 8 * n, flops = n)"##;
     let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
     let lock = dir.path().join("K.lock");
     let run = |extra: &[&str]| {
@@ -91,6 +91,8 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
             .arg(&bundle)
             .arg("--lockfile")
             .arg(&lock)
+            // the device's measured peaks (for the roofline) cached here
+            .env("KFOUNDRY_CACHE_DIR", dir.path().join("cache"))
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -108,6 +110,7 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
     assert!(html.contains("chosen: exact device"), "dispatch as explain() says it");
     assert!(html.contains("<td>Build</td><td>3</td>") && html.contains("eight is too many"), "failures by kind with their first lines");
     assert!(html.contains("<a class=\"log\" href=\"file://"), "a link to the failure log");
+    assert!(html.contains("<svg class=\"roofline\"") && html.matches("<circle ").count() == 2, "the roofline with the reference and the winner");
     assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("<script src"), "nothing is fetched");
     // By default under the tune's state directory.
     run(&["report", "--html"]);

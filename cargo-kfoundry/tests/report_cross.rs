@@ -53,11 +53,16 @@ fn cross_measures_the_other_devices_winner_here() {
         .arg(&bundle)
         .arg("--lockfile")
         .arg(&lock)
+        .arg("--html")
+        .arg(dir.path().join("report.html"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let cells: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["result"].clone()).collect();
+    // The HTML report made in the same run holds the matrix.
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("<table class=\"cross\">") && html.contains("1.00 (itself)"), "the hardware-awareness matrix");
     assert_eq!(cells.len(), 2, "{stdout}");
     for c in &cells {
         assert_eq!(c["on"], here.as_str(), "only the device present is measured on");

@@ -13,9 +13,12 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use kfoundry_rt::model::select::choose;
 use kfoundry_rt::model::spec::{fmt_assignments, KernelSpec};
+use kfoundry_rt::model::variant::Variant;
 use kfoundry_rt::DeviceKey;
 use kfoundry_tooling::lockfile::Lockfile;
 
+use crate::device::peaks::Peaks;
+use crate::messages::CrossCell;
 use crate::pipeline::discover::Kernel;
 use crate::pipeline::history::History;
 use crate::text::fmt_ns;
@@ -32,8 +35,9 @@ fn esc(text: &str) -> String {
 }
 
 /// Writes the report of `lock` (kernels from `kernels`, histories from `state_dir`) to `out`.
-pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, out: &Path) -> Result<()> {
+pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, cross: &[CrossCell], out: &Path) -> Result<()> {
     let histories = History::load_all(state_dir);
+    let peaks = crate::device::peaks::cached();
     let mut html = String::new();
     let _ = write!(
         html,
@@ -54,16 +58,29 @@ pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, out: &Path) 
     }
     html.push_str("</table>");
     for kernel in kernels {
-        kernel_section(&mut html, &kernel.spec, &kernel.location(), lock, &histories, state_dir);
+        kernel_section(&mut html, &kernel.spec, &kernel.location(), lock, &histories, state_dir, &peaks);
+        cross_section(&mut html, &kernel.spec, lock, cross);
     }
-    html.push_str("<p class=\"note\">Not in this report yet: the roofline chart and the hardware-awareness matrix (<code>cargo kfoundry report --cross</code> prints it).</p></body></html>\n");
+    if cross.is_empty() {
+        html.push_str("<p class=\"note\">The hardware-awareness matrix (each device's winner measured on the others) is in the report made with <code>cargo kfoundry report --cross --html</code>, on a machine with two or more of the lockfile's devices.</p>");
+    }
+    html.push_str("</body></html>\n");
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     kfoundry_tooling::files::write_atomic(out, html.as_bytes()).with_context(|| format!("cannot write {}", out.display()))
 }
 
-fn kernel_section(html: &mut String, spec: &KernelSpec, location: &str, lock: &Lockfile, histories: &[History], state_dir: &Path) {
+#[allow(clippy::too_many_arguments)]
+fn kernel_section(
+    html: &mut String,
+    spec: &KernelSpec,
+    location: &str,
+    lock: &Lockfile,
+    histories: &[History],
+    state_dir: &Path,
+    peaks: &BTreeMap<String, Peaks>,
+) {
     let _ = write!(
         html,
         "<h2 id=\"{}\">{}</h2><p class=\"note\">{} · kernel <code>{}</code></p>",
@@ -108,6 +125,9 @@ fn kernel_section(html: &mut String, spec: &KernelSpec, location: &str, lock: &L
         html.push_str(&convergence(h, reference, false));
         html.push_str(&convergence(h, reference, true));
         html.push_str(&archive(h));
+        if let Some(p) = peaks.get(&v.device) {
+            html.push_str(&roofline(spec, v, p));
+        }
         html.push_str("</div>");
         // Failures by kind, each kind with the first lines of its first few reasons.
         let mut failures: BTreeMap<&str, (usize, Vec<&str>)> = BTreeMap::new();
@@ -256,4 +276,89 @@ fn archive(h: &History) -> String {
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// The roofline of `v`'s device (its measured copy bandwidth and FP32 rate) with the reference
+/// and the winner placed by the annotation's `cost(bytes, flops)` at the workload's sizes. An
+/// SVG element; empty without both costs.
+fn roofline(spec: &KernelSpec, v: &Variant, peaks: &Peaks) -> String {
+    let Some(cost) = &spec.cost else { return String::new() };
+    let at = |params: &kfoundry_rt::model::spec::Params| -> Option<(f64, f64)> {
+        let env = spec.env(params, &v.sizes);
+        let bytes = cost.bytes.as_ref()?.eval(&env).ok()? as f64;
+        let flops = cost.flops.as_ref()?.eval(&env).ok()? as f64;
+        (bytes > 0.0 && flops > 0.0).then_some((flops, flops / bytes))
+    };
+    let (Some((flops_r, ai_r)), Some((flops_w, ai_w))) = (at(&spec.reference), at(&v.params)) else { return String::new() };
+    let points = [("reference", ai_r, flops_r / (v.reference_time_ns.max(1) as f64)), ("winner", ai_w, flops_w / (v.time_ns.max(1) as f64))]; // GFLOP/s
+    let ridge = peaks.gflops / peaks.copy_gbytes_per_s;
+    let (x_lo, x_hi) = ((ai_r.min(ai_w).min(ridge) / 8.0).ln(), (ai_r.max(ai_w).max(ridge) * 8.0).ln());
+    let y_hi = peaks.gflops.max(points[0].2).max(points[1].2) * 2.0;
+    let y_lo = (points[0].2.min(points[1].2).min(x_lo.exp() * peaks.copy_gbytes_per_s) / 2.0).max(1e-6);
+    let (w, ht, pad) = (340.0, 220.0, 36.0);
+    let x = |ai: f64| pad + (w - 2.0 * pad) * (ai.ln() - x_lo) / (x_hi - x_lo);
+    let y = |g: f64| ht - pad - (ht - 2.0 * pad) * (g.ln() - y_lo.ln()) / (y_hi.ln() - y_lo.ln());
+    let mut svg = format!(
+        "<svg class=\"roofline\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\" role=\"img\"><title>roofline</title><text x=\"{pad}\" y=\"14\" font-size=\"12\">roofline: {:.0} GB/s, {:.0} GFLOP/s (measured)</text>",
+        peaks.copy_gbytes_per_s, peaks.gflops
+    );
+    let (a0, a1) = (x_lo.exp(), x_hi.exp());
+    let _ = write!(
+        svg,
+        "<polyline fill=\"none\" stroke=\"#555\" stroke-width=\"2\" points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\"/>",
+        x(a0),
+        y((a0 * peaks.copy_gbytes_per_s).max(y_lo)),
+        x(ridge),
+        y(peaks.gflops),
+        x(a1),
+        y(peaks.gflops)
+    );
+    for (i, (label, ai, g)) in points.iter().enumerate() {
+        let colour = if i == 0 { "#c33" } else { "#1565c0" };
+        let _ = write!(
+            svg,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"{colour}\"><title>{label}: {g:.1} GFLOP/s at {ai:.2} FLOP/byte</title></circle><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"{colour}\">{label}</text>",
+            x(*ai),
+            y(*g),
+            x(*ai) + 7.0,
+            y(*g) + 4.0 + 12.0 * i as f64
+        );
+    }
+    let _ = write!(svg, "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">FLOP per byte (log)</text></svg>", w - pad, ht - 8.0);
+    svg
+}
+
+/// The hardware-awareness matrix of `spec` from `report --cross`: each device's winner
+/// measured on each device present, hws = its time ÷ that device's own winner's time.
+fn cross_section(html: &mut String, spec: &KernelSpec, lock: &Lockfile, cells: &[CrossCell]) {
+    let mine: Vec<&CrossCell> = cells.iter().filter(|c| c.kernel == spec.id).collect();
+    if mine.is_empty() {
+        return;
+    }
+    let name = |key: &str| lock.devices.get(key).map_or_else(|| key.to_string(), |d| d.name.clone());
+    let workloads: std::collections::BTreeSet<&str> = mine.iter().map(|c| c.workload.as_str()).collect();
+    for workload in workloads {
+        let here: Vec<&&CrossCell> = mine.iter().filter(|c| c.workload == workload).collect();
+        let owners: std::collections::BTreeSet<&str> = here.iter().map(|c| c.owner.as_str()).collect();
+        let ons: std::collections::BTreeSet<&str> = here.iter().map(|c| c.on.as_str()).collect();
+        let _ = write!(html, "<h3>Hardware awareness at <code>{}</code> (hws: the winner's time on the row's device ÷ that device's own winner's)</h3><table class=\"cross\"><tr><th>measured on \\ winner of</th>", esc(workload));
+        for o in &owners {
+            let _ = write!(html, "<th>{}</th>", esc(&name(o)));
+        }
+        html.push_str("</tr>");
+        for on in &ons {
+            let _ = write!(html, "<tr><th>{}</th>", esc(&name(on)));
+            for o in &owners {
+                let cell = here.iter().find(|c| c.on == *on && c.owner == *o);
+                let text = match cell {
+                    Some(c) if c.owner == c.on => "1.00 (itself)".to_string(),
+                    Some(c) => c.hws.map_or_else(|| c.failure.clone().unwrap_or_else(|| "-".into()), |h| format!("{h:.2}")),
+                    None => "-".to_string(),
+                };
+                let _ = write!(html, "<td>{}</td>", esc(&text));
+            }
+            html.push_str("</tr>");
+        }
+        html.push_str("</table>");
+    }
 }

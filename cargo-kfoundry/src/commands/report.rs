@@ -22,18 +22,21 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     let lock = Lockfile::read(&src.lockfile)?.with_context(|| format!("no lockfile at {}", src.lockfile.display()))?;
     let json = args.ws.message_format == MessageFormat::Json;
     let name = |key: &str| lock.devices.get(key).map_or_else(|| key.to_string(), |d| d.name.clone());
-    if let Some(path) = &args.html {
+    // The HTML report: now, or with --cross after the matrix is measured (it shows it).
+    let html = |cells: &[CrossCell]| -> Result<()> {
+        let Some(path) = &args.html else { return Ok(()) };
         let state_dir = args.state_dir.clone().unwrap_or_else(|| src.state_dir.clone());
         let out = path.clone().unwrap_or_else(|| state_dir.join("report.html"));
-        super::html::write(&src.kernels, &lock, &state_dir, &out)?;
+        super::html::write(&src.kernels, &lock, &state_dir, cells, &out)?;
         if !args.ws.quiet {
             eprintln!("wrote {}", out.display());
         }
-        if !args.cross {
-            return Ok(());
-        }
-    }
+        Ok(())
+    };
     if !args.cross {
+        if args.html.is_some() {
+            return html(&[]);
+        }
         return summary(&lock, json);
     }
 
@@ -92,6 +95,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     if cells.is_empty() {
         bail!("nothing to cross: no kernel has winners of two or more devices at one workload with one of those devices present");
     }
+    html(&cells)?;
     if json {
         for c in &cells {
             Message::Cross { result: c.clone() }.emit();

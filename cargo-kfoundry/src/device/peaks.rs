@@ -55,6 +55,11 @@ fn cache_path() -> Option<PathBuf> {
     Some(base.join("kfoundry").join("peaks.json"))
 }
 
+/// Every device's peaks measured so far on this machine (by device key), none measured now.
+pub fn cached() -> BTreeMap<String, Peaks> {
+    read_cache()
+}
+
 fn read_cache() -> BTreeMap<String, Peaks> {
     cache_path().and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
 }

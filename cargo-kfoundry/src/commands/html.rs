@@ -120,7 +120,11 @@ fn kernel_section(
     for v in &entry.variants {
         let Some(h) = histories.iter().find(|h| h.kernel == spec.id && h.workload == v.workload && h.device == v.device) else { continue };
         let device = lock.devices.get(&v.device).map_or(v.device.as_str(), |d| d.name.as_str());
-        let _ = write!(html, "<h3>The search at <code>{}</code> on {}</h3><div class=\"plots\">", esc(&v.workload), esc(device));
+        let _ = write!(html, "<h3>The search at <code>{}</code> on {}</h3>", esc(&v.workload), esc(device));
+        if let Some(note) = &h.note {
+            let _ = write!(html, "<p class=\"why\"><b>Why this ships:</b> {}</p>", esc(note));
+        }
+        html.push_str("<div class=\"plots\">");
         let reference = v.reference_time_ns as f64 * 1e-9;
         html.push_str(&convergence(h, reference, false));
         html.push_str(&convergence(h, reference, true));
@@ -360,5 +364,60 @@ fn cross_section(html: &mut String, spec: &KernelSpec, lock: &Lockfile, cells: &
             html.push_str("</tr>");
         }
         html.push_str("</table>");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kfoundry_rt::model::device::DeviceInfo;
+
+    #[test]
+    fn a_kept_reference_says_why_and_text_is_escaped() {
+        let args: proc_macro2::TokenStream =
+            r#"code = "__kernel void k(const int n, __global float* y) { y[0] = K; }", params(K = [0, 1]), reference(K = 0),
+            global = n, buffers(y = n), check(y), workloads(w(n = 64))"#
+                .parse()
+                .unwrap();
+        let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
+        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: std::path::Path::new(".") };
+        let spec = kfoundry_tooling::annotation::parse(args, &item, &cx).unwrap().spec;
+        let device = "10de|gpu <b>|1|3.0";
+        let variant = Variant {
+            device: device.into(),
+            workload: "w".into(),
+            sizes: [("n".to_string(), 64)].into(),
+            params: [("K".to_string(), 0)].into(),
+            time_ns: 100,
+            reference_time_ns: 100,
+            evaluations: 2,
+            failures: 0,
+            source: None,
+            proven: vec![],
+            partial: false,
+            device_info: None,
+        };
+        let mut lock = Lockfile::default();
+        lock.record(
+            &spec.id,
+            &kfoundry_tooling::fingerprint(&spec).unwrap(),
+            device,
+            DeviceInfo { name: "GPU <b>".into(), ..Default::default() },
+            vec![variant],
+        );
+        let point = |time| crate::pipeline::history::Point { elapsed: 1.0, time, failure: None, reason: None, cell: vec![0, 0] };
+        let history = History {
+            kernel: spec.id.clone(),
+            workload: "w".into(),
+            device: device.into(),
+            descriptors: vec!["a".into(), "b".into()],
+            points: vec![point(Some(1e-7)), point(Some(2e-7))],
+            note: Some("no finalist was faster than the reference on re-measure".into()),
+        };
+        let mut html = String::new();
+        kernel_section(&mut html, &spec, "src/lib.rs:1", &lock, &[history], Path::new("."), &BTreeMap::new());
+        assert!(html.contains("none: the reference is kept"), "{html}");
+        assert!(html.contains("<b>Why this ships:</b> no finalist was faster than the reference on re-measure"), "{html}");
+        assert!(html.contains("GPU &lt;b&gt;") && !html.contains("GPU <b>"), "names are escaped");
     }
 }

@@ -37,10 +37,13 @@ pub struct History {
     /// The archive's dimensions, in the order of a cell's coordinates.
     pub descriptors: Vec<String>,
     pub points: Vec<Point>,
+    /// Why the reference (or an earlier result) ships rather than a finalist, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl History {
-    pub fn of(kernel: &str, workload: &str, device: &str, descriptors: Vec<String>, records: &[Record]) -> History {
+    pub fn of(kernel: &str, workload: &str, device: &str, descriptors: Vec<String>, records: &[Record], note: Option<String>) -> History {
         let points = records
             .iter()
             .take(MAX_POINTS)
@@ -58,7 +61,7 @@ impl History {
                 cell: r.cell.clone(),
             })
             .collect();
-        History { kernel: kernel.into(), workload: workload.into(), device: device.into(), descriptors, points }
+        History { kernel: kernel.into(), workload: workload.into(), device: device.into(), descriptors, points, note }
     }
 
     /// Where the history of this search goes under `state_dir`.

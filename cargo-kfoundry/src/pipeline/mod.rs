@@ -125,7 +125,7 @@ fn tune_one(plan: &Plan, spec: &KernelSpec, workload: &Workload, existing: Optio
     // For `report --html`: a history that cannot be written costs the report its plots, not
     // the tune its result.
     let descriptors = searched.state.space().descriptors.iter().map(|d| d.name.clone()).collect();
-    let history = history::History::of(&spec.id, &workload.name, &device_key, descriptors, searched.state.history());
+    let history = history::History::of(&spec.id, &workload.name, &device_key, descriptors, searched.state.history(), result.note.clone());
     if let Err(e) = history.save(&plan.state_dir) {
         eprintln!("warning: {e:#}");
     }

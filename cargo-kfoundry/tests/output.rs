@@ -149,7 +149,7 @@ fn the_html_report_renders_in_headless_chromium() {
     let url = format!("file://{}", report.display());
     let chromium = |extra: &[&str]| {
         let out = Command::new(browser)
-            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--enable-logging=stderr", "--v=0"])
             .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
             .args(extra)
             .arg(&url)

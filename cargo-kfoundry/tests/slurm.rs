@@ -23,6 +23,10 @@ fn a_job_array_and_a_merge_job_on_a_one_node_cluster() {
         .output()
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if out.status.code() == Some(77) {
+        eprintln!("skipped: the one-node cluster could not start on this machine (nothing of kfoundry ran): {stderr}");
+        return;
+    }
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("2 task(s)") && stdout.contains("check --locked passed"), "{stdout}");
     assert!(out_dir.path().join("shares/1.lock").exists() && out_dir.path().join("shares/2.lock").exists());

@@ -23,7 +23,7 @@ pub mod opencl;
 pub use ocl;
 #[cfg(feature = "opencl")]
 pub use opencl::{
-    device::{default_device, device_info, device_key, list_devices, traits_of},
+    device::{default_device, device_info, device_key, list_devices, traits_from, traits_of},
     error::Error,
     evolved::{Configuration, Evolved},
     launch::{Arg, Scalar},

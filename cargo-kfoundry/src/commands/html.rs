@@ -174,8 +174,7 @@ fn kernel_section(
     for device in devices {
         let Some(key) = DeviceKey::parse(device) else { continue };
         for w in &spec.workloads {
-            let variants: Vec<_> = entry.variants.clone();
-            let text = match choose(spec, &variants, &key, lock.devices.get(device), None, &w.sizes) {
+            let text = match choose(spec, &entry.variants, &key, lock.devices.get(device), None, &w.sizes) {
                 Ok(choice) => choice.to_string(),
                 Err(e) => format!("no launch at these sizes: {e}"),
             };

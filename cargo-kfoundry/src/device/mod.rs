@@ -4,7 +4,7 @@
 pub mod peaks;
 
 use anyhow::Result;
-use kfoundry_rt::{device_info, device_key, list_devices, traits_of, DeviceInfo, DeviceKey, DeviceTraits};
+use kfoundry_rt::{device_info, device_key, list_devices, traits_from, DeviceInfo, DeviceKey, DeviceTraits};
 
 use crate::error::usage;
 
@@ -24,7 +24,7 @@ pub fn all() -> Result<Vec<Selected>> {
     for (index, (platform, device)) in list_devices()?.into_iter().enumerate() {
         let key = device_key(&device)?;
         let info = device_info(&platform, &device)?;
-        let traits = traits_of(&device)?;
+        let traits = traits_from(&device, &info)?;
         out.push(Selected { index, key, info, traits });
     }
     Ok(out)

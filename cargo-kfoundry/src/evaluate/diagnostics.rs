@@ -58,7 +58,22 @@ enum Line<'a> {
     Other,
 }
 
-fn classify(line: &str, after_warning: usize) -> Line<'_> {
+/// Sorts lines of compiler output, remembering whether the last one was a warning (the line
+/// after one is the source line it points into).
+#[derive(Default)]
+struct Filter {
+    after_warning: bool,
+}
+
+impl Filter {
+    fn line<'a>(&mut self, line: &'a str) -> Line<'a> {
+        let kind = classify(line, self.after_warning);
+        self.after_warning = matches!(kind, Line::Warning(_));
+        kind
+    }
+}
+
+fn classify(line: &str, after_warning: bool) -> Line<'_> {
     let t = line.trim();
     if let Some(at) = line.find("warning: ") {
         return Line::Warning(&line[at..]);
@@ -67,7 +82,7 @@ fn classify(line: &str, after_warning: usize) -> Line<'_> {
     // the two lines clang prints under a diagnostic: the source line and the caret line
     let caret = !t.is_empty() && t.chars().all(|c| matches!(c, '^' | '~' | ' ' | '|'));
     // (right after a warning: the source line it points into)
-    if generated || caret || (after_warning > 0 && !t.is_empty()) {
+    if generated || caret || (after_warning && !t.is_empty()) {
         Line::Noise
     } else {
         Line::Other
@@ -77,17 +92,13 @@ fn classify(line: &str, after_warning: usize) -> Line<'_> {
 /// Reads a worker's stderr on a thread of its own: warnings into `into`, other lines through.
 pub fn collect(from: impl std::io::Read + Send + 'static, into: Arc<Mutex<Warnings>>) {
     std::thread::spawn(move || {
-        let mut after_warning = 0usize;
+        let mut filter = Filter::default();
         for line in BufReader::new(from).lines() {
             let Ok(line) = line else { break };
-            match classify(&line, after_warning) {
-                Line::Warning(text) => {
-                    into.lock().unwrap_or_else(|p| p.into_inner()).add(text);
-                    after_warning = 1;
-                }
-                Line::Noise => after_warning = 0,
+            match filter.line(&line) {
+                Line::Warning(text) => into.lock().unwrap_or_else(|p| p.into_inner()).add(text),
+                Line::Noise => {}
                 Line::Other => {
-                    after_warning = 0;
                     let _ = writeln!(std::io::stderr().lock(), "{line}");
                 }
             }
@@ -108,19 +119,13 @@ mod tests {
                     <stdin>:5:3: warning: loop not unrolled: the optimizer was unable to perform the requested transformation [-Wpass-failed=transform-warning]\n\
                     1 warning generated.\n";
         let mut w = Warnings::default();
-        let mut after = 0;
+        let mut filter = Filter::default();
         let mut others = Vec::new();
         for line in text.lines().chain(["thread 'main' panicked at x"]) {
-            match classify(line, after) {
-                Line::Warning(t) => {
-                    w.add(t);
-                    after = 1;
-                }
-                Line::Noise => after = 0,
-                Line::Other => {
-                    after = 0;
-                    others.push(line);
-                }
+            match filter.line(line) {
+                Line::Warning(t) => w.add(t),
+                Line::Noise => {}
+                Line::Other => others.push(line),
             }
         }
         assert_eq!(w.counts.len(), 1, "{w:?}");

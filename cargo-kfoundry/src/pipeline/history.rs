@@ -47,18 +47,14 @@ impl History {
         let points = records
             .iter()
             .take(MAX_POINTS)
-            .map(|r| Point {
-                elapsed: r.elapsed,
-                time: r.outcome.time(),
-                failure: match &r.outcome {
-                    Evaluation::Failed { kind, .. } => Some(format!("{kind:?}")),
-                    _ => None,
-                },
-                reason: match &r.outcome {
-                    Evaluation::Failed { reason, .. } => Some(reason.lines().next().unwrap_or_default().chars().take(200).collect()),
-                    _ => None,
-                },
-                cell: r.cell.clone(),
+            .map(|r| {
+                let (failure, reason) = match &r.outcome {
+                    Evaluation::Failed { kind, reason, .. } => {
+                        (Some(format!("{kind:?}")), Some(reason.lines().next().unwrap_or_default().chars().take(200).collect()))
+                    }
+                    _ => (None, None),
+                };
+                Point { elapsed: r.elapsed, time: r.outcome.time(), failure, reason, cell: r.cell.clone() }
             })
             .collect();
         History { kernel: kernel.into(), workload: workload.into(), device: device.into(), descriptors, points, note }

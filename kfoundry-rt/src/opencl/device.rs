@@ -119,7 +119,11 @@ pub fn device_info(platform: &Platform, device: &Device) -> Result<DeviceInfo, E
 /// sizes) are asked only when the device lists the extension that defines them; one that
 /// fails leaves its property at 0 or empty.
 pub fn traits_of(device: &Device) -> Result<DeviceTraits, Error> {
-    let described = describe(device)?;
+    traits_from(device, &describe(device)?)
+}
+
+/// [`traits_of`] for a device whose description is at hand (not asked again).
+pub fn traits_from(device: &Device, described: &DeviceInfo) -> Result<DeviceTraits, Error> {
     let vendor_id = match info(device, Info::VendorId)? {
         R::VendorId(v) => v,
         _ => 0,
@@ -156,7 +160,7 @@ pub fn traits_of(device: &Device) -> Result<DeviceTraits, Error> {
     sub_group_sizes.dedup();
     Ok(DeviceTraits {
         vendor_id,
-        kind: described.kind,
+        kind: described.kind.clone(),
         local_mem_bytes: described.local_mem_bytes,
         max_work_group_size: described.max_work_group_size,
         compute_units: described.compute_units,
@@ -206,6 +210,11 @@ pub struct Limits {
 
 /// The limits of `device`.
 pub fn limits_of(device: &Device) -> Result<Limits, Error> {
+    limits_from(device, traits_of(device)?)
+}
+
+/// The limits of `device` whose properties `traits` were already asked (not asked again).
+pub fn limits_from(device: &Device, traits: DeviceTraits) -> Result<Limits, Error> {
     let max_work_group_size = match info(device, Info::MaxWorkGroupSize)? {
         R::MaxWorkGroupSize(v) => v,
         _ => 1,
@@ -234,10 +243,7 @@ pub fn limits_of(device: &Device) -> Result<Limits, Error> {
         R::MaxComputeUnits(v) => v,
         _ => 1,
     };
-    let sub_groups = match info(device, Info::Extensions) {
-        Ok(R::Extensions(e)) => e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"),
-        _ => false,
-    };
+    let sub_groups = traits.extensions.iter().any(|e| e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"));
     Ok(Limits {
         max_work_group_size,
         max_work_item_sizes,
@@ -248,7 +254,7 @@ pub fn limits_of(device: &Device) -> Result<Limits, Error> {
         compute_units,
         preferred_multiple: None,
         sub_groups,
-        traits: traits_of(device)?,
+        traits,
     })
 }
 

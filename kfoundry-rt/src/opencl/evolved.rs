@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ocl::core::{self, ClDeviceIdPtr};
 
-use super::device::{describe, device_key, traits_of};
+use super::device::{describe, device_key, traits_from, traits_of};
 use super::error::Error;
 use super::launch::{build_program_from, create_kernel, Arg, LaunchPlan};
 use super::session::Timing;
@@ -131,7 +131,12 @@ fn identity(device: &ocl::Device) -> Result<Identity, Error> {
     if let Some(id) = identities().lock().map_err(poisoned)?.get(&handle) {
         return Ok(id.clone());
     }
-    let id = Identity { key: device_key(device)?, info: describe(device).ok(), traits: traits_of(device)? };
+    let info = describe(device).ok();
+    let traits = match &info {
+        Some(described) => traits_from(device, described)?,
+        None => traits_of(device)?,
+    };
+    let id = Identity { key: device_key(device)?, info, traits };
     identities().lock().map_err(poisoned)?.insert(handle, id.clone());
     Ok(id)
 }

@@ -6,7 +6,7 @@
 
 use ocl::core::{self, ArgVal, KernelWorkGroupInfo, KernelWorkGroupInfoResult, ProfilingInfo, ProfilingInfoResult};
 
-use super::device::{limits_of, traits_of, Limits};
+use super::device::{limits_from, traits_of, Limits};
 use super::error::Error;
 use super::launch::{build_source, Arg, LaunchPlan};
 use crate::model::device::DeviceTraits;
@@ -79,7 +79,7 @@ impl Session {
 
     /// The device's limits.
     pub fn limits(&self) -> Result<Limits, Error> {
-        limits_of(&self.device)
+        limits_from(&self.device, self.traits.clone())
     }
 
     /// Builds `source` with `options` for the device. A failure carries the compiler's log.

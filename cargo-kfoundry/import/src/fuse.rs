@@ -1,0 +1,421 @@
+//! Fusion: the graph cut into groups, each one kernel.
+//!
+//! 1. **Folding.** A convolution followed by a multiplication and/or addition by per-channel
+//!    constants (what `BatchNormalization` becomes) takes them into its weights and bias.
+//! 2. **Views.** Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout and transposes that
+//!    keep the element order share their input's buffer: no kernel.
+//! 3. **Groups.** In topological order, each node not yet in a group starts one: an *anchor*
+//!    (MatMul/Gemm, Conv, ConvTranspose, pooling, a reduction, Softmax, LayerNormalization,
+//!    GroupNormalization, a Transpose) or, for an element-wise node, a *map*. The group then
+//!    takes element-wise nodes that read its values, have its output's shape, and whose other
+//!    operands are already computed (graph inputs, constants, earlier groups' outputs: those are
+//!    read with broadcasting). A convolution also takes a pooling whose windows tile its output
+//!    (kernel = stride, no padding) and the element-wise nodes after it. The group keeps the
+//!    largest such chain after which exactly one of its values is read outside it: that value is
+//!    the kernel's output, all others stay in registers.
+
+use crate::graph::{Binary, Graph, Node, Op, PoolKind, ValueId, Window};
+
+/// An element-wise operand: where a value of the chain comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Src {
+    /// The anchor's result at this element.
+    Main,
+    /// An earlier step of the chain.
+    Step(usize),
+    /// A one-element constant, written into the source.
+    Literal(f32),
+    /// A tensor read with broadcasting (index into the group's `sides`).
+    Side(usize),
+}
+
+/// One element-wise step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub op: Op,
+    pub args: Vec<Src>,
+    /// The graph value it computes.
+    pub value: ValueId,
+}
+
+/// A chain of element-wise steps over one shape; its result is the last step's (or the
+/// anchor's, when there are no steps).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Chain {
+    pub steps: Vec<Step>,
+}
+
+impl Chain {
+    pub fn result(&self) -> Src {
+        if self.steps.is_empty() {
+            Src::Main
+        } else {
+            Src::Step(self.steps.len() - 1)
+        }
+    }
+}
+
+/// What a group computes before its element-wise chain.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Anchor {
+    /// No anchor: the chain reads its operands directly (the main value is unused).
+    Map,
+    Transpose {
+        x: ValueId,
+        perm: Vec<usize>,
+    },
+    MatMul {
+        a: ValueId,
+        b: ValueId,
+        trans_a: bool,
+        trans_b: bool,
+    },
+    Conv {
+        x: ValueId,
+        w: ValueId,
+        bias: Option<ValueId>,
+        window: Window,
+        groups: usize,
+    },
+    ConvTranspose {
+        x: ValueId,
+        w: ValueId,
+        bias: Option<ValueId>,
+        window: Window,
+        groups: usize,
+    },
+    Pool {
+        x: ValueId,
+        kind: PoolKind,
+        window: Window,
+        count_include_pad: bool,
+    },
+    Reduce {
+        x: ValueId,
+        kind: crate::graph::ReduceKind,
+        axes: Vec<usize>,
+    },
+    Softmax {
+        x: ValueId,
+        axis: usize,
+        log: bool,
+    },
+    LayerNorm {
+        x: ValueId,
+        scale: ValueId,
+        bias: ValueId,
+        axis: usize,
+        eps: f32,
+    },
+    GroupNorm {
+        x: ValueId,
+        scale: ValueId,
+        bias: ValueId,
+        groups: usize,
+        eps: f32,
+    },
+}
+
+/// A pooling fused after a convolution: windows tile the convolution's output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FusedPool {
+    pub kind: PoolKind,
+    pub kernel: [usize; 2],
+    /// The chain after the pooling, at the pooled shape.
+    pub chain: Chain,
+    /// The pooled shape.
+    pub shape: Vec<usize>,
+}
+
+/// One fused kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    pub anchor: Anchor,
+    /// The anchor's output shape, which its chain keeps.
+    pub shape: Vec<usize>,
+    pub chain: Chain,
+    pub pool: Option<FusedPool>,
+    /// Tensors the chains read with broadcasting.
+    pub sides: Vec<ValueId>,
+    /// The value the kernel writes.
+    pub output: ValueId,
+    /// The graph nodes it covers, `name (Op)`.
+    pub nodes: Vec<String>,
+}
+
+/// The graph as kernels.
+#[derive(Debug, Clone)]
+pub struct Fused {
+    pub graph: Graph,
+    pub groups: Vec<Group>,
+    /// For every value, the value whose buffer holds it (itself, or what it is a view of).
+    pub storage: Vec<ValueId>,
+}
+
+pub fn fuse(mut graph: Graph) -> Fused {
+    fold_into_convolutions(&mut graph);
+    let n = graph.values.len();
+    let mut storage: Vec<ValueId> = (0..n).collect();
+    let mut done = vec![false; graph.nodes.len()];
+    // Views first: they only rename buffers.
+    for (i, node) in graph.nodes.iter().enumerate() {
+        if node.op == Op::View {
+            storage[node.output] = storage[node.inputs[0]];
+            done[i] = true;
+        }
+    }
+    let consumers = graph.consumers();
+    let mut computed: Vec<bool> =
+        (0..n).map(|v| graph.values[v].data.is_some() || graph.values[v].ints.is_some() || graph.inputs.contains(&v)).collect();
+    propagate_views(&graph, &mut computed);
+    let mut groups = Vec::new();
+    for start in 0..graph.nodes.len() {
+        if done[start] {
+            continue;
+        }
+        let group = grow(&graph, &consumers, start, &mut done, &computed);
+        computed[group.output] = true;
+        propagate_views(&graph, &mut computed);
+        groups.push(group);
+    }
+    Fused { graph, groups, storage }
+}
+
+/// Views of computed values are computed (one pass: nodes are in topological order).
+fn propagate_views(graph: &Graph, computed: &mut [bool]) {
+    for node in &graph.nodes {
+        if node.op == Op::View && computed[node.inputs[0]] {
+            computed[node.output] = true;
+        }
+    }
+}
+
+/// The working state of a growing group.
+#[derive(Clone)]
+struct Grow {
+    members: Vec<usize>,
+    chain: Chain,
+    pool: Option<FusedPool>,
+    sides: Vec<ValueId>,
+    /// Values of the chain at the current shape (the pre-pool values once a pooling is in).
+    values: Vec<(ValueId, Src)>,
+    /// All values the group computes.
+    all: Vec<ValueId>,
+}
+
+fn grow(graph: &Graph, consumers: &[Vec<usize>], start: usize, done: &mut [bool], computed: &[bool]) -> Group {
+    let node = &graph.nodes[start];
+    let (anchor, main_value) = anchor_of(node);
+    let shape = graph.values[node.output].shape.clone();
+    let mut g = Grow { members: vec![start], chain: Chain::default(), pool: None, sides: Vec::new(), values: Vec::new(), all: vec![] };
+    match main_value {
+        Some(v) => {
+            g.values.push((v, Src::Main));
+            g.all.push(v);
+        }
+        None => {
+            // A map starts with its first element-wise node as a step.
+            push_step(graph, &mut g, node);
+        }
+    }
+    let is_conv = matches!(anchor, Anchor::Conv { .. });
+    let mut best = g.clone();
+    loop {
+        let cur_shape = g.pool.as_ref().map(|p| p.shape.clone()).unwrap_or_else(|| shape.clone());
+        let candidate = (start + 1..graph.nodes.len()).find(|&i| {
+            if done[i] || g.members.contains(&i) {
+                return false;
+            }
+            let n = &graph.nodes[i];
+            let reads_chain = n.inputs.iter().any(|v| g.values.iter().any(|(x, _)| x == v));
+            if !reads_chain {
+                return false;
+            }
+            let ready = n.inputs.iter().all(|v| g.values.iter().any(|(x, _)| x == v) || computed[*v]);
+            if !ready {
+                return false;
+            }
+            if n.op.is_elementwise() {
+                return graph.values[n.output].shape == cur_shape;
+            }
+            // A pooling may read only the chain's last value: it is what the windows reduce.
+            let last = g.values.last().map(|(v, _)| *v);
+            is_conv && g.pool.is_none() && last == Some(n.inputs[0]) && pool_tiles(n, &graph.values[n.inputs[0]].shape)
+        });
+        let Some(i) = candidate else { break };
+        let n = &graph.nodes[i];
+        g.members.push(i);
+        if let Op::Pool { kind, window, .. } = &n.op {
+            g.pool = Some(FusedPool { kind: *kind, kernel: window.kernel, chain: Chain::default(), shape: graph.values[n.output].shape.clone() });
+            g.values = vec![(n.output, Src::Main)];
+            g.all.push(n.output);
+        } else {
+            push_step(graph, &mut g, n);
+        }
+        if escaping(graph, consumers, &g).len() == 1 {
+            best = g.clone();
+        }
+    }
+    let escapes = escaping(graph, consumers, &best);
+    let output = escapes.first().copied().unwrap_or(graph.nodes[start].output);
+    for &m in &best.members {
+        done[m] = true;
+    }
+    let nodes = best.members.iter().map(|&m| format!("{} ({})", graph.nodes[m].name, graph.nodes[m].op_type)).collect();
+    Group { anchor, shape, chain: best.chain, pool: best.pool, sides: best.sides, output, nodes }
+}
+
+/// The values of the group read outside it (or graph outputs).
+fn escaping(graph: &Graph, consumers: &[Vec<usize>], g: &Grow) -> Vec<ValueId> {
+    g.all
+        .iter()
+        .copied()
+        .filter(|&v| graph.outputs.contains(&v) || consumers[v].is_empty() || consumers[v].iter().any(|c| !g.members.contains(c)))
+        .collect()
+}
+
+fn push_step(graph: &Graph, g: &mut Grow, n: &Node) {
+    let args = n
+        .inputs
+        .iter()
+        .map(|&v| {
+            if let Some((_, src)) = g.values.iter().rev().find(|(x, _)| *x == v) {
+                *src
+            } else if let Some(k) = graph.scalar(v) {
+                Src::Literal(k)
+            } else {
+                let index = g.sides.iter().position(|&s| s == v).unwrap_or_else(|| {
+                    g.sides.push(v);
+                    g.sides.len() - 1
+                });
+                Src::Side(index)
+            }
+        })
+        .collect();
+    let chain = match g.pool.as_mut() {
+        Some(p) => &mut p.chain,
+        None => &mut g.chain,
+    };
+    chain.steps.push(Step { op: n.op.clone(), args, value: n.output });
+    let src = Src::Step(chain.steps.len() - 1);
+    g.values.push((n.output, src));
+    g.all.push(n.output);
+}
+
+/// A pooling a convolution can take: windows that tile the input, without padding.
+fn pool_tiles(n: &Node, input: &[usize]) -> bool {
+    match &n.op {
+        Op::Pool { window, .. } => {
+            window.kernel == window.strides
+                && window.pads == [0; 4]
+                && window.dilations == [1, 1]
+                && input.len() == 4
+                && input[2].is_multiple_of(window.kernel[0])
+                && input[3].is_multiple_of(window.kernel[1])
+        }
+        _ => false,
+    }
+}
+
+fn anchor_of(node: &Node) -> (Anchor, Option<ValueId>) {
+    let i = &node.inputs;
+    let anchor = match &node.op {
+        Op::Unary(_) | Op::Binary(_) | Op::View => return (Anchor::Map, None),
+        Op::Transpose { perm } => Anchor::Transpose { x: i[0], perm: perm.clone() },
+        Op::MatMul { trans_a, trans_b } => Anchor::MatMul { a: i[0], b: i[1], trans_a: *trans_a, trans_b: *trans_b },
+        Op::Conv { window, groups } => Anchor::Conv { x: i[0], w: i[1], bias: i.get(2).copied(), window: window.clone(), groups: *groups },
+        Op::ConvTranspose { window, groups } => {
+            Anchor::ConvTranspose { x: i[0], w: i[1], bias: i.get(2).copied(), window: window.clone(), groups: *groups }
+        }
+        Op::Pool { kind, window, count_include_pad } => {
+            Anchor::Pool { x: i[0], kind: *kind, window: window.clone(), count_include_pad: *count_include_pad }
+        }
+        Op::Reduce { kind, axes } => Anchor::Reduce { x: i[0], kind: *kind, axes: axes.clone() },
+        Op::Softmax { axis, log } => Anchor::Softmax { x: i[0], axis: *axis, log: *log },
+        Op::LayerNorm { axis, eps } => Anchor::LayerNorm { x: i[0], scale: i[1], bias: i[2], axis: *axis, eps: *eps },
+        Op::GroupNorm { groups, eps } => Anchor::GroupNorm { x: i[0], scale: i[1], bias: i[2], groups: *groups, eps: *eps },
+    };
+    (anchor, Some(node.output))
+}
+
+/// Folds `Conv -> Mul(k) -> Add(t)` with per-output-channel constants into the convolution.
+fn fold_into_convolutions(graph: &mut Graph) {
+    loop {
+        let consumers = graph.consumers();
+        let mut changed = false;
+        for ci in 0..graph.nodes.len() {
+            let conv = &graph.nodes[ci];
+            let Op::Conv { .. } = conv.op else { continue };
+            let out = conv.output;
+            if graph.outputs.contains(&out) || consumers[out].len() != 1 {
+                continue;
+            }
+            let ni = consumers[out][0];
+            let next = &graph.nodes[ni];
+            let Op::Binary(op @ (Binary::Mul | Binary::Add)) = next.op else { continue };
+            let other = if next.inputs[0] == out { next.inputs[1] } else { next.inputs[0] };
+            if other == out {
+                continue;
+            }
+            let cout = graph.values[out].shape[1];
+            let Some(k) = per_channel(graph, other, &graph.values[out].shape) else { continue };
+            let w = conv.inputs[1];
+            let Some(wdata) = graph.values[w].data.clone() else { continue };
+            let bias = conv.inputs.get(2).copied();
+            let bdata = match bias {
+                Some(b) => match graph.values[b].data.clone() {
+                    Some(d) => d,
+                    None => continue,
+                },
+                None => vec![0.0; cout],
+            };
+            let per = wdata.len() / cout;
+            let (new_w, new_b): (Vec<f32>, Vec<f32>) = match op {
+                Binary::Mul => (wdata.iter().enumerate().map(|(i, v)| v * k[i / per]).collect(), bdata.iter().zip(&k).map(|(b, k)| b * k).collect()),
+                _ => (wdata, bdata.iter().zip(&k).map(|(b, k)| b + k).collect()),
+            };
+            let w_shape = graph.values[w].shape.clone();
+            let wv = push_constant(graph, "folded.weight", w_shape, new_w);
+            let bv = push_constant(graph, "folded.bias", vec![cout], new_b);
+            let next_out = graph.nodes[ni].output;
+            let name = format!("{} + {}", graph.nodes[ci].name, graph.nodes[ni].name);
+            let conv = &mut graph.nodes[ci];
+            conv.inputs.truncate(1);
+            conv.inputs.push(wv);
+            conv.inputs.push(bv);
+            conv.output = next_out;
+            conv.name = name;
+            graph.nodes.remove(ni);
+            changed = true;
+            break;
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+fn push_constant(graph: &mut Graph, hint: &str, shape: Vec<usize>, data: Vec<f32>) -> ValueId {
+    let id = graph.values.len();
+    graph.values.push(crate::graph::Value { name: format!("{hint}#{id}"), shape, data: Some(data), ints: None });
+    id
+}
+
+/// A constant that multiplies or adds one value per channel (dimension 1) of `shape`: its
+/// values, one per channel.
+fn per_channel(graph: &Graph, v: ValueId, shape: &[usize]) -> Option<Vec<f32>> {
+    let data = graph.values[v].data.as_ref()?;
+    let s = &graph.values[v].shape;
+    let c = shape[1];
+    if data.len() == 1 {
+        return Some(vec![data[0]; c]);
+    }
+    // Right-aligned against (N, C, H, W): only the channel dimension may differ from 1.
+    let r = shape.len();
+    if s.len() > r || s.len() < r - 1 {
+        return None;
+    }
+    let offset = r - s.len();
+    let ok = s.iter().enumerate().all(|(i, &d)| if i + offset == 1 { d == c } else { d == 1 });
+    ok.then(|| data.clone())
+}

@@ -1,0 +1,236 @@
+//! The ONNX file format: the protocol-buffer messages kfoundry reads, declared with prost's
+//! derive from `onnx.proto3` (same field numbers; fields kfoundry never reads are left out and
+//! skipped on decoding, so files that use them still load).
+//!
+//! The same types encode, which the tests use to build graphs operator by operator.
+
+use prost::Message;
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ModelProto {
+    #[prost(int64, tag = "1")]
+    pub ir_version: i64,
+    #[prost(message, repeated, tag = "8")]
+    pub opset_import: Vec<OperatorSetIdProto>,
+    #[prost(string, tag = "2")]
+    pub producer_name: String,
+    #[prost(message, optional, tag = "7")]
+    pub graph: Option<GraphProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct OperatorSetIdProto {
+    #[prost(string, tag = "1")]
+    pub domain: String,
+    #[prost(int64, tag = "2")]
+    pub version: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct GraphProto {
+    #[prost(message, repeated, tag = "1")]
+    pub node: Vec<NodeProto>,
+    #[prost(string, tag = "2")]
+    pub name: String,
+    #[prost(message, repeated, tag = "5")]
+    pub initializer: Vec<TensorProto>,
+    #[prost(message, repeated, tag = "11")]
+    pub input: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "12")]
+    pub output: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "13")]
+    pub value_info: Vec<ValueInfoProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct NodeProto {
+    #[prost(string, repeated, tag = "1")]
+    pub input: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    pub output: Vec<String>,
+    #[prost(string, tag = "3")]
+    pub name: String,
+    #[prost(string, tag = "4")]
+    pub op_type: String,
+    #[prost(string, tag = "7")]
+    pub domain: String,
+    #[prost(message, repeated, tag = "5")]
+    pub attribute: Vec<AttributeProto>,
+}
+
+/// `AttributeProto.AttributeType`.
+pub mod attribute_type {
+    pub const FLOAT: i32 = 1;
+    pub const INT: i32 = 2;
+    pub const STRING: i32 = 3;
+    pub const TENSOR: i32 = 4;
+    pub const FLOATS: i32 = 6;
+    pub const INTS: i32 = 7;
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct AttributeProto {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(int32, tag = "20")]
+    pub r#type: i32,
+    #[prost(float, tag = "2")]
+    pub f: f32,
+    #[prost(int64, tag = "3")]
+    pub i: i64,
+    #[prost(bytes = "vec", tag = "4")]
+    pub s: Vec<u8>,
+    #[prost(message, optional, tag = "5")]
+    pub t: Option<TensorProto>,
+    #[prost(float, repeated, tag = "7")]
+    pub floats: Vec<f32>,
+    #[prost(int64, repeated, tag = "8")]
+    pub ints: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ValueInfoProto {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub r#type: Option<TypeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct TypeProto {
+    #[prost(message, optional, tag = "1")]
+    pub tensor_type: Option<TensorTypeProto>,
+}
+
+/// `TypeProto.Tensor`.
+#[derive(Clone, PartialEq, Message)]
+pub struct TensorTypeProto {
+    #[prost(int32, tag = "1")]
+    pub elem_type: i32,
+    #[prost(message, optional, tag = "2")]
+    pub shape: Option<TensorShapeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct TensorShapeProto {
+    #[prost(message, repeated, tag = "1")]
+    pub dim: Vec<Dimension>,
+}
+
+/// `TensorShapeProto.Dimension`: a value, a symbolic name, or neither (unknown).
+#[derive(Clone, PartialEq, Message)]
+pub struct Dimension {
+    #[prost(int64, optional, tag = "1")]
+    pub dim_value: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    pub dim_param: Option<String>,
+}
+
+/// `TensorProto.DataType` values kfoundry reads.
+pub mod data_type {
+    pub const FLOAT: i32 = 1;
+    pub const INT32: i32 = 6;
+    pub const INT64: i32 = 7;
+    pub const DOUBLE: i32 = 11;
+
+    pub fn name(t: i32) -> &'static str {
+        match t {
+            1 => "float32",
+            2 => "uint8",
+            3 => "int8",
+            4 => "uint16",
+            5 => "int16",
+            6 => "int32",
+            7 => "int64",
+            8 => "string",
+            9 => "bool",
+            10 => "float16",
+            11 => "float64",
+            16 => "bfloat16",
+            _ => "another type",
+        }
+    }
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct TensorProto {
+    #[prost(int64, repeated, tag = "1")]
+    pub dims: Vec<i64>,
+    #[prost(int32, tag = "2")]
+    pub data_type: i32,
+    #[prost(float, repeated, tag = "4")]
+    pub float_data: Vec<f32>,
+    #[prost(int32, repeated, tag = "5")]
+    pub int32_data: Vec<i32>,
+    #[prost(int64, repeated, tag = "7")]
+    pub int64_data: Vec<i64>,
+    #[prost(string, tag = "8")]
+    pub name: String,
+    #[prost(bytes = "vec", tag = "9")]
+    pub raw_data: Vec<u8>,
+    #[prost(double, repeated, tag = "10")]
+    pub double_data: Vec<f64>,
+    /// `DataLocation`: 1 = EXTERNAL (the data is in another file).
+    #[prost(int32, tag = "14")]
+    pub data_location: i32,
+}
+
+/// Decodes a model file's bytes.
+pub fn decode(bytes: &[u8]) -> Result<ModelProto, prost::DecodeError> {
+    ModelProto::decode(bytes)
+}
+
+/// Encodes a model (the tests build their graphs with this).
+pub fn encode(model: &ModelProto) -> Vec<u8> {
+    model.encode_to_vec()
+}
+
+impl TensorProto {
+    /// The number of elements the dims describe (1 for a scalar), if it fits.
+    pub fn element_count(&self) -> Option<usize> {
+        self.dims.iter().try_fold(1usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)))
+    }
+
+    /// The values as `f32` (float32 and float64 tensors), checked against the dims.
+    pub fn floats(&self) -> Result<Vec<f32>, String> {
+        let n = self.element_count().ok_or("its dims are negative or too large")?;
+        if self.data_location == 1 {
+            return Err("its data is in an external file (save the model with its data inside it)".into());
+        }
+        let values: Vec<f32> = match self.data_type {
+            data_type::FLOAT if !self.raw_data.is_empty() => {
+                self.raw_data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+            }
+            data_type::FLOAT => self.float_data.clone(),
+            data_type::DOUBLE if !self.raw_data.is_empty() => {
+                self.raw_data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("chunks of 8")) as f32).collect()
+            }
+            data_type::DOUBLE => self.double_data.iter().map(|&v| v as f32).collect(),
+            t => return Err(format!("it holds {} (float32 or float64 expected)", data_type::name(t))),
+        };
+        if values.len() != n {
+            return Err(format!("it holds {} value(s) where its dims {:?} need {n}", values.len(), self.dims));
+        }
+        Ok(values)
+    }
+
+    /// The values as `i64` (int64 and int32 tensors: shapes, axes, pads), checked against the dims.
+    pub fn ints(&self) -> Result<Vec<i64>, String> {
+        let n = self.element_count().ok_or("its dims are negative or too large")?;
+        let values: Vec<i64> = match self.data_type {
+            data_type::INT64 if !self.raw_data.is_empty() => {
+                self.raw_data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("chunks of 8"))).collect()
+            }
+            data_type::INT64 => self.int64_data.clone(),
+            data_type::INT32 if !self.raw_data.is_empty() => {
+                self.raw_data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect()
+            }
+            data_type::INT32 => self.int32_data.iter().map(|&v| v as i64).collect(),
+            t => return Err(format!("it holds {} (int64 or int32 expected)", data_type::name(t))),
+        };
+        if values.len() != n {
+            return Err(format!("it holds {} value(s) where its dims {:?} need {n}", values.len(), self.dims));
+        }
+        Ok(values)
+    }
+}

@@ -37,6 +37,8 @@ pub enum Command {
     Bundle(BundleArgs),
     /// Combine lockfiles from different machines and devices (or, with --git, be git's merge driver for Kfoundry.lock).
     Merge(MergeArgs),
+    /// Turn an ONNX model into a crate of fused, annotated OpenCL kernels and a `Model` that runs the graph through them.
+    Import(ImportArgs),
     /// Internal: the evaluation worker process the tuner starts (JSON lines on stdin/stdout).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -299,6 +301,28 @@ pub struct MergeArgs {
     /// Read the current kernels from a bundle instead of the workspace (to tell stale entries).
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportArgs {
+    /// The ONNX model (opset 13 or later, float32, static shapes).
+    #[arg(value_name = "MODEL")]
+    pub model: PathBuf,
+    /// The generated crate's package name.
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// The directory to write the crate into (created; it must not exist or be empty, unless --force).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// A value for a symbolic input dimension, e.g. `--dim batch=1` (repeatable).
+    #[arg(long = "dim", value_name = "NAME=N")]
+    pub dims: Vec<String>,
+    /// Replace DIR if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// No summary.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug, Clone)]

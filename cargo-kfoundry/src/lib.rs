@@ -4,7 +4,7 @@
 //! - [`pipeline`]: `tune`, as stages: discover → plan → search → verify → re-measure →
 //!   record → report.
 //! - [`commands`]: the other commands (`list`, `devices`, `check`, `report`, `simulate`,
-//!   `brute-force`, `bundle`).
+//!   `brute-force`, `bundle`, `merge`, `import`).
 //! - [`evaluate`]: building, verifying and timing candidates on a device, in a supervised
 //!   worker process; [`device`]: choosing the device and measuring its peaks.
 //! - [`llm`]: the optional language model (its HTTP client behind the cargo feature `llm`).
@@ -47,6 +47,7 @@ pub fn run(cli: &Cli) -> Result<Exit, Error> {
         Command::BruteForce(args) => commands::brute_force::run(args),
         Command::Bundle(args) => done(commands::bundle::run(args)),
         Command::Merge(args) => done(commands::merge::run(args)),
+        Command::Import(args) => done(commands::import::run(args)),
         Command::Worker => done(evaluate::worker::serve()),
     };
     result.map_err(Error::from)

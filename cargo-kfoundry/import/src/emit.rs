@@ -74,6 +74,9 @@ impl Slots {
 
 /// Every file of the crate, paths relative to its directory.
 pub fn files(imported: &Imported, model_bytes: &[u8], o: &Options) -> Vec<(PathBuf, Vec<u8>)> {
+    // The model's file name lands in comments and a TOML string: letters, digits, `.-_` only.
+    let model_file: String = o.model_file.chars().take(80).map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
+    let o = &Options { name: o.name, kfoundry: o.kfoundry, model_file: &model_file };
     let slots = Slots::new(imported);
     let mut weights = Vec::new();
     let mut placed = Vec::new();
@@ -287,6 +290,9 @@ const TRACT_TEST: &str = r#"//! The generated kernels against tract-onnx, an ind
 use kfoundry::ocl::{Context, Queue};
 use tract_onnx::prelude::*;
 
+// The generated crate.
+use NAME as model;
+
 fn random(len: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
@@ -304,21 +310,21 @@ fn matches_tract_onnx() -> Result<(), Box<dyn std::error::Error>> {
     let (platform, device) = kfoundry::default_device()?;
     let context = Context::builder().platform(platform).devices(device).build()?;
     let queue = Queue::new(&context, device, None)?;
-    let model = NAME::Model::new(&queue)?;
-    let inputs: Vec<Vec<f32>> = NAME::INPUTS.iter().enumerate().map(|(i, (_, shape))| random(shape.iter().product(), i as u64 + 1)).collect();
+    let runner = model::Model::new(&queue)?;
+    let inputs: Vec<Vec<f32>> = model::INPUTS.iter().enumerate().map(|(i, (_, shape))| random(shape.iter().product(), i as u64 + 1)).collect();
     let refs: Vec<&[f32]> = inputs.iter().map(|v| &v[..]).collect();
-    let ours = model.run(&refs)?;
+    let ours = runner.run(&refs)?;
 
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/model.onnx");
     let plan = tract_onnx::onnx().model_for_path(path)?.into_optimized()?.into_runnable()?;
     let mut tensors = TVec::new();
-    for ((_, shape), data) in NAME::INPUTS.iter().zip(&inputs) {
+    for ((_, shape), data) in model::INPUTS.iter().zip(&inputs) {
         let t: Tensor = tract_ndarray::ArrayD::from_shape_vec(shape.to_vec(), data.clone())?.into();
         tensors.push(t.into());
     }
     let theirs = plan.run(tensors)?;
     assert_eq!(theirs.len(), ours.len(), "output count");
-    for (o, ((name, _), (t, a))) in NAME::OUTPUTS.iter().zip(theirs.iter().zip(&ours)).enumerate() {
+    for (o, ((name, _), (t, a))) in model::OUTPUTS.iter().zip(theirs.iter().zip(&ours)).enumerate() {
         let t: Vec<f32> = t.clone().into_tensor().to_plain_array_view::<f32>()?.iter().copied().collect();
         assert_eq!(t.len(), a.len(), "output {o} `{name}`: length");
         let scale = t.iter().fold(0f32, |m, v| m.max(v.abs()));

@@ -261,7 +261,14 @@ fn grow(graph: &Graph, consumers: &[Vec<usize>], start: usize, done: &mut [bool]
     for &m in &best.members {
         done[m] = true;
     }
-    let nodes = best.members.iter().map(|&m| format!("{} ({})", graph.nodes[m].name, graph.nodes[m].op_type)).collect();
+    // Nodes named once even where one node of the file became several here (Gemm, BatchNorm).
+    let mut nodes: Vec<String> = Vec::new();
+    for &m in &best.members {
+        let n = format!("{} ({})", graph.nodes[m].name, graph.nodes[m].op_type);
+        if !nodes.contains(&n) {
+            nodes.push(n);
+        }
+    }
     Group { anchor, shape, chain: best.chain, pool: best.pool, sides: best.sides, output, nodes }
 }
 
@@ -378,7 +385,8 @@ fn fold_into_convolutions(graph: &mut Graph) {
             let wv = push_constant(graph, "folded.weight", w_shape, new_w);
             let bv = push_constant(graph, "folded.bias", vec![cout], new_b);
             let next_out = graph.nodes[ni].output;
-            let name = format!("{} + {}", graph.nodes[ci].name, graph.nodes[ni].name);
+            let (a, b) = (&graph.nodes[ci].name, &graph.nodes[ni].name);
+            let name = if a == b || a.ends_with(&format!(" + {b}")) { a.clone() } else { format!("{a} + {b}") };
             let conv = &mut graph.nodes[ci];
             conv.inputs.truncate(1);
             conv.inputs.push(wv);

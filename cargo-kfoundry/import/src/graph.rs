@@ -297,6 +297,7 @@ fn input_shape(input: &onnx::ValueInfoProto, dims: &BTreeMap<String, usize>) -> 
             _ => return Err(what(format!("dimension {i} has no value; kfoundry imports static shapes"))),
         }
     }
+    check_size(&out).map_err(what)?;
     Ok(out)
 }
 
@@ -370,6 +371,22 @@ fn axis(cx: &NodeCx, a: i64, rank: usize) -> Result<usize, ImportError> {
         return Err(cx.err(format!("axis {a} is outside a rank-{rank} tensor")));
     }
     Ok(if a < 0 { (a + r) as usize } else { a as usize })
+}
+
+/// The largest tensor kfoundry imports: generated kernels index with `int`.
+pub const MAX_ELEMENTS: usize = i32::MAX as usize;
+/// The largest rank, window extent, stride, dilation or padding it imports.
+pub const MAX_RANK: usize = 8;
+const MAX_WINDOW: i64 = 1 << 16;
+
+fn check_size(shape: &[usize]) -> Result<(), String> {
+    if shape.len() > MAX_RANK {
+        return Err(format!("rank {} (at most {MAX_RANK} is supported)", shape.len()));
+    }
+    match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
+        Some(n) if n <= MAX_ELEMENTS => Ok(()),
+        _ => Err(format!("shape {shape:?} has more than {MAX_ELEMENTS} elements")),
+    }
 }
 
 /// numpy broadcasting of two shapes.
@@ -480,6 +497,7 @@ impl Builder {
         if shape.contains(&0) {
             return Err(cx.err(format!("output `{name}` would be empty (shape {shape:?})")));
         }
+        check_size(&shape).map_err(|m| cx.err(format!("output `{name}`: {m}")))?;
         Ok(self.add_value(name, shape, None, None))
     }
 
@@ -667,7 +685,7 @@ impl Builder {
                         _ => return Err(cx.err(format!("shape {target:?} is not supported"))),
                     }
                 }
-                let known: usize = out.iter().product();
+                let known = out.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| cx.err(format!("shape {target:?} is too large")))?;
                 if let Some(i) = infer {
                     if known == 0 || !numel.is_multiple_of(known) {
                         return Err(cx.err(format!("cannot reshape {input:?} to {target:?}")));
@@ -839,16 +857,16 @@ impl Builder {
         let list = |name: &str, default: usize| -> Result<Vec<usize>, ImportError> {
             match cx.ints(name)? {
                 None => Ok(vec![default; r]),
-                Some(v) if v.len() == r && v.iter().all(|&x| x >= 1) => Ok(v.iter().map(|&x| x as usize).collect()),
-                Some(v) => Err(cx.err(format!("`{name}` = {v:?}: expected {r} positive values"))),
+                Some(v) if v.len() == r && v.iter().all(|&x| (1..=MAX_WINDOW).contains(&x)) => Ok(v.iter().map(|&x| x as usize).collect()),
+                Some(v) => Err(cx.err(format!("`{name}` = {v:?}: expected {r} values in 1..={MAX_WINDOW}"))),
             }
         };
         let strides = list("strides", 1)?;
         let dilations = list("dilations", 1)?;
         let mut pads = match cx.ints("pads")? {
             None => vec![0; 2 * r],
-            Some(v) if v.len() == 2 * r && v.iter().all(|&x| x >= 0) => v.iter().map(|&x| x as usize).collect(),
-            Some(v) => return Err(cx.err(format!("`pads` = {v:?}: expected {} non-negative values", 2 * r))),
+            Some(v) if v.len() == 2 * r && v.iter().all(|&x| (0..=MAX_WINDOW).contains(&x)) => v.iter().map(|&x| x as usize).collect(),
+            Some(v) => return Err(cx.err(format!("`pads` = {v:?}: expected {} values in 0..={MAX_WINDOW}", 2 * r))),
         };
         match cx.string("auto_pad")?.as_deref() {
             None | Some("NOTSET") => {}
@@ -882,6 +900,9 @@ impl Builder {
         let x = self.tensor(cx, 0)?;
         let w = self.tensor(cx, 1)?;
         let (xs, ws) = (self.shape(x), self.shape(w));
+        if ws.contains(&0) || ws.iter().skip(2).any(|&k| k as i64 > MAX_WINDOW) {
+            return Err(cx.err(format!("weight of shape {ws:?}")));
+        }
         if !(xs.len() == 3 || xs.len() == 4) || ws.len() != xs.len() {
             return Err(cx.err(format!("input {xs:?} and weight {ws:?}: 1-D and 2-D convolutions (N, C, [H,] W) are supported")));
         }

@@ -217,6 +217,17 @@ fn layer_group_and_instance_norms_with_activations() {
 }
 
 #[test]
+fn group_norm_per_channel_from_opset_21() {
+    let g = G::opset(21)
+        .input("x", &[2, 6, 3, 5])
+        .weight("s", &[6], 40)
+        .weight("b", &[6], 41)
+        .node("GroupNormalization", &["x", "s", "b"], &["y"], vec![ai("num_groups", 2), af("epsilon", 1e-3)])
+        .output("y");
+    check("group norm, opset 21", &g, CONFIGS);
+}
+
+#[test]
 fn element_wise_broadcasting_and_views() {
     let g = G::opset(13)
         .input("a", &[4, 1, 5])

@@ -5,6 +5,7 @@ pub mod bundle;
 pub mod check;
 pub mod devices;
 pub mod html;
+pub mod import;
 pub mod list;
 pub mod merge;
 pub mod report;

@@ -13,6 +13,15 @@ use super::{chain_call, chain_function, fits_int, params, prelude, side_buffers,
 use crate::fuse::Anchor;
 use crate::graph::{PoolKind, Window};
 
+/// `size + c` as an expression (`size`, `(size + 2)`, `(size - 2)`).
+fn plus(size: &str, c: i64) -> String {
+    match c {
+        0 => size.to_string(),
+        c if c > 0 => format!("({size} + {c})"),
+        c => format!("({size} - {})", -c),
+    }
+}
+
 pub(super) fn generate(cx: &Cx) -> Kernel {
     let g = cx.group;
     let (x, w, bias, window, groups, transposed) = match &g.anchor {
@@ -29,10 +38,15 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     // Output size as an expression of the input's (the same text in C and in the annotation).
     let out_expr = |size: &str, kernel: usize, stride: usize, dil: usize, p0: usize, p1: usize| -> String {
         let extent = (kernel - 1) * dil + 1;
+        let pads = p0 + p1;
         if transposed {
-            format!("(({size} - 1) * {stride} + {extent} - {})", p0 + p1)
+            format!("(({size} - 1) * {stride} + {extent} - {pads})")
         } else {
-            format!("(({size} + {} - {extent}) / {stride} + 1)", p0 + p1)
+            if stride == 1 {
+                plus(size, pads as i64 + 1 - extent as i64)
+            } else {
+                format!("({} / {stride} + 1)", plus(size, pads as i64 - extent as i64))
+            }
         }
     };
     // The smallest input extent (for CPU workloads) whose output keeps `want` pixels.
@@ -72,14 +86,19 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let pool_dims =
         Dims { exprs: vec!["n".into(), "cout".into(), poh.clone(), pow.clone()], full: g.pool.as_ref().map(|p| p.shape.clone()).unwrap_or_default() };
     params(&mut k, &[("WG", "pow2(32..=256)", 64), ("PX", "[1, 2, 4]", 1), ("OCB", "[1, 2, 4, 8]", 1)]);
-    k.require.push(format!("cin % {groups} == 0"));
-    k.require.push(format!("cout % {groups} == 0"));
-    k.require.push(format!("(cout / {groups}) % OCB == 0"));
+    let per_group = |size: &str| if groups == 1 { size.to_string() } else { format!("({size} / {groups})") };
+    if groups > 1 {
+        k.require.push(format!("cin % {groups} == 0"));
+        k.require.push(format!("cout % {groups} == 0"));
+    }
+    k.require.push(format!("{} % OCB == 0", per_group("cout")));
     if !transposed {
+        let fits =
+            |size: &str, pads: usize, extent: usize| if pads == 0 { format!("{size} >= {extent}") } else { format!("{size} + {pads} >= {extent}") };
         if !one_d {
-            k.require.push(format!("h + {} >= {}", pt + pb, (kh - 1) * dh + 1));
+            k.require.push(fits("h", pt + pb, (kh - 1) * dh + 1));
         }
-        k.require.push(format!("w + {} >= {}", pl + pr, (kw - 1) * dw + 1));
+        k.require.push(fits("w", pl + pr, (kw - 1) * dw + 1));
     } else {
         if !one_d {
             k.require.push(format!("{oh} >= 1"));
@@ -91,7 +110,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         k.require.push(format!("{pow} >= 1"));
     }
     let x_len = super::product(&["n".into(), "cin".into(), h_expr.clone(), "w".into()]);
-    let w_len = if transposed { format!("cin * (cout / {groups}) * {}", kh * kw) } else { format!("cout * (cin / {groups}) * {}", kh * kw) };
+    let w_len = if transposed { format!("cin * {} * {}", per_group("cout"), kh * kw) } else { format!("cout * {} * {}", per_group("cin"), kh * kw) };
     let y_len = super::product(&["n".into(), "cout".into(), poh.clone(), pow.clone()]);
     let conv_len = super::product(&["n".into(), "cout".into(), oh.clone(), ow.clone()]);
     fits_int(&mut k, &[x_len.clone(), w_len.clone(), conv_len.clone()]);
@@ -113,7 +132,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let taps = (xs[1] / groups) * kh * kw;
     k.atol = (2.5e-7 * taps as f64).max(1e-5);
     k.bytes = format!("4 * {}", k.buffers.iter().map(|b| b.len.clone()).collect::<Vec<_>>().join(" + 4 * "));
-    k.flops = format!("2 * {conv_len} * (cin / {groups}) * {}", kh * kw);
+    k.flops = format!("2 * {conv_len} * {} * {}", per_group("cin"), kh * kw);
 
     let mut s = prelude(&k, if transposed { "transposed convolution" } else { "convolution" });
     s += &format!("#define KF_OH {oh}\n#define KF_OW {ow}\n#define KF_POH {poh}\n#define KF_POW {pow}\n");

@@ -84,8 +84,18 @@ fn generate_one(fused: &Fused, index: usize, g: &Group) -> Kernel {
         Anchor::LayerNorm { .. } | Anchor::GroupNorm { .. } => norm::generate(&cx),
     };
     k.struct_name = format!("K{index:02}{}", camel(kind_name(&g.anchor)));
-    k.doc = g.nodes.join(", ");
+    k.doc = g.nodes.iter().map(|n| printable(n, 80)).collect::<Vec<_>>().join(", ");
     k
+}
+
+/// Text from the model, safe inside a comment of Rust or C: printable ASCII only (a name with a
+/// line break could otherwise end the comment and inject code), at most `max` characters.
+pub fn printable(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
+    if text.chars().count() > max {
+        out.push_str("...");
+    }
+    out.replace("*/", "*?").replace("/*", "?*")
 }
 
 fn kind_name(a: &Anchor) -> &'static str {

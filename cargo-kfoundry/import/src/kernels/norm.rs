@@ -17,6 +17,12 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let xs = cx.shape(x).to_vec();
     let mut k = cx.kernel();
     let dims = Dims::named("d", &xs, &mut k.sizes, 16);
+    if matches!(g.anchor, Anchor::GroupNorm { .. }) {
+        // The channels keep their count in the small workload: the groups must divide them.
+        if let Some(c) = k.sizes.iter_mut().find(|s| s.name == "d1") {
+            c.small = c.full;
+        }
+    }
     let total = dims.total();
     // Row length, parameter index of element j of a row, and the row count.
     let (cols, param_index, param_len, rows, what) = match &g.anchor {

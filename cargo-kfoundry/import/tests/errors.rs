@@ -1,0 +1,121 @@
+//! Models kfoundry cannot import get an error that names the node, its operator and what is
+//! wrong; hostile or corrupted files never panic.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{ai, ints, G};
+use kfoundry_import::{import, ImportError};
+
+fn error(g: &G) -> String {
+    match import(&g.bytes(), &BTreeMap::new()) {
+        Ok(_) => panic!("imported"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn an_unsupported_operator_names_the_node_and_the_supported_list() {
+    let g = G::new().input("x", &[4]).node("Sin", &["x"], &["y"], vec![]).output("y");
+    let e = error(&g);
+    assert!(e.starts_with("node `sin_0`: operator `Sin` is not supported; supported operators: Abs, Add,"), "{e}");
+    assert!(e.contains("Conv") && e.contains("Softmax"), "{e}");
+}
+
+#[test]
+fn model_level_problems() {
+    let old = G::opset(12).input("x", &[4]).node("Relu", &["x"], &["y"], vec![]).output("y");
+    assert!(error(&old).contains("opset 12; kfoundry imports opset 13 and later"), "{}", error(&old));
+    let sym = G::new().symbolic_input("x", "batch", &[4]).node("Relu", &["x"], &["y"], vec![]).output("y");
+    assert!(error(&sym).contains("dimension 0 is the symbol `batch`; give it a value with `--dim batch=N`"), "{}", error(&sym));
+    let dims = BTreeMap::from([("batch".to_string(), 3)]);
+    let imported = import(&sym.bytes(), &dims).expect("with --dim");
+    assert_eq!(imported.fused.graph.values[imported.fused.graph.inputs[0]].shape, [3, 4]);
+    let passthrough = G::new().input("x", &[4]).output("x");
+    assert!(error(&passthrough).contains("nothing computes it"), "{}", error(&passthrough));
+    assert!(matches!(import(b"not a model at all", &BTreeMap::new()), Err(ImportError::Decode(_))));
+}
+
+#[test]
+fn node_level_problems() {
+    let cases: Vec<(G, &str)> = vec![
+        (
+            G::new().input("x", &[2, 3, 4]).int64s("a", &[0, 2]).node("ReduceSum", &["x", "a"], &["y"], vec![]).output("y"),
+            "node `reducesum_0` (ReduceSum): axes [0, 2] of [2, 3, 4] are not adjacent",
+        ),
+        (
+            G::new().input("x", &[2, 3]).input("z", &[4]).node("Add", &["x", "z"], &["y"], vec![]).output("y"),
+            "node `add_0` (Add): shapes [2, 3] and [4] do not broadcast",
+        ),
+        (
+            G::new()
+                .input("x", &[1, 2, 5, 5])
+                .weight("w", &[2, 2, 3, 3], 1)
+                .node("Conv", &["x", "w"], &["y"], vec![ints("strides", &[0, 1])])
+                .output("y"),
+            "node `conv_0` (Conv): `strides` = [0, 1]: expected 2 values in 1..=65536",
+        ),
+        (
+            G::new()
+                .input("x", &[1, 2, 5, 5])
+                .node("MaxPool", &["x"], &["y"], vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2]), ai("ceil_mode", 1)])
+                .output("y"),
+            "ceil_mode = 1 with a window that does not end on the input's edge is not supported",
+        ),
+        (
+            G::new().input("x", &[4]).node("Relu", &["x"], &["y"], vec![ai("alpha", 1)]).output("y"),
+            "node `relu_0` (Relu): attribute `alpha` is not supported",
+        ),
+        (G::new().input("x", &[4]).node("Relu", &["nope"], &["y"], vec![]).output("y"), "input `nope` is not computed before this node"),
+        (G::new().input("x", &[2, 3]).input("s", &[2]).node("Reshape", &["x", "s"], &["y"], vec![]).output("y"), "must be an int64 constant"),
+        (G::new().input("x", &[1 << 16, 1 << 16]).node("Relu", &["x"], &["y"], vec![]).output("y"), "has more than 2147483647 elements"),
+    ];
+    for (g, expected) in cases {
+        let e = error(&g);
+        assert!(e.contains(expected), "expected `{expected}` in `{e}`");
+    }
+}
+
+/// Thousands of corruptions of a valid model: every one is imported or refused, none panics.
+#[test]
+fn corrupted_files_never_panic() {
+    let g = G::new()
+        .input("x", &[2, 3, 8, 8])
+        .weight("w", &[4, 3, 3, 3], 1)
+        .weight("b", &[4], 2)
+        .int64s("shape", &[2, -1])
+        .node("Conv", &["x", "w", "b"], &["c"], vec![ints("pads", &[1, 1, 1, 1])])
+        .node("Relu", &["c"], &["r"], vec![])
+        .node("MaxPool", &["r"], &["p"], vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])])
+        .node("Reshape", &["p", "shape"], &["f"], vec![])
+        .node("Softmax", &["f"], &["y"], vec![ai("axis", 1)])
+        .output("y");
+    let bytes = g.bytes();
+    let mut s = 0x1234_5678_9abc_def1u64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 0..3000 {
+        let mut b = bytes.clone();
+        for _ in 0..1 + next() % 4 {
+            let i = (next() % b.len() as u64) as usize;
+            b[i] = match next() % 3 {
+                0 => next() as u8,
+                1 => b[i] ^ (1 << (next() % 8)),
+                _ => 0xff,
+            };
+        }
+        let result = std::panic::catch_unwind(|| import(&b, &BTreeMap::new()).map(|i| i.kernels.len()));
+        match result {
+            Ok(Ok(_)) => ok += 1,
+            Ok(Err(_)) => refused += 1,
+            Err(_) => panic!("import panicked on a corrupted file: {b:?}"),
+        }
+    }
+    assert!(refused > 0 && ok > 0, "{ok} imported, {refused} refused");
+}

@@ -1,0 +1,160 @@
+//! `cargo kfoundry import`: the committed crates under examples/imported are exactly what it
+//! writes for the fixtures; how the crate depends on kfoundry follows the workspace it lands
+//! in; a model it cannot import leaves nothing behind; an existing directory is kept unless
+//! `--force`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn exe() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join(format!("cargo-kfoundry/import/fixtures/{name}.onnx"))
+}
+
+fn import(model: &Path, name: &str, out: &Path, extra: &[&str]) -> Output {
+    exe().arg("import").arg(model).args(["--name", name, "-o"]).arg(out).args(extra).output().unwrap()
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn committed_crates_are_what_import_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for m in ["kb_linear_gelu_softmax", "kb_conv_gn", "cnn_block"] {
+        let out = tmp.path().join(m);
+        let o = import(&fixture(m), &m.replace('_', "-"), &out, &["-q"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let committed = repo().join("examples/imported").join(m);
+        assert_eq!(files(&out), files(&committed), "{m}: the files");
+        for f in files(&out) {
+            let fresh = std::fs::read(out.join(&f)).unwrap();
+            let kept = std::fs::read(committed.join(&f)).unwrap();
+            // Outside a workspace the crate asks crates.io; in this one, the workspace.
+            let fresh = if f == Path::new("Cargo.toml") {
+                String::from_utf8(fresh)
+                    .unwrap()
+                    .replace(&format!("kfoundry = \"{}\"", env!("CARGO_PKG_VERSION")), "kfoundry = { workspace = true }")
+                    .into_bytes()
+            } else {
+                fresh
+            };
+            assert!(fresh == kept, "{m}/{}: differs from a fresh import (re-run `cargo kfoundry import` on the fixture)", f.display());
+        }
+    }
+}
+
+#[test]
+fn the_dependency_follows_the_workspace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    // A workspace whose member depends on kfoundry by path.
+    std::fs::create_dir_all(root.join("app/src")).unwrap();
+    std::fs::write(root.join("Cargo.toml"), "[workspace]\nmembers = [\"app\"]\nresolver = \"2\"\n").unwrap();
+    std::fs::write(
+        root.join("app/Cargo.toml"),
+        format!(
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nkfoundry = {{ path = \"{}\" }}\n",
+            repo().display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(root.join("app/src/lib.rs"), "").unwrap();
+    let o = import(&fixture("kb_conv_gn"), "conv-gn", &root.join("models/conv"), &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let toml = std::fs::read_to_string(root.join("models/conv/Cargo.toml")).unwrap();
+    let expected = format!("kfoundry = {{ path = \"{}\" }}", pathdiff(&root.join("models/conv"), &repo()));
+    assert!(toml.contains(&expected), "{expected} in\n{toml}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("add \"models/conv\" to `members`"), "{stderr}");
+    assert!(stderr.contains("K00Conv") && stderr.contains("K01GroupNorm"), "{stderr}");
+
+    // A workspace that declares kfoundry in [workspace.dependencies].
+    std::fs::write(
+        root.join("Cargo.toml"),
+        format!(
+            "[workspace]\nmembers = [\"app\", \"models/lin\"]\nresolver = \"2\"\n\n[workspace.dependencies]\nkfoundry = {{ path = \"{}\" }}\n",
+            repo().display()
+        ),
+    )
+    .unwrap();
+    let o = import(&fixture("kb_linear_gelu_softmax"), "lin", &root.join("models/lin"), &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let toml = std::fs::read_to_string(root.join("models/lin/Cargo.toml")).unwrap();
+    assert!(toml.contains("kfoundry = { workspace = true }"), "{toml}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("add \""), "already a member: {stderr}");
+}
+
+/// `to` relative to `from`, both absolute.
+fn pathdiff(from: &Path, to: &Path) -> String {
+    let f: Vec<_> = from.components().collect();
+    let t: Vec<_> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = std::iter::repeat_n("..".to_string(), f.len() - common).collect();
+    parts.extend(t[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    parts.join("/")
+}
+
+#[test]
+fn a_model_it_cannot_import_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    // An ONNX file with an unsupported node: take a fixture and rename its first operator.
+    let mut bytes = std::fs::read(fixture("kb_linear_gelu_softmax")).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"Gemm").unwrap();
+    bytes[at..at + 4].copy_from_slice(b"Gemx");
+    let model = tmp.path().join("bad.onnx");
+    std::fs::write(&model, &bytes).unwrap();
+    let out = tmp.path().join("crate");
+    let o = import(&model, "bad", &out, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("bad.onnx: node `linear`: operator `Gemx` is not supported; supported operators: Abs,"), "{stderr}");
+    assert!(!out.exists(), "nothing is written");
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 1, "no temporary directory is left: {leftovers:?}");
+
+    let o = import(&tmp.path().join("missing.onnx"), "m", &out, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = import(&fixture("kb_conv_gn"), "9lives", &out, &[]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--name \"9lives\""), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = import(&fixture("kb_conv_gn"), "ok", &out, &["--dim", "batch"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--dim batch: expected NAME=N"));
+    assert!(!out.exists());
+}
+
+#[test]
+fn an_existing_directory_is_kept_unless_forced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("crate");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("mine.txt"), "keep me").unwrap();
+    let o = import(&fixture("kb_conv_gn"), "conv", &out, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exists and is not empty; pass --force"));
+    assert_eq!(std::fs::read_to_string(out.join("mine.txt")).unwrap(), "keep me");
+    let o = import(&fixture("kb_conv_gn"), "conv", &out, &["--force", "-q"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!out.join("mine.txt").exists() && out.join("src/lib.rs").exists());
+}

@@ -181,12 +181,20 @@ fn lib_rs(imported: &Imported, slots: &Slots, placed: &[(usize, usize, usize)], 
     s += "static WEIGHTS: &[u8] = include_bytes!(\"../weights.bin\");\n\n";
     s += MODEL_TYPES;
     let mut launches = String::new();
+    let mut explains = String::new();
     for k in &imported.kernels {
         let sizes: Vec<String> = k.sizes.iter().map(|z| format!("{}usize", z.full)).collect();
         let bufs: Vec<String> = k.buffers.iter().map(|b| format!("&s[{}]", slots.slot(imported, b.value))).collect();
-        let _ = writeln!(launches, "        {}::launch(q, {})?;", k.struct_name, [sizes, bufs].concat().join(", "));
+        let _ = writeln!(launches, "        {}::launch(q, {})?;", k.struct_name, [sizes.clone(), bufs].concat().join(", "));
+        let _ = writeln!(
+            explains,
+            "        out.push_str(&format!(\"{}: {{}}\\n\", {}::explain(device, {})?));",
+            k.struct_name,
+            k.struct_name,
+            sizes.join(", ")
+        );
     }
-    s += &MODEL_IMPL.replace("LAUNCHES\n", &launches);
+    s += &MODEL_IMPL.replace("LAUNCHES\n", &launches).replace("EXPLAINS\n", &explains);
     s
 }
 
@@ -271,6 +279,14 @@ impl Model {
         Ok(outputs)
     }
 
+    /// Which variant each kernel runs on `device` at the graph's sizes, and why (dispatch's
+    /// `explain()` per kernel).
+    pub fn explain(device: &kfoundry::ocl::Device) -> Result<String, Error> {
+        let mut out = String::new();
+EXPLAINS
+        Ok(out)
+    }
+
     /// Enqueues every kernel of the graph on the inputs already in place and waits for them
     /// (what [`Model::run`] does between writing the inputs and reading the outputs; for timing).
     pub fn enqueue(&self) -> Result<(), Error> {
@@ -333,7 +349,7 @@ fn matches_tract_onnx() -> Result<(), Box<dyn std::error::Error>> {
             assert!((x - y).abs() <= tol, "output {o} `{name}`, element {i}: kfoundry {x}, tract-onnx {y} (tolerance {tol:e})");
         }
     }
-    println!("{} output(s) match tract-onnx on {}", ours.len(), device.name()?);
+    println!("{} output(s) match tract-onnx on {}\n{}", ours.len(), device.name()?, model::Model::explain(&device)?);
     Ok(())
 }
 "#;

@@ -128,6 +128,15 @@ impl Model {
         Ok(outputs)
     }
 
+    /// Which variant each kernel runs on `device` at the graph's sizes, and why (dispatch's
+    /// `explain()` per kernel).
+    pub fn explain(device: &kfoundry::ocl::Device) -> Result<String, Error> {
+        let mut out = String::new();
+        out.push_str(&format!("K00Conv: {}\n", K00Conv::explain(device, 2usize, 8usize, 34usize, 34usize, 32usize)?));
+        out.push_str(&format!("K01GroupNorm: {}\n", K01GroupNorm::explain(device, 2usize, 32usize, 32usize, 32usize)?));
+        Ok(out)
+    }
+
     /// Enqueues every kernel of the graph on the inputs already in place and waits for them
     /// (what [`Model::run`] does between writing the inputs and reading the outputs; for timing).
     pub fn enqueue(&self) -> Result<(), Error> {

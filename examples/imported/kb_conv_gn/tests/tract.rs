@@ -48,6 +48,6 @@ fn matches_tract_onnx() -> Result<(), Box<dyn std::error::Error>> {
             assert!((x - y).abs() <= tol, "output {o} `{name}`, element {i}: kfoundry {x}, tract-onnx {y} (tolerance {tol:e})");
         }
     }
-    println!("{} output(s) match tract-onnx on {}", ours.len(), device.name()?);
+    println!("{} output(s) match tract-onnx on {}\n{}", ours.len(), device.name()?, model::Model::explain(&device)?);
     Ok(())
 }

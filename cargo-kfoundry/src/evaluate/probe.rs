@@ -7,7 +7,9 @@
 //! constraints allow: every size is scaled by a fraction and rounded to an *odd* multiple of the
 //! smallest power-of-two step at which both the candidate and the reference can launch (odd
 //! numbers when nothing is required; `64 × odd` when a constraint needs multiples of 64, so never
-//! a multiple of 128). Larger sizes must fit the device's memory.
+//! a multiple of 128). Larger sizes must fit the device's memory next to the tuned workload's
+//! buffers, which stay allocated while the probes run (on the H200, probes of the 6.4 GB
+//! softmax at twice its size failed to allocate and rejected every finalist).
 
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
 
@@ -30,6 +32,7 @@ pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &L
     if sizes.is_empty() {
         return out;
     }
+    let fits = |params: &Params, probe: &Sizes| fits(spec, params, probe, sizes, limits);
     for (factors, max) in [(&SMALLER, smaller), (&LARGER, larger)] {
         let mut found = 0;
         for &(num, den) in factors.iter() {
@@ -41,7 +44,7 @@ pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &L
                 let Some(probe) = sizes.iter().map(|(k, &v)| scaled(v, num, den, step).map(|s| (k.clone(), s))).collect::<Option<Sizes>>() else {
                     break;
                 };
-                if probe != *sizes && !out.contains(&probe) && fits(spec, params, &probe, limits) && fits(spec, &spec.reference, &probe, limits) {
+                if probe != *sizes && !out.contains(&probe) && fits(params, &probe) && fits(&spec.reference, &probe) {
                     out.push(probe);
                     found += 1;
                     break;
@@ -62,6 +65,7 @@ pub fn axis_probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limit
     if sizes.len() < 2 {
         return out;
     }
+    let fits = |params: &Params, probe: &Sizes| fits(spec, params, probe, sizes, limits);
     for name in sizes.keys() {
         for factors in [&SMALLER, &LARGER] {
             'factor: for &(num, den) in factors.iter() {
@@ -70,7 +74,7 @@ pub fn axis_probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limit
                     let Some(v) = scaled(sizes[name], num, den, step) else { break };
                     let mut probe = sizes.clone();
                     probe.insert(name.clone(), v);
-                    if probe != *sizes && !out.contains(&probe) && fits(spec, params, &probe, limits) && fits(spec, &spec.reference, &probe, limits) {
+                    if probe != *sizes && !out.contains(&probe) && fits(params, &probe) && fits(&spec.reference, &probe) {
                         out.push(probe);
                         break 'factor;
                     }
@@ -100,25 +104,34 @@ fn scaled(v: i64, num: i64, den: i64, step: i64) -> Option<i64> {
 }
 
 /// Whether `params` can run at `sizes` on this device, with every buffer (and its guard
-/// zone) within the allocation limit and all of them, twice over, within the memory share.
-fn fits(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> bool {
+/// zone) within the allocation limit and all of them, twice over (the reference's and the
+/// candidate's copies), next to the tuned workload's (at `resident`, also twice over) within
+/// the memory share.
+fn fits(spec: &KernelSpec, params: &Params, sizes: &Sizes, resident: &Sizes, limits: &Limits) -> bool {
     if check_launchable(spec, limits, params, sizes).is_err() {
         return false;
     }
+    let (Some(total), Some(held)) = (footprint(spec, params, sizes, limits), footprint(spec, params, resident, limits)) else { return false };
+    limits.global_mem_bytes == 0 || (2 * (total + held)) as f64 <= MEMORY_SHARE * limits.global_mem_bytes as f64
+}
+
+/// Bytes of the caller's buffers at `sizes`, guard zones included; `None` when a length cannot
+/// be computed or a buffer is over the allocation limit.
+fn footprint(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> Option<u128> {
     let mut total: u128 = 0;
     for (arg, role) in spec.args_with_roles() {
         if role != ArgRole::CallerBuffer {
             continue;
         }
         let kfoundry_rt::model::signature::KernelArg::Buffer { name, elem, .. } = arg else { continue };
-        let Ok(len) = spec.buffer_len(name, params, sizes) else { return false };
+        let len = spec.buffer_len(name, params, sizes).ok()?;
         let bytes = (len as u128 + GUARD_ELEMS as u128) * elem.size() as u128 + FRONT_GUARD_BYTES as u128;
         if limits.max_alloc_bytes > 0 && bytes > limits.max_alloc_bytes as u128 {
-            return false;
+            return None;
         }
         total += bytes;
     }
-    limits.global_mem_bytes == 0 || (2 * total) as f64 <= MEMORY_SHARE * limits.global_mem_bytes as f64
+    Some(total)
 }
 
 #[cfg(test)]
@@ -182,11 +195,15 @@ mod tests {
         let spec = spec("");
         let sizes: Sizes = [("n".to_string(), 1 << 20)].into();
         let params = spec.reference.clone();
-        // 2 buffers of 4 MiB (+ guards), twice over: 2× does not fit 80% of 40 MiB, 3/2 does
-        let tight = Limits { global_mem_bytes: 40 << 20, ..roomy() };
+        // 2 buffers of 4 MiB (+ guards), twice over, next to the workload's 16 MiB: 2× (32 MiB
+        // more) does not fit 80% of 56 MiB, 3/2 (24 MiB more) does.
+        let tight = Limits { global_mem_bytes: 56 << 20, ..roomy() };
         let probes = probe_sizes(&spec, &params, &sizes, &tight, 0, 1);
         assert_eq!(probes.len(), 1);
         assert!(n(&probes[0]) > 1 << 20 && n(&probes[0]) < 2 << 20, "{probes:?}");
+        // Without the workload's buffers 3/2 would fit 80% of 40 MiB; with them nothing larger does.
+        let held = Limits { global_mem_bytes: 40 << 20, ..roomy() };
+        assert!(probe_sizes(&spec, &params, &sizes, &held, 0, 2).is_empty());
         let none = Limits { global_mem_bytes: 16 << 20, ..roomy() };
         assert!(probe_sizes(&spec, &params, &sizes, &none, 0, 2).is_empty());
     }

@@ -19,9 +19,10 @@
 # Tuned variants are embedded at build time: after `tune`, copy $OUT/Kfoundry.lock over the
 # repository's Kfoundry.lock, rebuild the release binaries here, carry them again, then `run`.
 #
-# KERNEL: text in a kernel id (the tuner's --kernel): SuiteSgemm ::Softmax LayerNormStats
-# LayerNormApply SumDim1 LinearGelu LinearSoftmax ConvGroupNorm (the default: all of them, one
-# tuner run each). BUDGET (evaluations, default 40) and BUDGET_SECS (default 420) apply per
+# KERNEL: text in a kernel id (the tuner's --kernel): SuiteSgemm ::SoftmaxStats ::SoftmaxApply
+# LayerNormStats LayerNormApply SumDim1 LinearGelu LinearSoftmax ConvGroupNorm (the default: all
+# of them, one tuner run each; `::Softmax` alone would match the one-launch Softmax and both
+# stages). BUDGET (evaluations, default 40) and BUDGET_SECS (default 420) apply per
 # kernel. The tuner draws its inputs on the host: at `full` sizes (up to 8.6 GB for SumDim1)
 # an evaluation takes seconds, so keep each tune command within the 10-minute limit: pass one
 # or two kernels per command.
@@ -34,7 +35,7 @@ WORK=${WORK:-/tmp/kfoundry-suite}
 mkdir -p "$OUT" "$WORK"
 sh .device/opencl-setup.sh
 BIN=target/release
-ALL=(SuiteSgemm ::Softmax LayerNormStats LayerNormApply SumDim1 LinearGelu LinearSoftmax ConvGroupNorm)
+ALL=(SuiteSgemm ::SoftmaxStats ::SoftmaxApply LayerNormStats LayerNormApply SumDim1 LinearGelu LinearSoftmax ConvGroupNorm)
 CLBLAST_DIR=$(ls -d .device/clblast/usr/lib/*-linux-gnu 2>/dev/null | head -n 1 || true)
 CLBLAST_ARGS=()
 if [ -n "$CLBLAST_DIR" ] && [ -e "$CLBLAST_DIR/libclblast.so.1" ]; then

@@ -241,6 +241,10 @@ def main():
         notes = f'{r["bound"]}-bound'
         if r["bound"] == "memory":
             notes += f', {r["achieved_bytes_per_s"] / 1e9:.0f} GB/s'
+            if len(r["dispatch"]) > 1:
+                # A split problem's own floor: its stages' cost(bytes) (softmax: two reads of x
+                # and one write of y, the three-pass floor; LayerNorm: x read twice).
+                notes += f', {r["fraction_of_cost_floor"]:.2f} of the stages\' floor ({r["cost_floor_ms"]:.3f} ms)'
         else:
             notes += f', {r["achieved_flops_per_s"] / 1e12:.1f} TFLOP/s'
         if "clblast_ms" in r:

@@ -13,7 +13,13 @@
  *
  *   WG     items per chunk (power of two)    [32 .. 1024]   ref 256
  *   VEC    vector width of the loads         [1, 2, 4, 8]   ref 1
- *   ITEMS  vectors per item per loop step    [1, 2, 4]      ref 1
+ *   ITEMS  vectors per item per loop step    [1, 2, 4, 8]   ref 1
+ *
+ * Vector loads go through a VEC-wide pointer type (vloadN only promises element alignment, so
+ * a compiler may split it into scalar loads): vectors are taken at VEC-aligned positions of
+ * the whole buffer (whose start OpenCL aligns to at least 128 bytes), and the elements of the
+ * chunk before the first and after the last whole vector (fewer than VEC each) are read one
+ * by one. Every configuration is correct for every n, d, chunk >= 1.
  *
  * Launch (2-D): global = (WG * ceil_div(d, chunk), n), local = (WG, 1).
  */
@@ -37,11 +43,9 @@
 
 #if VEC == 1
 #define KF_VTYPE float
-#define KF_VLOAD(o, p) ((p)[(o)])
 #define KF_HSUM(v) (v)
 #else
 #define KF_VTYPE KF_CAT(float, VEC)
-#define KF_VLOAD(o, p) KF_CAT(vload, VEC)((o), (p))
 #if VEC == 2
 #define KF_HSUM(v) ((v).s0 + (v).s1)
 #elif VEC == 4
@@ -52,9 +56,6 @@
 #error "VEC must be 1, 2, 4 or 8"
 #endif
 #endif
-
-#define KF_STEP1 (WG * VEC * ITEMS)
-#define KF_STEP2 (WG * VEC)
 
 __kernel void layernorm_stats(const int n, const int d, const int chunk, __global const float* x, __global float* mean, __global float* m2)
 {
@@ -67,25 +68,32 @@ __kernel void layernorm_stats(const int n, const int d, const int chunk, __globa
     const int nch = (d + chunk - 1) / chunk;
     const int start = c * chunk;
     const int cnt = min(chunk, d - start);
-    __global const float* p = x + (size_t)s * (size_t)d + start;
-    const float shift = p[0];
+    /* The chunk is [a, b) of the flat buffer; whole vectors [va, vb) (in units of VEC). */
+    const long a = (long)s * d + start;
+    const long b = a + cnt;
+    const long va = (a + VEC - 1) / VEC;
+    const long vb = max(va, b / VEC);
+    const long hend = min(va * VEC, b);    /* scalars [a, hend) before the first vector */
+    const long tbeg = max(vb * VEC, hend); /* and [tbeg, b) after the last */
+    const int nv = (int)(vb - va);
+    __global const KF_VTYPE* xv = (__global const KF_VTYPE*)x + va;
+    const float shift = x[a];
 
     KF_VTYPE s1[ITEMS], s2[ITEMS];
     for (int it = 0; it < ITEMS; ++it) {
         s1[it] = (KF_VTYPE)(0.0f);
         s2[it] = (KF_VTYPE)(0.0f);
     }
-    const int end1 = (cnt / KF_STEP1) * KF_STEP1;
-    const int end2 = end1 + ((cnt - end1) / KF_STEP2) * KF_STEP2;
-    for (int c0 = 0; c0 < end1; c0 += KF_STEP1) {
+    const int end1 = (nv / (WG * ITEMS)) * (WG * ITEMS);
+    for (int k0 = 0; k0 < end1; k0 += WG * ITEMS) {
         for (int it = 0; it < ITEMS; ++it) {
-            const KF_VTYPE v = KF_VLOAD(it * WG + lid, p + c0) - (KF_VTYPE)(shift);
+            const KF_VTYPE v = xv[k0 + it * WG + lid] - (KF_VTYPE)(shift);
             s1[it] += v;
             s2[it] = fma(v, v, s2[it]);
         }
     }
-    for (int c0 = end1; c0 < end2; c0 += KF_STEP2) {
-        const KF_VTYPE v = KF_VLOAD(lid, p + c0) - (KF_VTYPE)(shift);
+    for (int k = end1 + lid; k < nv; k += WG) {
+        const KF_VTYPE v = xv[k] - (KF_VTYPE)(shift);
         s1[0] += v;
         s2[0] = fma(v, v, s2[0]);
     }
@@ -95,8 +103,13 @@ __kernel void layernorm_stats(const int n, const int d, const int chunk, __globa
     }
     float t1 = KF_HSUM(s1[0]);
     float t2 = KF_HSUM(s2[0]);
-    for (int i = end2 + lid; i < cnt; i += WG) {
-        const float v = p[i] - shift;
+    for (long i = a + lid; i < hend; i += WG) {
+        const float v = x[i] - shift;
+        t1 += v;
+        t2 = fma(v, v, t2);
+    }
+    for (long i = tbeg + lid; i < b; i += WG) {
+        const float v = x[i] - shift;
         t1 += v;
         t2 = fma(v, v, t2);
     }
@@ -112,8 +125,8 @@ __kernel void layernorm_stats(const int n, const int d, const int chunk, __globa
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) {
-        const float a = red_a[0], b = red_b[0];
-        mean[s * nch + c] = shift + a / (float)cnt;
-        m2[s * nch + c] = fmax(b - a * (a / (float)cnt), 0.0f);
+        const float t = red_a[0], q = red_b[0];
+        mean[s * nch + c] = shift + t / (float)cnt;
+        m2[s * nch + c] = fmax(q - t * (t / (float)cnt), 0.0f);
     }
 }

@@ -86,6 +86,40 @@ pub fn softmax(queue: &Queue, how: How<'_>, rows: usize, cols: usize) -> Result<
     Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-9), len: rows * cols })
 }
 
+/// Stage 1 of the softmax problem on its own, against the CPU's partials.
+pub fn softmax_stats(queue: &Queue, how: How<'_>, rows: usize, cols: usize, chunk: usize) -> Result<Outcome> {
+    let x: Vec<f32> = cpu::data(rows * cols, 23).iter().map(|v| v * 8.0).collect();
+    let nch = cols.div_ceil(chunk);
+    let (xb, mb, sb) = (input(queue, &x)?, output(queue, rows * nch)?, output(queue, rows * nch)?);
+    let ran = launch!(SoftmaxStats, how, queue, [rows, cols, chunk], &xb, &mb, &sb);
+    let (pmax, psum) = cpu::softmax_partials(&x, rows, cols, chunk);
+    let bad = cpu::mismatches(&read(&mb)?, &pmax, 0.0, 0.0) + cpu::mismatches(&read(&sb)?, &psum, 1e-5, 1e-6);
+    Ok(Outcome { ran, mismatches: bad, len: 2 * rows * nch })
+}
+
+/// Stage 2 of the softmax problem on its own, fed partials computed on the CPU (with partial
+/// maxima spread over a range, so that the rescaling matters).
+pub fn softmax_apply(queue: &Queue, how: How<'_>, rows: usize, cols: usize, chunk: usize) -> Result<Outcome> {
+    let x: Vec<f32> = cpu::data(rows * cols, 24).iter().map(|v| v * 8.0).collect();
+    let (pmax, psum) = cpu::softmax_partials(&x, rows, cols, chunk);
+    let (pmax, psum): (Vec<f32>, Vec<f32>) = (pmax.iter().map(|v| *v as f32).collect(), psum.iter().map(|v| *v as f32).collect());
+    let (xb, mb, sb, yb) = (input(queue, &x)?, input(queue, &pmax)?, input(queue, &psum)?, output(queue, rows * cols)?);
+    let ran = launch!(SoftmaxApply, how, queue, [rows, cols, chunk], &xb, &mb, &sb, &yb);
+    let want = cpu::softmax_apply(&x, &pmax, &psum, rows, cols, chunk);
+    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-5, 1e-12), len: rows * cols })
+}
+
+/// The whole softmax problem in two stages, against the CPU softmax.
+pub fn softmax_stages(queue: &Queue, how: (How<'_>, How<'_>), rows: usize, cols: usize, chunk: usize) -> Result<Outcome> {
+    let x: Vec<f32> = cpu::data(rows * cols, 25).iter().map(|v| v * 8.0).collect();
+    let nch = cols.div_ceil(chunk);
+    let (xb, mb, sb, yb) = (input(queue, &x)?, output(queue, rows * nch)?, output(queue, rows * nch)?, output(queue, rows * cols)?);
+    let ran1 = launch!(SoftmaxStats, how.0, queue, [rows, cols, chunk], &xb, &mb, &sb);
+    let ran2 = launch!(SoftmaxApply, how.1, queue, [rows, cols, chunk], &xb, &mb, &sb, &yb);
+    let want = cpu::softmax(&x, rows, cols);
+    Ok(Outcome { ran: format!("{ran1} + {ran2}"), mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-12), len: rows * cols })
+}
+
 /// Stage 2 of the Linear problem on its own (same kernel source as [`softmax`]).
 pub fn linear_softmax(queue: &Queue, how: How<'_>, rows: usize, cols: usize) -> Result<Outcome> {
     let x: Vec<f32> = cpu::data(rows * cols, 22).iter().map(|v| v * 6.0).collect();
@@ -193,6 +227,8 @@ pub mod small {
     use crate::cpu::ConvShape;
     pub const SGEMM: (usize, usize, usize) = (128, 128, 128);
     pub const SOFTMAX: (usize, usize) = (64, 4096);
+    /// rows, cols, chunk of the two-stage softmax.
+    pub const SOFTMAX_STAGES: (usize, usize, usize) = (64, 4096, 1024);
     pub const LAYERNORM: (usize, usize, usize) = (4, 8192, 1024);
     pub const SUM: (usize, usize, usize) = (4, 256, 255);
     pub const LINEAR: (usize, usize, usize) = (64, 256, 256);

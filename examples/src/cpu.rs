@@ -48,6 +48,37 @@ pub fn softmax(x: &[f32], rows: usize, cols: usize) -> Vec<f64> {
     y
 }
 
+/// Per (row, chunk) maximum and sum of exp(x - maximum), as `softmax_stats.cl` writes them.
+pub fn softmax_partials(x: &[f32], rows: usize, cols: usize, chunk: usize) -> (Vec<f64>, Vec<f64>) {
+    let nch = cols.div_ceil(chunk);
+    let (mut pmax, mut psum) = (vec![0f64; rows * nch], vec![0f64; rows * nch]);
+    for r in 0..rows {
+        for c in 0..nch {
+            let part = &x[r * cols + c * chunk..r * cols + ((c + 1) * chunk).min(cols)];
+            let mx = part.iter().fold(f64::NEG_INFINITY, |m, v| m.max(*v as f64));
+            pmax[r * nch + c] = mx;
+            psum[r * nch + c] = part.iter().map(|v| (*v as f64 - mx).exp()).sum();
+        }
+    }
+    (pmax, psum)
+}
+
+/// Softmax from given per-chunk partials (what `softmax_apply.cl` computes): the row's maximum
+/// is the largest partial maximum, its sum the partial sums rescaled to it.
+pub fn softmax_apply(x: &[f32], pmax: &[f32], psum: &[f32], rows: usize, cols: usize, chunk: usize) -> Vec<f64> {
+    let nch = cols.div_ceil(chunk);
+    let mut y = vec![0f64; rows * cols];
+    for r in 0..rows {
+        let (pm, ps) = (&pmax[r * nch..(r + 1) * nch], &psum[r * nch..(r + 1) * nch]);
+        let mx = pm.iter().fold(f64::NEG_INFINITY, |m, v| m.max(*v as f64));
+        let sum: f64 = pm.iter().zip(ps).map(|(m, s)| *s as f64 * (*m as f64 - mx).exp()).sum();
+        for c in 0..cols {
+            y[r * cols + c] = (x[r * cols + c] as f64 - mx).exp() / sum;
+        }
+    }
+    y
+}
+
 /// Per (sample, chunk) mean and sum of squared deviations, as `layernorm_stats.cl` writes them.
 pub fn layernorm_partials(x: &[f32], n: usize, d: usize, chunk: usize) -> (Vec<f64>, Vec<f64>) {
     let nch = d.div_ceil(chunk);

@@ -60,4 +60,4 @@ pub struct Sgemm;
 pub mod checks;
 pub mod cpu;
 pub mod suite;
-pub use suite::{ConvGroupNorm, LayerNormApply, LayerNormStats, LinearGelu, LinearSoftmax, Softmax, SuiteSgemm, SumDim1};
+pub use suite::{ConvGroupNorm, LayerNormApply, LayerNormStats, LinearGelu, LinearSoftmax, Softmax, SoftmaxApply, SoftmaxStats, SuiteSgemm, SumDim1};

@@ -40,8 +40,8 @@ fn suite(queue: &Queue) -> Result<()> {
     let d = How::Dispatch;
     let (m, n, k) = small::SGEMM;
     suite_report("suite_sgemm", checks::sgemm(queue, d, m, n, k)?)?;
-    let (rows, cols) = small::SOFTMAX;
-    suite_report("softmax", checks::softmax(queue, d, rows, cols)?)?;
+    let (rows, cols, chunk) = small::SOFTMAX_STAGES;
+    suite_report("softmax", checks::softmax_stages(queue, (d, d), rows, cols, chunk)?)?;
     let (n, dd, chunk) = small::LAYERNORM;
     suite_report("layernorm", checks::layernorm(queue, (d, d), n, dd, chunk)?)?;
     let (b, r, c) = small::SUM;

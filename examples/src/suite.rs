@@ -6,7 +6,7 @@
 //! | problem | kernels |
 //! | --- | --- |
 //! | 1. SGEMM, N = 4096 | [`SuiteSgemm`] |
-//! | 2. softmax over rows, 4096 × 393216 | [`Softmax`] |
+//! | 2. softmax over rows, 4096 × 393216 | [`SoftmaxStats`] → [`SoftmaxApply`] (one-launch form: [`Softmax`]) |
 //! | 3. LayerNorm over (64, 256, 256) of 16 × 64 × 256 × 256 | [`LayerNormStats`] → [`LayerNormApply`] |
 //! | 4. sum over dim 1 of 128 × 4096 × 4095, keepdim | [`SumDim1`] |
 //! | 5. Linear 8192 → 8192 + bias on 1024 rows, GELU, softmax(dim 1) | [`LinearGelu`] → [`LinearSoftmax`] |
@@ -64,8 +64,10 @@
 )]
 pub struct SuiteSgemm;
 
-/// Problem 2: softmax over each row. One work-group per row; items, vector width, loads in
-/// flight, and three passes or two ("online" max and sum).
+/// Problem 2 in one launch: softmax over each row, one work-group per row; items, vector
+/// width, loads in flight, and three passes or two ("online" max and sum). The suite runs the
+/// split form ([`SoftmaxStats`] → [`SoftmaxApply`]), which lets many work-groups share a row;
+/// this form is kept for rows short enough for one group (it is [`LinearSoftmax`]'s kernel).
 #[kfoundry::evolve(
     source = "kernels/softmax.cl",
     params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4], ONLINE = [0, 1]),
@@ -79,11 +81,45 @@ pub struct SuiteSgemm;
 )]
 pub struct Softmax;
 
+/// Problem 2, stage 1: per (row, chunk of `chunk` elements) the chunk's maximum and its sum of
+/// exp(x - maximum), one work-group per chunk. The partials' layout depends on the sizes only.
+#[kfoundry::evolve(
+    source = "kernels/softmax_stats.cl",
+    params(WG = pow2(32..=512), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8]),
+    reference(WG = 256, VEC = 1, ITEMS = 1),
+    global = (WG * ceil_div(cols, chunk), rows), local = (WG, 1),
+    buffers(x = rows * cols, pmax = rows * ceil_div(cols, chunk), psum = rows * ceil_div(cols, chunk)),
+    // The maximum is exact in every configuration; the sum's order depends on it.
+    check(pmax, rtol = 1e-6, atol = 1e-6),
+    check(psum, rtol = 1e-4, atol = 1e-4),
+    workloads(small(rows = 64, cols = 4096, chunk = 1024), full(rows = 4096, cols = 393216, chunk = 16384, on = gpu)),
+    // x read once, the partials written.
+    cost(bytes = 4 * rows * cols + 8 * rows * ceil_div(cols, chunk), flops = 4 * rows * cols),
+)]
+pub struct SoftmaxStats;
+
+/// Problem 2, stage 2: every work-group combines its row's partials (each partial sum rescaled
+/// by exp(pmax - max), in an order fixed by the sizes) and writes WG·VEC·ITEMS elements of y.
+#[kfoundry::evolve(
+    source = "kernels/softmax_apply.cl",
+    params(WG = pow2(32..=512), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8, 16]),
+    reference(WG = 256, VEC = 1, ITEMS = 1),
+    global = (ceil_div(cols, WG * VEC * ITEMS) * WG, rows), local = (WG, 1),
+    buffers(x = rows * cols, pmax = rows * ceil_div(cols, chunk), psum = rows * ceil_div(cols, chunk), y = rows * cols),
+    // Partials as stage 1 makes them: a chunk's sum of exp(x - its maximum) is at least 1.
+    inputs(psum = uniform(1.0, 100.0)),
+    check(y, rtol = 1e-4, atol = 1e-12),
+    workloads(small(rows = 64, cols = 4096, chunk = 1024), full(rows = 4096, cols = 393216, chunk = 16384, on = gpu)),
+    // x read a second time, y written: with stage 1, the three-pass floor.
+    cost(bytes = 8 * rows * cols + 8 * rows * ceil_div(cols, chunk), flops = 3 * rows * cols),
+)]
+pub struct SoftmaxApply;
+
 /// Problem 3, stage 1: per (sample, chunk of `chunk` elements) mean and sum of squared
 /// deviations. The partials' layout depends on the sizes only.
 #[kfoundry::evolve(
     source = "kernels/layernorm_stats.cl",
-    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4]),
+    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8]),
     reference(WG = 256, VEC = 1, ITEMS = 1),
     global = (WG * ceil_div(d, chunk), n), local = (WG, 1),
     buffers(x = n * d, mean = n * ceil_div(d, chunk), m2 = n * ceil_div(d, chunk)),
@@ -95,11 +131,14 @@ pub struct Softmax;
 pub struct LayerNormStats;
 
 /// Problem 3, stage 2: combine a sample's partials, normalise, apply weight and bias; NS samples
-/// per work-group share one read of weight and bias.
+/// per work-group share one read of weight and bias. REV walks the blocks in the reverse of
+/// stage 1's order (what stage 1 read last may still be in the L2 cache), SFAST puts the sample
+/// groups of a d-block next to each other (weight and bias from L2); both only renumber the
+/// blocks, so every configuration writes the same output.
 #[kfoundry::evolve(
     source = "kernels/layernorm_apply.cl",
-    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8], NS = [1, 2, 4, 8, 16]),
-    reference(WG = 256, VEC = 1, ITEMS = 1, NS = 1),
+    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8], NS = [1, 2, 4, 8, 16], REV = [0, 1], SFAST = [0, 1]),
+    reference(WG = 256, VEC = 1, ITEMS = 1, NS = 1, REV = 0, SFAST = 0),
     global = (ceil_div(d, WG * VEC * ITEMS) * WG, ceil_div(n, NS)), local = (WG, 1),
     buffers(
         x = n * d, mean = n * ceil_div(d, chunk), m2 = n * ceil_div(d, chunk),
@@ -189,12 +228,29 @@ pub struct LinearSoftmax;
 
 /// Problem 6: Conv2d (3 × 3, valid) + conv bias + bias, × scale, sigmoid, GroupNorm, fused:
 /// one work-group per (sample, group). Register tiles over pixels and channels, weights in
-/// local memory or not, second pass re-reading or recomputing.
+/// local memory or not, second pass re-reading or recomputing; or (`MMA = 1`, NVIDIA) the
+/// convolution as an implicit GEMM on the tensor cores in 3xTF32 (FP32 accuracy).
 #[kfoundry::evolve(
     source = "kernels/conv_gn.cl",
-    params(WG = pow2(64..=1024), PX = [1, 2, 4, 8], CB = [1, 2, 4], RECOMPUTE = [0, 1], WLOCAL = [0, 1]),
-    reference(WG = 256, PX = 1, CB = 1, RECOMPUTE = 0, WLOCAL = 0),
-    require(h >= 3, w >= 3, cout % groups == 0, (cout / groups) % CB == 0),
+    params(
+        WG = pow2(64..=1024), PX = [1, 2, 4, 8], CB = [1, 2, 4], RECOMPUTE = [0, 1], WLOCAL = [0, 1],
+        MMA = [0, 1], RW = [1, 2, 4, 8], MW = [1, 2, 4, 8], SPLIT = [0, 1],
+    ),
+    reference(WG = 256, PX = 1, CB = 1, RECOMPUTE = 0, WLOCAL = 0, MMA = 0, RW = 1, MW = 1, SPLIT = 0),
+    require(
+        h >= 3, w >= 3, cout % groups == 0, (cout / groups) % CB == 0,
+        // The tensor-core path: NVIDIA's inline PTX (mma.sync with TF32, cp.async) needs
+        // compute capability 8.0; whole warps, MW of them along x, at most 256 items (it
+        // takes more than 128 registers an item: WG = 512 never launched on the H200); two
+        // patch buffers of 8 planes (big and small parts with SPLIT = 0) and the reduction in
+        // 48 KiB, NVIDIA's limit for a kernel's static local memory. It ignores PX, CB and
+        // WLOCAL; the portable path ignores RW, MW and SPLIT. Any size: partial tiles and
+        // chunks are padded with zeros.
+        MMA == 0 || device_nvidia && device_sm >= 80,
+        MMA == 1 || (RW == 1 && MW == 1 && SPLIT == 0),
+        MMA == 0 || (PX == 1 && CB == 1 && WLOCAL == 0 && WG <= 256 && WG / 32 % MW == 0),
+        MMA * (16 * (round_up((RW * (WG / 32 / MW) + 2) * (16 * MW + 4) + 24, 32) - 24) + 2 * WG) <= 12288,
+    ),
     global = (WG * groups, n), local = (WG, 1),
     buffers(
         x = n * cin * h * w, weight = cout * cin * 9, conv_bias = cout, bias = cout, scale = cout,

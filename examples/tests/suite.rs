@@ -61,6 +61,79 @@ fn softmax_reference_and_online() {
     assert_ok("linear stage 2", checks::linear_softmax(&q, How::Params(&p2), 7, 100));
 }
 
+/// The two-stage softmax: each stage alone against the CPU (stage 2 fed the CPU's partials) and
+/// the pipeline, for several parameter sets and awkward sizes: cols not a multiple of the chunk,
+/// of VEC or of WG; chunks and rows shorter than a vector (so rows start unaligned); one chunk
+/// per row; rows = 1; chunk = 1.
+#[test]
+fn softmax_stages_and_pipeline() {
+    let q = queue();
+    let (r1, r2) = (&SoftmaxStats::evolved().spec().unwrap().reference, &SoftmaxApply::evolved().spec().unwrap().reference);
+    let stats = [
+        r1.clone(),
+        with(r1, &[("WG", 32), ("VEC", 4), ("ITEMS", 2)]),
+        with(r1, &[("WG", 64), ("VEC", 8), ("ITEMS", 8)]),
+        with(r1, &[("WG", 512), ("VEC", 2), ("ITEMS", 4)]),
+    ];
+    let apply = [
+        r2.clone(),
+        with(r2, &[("WG", 32), ("VEC", 4), ("ITEMS", 16)]),
+        with(r2, &[("WG", 64), ("VEC", 8), ("ITEMS", 1)]),
+        with(r2, &[("WG", 128), ("VEC", 2), ("ITEMS", 4)]),
+    ];
+    let (rows, cols, chunk) = small::SOFTMAX_STAGES;
+    // (rows, cols, chunk)
+    let sizes = [(rows, cols, chunk), (5, 1001, 96), (3, 7, 3), (4, 1001, 4096), (1, 333, 50), (2, 5, 1), (3, 100, 33)];
+    for (p1, p2) in stats.iter().zip(&apply) {
+        for &(r, c, ch) in &sizes {
+            let at = format!("{r} x {c}, chunk {ch}");
+            assert_ok(&format!("stats {at}"), checks::softmax_stats(&q, How::Params(p1), r, c, ch));
+            assert_ok(&format!("apply {at}"), checks::softmax_apply(&q, How::Params(p2), r, c, ch));
+            assert_ok(&format!("pipeline {at}"), checks::softmax_stages(&q, (How::Params(p1), How::Params(p2)), r, c, ch));
+        }
+    }
+}
+
+/// A masked softmax: -inf in every row, a whole chunk of them at the start of each row. The
+/// stats stage must leave such a chunk empty (maximum -inf, sum 0, not NaN) and the apply stage
+/// must ignore it and write 0 where x is -inf.
+#[test]
+fn softmax_stages_with_masked_chunks() -> Result<()> {
+    let q = queue();
+    let (rows, cols, chunk) = (3, 1000, 96);
+    let mut x: Vec<f32> = cpu::data(rows * cols, 26).iter().map(|v| v * 8.0).collect();
+    for r in 0..rows {
+        for c in 0..cols {
+            if c < chunk + 5 || c % 7 == 3 {
+                x[r * cols + c] = f32::NEG_INFINITY;
+            }
+        }
+    }
+    let want = cpu::softmax(&x, rows, cols);
+    assert!(want.iter().all(|v| v.is_finite()) && want.iter().filter(|v| **v == 0.0).count() > rows * chunk);
+    let nch = cols.div_ceil(chunk);
+    let r1 = &SoftmaxStats::evolved().spec().unwrap().reference;
+    let r2 = &SoftmaxApply::evolved().spec().unwrap().reference;
+    let p1 = with(r1, &[("WG", 32), ("VEC", 4), ("ITEMS", 2)]);
+    let p2 = with(r2, &[("WG", 64), ("VEC", 8), ("ITEMS", 2)]);
+    for (a, b) in [(r1, r2), (&p1, &p2)] {
+        let (xb, mb, sb, yb) =
+            (checks::input(&q, &x)?, checks::output(&q, rows * nch)?, checks::output(&q, rows * nch)?, checks::output(&q, rows * cols)?);
+        // SAFETY: buffers of the annotations' lengths; the result is checked against the CPU.
+        unsafe {
+            SoftmaxStats::launch_params(&q, a, rows, cols, chunk, &xb, &mb, &sb)?;
+            SoftmaxApply::launch_params(&q, b, rows, cols, chunk, &xb, &mb, &sb, &yb)?;
+        }
+        let (pm, ps) = (checks::read(&mb)?, checks::read(&sb)?);
+        for r in 0..rows {
+            assert_eq!((pm[r * nch], ps[r * nch]), (f32::NEG_INFINITY, 0.0), "row {r}: the masked chunk is not empty");
+        }
+        let got = checks::read(&yb)?;
+        assert_eq!(cpu::mismatches(&got, &want, 1e-4, 1e-12), 0, "masked softmax differs from the CPU");
+    }
+    Ok(())
+}
+
 #[test]
 fn layernorm_stages_and_pipeline() {
     let q = queue();
@@ -75,6 +148,50 @@ fn layernorm_stages_and_pipeline() {
     assert_ok("apply, 2 samples a group", checks::layernorm_apply(&q, How::Params(&grouped), 5, 1000, 96));
     assert_ok("reference pipeline", checks::layernorm(&q, (How::Params(r1), How::Params(r2)), n, d, chunk));
     assert_ok("tuned pipeline", checks::layernorm(&q, (How::Params(&p1), How::Params(&p2)), n, d, chunk));
+    // Awkward sizes: d not a multiple of VEC (unaligned samples: vloadN path of apply, scalar
+    // ends of the chunks in stats), of the chunk or of WG; one chunk per sample; n = 1.
+    let p1b = with(r1, &[("WG", 32), ("VEC", 4), ("ITEMS", 8)]);
+    let p2b = with(r2, &[("WG", 32), ("VEC", 8), ("ITEMS", 2), ("NS", 4), ("REV", 1), ("SFAST", 1)]);
+    for (a, b) in [(r1, r2), (&p1, &p2), (&p1b, &p2b)] {
+        for (n, d, chunk) in [(5, 1001, 97), (3, 1003, 2048), (1, 333, 50), (2, 7, 3)] {
+            let at = format!("{n} x {d}, chunk {chunk}");
+            assert_ok(&format!("stats {at}"), checks::layernorm_stats(&q, How::Params(a), n, d, chunk));
+            assert_ok(&format!("apply {at}"), checks::layernorm_apply(&q, How::Params(b), n, d, chunk));
+            assert_ok(&format!("pipeline {at}"), checks::layernorm(&q, (How::Params(a), How::Params(b)), n, d, chunk));
+        }
+    }
+}
+
+/// REV and SFAST of the LayerNorm apply stage only renumber the blocks: the output must be bit
+/// for bit the same as without them, aligned (d % VEC == 0) or not, with a ragged last sample
+/// group.
+#[test]
+fn layernorm_apply_block_order_keeps_the_output() -> Result<()> {
+    let q = queue();
+    let r2 = &LayerNormApply::evolved().spec().unwrap().reference;
+    for (n, d, chunk) in [(5usize, 4096usize, 512usize), (7, 1001, 97)] {
+        let nch = d.div_ceil(chunk);
+        let x = cpu::data(n * d, 38);
+        let (w, b) = (cpu::data(d, 39), cpu::data(d, 40));
+        let (mean, m2) = cpu::layernorm_partials(&x, n, d, chunk);
+        let (mean, m2): (Vec<f32>, Vec<f32>) = (mean.iter().map(|v| *v as f32).collect(), m2.iter().map(|v| *v as f32).collect());
+        let bufs = (checks::input(&q, &x)?, checks::input(&q, &mean)?, checks::input(&q, &m2)?, checks::input(&q, &w)?, checks::input(&q, &b)?);
+        assert_eq!(mean.len(), n * nch);
+        let mut outs = Vec::new();
+        for (rev, sfast) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+            let p = with(r2, &[("WG", 64), ("VEC", 4), ("ITEMS", 2), ("NS", 2), ("REV", rev), ("SFAST", sfast)]);
+            let yb = checks::output(&q, n * d)?;
+            // SAFETY: buffers of the annotation's lengths; the outputs are compared below.
+            unsafe { LayerNormApply::launch_params(&q, &p, n, d, chunk, 1e-5f32, &bufs.0, &bufs.1, &bufs.2, &bufs.3, &bufs.4, &yb)? };
+            outs.push(checks::read(&yb)?);
+        }
+        let want = cpu::layernorm_apply(&x, &mean, &m2, &w, &b, n, d, chunk, 1e-5);
+        assert_eq!(cpu::mismatches(&outs[0], &want, 1e-4, 1e-4), 0, "{n} x {d}: differs from the CPU");
+        for o in &outs[1..] {
+            assert!(o.iter().zip(&outs[0]).all(|(a, b)| a.to_bits() == b.to_bits()), "{n} x {d}: REV / SFAST changed the output");
+        }
+    }
+    Ok(())
 }
 
 #[test]
@@ -246,4 +363,120 @@ fn tensor_core_blocks_of_the_two_gemm_kernels_are_identical() {
     let linear = block(include_str!("../kernels/linear_gelu.cl"));
     assert!(gemm.contains("KM_B_KMAJOR") && gemm.len() > 4000, "the block was found whole");
     assert_eq!(gemm, linear, "the tensor-core blocks of gemm.cl and linear_gelu.cl differ");
+}
+
+/// Builds `conv_gn.cl` with `options` (none: the reference) and runs it on the inputs of
+/// `checks::conv_gn` at shape `s` with `wg` items a group; returns its output, and the FP64
+/// truth when `truth`.
+fn conv_gn_built(q: &Queue, options: &str, s: ConvShape, wg: usize, truth: bool) -> (Vec<f32>, Vec<f64>) {
+    let source = include_str!("../kernels/conv_gn.cl");
+    let program = Program::builder().src(source).devices(q.device()).cmplr_opt(options).build(&q.context()).unwrap();
+    let x = cpu::data(s.n * s.cin * s.h * s.w, 61);
+    let weight: Vec<f32> = cpu::data(s.cout * s.cin * 9, 62).iter().map(|v| v * 0.3).collect();
+    let per = |seed| cpu::data(s.cout, seed);
+    let (cb, bi, sc, ga, be) = (per(63), per(64), per(65), per(66), per(67));
+    let upload = |v: &[f32]| checks::input(q, v).unwrap();
+    let len = s.n * s.cout * (s.h - 2) * (s.w - 2);
+    let out = checks::output(q, len).unwrap();
+    let bufs = [upload(&x), upload(&weight), upload(&cb), upload(&bi), upload(&sc), upload(&ga), upload(&be)];
+    let mut kb = Kernel::builder();
+    kb.program(&program).name("conv_gn").queue(q.clone()).global_work_size([wg * s.groups, s.n]).local_work_size([wg, 1]);
+    for size in [s.n, s.cin, s.h, s.w, s.cout, s.groups] {
+        kb.arg(size as i32);
+    }
+    kb.arg(1e-5f32);
+    for b in &bufs {
+        kb.arg(b);
+    }
+    let kernel = kb.arg(&out).arg_local::<f32>(1).build().unwrap();
+    unsafe { kernel.enq().unwrap() };
+    let p = cpu::ConvParams { weight: &weight, conv_bias: &cb, bias: &bi, scale: &sc, gamma: &ga, beta: &be };
+    (checks::read(&out).unwrap(), if truth { cpu::conv_gn(&x, &p, s, 1e-5) } else { Vec::new() })
+}
+
+/// The tensor-core path of the convolution (`MMA = 1`) with its warp-wide instructions
+/// emulated (`KM_EMULATE`), built from conv_gn.cl: fragment layouts, the patches in local memory
+/// (split once when staged, or at each load with the next patch in flight), the strip walk over input rows, partial tiles, chunks of
+/// input channels (cin = 3, 17) and of output channels (cout / groups = 4, 6), 16-byte copies
+/// (w % 4 == 0) and 4-byte ones with zeros, both second passes.
+/// Its error against FP64 must stay within twice the FP32 reference kernel's. On a device that
+/// runs the PTX (NVIDIA, compute capability >= 8.0) the same, and larger strips at the full
+/// image size, also without the emulation: the tensor cores' own rounding.
+#[test]
+fn conv_tensor_core_path_emulated_matches_fp64() {
+    let q = queue();
+    let ptx = kfoundry::traits_of(&q.device()).unwrap().value("device_sm").unwrap_or(0) >= 80;
+    let ragged = ConvShape { n: 1, cin: 3, h: 9, w: 13, cout: 8, groups: 2 };
+    let chunks = ConvShape { n: 2, cin: 17, h: 11, w: 40, cout: 12, groups: 2 };
+    let image = ConvShape { n: 2, cin: 8, h: 256, w: 256, cout: 32, groups: 8 };
+    // (WG, RW, MW, SPLIT, RECOMPUTE, shape): two warps stacked (tiles of 4 x 16); two side by
+    // side, one row each (1 x 32), on ragged sizes; four in 2 x 2 with 2 rows each (4 x 32),
+    // four side by side (1 x 64) and two side by side with 4 rows each (4 x 32: an input row
+    // feeds 3 output rows) over several chunks. Small strips: PoCL's compile time grows with
+    // the emulation's barriers.
+    let emulated =
+        [(64, 2, 1, 0, 0, small::CONV), (64, 1, 2, 1, 1, ragged), (128, 2, 2, 0, 1, chunks), (128, 1, 4, 1, 0, chunks), (64, 4, 2, 1, 1, chunks)];
+    let device_only =
+        [(256, 4, 4, 0, 0, image), (256, 2, 2, 1, 1, image), (128, 8, 4, 0, 1, image), (512, 2, 4, 1, 0, image), (64, 8, 2, 1, 0, chunks)];
+    let mut runs: Vec<_> = emulated.iter().map(|c| (true, *c)).collect();
+    if ptx {
+        runs.extend(emulated.iter().chain(&device_only).map(|c| (false, *c)));
+    }
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let err = |v: &[f32], want: &[f64]| norm(&v.iter().zip(want).map(|(x, y)| f64::from(*x) - y).collect::<Vec<_>>()) / norm(want);
+    // per shape: the FP64 truth and the FP32 reference kernel's error
+    let mut truths: Vec<(String, Vec<f64>, f64)> = Vec::new();
+    for (emulate, (wg, rw, mw, split, recompute, shape)) in runs {
+        let key = format!("{shape:?}");
+        if !truths.iter().any(|t| t.0 == key) {
+            let (reference, want) = conv_gn_built(&q, "", shape, 256, true);
+            let e = err(&reference, &want);
+            truths.push((key.clone(), want, e));
+        }
+        let (_, want, e_fp32) = truths.iter().find(|t| t.0 == key).unwrap();
+        let mut options = format!("-D MMA=1 -D WG={wg} -D RW={rw} -D MW={mw} -D SPLIT={split} -D RECOMPUTE={recompute}");
+        if emulate {
+            options += " -D KM_EMULATE=1";
+        }
+        let (got, _) = conv_gn_built(&q, &options, shape, wg, false);
+        let (e_mma, e_fp32) = (err(&got, want), *e_fp32);
+        eprintln!("{options} {shape:?}: relative error {e_mma:.3e}, FP32 reference {e_fp32:.3e}");
+        assert_eq!(cpu::mismatches(&got, want, 2e-5, 2e-5), 0, "{options} {shape:?}: differs from FP64 beyond 2e-5");
+        assert!(e_mma <= 2.0 * e_fp32, "{options} {shape:?}: relative error {e_mma:.2e} > 2 x FP32's {e_fp32:.2e}");
+    }
+}
+
+/// The convolution's tensor-core path is refused, before any build, on a device that is not
+/// an NVIDIA GPU of compute capability 8.0 or later.
+#[test]
+fn conv_tensor_core_path_is_refused_where_the_device_cannot_run_it() {
+    let q = queue();
+    let traits = kfoundry::traits_of(&q.device()).unwrap();
+    if traits.value("device_sm").unwrap_or(0) >= 80 {
+        return; // an NVIDIA GPU that runs it: nothing to refuse here
+    }
+    let r = &ConvGroupNorm::evolved().spec().unwrap().reference;
+    let mma = with(r, &[("MMA", 1), ("RW", 2), ("MW", 2)]);
+    let e = checks::conv_gn(&q, How::Params(&mma), small::CONV).unwrap_err().to_string();
+    assert!(e.contains("does not hold on this device") && e.contains("device_sm >= 80"), "{e}");
+}
+
+/// conv_gn.cl's warp-wide mma.sync (the PTX and its emulation) is gemm.cl's and
+/// linear_gelu.cl's text: the copies must not drift apart. (Its tiles, cp.async staging and
+/// split, with integer operations instead of cvt, are its own.)
+#[test]
+fn conv_tensor_core_instructions_are_the_gemm_kernels() {
+    let conv = include_str!("../kernels/conv_gn.cl");
+    let piece = |start: &str, end: &str| -> &'static str {
+        let a = conv.find(start).unwrap_or_else(|| panic!("conv_gn.cl has `{start}`"));
+        let b = conv[a..].find(end).unwrap_or_else(|| panic!("conv_gn.cl has `{end}` after `{start}`")) + a + end.len();
+        &conv[a..b]
+    };
+    let emulated = piece("/* mma.sync.m16n8k8 through local memory", "\n}\n");
+    let ptx = piece("#define KM_MMA(D, A, B)    ", "\"r\"((B)[1]))\n");
+    assert!(emulated.contains("inline void km_mma_emulated") && ptx.contains("mma.sync.aligned.m16n8k8"));
+    for (name, other) in [("gemm.cl", include_str!("../kernels/gemm.cl")), ("linear_gelu.cl", include_str!("../kernels/linear_gelu.cl"))] {
+        assert!(other.contains(emulated), "the emulated instructions of conv_gn.cl and {name} differ");
+        assert!(other.contains(ptx), "the PTX instructions of conv_gn.cl and {name} differ");
+    }
 }

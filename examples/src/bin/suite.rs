@@ -186,17 +186,28 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
         tol: tol(SuiteSgemm::evolved())?,
     });
 
-    let s = workload(Softmax::evolved(), wl)?;
-    let (rows, cols) = (u(&s, "rows"), u(&s, "cols"));
+    // Two stages (the row's partial maxima and sums by chunk, then the combination and the
+    // output), so that many work-groups share a row; `Softmax` is the one-launch form.
+    let s = workload(SoftmaxStats::evolved(), wl)?;
+    let (rows, cols, chunk) = (u(&s, "rows"), u(&s, "cols"), u(&s, "chunk"));
+    let nch = cols.div_ceil(chunk);
     out.push(Problem {
         name: "softmax",
         what: "softmax over the rows of x",
         inputs: vec![("x", vec![rows, cols])],
-        temps: vec![],
+        temps: vec![("pmax", rows * nch), ("psum", rows * nch)],
         output: vec![rows, cols],
-        stages: vec![Stage { label: "softmax", evolved: Softmax::evolved(), sizes: s, args: vec![Buf("x"), Buf("out")] }],
+        stages: vec![
+            Stage { label: "stats", evolved: SoftmaxStats::evolved(), sizes: s.clone(), args: vec![Buf("x"), Buf("pmax"), Buf("psum")] },
+            Stage {
+                label: "apply",
+                evolved: SoftmaxApply::evolved(),
+                sizes: workload(SoftmaxApply::evolved(), wl)?,
+                args: vec![Buf("x"), Buf("pmax"), Buf("psum"), Buf("out")],
+            },
+        ],
         flops: 5.0 * (rows * cols) as f64,
-        tol: tol(Softmax::evolved())?,
+        tol: tol(SoftmaxApply::evolved())?,
     });
 
     let s = workload(LayerNormStats::evolved(), wl)?;

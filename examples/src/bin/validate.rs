@@ -6,7 +6,8 @@
 //! cargo run --release -p kfoundry-examples --bin validate -- [--sample N] [--seed S]
 //!     [--exhaustive-max N] [KERNEL...]
 //! ```
-//! KERNEL: sgemm softmax layernorm_stats layernorm_apply sum_dim1 linear_gelu linear_softmax conv_gn
+//! KERNEL: sgemm softmax softmax_stats softmax_apply layernorm_stats layernorm_apply sum_dim1
+//! linear_gelu linear_softmax conv_gn
 //! (default: all). A space of more than `--exhaustive-max` (default 400) valid configurations
 //! is sampled: `--sample N`
 //! (default 150) "edge" configurations (every parameter at its minimum or maximum) and N others.
@@ -109,6 +110,7 @@ fn run() -> Result<()> {
     let (sm, sn, sk) = small::SGEMM;
     let (lm, ln, lk) = small::LINEAR;
     let (nn, nd, nc) = small::LAYERNORM;
+    let (ssr, ssc, ssch) = small::SOFTMAX_STAGES;
     let (sb, sr, sc) = small::SUM;
     let c = small::CONV;
     #[allow(clippy::type_complexity)]
@@ -126,15 +128,27 @@ fn run() -> Result<()> {
             Box::new(|q, h, s| checks::softmax(q, h, s[0], s[1])),
         ),
         (
+            "softmax_stats",
+            SoftmaxStats::evolved().spec()?,
+            vec![vec![ssr, ssc, ssch], vec![5, 1000, 96], vec![3, 7, 3], vec![1, 33, 64]],
+            Box::new(|q, h, s| checks::softmax_stats(q, h, s[0], s[1], s[2])),
+        ),
+        (
+            "softmax_apply",
+            SoftmaxApply::evolved().spec()?,
+            vec![vec![ssr, ssc, ssch], vec![5, 1000, 96], vec![3, 7, 3], vec![1, 33, 64]],
+            Box::new(|q, h, s| checks::softmax_apply(q, h, s[0], s[1], s[2])),
+        ),
+        (
             "layernorm_stats",
             LayerNormStats::evolved().spec()?,
-            vec![vec![nn, nd, nc], vec![3, 1000, 96]],
+            vec![vec![nn, nd, nc], vec![3, 1000, 96], vec![2, 1001, 97]],
             Box::new(|q, h, s| checks::layernorm_stats(q, h, s[0], s[1], s[2])),
         ),
         (
             "layernorm_apply",
             LayerNormApply::evolved().spec()?,
-            vec![vec![nn, nd, nc], vec![3, 1000, 96]],
+            vec![vec![nn, nd, nc], vec![3, 1000, 96], vec![2, 1001, 97]],
             Box::new(|q, h, s| checks::layernorm_apply(q, h, s[0], s[1], s[2])),
         ),
         (

@@ -369,6 +369,27 @@ pub(crate) fn prelude(k: &Kernel, what: &str) -> String {
     s
 }
 
+/// C code that folds `load` (an expression of the index `j`) over `j = start, start + step, ...`
+/// below `len` into `float {acc}`, with UNROLL independent partial results (loads in flight)
+/// combined by `combine` at the end; `init` is the fold's identity.
+pub(crate) fn strided_fold(acc: &str, init: &str, start: &str, step: &str, len: &str, load: &str, combine: impl Fn(&str, &str) -> String) -> String {
+    let at = |j: &str| load.replace("{j}", j);
+    format!(
+        r#"    float {acc}_p[UNROLL];
+    for (int u = 0; u < UNROLL; u++) {acc}_p[u] = {init};
+    int {acc}_j = {start};
+    for (; {acc}_j + (UNROLL - 1) * ({step}) < ({len}); {acc}_j += UNROLL * ({step}))
+        for (int u = 0; u < UNROLL; u++) {acc}_p[u] = {fold_u};
+    for (; {acc}_j < ({len}); {acc}_j += {step}) {acc}_p[0] = {fold_0};
+    float {acc} = {acc}_p[0];
+    for (int u = 1; u < UNROLL; u++) {acc} = {merge};
+"#,
+        fold_u = combine(&format!("{acc}_p[u]"), &at(&format!("({acc}_j + u * ({step}))"))),
+        fold_0 = combine(&format!("{acc}_p[0]"), &at(&format!("{acc}_j"))),
+        merge = combine(acc, &format!("{acc}_p[u]")),
+    )
+}
+
 /// Sets the tunable space: parameters, their reference values.
 pub(crate) fn params(k: &mut Kernel, list: &[(&str, &str, i64)]) {
     for (name, domain, reference) in list {

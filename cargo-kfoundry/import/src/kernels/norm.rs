@@ -3,8 +3,10 @@
 //! then the variance around it (a second read, for accuracy), then writes
 //! `(x - mean) / sqrt(var + eps) * scale + bias` through the chain.
 //!
-//!   WG     items per work-group     pow2(32..=1024)  ref 256
+//!   WG      items per work-group                         pow2(32..=1024)  ref 256
+//!   UNROLL  independent partial sums per item (loads in flight)  [1, 2, 4, 8]  ref 1
 
+use super::strided_fold;
 use super::{chain_call, chain_function, fits_int, lit, params, prelude, side_buffers, side_params, size_params, BufferArg, Cx, Dims, Kernel};
 use crate::fuse::Anchor;
 
@@ -44,7 +46,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         _ => unreachable!(),
     };
     fits_int(&mut k, std::slice::from_ref(&total));
-    params(&mut k, &[("WG", "pow2(32..=1024)", 256)]);
+    params(&mut k, &[("WG", "pow2(32..=1024)", 256), ("UNROLL", "[1, 2, 4, 8]", 1)]);
     k.global = vec![format!("WG * {rows}")];
     k.local = vec!["WG".into()];
     k.buffers.push(BufferArg { name: "x".into(), len: total.clone(), value: x, output: false, inputs: None });
@@ -83,16 +85,9 @@ void {entry}({args})
     const int lid = get_local_id(0);
     const int row = get_group_id(0);
     const int base = row * KF_COLS;
-    float sum = 0.0f;
-    for (int j = lid; j < KF_COLS; j += WG) sum += x[base + j];
-    buf[lid] = sum;
+{sum}    buf[lid] = sum;
 {tree}    const float mean = buf[0] / (float)(KF_COLS);
-    float sq = 0.0f;
-    for (int j = lid; j < KF_COLS; j += WG) {{
-        const float d = x[base + j] - mean;
-        sq = fma(d, d, sq);
-    }}
-    barrier(CLK_LOCAL_MEM_FENCE);
+{sq}    barrier(CLK_LOCAL_MEM_FENCE);
     buf[lid] = sq;
 {tree}    const float rstd = 1.0f / sqrt(buf[0] / (float)(KF_COLS) + {eps});
     for (int j = lid; j < KF_COLS; j += WG) {{
@@ -105,7 +100,13 @@ void {entry}({args})
 "#,
         entry = k.entry,
         tree = tree("buf[lid] + buf[lid + s]"),
-        eps = lit(eps)
+        eps = lit(eps),
+        sum = strided_fold("sum", "0.0f", "lid", "WG", "KF_COLS", "x[base + {j}]", |a, b| format!("{a} + {b}")),
+        sq = strided_fold("sq", "0.0f", "lid", "WG", "KF_COLS", "(x[base + {j}] - mean)", |a, b| if b.starts_with("(x") {
+            format!("fma({b}, {b}, {a})")
+        } else {
+            format!("{a} + {b}")
+        })
     );
     k.source = s;
     k

@@ -4,7 +4,10 @@
 //!   WG     items per work-group                       pow2(32..=1024)  ref 64 (softmax 256)
 //!   MODE   reductions only: 0 = a work-group per row  [0, 1]           ref 0
 //!          (tree in local memory), 1 = an item per row
+//!   UNROLL independent partial results per item       [1, 2, 4, 8]     ref 1
+//!          (loads in flight)
 
+use super::strided_fold;
 use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, side_params, size_params, BufferArg, Cx, Dims, Kernel};
 use crate::fuse::Anchor;
 use crate::graph::ReduceKind;
@@ -43,10 +46,10 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let total = input.total();
     fits_int(&mut k, std::slice::from_ref(&total));
     if softmax {
-        params(&mut k, &[("WG", "pow2(32..=1024)", 256)]);
+        params(&mut k, &[("WG", "pow2(32..=1024)", 256), ("UNROLL", "[1, 2, 4, 8]", 1)]);
         k.global = vec![format!("WG * {rows}")];
     } else {
-        params(&mut k, &[("WG", "pow2(32..=1024)", 64), ("MODE", "[0, 1]", 0)]);
+        params(&mut k, &[("WG", "pow2(32..=1024)", 64), ("MODE", "[0, 1]", 0), ("UNROLL", "[1, 2, 4, 8]", 1)]);
         k.global = vec![format!("(1 - MODE) * WG * {rows} + MODE * round_up({rows}, WG)")];
     }
     k.local = vec!["WG".into()];
@@ -89,12 +92,15 @@ fn tree(op: &str) -> String {
 }
 
 fn reduce_body(cx: &Cx, k: &Kernel, _dims: &Dims, kind: ReduceKind) -> String {
-    let (init, fold, combine, finish) = match kind {
-        ReduceKind::Sum => ("0.0f", "acc += xv;", "buf[lid] + buf[lid + s]", "acc"),
-        ReduceKind::Mean => ("0.0f", "acc += xv;", "buf[lid] + buf[lid + s]", "acc / (float)(KF_R)"),
-        ReduceKind::Max => ("-INFINITY", "acc = fmax(acc, xv);", "fmax(buf[lid], buf[lid + s])", "acc"),
-        ReduceKind::Min => ("INFINITY", "acc = fmin(acc, xv);", "fmin(buf[lid], buf[lid + s])", "acc"),
+    let (init, op, combine, finish) = match kind {
+        ReduceKind::Sum => ("0.0f", "+", "buf[lid] + buf[lid + s]", "acc"),
+        ReduceKind::Mean => ("0.0f", "+", "buf[lid] + buf[lid + s]", "acc / (float)(KF_R)"),
+        ReduceKind::Max => ("-INFINITY", "fmax", "fmax(buf[lid], buf[lid + s])", "acc"),
+        ReduceKind::Min => ("INFINITY", "fmin", "fmin(buf[lid], buf[lid + s])", "acc"),
     };
+    let f = |a: &str, b: &str| if op == "+" { format!("{a} + {b}") } else { format!("{op}({a}, {b})") };
+    let fold_wg = strided_fold("acc", init, "lid", "WG", "KF_R", "x[base + ({j}) * KF_INNER]", f);
+    let fold_item = strided_fold("acc", init, "0", "1", "KF_R", "x[base + ({j}) * KF_INNER]", f);
     let call = chain_call(cx, k, "kf_chain", "v", "i");
     format!(
         r#"    const int rows = KF_OUTER * KF_INNER;
@@ -103,12 +109,7 @@ fn reduce_body(cx: &Cx, k: &Kernel, _dims: &Dims, kind: ReduceKind) -> String {
     const int lid = get_local_id(0);
     const int i = get_group_id(0);
     const int base = (i / KF_INNER) * KF_R * KF_INNER + i % KF_INNER;
-    float acc = {init};
-    for (int j = lid; j < KF_R; j += WG) {{
-        const float xv = x[base + j * KF_INNER];
-        {fold}
-    }}
-    buf[lid] = acc;
+{fold_wg}    buf[lid] = acc;
 {tree}    if (lid == 0) {{
         acc = buf[0];
         const float v = {finish};
@@ -118,16 +119,11 @@ fn reduce_body(cx: &Cx, k: &Kernel, _dims: &Dims, kind: ReduceKind) -> String {
     const int i = get_global_id(0);
     if (i >= rows) return;
     const int base = (i / KF_INNER) * KF_R * KF_INNER + i % KF_INNER;
-    float acc = {init};
-    for (int j = 0; j < KF_R; j++) {{
-        const float xv = x[base + j * KF_INNER];
-        {fold}
-    }}
-    const float v = {finish};
+{fold_item}    const float v = {finish};
     y[i] = {call};
 #endif
 "#,
-        tree = tree(combine)
+        tree = tree(combine),
     )
 }
 
@@ -139,13 +135,9 @@ fn softmax_body(cx: &Cx, k: &Kernel, _dims: &Dims, log: bool) -> String {
     const int lid = get_local_id(0);
     const int row = get_group_id(0);
     const int base = (row / KF_INNER) * KF_R * KF_INNER + row % KF_INNER;
-    float m = -INFINITY;
-    for (int j = lid; j < KF_R; j += WG) m = fmax(m, x[base + j * KF_INNER]);
-    buf[lid] = m;
+{max_fold}    buf[lid] = m;
 {tree_max}    m = buf[0];
-    float sum = 0.0f;
-    for (int j = lid; j < KF_R; j += WG) sum += exp(x[base + j * KF_INNER] - m);
-    barrier(CLK_LOCAL_MEM_FENCE);
+{sum_fold}    barrier(CLK_LOCAL_MEM_FENCE);
     buf[lid] = sum;
 {tree_sum}    sum = buf[0];
     for (int j = lid; j < KF_R; j += WG) {{
@@ -156,6 +148,8 @@ fn softmax_body(cx: &Cx, k: &Kernel, _dims: &Dims, log: bool) -> String {
     }}
 "#,
         tree_max = tree("fmax(buf[lid], buf[lid + s])"),
-        tree_sum = tree("buf[lid] + buf[lid + s]")
+        tree_sum = tree("buf[lid] + buf[lid + s]"),
+        max_fold = strided_fold("m", "-INFINITY", "lid", "WG", "KF_R", "x[base + ({j}) * KF_INNER]", |a, b| format!("fmax({a}, {b})")),
+        sum_fold = strided_fold("sum", "0.0f", "lid", "WG", "KF_R", "exp(x[base + ({j}) * KF_INNER] - m)", |a, b| format!("{a} + {b}")),
     )
 }

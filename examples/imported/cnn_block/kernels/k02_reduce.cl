@@ -10,6 +10,9 @@
 #ifndef MODE
 #define MODE 0
 #endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
 
 static inline float kf_softplus(const float x) { return x > 20.0f ? x : log1p(exp(x)); }
 #define KF_OUTER (d0 * d1)
@@ -29,11 +32,14 @@ void k02_reduce(const int d0, const int d1, const int d2, const int d3, __global
     const int lid = get_local_id(0);
     const int i = get_group_id(0);
     const int base = (i / KF_INNER) * KF_R * KF_INNER + i % KF_INNER;
-    float acc = 0.0f;
-    for (int j = lid; j < KF_R; j += WG) {
-        const float xv = x[base + j * KF_INNER];
-        acc += xv;
-    }
+    float acc_p[UNROLL];
+    for (int u = 0; u < UNROLL; u++) acc_p[u] = 0.0f;
+    int acc_j = lid;
+    for (; acc_j + (UNROLL - 1) * (WG) < (KF_R); acc_j += UNROLL * (WG))
+        for (int u = 0; u < UNROLL; u++) acc_p[u] = acc_p[u] + x[base + ((acc_j + u * (WG))) * KF_INNER];
+    for (; acc_j < (KF_R); acc_j += WG) acc_p[0] = acc_p[0] + x[base + (acc_j) * KF_INNER];
+    float acc = acc_p[0];
+    for (int u = 1; u < UNROLL; u++) acc = acc + acc_p[u];
     buf[lid] = acc;
     for (int s = WG / 2; s > 0; s >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -49,11 +55,14 @@ void k02_reduce(const int d0, const int d1, const int d2, const int d3, __global
     const int i = get_global_id(0);
     if (i >= rows) return;
     const int base = (i / KF_INNER) * KF_R * KF_INNER + i % KF_INNER;
-    float acc = 0.0f;
-    for (int j = 0; j < KF_R; j++) {
-        const float xv = x[base + j * KF_INNER];
-        acc += xv;
-    }
+    float acc_p[UNROLL];
+    for (int u = 0; u < UNROLL; u++) acc_p[u] = 0.0f;
+    int acc_j = 0;
+    for (; acc_j + (UNROLL - 1) * (1) < (KF_R); acc_j += UNROLL * (1))
+        for (int u = 0; u < UNROLL; u++) acc_p[u] = acc_p[u] + x[base + ((acc_j + u * (1))) * KF_INNER];
+    for (; acc_j < (KF_R); acc_j += 1) acc_p[0] = acc_p[0] + x[base + (acc_j) * KF_INNER];
+    float acc = acc_p[0];
+    for (int u = 1; u < UNROLL; u++) acc = acc + acc_p[u];
     const float v = acc / (float)(KF_R);
     y[i] = kf_chain(v, i, d0, d1, d2, d3);
 #endif

@@ -39,8 +39,8 @@ pub struct K01Conv;
 /// Fuses gap (GlobalAveragePool).
 #[kfoundry::evolve(
     source = "kernels/k02_reduce.cl",
-    params(WG = pow2(32..=1024), MODE = [0, 1]),
-    reference(WG = 64, MODE = 0),
+    params(WG = pow2(32..=1024), MODE = [0, 1], UNROLL = [1, 2, 4, 8]),
+    reference(WG = 64, MODE = 0, UNROLL = 1),
     require((d0 * d1 * d2 * d3) <= 2147483647),
     global = (1 - MODE) * WG * (d0 * d1) + MODE * round_up((d0 * d1), WG), local = WG,
     buffers(x = (d0 * d1 * d2 * d3), y = (d0 * d1)),

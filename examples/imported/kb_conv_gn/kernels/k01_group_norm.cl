@@ -7,6 +7,9 @@
 #ifndef WG
 #define WG 256
 #endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
 
 static inline float kf_softplus(const float x) { return x > 20.0f ? x : log1p(exp(x)); }
 #define KF_COLS ((d1 / 8) * (d2 * d3))
@@ -22,8 +25,14 @@ void k01_group_norm(const int d0, const int d1, const int d2, const int d3, __gl
     const int lid = get_local_id(0);
     const int row = get_group_id(0);
     const int base = row * KF_COLS;
-    float sum = 0.0f;
-    for (int j = lid; j < KF_COLS; j += WG) sum += x[base + j];
+    float sum_p[UNROLL];
+    for (int u = 0; u < UNROLL; u++) sum_p[u] = 0.0f;
+    int sum_j = lid;
+    for (; sum_j + (UNROLL - 1) * (WG) < (KF_COLS); sum_j += UNROLL * (WG))
+        for (int u = 0; u < UNROLL; u++) sum_p[u] = sum_p[u] + x[base + (sum_j + u * (WG))];
+    for (; sum_j < (KF_COLS); sum_j += WG) sum_p[0] = sum_p[0] + x[base + sum_j];
+    float sum = sum_p[0];
+    for (int u = 1; u < UNROLL; u++) sum = sum + sum_p[u];
     buf[lid] = sum;
     for (int s = WG / 2; s > 0; s >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -31,11 +40,14 @@ void k01_group_norm(const int d0, const int d1, const int d2, const int d3, __gl
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const float mean = buf[0] / (float)(KF_COLS);
-    float sq = 0.0f;
-    for (int j = lid; j < KF_COLS; j += WG) {
-        const float d = x[base + j] - mean;
-        sq = fma(d, d, sq);
-    }
+    float sq_p[UNROLL];
+    for (int u = 0; u < UNROLL; u++) sq_p[u] = 0.0f;
+    int sq_j = lid;
+    for (; sq_j + (UNROLL - 1) * (WG) < (KF_COLS); sq_j += UNROLL * (WG))
+        for (int u = 0; u < UNROLL; u++) sq_p[u] = fma((x[base + (sq_j + u * (WG))] - mean), (x[base + (sq_j + u * (WG))] - mean), sq_p[u]);
+    for (; sq_j < (KF_COLS); sq_j += WG) sq_p[0] = fma((x[base + sq_j] - mean), (x[base + sq_j] - mean), sq_p[0]);
+    float sq = sq_p[0];
+    for (int u = 1; u < UNROLL; u++) sq = sq + sq_p[u];
     barrier(CLK_LOCAL_MEM_FENCE);
     buf[lid] = sq;
     for (int s = WG / 2; s > 0; s >>= 1) {

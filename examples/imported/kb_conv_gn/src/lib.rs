@@ -24,8 +24,8 @@ pub struct K00Conv;
 /// Fuses group_norm (GroupNormalization).
 #[kfoundry::evolve(
     source = "kernels/k01_group_norm.cl",
-    params(WG = pow2(32..=1024)),
-    reference(WG = 256),
+    params(WG = pow2(32..=1024), UNROLL = [1, 2, 4, 8]),
+    reference(WG = 256, UNROLL = 1),
     require(d1 % 8 == 0, (d0 * d1 * d2 * d3) <= 2147483647),
     global = WG * (d0 * 8), local = WG,
     buffers(x = (d0 * d1 * d2 * d3), scale = d1, bias = d1, y = (d0 * d1 * d2 * d3)),

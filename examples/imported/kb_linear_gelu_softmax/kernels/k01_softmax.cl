@@ -7,6 +7,9 @@
 #ifndef WG
 #define WG 256
 #endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
 
 static inline float kf_softplus(const float x) { return x > 20.0f ? x : log1p(exp(x)); }
 #define KF_OUTER d0
@@ -24,8 +27,14 @@ void k01_softmax(const int d0, const int d1, __global const float* restrict x, _
     const int lid = get_local_id(0);
     const int row = get_group_id(0);
     const int base = (row / KF_INNER) * KF_R * KF_INNER + row % KF_INNER;
-    float m = -INFINITY;
-    for (int j = lid; j < KF_R; j += WG) m = fmax(m, x[base + j * KF_INNER]);
+    float m_p[UNROLL];
+    for (int u = 0; u < UNROLL; u++) m_p[u] = -INFINITY;
+    int m_j = lid;
+    for (; m_j + (UNROLL - 1) * (WG) < (KF_R); m_j += UNROLL * (WG))
+        for (int u = 0; u < UNROLL; u++) m_p[u] = fmax(m_p[u], x[base + ((m_j + u * (WG))) * KF_INNER]);
+    for (; m_j < (KF_R); m_j += WG) m_p[0] = fmax(m_p[0], x[base + (m_j) * KF_INNER]);
+    float m = m_p[0];
+    for (int u = 1; u < UNROLL; u++) m = fmax(m, m_p[u]);
     buf[lid] = m;
     for (int s = WG / 2; s > 0; s >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -33,8 +42,14 @@ void k01_softmax(const int d0, const int d1, __global const float* restrict x, _
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     m = buf[0];
-    float sum = 0.0f;
-    for (int j = lid; j < KF_R; j += WG) sum += exp(x[base + j * KF_INNER] - m);
+    float sum_p[UNROLL];
+    for (int u = 0; u < UNROLL; u++) sum_p[u] = 0.0f;
+    int sum_j = lid;
+    for (; sum_j + (UNROLL - 1) * (WG) < (KF_R); sum_j += UNROLL * (WG))
+        for (int u = 0; u < UNROLL; u++) sum_p[u] = sum_p[u] + exp(x[base + ((sum_j + u * (WG))) * KF_INNER] - m);
+    for (; sum_j < (KF_R); sum_j += WG) sum_p[0] = sum_p[0] + exp(x[base + (sum_j) * KF_INNER] - m);
+    float sum = sum_p[0];
+    for (int u = 1; u < UNROLL; u++) sum = sum + sum_p[u];
     barrier(CLK_LOCAL_MEM_FENCE);
     buf[lid] = sum;
     for (int s = WG / 2; s > 0; s >>= 1) {

@@ -24,8 +24,8 @@ pub struct K00Matmul;
 /// Fuses softmax (Softmax).
 #[kfoundry::evolve(
     source = "kernels/k01_softmax.cl",
-    params(WG = pow2(32..=1024)),
-    reference(WG = 256),
+    params(WG = pow2(32..=1024), UNROLL = [1, 2, 4, 8]),
+    reference(WG = 256, UNROLL = 1),
     require((d0 * d1) <= 2147483647),
     global = WG * d0, local = WG,
     buffers(x = (d0 * d1), y = (d0 * d1)),

@@ -115,7 +115,7 @@ kfoundry = {kfoundry}
 
 [dev-dependencies]
 # The independent ONNX runtime the model is checked against (tests/tract.rs).
-tract-onnx = "0.23"
+tract-onnx = {{ version = "0.23", default-features = false }}
 "#,
         model = o.model_file,
         name = o.name,
@@ -135,7 +135,8 @@ fn annotation(k: &Kernel) -> String {
     }
     let tuple = |v: &[String]| if v.len() == 1 { v[0].clone() } else { format!("({})", v.join(", ")) };
     let _ = writeln!(a, "    global = {}, local = {},", tuple(&k.global), tuple(&k.local));
-    let _ = writeln!(a, "    buffers({}),", list(k.buffers.iter().map(|b| format!("{} = {}", b.name, b.len)).collect()));
+    let buffers = k.buffers.iter().map(|b| (&b.name, &b.len)).chain(k.locals.iter().map(|(n, l)| (n, l)));
+    let _ = writeln!(a, "    buffers({}),", list(buffers.map(|(n, l)| format!("{n} = {l}")).collect()));
     let drawn: Vec<String> = k.buffers.iter().filter_map(|b| b.inputs.as_ref().map(|d| format!("{} = {d}", b.name))).collect();
     if !drawn.is_empty() {
         let _ = writeln!(a, "    inputs({}),", list(drawn));

@@ -19,6 +19,7 @@ pub enum ImportError {
 
 impl ImportError {
     pub(crate) fn node(node: &str, op: &str, message: impl Into<String>) -> ImportError {
-        ImportError::Node { node: node.to_string(), op: op.to_string(), message: message.into() }
+        // The message may quote the model's text (names, attribute strings): printable only.
+        ImportError::Node { node: node.to_string(), op: crate::kernels::printable(op, 80), message: crate::kernels::printable(&message.into(), 2000) }
     }
 }

@@ -14,6 +14,8 @@
 //!    largest such chain after which exactly one of its values is read outside it: that value is
 //!    the kernel's output, all others stay in registers.
 
+use std::collections::BTreeSet;
+
 use crate::graph::{Binary, Graph, Node, Op, PoolKind, ValueId, Window};
 
 /// An element-wise operand: where a value of the chain comes from.
@@ -190,104 +192,194 @@ fn propagate_views(graph: &Graph, computed: &mut [bool]) {
     }
 }
 
-/// The working state of a growing group.
-#[derive(Clone)]
+/// The working state of a growing group. Everything is appended to, so a state to return to
+/// is a [`Mark`] of lengths, not a copy (chains of thousands of nodes stay linear).
 struct Grow {
     members: Vec<usize>,
+    member: Vec<bool>,
     chain: Chain,
     pool: Option<FusedPool>,
     sides: Vec<ValueId>,
-    /// Values of the chain at the current shape (the pre-pool values once a pooling is in).
-    values: Vec<(ValueId, Src)>,
-    /// All values the group computes.
+    /// Values of the chain at the current shape (the pooled value and after, once a pooling is
+    /// in), and where each comes from.
+    current: Vec<Option<Src>>,
+    last: Option<ValueId>,
+    /// All values the group computes, in order, and as a set.
     all: Vec<ValueId>,
+    in_all: Vec<bool>,
+    /// Nodes that read a value of the group and are not in it (to consider, lowest first).
+    frontier: BTreeSet<usize>,
+    /// Values of `all` read outside the group or by nobody, or graph outputs: how many.
+    escaping: usize,
+}
+
+/// Lengths of a [`Grow`] to truncate back to.
+struct Mark {
+    members: usize,
+    steps: usize,
+    pool: Option<usize>,
+    sides: usize,
+    all: usize,
+}
+
+impl Grow {
+    fn mark(&self) -> Mark {
+        Mark {
+            members: self.members.len(),
+            steps: self.chain.steps.len(),
+            pool: self.pool.as_ref().map(|p| p.chain.steps.len()),
+            sides: self.sides.len(),
+            all: self.all.len(),
+        }
+    }
+
+    fn truncate(&mut self, m: &Mark) {
+        self.members.truncate(m.members);
+        self.chain.steps.truncate(m.steps);
+        match m.pool {
+            Some(n) => {
+                if let Some(p) = self.pool.as_mut() {
+                    p.chain.steps.truncate(n);
+                }
+            }
+            None => self.pool = None,
+        }
+        self.sides.truncate(m.sides);
+        self.all.truncate(m.all);
+    }
+
+    fn src(&self, v: ValueId) -> Option<Src> {
+        self.current[v]
+    }
 }
 
 fn grow(graph: &Graph, consumers: &[Vec<usize>], start: usize, done: &mut [bool], computed: &[bool]) -> Group {
     let node = &graph.nodes[start];
     let (anchor, main_value) = anchor_of(node);
     let shape = graph.values[node.output].shape.clone();
-    let mut g = Grow { members: vec![start], chain: Chain::default(), pool: None, sides: Vec::new(), values: Vec::new(), all: vec![] };
+    let mut g = Grow {
+        members: vec![start],
+        member: vec![false; graph.nodes.len()],
+        chain: Chain::default(),
+        pool: None,
+        sides: Vec::new(),
+        current: vec![None; graph.values.len()],
+        last: None,
+        all: Vec::new(),
+        in_all: vec![false; graph.values.len()],
+        frontier: BTreeSet::new(),
+        escaping: 0,
+    };
+    g.member[start] = true;
     match main_value {
-        Some(v) => {
-            g.values.push((v, Src::Main));
-            g.all.push(v);
-        }
-        None => {
-            // A map starts with its first element-wise node as a step.
-            push_step(graph, &mut g, node);
-        }
+        Some(v) => add_value(graph, consumers, &mut g, v, Src::Main),
+        // A map starts with its first element-wise node as a step.
+        None => push_step(graph, consumers, &mut g, node),
     }
     let is_conv = matches!(anchor, Anchor::Conv { .. });
-    let mut best = g.clone();
+    let mut best = g.mark();
     loop {
         let cur_shape = g.pool.as_ref().map(|p| p.shape.clone()).unwrap_or_else(|| shape.clone());
-        let candidate = (start + 1..graph.nodes.len()).find(|&i| {
-            if done[i] || g.members.contains(&i) {
+        let candidate = g.frontier.iter().copied().find(|&i| {
+            if done[i] || g.member[i] || i < start {
                 return false;
             }
             let n = &graph.nodes[i];
-            let reads_chain = n.inputs.iter().any(|v| g.values.iter().any(|(x, _)| x == v));
-            if !reads_chain {
+            // Its other operands must exist before the kernel runs.
+            if !n.inputs.iter().all(|&v| g.src(v).is_some() || computed[v]) {
                 return false;
             }
-            let ready = n.inputs.iter().all(|v| g.values.iter().any(|(x, _)| x == v) || computed[*v]);
-            if !ready {
+            if !n.inputs.iter().any(|&v| g.src(v).is_some()) {
                 return false;
             }
             if n.op.is_elementwise() {
                 return graph.values[n.output].shape == cur_shape;
             }
             // A pooling may read only the chain's last value: it is what the windows reduce.
-            let last = g.values.last().map(|(v, _)| *v);
-            is_conv && g.pool.is_none() && last == Some(n.inputs[0]) && pool_tiles(n, &graph.values[n.inputs[0]].shape)
+            is_conv && g.pool.is_none() && g.last == Some(n.inputs[0]) && pool_tiles(n, &graph.values[n.inputs[0]].shape)
         });
         let Some(i) = candidate else { break };
         let n = &graph.nodes[i];
+        g.frontier.remove(&i);
         g.members.push(i);
+        g.member[i] = true;
+        // The node now reads inside the group: values it read may no longer escape.
+        let mut read: Vec<ValueId> = n.inputs.clone();
+        read.sort_unstable();
+        read.dedup();
+        for v in read {
+            if g.in_all[v] && !escapes_now(graph, consumers, &g.member, v) && escaped_before(graph, consumers, &g.member, v, i) {
+                g.escaping -= 1;
+            }
+        }
         if let Op::Pool { kind, window, .. } = &n.op {
             g.pool = Some(FusedPool { kind: *kind, kernel: window.kernel, chain: Chain::default(), shape: graph.values[n.output].shape.clone() });
-            g.values = vec![(n.output, Src::Main)];
-            g.all.push(n.output);
+            // Values before the pooling can no longer be read by what follows.
+            for &v in &g.all {
+                g.current[v] = None;
+            }
+            add_value(graph, consumers, &mut g, n.output, Src::Main);
         } else {
-            push_step(graph, &mut g, n);
+            push_step(graph, consumers, &mut g, n);
         }
-        if escaping(graph, consumers, &g).len() == 1 {
-            best = g.clone();
+        if g.escaping == 1 {
+            best = g.mark();
         }
     }
-    let escapes = escaping(graph, consumers, &best);
-    let output = escapes.first().copied().unwrap_or(graph.nodes[start].output);
-    for &m in &best.members {
+    g.truncate(&best);
+    let mut member = vec![false; graph.nodes.len()];
+    for &m in &g.members {
+        member[m] = true;
+    }
+    let output = g.all.iter().copied().rfind(|&v| escapes_now(graph, consumers, &member, v)).unwrap_or(graph.nodes[start].output);
+    for &m in &g.members {
         done[m] = true;
     }
     // Nodes named once even where one node of the file became several here (Gemm, BatchNorm).
     let mut nodes: Vec<String> = Vec::new();
-    for &m in &best.members {
+    for &m in &g.members {
         let n = format!("{} ({})", graph.nodes[m].name, graph.nodes[m].op_type);
         if !nodes.contains(&n) {
             nodes.push(n);
         }
     }
-    Group { anchor, shape, chain: best.chain, pool: best.pool, sides: best.sides, output, nodes }
+    Group { anchor, shape, chain: g.chain, pool: g.pool, sides: g.sides, output, nodes }
 }
 
-/// The values of the group read outside it (or graph outputs).
-fn escaping(graph: &Graph, consumers: &[Vec<usize>], g: &Grow) -> Vec<ValueId> {
-    g.all
-        .iter()
-        .copied()
-        .filter(|&v| graph.outputs.contains(&v) || consumers[v].is_empty() || consumers[v].iter().any(|c| !g.members.contains(c)))
-        .collect()
+/// Is `v` read outside the group (members as given), read by nobody, or a graph output?
+fn escapes_now(graph: &Graph, consumers: &[Vec<usize>], member: &[bool], v: ValueId) -> bool {
+    graph.outputs.contains(&v) || consumers[v].is_empty() || consumers[v].iter().any(|&c| !member[c])
 }
 
-fn push_step(graph: &Graph, g: &mut Grow, n: &Node) {
+/// Did `v` escape before node `added` joined the group?
+fn escaped_before(graph: &Graph, consumers: &[Vec<usize>], member: &[bool], v: ValueId, added: usize) -> bool {
+    graph.outputs.contains(&v) || consumers[v].is_empty() || consumers[v].iter().any(|&c| c == added || !member[c])
+}
+
+/// A value the group now computes: it can be read by later steps, and it escapes until every
+/// reader has joined.
+fn add_value(graph: &Graph, consumers: &[Vec<usize>], g: &mut Grow, v: ValueId, src: Src) {
+    g.current[v] = Some(src);
+    g.last = Some(v);
+    g.all.push(v);
+    g.in_all[v] = true;
+    for &c in &consumers[v] {
+        if !g.member[c] {
+            g.frontier.insert(c);
+        }
+    }
+    if escapes_now(graph, consumers, &g.member, v) {
+        g.escaping += 1;
+    }
+}
+
+fn push_step(graph: &Graph, consumers: &[Vec<usize>], g: &mut Grow, n: &Node) {
     let args = n
         .inputs
         .iter()
         .map(|&v| {
-            if let Some((_, src)) = g.values.iter().rev().find(|(x, _)| *x == v) {
-                *src
+            if let Some(src) = g.src(v) {
+                src
             } else if let Some(k) = graph.scalar(v) {
                 Src::Literal(k)
             } else {
@@ -305,8 +397,7 @@ fn push_step(graph: &Graph, g: &mut Grow, n: &Node) {
     };
     chain.steps.push(Step { op: n.op.clone(), args, value: n.output });
     let src = Src::Step(chain.steps.len() - 1);
-    g.values.push((n.output, src));
-    g.all.push(n.output);
+    add_value(graph, consumers, g, n.output, src);
 }
 
 /// A pooling a convolution can take: windows that tile the input, without padding.
@@ -360,6 +451,9 @@ fn fold_into_convolutions(graph: &mut Graph) {
             let ni = consumers[out][0];
             let next = &graph.nodes[ni];
             let Op::Binary(op @ (Binary::Mul | Binary::Add)) = next.op else { continue };
+            if graph.values[next.output].shape != graph.values[out].shape {
+                continue;
+            }
             let other = if next.inputs[0] == out { next.inputs[1] } else { next.inputs[0] };
             if other == out {
                 continue;
@@ -415,12 +509,16 @@ fn per_channel(graph: &Graph, v: ValueId, shape: &[usize]) -> Option<Vec<f32>> {
     let data = graph.values[v].data.as_ref()?;
     let s = &graph.values[v].shape;
     let c = shape[1];
+    // Right-aligned against (N, C, H, W): only the channel dimension may differ from 1 (a
+    // constant of higher rank would broadcast the output to another shape).
+    let r = shape.len();
+    if s.len() > r {
+        return None;
+    }
     if data.len() == 1 {
         return Some(vec![data[0]; c]);
     }
-    // Right-aligned against (N, C, H, W): only the channel dimension may differ from 1.
-    let r = shape.len();
-    if s.len() > r || s.len() < r - 1 {
+    if s.len() < r - 1 {
         return None;
     }
     let offset = r - s.len();

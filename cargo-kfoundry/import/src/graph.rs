@@ -502,9 +502,13 @@ impl Builder {
     }
 
     fn node(&mut self, index: usize, node: &NodeProto) -> Result<(), ImportError> {
-        let cx = NodeCx { node, name: if node.name.is_empty() { format!("#{index}") } else { node.name.clone() } };
+        // Names and operator types are shown in errors: printable text only (no terminal escapes).
+        let cx = NodeCx { node, name: if node.name.is_empty() { format!("#{index}") } else { crate::kernels::printable(&node.name, 80) } };
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
-            return Err(ImportError::Unsupported { node: cx.name.clone(), op: format!("{}.{}", node.domain, node.op_type) });
+            return Err(ImportError::Unsupported {
+                node: cx.name.clone(),
+                op: crate::kernels::printable(&format!("{}.{}", node.domain, node.op_type), 80),
+            });
         }
         // Extra outputs are allowed only where nothing may read them (Dropout's mask).
         let used_outputs = node.output.iter().filter(|o| !o.is_empty()).count();
@@ -561,7 +565,7 @@ impl Builder {
             }
             "LayerNormalization" => self.layer_norm(&cx),
             "GroupNormalization" | "InstanceNormalization" => self.group_norm(&cx),
-            _ => Err(ImportError::Unsupported { node: cx.name.clone(), op: op.to_string() }),
+            _ => Err(ImportError::Unsupported { node: cx.name.clone(), op: crate::kernels::printable(op, 80) }),
         }
     }
 
@@ -811,7 +815,8 @@ impl Builder {
         }
         let shape = self.matmul_shape(cx, &self.shape(a), &self.shape(b), trans_a, trans_b)?;
         let c = match self.input(cx, 2)? {
-            Some(c) => {
+            Some(_) => {
+                let c = self.tensor(cx, 2)?;
                 let cs = self.shape(c);
                 if broadcast(&cs, &shape).as_deref() != Some(&shape[..]) {
                     return Err(cx.err(format!("C of shape {cs:?} does not broadcast to {shape:?}")));
@@ -907,7 +912,10 @@ impl Builder {
             return Err(cx.err(format!("input {xs:?} and weight {ws:?}: 1-D and 2-D convolutions (N, C, [H,] W) are supported")));
         }
         let groups = cx.int("group", 1)?;
-        let groups = usize::try_from(groups).ok().filter(|&g| g >= 1).ok_or_else(|| cx.err(format!("group = {groups}")))?;
+        let groups = usize::try_from(groups)
+            .ok()
+            .filter(|&g| g >= 1 && g <= xs[1])
+            .ok_or_else(|| cx.err(format!("group = {groups} for {} input channels", xs[1])))?;
         let spatial = &xs[2..];
         let kernel = ws[2..].to_vec();
         if let Some(k) = cx.ints("kernel_shape")? {
@@ -955,7 +963,8 @@ impl Builder {
             }
         }
         let mut inputs = vec![x, w];
-        if let Some(b) = self.input(cx, 2)? {
+        if self.input(cx, 2)?.is_some() {
+            let b = self.tensor(cx, 2)?;
             if self.shape(b) != [cout] {
                 return Err(cx.err(format!("bias of shape {:?}, expected [{cout}]", self.shape(b))));
             }
@@ -1013,8 +1022,11 @@ impl Builder {
         if !(xs.len() == 3 || xs.len() == 4) {
             return Err(cx.err(format!("input {xs:?}: 1-D and 2-D pooling (N, C, [H,] W) are supported")));
         }
-        let kernel: Vec<usize> =
-            cx.ints("kernel_shape")?.ok_or_else(|| cx.err("`kernel_shape` is required"))?.iter().map(|&v| v.max(1) as usize).collect();
+        let kernel = cx.ints("kernel_shape")?.ok_or_else(|| cx.err("`kernel_shape` is required"))?;
+        if kernel.iter().any(|&v| !(1..=MAX_WINDOW).contains(&v)) {
+            return Err(cx.err(format!("kernel_shape {kernel:?}: values in 1..={MAX_WINDOW} expected")));
+        }
+        let kernel: Vec<usize> = kernel.iter().map(|&v| v as usize).collect();
         if kernel.len() != xs.len() - 2 {
             return Err(cx.err(format!("kernel_shape {kernel:?} for input {xs:?}")));
         }
@@ -1054,6 +1066,9 @@ impl Builder {
         };
         let x = self.tensor(cx, 0)?;
         let xs = self.shape(x);
+        if xs.is_empty() {
+            return Err(cx.err("reducing a scalar is not supported"));
+        }
         // Axes are an attribute before opset 18 (13 for ReduceSum) and an input after.
         let axes = match (cx.ints("axes")?, self.const_ints(cx, 1)?) {
             (Some(a), None) | (None, Some(a)) => a,
@@ -1077,7 +1092,6 @@ impl Builder {
         }
         let keep = cx.int("keepdims", 1)? != 0;
         let shape: Vec<usize> = xs.iter().enumerate().filter_map(|(i, &d)| if axes.contains(&i) { keep.then_some(1) } else { Some(d) }).collect();
-        let shape = if shape.is_empty() { vec![1] } else { shape };
         let y = self.output(cx, shape)?;
         self.push(cx, Op::Reduce { kind, axes }, vec![x], y);
         Ok(())
@@ -1097,7 +1111,7 @@ impl Builder {
         let mut inputs = vec![x];
         for (i, what) in [(1, "Scale"), (2, "B")] {
             let v = match self.input(cx, i)? {
-                Some(v) => v,
+                Some(_) => self.tensor(cx, i)?,
                 None if i == 2 => self.synthetic("ln.bias", vec![cols], Some(vec![0.0; cols])),
                 None => return Err(cx.err("Scale is missing")),
             };

@@ -77,6 +77,29 @@ fn node_level_problems() {
     }
 }
 
+#[test]
+fn names_from_the_model_reach_the_terminal_as_printable_text() {
+    // A node named with a terminal escape and a line break.
+    let mut m = kfoundry_import::onnx::decode(&G::new().input("x", &[4]).node("Sin", &["x"], &["y"], vec![]).output("y").bytes()).unwrap();
+    m.graph.as_mut().unwrap().node[0].name = "\u{1b}[2J\nrm -rf".into();
+    let e = import(&kfoundry_import::onnx::encode(&m), &BTreeMap::new()).err().unwrap().to_string();
+    assert!(e.starts_with("node `?[2J?rm -rf`: operator `Sin`"), "{e:?}");
+}
+
+/// A chain of thousands of element-wise nodes is one kernel, imported in linear time.
+#[test]
+fn long_chains_fuse_into_one_kernel() {
+    let mut g = G::new().input("x0", &[8]);
+    let n = 5000;
+    for i in 0..n {
+        g = g.node("Relu", &[&format!("x{i}")], &[&format!("x{}", i + 1)], vec![]);
+    }
+    let g = g.output(&format!("x{n}"));
+    let imported = import(&g.bytes(), &BTreeMap::new()).unwrap();
+    assert_eq!(imported.kernels.len(), 1);
+    assert_eq!(imported.fused.groups[0].chain.steps.len(), n);
+}
+
 /// Thousands of corruptions of a valid model: every one is imported or refused, none panics.
 #[test]
 fn corrupted_files_never_panic() {

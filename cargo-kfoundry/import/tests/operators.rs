@@ -4,7 +4,15 @@
 
 mod common;
 
-use common::{af, ai, astr, check, ints, G};
+use common::{af, ai, astr, check, check_with, ints, G};
+
+/// Configurations that reach each template's every path (local memory, unrolled loops with
+/// tails), set over the reference where a kernel has the parameter.
+const PATHS: &[&[(&str, i64)]] = &[
+    &[("WLOCAL", 1), ("ICU", 4), ("OCB", 2), ("PX", 2), ("UNROLL", 4), ("USE_LOCAL", 1), ("TK", 16), ("TM", 2), ("TN", 4), ("MODE", 1)],
+    &[("WLOCAL", 1), ("ICU", 2), ("WG", 32), ("UNROLL", 8), ("ITEMS", 4), ("MODE", 0)],
+    &[("WLOCAL", 1), ("ICU", 4), ("OCB", 1), ("PX", 4)],
+];
 use kfoundry_import::fuse::Anchor;
 
 const CONFIGS: u64 = 3;
@@ -85,7 +93,7 @@ fn conv_padding_strides_dilations_groups_and_folded_scale() {
         .node("Sigmoid", &["c1"], &["s"], vec![])
         .node("Div", &["s", "side"], &["y"], vec![])
         .output("y");
-    let i = check("conv with everything", &g, CONFIGS);
+    let i = check_with("conv with everything", &g, CONFIGS, PATHS);
     assert_eq!(i.kernels.len(), 1);
     assert_eq!(i.fused.groups[0].chain.steps.len(), 2, "the scale is folded into the weights");
 }
@@ -110,7 +118,7 @@ fn conv_batchnorm_relu_maxpool_flatten_gemm() {
         .node("Flatten", &["p"], &["f"], vec![ai("axis", 1)])
         .node("Gemm", &["f", "fc", "fcb"], &["y"], vec![ai("transB", 1)])
         .output("y");
-    let i = check("conv-bn-relu-pool-linear", &g, CONFIGS);
+    let i = check_with("conv-bn-relu-pool-linear", &g, CONFIGS, PATHS);
     assert_eq!(anchors(&i), ["K00Conv", "K01Matmul"]);
     assert!(i.fused.groups[0].pool.is_some(), "the pooling fuses into the convolution");
 }
@@ -155,7 +163,7 @@ fn conv_1d_and_transposed() {
         .node("ConvTranspose", &["x", "w", "b"], &["t"], vec![ai("group", 2), ints("strides", &[2, 2]), ints("pads", &[1, 0, 0, 1])])
         .node("LeakyRelu", &["t"], &["y"], vec![af("alpha", 0.1)])
         .output("y");
-    let i = check("conv transpose", &g, CONFIGS);
+    let i = check_with("conv transpose", &g, CONFIGS, PATHS);
     assert!(matches!(i.fused.groups[0].anchor, Anchor::ConvTranspose { .. }));
 }
 
@@ -178,7 +186,7 @@ fn reductions_and_global_pools() {
         .output("min")
         .output("gap")
         .output("egmp");
-    check("reductions", &g, CONFIGS);
+    check_with("reductions", &g, CONFIGS, PATHS);
 }
 
 #[test]
@@ -189,7 +197,7 @@ fn softmax_on_inner_axes_and_log_softmax() {
         .node("LogSoftmax", &["x"], &["l"], vec![])
         .output("s")
         .output("l");
-    check("softmax axis 1, log-softmax", &g, CONFIGS);
+    check_with("softmax axis 1, log-softmax", &g, CONFIGS, PATHS);
 }
 
 #[test]
@@ -212,7 +220,7 @@ fn layer_group_and_instance_norms_with_activations() {
         .output("y1")
         .output("y2")
         .output("y3");
-    let i = check("norms", &g, CONFIGS);
+    let i = check_with("norms", &g, CONFIGS, PATHS);
     assert_eq!(i.kernels.len(), 3, "each norm takes its activations");
 }
 
@@ -269,6 +277,33 @@ fn transposes_real_and_views() {
     assert_eq!(i.kernels.len(), 2);
     assert!(matches!(i.fused.groups[0].anchor, Anchor::Transpose { .. }));
     assert!(matches!(i.fused.groups[1].anchor, Anchor::Map), "moving a dimension of 1 is a view");
+}
+
+/// Found by review: a constant of higher rank broadcasts the convolution's output to another
+/// shape, so it must not be folded into the weights; a full reduction without keepdims is a
+/// scalar (rank 0), and what follows sees rank 0.
+#[test]
+fn broadcasts_that_change_the_rank() {
+    let g = G::new()
+        .input("x", &[1, 4, 8, 8])
+        .weight("w", &[4, 4, 3, 3], 50)
+        .init("k", &[1, 1, 1, 1, 1], vec![2.0])
+        .node("Conv", &["x", "w"], &["c"], vec![])
+        .node("Mul", &["c", "k"], &["y"], vec![])
+        .output("y");
+    let i = check("conv times a rank-5 constant", &g, CONFIGS);
+    assert_eq!(i.fused.graph.values[i.fused.graph.outputs[0]].shape, [1, 1, 4, 6, 6]);
+    let g = G::new()
+        .input("x", &[4, 3])
+        .input("z", &[4])
+        .int64s("ax", &[0])
+        .node("ReduceSum", &["x"], &["s"], vec![ai("keepdims", 0)])
+        .node("Unsqueeze", &["s", "ax"], &["u"], vec![])
+        .node("Add", &["u", "z"], &["a"], vec![])
+        .node("Softmax", &["a"], &["y"], vec![ai("axis", 0)])
+        .output("y");
+    let i = check("a full reduction is a scalar", &g, CONFIGS);
+    assert_eq!(i.fused.graph.values[i.fused.graph.outputs[0]].shape, [4]);
 }
 
 #[test]

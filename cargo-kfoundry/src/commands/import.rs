@@ -121,9 +121,9 @@ impl Placement {
                 .and_then(|m| m.packages.into_iter().find(|p| p.name.as_str() == "kfoundry"))
                 .map(|p| p.manifest_path.parent().map(|d| d.to_path_buf().into_std_path_buf()));
             match local.flatten() {
-                Some(kdir) => format!("{{ path = \"{}\" }}", relative(dir, &kdir)),
+                Some(kdir) => format!("{{ path = {} }}", toml::Value::String(relative(dir, &kdir))),
                 None => match path_dependency(root, &toml) {
-                    Some(kdir) => format!("{{ path = \"{}\" }}", relative(dir, &kdir)),
+                    Some(kdir) => format!("{{ path = {} }}", toml::Value::String(relative(dir, &kdir))),
                     None => version,
                 },
             }

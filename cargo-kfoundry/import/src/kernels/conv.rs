@@ -4,6 +4,8 @@
 //!   WG     items per work-group (along output pixels)        pow2(32..=256)  ref 64
 //!   PX     output pixels per item, WG apart                  [1, 2, 4]       ref 1
 //!   OCB    output channels per item (same group)             [1, 2, 4, 8]    ref 1
+//!   ICU    input channels per step of the channel loop       [1, 2, 4]       ref 1
+//!   WLOCAL the work-group's weights staged in local memory    [0, 1]          ref 0
 //!
 //! Launch: (ceil_div(pixels, WG * PX) * WG, cout / OCB, n), local (WG, 1, 1). Geometry (kernel,
 //! strides, dilations, pads, groups) is fixed by the graph and written into the source; the
@@ -85,7 +87,10 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     };
     let pool_dims =
         Dims { exprs: vec!["n".into(), "cout".into(), poh.clone(), pow.clone()], full: g.pool.as_ref().map(|p| p.shape.clone()).unwrap_or_default() };
-    params(&mut k, &[("WG", "pow2(32..=256)", 64), ("PX", "[1, 2, 4]", 1), ("OCB", "[1, 2, 4, 8]", 1)]);
+    params(
+        &mut k,
+        &[("WG", "pow2(32..=256)", 64), ("PX", "[1, 2, 4]", 1), ("OCB", "[1, 2, 4, 8]", 1), ("ICU", "[1, 2, 4]", 1), ("WLOCAL", "[0, 1]", 0)],
+    );
     let per_group = |size: &str| if groups == 1 { size.to_string() } else { format!("({size} / {groups})") };
     if groups > 1 {
         k.require.push(format!("cin % {groups} == 0"));
@@ -126,6 +131,11 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     }
     side_buffers(cx, &mut k, &spaces);
     k.buffers.push(BufferArg { name: "y".into(), len: y_len.clone(), value: g.output, output: true, inputs: None });
+    // The work-group's weights in local memory (WLOCAL = 1): OCB channels x the group's input
+    // channels x the taps.
+    let wl_len = format!("{} * {}", per_group("cin"), kh * kw);
+    k.locals.push(("wl".into(), format!("max(1, WLOCAL * OCB * {wl_len})")));
+    k.require.push(format!("WLOCAL * 4 * OCB * {wl_len} <= min(device_local_mem, 49152)"));
     let pixels = format!("{poh} * {pow}");
     k.global = vec![format!("ceil_div({pixels}, WG * PX) * WG"), "cout / OCB".into(), "n".into()];
     k.local = vec!["WG".into(), "1".into(), "1".into()];
@@ -148,7 +158,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         "__global const float* restrict x, __global const float* restrict weight".into(),
         bias_param,
         sides,
-        "__global float* restrict y".into(),
+        "__global float* restrict y, __local float* wl".into(),
     ]
     .into_iter()
     .filter(|p| !p.is_empty())
@@ -156,10 +166,11 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     .join(", ");
     let bias_init = if bias.is_some() { "bias[oc0 + o]" } else { "0.0f" };
     // One convolution output (channel oc0 + o, pixel (oy, ox)) into acc[e][o].
-    let taps_code = if transposed {
+    // The taps of input channel `ic` (of the group) for one output pixel into acc[0..OCB]; the
+    // channel loop around it is unrolled ICU times (the same order: results do not change).
+    let body = if transposed {
         format!(
-            r#"                for (int ic = 0; ic < cpg_in; ic++) {{
-                    const int ci = g * cpg_in + ic;
+            r#"                    const int ci = g * cpg_in + ic;
                     for (int ky = 0; ky < {kh}; ky++) {{
                         const int ty = oy + {pt} - ky * {dh};
                         if (ty < 0 || ty % {sh} != 0 || ty / {sh} >= {h_expr}) continue;
@@ -168,17 +179,14 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
                             if (tx < 0 || tx % {sw} != 0 || tx / {sw} >= w) continue;
                             const float xv = x[((nb * cin + ci) * {h_expr} + ty / {sh}) * w + tx / {sw}];
                             for (int o = 0; o < OCB; o++)
-                                acc[o] = fma(xv, wt[((ci * cpg_out) + (oc0 - g * cpg_out) + o) * {taps2} + ky * {kw} + kx], acc[o]);
+                                acc[o] = fma(xv, KF_W(o, ic, ky * {kw} + kx), acc[o]);
                         }}
                     }}
-                }}
-"#,
-            taps2 = kh * kw
+"#
         )
     } else {
         format!(
-            r#"                for (int ic = 0; ic < cpg_in; ic++) {{
-                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * {h_expr} * w;
+            r#"                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * {h_expr} * w;
                     for (int ky = 0; ky < {kh}; ky++) {{
                         const int iy = oy * {sh} - {pt} + ky * {dh};
                         if (iy < 0 || iy >= {h_expr}) continue;
@@ -187,14 +195,36 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
                             if (ix < 0 || ix >= w) continue;
                             const float xv = xc[iy * w + ix];
                             for (int o = 0; o < OCB; o++)
-                                acc[o] = fma(xv, wt[((oc0 + o) * cpg_in + ic) * {taps2} + ky * {kw} + kx], acc[o]);
+                                acc[o] = fma(xv, KF_W(o, ic, ky * {kw} + kx), acc[o]);
                         }}
                     }}
-                }}
-"#,
-            taps2 = kh * kw
+"#
         )
     };
+    let taps_code = format!(
+        "                int icb = 0;\n                for (; icb + ICU <= cpg_in; icb += ICU)\n                for (int u = 0; u < ICU; u++) {{\n                    const int ic = icb + u;\n{body}                }}\n                for (; icb < cpg_in; icb++) {{\n                    const int ic = icb;\n{body}                }}\n"
+    );
+    // Weight (output channel oc0 + o, input channel ic of the group, tap t): from local memory
+    // (copied once per work-group) or global memory.
+    let global_w = if transposed {
+        format!("weight[((g * cpg_in + (ic)) * cpg_out + (oc0 - g * cpg_out) + (o)) * {taps2} + (t)]", taps2 = kh * kw)
+    } else {
+        format!("weight[((oc0 + (o)) * cpg_in + (ic)) * {taps2} + (t)]", taps2 = kh * kw)
+    };
+    let weights_setup = format!(
+        r#"#if WLOCAL
+    for (int e = get_local_id(0); e < OCB * cpg_in * {taps2}; e += WG) {{
+        const int o = e / (cpg_in * {taps2}), ic = (e / {taps2}) % cpg_in, t = e % {taps2};
+        wl[e] = {global_w};
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+#define KF_W(o, ic, t) wl[((o) * cpg_in + (ic)) * {taps2} + (t)]
+#else
+#define KF_W(o, ic, t) {global_w}
+#endif
+"#,
+        taps2 = kh * kw
+    );
     let chain = chain_call(cx, &k, "kf_chain", "acc[o]", "ci_out");
     let (pool_open, pool_close, store) = match &g.pool {
         None => ("                const int oy = py, ox = px;\n".to_string(), String::new(), "                    y[ci_out] = v;\n".to_string()),
@@ -225,8 +255,7 @@ void {entry}({args})
     const int cpg_in = cin / {groups};
     const int cpg_out = cout / {groups};
     const int g = oc0 / cpg_out;
-    const __global float* wt = weight;
-    for (int e = 0; e < PX; e++) {{
+{weights_setup}    for (int e = 0; e < PX; e++) {{
         const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
         if (p < KF_POH * KF_POW) {{
             const int py = p / KF_POW, px = p % KF_POW;

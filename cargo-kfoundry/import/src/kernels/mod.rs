@@ -62,6 +62,8 @@ pub struct Kernel {
     pub sizes: Vec<Size>,
     /// In the kernel's argument order, after the sizes.
     pub buffers: Vec<BufferArg>,
+    /// `__local` arguments after them: name and length in elements (the launcher allocates them).
+    pub locals: Vec<(String, String)>,
     pub rtol: f64,
     pub atol: f64,
     pub bytes: String,
@@ -143,6 +145,7 @@ impl Cx<'_> {
             local: Vec::new(),
             sizes: Vec::new(),
             buffers: Vec::new(),
+            locals: Vec::new(),
             rtol: 1e-4,
             atol: 1e-5,
             bytes: String::new(),

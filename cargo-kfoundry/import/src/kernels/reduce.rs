@@ -36,11 +36,8 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         input.clone()
     } else {
         let keep = g.shape.len() == xs.len();
-        let mut exprs: Vec<String> =
+        let exprs: Vec<String> =
             (0..xs.len()).filter_map(|j| if axes.contains(&j) { keep.then(|| "1".to_string()) } else { Some(input.exprs[j].clone()) }).collect();
-        if exprs.is_empty() {
-            exprs.push("1".into());
-        }
         Dims { exprs, full: g.shape.clone() }
     };
     let total = input.total();

@@ -194,6 +194,9 @@ pub enum Config {
     /// A valid configuration drawn with this seed (its constraints and geometry hold at the
     /// graph's sizes on this device).
     Random(u64),
+    /// The reference with these parameters set, in the kernels that have them (kernels whose
+    /// constraints refuse that run their reference).
+    With(&'static [(&'static str, i64)]),
 }
 
 /// Runs the imported graph on the default device, every kernel in configuration `config`.
@@ -215,6 +218,19 @@ pub fn run(imported: &Imported, specs: &[KernelSpec], inputs: &[Vec<f32>], confi
         let params = match config {
             Config::Reference => spec.reference.clone(),
             Config::Random(seed) => draw(spec, &sizes, &traits, seed),
+            Config::With(over) => {
+                let mut p = spec.reference.clone();
+                for (name, value) in over {
+                    if let Some(v) = p.get_mut(*name) {
+                        *v = *value;
+                    }
+                }
+                if spec.geometry(&p, &sizes, Some(&traits)).is_ok() {
+                    p
+                } else {
+                    spec.reference.clone()
+                }
+            }
         };
         let program = session.build_spec(spec, &spec.source, &params).unwrap_or_else(|e| panic!("{}: build with {params:?}: {e}", k.entry));
         let kernel = session.kernel(&program, &spec.signature.name).unwrap();
@@ -294,6 +310,11 @@ pub fn assert_close(what: &str, ours: &[Vec<f32>], theirs: &[Vec<f32>]) {
 /// Imports `g`, then runs it against tract-onnx with the reference configuration and `random`
 /// drawn configurations; returns the import (for assertions on the fusion).
 pub fn check(what: &str, g: &G, random_configs: u64) -> Imported {
+    check_with(what, g, random_configs, &[])
+}
+
+/// [`check`], and also with each of `fixed` (parameters set over the reference).
+pub fn check_with(what: &str, g: &G, random_configs: u64, fixed: &[&'static [(&'static str, i64)]]) -> Imported {
     let bytes = g.bytes();
     let imported = kfoundry_import::import(&bytes, &BTreeMap::new()).unwrap_or_else(|e| panic!("{what}: import: {e}"));
     let dir = tempfile::tempdir().unwrap();
@@ -304,6 +325,9 @@ pub fn check(what: &str, g: &G, random_configs: u64) -> Imported {
     assert_close(&format!("{what} (reference)"), &run(&imported, &specs, &inputs, Config::Reference), &theirs);
     for seed in 1..=random_configs {
         assert_close(&format!("{what} (configuration {seed})"), &run(&imported, &specs, &inputs, Config::Random(seed)), &theirs);
+    }
+    for over in fixed {
+        assert_close(&format!("{what} ({over:?})"), &run(&imported, &specs, &inputs, Config::With(over)), &theirs);
     }
     imported
 }

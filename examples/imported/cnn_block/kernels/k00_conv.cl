@@ -13,6 +13,12 @@
 #ifndef OCB
 #define OCB 1
 #endif
+#ifndef ICU
+#define ICU 1
+#endif
+#ifndef WLOCAL
+#define WLOCAL 0
+#endif
 
 static inline float kf_softplus(const float x) { return x > 20.0f ? x : log1p(exp(x)); }
 #define KF_OH h
@@ -30,14 +36,23 @@ static inline float kf_post(const float v, const int i, const int n, const int c
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void k00_conv(const int n, const int cin, const int h, const int w, const int cout, __global const float* restrict x, __global const float* restrict weight, __global const float* restrict bias, __global float* restrict y)
+void k00_conv(const int n, const int cin, const int h, const int w, const int cout, __global const float* restrict x, __global const float* restrict weight, __global const float* restrict bias, __global float* restrict y, __local float* wl)
 {
     const int nb = get_global_id(2);
     const int oc0 = get_global_id(1) * OCB;
     const int cpg_in = cin / 1;
     const int cpg_out = cout / 1;
     const int g = oc0 / cpg_out;
-    const __global float* wt = weight;
+#if WLOCAL
+    for (int e = get_local_id(0); e < OCB * cpg_in * 9; e += WG) {
+        const int o = e / (cpg_in * 9), ic = (e / 9) % cpg_in, t = e % 9;
+        wl[e] = weight[((oc0 + (o)) * cpg_in + (ic)) * 9 + (t)];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#define KF_W(o, ic, t) wl[((o) * cpg_in + (ic)) * 9 + (t)]
+#else
+#define KF_W(o, ic, t) weight[((oc0 + (o)) * cpg_in + (ic)) * 9 + (t)]
+#endif
     for (int e = 0; e < PX; e++) {
         const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
         if (p < KF_POH * KF_POW) {
@@ -49,7 +64,10 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
                 const int oy = py * 2 + wy, ox = px * 2 + wx;
                 float acc[OCB];
                 for (int o = 0; o < OCB; o++) acc[o] = bias[oc0 + o];
-                for (int ic = 0; ic < cpg_in; ic++) {
+                int icb = 0;
+                for (; icb + ICU <= cpg_in; icb += ICU)
+                for (int u = 0; u < ICU; u++) {
+                    const int ic = icb + u;
                     const __global float* xc = x + (nb * cin + g * cpg_in + ic) * h * w;
                     for (int ky = 0; ky < 3; ky++) {
                         const int iy = oy * 1 - 1 + ky * 1;
@@ -59,7 +77,22 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
                             if (ix < 0 || ix >= w) continue;
                             const float xv = xc[iy * w + ix];
                             for (int o = 0; o < OCB; o++)
-                                acc[o] = fma(xv, wt[((oc0 + o) * cpg_in + ic) * 9 + ky * 3 + kx], acc[o]);
+                                acc[o] = fma(xv, KF_W(o, ic, ky * 3 + kx), acc[o]);
+                        }
+                    }
+                }
+                for (; icb < cpg_in; icb++) {
+                    const int ic = icb;
+                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * h * w;
+                    for (int ky = 0; ky < 3; ky++) {
+                        const int iy = oy * 1 - 1 + ky * 1;
+                        if (iy < 0 || iy >= h) continue;
+                        for (int kx = 0; kx < 3; kx++) {
+                            const int ix = ox * 1 - 1 + kx * 1;
+                            if (ix < 0 || ix >= w) continue;
+                            const float xv = xc[iy * w + ix];
+                            for (int o = 0; o < OCB; o++)
+                                acc[o] = fma(xv, KF_W(o, ic, ky * 3 + kx), acc[o]);
                         }
                     }
                 }

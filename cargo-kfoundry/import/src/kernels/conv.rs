@@ -11,7 +11,7 @@
 //! strides, dilations, pads, groups) is fixed by the graph and written into the source; the
 //! sizes are n, cin, h, w, cout.
 
-use super::{chain_call, chain_function, fits_int, params, prelude, side_buffers, side_params, size_params, BufferArg, Cx, Dims, Kernel, Size};
+use super::{chain_call, chain_function, fits_int, params, prelude, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
 use crate::fuse::Anchor;
 use crate::graph::{PoolKind, Window};
 
@@ -141,7 +141,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.local = vec!["WG".into(), "1".into(), "1".into()];
     let taps = (xs[1] / groups) * kh * kw;
     k.atol = (2.5e-7 * taps as f64).max(1e-5);
-    k.bytes = format!("4 * {}", k.buffers.iter().map(|b| b.len.clone()).collect::<Vec<_>>().join(" + 4 * "));
+    k.bytes = super::compulsory_bytes(&k);
     k.flops = format!("2 * {conv_len} * {} * {}", per_group("cin"), kh * kw);
 
     let mut s = prelude(&k, if transposed { "transposed convolution" } else { "convolution" });
@@ -150,20 +150,13 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     if g.pool.is_some() {
         s += &chain_function(cx, &k, "kf_post", &post, &pool_dims);
     }
-    let (sizes, _) = size_params(&k);
-    let (sides, _) = side_params(cx);
     let bias_param = if bias.is_some() { "__global const float* restrict bias".to_string() } else { String::new() };
-    let args = [
-        sizes,
-        "__global const float* restrict x, __global const float* restrict weight".into(),
-        bias_param,
-        sides,
-        "__global float* restrict y, __local float* wl".into(),
-    ]
-    .into_iter()
-    .filter(|p| !p.is_empty())
-    .collect::<Vec<_>>()
-    .join(", ");
+    let args = super::arguments(
+        cx,
+        &k,
+        &["__global const float* restrict x, __global const float* restrict weight", &bias_param],
+        "__global float* restrict y, __local float* wl",
+    );
     let bias_init = if bias.is_some() { "bias[oc0 + o]" } else { "0.0f" };
     // One convolution output (channel oc0 + o, pixel (oy, ox)) into acc[e][o].
     // The taps of input channel `ic` (of the group) for one output pixel into acc[0..OCB]; the

@@ -8,9 +8,7 @@
 //!   TK         depth of a local tile                    [8, 16, 32]     ref 8
 //!   UNROLL     k steps per loop iteration               [1, 2, 4]       ref 1
 
-use super::{
-    chain_call, chain_function, fits_int, params, prelude, product, side_buffers, side_params, size_params, BufferArg, Cx, Dims, Kernel, Size,
-};
+use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
 use crate::fuse::Anchor;
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
@@ -72,7 +70,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.local = vec!["WGX".into(), "WGY".into(), "1".into()];
     // Sums of k products: another order differs by about k ulps of the result.
     k.atol = (2.5e-7 * kk as f64).max(1e-5);
-    k.bytes = format!("4 * {}", k.buffers.iter().map(|b| b.len.clone()).collect::<Vec<_>>().join(" + 4 * "));
+    k.bytes = super::compulsory_bytes(&k);
     k.flops = format!("2 * {y_len} * k");
 
     let mut s = prelude(&k, "matrix product");
@@ -82,13 +80,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let (bk, bn) = if *trans_b { ("1", "k") } else { ("n", "1") };
     let a_off = if a_batched { "bb * m * k" } else { "0" };
     let b_off = if b_batched { "bb * k * n" } else { "0" };
-    let (sizes, _) = size_params(&k);
-    let (sides, _) = side_params(cx);
-    let args = [sizes, "__global const float* restrict a, __global const float* restrict b".into(), sides, "__global float* restrict y".into()]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let args = super::arguments(cx, &k, &["__global const float* restrict a, __global const float* restrict b"], "__global float* restrict y");
     let call = chain_call(cx, &k, "kf_chain", "acc[i][j]", "o");
     s += &format!(
         r#"

@@ -5,7 +5,7 @@
 //!
 //! An item's elements are WG apart, so a work-group's accesses stay contiguous.
 
-use super::{chain_call, chain_function, fits_int, params, prelude, side_buffers, side_params, size_params, BufferArg, Cx, Dims, Kernel};
+use super::{chain_call, chain_function, fits_int, params, prelude, side_buffers, BufferArg, Cx, Dims, Kernel};
 use crate::fuse::Anchor;
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
@@ -42,16 +42,14 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.buffers.push(BufferArg { name: "y".into(), len: total.clone(), value: g.output, output: true, inputs: None });
     k.global = vec![format!("ceil_div({total}, WG * ITEMS) * WG")];
     k.local = vec!["WG".into()];
-    k.bytes = format!("4 * {}", k.buffers.iter().map(|b| b.len.clone()).collect::<Vec<_>>().join(" + 4 * "));
+    k.bytes = super::compulsory_bytes(&k);
     k.flops = format!("{} * {total}", g.chain.steps.len().max(1));
 
     let what = if main_setup.is_empty() { "element-wise map" } else { "transpose" };
     let mut s = prelude(&k, what);
     s += &chain_function(cx, &k, "kf_chain", &g.chain, &dims);
-    let (sizes, _) = size_params(&k);
-    let (sides, _) = side_params(cx);
     let x = if main_setup.is_empty() { String::new() } else { "__global const float* restrict x".into() };
-    let args = [sizes, x, sides, "__global float* restrict y".into()].into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join(", ");
+    let args = super::arguments(cx, &k, &[&x], "__global float* restrict y");
     let call = chain_call(cx, &k, "kf_chain", "v", "i");
     s += &format!(
         r#"

@@ -275,6 +275,22 @@ pub(crate) fn side_params(cx: &Cx) -> (String, String) {
     (decl, call)
 }
 
+/// The kernel's parameter list: its sizes, the anchor's `inputs` (declarations), the side
+/// buffers, then `outputs`.
+pub(crate) fn arguments(cx: &Cx, k: &Kernel, inputs: &[&str], outputs: &str) -> String {
+    let (sizes, _) = size_params(k);
+    let (sides, _) = side_params(cx);
+    let mut parts = vec![sizes];
+    parts.extend(inputs.iter().map(|s| s.to_string()));
+    parts.extend([sides, outputs.to_string()]);
+    parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join(", ")
+}
+
+/// The compulsory traffic: every caller buffer read or written once, in bytes.
+pub(crate) fn compulsory_bytes(k: &Kernel) -> String {
+    format!("4 * {}", k.buffers.iter().map(|b| b.len.clone()).collect::<Vec<_>>().join(" + 4 * "))
+}
+
 /// A C function `float name(float v, int i, sizes..., sides...)` that applies `chain` to the
 /// value `v` at linear index `i` of `dims`.
 pub(crate) fn chain_function(cx: &Cx, k: &Kernel, name: &str, chain: &Chain, dims: &Dims) -> String {

@@ -7,7 +7,7 @@
 //!   UNROLL  independent partial sums per item (loads in flight)  [1, 2, 4, 8]  ref 1
 
 use super::strided_fold;
-use super::{chain_call, chain_function, fits_int, lit, params, prelude, side_buffers, side_params, size_params, BufferArg, Cx, Dims, Kernel};
+use super::{chain_call, chain_function, fits_int, lit, params, prelude, side_buffers, BufferArg, Cx, Dims, Kernel};
 use crate::fuse::Anchor;
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
@@ -54,24 +54,18 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.buffers.push(BufferArg { name: "bias".into(), len: param_len, value: bias, output: false, inputs: None });
     side_buffers(cx, &mut k, &[(&g.chain, &dims)]);
     k.buffers.push(BufferArg { name: "y".into(), len: total.clone(), value: g.output, output: true, inputs: None });
-    k.bytes = format!("4 * {}", k.buffers.iter().map(|b| b.len.clone()).collect::<Vec<_>>().join(" + 4 * "));
+    k.bytes = super::compulsory_bytes(&k);
     k.flops = format!("8 * {total}");
 
     let mut s = prelude(&k, what);
     s += &format!("#define KF_COLS {cols}\n");
     s += &chain_function(cx, &k, "kf_chain", &g.chain, &dims);
-    let (sizes, _) = size_params(&k);
-    let (sides, _) = side_params(cx);
-    let args = [
-        sizes,
-        "__global const float* restrict x, __global const float* restrict scale, __global const float* restrict bias".into(),
-        sides,
-        "__global float* restrict y".into(),
-    ]
-    .into_iter()
-    .filter(|p| !p.is_empty())
-    .collect::<Vec<_>>()
-    .join(", ");
+    let args = super::arguments(
+        cx,
+        &k,
+        &["__global const float* restrict x, __global const float* restrict scale, __global const float* restrict bias"],
+        "__global float* restrict y",
+    );
     let call = chain_call(cx, &k, "kf_chain", "v", "i");
     let tree = |op: &str| {
         format!("    for (int s = WG / 2; s > 0; s >>= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        if (lid < s) buf[lid] = {op};\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n")

@@ -4,7 +4,7 @@
 //!   WG     items per work-group     pow2(32..=512)   ref 64
 //!   ITEMS  outputs per item         [1, 2, 4]        ref 1
 
-use super::{chain_call, chain_function, fits_int, params, prelude, side_buffers, side_params, size_params, BufferArg, Cx, Dims, Kernel, Size};
+use super::{chain_call, chain_function, fits_int, params, prelude, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
 use crate::fuse::Anchor;
 use crate::graph::{PoolKind, Window};
 
@@ -47,19 +47,13 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.buffers.push(BufferArg { name: "y".into(), len: total.clone(), value: g.output, output: true, inputs: None });
     k.global = vec![format!("ceil_div({total}, WG * ITEMS) * WG")];
     k.local = vec!["WG".into()];
-    k.bytes = format!("4 * {}", k.buffers.iter().map(|b| b.len.clone()).collect::<Vec<_>>().join(" + 4 * "));
+    k.bytes = super::compulsory_bytes(&k);
     k.flops = format!("{total} * {}", kh * kw);
 
     let mut s = prelude(&k, if *kind == PoolKind::Max { "max pooling" } else { "average pooling" });
     s += &format!("#define KF_OH {oh}\n#define KF_OW {ow}\n");
     s += &chain_function(cx, &k, "kf_chain", &g.chain, &dims);
-    let (sizes, _) = size_params(&k);
-    let (sides, _) = side_params(cx);
-    let args = [sizes, "__global const float* restrict x".into(), sides, "__global float* restrict y".into()]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let args = super::arguments(cx, &k, &["__global const float* restrict x"], "__global float* restrict y");
     let (init, fold, finish) = match kind {
         PoolKind::Max => ("-INFINITY", "r = fmax(r, xv);", "r".to_string()),
         PoolKind::Avg if *count_include_pad => ("0.0f", "r += xv;", format!("r / {}.0f", kh * kw)),

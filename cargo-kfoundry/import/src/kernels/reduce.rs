@@ -8,7 +8,7 @@
 //!          (loads in flight)
 
 use super::strided_fold;
-use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, side_params, size_params, BufferArg, Cx, Dims, Kernel};
+use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel};
 use crate::fuse::Anchor;
 use crate::graph::ReduceKind;
 
@@ -54,7 +54,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     side_buffers(cx, &mut k, &[(&g.chain, &dims)]);
     let y_len = if softmax { total.clone() } else { rows.clone() };
     k.buffers.push(BufferArg { name: "y".into(), len: y_len, value: g.output, output: true, inputs: None });
-    k.bytes = format!("4 * {}", k.buffers.iter().map(|b| b.len.clone()).collect::<Vec<_>>().join(" + 4 * "));
+    k.bytes = super::compulsory_bytes(&k);
     k.flops = format!("{} * {total}", if softmax { 4 } else { 1 });
     let rfull: usize = real.iter().map(|&a| xs[a]).product();
     k.atol = if softmax { 1e-6 } else { (2.5e-7 * rfull as f64).max(1e-5) };
@@ -69,13 +69,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let mut s = prelude(&k, what);
     s += &format!("#define KF_OUTER {outer}\n#define KF_R {r}\n#define KF_INNER {inner}\n");
     s += &chain_function(cx, &k, "kf_chain", &g.chain, &dims);
-    let (sizes, _) = size_params(&k);
-    let (sides, _) = side_params(cx);
-    let args = [sizes, "__global const float* restrict x".into(), sides, "__global float* restrict y".into()]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let args = super::arguments(cx, &k, &["__global const float* restrict x"], "__global float* restrict y");
     s += &format!("\n__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))\nvoid {}({args})\n{{\n{body}}}\n", k.entry);
     k.source = s;
     k

@@ -935,20 +935,15 @@ impl Builder {
         }
         let mut out = vec![xs[0], cout];
         let sp2 = if spatial.len() == 1 { [1, spatial[0]] } else { [spatial[0], spatial[1]] };
-        let output_padding = match cx.ints("output_padding")? {
-            Some(p) if transposed => {
-                if p.len() != spatial.len() || p.iter().any(|&v| v < 0) {
-                    return Err(cx.err(format!("output_padding {p:?}")));
-                }
-                if p.iter().any(|&v| v != 0) {
-                    return Err(cx.err("output_padding other than 0 is not supported"));
-                }
-                p
+        // ConvTranspose's output_padding: only zeros (the output size below assumes none).
+        if let Some(p) = cx.ints("output_padding")? {
+            if !transposed {
+                return Err(cx.err("attribute `output_padding` is not supported"));
             }
-            Some(_) => return Err(cx.err("attribute `output_padding` is not supported")),
-            None => vec![],
-        };
-        let _ = output_padding;
+            if p.len() != spatial.len() || p.iter().any(|&v| v != 0) {
+                return Err(cx.err(format!("output_padding {p:?}: only zeros are supported")));
+            }
+        }
         for (i, &input) in sp2.iter().enumerate() {
             let extent = (window.kernel[i] - 1) * window.dilations[i] + 1;
             let size = if transposed {

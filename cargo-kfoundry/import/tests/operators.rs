@@ -262,6 +262,34 @@ fn element_wise_broadcasting_and_views() {
     assert_eq!(i.kernels.len(), 1, "one map; the views take no kernel");
 }
 
+/// Constant nodes (as operands), Dropout (inference: an identity) and Gelu's exact form.
+#[test]
+fn constants_dropout_and_exact_gelu() {
+    let value = kfoundry_import::onnx::TensorProto {
+        dims: vec![3],
+        data_type: kfoundry_import::onnx::data_type::FLOAT,
+        float_data: vec![0.5, -1.25, 2.0],
+        ..Default::default()
+    };
+    let constant = kfoundry_import::onnx::AttributeProto {
+        name: "value".into(),
+        r#type: kfoundry_import::onnx::attribute_type::TENSOR,
+        t: Some(value),
+        ..Default::default()
+    };
+    let g = G::opset(20)
+        .input("x", &[2, 3])
+        .node("Constant", &[], &["k"], vec![constant])
+        .node("Constant", &[], &["s"], vec![af("value_float", 0.75)])
+        .node("Mul", &["x", "k"], &["m"], vec![])
+        .node("Dropout", &["m"], &["d"], vec![])
+        .node("Add", &["d", "s"], &["a"], vec![])
+        .node("Gelu", &["a"], &["y"], vec![])
+        .output("y");
+    let i = check("constants, dropout, gelu", &g, CONFIGS);
+    assert_eq!(i.kernels.len(), 2, "the map before the view, the map after it");
+}
+
 #[test]
 fn transposes_real_and_views() {
     let g = G::new()

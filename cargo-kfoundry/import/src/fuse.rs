@@ -301,17 +301,13 @@ fn grow(graph: &Graph, consumers: &[Vec<usize>], start: usize, done: &mut [bool]
         let Some(i) = candidate else { break };
         let n = &graph.nodes[i];
         g.frontier.remove(&i);
-        g.members.push(i);
-        g.member[i] = true;
-        // The node now reads inside the group: values it read may no longer escape.
-        let mut read: Vec<ValueId> = n.inputs.clone();
+        // The node now reads inside the group: values of the group it reads may no longer escape.
+        let mut read: Vec<ValueId> = n.inputs.iter().copied().filter(|&v| g.in_all[v] && escapes_now(graph, consumers, &g.member, v)).collect();
         read.sort_unstable();
         read.dedup();
-        for v in read {
-            if g.in_all[v] && !escapes_now(graph, consumers, &g.member, v) && escaped_before(graph, consumers, &g.member, v, i) {
-                g.escaping -= 1;
-            }
-        }
+        g.members.push(i);
+        g.member[i] = true;
+        g.escaping -= read.iter().filter(|&&v| !escapes_now(graph, consumers, &g.member, v)).count();
         if let Op::Pool { kind, window, .. } = &n.op {
             g.pool = Some(FusedPool { kind: *kind, kernel: window.kernel, chain: Chain::default(), shape: graph.values[n.output].shape.clone() });
             // Values before the pooling can no longer be read by what follows.
@@ -349,11 +345,6 @@ fn grow(graph: &Graph, consumers: &[Vec<usize>], start: usize, done: &mut [bool]
 /// Is `v` read outside the group (members as given), read by nobody, or a graph output?
 fn escapes_now(graph: &Graph, consumers: &[Vec<usize>], member: &[bool], v: ValueId) -> bool {
     graph.outputs.contains(&v) || consumers[v].is_empty() || consumers[v].iter().any(|&c| !member[c])
-}
-
-/// Did `v` escape before node `added` joined the group?
-fn escaped_before(graph: &Graph, consumers: &[Vec<usize>], member: &[bool], v: ValueId, added: usize) -> bool {
-    graph.outputs.contains(&v) || consumers[v].is_empty() || consumers[v].iter().any(|&c| c == added || !member[c])
 }
 
 /// A value the group now computes: it can be read by later steps, and it escapes until every

@@ -100,12 +100,11 @@ struct Placement {
 impl Placement {
     fn find(dir: &Path) -> Result<Placement> {
         let version = format!("\"{}\"", env!("CARGO_PKG_VERSION"));
-        let Some(root) = dir.ancestors().skip(1).find(|a| is_workspace_root(&a.join("Cargo.toml"))) else {
+        // The nearest manifest above DIR with a [workspace] table.
+        let Some((root, toml)) = dir.ancestors().skip(1).find_map(|a| workspace_manifest(a).map(|t| (a, t))) else {
             return Ok(Placement { workspace: None, dependency: version });
         };
         let manifest = root.join("Cargo.toml");
-        let text = std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
-        let toml: toml::Table = text.parse().with_context(|| format!("{}: not valid TOML", manifest.display()))?;
         let ws = toml.get("workspace").and_then(|w| w.as_table());
         let member = dir.strip_prefix(root).unwrap_or(dir).to_string_lossy().replace('\\', "/");
         let listed = ws.and_then(|w| w.get("members")).and_then(|m| m.as_array()).is_some_and(|m| m.iter().any(|v| v.as_str() == Some(&member)));
@@ -132,8 +131,10 @@ impl Placement {
     }
 }
 
-fn is_workspace_root(manifest: &Path) -> bool {
-    std::fs::read_to_string(manifest).ok().and_then(|t| t.parse::<toml::Table>().ok()).is_some_and(|t| t.contains_key("workspace"))
+/// `dir/Cargo.toml`, parsed, when it exists and declares a workspace.
+fn workspace_manifest(dir: &Path) -> Option<toml::Table> {
+    let table: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?.parse().ok()?;
+    table.contains_key("workspace").then_some(table)
 }
 
 /// A member's `kfoundry = { path = ... }`, as an absolute directory.

@@ -32,7 +32,8 @@ pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &L
     if sizes.is_empty() {
         return out;
     }
-    let fits = |params: &Params, probe: &Sizes| fits(spec, params, probe, sizes, limits);
+    let held = footprint(spec, params, sizes, limits);
+    let fits = |params: &Params, probe: &Sizes| fits(spec, params, probe, held, limits);
     for (factors, max) in [(&SMALLER, smaller), (&LARGER, larger)] {
         let mut found = 0;
         for &(num, den) in factors.iter() {
@@ -65,7 +66,8 @@ pub fn axis_probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limit
     if sizes.len() < 2 {
         return out;
     }
-    let fits = |params: &Params, probe: &Sizes| fits(spec, params, probe, sizes, limits);
+    let held = footprint(spec, params, sizes, limits);
+    let fits = |params: &Params, probe: &Sizes| fits(spec, params, probe, held, limits);
     for name in sizes.keys() {
         for factors in [&SMALLER, &LARGER] {
             'factor: for &(num, den) in factors.iter() {
@@ -105,13 +107,13 @@ fn scaled(v: i64, num: i64, den: i64, step: i64) -> Option<i64> {
 
 /// Whether `params` can run at `sizes` on this device, with every buffer (and its guard
 /// zone) within the allocation limit and all of them, twice over (the reference's and the
-/// candidate's copies), next to the tuned workload's (at `resident`, also twice over) within
-/// the memory share.
-fn fits(spec: &KernelSpec, params: &Params, sizes: &Sizes, resident: &Sizes, limits: &Limits) -> bool {
+/// candidate's copies), next to the tuned workload's (`held`, its [`footprint`], also twice
+/// over) within the memory share.
+fn fits(spec: &KernelSpec, params: &Params, sizes: &Sizes, held: Option<u128>, limits: &Limits) -> bool {
     if check_launchable(spec, limits, params, sizes).is_err() {
         return false;
     }
-    let (Some(total), Some(held)) = (footprint(spec, params, sizes, limits), footprint(spec, params, resident, limits)) else { return false };
+    let (Some(total), Some(held)) = (footprint(spec, params, sizes, limits), held) else { return false };
     limits.global_mem_bytes == 0 || (2 * (total + held)) as f64 <= MEMORY_SHARE * limits.global_mem_bytes as f64
 }
 

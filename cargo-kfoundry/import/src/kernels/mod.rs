@@ -409,6 +409,14 @@ pub(crate) fn strided_fold(acc: &str, init: &str, start: &str, step: &str, len: 
     )
 }
 
+/// A tree over the work-group's `buf[WG]` (items indexed by `lid`) leaving the `op`-combined
+/// result in `buf[0]`, visible to every item (every item must run it).
+pub(crate) fn tree(op: &str) -> String {
+    format!(
+        "    for (int s = WG / 2; s > 0; s >>= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        if (lid < s) buf[lid] = {op};\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n"
+    )
+}
+
 /// Sets the tunable space: parameters, their reference values.
 pub(crate) fn params(k: &mut Kernel, list: &[(&str, &str, i64)]) {
     for (name, domain, reference) in list {

@@ -6,8 +6,8 @@
 //!   WG      items per work-group                         pow2(32..=1024)  ref 256
 //!   UNROLL  independent partial sums per item (loads in flight)  [1, 2, 4, 8]  ref 1
 
-use super::strided_fold;
 use super::{chain_call, chain_function, fits_int, lit, params, prelude, side_buffers, BufferArg, Cx, Dims, Kernel};
+use super::{strided_fold, tree};
 use crate::fuse::Anchor;
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
@@ -67,9 +67,6 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         "__global float* restrict y",
     );
     let call = chain_call(cx, &k, "kf_chain", "v", "i");
-    let tree = |op: &str| {
-        format!("    for (int s = WG / 2; s > 0; s >>= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        if (lid < s) buf[lid] = {op};\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n")
-    };
     s += &format!(
         r#"
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))

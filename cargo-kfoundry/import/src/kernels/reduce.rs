@@ -7,8 +7,8 @@
 //!   UNROLL independent partial results per item       [1, 2, 4, 8]     ref 1
 //!          (loads in flight)
 
-use super::strided_fold;
 use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel};
+use super::{strided_fold, tree};
 use crate::fuse::Anchor;
 use crate::graph::ReduceKind;
 
@@ -73,13 +73,6 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     s += &format!("\n__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))\nvoid {}({args})\n{{\n{body}}}\n", k.entry);
     k.source = s;
     k
-}
-
-/// A tree over `buf[WG]` leaving `OP`-combined result in buf[0] (every item must call it).
-fn tree(op: &str) -> String {
-    format!(
-        "    for (int s = WG / 2; s > 0; s >>= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        if (lid < s) buf[lid] = {op};\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n"
-    )
 }
 
 fn reduce_body(cx: &Cx, k: &Kernel, _dims: &Dims, kind: ReduceKind) -> String {

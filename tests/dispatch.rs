@@ -49,6 +49,8 @@ fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
         failures: 0,
         source: None,
         proven,
+        scalars: Default::default(),
+        proof: 2,
         partial: false,
         device_info: None,
     }

@@ -81,6 +81,8 @@ fn lockfile(fingerprint: &str, wg: i64, items: i64) -> Lockfile {
         failures: 0,
         source: None,
         proven: vec![sizes(32768), sizes(65536), sizes(131072)],
+        scalars: Default::default(),
+        proof: 0,
         partial: false,
         device_info: None,
     };

@@ -92,6 +92,9 @@ pub struct TuneArgs {
     /// Seed of the search and of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Seed of the finalists' proof (its sizes, scalars and inputs): by default drawn afresh for every tune, so that nobody can predict where a variant will be proven; the result says which was used (JSON: `proof_seed`).
+    #[arg(long, value_name = "N")]
+    pub proof_seed: Option<u64>,
     /// Search under another engine setting, KEY=VALUE (repeatable), e.g. `gradient_steering=true`, `selection.adaptive=false`, `screening=8`; the names are the fields of `kfoundry_search::Settings` (seed and budgets have their own flags).
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = engine_setting)]
     pub set: Vec<String>,
@@ -118,9 +121,12 @@ pub struct TuneArgs {
     /// Do not use a language model even if one is configured.
     #[arg(long)]
     pub no_llm: bool,
-    /// Language-model settings as a TOML file with the keys of `[workspace.metadata.kfoundry.llm]` (for --bundle, or to override the workspace's).
+    /// Language-model settings as a TOML file with the keys of `[workspace.metadata.kfoundry.llm]`, over those of your own `~/.config/kfoundry/llm.toml`.
     #[arg(long, value_name = "FILE")]
     pub llm_config: Option<PathBuf>,
+    /// Also use the language-model table of the workspace's Cargo.toml (`[workspace.metadata.kfoundry.llm]`), or the one the --bundle carries: not read otherwise, since a project you did not write could point the tune, and your API key, at any server. It may not name the key's variable (`api_key_env`).
+    #[arg(long)]
+    pub llm_from_project: bool,
     /// Continue an interrupted tune (Ctrl-C, SIGTERM, kill -9) from its checkpoints: nothing already evaluated is evaluated again.
     #[arg(long)]
     pub resume: bool,
@@ -298,6 +304,9 @@ pub struct MergeArgs {
     /// Act as git's merge driver: `cargo kfoundry merge --git %O %A %B` (see the README for the .gitattributes and git config lines).
     #[arg(long)]
     pub git: bool,
+    /// The lockfile the inputs started from (their common ancestor): a slot only one input changed takes that input's state. Without it, inputs that disagree on a slot conflict.
+    #[arg(long, value_name = "FILE", conflicts_with = "git")]
+    pub base: Option<PathBuf>,
     /// Read the current kernels from a bundle instead of the workspace (to tell stale entries).
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
@@ -344,6 +353,15 @@ pub struct CheckArgs {
     /// Exit non-zero when the lockfile is missing, stale, incomplete or has orphaned entries (for CI).
     #[arg(long)]
     pub locked: bool,
+    /// Re-prove, on every device present (or those --device names), every entry that dispatch could run there (its own, its family's, the nearest device's), as the tune proves a finalist, over the sizes and scalar values the entry claims; exit 6 when any does not hold. What ships is then what was verified, whoever wrote the lockfile.
+    #[arg(long)]
+    pub verify: bool,
+    /// With --verify: the devices to verify on (an index, `gpu`, `cpu`, or text in the name); default all.
+    #[arg(long, value_name = "SELECTOR", requires = "verify")]
+    pub device: Vec<String>,
+    /// With --verify: the seed of the proofs' draws (default: drawn afresh).
+    #[arg(long, value_name = "N", requires = "verify")]
+    pub proof_seed: Option<u64>,
     /// Check against the kernels of a bundle instead of the workspace (on a machine without cargo).
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,

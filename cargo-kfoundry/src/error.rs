@@ -8,6 +8,7 @@
 //! | 3 | `PartlyFailed` | a tune finished but some kernels or workloads failed; the others are recorded |
 //! | 4 | `Drift` | `check --locked` found the lockfile out of date with the sources |
 //! | 5 | `Environment` | the machine lacks what the command needs: no OpenCL platform or device |
+//! | 6 | `Unverified` | `check --verify` found an entry that does not hold on a device present |
 //! | 130 | `Interrupted` | Ctrl-C or SIGTERM; what was found is recorded, `--resume` continues |
 //!
 //! Code inside the crate returns `anyhow` errors with their context; a command marks a
@@ -25,6 +26,7 @@ pub enum Exit {
     PartlyFailed,
     Drift,
     Environment,
+    Unverified,
     Interrupted,
 }
 
@@ -38,6 +40,7 @@ impl Exit {
             Exit::PartlyFailed => 3,
             Exit::Drift => 4,
             Exit::Environment => 5,
+            Exit::Unverified => 6,
             Exit::Interrupted => 130,
         }
     }

@@ -97,6 +97,19 @@ pub struct TuneResult {
     /// within their range.
     #[serde(default)]
     pub proven: Vec<Sizes>,
+    /// For each integer scalar that is not a size, the smallest and largest value the winner was
+    /// verified with: dispatch uses it only within.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub proven_scalars: std::collections::BTreeMap<String, [i64; 2]>,
+    /// The seed the proof drew its sizes, scalars and inputs from (`--proof-seed` repeats it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof_seed: Option<u64>,
+    /// Proof cases the winner passed, and those skipped because the reference itself could not
+    /// be trusted there.
+    #[serde(default)]
+    pub proof_cases: usize,
+    #[serde(default)]
+    pub proof_cases_skipped: usize,
     /// Finalists that were not shipped: (parameters, why) — wrong or failing at another size,
     /// or failing on re-measure.
     pub probe_rejections: Vec<(Params, String)>,

@@ -81,10 +81,16 @@ fn partitions_cover_every_job_once_and_merge_back() {
     let printed = ok(exe().args(["merge", "--bundle"]).arg(&bundle).arg(d.join("A.lock")).arg(d.join("B.lock")).output().unwrap());
     assert_eq!(String::from_utf8_lossy(&printed.stdout), std::fs::read_to_string(d.join("C.lock")).unwrap());
 
-    // As git's merge driver: %O %A %B, the result over %A.
+    // As git's merge driver: %O %A %B, the result over %A (the two branches started from an
+    // empty lockfile, git's %O).
+    std::fs::copy(d.join("A.lock"), d.join("ours")).unwrap();
+    std::fs::write(d.join("ancestor"), "").unwrap();
+    ok(exe().args(["merge", "--git", "--bundle"]).arg(&bundle).arg(d.join("ancestor")).arg(d.join("ours")).arg(d.join("B.lock")).output().unwrap());
+    assert_eq!(std::fs::read_to_string(d.join("ours")).unwrap(), std::fs::read_to_string(d.join("C.lock")).unwrap());
+    // With A as the ancestor, B did not start from it: every slot A has, B removed.
     std::fs::copy(d.join("A.lock"), d.join("ours")).unwrap();
     ok(exe().args(["merge", "--git", "--bundle"]).arg(&bundle).arg(d.join("A.lock")).arg(d.join("ours")).arg(d.join("B.lock")).output().unwrap());
-    assert_eq!(std::fs::read_to_string(d.join("ours")).unwrap(), std::fs::read_to_string(d.join("C.lock")).unwrap());
+    assert_eq!(jobs(&d.join("ours")), b);
 
     // A stale side: the fingerprint the bundle gives wins, the other is dropped with a note.
     let mut stale = Lockfile::read(&d.join("A.lock")).unwrap().unwrap();

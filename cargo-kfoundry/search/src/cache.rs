@@ -59,16 +59,36 @@ fn int_value(v: &Value) -> Option<i64> {
     }
 }
 
+/// The largest cache file read, and the largest text one inflates to (Kernel Tuner's largest
+/// published spaces are tens of megabytes).
+pub const MAX_CACHE_BYTES: u64 = 512 << 20;
+
 impl CacheSpace {
-    /// Reads a cache file; gzip is recognised by its magic bytes, whatever the extension.
+    /// Reads a cache file; gzip is recognised by its magic bytes, whatever the extension. The
+    /// file must be a regular file of at most [`MAX_CACHE_BYTES`], and so must its text once
+    /// decompressed (a small file that inflates to gigabytes is refused, not read).
     pub fn load(path: &Path) -> Result<CacheSpace, CacheError> {
-        let raw = std::fs::read(path).map_err(|e| err(path, format!("cannot read the file: {e}")))?;
+        let meta = std::fs::metadata(path).map_err(|e| err(path, format!("cannot read the file: {e}")))?;
+        if !meta.is_file() {
+            return Err(err(path, "not a regular file"));
+        }
+        let file = std::fs::File::open(path).map_err(|e| err(path, format!("cannot read the file: {e}")))?;
+        let mut raw = Vec::new();
+        file.take(MAX_CACHE_BYTES + 1).read_to_end(&mut raw).map_err(|e| err(path, format!("cannot read the file: {e}")))?;
+        let too_large = || err(path, format!("more than {} MiB of text; larger spaces are not read", MAX_CACHE_BYTES >> 20));
+        if raw.len() as u64 > MAX_CACHE_BYTES {
+            return Err(too_large());
+        }
         let text = if raw.starts_with(&[0x1f, 0x8b]) {
-            let mut s = String::new();
+            let mut bytes = Vec::new();
             flate2::read::MultiGzDecoder::new(&raw[..])
-                .read_to_string(&mut s)
-                .map_err(|e| err(path, format!("not a valid gzip stream of UTF-8 text: {e}")))?;
-            s
+                .take(MAX_CACHE_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| err(path, format!("not a valid gzip stream: {e}")))?;
+            if bytes.len() as u64 > MAX_CACHE_BYTES {
+                return Err(too_large());
+            }
+            String::from_utf8(bytes).map_err(|_| err(path, "its gzip stream is not UTF-8 text"))?
         } else {
             String::from_utf8(raw).map_err(|_| err(path, "not UTF-8 text (nor gzip)"))?
         };

@@ -170,6 +170,10 @@ pub fn run(args: &CheckArgs) -> Result<Exit> {
         eprintln!("error: {} problem(s) with {} (--locked)", found.len(), src.lockfile.display());
         return Ok(Exit::Drift);
     }
+    if args.verify {
+        let Some(lock) = &lock else { return Ok(Exit::Success) };
+        return super::verify::run(args, &specs, lock, &src.lockfile);
+    }
     Ok(Exit::Success)
 }
 
@@ -206,6 +210,8 @@ mod tests {
             failures: 0,
             source: None,
             proven: vec![],
+            scalars: Default::default(),
+            proof: 0,
             partial: false,
             device_info: None,
         }

@@ -174,7 +174,7 @@ fn kernel_section(
     for device in devices {
         let Some(key) = DeviceKey::parse(device) else { continue };
         for w in &spec.workloads {
-            let text = match choose(spec, &entry.variants, &key, lock.devices.get(device), None, &w.sizes) {
+            let text = match choose(spec, &entry.variants, &key, lock.devices.get(device), None, &w.sizes, None) {
                 Ok(choice) => choice.to_string(),
                 Err(e) => format!("no launch at these sizes: {e}"),
             };
@@ -393,6 +393,8 @@ mod tests {
             failures: 0,
             source: None,
             proven: vec![],
+            scalars: Default::default(),
+            proof: 0,
             partial: false,
             device_info: None,
         };

@@ -19,12 +19,26 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         let value: usize = value.trim().parse().ok().filter(|&v| v > 0).ok_or_else(|| usage(format!("--dim {d}: N must be a positive integer")))?;
         dims.insert(name.trim().to_string(), value);
     }
-    let bytes = std::fs::read(&args.model).map_err(|e| usage(format!("{}: {e}", args.model.display())))?;
+    // Protocol buffers are at most 2 GiB; a FIFO or a device is refused, not read.
+    let bytes = kfoundry_tooling::files::read_bounded(&args.model, 2 << 30, "ONNX model").map_err(|e| usage(e.to_string()))?;
     let started = std::time::Instant::now();
     let imported = kfoundry_import::import(&bytes, &dims).map_err(|e| usage(format!("{}: {e}", args.model.display())))?;
 
     let dir = absolute(&args.output)?;
     let place = Placement::find(&dir)?;
+    if let Some((root, _, _)) = &place.workspace {
+        // A second package of one name breaks the whole workspace.
+        let members = cargo_metadata::MetadataCommand::new().manifest_path(root.join("Cargo.toml")).no_deps().exec();
+        let normal = |n: &str| n.to_ascii_lowercase().replace('_', "-");
+        if let Ok(m) = members {
+            if let Some(p) = m.workspace_packages().into_iter().find(|p| normal(&p.name) == normal(&args.name)) {
+                let at = p.manifest_path.parent().map(|d| d.to_string()).unwrap_or_default();
+                if !dir.starts_with(&at) || !args.force {
+                    return Err(usage(format!("--name {:?}: the workspace already has a package of that name ({at})", args.name)));
+                }
+            }
+        }
+    }
     let model_file = args.model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| "model.onnx".into());
     let files = kfoundry_import::emit::files(
         &imported,
@@ -68,6 +82,30 @@ fn check_name(name: &str) -> Result<()> {
         && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         && name.len() <= 64;
+    // kfoundry's own crates, and the names cargo or rustc reserve: a crate called one of them
+    // would break the workspace (or shadow a dependency) rather than join it.
+    const TAKEN: &[&str] = &[
+        "kfoundry",
+        "kfoundry-rt",
+        "kfoundry-macros",
+        "kfoundry-tooling",
+        "kfoundry-search",
+        "kfoundry-import",
+        "kfoundry-examples",
+        "cargo-kfoundry",
+        "std",
+        "core",
+        "alloc",
+        "proc-macro",
+        "test",
+        "self",
+        "super",
+        "crate",
+    ];
+    let normal = name.to_ascii_lowercase().replace('_', "-");
+    if ok && TAKEN.contains(&normal.as_str()) {
+        return Err(usage(format!("--name {name:?}: that name is taken (kfoundry's own crates and the names Rust reserves): choose another")));
+    }
     if ok {
         Ok(())
     } else {

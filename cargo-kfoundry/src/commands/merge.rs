@@ -1,7 +1,12 @@
-//! `cargo kfoundry merge A.lock B.lock ... [-o OUT]`, and git's merge driver for
+//! `cargo kfoundry merge [--base O] A.lock B.lock ... [-o OUT]`, and git's merge driver for
 //! `Kfoundry.lock` (`--git %O %A %B`): the rules are those of [`kfoundry_tooling::merge`]. The
 //! current fingerprints (to tell a stale entry from a fresh one) come from the workspace, or a
 //! bundle; a variant's generated source is copied beside the output.
+//!
+//! A slot the inputs disagree on is never settled by the times they claim: it is a conflict.
+//! `merge -o` then writes nothing and fails, naming each; the git driver writes the merge with
+//! ours for those slots and exits non-zero, so that git marks the file conflicted for a person
+//! to resolve (re-tune the slot, or keep the side `cargo kfoundry check --verify` holds).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,15 +21,22 @@ use crate::error::usage;
 use crate::pipeline::discover::sources;
 
 pub fn run(args: &MergeArgs) -> Result<()> {
-    let (inputs, output): (&[PathBuf], Option<&Path>) = if args.git {
-        // %O %A %B: the common ancestor is not needed (every rule compares the two sides), and
-        // the result goes over %A, where git reads it.
+    let (inputs, output, base): (&[PathBuf], Option<&Path>, Option<&Path>) = if args.git {
+        // %O %A %B: the common ancestor settles what one side alone changed, and the result
+        // goes over %A, where git reads it.
         match args.inputs.as_slice() {
-            [_ancestor, ours, _theirs] => (&args.inputs[1..], Some(ours.as_path())),
+            [ancestor, ours, _theirs] => (&args.inputs[1..], Some(ours.as_path()), Some(ancestor.as_path())),
             _ => return Err(usage("`merge --git` takes git's three files: %O %A %B")),
         }
     } else {
-        (&args.inputs[..], args.output.as_deref())
+        (&args.inputs[..], args.output.as_deref(), args.base.as_deref())
+    };
+    // git passes an empty %O when the file has no common ancestor (it was added on both sides).
+    let base = match base {
+        Some(path) => {
+            Lockfile::read(path).or_else(|e| if args.git && std::fs::metadata(path).is_ok_and(|m| m.len() == 0) { Ok(None) } else { Err(e) })?
+        }
+        None => None,
     };
     let mut locks = Vec::new();
     for path in inputs {
@@ -42,12 +54,21 @@ pub fn run(args: &MergeArgs) -> Result<()> {
         }
     };
     let named: Vec<(&str, &Lockfile)> = locks.iter().map(|(n, l)| (n.as_str(), l)).collect();
-    let (merged, notes) = merge(&named, &|id| current.as_ref().map(|c| c.get(id).cloned()).ok_or(()))?;
+    let result = merge(&named, base.as_ref(), &|id| current.as_ref().map(|c| c.get(id).cloned()).ok_or(()))?;
     if !args.ws.quiet {
-        for n in &notes {
-            eprintln!("note: {n}");
+        for n in &result.notes {
+            eprintln!("note: {}", crate::text::printable(n));
         }
     }
+    let conflicts: Vec<String> = result.conflicts.iter().map(|c| crate::text::printable(&c.to_string()).into_owned()).collect();
+    if !conflicts.is_empty() && !args.git {
+        anyhow::bail!(
+            "{} slot(s) conflict, and a claimed time settles none of them (nothing was written):\n  {}\nre-tune them, or keep the side that `cargo kfoundry check --verify` holds on the device; with the lockfile the inputs started from, `--base FILE` takes whatever only one side changed",
+            conflicts.len(),
+            conflicts.join("\n  ")
+        );
+    }
+    let merged = result.lock;
     match output {
         Some(out) => {
             copy_generated_sources(&merged, &locks, inputs, out)?;
@@ -63,6 +84,14 @@ pub fn run(args: &MergeArgs) -> Result<()> {
             }
             print!("{}", merged.to_toml()?);
         }
+    }
+    if !conflicts.is_empty() {
+        // git marks the file conflicted; ours is what it holds for these slots.
+        anyhow::bail!(
+            "Kfoundry.lock: {} slot(s) changed differently on both sides (ours kept in the file, which git marks conflicted):\n  {}\nre-tune them, or keep the side that `cargo kfoundry check --verify` holds on the device",
+            conflicts.len(),
+            conflicts.join("\n  ")
+        );
     }
     Ok(())
 }

@@ -10,3 +10,4 @@ pub mod list;
 pub mod merge;
 pub mod report;
 pub mod simulate;
+pub mod verify;

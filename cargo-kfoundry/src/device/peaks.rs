@@ -61,7 +61,10 @@ pub fn cached() -> BTreeMap<String, Peaks> {
 }
 
 fn read_cache() -> BTreeMap<String, Peaks> {
-    cache_path().and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
+    cache_path()
+        .and_then(|p| kfoundry_tooling::files::read_text_bounded(&p, 1 << 20, "peaks cache").ok())
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
 }
 
 /// The cached peaks of `device`, measured now when absent (or when `remeasure`).

@@ -21,7 +21,7 @@ use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
 
 use super::compare::Comparison;
-use super::inputs::decode;
+use super::inputs::{decode, large_scale, Values};
 
 /// Buffers of at least this many bytes are drawn (float and integer inputs), poisoned, and
 /// compared (floats with tolerances; any type where it must be exactly the same) on the
@@ -97,9 +97,31 @@ __kernel void kf_normal(__global float* out, const ulong n, const uint seed_lo, 
 __kernel void kf_write_before(__global uint* p) {
     if (get_global_id(0) == 0) p[-1] = 0x600DF00DU;
 }
-__kernel void kf_poison(__global uint* out, const ulong n) {
+__kernel void kf_poison(__global uint* out, const ulong n, const uint word) {
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
-        out[i] = 0xFFFFFFFFU;
+        out[i] = word;
+}
+/* Edge values (see inputs.rs, `Values`): mode 1, the uniform draw with here and there a
+ * special value (signed zeros, denormals, the smallest normals), and with `nonfinite` a few
+ * infinities and NaN; mode 2, small integers k in [-8, 8] times `scale`. */
+__constant float KF_SPECIALS[8] = {0.0f, -0.0f, 1.0e-45f, -1.0e-45f, 5.0e-39f, -5.0e-39f, 1.17549435e-38f, -1.17549435e-38f};
+__kernel void kf_edges(__global float* out, const ulong n, const uint seed_lo, const uint seed_hi, const float lo, const float hi,
+                       const uint mode, const uint nonfinite, const float scale) {
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
+        uint h = kf_bits(seed_lo, seed_hi, i, 5);
+        float v;
+        if (mode == 2) {
+            v = (float)((int)(h % 17u) - 8) * scale;
+        } else if (nonfinite && h % 1024u == 0) {
+            uint k = (h >> 10) % 3u;
+            v = k == 0 ? INFINITY : k == 1 ? -INFINITY : NAN;
+        } else if ((h >> 20) % 16u == 0) {
+            v = KF_SPECIALS[(h >> 24) % 8u];
+        } else {
+            v = lo + (hi - lo) * kf_unit(seed_lo, seed_hi, i, 0);
+        }
+        out[i] = v;
+    }
 }
 __kernel void kf_compare(__global const float* cand, __global const float* ref, const ulong n,
                          const float rtol, const float atol,
@@ -162,6 +184,7 @@ pub struct DeviceData {
     uniform: Kernel,
     normal: Kernel,
     poison: Kernel,
+    edges: Kernel,
     compare: Kernel,
     /// Integer draws and exact comparisons, by element width ([`WIDTHS`]).
     int_uniform: Vec<Kernel>,
@@ -184,6 +207,7 @@ impl DeviceData {
             uniform: session.kernel(&program, "kf_uniform")?,
             normal: session.kernel(&program, "kf_normal")?,
             poison: session.kernel(&program, "kf_poison")?,
+            edges: session.kernel(&program, "kf_edges")?,
             compare: session.kernel(&program, "kf_compare")?,
             int_uniform: WIDTHS.iter().map(|w| session.kernel(&program, &format!("kf_uniform_int{}", w * 8))).collect::<Result<_, _>>()?,
             same: WIDTHS.iter().map(|w| session.kernel(&program, &format!("kf_same{}", w * 8))).collect::<Result<_, _>>()?,
@@ -288,9 +312,61 @@ impl DeviceData {
     /// Sets every bit of the first `bytes` bytes of `buf` (a multiple of 4): NaN in every float
     /// format.
     pub fn poison(&self, session: &Session, buf: &DeviceBuffer, bytes: usize) -> Result<(), RtError> {
+        self.fill_words(session, buf, bytes, 0xFFFF_FFFF)
+    }
+
+    /// Sets each 4-byte word of the first `bytes` bytes of `buf` to `word`.
+    pub fn fill_words(&self, session: &Session, buf: &DeviceBuffer, bytes: usize, word: u32) -> Result<(), RtError> {
         let words = bytes.min(buf.len()) / 4;
+        let args = [buf.arg(), Arg::Scalar(Scalar::U64(words as u64)), Arg::Scalar(Scalar::U32(word))];
         // SAFETY: writes out[i] for i < words only, within the buffer.
-        unsafe { session.launch_raw(&self.poison, &GLOBAL, Some(&LOCAL), &[buf.arg(), Arg::Scalar(Scalar::U64(words as u64))], false)? };
+        unsafe { session.launch_raw(&self.poison, &GLOBAL, Some(&LOCAL), &args, false)? };
+        Ok(())
+    }
+
+    /// Random bytes (whole words) in the first `bytes` bytes of `buf`, from `seed`.
+    pub fn random_words(&self, session: &Session, buf: &DeviceBuffer, bytes: usize, seed: u64) -> Result<(), RtError> {
+        let words = bytes.min(buf.len()) / 4;
+        self.draw(session, buf, ScalarType::U32, words, Distribution::Uniform { lo: 0.0, hi: u32::MAX as f64 }, seed)
+    }
+
+    /// Fills the first `len` floats of `buf` with the edge values of `values` around `dist`
+    /// ([`Values::Declared`] draws as [`DeviceData::draw`] does).
+    pub fn draw_values(
+        &self,
+        session: &Session,
+        buf: &DeviceBuffer,
+        len: usize,
+        dist: Distribution,
+        values: Values,
+        seed: u64,
+    ) -> Result<(), RtError> {
+        let (mode, nonfinite) = match values {
+            Values::Declared => return self.draw(session, buf, ScalarType::F32, len, dist, seed),
+            Values::Specials { nonfinite } => (1u32, u32::from(nonfinite)),
+            Values::Large => (2, 0),
+        };
+        if len.saturating_mul(4) > buf.len() {
+            return Err(RtError::OpenCl(format!("{len} floats do not fit a buffer of {} bytes", buf.len())));
+        }
+        let (lo, hi) = match dist {
+            Distribution::Uniform { lo, hi } => (lo, hi),
+            Distribution::Normal { mean, std } => (mean - 2.0 * std, mean + 2.0 * std),
+            Distribution::Constant { value } => (value, value),
+        };
+        let args = [
+            buf.arg(),
+            Arg::Scalar(Scalar::U64(len as u64)),
+            Arg::Scalar(Scalar::U32(seed as u32)),
+            Arg::Scalar(Scalar::U32((seed >> 32) as u32)),
+            Arg::Scalar(Scalar::F32(lo as f32)),
+            Arg::Scalar(Scalar::F32(hi as f32)),
+            Arg::Scalar(Scalar::U32(mode)),
+            Arg::Scalar(Scalar::U32(nonfinite)),
+            Arg::Scalar(Scalar::F32(large_scale(dist) as f32)),
+        ];
+        // SAFETY: the kernel writes out[i] for i < n only, and n floats fit the buffer (checked).
+        unsafe { session.launch_raw(&self.edges, &GLOBAL, Some(&LOCAL), &args, false)? };
         Ok(())
     }
 
@@ -452,6 +528,26 @@ mod tests {
         assert_eq!(dd.compare(&session, &a, &b, n, 1e-3, 1e-3).unwrap().mismatches, n);
         // A buffer too short for what is asked is an error, not a launch.
         assert!(dd.draw(&session, &session.alloc(16).unwrap(), ScalarType::F32, n, uniform, 1).is_err());
+    }
+
+    #[test]
+    fn edge_values_prefills_and_random_words_on_the_device() {
+        let (session, dd) = setup();
+        let n = 1 << 18;
+        let buf = session.alloc(n * 4).unwrap();
+        let d = Distribution::Uniform { lo: -1.0, hi: 1.0 };
+        dd.draw_values(&session, &buf, n, d, Values::Specials { nonfinite: true }, 5).unwrap();
+        let v = read(&buf);
+        assert!(v.iter().any(|x| x.is_nan()) && v.iter().any(|x| x.is_infinite()) && v.iter().any(|x| *x == 0.0 && x.is_sign_negative()));
+        assert!(v.iter().filter(|x| !x.is_finite()).count() < n / 512);
+        assert!(v.iter().filter(|x| x.is_finite()).all(|x| (-1.0..1.0).contains(x)));
+        dd.draw_values(&session, &buf, n, d, Values::Large, 5).unwrap();
+        assert!(read(&buf).iter().all(|x| x % 1024.0 == 0.0 && x.abs() <= 8192.0));
+        dd.fill_words(&session, &buf, n * 4, 0).unwrap();
+        assert!(read(&buf).iter().all(|x| *x == 0.0));
+        dd.random_words(&session, &buf, n * 4, 9).unwrap();
+        let words = bytes_of(&buf);
+        assert!(words.chunks_exact(4).filter(|w| w == &[0, 0, 0, 0]).count() < 4, "random bytes");
     }
 
     fn bytes_of(b: &DeviceBuffer) -> Vec<u8> {

@@ -48,6 +48,59 @@ fn without_file_name(text: &str) -> String {
     format!("{}<source>{}", &text[..start], &text[cl + 3..])
 }
 
+/// The diagnostics of a build log that are about the candidate's own source (`own_file`, the
+/// name `#line` gave it), each with the excerpt and caret under it; everything about another
+/// file (an `#include` the policy missed, the compiler's own headers: `In file included from`
+/// and what follows) is dropped, and so are the `<Spelling=...>` notes that name the driver's
+/// temporary files. This is what may leave the machine in a prompt, or go into a log.
+pub fn own_diagnostics(log: &str, own_file: &str) -> String {
+    let mut out = Vec::new();
+    let mut keeping = true;
+    for line in log.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("In file included from") || trimmed.starts_with("from ") {
+            keeping = false;
+            continue;
+        }
+        // `2 errors generated.`: clang's count, about nothing in particular
+        let count = trimmed.ends_with(" generated.") && trimmed.split_whitespace().next().is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
+        match location(line) {
+            Some(file) => keeping = file == own_file,
+            None if count || ["error:", "warning:", "note:", "fatal error:", "remark:"].iter().any(|p| trimmed.starts_with(p)) => keeping = true,
+            None => {}
+        }
+        if keeping {
+            out.push(without_spelling(line));
+        }
+    }
+    out.join("\n")
+}
+
+/// The file of a diagnostic's location (`file:line:col`), either first on the line or after
+/// its severity (`error: file:line:col: ...`, as PoCL writes them).
+fn location(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    let t = ["fatal error: ", "error: ", "warning: ", "note: ", "remark: "].iter().find_map(|p| t.strip_prefix(p)).unwrap_or(t);
+    let end = t.find(|c: char| c.is_whitespace()).unwrap_or(t.len());
+    let token = &t[..end];
+    // `file:L:C` or `file:L:C:`; the file itself may contain colons (rare) but not spaces
+    let mut parts = token.trim_end_matches(':').rsplitn(3, ':');
+    let (col, row, file) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    (digits(col) && digits(row) && !file.is_empty()).then_some(file)
+}
+
+/// `candidate.cl:2:45 <Spelling=/tmp/x.cl:3:17>: ...` without the `<Spelling=...>` note.
+fn without_spelling(line: &str) -> String {
+    let mut out = line.to_string();
+    while let Some(start) = out.find("<Spelling=") {
+        let end = out[start..].find('>').map_or(out.len(), |e| start + e + 1);
+        let before = out[..start].trim_end().len();
+        out.replace_range(before..end, "");
+    }
+    out
+}
+
 /// What a line of compiler output is.
 #[derive(Debug, PartialEq)]
 enum Line<'a> {
@@ -74,6 +127,10 @@ impl Filter {
 }
 
 fn classify(line: &str, after_warning: bool) -> Line<'_> {
+    // What a kernel printed is never a compiler's warning, whatever it says.
+    if line.starts_with(super::worker::KERNEL_OUTPUT) {
+        return Line::Other;
+    }
     let t = line.trim();
     if let Some(at) = line.find("warning: ") {
         return Line::Warning(&line[at..]);
@@ -99,7 +156,7 @@ pub fn collect(from: impl std::io::Read + Send + 'static, into: Arc<Mutex<Warnin
                 Line::Warning(text) => into.lock().unwrap_or_else(|p| p.into_inner()).add(text),
                 Line::Noise => {}
                 Line::Other => {
-                    let _ = writeln!(std::io::stderr().lock(), "{line}");
+                    let _ = writeln!(std::io::stderr().lock(), "{}", crate::text::printable(&line));
                 }
             }
         }
@@ -133,6 +190,36 @@ mod tests {
         assert!(text.starts_with("warning: loop not unrolled"), "{text}");
         assert_eq!(*count, 2);
         assert_eq!(others, ["thread 'main' panicked at x"], "other lines pass through");
+        let mut filter = Filter::default();
+        assert_eq!(filter.line("kernel output: warning: not from the compiler"), Line::Other);
+    }
+
+    /// A file the compiler read beside the candidate's own source never appears: not its name,
+    /// not its content quoted in a diagnostic, not the driver's temporary file names.
+    #[test]
+    fn only_the_candidates_own_diagnostics_are_kept() {
+        let log = "error: /etc/hostname:1:1: unknown type name 'ghp_secrettoken'\n\
+                   ghp_secrettoken\n\
+                   ^\n\
+                   error: candidate.cl:3:15: kernel must have void return type\n\
+                   __kernel int k() {}\n\
+                   ~~~~~~~~ ^\n\
+                   In file included from candidate.cl:1:\n\
+                   /home/me/.aws/credentials:2:3: error: expected ';'\n\
+                   aws_secret_access_key = abc\n\
+                   error: candidate.cl:2:45 <Spelling=/root/.cache/pocl/kcache/tempfile_7U5Azs.cl:3:17>: use of undeclared identifier 'x'\n\
+                   <kernel>:4:1: warning: other file\n\
+                   2 errors generated.";
+        let kept = own_diagnostics(log, "candidate.cl");
+        for secret in ["ghp_", "hostname", "aws", "credentials", "pocl", "Spelling", "other file"] {
+            assert!(!kept.contains(secret), "{secret} in:\n{kept}");
+        }
+        assert!(kept.contains("candidate.cl:3:15: kernel must have void return type") && kept.contains("__kernel int k()"), "{kept}");
+        assert!(kept.contains("candidate.cl:2:45: use of undeclared identifier 'x'"), "{kept}");
+        assert!(kept.contains("2 errors generated."), "{kept}");
+        assert_eq!(location("candidate.cl:3:15: error: x"), Some("candidate.cl"));
+        assert_eq!(location("error: /a b/c.cl:3:15: x"), None, "no spaces in a file name");
+        assert_eq!(location("    y[i] = x;"), None);
     }
 
     #[test]

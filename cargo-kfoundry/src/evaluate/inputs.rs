@@ -21,6 +21,161 @@ fn draw(dist: Distribution, rng: &mut ChaCha8Rng) -> f64 {
     }
 }
 
+/// What a written output holds before a kernel runs. A candidate must write every element the
+/// reference writes, whatever was there: NaN catches an element forgotten, zeros and random
+/// values one left alone because it looked written already (a memo).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Prefill {
+    /// NaN (floats) or the byte 0xA5 (integers).
+    Poison,
+    Zeros,
+    /// Random bytes of this input set.
+    Random,
+}
+
+impl Prefill {
+    const ALL: [Prefill; 3] = [Prefill::Poison, Prefill::Zeros, Prefill::Random];
+
+    /// The `k`-th prefill after this one (input set `k` of a case).
+    pub fn nth(self, k: usize) -> Prefill {
+        let at = Prefill::ALL.iter().position(|p| *p == self).unwrap_or(0);
+        Prefill::ALL[(at + k) % Prefill::ALL.len()]
+    }
+}
+
+/// Where float inputs come from in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Values {
+    /// The annotation's distributions.
+    Declared,
+    /// The distributions with, here and there, signed zeros and denormals, and (when
+    /// `nonfinite`) a few infinities and NaNs. Integer inputs take the ends of their range more
+    /// often.
+    Specials { nonfinite: bool },
+    /// Small integers times a large power of two (2^10 times the distribution's bound): far
+    /// outside the distribution, exact in any order of summation, so that a correct kernel
+    /// that sums in another order still matches and one that only works on the declared range
+    /// (a polynomial `exp` for [-1, 1]) does not.
+    Large,
+}
+
+/// How often (1 in this many elements) a special value replaces a drawn one.
+pub const SPECIAL_EVERY: u64 = 16;
+/// How often an infinity or NaN does.
+pub const NONFINITE_EVERY: u64 = 1024;
+/// Large values are `k · scale` with `k` in `-LARGE_K..=LARGE_K`: products of two stay exact
+/// in sums of up to 2^18 terms.
+pub const LARGE_K: i64 = 8;
+
+/// The power of two that large edge values are multiples of: at least 2^10 times the
+/// distribution's bound, at most 2^40.
+pub fn large_scale(dist: Distribution) -> f64 {
+    let bound = match dist {
+        Distribution::Uniform { lo, hi } => lo.abs().max(hi.abs()),
+        Distribution::Normal { mean, std } => mean.abs() + 4.0 * std,
+        Distribution::Constant { value } => value.abs(),
+    };
+    let wanted = (bound.max(1.0) * 1024.0).log2().ceil().clamp(10.0, 40.0);
+    2f64.powi(wanted as i32)
+}
+
+/// The special values, by index: signed zeros, the smallest and a large denormal of each sign
+/// (for `f32`; `f64` takes the same `f32` values, which are normal there), the smallest
+/// normal of each sign, and (last three) the infinities and NaN.
+const SPECIALS: [f32; 8] = [0.0, -0.0, 1.0e-45, -1.0e-45, 5.0e-39, -5.0e-39, f32::MIN_POSITIVE, -f32::MIN_POSITIVE];
+const NONFINITE: [f32; 3] = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+
+/// `len` elements of type `ty` drawn from `dist` with the edge values of `values`.
+pub fn draw_values(ty: ScalarType, len: usize, dist: Distribution, values: Values, rng: &mut ChaCha8Rng) -> Vec<u8> {
+    match values {
+        Values::Declared => draw_buffer(ty, len, dist, rng),
+        Values::Specials { nonfinite } => {
+            let mut out = Vec::with_capacity(len * ty.size());
+            let (lo, hi) = int_range(dist);
+            // every special value at least once (at a random place), however short the buffer
+            let mut forced: Vec<f64> = if ty.is_float() {
+                let mut v: Vec<f64> = SPECIALS.iter().map(|x| *x as f64).collect();
+                if nonfinite {
+                    v.extend(NONFINITE.iter().map(|x| *x as f64));
+                }
+                v
+            } else {
+                vec![lo, hi]
+            };
+            forced.truncate(len);
+            let mut at: Vec<usize> = rand::seq::index::sample(rng, len.max(1), forced.len().min(len)).into_vec();
+            at.sort_unstable();
+            let mut next = 0;
+            for i in 0..len {
+                if next < at.len() && at[next] == i {
+                    encode(ty, forced[next], &mut out);
+                    next += 1;
+                    continue;
+                }
+                let v = if !ty.is_float() {
+                    match rng.gen_range(0..4) {
+                        0 => lo,
+                        1 => hi,
+                        _ => draw(dist, rng).round(),
+                    }
+                } else if nonfinite && rng.gen_range(0..NONFINITE_EVERY) == 0 {
+                    NONFINITE[rng.gen_range(0..NONFINITE.len())] as f64
+                } else if rng.gen_range(0..SPECIAL_EVERY) == 0 {
+                    SPECIALS[rng.gen_range(0..SPECIALS.len())] as f64
+                } else {
+                    draw(dist, rng)
+                };
+                encode(ty, v, &mut out);
+            }
+            out
+        }
+        Values::Large if ty.is_float() => {
+            let scale = large_scale(dist);
+            let mut out = Vec::with_capacity(len * ty.size());
+            for _ in 0..len {
+                encode(ty, rng.gen_range(-LARGE_K..=LARGE_K) as f64 * scale, &mut out);
+            }
+            out
+        }
+        Values::Large => draw_buffer(ty, len, dist, rng),
+    }
+}
+
+/// The ends of an integer input's range (rounded).
+fn int_range(dist: Distribution) -> (f64, f64) {
+    match dist {
+        Distribution::Uniform { lo, hi } => (lo.round(), hi.round()),
+        Distribution::Normal { mean, std } => ((mean - 3.0 * std).round(), (mean + 3.0 * std).round()),
+        Distribution::Constant { value } => (value.round(), value.round()),
+    }
+}
+
+/// A float scalar under `values`: zero, minus zero or a large value half of the time.
+pub fn draw_scalar_values(ty: ScalarType, dist: Distribution, values: Values, rng: &mut ChaCha8Rng) -> Scalar {
+    if !ty.is_float() || values == Values::Declared || matches!(dist, Distribution::Constant { .. }) || rng.gen_bool(0.5) {
+        return draw_scalar(ty, dist, rng);
+    }
+    let v = match (values, rng.gen_range(0..3)) {
+        (_, 0) => 0.0,
+        (_, 1) => -0.0,
+        _ => rng.gen_range(1..=LARGE_K) as f64 * large_scale(dist),
+    };
+    Scalar::from_f64(ty, v)
+}
+
+/// `len` elements of type `ty` as an output holds them before a run.
+pub fn prefill_buffer(ty: ScalarType, len: usize, prefill: Prefill, rng: &mut ChaCha8Rng) -> Vec<u8> {
+    match prefill {
+        Prefill::Poison => poison_buffer(ty, len),
+        Prefill::Zeros => vec![0u8; len * ty.size()],
+        Prefill::Random => {
+            let mut bytes = vec![0u8; len * ty.size()];
+            rng.fill(&mut bytes[..]);
+            bytes
+        }
+    }
+}
+
 /// `len` elements of type `ty` drawn from `dist`, as native-endian bytes.
 pub fn draw_buffer(ty: ScalarType, len: usize, dist: Distribution, rng: &mut ChaCha8Rng) -> Vec<u8> {
     let mut out = Vec::with_capacity(len * ty.size());
@@ -116,6 +271,35 @@ mod tests {
         let n = draw_buffer(ScalarType::F64, 2000, Distribution::Normal { mean: 1.0, std: 0.5 }, &mut a);
         let mean: f64 = (0..2000).map(|i| decode(ScalarType::F64, &n, i)).sum::<f64>() / 2000.0;
         assert!((mean - 1.0).abs() < 0.05, "{mean}");
+    }
+
+    #[test]
+    fn edge_values_and_prefills() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let d = Distribution::Uniform { lo: -1.0, hi: 1.0 };
+        let n = 1 << 16;
+        let x = draw_values(ScalarType::F32, n, d, Values::Specials { nonfinite: true }, &mut rng);
+        let v: Vec<f64> = (0..n).map(|i| decode(ScalarType::F32, &x, i)).collect();
+        assert!(v.iter().any(|x| x.is_nan()) && v.contains(&f64::INFINITY) && v.contains(&f64::NEG_INFINITY));
+        assert!(v.iter().any(|x| *x == 0.0 && x.is_sign_negative()), "minus zero");
+        assert!(v.iter().any(|x| *x != 0.0 && x.abs() < f32::MIN_POSITIVE as f64), "denormals");
+        let nonfinite = v.iter().filter(|x| !x.is_finite()).count();
+        assert!(nonfinite < n / 512, "{nonfinite}: rare, so that most rows of a reduction stay finite");
+        let finite = draw_values(ScalarType::F32, n, d, Values::Specials { nonfinite: false }, &mut rng);
+        assert!((0..n).all(|i| decode(ScalarType::F32, &finite, i).is_finite()));
+        let large = draw_values(ScalarType::F32, 1000, d, Values::Large, &mut rng);
+        for i in 0..1000 {
+            let x = decode(ScalarType::F32, &large, i);
+            assert!(x % 1024.0 == 0.0 && x.abs() <= 8.0 * 1024.0, "{x}");
+        }
+        assert_eq!(large_scale(Distribution::Uniform { lo: 0.0, hi: 100.0 }), 131072.0);
+        let ints = draw_values(ScalarType::I32, 1000, Distribution::Uniform { lo: 0.0, hi: 9.0 }, Values::Specials { nonfinite: true }, &mut rng);
+        let ends = (0..1000).filter(|i| matches!(decode(ScalarType::I32, &ints, *i) as i64, 0 | 9)).count();
+        assert!(ends > 400, "{ends}: the ends of an index range come often");
+        assert_eq!(prefill_buffer(ScalarType::F32, 4, Prefill::Zeros, &mut rng), vec![0u8; 16]);
+        assert!(decode(ScalarType::F32, &prefill_buffer(ScalarType::F32, 4, Prefill::Poison, &mut rng), 3).is_nan());
+        assert_ne!(prefill_buffer(ScalarType::U8, 64, Prefill::Random, &mut rng), vec![0u8; 64]);
+        assert_eq!(Prefill::Zeros.nth(2), Prefill::Poison);
     }
 
     #[test]

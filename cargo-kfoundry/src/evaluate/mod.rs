@@ -22,6 +22,7 @@
 //! lives in a worker process ([`worker`]); the tuner's [`supervisor::Supervised`] talks to it
 //! and is what the search engine sees, as a [`kfoundry_search::Evaluator`].
 
+pub mod case;
 pub mod compare;
 pub mod device_data;
 pub mod diagnostics;
@@ -33,6 +34,7 @@ pub mod worker;
 use std::time::Instant;
 
 use kfoundry_rt::model::signature::{KernelArg, ScalarType};
+use kfoundry_rt::model::source_policy;
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
 use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Program, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
@@ -40,9 +42,10 @@ use kfoundry_search::{Config, Evaluation, FailureKind};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use self::case::{Case, Prefill, Values};
 use self::compare::{compare, Comparison};
 use self::device_data::DeviceData;
-use self::inputs::{decode, draw_buffer, draw_scalar, guard_pattern, poison_buffer};
+use self::inputs::{decode, draw_scalar_values, draw_values, guard_pattern, prefill_buffer};
 use rand::Rng as _;
 
 /// Elements of guard after every buffer (fewer when the device's allocation limit is near).
@@ -129,6 +132,62 @@ pub fn check_launchable(spec: &KernelSpec, limits: &Limits, params: &Params, siz
     Ok(())
 }
 
+/// Whether one run of the reference and one of a candidate at `sizes` fit: every buffer within
+/// the device's allocation limit, both copies of all of them (with their guard zones) within
+/// its global memory, and on a device that is not a GPU (its memory is the host's) within the
+/// memory the host has available. Checked before anything is allocated, with overflow checks:
+/// a workload of 2^62 elements is an error that says so, not an allocation that wraps around.
+fn check_fits(spec: &KernelSpec, sizes: &Sizes, limits: &Limits, host_memory: bool) -> Result<(), SetupError> {
+    let gib = |b: u128| b as f64 / (1u128 << 30) as f64;
+    let mut total: u128 = 0;
+    for (arg, role) in spec.args_with_roles() {
+        let (KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) = (arg, role) else { continue };
+        let len = spec
+            .buffer_len(name, &spec.reference, sizes)
+            .map_err(|e| SetupError::TooLarge(format!("buffer `{name}` at sizes {}: {e}", fmt_sizes(sizes))))?;
+        let bytes = len as u128 * elem.size() as u128;
+        if limits.max_alloc_bytes > 0 && bytes > limits.max_alloc_bytes as u128 {
+            return Err(SetupError::TooLarge(format!(
+                "buffer `{name}` at sizes {} holds {len} element(s) of `{}` ({:.2} GiB), more than the device allocates at once ({:.2} GiB)",
+                fmt_sizes(sizes),
+                elem.opencl_name(),
+                gib(bytes),
+                gib(limits.max_alloc_bytes as u128)
+            )));
+        }
+        total += bytes + (GUARD_ELEMS * elem.size() + FRONT_GUARD_BYTES) as u128;
+    }
+    // the reference's copy and a candidate's
+    let needed = 2 * total;
+    if limits.global_mem_bytes > 0 && needed > limits.global_mem_bytes as u128 {
+        return Err(SetupError::TooLarge(format!(
+            "the workload's buffers at sizes {} take {:.2} GiB twice over (the reference's copy and a candidate's), more than the device's {:.2} GiB: choose smaller sizes, or give the workload `on = gpu` for a larger device",
+            fmt_sizes(sizes),
+            gib(total),
+            gib(limits.global_mem_bytes as u128)
+        )));
+    }
+    if host_memory {
+        if let Some(free) = host_available_bytes().filter(|free| needed > *free as u128) {
+            return Err(SetupError::TooLarge(format!(
+                "the workload's buffers at sizes {} take {:.2} GiB twice over (the reference's copy and a candidate's), and this device's memory is the host's, which has {:.2} GiB available: choose smaller sizes, or give the workload `on = gpu`",
+                fmt_sizes(sizes),
+                gib(total),
+                gib(free as u128)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `MemAvailable` of `/proc/meminfo`, in bytes (Linux; `None` elsewhere).
+fn host_available_bytes() -> Option<u64> {
+    let text = kfoundry_tooling::files::read_text_bounded(std::path::Path::new("/proc/meminfo"), 1 << 20, "meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Candidates built most recently, kept for their proof at other sizes and their re-measures.
 const BUILT_KEPT: usize = 4;
 
@@ -140,24 +199,35 @@ type BuildKey = (Params, Option<String>, bool);
 /// launch of `n` groups acts as group `n - 1 - g` (global and linear ids to match). A correct
 /// kernel does not depend on the order in which work-groups run, so its results are the same;
 /// one that reads local memory another work-group wrote only works when the writer runs
-/// first, which this turns around. (A macro is not expanded again inside its own expansion,
-/// so `get_group_id` there is OpenCL's.)
+/// first, which this turns around. The names are object-like macros for functions defined
+/// here (before the macros, so these call OpenCL's): a kernel cannot reach OpenCL's own by
+/// writing `(get_group_id)(0)` or pasting the name together, and one that `#undef`s them is
+/// refused before it is built ([`kfoundry_rt::model::source_policy::check_protected_names`]).
 pub const REVERSED_GROUPS: &str = "\
-#define get_group_id(d) (get_num_groups(d) - 1 - get_group_id(d))
-#define get_global_id(d) (get_group_id(d) * get_local_size(d) + get_local_id(d) + get_global_offset(d))
-#define get_group_linear_id() ((get_group_id(2) * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) + get_group_id(0))
-#define get_global_linear_id() (((get_global_id(2) - get_global_offset(2)) * get_global_size(1) + (get_global_id(1) - get_global_offset(1))) * get_global_size(0) + (get_global_id(0) - get_global_offset(0)))
-#line 1
+size_t kf_rev_group_id(uint d) { return get_num_groups(d) - 1 - get_group_id(d); }
+size_t kf_rev_global_id(uint d) { return kf_rev_group_id(d) * get_local_size(d) + get_local_id(d) + get_global_offset(d); }
+size_t kf_rev_group_linear_id(void) { return (kf_rev_group_id(2) * get_num_groups(1) + kf_rev_group_id(1)) * get_num_groups(0) + kf_rev_group_id(0); }
+size_t kf_rev_global_linear_id(void) { return ((kf_rev_global_id(2) - get_global_offset(2)) * get_global_size(1) + (kf_rev_global_id(1) - get_global_offset(1))) * get_global_size(0) + (kf_rev_global_id(0) - get_global_offset(0)); }
+#define get_group_id kf_rev_group_id
+#define get_global_id kf_rev_global_id
+#define get_group_linear_id kf_rev_group_linear_id
+#define get_global_linear_id kf_rev_global_linear_id
 ";
+
+/// The file name a generated source's diagnostics carry (`#line 1 "candidate.cl"`): what the
+/// diagnostics filter keeps ([`diagnostics::own_diagnostics`]).
+pub const CANDIDATE_FILE: &str = "candidate.cl";
 
 /// How one buffer is filled before a run (its guard zone is always poisoned).
 enum Fill {
     /// Bytes from the host (small buffers).
     Host(Vec<u8>),
-    /// Drawn on the device from a distribution with a seed (large float inputs).
-    Draw { dist: kfoundry_rt::model::spec::Distribution, seed: u64 },
-    /// Poisoned on the device (large outputs).
-    Poison,
+    /// Drawn on the device from a distribution with a seed (large inputs).
+    Draw { dist: kfoundry_rt::model::spec::Distribution, values: Values, seed: u64 },
+    /// Pre-filled on the device (large outputs).
+    Prefill { prefill: Prefill, seed: u64 },
+    /// The very buffer of the named input (a run in place).
+    Alias(String),
 }
 
 /// One caller buffer of a run: name, element type, length, filling, and the bytes of its guard
@@ -177,17 +247,70 @@ struct Prepared {
     scalars: Vec<Scalar>,
 }
 
+/// What varies between the runs of a proof, for one input set (see [`Case`]).
+#[derive(Clone)]
+struct Shape<'a> {
+    sizes: &'a Sizes,
+    scalars: &'a std::collections::BTreeMap<String, i64>,
+    prefill: Prefill,
+    values: Values,
+    in_place: bool,
+    /// The seed of this input set (`None`: the bench's own stream).
+    seed: Option<u64>,
+}
+
+impl<'a> Shape<'a> {
+    /// The search's shape at `sizes`: declared inputs, poisoned outputs, nothing in place.
+    fn plain(sizes: &'a Sizes) -> Shape<'a> {
+        static NONE: std::sync::OnceLock<std::collections::BTreeMap<String, i64>> = std::sync::OnceLock::new();
+        Shape { sizes, scalars: NONE.get_or_init(Default::default), prefill: Prefill::Poison, values: Values::Declared, in_place: false, seed: None }
+    }
+
+    /// Input set `k` of `case`.
+    fn of(case: &'a Case, k: usize) -> Shape<'a> {
+        let seed = (case.seed != 0).then(|| case.seed ^ (k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        Shape { sizes: &case.sizes, scalars: &case.scalars, prefill: case.prefill.nth(k), values: case.values, in_place: case.in_place, seed }
+    }
+}
+
+/// How one verification on a fresh input set ended.
+enum SetOutcome {
+    Passed(Run, ErrorStats),
+    Failed(FailureKind, String),
+    /// The reference itself misbehaved on these inputs (wrote outside its buffers): they prove
+    /// nothing.
+    Unproven(String),
+}
+
 /// A device buffer of a run: one allocation of front guard, `len` elements and back guard;
 /// the kernel gets `view`, a sub-buffer that starts at the elements (so the front guard lies
-/// before what it was given, in the same allocation).
+/// before what it was given, in the same allocation). In place, a written buffer is its
+/// input's (`alias`).
 struct RunBuffer {
     name: String,
+    alias: bool,
     ty: ScalarType,
     len: usize,
     whole: DeviceBuffer,
     view: DeviceBuffer,
     front: Vec<u8>,
     back: Vec<u8>,
+}
+
+impl RunBuffer {
+    /// Another handle on the same memory.
+    fn shared(&self) -> RunBuffer {
+        RunBuffer {
+            name: self.name.clone(),
+            alias: self.alias,
+            ty: self.ty,
+            len: self.len,
+            whole: self.whole.clone(),
+            view: self.view.clone(),
+            front: self.front.clone(),
+            back: self.back.clone(),
+        }
+    }
 }
 
 /// Device buffers and scalars of one run.
@@ -290,6 +413,13 @@ pub enum SetupError {
     Reference { sizes: String, message: String },
     #[error("the reference's output `{0}` does not change when the inputs change: a kernel writing constants would pass verification; check the annotation's inputs and check(...)")]
     InsensitiveOutput(String),
+    /// The workload's buffers do not fit the device (or, on a device that is host memory, the
+    /// memory the host has free): nothing would run, or the machine would swap for hours.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The kernel source redefines a name the verification relies on.
+    #[error("the kernel source, {0}: kfoundry verifies candidates with the work-group ids renamed, and a kernel that redefines them could escape that; remove the directive")]
+    ProtectedName(source_policy::Violation),
     /// The guard zones cannot be trusted on this device: nothing would be verified safely.
     #[error("this device's OpenCL driver does not show a write before a buffer's start in the guard before it ({0}): candidates that write out of bounds could not be caught, so nothing is tuned here")]
     GuardsUnreliable(String),
@@ -311,13 +441,15 @@ pub enum Phase {
 impl Bench {
     /// A bench on device number `device` of `kfoundry_rt::list_devices()`.
     pub fn new(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Measurement) -> Result<Bench, SetupError> {
+        source_policy::check_protected_names(&spec.source).map_err(SetupError::ProtectedName)?;
         let session = Session::on_device(device)?;
         let mut limits = session.limits()?;
         let program = session.build_spec(spec, &spec.source, &spec.reference)?;
         let reference = session.kernel(&program, &spec.signature.name)?;
         limits.preferred_multiple = session.kernel_info(&reference).preferred_multiple.map(|m| m as u64);
-        let device_data = DeviceData::new(&session, &limits)?;
         let not_gpu = !session.is_gpu();
+        check_fits(spec, sizes, &limits, not_gpu)?;
+        let device_data = DeviceData::new(&session, &limits)?;
         let bench = Bench {
             spec: spec.clone(),
             sizes: sizes.clone(),
@@ -352,7 +484,9 @@ impl Bench {
             // No room for a front guard under this device's allocation limit: nothing to check.
             return Ok(());
         }
-        for (how, fill) in [("filled from the host", Fill::Host(vec![0u8; LEN * 4])), ("filled on the device", Fill::Poison)] {
+        for (how, fill) in
+            [("filled from the host", Fill::Host(vec![0u8; LEN * 4])), ("filled on the device", Fill::Prefill { prefill: Prefill::Poison, seed: 0 })]
+        {
             let buffer = PreparedBuffer {
                 name: "guard self-test".into(),
                 ty: ScalarType::U32,
@@ -408,17 +542,33 @@ impl Bench {
         ChaCha8Rng::seed_from_u64(self.settings.seed ^ draw.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
-    /// How each caller buffer of one run of `params` at `sizes` is filled (inputs drawn, on
-    /// the device when large; outputs poisoned) and guarded, and the drawn scalars. Guards of
-    /// read-only buffers hold poison (a read past the end sees NaN, or 0xA5 bytes); guards of
-    /// the others hold random bytes of this run, which no computation reproduces by chance.
-    fn prepare(&self, params: &Params, sizes: &Sizes, rng: &mut ChaCha8Rng) -> Result<Prepared, String> {
+    /// How each caller buffer of one run of `params` in `shape` is filled (inputs drawn, on
+    /// the device when large; outputs pre-filled; in place, a written buffer is its input's)
+    /// and guarded, and the scalars (integer ones the shape gives, the others drawn). Guards
+    /// of read-only buffers hold poison (a read past the end sees NaN, or 0xA5 bytes); guards
+    /// of the others hold random bytes of this run, which no computation reproduces by chance.
+    fn prepare(&self, params: &Params, shape: &Shape, rng: &mut ChaCha8Rng) -> Result<Prepared, String> {
+        let sizes = shape.sizes;
         let mut buffers = Vec::new();
         let mut scalars = Vec::new();
         for (arg, role) in self.spec.args_with_roles() {
             match (arg, role) {
                 (KernelArg::Buffer { name, elem, read_only, .. }, ArgRole::CallerBuffer) => {
                     let len = self.spec.buffer_len(name, params, sizes).map_err(|e| e.to_string())?;
+                    if len.checked_mul(elem.size()).is_none_or(|b| self.limits.max_alloc_bytes > 0 && b as u64 > self.limits.max_alloc_bytes) {
+                        return Err(format!("buffer `{name}` of {len} element(s) is larger than the device allocates at once"));
+                    }
+                    if let Some(input) = self.spec.in_place.get(name).filter(|_| shape.in_place) {
+                        buffers.push(PreparedBuffer {
+                            name: name.clone(),
+                            ty: *elem,
+                            len,
+                            fill: Fill::Alias(input.clone()),
+                            front: vec![],
+                            back: vec![],
+                        });
+                        continue;
+                    }
                     let (front, back) = self.guard_lens(len, *elem);
                     let mut guard = |n: usize| -> Vec<u8> {
                         if *read_only {
@@ -433,16 +583,36 @@ impl Bench {
                     let large = len.saturating_mul(elem.size()) >= device_data::MIN_BYTES;
                     let input = *read_only || self.spec.inputs.contains_key(name);
                     let dist = self.spec.distribution(name);
+                    let on_device = DeviceData::draws(*elem, dist) && (shape.values == Values::Declared || *elem == ScalarType::F32);
                     let fill = match (input, large) {
-                        (true, true) if DeviceData::draws(*elem, dist) => Fill::Draw { dist, seed: rng.gen() },
-                        (true, _) => Fill::Host(draw_buffer(*elem, len, dist, rng)),
-                        (false, true) => Fill::Poison,
-                        (false, false) => Fill::Host(poison_buffer(*elem, len)),
+                        (true, true) if on_device => Fill::Draw { dist, values: shape.values, seed: rng.gen() },
+                        (true, _) => Fill::Host(draw_values(*elem, len, dist, shape.values, rng)),
+                        (false, true) => Fill::Prefill { prefill: shape.prefill, seed: rng.gen() },
+                        (false, false) => Fill::Host(prefill_buffer(*elem, len, shape.prefill, rng)),
                     };
                     buffers.push(PreparedBuffer { name: name.clone(), ty: *elem, len, fill, front, back });
                 }
-                (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => scalars.push(draw_scalar(*ty, self.spec.distribution(name), rng)),
+                (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => {
+                    let given = shape.scalars.get(name).filter(|_| !ty.is_float());
+                    match given {
+                        Some(v) => {
+                            scalars.push(Scalar::from_int(*ty, *v).ok_or_else(|| format!("`{name}` = {v} does not fit `{}`", ty.opencl_name()))?)
+                        }
+                        None => scalars.push(draw_scalar_values(*ty, self.spec.distribution(name), shape.values, rng)),
+                    }
+                }
                 _ => {}
+            }
+        }
+        // In place: the written buffer must fit within its input's elements.
+        for b in &buffers {
+            if let Fill::Alias(input) = &b.fill {
+                let Some(source) = buffers.iter().find(|x| &x.name == input) else {
+                    return Err(format!("`in_place({} = {input})`: no buffer `{input}`", b.name));
+                };
+                if source.len < b.len || source.ty != b.ty {
+                    return Err(format!("`{}` ({} elements) cannot run in place in `{input}` ({} elements)", b.name, b.len, source.len));
+                }
             }
         }
         Ok(Prepared { buffers, scalars })
@@ -462,11 +632,12 @@ impl Bench {
 
     /// Device buffers filled as prepared: the same preparation always gives the same contents.
     fn upload(&self, prepared: &Prepared) -> Result<Run, RtError> {
-        let mut buffers = Vec::new();
+        let mut buffers: Vec<RunBuffer> = Vec::new();
         for p in &prepared.buffers {
             let size = p.ty.size();
             let (front, data, back) = (p.front.len(), p.len * size, p.back.len());
             let whole = match &p.fill {
+                Fill::Alias(_) => continue,
                 Fill::Host(bytes) => {
                     let mut all = Vec::with_capacity(front + data + back);
                     all.extend_from_slice(&p.front);
@@ -474,11 +645,15 @@ impl Bench {
                     all.extend_from_slice(&p.back);
                     self.session.upload(&all)?
                 }
-                Fill::Draw { .. } | Fill::Poison => {
+                Fill::Draw { .. } | Fill::Prefill { .. } => {
                     let total = front + data + back;
                     let b = self.session.alloc(total)?;
-                    self.device_data.poison(&self.session, &b, total)?;
-                    // The poison kernel writes whole words: the last bytes of an odd length.
+                    match &p.fill {
+                        Fill::Prefill { prefill: Prefill::Zeros, .. } => self.device_data.fill_words(&self.session, &b, total, 0)?,
+                        Fill::Prefill { prefill: Prefill::Random, seed } => self.device_data.random_words(&self.session, &b, total, *seed)?,
+                        _ => self.device_data.poison(&self.session, &b, total)?,
+                    }
+                    // The fill kernels write whole words: the last bytes of an odd length.
                     b.write(total - total % 4, &[0xFF; 3][..total % 4])?;
                     b.write(0, &p.front)?;
                     b.write(front + data, &p.back)?;
@@ -486,17 +661,42 @@ impl Bench {
                 }
             };
             let view = whole.sub(front, data + back)?;
-            if let Fill::Draw { dist, seed } = &p.fill {
-                self.device_data.draw(&self.session, &view, p.ty, p.len, *dist, *seed)?;
+            if let Fill::Draw { dist, values, seed } = &p.fill {
+                if p.ty == ScalarType::F32 {
+                    self.device_data.draw_values(&self.session, &view, p.len, *dist, *values, *seed)?;
+                } else {
+                    self.device_data.draw(&self.session, &view, p.ty, p.len, *dist, *seed)?;
+                }
             }
-            buffers.push(RunBuffer { name: p.name.clone(), ty: p.ty, len: p.len, whole, view, front: p.front.clone(), back: p.back.clone() });
+            buffers.push(RunBuffer {
+                name: p.name.clone(),
+                alias: false,
+                ty: p.ty,
+                len: p.len,
+                whole,
+                view,
+                front: p.front.clone(),
+                back: p.back.clone(),
+            });
         }
+        // In place: the written buffer is its input's memory.
+        for p in &prepared.buffers {
+            if let Fill::Alias(input) = &p.fill {
+                let source =
+                    buffers.iter().find(|b| &b.name == input).ok_or_else(|| RtError::OpenCl(format!("no buffer `{input}` to run in place in")))?;
+                let aliased = RunBuffer { name: p.name.clone(), alias: true, ..source.shared() };
+                buffers.push(aliased);
+            }
+        }
+        // In signature order, as the launch passes them.
+        let order: Vec<&str> = prepared.buffers.iter().map(|p| p.name.as_str()).collect();
+        buffers.sort_by_key(|b| order.iter().position(|n| *n == b.name));
         Ok(Run { buffers, scalars: prepared.scalars.clone() })
     }
 
     /// The first buffer of a finished run whose guard zones were written, if any.
     fn touched_guard(&self, run: &Run) -> Result<Option<String>, RtError> {
-        for b in &run.buffers {
+        for b in run.buffers.iter().filter(|b| !b.alias) {
             let size = b.ty.size();
             let mut front = vec![0u8; b.front.len()];
             b.whole.read(0, &mut front)?;
@@ -548,7 +748,7 @@ impl Bench {
     fn reference_run(&self, sizes: &Sizes) -> Result<Run, String> {
         let mut rng = self.fresh_rng();
         let params = self.spec.reference.clone();
-        let prepared = self.prepare(&params, sizes, &mut rng)?;
+        let prepared = self.prepare(&params, &Shape::plain(sizes), &mut rng)?;
         let run = self.upload(&prepared).map_err(|e| e.to_string())?;
         self.launch(&self.reference, &params, sizes, &run, false).map_err(|e| e.to_string())?;
         self.session.finish().map_err(|e| e.to_string())?;
@@ -613,8 +813,12 @@ impl Bench {
             Some(background) => background.wait(),
             None => self.build_input(text, params, reversed).and_then(|(program, options)| self.session.build(&self.spec.id, &program, &options)),
         };
+        // A generated source's diagnostics are kept only where they are about its own text:
+        // they go into prompts and logs ([`diagnostics::own_diagnostics`]).
+        let generated = source.is_some_and(|s| s != self.spec.source);
+        let own = |log: String| if generated { diagnostics::own_diagnostics(&log, CANDIDATE_FILE) } else { log };
         let built = program.and_then(|p| {
-            let log = self.session.build_log(&p);
+            let log = own(self.session.build_log(&p));
             if !log.is_empty() {
                 self.build_warnings.push(log);
             }
@@ -630,7 +834,7 @@ impl Bench {
                 Ok(b)
             }
             Err(e) => {
-                let log = e.to_string();
+                let log = own(e.to_string());
                 self.build_failures.push((params.clone(), truncate(&log, 4000)));
                 let line = build_error_line(&log);
                 Err((FailureKind::Build, if reversed { format!("{line} (built with work-groups in reverse order)") } else { line }))
@@ -659,9 +863,34 @@ impl Bench {
     /// What the compiler is given for `params` of `source`: the program text (with
     /// [`REVERSED_GROUPS`] before it when `reversed`) and the build options (only declared
     /// parameters reach them, [`kfoundry_rt::opencl::launch::build_options_for`]).
+    ///
+    /// A generated source (not the annotation's) is checked first as a source that did not
+    /// come from the user ([`source_policy::check`]), built with inline assembly disabled on a
+    /// device that is not a GPU ([`source_policy::NO_ASM_PRELUDE`]), and under the file name
+    /// [`CANDIDATE_FILE`], so that its diagnostics can be told from any other file's.
     fn build_input(&self, source: &str, params: &Params, reversed: bool) -> Result<(String, String), RtError> {
         let options = kfoundry_rt::opencl::launch::build_options_for(&self.spec, source, params)?;
-        let program = if reversed { format!("{REVERSED_GROUPS}{source}") } else { source.to_string() };
+        let generated = source != self.spec.source;
+        if generated {
+            source_policy::check(source, source_policy::Policy { allow_asm: !self.not_gpu }).map_err(|v| RtError::Build {
+                kernel: self.spec.id.clone(),
+                options: options.clone(),
+                log: format!("refused before it was built: {v}"),
+            })?;
+        }
+        let mut program = String::new();
+        if reversed {
+            program.push_str(REVERSED_GROUPS);
+        }
+        if generated && self.not_gpu {
+            program.push_str(source_policy::NO_ASM_PRELUDE);
+        }
+        if generated {
+            program.push_str(&format!("#line 1 \"{CANDIDATE_FILE}\"\n"));
+        } else if !program.is_empty() {
+            program.push_str("#line 1\n");
+        }
+        program.push_str(source);
         Ok((program, options))
     }
 
@@ -731,7 +960,7 @@ impl Bench {
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
         self.last_errors = None;
-        let (run, errors) = match self.verify_sets((kernel, None), params, &sizes, self.settings.input_sets, true) {
+        let (run, errors) = match self.verify_search(kernel, params, self.settings.input_sets) {
             Ok(r) => r,
             Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
         };
@@ -746,14 +975,16 @@ impl Bench {
         }
     }
 
-    /// Verifies `params` (of `source` when given) at `sizes` on fresh inputs (never pooled ones,
+    /// Verifies `params` (of `source` when given) in `case` on fresh inputs (never pooled ones,
     /// also at the workload's sizes) without timing it: the proof a finalist needs before it
-    /// may be used at those sizes. `Err` when the reference
-    /// itself cannot be trusted at `sizes` (then they prove nothing either way).
-    pub fn verify_at(&mut self, params: &Params, source: Option<&str>, sizes: &Sizes, progress: &mut dyn FnMut(Phase)) -> Result<Verdict, String> {
-        self.check_reference(sizes).map_err(|e| e.to_string())?;
+    /// may be used at those sizes. `Err` when the reference itself cannot be trusted there
+    /// (then the case proves nothing either way).
+    pub fn verify_at(&mut self, params: &Params, source: Option<&str>, case: &Case, progress: &mut dyn FnMut(Phase)) -> Result<Verdict, String> {
+        if case.check_reference {
+            self.check_reference(&case.sizes).map_err(|e| e.to_string())?;
+        }
         progress(Phase::ReferenceChecked);
-        if let Err(reason) = self.valid_at(params, sizes) {
+        if let Err(reason) = self.valid_at(params, &case.sizes) {
             return Ok(Err((FailureKind::Invalid, reason)));
         }
         let candidate = match self.build(params, source) {
@@ -762,7 +993,7 @@ impl Bench {
         };
         progress(Phase::Built);
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
-        let local_mem = match self.check_built(kernel, params, sizes) {
+        let local_mem = match self.check_built(kernel, params, &case.sizes) {
             Ok(bytes) => bytes,
             Err(failure) => return Ok(Err(failure)),
         };
@@ -771,34 +1002,40 @@ impl Bench {
             Err(failure) => return Ok(Err(failure)),
         };
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
-        Ok(self.verify_sets((kernel, reversed.as_deref()), params, sizes, self.settings.input_sets, false).map(|(_, errors)| errors))
-    }
-
-    /// `sets` verifications: on pooled sets when `pool` is asked for and `sizes` are the
-    /// workload's ([`Bench`]), else on fresh ones; every second one with the reversed build
-    /// when there is one ([`REVERSED_GROUPS`]). The last run (for timing) and the worst errors.
-    fn verify_sets(
-        &self,
-        (kernel, reversed): (&Kernel, Option<&Kernel>),
-        params: &Params,
-        sizes: &Sizes,
-        sets: usize,
-        pool: bool,
-    ) -> Result<(Run, ErrorStats), (FailureKind, String)> {
-        let mut last_run = None;
         let mut errors = ErrorStats::default();
-        for set in 0..sets.max(1) {
-            let (kernel, order) = match reversed {
+        for set in 0..case.sets.max(1) {
+            let (kernel, order) = match reversed.as_deref() {
                 Some(r) if set % 2 == 1 => (r, " (work-groups in reverse order)"),
                 _ => (kernel, ""),
             };
-            let pooled = if pool && *sizes == self.sizes { self.verify_pooled(set, sets.max(1), kernel, params) } else { Ok(None) };
-            let verified = match pooled {
+            let shape = Shape::of(case, set);
+            match self.verify(kernel, params, &shape) {
+                SetOutcome::Passed(_, e) => errors = errors.worst(e),
+                SetOutcome::Failed(kind, why) => return Ok(Err((kind, format!("{why}{order}{}", prefill_note(shape.prefill))))),
+                SetOutcome::Unproven(why) => return Err(why),
+            }
+        }
+        Ok(Ok(errors))
+    }
+
+    /// `sets` verifications at the workload's sizes for the search: on pooled sets when they
+    /// fit the device ([`Bench`]), else on fresh ones. The last run (for timing) and the worst
+    /// errors.
+    fn verify_search(&self, kernel: &Kernel, params: &Params, sets: usize) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+        let mut last_run = None;
+        let mut errors = ErrorStats::default();
+        let sizes = self.sizes.clone();
+        for set in 0..sets.max(1) {
+            let verified = match self.verify_pooled(set, sets.max(1), kernel, params) {
                 Ok(Some(verified)) => Ok(verified),
-                Ok(None) => self.verify(kernel, params, sizes),
+                Ok(None) => match self.verify(kernel, params, &Shape::plain(&sizes)) {
+                    SetOutcome::Passed(run, e) => Ok((run, e)),
+                    SetOutcome::Failed(kind, why) => Err((kind, why)),
+                    SetOutcome::Unproven(why) => Err((FailureKind::Runtime, why)),
+                },
                 Err(e) => Err(e),
             };
-            let (run, e) = verified.map_err(|(kind, why)| (kind, format!("{why}{order}")))?;
+            let (run, e) = verified?;
             last_run = Some(run);
             errors = errors.worst(e);
         }
@@ -822,7 +1059,7 @@ impl Bench {
             let renewing = pool[set].take().is_some();
             let reference_params = self.spec.reference.clone();
             let mut rng = self.fresh_rng();
-            let prepared = self.prepare(&reference_params, &self.sizes, &mut rng).map_err(runtime)?;
+            let prepared = self.prepare(&reference_params, &Shape::plain(&self.sizes), &mut rng).map_err(runtime)?;
             if self.pool_fits.get().is_none() {
                 let bytes: usize = prepared.buffers.iter().map(|b| b.front.len() + b.len * b.ty.size() + b.back.len()).sum();
                 let room = usize::try_from(self.limits.global_mem_bytes / 2).unwrap_or(usize::MAX);
@@ -857,16 +1094,36 @@ impl Bench {
         verdict.map(Some)
     }
 
-    /// One verification on a fresh input set: reference and candidate on the same inputs,
-    /// then [`Bench::check_candidate`].
-    fn verify(&self, kernel: &Kernel, params: &Params, sizes: &Sizes) -> Result<(Run, ErrorStats), (FailureKind, String)> {
-        let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
-        let mut rng = self.fresh_rng();
+    /// One verification on a fresh input set of `shape`: reference and candidate on the same
+    /// inputs (the reference checked to stay within its buffers on them), then
+    /// [`Bench::check_candidate`].
+    fn verify(&self, kernel: &Kernel, params: &Params, shape: &Shape) -> SetOutcome {
+        let runtime = |e: RtError| SetOutcome::Failed(FailureKind::Runtime, e.to_string());
+        let mut rng = match shape.seed {
+            Some(seed) => ChaCha8Rng::seed_from_u64(seed),
+            None => self.fresh_rng(),
+        };
         let reference_params = self.spec.reference.clone();
-        let prepared = self.prepare(params, sizes, &mut rng).map_err(|e| (FailureKind::Invalid, e))?;
-        let ref_run = self.upload(&prepared).map_err(runtime)?;
-        self.launch(&self.reference, &reference_params, sizes, &ref_run, false).map_err(runtime)?;
-        self.check_candidate(kernel, params, sizes, &prepared, &ref_run)
+        let prepared = match self.prepare(params, shape, &mut rng) {
+            Ok(p) => p,
+            Err(e) => return SetOutcome::Failed(FailureKind::Invalid, e),
+        };
+        let ref_run = match self.upload(&prepared) {
+            Ok(r) => r,
+            Err(e) => return runtime(e),
+        };
+        if let Err(e) = self.launch(&self.reference, &reference_params, shape.sizes, &ref_run, false).and_then(|_| self.session.finish()) {
+            return SetOutcome::Unproven(format!("the reference failed there: {e}"));
+        }
+        match self.touched_guard(&ref_run) {
+            Ok(Some(why)) => return SetOutcome::Unproven(format!("the reference {why} on these inputs")),
+            Ok(None) => {}
+            Err(e) => return runtime(e),
+        }
+        match self.check_candidate(kernel, params, shape.sizes, &prepared, &ref_run) {
+            Ok((run, errors)) => SetOutcome::Passed(run, errors),
+            Err((kind, why)) => SetOutcome::Failed(kind, why),
+        }
     }
 
     /// The candidate on its own copy of `prepared`, the device's local memory scrubbed right
@@ -994,6 +1251,15 @@ pub fn fmt_sizes(sizes: &Sizes) -> String {
     kfoundry_rt::model::spec::fmt_assignments(sizes, ", ")
 }
 
+/// How a failure says what the outputs held before the run, when it was not the poison.
+fn prefill_note(prefill: Prefill) -> &'static str {
+    match prefill {
+        Prefill::Poison => "",
+        Prefill::Zeros => " (outputs pre-filled with zeros)",
+        Prefill::Random => " (outputs pre-filled with random values)",
+    }
+}
+
 /// The line of a build log that says what went wrong (the first mentioning an error), cut short.
 fn build_error_line(text: &str) -> String {
     let line = text.lines().find(|l| l.contains("error")).or_else(|| text.lines().next()).unwrap_or("build failed");
@@ -1016,8 +1282,8 @@ fn truncate(text: &str, max: usize) -> String {
 pub trait Judge {
     /// Builds, verifies and times `params` (of `source` when given) at the workload's sizes.
     fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation;
-    /// Verifies `params` at other sizes; `Err` when the reference cannot be trusted there.
-    fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> Result<Verdict, String>;
+    /// Verifies `params` in a case of its proof; `Err` when the reference cannot be trusted there.
+    fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> Result<Verdict, String>;
     /// Output errors of the last evaluation that passed verification.
     fn last_errors(&self) -> Option<ErrorStats>;
     fn limits(&self) -> &Limits;
@@ -1110,9 +1376,9 @@ mod tests {
         assert!(b.not_gpu, "PoCL is not a GPU");
         let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
         let sizes = b.sizes.clone();
-        assert!(b.verify_at(&p(0), None, &sizes, &mut |_| {}).unwrap().is_ok());
+        assert!(b.verify_at(&p(0), None, &Case::at(sizes.clone()), &mut |_| {}).unwrap().is_ok());
         for round in 0..3 {
-            let verdict = b.verify_at(&p(1), None, &sizes, &mut |_| {}).unwrap();
+            let verdict = b.verify_at(&p(1), None, &Case::at(sizes.clone()), &mut |_| {}).unwrap();
             assert!(matches!(verdict, Err((FailureKind::Wrong, _))), "round {round}: {verdict:?}");
             b.built.clear();
         }
@@ -1142,11 +1408,11 @@ mod tests {
         assert!(matches!(wrong, Evaluation::Failed { kind: FailureKind::Wrong, .. }), "{wrong:?}");
         // Verification at the workload's sizes: the reference checked twice, then 3 fresh sets.
         let before = b.draws.get();
-        assert!(b.verify_at(&items(2), None, &b.sizes.clone(), &mut |_| {}).unwrap().is_ok());
+        assert!(b.verify_at(&items(2), None, &Case::at(b.sizes.clone()), &mut |_| {}).unwrap().is_ok());
         assert_eq!(b.draws.get() - before, 5);
         // The value-dependent bug is caught on fresh inputs as on pooled ones (4096 elements,
         // 3 sets: about 60 elements above 0.99).
-        let verdict = b.verify_at(&items(8), None, &b.sizes.clone(), &mut |_| {}).unwrap();
+        let verdict = b.verify_at(&items(8), None, &Case::at(b.sizes.clone()), &mut |_| {}).unwrap();
         assert!(matches!(verdict, Err((FailureKind::Wrong, _))), "{verdict:?}");
         let timed = b.evaluate(&items(1), None, &mut |_| {});
         assert!(timed.measured().iter().any(|(name, noise)| name == TIMING_NOISE && noise.is_finite() && *noise >= 0.0), "{timed:?}");

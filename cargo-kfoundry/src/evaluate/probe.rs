@@ -3,7 +3,19 @@
 //! relies on another's local memory, which breaks once more work-groups run at once) is caught
 //! here, and dispatch later uses the winner only within the range of sizes it was proven at.
 //!
-//! Probe sizes are smaller and larger than the tuned ones, each as unaligned as the annotation's
+//! Three kinds of size sets, each satisfying the constraints for the candidate and the
+//! reference and fitting the device:
+//! - [`probe_sizes`] and [`axis_probe_sizes`]: smaller and larger than the tuned ones (all
+//!   together, then each alone), which span the box of sizes dispatch may run the winner at;
+//! - [`corner_sizes`]: the corners of that box (every combination of each size's smallest and
+//!   largest value), so that a variant wrong at extreme aspect ratios (rows far above columns)
+//!   is caught inside the box it would run in;
+//! - [`residue_sizes`]: sizes drawn across the box (seeded, and the seed drawn afresh for each
+//!   proof, so nobody can predict them) such that every size takes every residue modulo
+//!   [`residue_modulus`] (at least 16) of its step: a partial last vector, tile or unrolled
+//!   iteration that is right for one remainder and wrong for another is met.
+//!
+//! The scaled probes are smaller and larger than the tuned ones, each as unaligned as the annotation's
 //! constraints allow: every size is scaled by a fraction and rounded to an *odd* multiple of the
 //! smallest power-of-two step at which both the candidate and the reference can launch (odd
 //! numbers when nothing is required; `64 × odd` when a constraint needs multiples of 64, so never
@@ -11,7 +23,12 @@
 //! buffers, which stay allocated while the probes run (on the H200, probes of the 6.4 GB
 //! softmax at twice its size failed to allocate and rejected every finalist).
 
+use std::collections::BTreeMap;
+
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
+use rand::seq::SliceRandom as _;
+use rand::Rng as _;
+use rand_chacha::ChaCha8Rng;
 
 use super::{check_launchable, Limits, FRONT_GUARD_BYTES, GUARD_ELEMS};
 
@@ -85,6 +102,187 @@ pub fn axis_probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limit
         }
     }
     out
+}
+
+/// The smallest and largest value of each size over `sets`.
+pub fn size_box(sets: &[Sizes]) -> BTreeMap<String, (i64, i64)> {
+    let mut b: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for set in sets {
+        for (k, &v) in set {
+            let r = b.entry(k.clone()).or_insert((v, v));
+            r.0 = r.0.min(v);
+            r.1 = r.1.max(v);
+        }
+    }
+    b
+}
+
+/// The residues every size of a proof takes: the smallest power of two that is at least every
+/// value of every parameter (a vector width, tile or unroll factor), between 16 and 64.
+pub fn residue_modulus(spec: &KernelSpec) -> i64 {
+    let largest = spec.params.iter().flat_map(|p| p.values.iter().map(|v| v.unsigned_abs())).max().unwrap_or(1);
+    (largest.next_power_of_two().clamp(16, 64)) as i64
+}
+
+/// Most corners tried (2^4: every corner of up to four sizes; a sample beyond).
+const MAX_CORNERS: usize = 16;
+/// How far a corner that cannot run (its constraints, the device's memory) moves toward the
+/// tuned sizes before it is given up.
+const CORNER_SHRINK: [(i64, i64); 4] = [(1, 1), (7, 8), (3, 4), (1, 2)];
+
+/// The corners of `bounds` (each size at its smallest or largest value, every combination for
+/// up to four sizes, else a sample of [`MAX_CORNERS`]), each moved toward `sizes` as little as
+/// the constraints need; those equal to a set in `known` are left out.
+pub fn corner_sizes(
+    spec: &KernelSpec,
+    params: &Params,
+    sizes: &Sizes,
+    bounds: &BTreeMap<String, (i64, i64)>,
+    limits: &Limits,
+    known: &[Sizes],
+    rng: &mut ChaCha8Rng,
+) -> Vec<Sizes> {
+    let names: Vec<&String> = sizes.keys().filter(|k| bounds.get(*k).is_some_and(|(lo, hi)| lo < hi)).collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let count = 1usize << names.len().min(16);
+    let mut masks: Vec<usize> = (0..count).collect();
+    if count > MAX_CORNERS {
+        masks.shuffle(rng);
+        masks.truncate(MAX_CORNERS);
+    }
+    let held = footprint(spec, params, sizes, limits);
+    let mut out: Vec<Sizes> = Vec::new();
+    for mask in masks {
+        'shrink: for (num, den) in CORNER_SHRINK {
+            let mut target = sizes.clone();
+            for (bit, name) in names.iter().enumerate() {
+                let (lo, hi) = bounds[*name];
+                let corner = if mask & (1 << bit) == 0 { lo } else { hi };
+                let tuned = sizes[*name];
+                target.insert((*name).clone(), tuned + (corner - tuned) * num / den);
+            }
+            if let Some(fit) = fit_near(spec, params, &target, held, limits) {
+                if !known.contains(&fit) && !out.contains(&fit) {
+                    out.push(fit);
+                }
+                break 'shrink;
+            }
+        }
+    }
+    out
+}
+
+/// `target` itself when the candidate and the reference can run there and it fits, else the
+/// nearest set whose sizes are all odd multiples of the smallest power-of-two step that works.
+fn fit_near(spec: &KernelSpec, params: &Params, target: &Sizes, held: Option<u128>, limits: &Limits) -> Option<Sizes> {
+    let ok = |probe: &Sizes| fits(spec, params, probe, held, limits) && fits(spec, &spec.reference, probe, held, limits);
+    if ok(target) {
+        return Some(target.clone());
+    }
+    for step_log2 in 0..=MAX_STEP_LOG2 {
+        let step = 1i64 << step_log2;
+        let probe = target.iter().map(|(k, &v)| scaled(v, 1, 1, step).map(|s| (k.clone(), s))).collect::<Option<Sizes>>()?;
+        if ok(&probe) {
+            return Some(probe);
+        }
+    }
+    None
+}
+
+/// `m` size sets (`m` from [`residue_modulus`]) drawn across `bounds`, in which each size takes
+/// every residue `0..m` of its step once (in an order of its own, so that residues of
+/// different sizes combine differently): size `x` is `step · (m · q + r)` for a `q` drawn so
+/// that the value lies in its range (log-uniformly), at the smallest power-of-two step at which
+/// candidate and reference can run. A residue that no step makes valid keeps the size drawn
+/// without it.
+pub fn residue_sizes(
+    spec: &KernelSpec,
+    params: &Params,
+    sizes: &Sizes,
+    bounds: &BTreeMap<String, (i64, i64)>,
+    m: i64,
+    limits: &Limits,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Sizes> {
+    let held = footprint(spec, params, sizes, limits);
+    let ok = |probe: &Sizes| fits(spec, params, probe, held, limits) && fits(spec, &spec.reference, probe, held, limits);
+    let orders: BTreeMap<&String, Vec<i64>> = sizes
+        .keys()
+        .map(|k| {
+            let mut order: Vec<i64> = (0..m).collect();
+            order.shuffle(rng);
+            (k, order)
+        })
+        .collect();
+    // Each size's step: the smallest power of two at which a value of residue 1 can run (so
+    // that the residues are of the step the constraints allow, not of a finer one that only
+    // some residues happen to satisfy).
+    let value_at = |step: i64, residue: i64, target: i64, lo: i64, hi: i64| -> Option<i64> {
+        let period = step.checked_mul(m)?;
+        let mut v = (target / period).checked_mul(period)?.checked_add(residue.checked_mul(step)?)?;
+        if v > hi && v - period >= 1 {
+            v -= period;
+        }
+        while v < lo.max(1) {
+            v = v.checked_add(period)?;
+        }
+        Some(v)
+    };
+    let steps: BTreeMap<&String, i64> = sizes
+        .keys()
+        .map(|name| {
+            let (lo, hi) = bounds.get(name).copied().unwrap_or((sizes[name], sizes[name]));
+            let step = (0..=MAX_STEP_LOG2)
+                .map(|k| 1i64 << k)
+                .find(|&step| {
+                    value_at(step, 1, sizes[name], lo, hi).is_some_and(|v| {
+                        let mut probe = sizes.clone();
+                        probe.insert(name.clone(), v);
+                        ok(&probe)
+                    })
+                })
+                .unwrap_or(1);
+            (name, step)
+        })
+        .collect();
+    let mut out = Vec::new();
+    // the residue each size takes in each set
+    let by_set: Vec<BTreeMap<&String, i64>> = (0..m as usize).map(|i| orders.iter().map(|(name, order)| (*name, order[i])).collect()).collect();
+    for residues in &by_set {
+        let mut set = sizes.clone();
+        for name in sizes.keys() {
+            let (lo, hi) = bounds.get(name).copied().unwrap_or((sizes[name], sizes[name]));
+            let residue = residues[name];
+            let target = log_uniform(lo.max(1), hi.max(1), rng);
+            // the size's step, or coarser ones should this residue need them
+            let mut step = steps[name];
+            while step <= 1 << MAX_STEP_LOG2 {
+                let Some(v) = value_at(step, residue, target, lo, hi) else { break };
+                let mut probe = set.clone();
+                probe.insert(name.clone(), v);
+                if ok(&probe) {
+                    set = probe;
+                    break;
+                }
+                step *= 2;
+            }
+        }
+        if ok(&set) && !out.contains(&set) {
+            out.push(set);
+        }
+    }
+    out
+}
+
+/// A value drawn log-uniformly in `lo..=hi`.
+fn log_uniform(lo: i64, hi: i64, rng: &mut ChaCha8Rng) -> i64 {
+    if hi <= lo {
+        return lo;
+    }
+    let (a, b) = ((lo as f64).ln(), (hi as f64).ln());
+    (rng.gen_range(a..=b).exp().round() as i64).clamp(lo, hi)
 }
 
 /// `v · num / den` rounded to the nearest odd multiple of `step` (at least `step`; `v` itself
@@ -219,6 +417,89 @@ mod tests {
         assert_eq!(scaled(100, 5, 8, 1), Some(63));
         assert_eq!(scaled(i64::MAX, 2, 1, 1), None);
         assert_eq!(scaled(i64::MAX / 2, 2, 1, 1 << 20), None, "no overflow in the rounding");
+    }
+}
+
+#[cfg(test)]
+mod residue_tests {
+    use super::*;
+    use kfoundry_tooling::annotation::{parse, Context};
+    use rand::SeedableRng;
+
+    fn spec(args: &str) -> KernelSpec {
+        let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
+        parse(args.parse().unwrap(), &item, &Context { package: "t", manifest_dir: std::path::Path::new(".") })
+            .map(|a| a.spec)
+            .map_err(|e| e.to_string())
+            .unwrap()
+    }
+
+    fn limits() -> Limits {
+        Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 4 << 30, ..Limits::default() }
+    }
+
+    /// A power-of-two workload (n = 65536): every residue modulo 16 is met, inside the box.
+    #[test]
+    fn every_residue_of_every_size_is_met() {
+        let s = spec(
+            r#"code = "__kernel void k(const int n, __global float* y) {}", params(VEC = [1, 2, 4]), reference(VEC = 1),
+               global = ceil_div(n, VEC), buffers(y = n), check(y), workloads(w(n = 65536))"#,
+        );
+        assert_eq!(residue_modulus(&s), 16);
+        let sizes: Sizes = [("n".to_string(), 65536)].into();
+        let bounds: BTreeMap<String, (i64, i64)> = [("n".to_string(), (24577, 131073))].into();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let sets = residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), &mut rng);
+        assert_eq!(sets.len(), 16);
+        let mut residues: Vec<i64> = sets.iter().map(|p| p["n"] % 16).collect();
+        residues.sort();
+        assert_eq!(residues, (0..16).collect::<Vec<_>>());
+        assert!(sets.iter().all(|p| (24577..=131073).contains(&p["n"])), "{sets:?}");
+        // another seed, other sizes
+        let again = residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), &mut ChaCha8Rng::seed_from_u64(2));
+        assert_ne!(sets, again);
+    }
+
+    /// Constraints that need multiples of 64: the residues are those of n / 64.
+    #[test]
+    fn residues_are_of_the_step_the_constraints_allow() {
+        let s = spec(
+            r#"code = "__kernel void k(const int n, __global float* y) {}", params(WG = [64]), reference(WG = 64),
+               require(n % 64 == 0), global = n, local = WG, buffers(y = n), check(y), workloads(w(n = 65536))"#,
+        );
+        let sizes: Sizes = [("n".to_string(), 65536)].into();
+        let bounds: BTreeMap<String, (i64, i64)> = [("n".to_string(), (24576, 131072))].into();
+        let m = residue_modulus(&s);
+        assert_eq!(m, 64);
+        let sets = residue_sizes(&s, &s.reference, &sizes, &bounds, m, &limits(), &mut ChaCha8Rng::seed_from_u64(3));
+        let mut residues: Vec<i64> = sets.iter().map(|p| (p["n"] / 64) % 64).collect();
+        residues.sort();
+        residues.dedup();
+        assert_eq!(residues.len(), 64, "{sets:?}");
+        assert!(sets.iter().all(|p| p["n"] % 64 == 0));
+    }
+
+    /// Two sizes: the corners of their box, where one is far larger than the other.
+    #[test]
+    fn corners_of_the_box() {
+        let s = spec(
+            r#"code = "__kernel void k(const int rows, const int cols, __global float* y) { y[0] = P; }", params(P = [0, 1]), reference(P = 0),
+               global = (cols, rows), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#,
+        );
+        let sizes: Sizes = [("rows".to_string(), 256), ("cols".to_string(), 256)].into();
+        let bounds: BTreeMap<String, (i64, i64)> = [("rows".to_string(), (97, 513)), ("cols".to_string(), (97, 513))].into();
+        let corners = corner_sizes(&s, &s.reference, &sizes, &bounds, &limits(), &[], &mut ChaCha8Rng::seed_from_u64(0));
+        assert_eq!(corners.len(), 4, "{corners:?}");
+        assert!(corners.iter().any(|c| c["rows"] == 513 && c["cols"] == 97), "{corners:?}");
+        assert!(corners.iter().any(|c| c["rows"] == 97 && c["cols"] == 513), "{corners:?}");
+        // a constraint that forbids the corner: moved toward the tuned sizes until it holds
+        let tall = spec(
+            r#"code = "__kernel void k(const int rows, const int cols, __global float* y) { y[0] = P; }", params(P = [0, 1]), reference(P = 0),
+               require(rows <= 3 * cols), global = (cols, rows), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#,
+        );
+        let corners = corner_sizes(&tall, &tall.reference, &sizes, &bounds, &limits(), &[], &mut ChaCha8Rng::seed_from_u64(0));
+        assert!(corners.iter().all(|c| c["rows"] <= 3 * c["cols"]), "{corners:?}");
+        assert_eq!(corners.len(), 4, "{corners:?}");
     }
 }
 

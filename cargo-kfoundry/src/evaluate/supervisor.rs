@@ -11,6 +11,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 
+use super::case::Case;
 use super::diagnostics::{collect, Warnings};
 use super::worker::{Request, Response};
 use super::{params_of, ErrorStats, Judge, Limits, Measurement, Phase, Validity, Verdict};
@@ -96,6 +97,9 @@ impl Supervised {
         // after the current evaluation instead of seeing its worker killed mid-candidate.
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        // The worker runs candidates, and on a CPU device a candidate is native code in its
+        // process: it gets an environment without secrets (see [`worker_environment`]).
+        command.env_clear().envs(worker_environment(std::env::vars_os()));
         let mut child = command
             .arg("__worker")
             .env(super::worker::PARENT_ENV, std::process::id().to_string())
@@ -170,11 +174,11 @@ impl Supervised {
         self.request(Request::Evaluate { params: params.clone(), source: Some(source.to_string()) }, params)
     }
 
-    /// Verifies `params` (of `source` when given) at other `sizes` without timing it,
-    /// contained like any evaluation. `Err` when the reference itself cannot be trusted at
-    /// those sizes (they prove nothing either way).
-    pub fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> std::result::Result<Verdict, String> {
-        let request = Request::Verify { params: params.clone(), sizes: sizes.clone(), source: source.map(str::to_string) };
+    /// Verifies `params` (of `source` when given) in a case of its proof without timing it,
+    /// contained like any evaluation. `Err` when the reference itself cannot be trusted there
+    /// (it proves nothing either way).
+    pub fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> std::result::Result<Verdict, String> {
+        let request = Request::Verify { params: params.clone(), case: case.clone(), source: source.map(str::to_string) };
         let limits = Limits3 { before: self.time.reference, reference_checked: self.time.build, built: self.time.reference };
         match self.exchange(&request, limits) {
             Ok((Response::Verified { verdict, build_log, warnings }, _)) => {
@@ -273,6 +277,46 @@ impl Supervised {
         }
         outcome
     }
+}
+
+/// The variables a worker keeps of the tuner's environment: what OpenCL drivers, their
+/// compilers and caches read (the loader's, PoCL's, NVIDIA's, AMD's, Intel's; the library path,
+/// home and temporary directories, locale), never one that looks like a secret (a key, a
+/// token, a password: the language model's key among them). Everything else (cloud
+/// credentials, tokens of CI systems, a database URL) stays with the tuner.
+pub fn worker_environment(vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    const NAMES: &[&str] =
+        &["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TMP", "TEMP", "LANG", "TZ", "LD_LIBRARY_PATH", "RUST_BACKTRACE", "RUST_LOG"];
+    const PREFIXES: &[&str] = &[
+        "LC_",
+        "XDG_",
+        "OCL_ICD",
+        "OPENCL_",
+        "POCL_",
+        "CUDA_",
+        "NVIDIA_",
+        "__GL_",
+        "GPU_",
+        "ROC",
+        "HSA_",
+        "HIP_",
+        "AMD_",
+        "INTEL_",
+        "NEO",
+        "ZE_",
+        "SYCL_",
+        "ONEAPI_",
+        "CL_",
+        "KFOUNDRY_TEST_",
+    ];
+    const SECRET: &[&str] = &["KEY", "TOKEN", "SECRET", "PASS", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "PRIVATE"];
+    vars.filter(|(name, _)| {
+        let Some(name) = name.to_str() else { return false };
+        let upper = name.to_ascii_uppercase();
+        let allowed = NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p));
+        allowed && !SECRET.iter().any(|s| upper.contains(s))
+    })
+    .collect()
 }
 
 /// The time limit of each phase of one request.
@@ -405,8 +449,8 @@ impl Judge for Supervised {
             None => self.evaluate_params(params),
         }
     }
-    fn verify(&mut self, params: &Params, sizes: &Sizes, source: Option<&str>) -> Result<Verdict, String> {
-        Supervised::verify(self, params, sizes, source)
+    fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> Result<Verdict, String> {
+        Supervised::verify(self, params, case, source)
     }
     fn last_errors(&self) -> Option<ErrorStats> {
         self.last_errors
@@ -482,6 +526,29 @@ mod tests {
         let mut s = supervised(Some(scripted(&format!("read _; echo '{runtime}'; sleep 5"))));
         assert!(matches!(s.request(request(), &Params::new()), Evaluation::Failed { kind: FailureKind::Runtime, .. }));
         assert!(s.worker.is_none());
+    }
+
+    #[test]
+    fn workers_get_no_secrets() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/root"),
+            ("POCL_DEVICES", "pthread"),
+            ("OCL_ICD_VENDORS", "/etc/OpenCL/vendors"),
+            ("CUDA_VISIBLE_DEVICES", "0"),
+            ("LC_ALL", "C"),
+            ("KFOUNDRY_LLM_API_KEY", "sk-1"),
+            ("OPENAI_API_KEY", "sk-2"),
+            ("GITHUB_TOKEN", "ghp_3"),
+            ("AWS_SECRET_ACCESS_KEY", "aws"),
+            ("AWS_ACCESS_KEY_ID", "id"),
+            ("DATABASE_URL", "postgres://u:p@h/db"),
+            ("POCL_AUTH_TOKEN", "x"),
+            ("MY_KEY", "k"),
+        ];
+        let kept = worker_environment(vars.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+        let names: Vec<String> = kept.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["PATH", "HOME", "POCL_DEVICES", "OCL_ICD_VENDORS", "CUDA_VISIBLE_DEVICES", "LC_ALL"]);
     }
 
     #[test]

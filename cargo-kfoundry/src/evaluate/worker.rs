@@ -9,6 +9,7 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::Evaluation;
 use serde::{Deserialize, Serialize};
 
+use super::case::Case;
 use super::{Bench, ErrorStats, Limits, Measurement, Phase, Verdict};
 
 /// What the tuner sends.
@@ -25,11 +26,11 @@ pub enum Request {
     /// Starts building these configurations, which will be evaluated next, in the background
     /// ([`Bench::build_ahead`]); answered at once.
     BuildAhead { params: Vec<Params> },
-    /// Verifies `params` at other `sizes` without timing it (the proof a finalist needs to be
+    /// Verifies `params` in a case of its proof without timing it (what a finalist needs to be
     /// used at those sizes); the reference is checked there first.
     Verify {
         params: Params,
-        sizes: Sizes,
+        case: Case,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<String>,
     },
@@ -94,24 +95,40 @@ fn die_with_parent() {
 fn die_with_parent() {}
 
 /// The channel answers go out on: a private duplicate of the original standard output, while
-/// descriptor 1 is pointed at standard error. Whatever a kernel (`printf`) or the driver prints
-/// can then never be read by the tuner as an answer.
+/// descriptor 1 is pointed at a pipe of this process's own whose lines go to standard error
+/// as `kernel output: ...` ([`KERNEL_OUTPUT`]). Whatever a kernel (`printf`) or the driver
+/// prints on standard output can then never be read by the tuner as an answer, nor as a
+/// compiler's warning.
 #[cfg(unix)]
 fn protocol_channel() -> anyhow::Result<std::fs::File> {
+    use std::io::BufRead as _;
     use std::os::fd::FromRawFd;
-    // SAFETY: dup and dup2 on this process's own standard descriptors; the new descriptor is
-    // owned by the File from here on.
+    // SAFETY: dup, pipe and dup2 on this process's own descriptors; each new descriptor is
+    // owned by one File from here on (the pipe's write end stays open as descriptor 1).
     unsafe {
         let fd = libc::dup(1);
         if fd < 0 {
             return Err(std::io::Error::last_os_error().into());
         }
-        if libc::dup2(2, 1) < 0 {
+        let mut ends = [0i32; 2];
+        if libc::pipe(ends.as_mut_ptr()) < 0 || libc::dup2(ends[1], 1) < 0 {
             return Err(std::io::Error::last_os_error().into());
         }
+        libc::close(ends[1]);
+        let printed = std::fs::File::from_raw_fd(ends[0]);
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(printed).split(b'\n') {
+                let Ok(line) = line else { break };
+                let _ = writeln!(std::io::stderr().lock(), "{KERNEL_OUTPUT}{}", String::from_utf8_lossy(&line));
+            }
+        });
         Ok(std::fs::File::from_raw_fd(fd))
     }
 }
+
+/// How a line a kernel (or the driver) printed on standard output begins on the worker's
+/// standard error.
+pub const KERNEL_OUTPUT: &str = "kernel output: ";
 
 #[cfg(not(unix))]
 fn protocol_channel() -> anyhow::Result<std::fs::File> {
@@ -164,10 +181,10 @@ pub fn serve() -> anyhow::Result<()> {
                 }
                 None => Response::SetupFailed { message: "build before setup".into() },
             },
-            Request::Verify { params, sizes, source } => match bench.as_mut() {
+            Request::Verify { params, case, source } => match bench.as_mut() {
                 Some(b) => {
                     let failures_before = b.build_failures.len();
-                    match b.verify_at(&params, source.as_deref(), &sizes, &mut built) {
+                    match b.verify_at(&params, source.as_deref(), &case, &mut built) {
                         Ok(verdict) => {
                             let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
                             Response::Verified { verdict, build_log, warnings: std::mem::take(&mut b.build_warnings) }

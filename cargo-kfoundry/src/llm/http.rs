@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::chat::{Chat, ChatError, Message, Reply, Spent, TokenUsage};
-use super::config::{ApiKey, LlmConfig};
+use super::config::{is_loopback, ApiKey, LlmConfig};
 
 /// The blocking HTTP client.
 pub struct Client {
@@ -42,13 +42,19 @@ impl std::fmt::Debug for Client {
 
 /// Longest server text quoted in an error.
 const EXCERPT_CHARS: usize = 300;
+/// Longest response body read: a chat completion of the largest `max_completion_tokens` is a
+/// few megabytes; a server that sends more is refused before it fills the memory.
+pub const MAX_BODY_BYTES: u64 = 16 << 20;
 /// Longest `Retry-After` honoured.
 const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 
 impl Client {
     pub fn new(config: &LlmConfig) -> Result<Client, ChatError> {
         let url = config.endpoint();
-        let mut builder = reqwest::blocking::Client::builder().timeout(None::<Duration>);
+        config.check_transport().map_err(|e| ChatError::Setup { url: url.clone(), detail: e.to_string() })?;
+        // Redirects are not followed: an OpenAI-compatible API answers where it is asked, and a
+        // redirect could take the request (and its key) to another host or to plain http.
+        let mut builder = reqwest::blocking::Client::builder().timeout(None::<Duration>).redirect(reqwest::redirect::Policy::none());
         if is_loopback(&config.base_url) {
             // A local server is never behind the environment's proxy.
             builder = builder.no_proxy();
@@ -152,9 +158,20 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = match response.text() {
-            Ok(t) => t,
-            Err(e) if e.is_timeout() => {
+        let too_large = || ChatError::Malformed {
+            url: self.url.clone(),
+            expected: format!("a response body of at most {} MiB", MAX_BODY_BYTES >> 20),
+            excerpt: "the server sent more; it was not read".into(),
+        };
+        if response.content_length().is_some_and(|n| n > MAX_BODY_BYTES) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        let read = std::io::Read::read_to_end(&mut std::io::Read::take(response, MAX_BODY_BYTES + 1), &mut body);
+        let text = match read {
+            Ok(_) if body.len() as u64 > MAX_BODY_BYTES => return Err(too_large()),
+            Ok(_) => String::from_utf8_lossy(&body).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                 return Ok(Err((ChatError::Timeout { url: self.url.clone(), secs: self.timeout.as_secs_f64(), attempts }, None)));
             }
             Err(e) => {
@@ -166,6 +183,12 @@ impl Client {
         }
         let detail = self.excerpt(&error_message(&text));
         match status {
+            300..=399 => Err(ChatError::Http {
+                url: self.url.clone(),
+                status,
+                attempts,
+                detail: "the server redirected the request; redirects are not followed (set base_url to where the API is)".into(),
+            }),
             401 | 403 => Err(ChatError::KeyRefused { url: self.url.clone(), status, key_env: self.key_env.clone(), key_sent: self.key.is_some() }),
             _ if mentions_missing_model(&text) => Err(ChatError::UnknownModel { url: self.url.clone(), model: self.model.clone(), status, detail }),
             404 => Err(ChatError::NotFound { url: self.url.clone(), model: self.model.clone(), detail }),
@@ -189,7 +212,7 @@ impl Client {
             let field = |name: &str| u.get(name).and_then(Value::as_u64).unwrap_or(0);
             let (prompt, completion) = (field("prompt_tokens"), field("completion_tokens"));
             let total = match field("total_tokens") {
-                0 => prompt + completion,
+                0 => prompt.saturating_add(completion),
                 t => t,
             };
             TokenUsage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total }
@@ -235,14 +258,6 @@ impl Chat for Client {
     fn restore_spent(&mut self, spent: Spent) {
         self.spent = spent;
     }
-}
-
-fn is_loopback(base_url: &str) -> bool {
-    let rest = base_url.split("://").nth(1).unwrap_or("");
-    let host = rest.split('/').next().unwrap_or("");
-    let host =
-        if host.starts_with('[') { host.split(']').next().unwrap_or("").trim_start_matches('[') } else { host.split(':').next().unwrap_or("") };
-    host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
 /// The error's message with its causes ("error sending request: … : Connection refused").

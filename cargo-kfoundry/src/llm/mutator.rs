@@ -289,7 +289,8 @@ impl Mutator {
         if source.trim() == ctx.parent_source.trim() {
             return Err("the answer does not change the kernel".into());
         }
-        validate(source, &ctx.kernel, reference, self.state.settings.source).map_err(|e| e.to_string())?;
+        let policy = kfoundry_rt::model::source_policy::Policy { allow_asm: ctx.device.kind == "gpu" };
+        validate(source, &ctx.kernel, reference, self.state.settings.source, policy).map_err(|e| e.to_string())?;
         // A declared parameter may not shadow one of the annotation's (only re-declare what
         // the parent itself declared).
         let parent_declared = declared_params(&ctx.parent_source).unwrap_or_default();

@@ -6,9 +6,11 @@
 //!   fenced code block (the last block that contains a `__kernel`). Tunable parameters the
 //!   model declares with `// kfoundry-params: TS=[8,16,32], WPT=[1,2]` lines in the source
 //!   are returned as [`DeclaredParam`]s.
-//! - [`validate`]: bounded size, OpenCL C only (no `#include`, nothing clearly CUDA, C++,
-//!   Rust or Python, no leftover edit markers), and the entry point's signature identical to
-//!   the reference's (read with `kfoundry_rt::model::signature`).
+//! - [`validate`]: bounded size, within what a source kfoundry did not get from the user may
+//!   contain ([`kfoundry_rt::model::source_policy`]: directives read as the preprocessor reads
+//!   them, against an allow-list; no window on the host's files; inline assembly only for a
+//!   GPU), nothing clearly CUDA, C++, Rust or Python, no leftover edit markers, and the entry
+//!   point's signature identical to the reference's (read with `kfoundry_rt::model::signature`).
 //! - [`source_levels`]: the memory / algorithm / parallelism levels a source shows, for the
 //!   archive's descriptors (heuristics, documented on each level).
 
@@ -55,6 +57,8 @@ pub enum ParseError {
     TooLarge { size: usize, max: usize },
     #[error("line {line}: not OpenCL C: {what}")]
     NotOpenCl { line: usize, what: String },
+    #[error("{0}")]
+    Refused(kfoundry_rt::model::source_policy::Violation),
     #[error("the kernel signature cannot be read: {0}")]
     Signature(String),
     #[error("the signature of `{kernel}` changed: {difference}")]
@@ -195,25 +199,28 @@ const FOREIGN: &[(&str, &str)] = &[
     ("std::", "`std::` is C++"),
     ("template<", "templates are C++"),
     ("template <", "templates are C++"),
-    ("#include", "`#include` is not allowed (the kernel must be self-contained)"),
-    ("#import", "`#import` is not allowed"),
     ("fn main", "this is Rust"),
     ("import ", "`import` is not OpenCL C"),
     ("def ", "`def` is Python"),
-    ("asm(", "inline assembly is not allowed"),
-    ("asm volatile", "inline assembly is not allowed"),
-    ("__asm", "inline assembly is not allowed"),
     ("<<<<<<<", "a leftover edit marker"),
     (">>>>>>>", "a leftover edit marker"),
     ("```", "a leftover code fence"),
 ];
 
-/// Checks a candidate: size, OpenCL C only, the entry point `kernel` with exactly the
-/// `reference` signature.
-pub fn validate(source: &str, kernel: &str, reference: &KernelSignature, limits: SourceLimits) -> Result<(), ParseError> {
+/// Checks a candidate: size, the source policy (`policy`: inline assembly only when the
+/// device is a GPU), OpenCL C only, the entry point `kernel` with exactly the `reference`
+/// signature.
+pub fn validate(
+    source: &str,
+    kernel: &str,
+    reference: &KernelSignature,
+    limits: SourceLimits,
+    policy: kfoundry_rt::model::source_policy::Policy,
+) -> Result<(), ParseError> {
     if source.len() > limits.max_bytes {
         return Err(ParseError::TooLarge { size: source.len(), max: limits.max_bytes });
     }
+    kfoundry_rt::model::source_policy::check(source, policy).map_err(ParseError::Refused)?;
     // Comments may say anything; line numbers survive the stripping.
     for (i, line) in strip_comments(source).lines().enumerate() {
         let directive = line.trim_start().strip_prefix('#').map(|d| format!("#{}", d.trim_start()));
@@ -485,6 +492,7 @@ pub fn source_levels(src: &str) -> SourceLevels {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kfoundry_rt::model::source_policy::Policy;
 
     const PARENT: &str = "__kernel void saxpy(const int n, const float a, __global const float* x, __global float* y) {\n    int i = get_global_id(0);\n    y[i] = a * x[i] + y[i];\n}\n";
 
@@ -502,7 +510,7 @@ mod tests {
             p.declared_params,
             vec![DeclaredParam { name: "VEC".into(), values: vec![1, 2, 4] }, DeclaredParam { name: "TS".into(), values: vec![8, 16] },]
         );
-        validate(&p.source, "saxpy", &reference(), SourceLimits::default()).unwrap();
+        validate(&p.source, "saxpy", &reference(), SourceLimits::default(), Policy::default()).unwrap();
     }
 
     #[test]
@@ -518,7 +526,7 @@ mod tests {
         let p = parse_response(answer, PARENT).unwrap();
         assert_eq!(p.form, EditForm::Edits(2));
         assert!(p.source.contains("const int i") && p.source.contains("fma(a, x[i], y[i])"));
-        validate(&p.source, "saxpy", &reference(), SourceLimits::default()).unwrap();
+        validate(&p.source, "saxpy", &reference(), SourceLimits::default(), Policy::default()).unwrap();
     }
 
     #[test]
@@ -562,11 +570,11 @@ mod tests {
             ("__kernel void saxpy(const uint n, const float a, __global const float* x, __global float* y) {}", "expected `int n`, found `uint n`"),
         ];
         for (src, needle) in cases {
-            let err = validate(src, "saxpy", &r, SourceLimits::default()).unwrap_err().to_string();
+            let err = validate(src, "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap_err().to_string();
             assert!(err.contains(needle), "{err}");
         }
         let renamed = "__kernel void other(const int n, const float a, __global const float* x, __global float* y) {}";
-        let err = validate(renamed, "saxpy", &r, SourceLimits::default()).unwrap_err().to_string();
+        let err = validate(renamed, "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap_err().to_string();
         assert!(err.contains("no kernel named `saxpy`"), "{err}");
         assert_eq!(render_signature(&r), "__kernel void saxpy(int n, float a, __global const float* x, __global float* y)");
     }
@@ -575,25 +583,31 @@ mod tests {
     fn only_opencl_c() {
         let r = reference();
         for (prefix, needle) in [
-            ("#include <stdio.h>\n", "line 1: not OpenCL C: `#include`"),
+            ("#include <stdio.h>\n", "line 1: `#include` is not allowed"),
             ("#  include \"x.h\"\n", "`#include`"),
+            ("#inc\\\nlude \"/etc/hostname\"\n", "`#include`"),
+            ("%:include \"/etc/hostname\"\n", "`#include`"),
             ("__global__ void f() {}\n", "CUDA"),
             ("template <typename T> T f();\n", "C++"),
             ("int f() { __syncthreads(); }\n", "`__syncthreads`"),
             ("import os\n", "`import`"),
             ("int g() { asm(\"nop\"); }\n", "assembly"),
+            ("int g() { asm (\"syscall\"); }\n", "assembly"),
         ] {
-            let err = validate(&format!("{prefix}{PARENT}"), "saxpy", &r, SourceLimits::default()).unwrap_err().to_string();
+            let err = validate(&format!("{prefix}{PARENT}"), "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap_err().to_string();
             assert!(err.contains(needle), "{prefix}: {err}");
         }
         let big = format!("{PARENT}{}", "// pad\n".repeat(20_000));
-        assert!(matches!(validate(&big, "saxpy", &r, SourceLimits::default()), Err(ParseError::TooLarge { .. })));
+        assert!(matches!(validate(&big, "saxpy", &r, SourceLimits::default(), Policy::default()), Err(ParseError::TooLarge { .. })));
         let commented = format!("/* no #include,\n   no CUDA __global__ */\n// import nothing\n{PARENT}");
-        validate(&commented, "saxpy", &r, SourceLimits::default()).unwrap();
-        let err = validate(&format!("/* a\n b */\n#include <x>\n{PARENT}"), "saxpy", &r, SourceLimits::default()).unwrap_err();
+        validate(&commented, "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap();
+        let err = validate(&format!("/* a\n b */\n#include <x>\n{PARENT}"), "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap_err();
         assert!(err.to_string().starts_with("line 3:"), "{err}");
+        // assembly on a GPU (NVIDIA's PTX is how its tensor cores are reached)
+        let asm = format!("void g() {{ asm volatile(\"nop\"); }}\n{PARENT}");
+        validate(&asm, "saxpy", &r, SourceLimits::default(), Policy { allow_asm: true }).unwrap();
         let pragma = format!("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n{PARENT}");
-        validate(&pragma, "saxpy", &r, SourceLimits::default()).unwrap();
+        validate(&pragma, "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap();
     }
 
     #[test]

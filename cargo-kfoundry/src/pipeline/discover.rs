@@ -104,7 +104,8 @@ impl Bundle {
     /// path), and every kernel sound as if its annotation had been parsed here (a bad one is
     /// an error naming the kernel and what is wrong). A bundle can come from anywhere.
     pub fn read(path: &Path) -> Result<Bundle> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read bundle {}", path.display()))?;
+        let text = kfoundry_tooling::files::read_text_bounded(path, kfoundry_tooling::files::MAX_BUNDLE_BYTES, "bundle")
+            .with_context(|| format!("cannot read bundle {}", path.display()))?;
         let de = &mut serde_json::Deserializer::from_str(&text);
         let bundle: Bundle = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
@@ -245,7 +246,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The annotated kernels of one file, or its errors as `file:line:column: message`.
 pub fn kernels_in_file(file: &Path, package: &str, manifest_dir: &Path) -> Result<Vec<Kernel>, Vec<String>> {
-    let text = std::fs::read_to_string(file).map_err(|e| vec![format!("{}: {e}", file.display())])?;
+    let text = kfoundry_tooling::files::read_text_bounded(file, kfoundry_tooling::files::MAX_KERNEL_SOURCE_BYTES, "Rust source file")
+        .map_err(|e| vec![e.to_string()])?;
     if !text.contains("evolve") {
         return Ok(Vec::new());
     }

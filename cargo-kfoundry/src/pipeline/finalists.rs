@@ -10,7 +10,7 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Record;
 
 use super::remeasure::{beats_existing, measure_reference, remeasure};
-use super::verify::prove;
+use super::verify::{prove, Scope};
 use crate::evaluate::{params_of, ErrorStats, Judge};
 use crate::text::fmt_ns;
 
@@ -38,6 +38,12 @@ pub struct Decision {
     pub source: Option<String>,
     /// Every size set the winner was verified at (the workload's first).
     pub proven: Vec<Sizes>,
+    /// The values of integer scalars it was verified with (smallest, largest).
+    pub scalars: std::collections::BTreeMap<String, [i64; 2]>,
+    /// Proof cases run, and skipped because the reference could not be trusted there.
+    pub proof_cases: (usize, usize),
+    /// The seed the proofs drew from.
+    pub proof_seed: u64,
     /// Medians of the alternating re-measures, seconds.
     pub best_s: f64,
     pub reference_s: f64,
@@ -73,13 +79,15 @@ pub fn select(spec: &KernelSpec, history: &[Record], sources: Vec<(f64, Params, 
 
 /// Proves and re-measures `finalists` (fastest first; the reference among them is skipped) and
 /// picks the winner. `existing`: a complete result already in the lockfile that an
-/// interrupted search must beat. `Err` only when the reference itself fails on re-measure.
+/// interrupted search must beat; `proof_seed` seeds the proof's draws. `Err` only when the
+/// reference itself fails on re-measure.
 pub fn decide(
     judge: &mut dyn Judge,
     spec: &KernelSpec,
     workload: &Workload,
     finalists: &[Finalist],
     existing: Option<&Finalist>,
+    proof_seed: u64,
     mut rejected: impl FnMut(&Rejection),
 ) -> Result<Decision, String> {
     let mut rejections = Vec::new();
@@ -94,7 +102,8 @@ pub fn decide(
         if *params == spec.reference && source.is_none() {
             continue;
         }
-        let proven = match prove(judge, spec, params, source.as_deref(), workload) {
+        let scope = Scope { sizes: &workload.sizes, claimed: None, seed: proof_seed };
+        let proven = match prove(judge, spec, params, source.as_deref(), &scope) {
             Ok(p) => p,
             Err(why) => {
                 reject(params, "probe", why, &mut rejections);
@@ -107,7 +116,10 @@ pub fn decide(
                 winner = Some(Decision {
                     params: params.clone(),
                     source: source.clone(),
-                    proven,
+                    proof_cases: (proven.cases, proven.skipped),
+                    proof_seed,
+                    scalars: proven.scalars,
+                    proven: proven.sizes,
                     best_s,
                     reference_s,
                     errors,
@@ -134,6 +146,9 @@ pub fn decide(
                 params: spec.reference.clone(),
                 source: None,
                 proven: vec![workload.sizes.clone()],
+                scalars: Default::default(),
+                proof_cases: (0, 0),
+                proof_seed,
                 best_s: reference_s,
                 reference_s,
                 errors,
@@ -163,6 +178,7 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evaluate::case::Case;
     use crate::evaluate::{Limits, Verdict};
     use kfoundry_search::{Evaluation, FailureKind};
     use std::collections::BTreeMap;
@@ -189,7 +205,8 @@ mod tests {
             }
             Evaluation::ok(self.times[&k], 0.0)
         }
-        fn verify(&mut self, params: &Params, sizes: &Sizes, _: Option<&str>) -> Result<Verdict, String> {
+        fn verify(&mut self, params: &Params, case: &Case, _: Option<&str>) -> Result<Verdict, String> {
+            let sizes = &case.sizes;
             if self.wrong_at_larger.contains(&params["K"]) && sizes["n"] > 4096 {
                 return Ok(Err((FailureKind::Wrong, "differs".into())));
             }
@@ -241,7 +258,7 @@ mod tests {
         judge.fail_after.insert(1, 1); // K=1 fails from its second evaluation on
         judge.wrong_at_larger.push(2); // K=2 is wrong above the tuned size
         let mut heard = Vec::new();
-        let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(3), k(0)], None, |r| heard.push(r.clone())).unwrap();
+        let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(3), k(0)], None, 7, |r| heard.push(r.clone())).unwrap();
         assert_eq!(d.params["K"], 3, "{d:?}");
         assert_eq!(d.rejections.len(), 2);
         assert_eq!((d.rejections[0].params["K"], d.rejections[0].stage), (1, "remeasure"));
@@ -260,7 +277,7 @@ mod tests {
         let w = spec.workloads[0].clone();
         let mut judge = script(&[(0, 4.0), (1, 1.0), (2, 2.0)]);
         judge.wrong_at_workload.push(1);
-        let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(0)], None, |_| {}).unwrap();
+        let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(0)], None, 7, |_| {}).unwrap();
         assert_eq!(d.params["K"], 2, "{d:?}");
         assert_eq!((d.rejections[0].params["K"], d.rejections[0].stage), (1, "probe"));
         assert!(d.rejections[0].reason.contains("4096") && d.rejections[0].reason.contains("fresh"), "{:?}", d.rejections[0]);
@@ -271,7 +288,7 @@ mod tests {
         let spec = spec();
         let w = spec.workloads[0].clone();
         let mut judge = script(&[(0, 1.0), (1, 2.0)]);
-        let d = decide(&mut judge, &spec, &w, &[k(1), k(0)], None, |_| {}).unwrap();
+        let d = decide(&mut judge, &spec, &w, &[k(1), k(0)], None, 7, |_| {}).unwrap();
         assert_eq!(d.params, spec.reference);
         assert!(d.note.as_deref().is_some_and(|n| n.contains("faster than the reference on re-measure")), "{:?}", d.note);
     }
@@ -282,7 +299,7 @@ mod tests {
         let w = spec.workloads[0].clone();
         let mut judge = script(&[(0, 1.0), (1, 0.5)]);
         judge.fail_after.insert(0, 0);
-        let e = decide(&mut judge, &spec, &w, &[k(1)], None, |_| {}).unwrap_err();
+        let e = decide(&mut judge, &spec, &w, &[k(1)], None, 7, |_| {}).unwrap_err();
         assert!(e.contains("the reference failed on re-measure"), "{e}");
     }
 
@@ -291,10 +308,10 @@ mod tests {
         let spec = spec();
         let w = spec.workloads[0].clone();
         let mut judge = script(&[(0, 4.0), (1, 2.0), (2, 1.0)]);
-        let d = decide(&mut judge, &spec, &w, &[k(1)], Some(&k(2)), |_| {}).unwrap();
+        let d = decide(&mut judge, &spec, &w, &[k(1)], Some(&k(2)), 7, |_| {}).unwrap();
         assert!(d.kept_existing, "{d:?}");
         let mut judge = script(&[(0, 4.0), (1, 2.0), (2, 3.0)]);
-        let d = decide(&mut judge, &spec, &w, &[k(1)], Some(&k(2)), |_| {}).unwrap();
+        let d = decide(&mut judge, &spec, &w, &[k(1)], Some(&k(2)), 7, |_| {}).unwrap();
         assert!(!d.kept_existing && d.params["K"] == 1, "{d:?}");
     }
 }

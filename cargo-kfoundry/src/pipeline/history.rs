@@ -78,7 +78,10 @@ impl History {
     /// Every history under `state_dir` that can be read (others are skipped).
     pub fn load_all(state_dir: &Path) -> Vec<History> {
         let Ok(entries) = std::fs::read_dir(state_dir.join("history")) else { return Vec::new() };
-        let mut out: Vec<History> = entries.flatten().filter_map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()).collect();
+        let mut out: Vec<History> = entries
+            .flatten()
+            .filter_map(|e| serde_json::from_str(&kfoundry_tooling::files::read_text_bounded(&e.path(), 256 << 20, "history").ok()?).ok())
+            .collect();
         out.sort_by(|a, b| (&a.kernel, &a.workload, &a.device).cmp(&(&b.kernel, &b.workload, &b.device)));
         out
     }

@@ -117,7 +117,9 @@ fn tune_one(plan: &Plan, spec: &KernelSpec, workload: &Workload, existing: Optio
         return Ok(None);
     };
     let finalists = finalists::select(spec, searched.state.history(), searched.source_finalists());
-    let decision = finalists::decide(&mut bench, spec, workload, &finalists, existing.filter(|_| searched.interrupted), |r| {
+    // Drawn afresh unless given: the proof's sizes and inputs cannot be known in advance.
+    let proof_seed = plan.args.proof_seed.unwrap_or_else(rand::random);
+    let decision = finalists::decide(&mut bench, spec, workload, &finalists, existing.filter(|_| searched.interrupted), proof_seed, |r| {
         report::rejected(plan, spec, workload, r)
     })
     .map_err(|e| anyhow::anyhow!(e))?;

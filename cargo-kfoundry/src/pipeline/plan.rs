@@ -113,11 +113,15 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
     } else {
         None
     };
-    let llm = llm_config(args, &src.metadata)?;
+    let llm = llm_config(args, &src.metadata, !src.from_workspace, args.ws.quiet)?;
     if let (Some(cfg), true) = (&llm, !args.ws.quiet) {
         eprintln!(
-            "language model: {} at {} (one mutation per {} evaluations, at most {} requests)",
-            cfg.model, cfg.base_url, cfg.every, cfg.max_requests
+            "language model: {} at {} (one mutation per {} evaluations, at most {} requests{})",
+            crate::text::printable(&cfg.model),
+            crate::text::printable(&cfg.base_url),
+            cfg.every,
+            cfg.max_requests,
+            if cfg.api_key.is_some() { format!(", the key from {}", cfg.api_key_env) } else { ", no key".into() }
         );
     }
     let jobs = partition_jobs(args, &kernels, &device, quiet)?;
@@ -304,6 +308,8 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
         failures: 0,
         source: None,
         proven: done.proven.clone(),
+        scalars: Default::default(),
+        proof: 0,
         partial: done.interrupted,
         device_info: None,
     };
@@ -314,23 +320,44 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
     Ok(())
 }
 
-/// The language model's settings: `--llm-config FILE`, else the workspace's
-/// `[workspace.metadata.kfoundry.llm]`, with the environment's overrides; none with `--no-llm`.
-fn llm_config(args: &TuneArgs, metadata: &serde_json::Value) -> Result<Option<LlmConfig>> {
+/// The language model's settings, in layers ([`crate::llm::config`]): the user's own
+/// `llm.toml`, the project's table only with `--llm-from-project`, `--llm-config FILE`, then
+/// the environment; none with `--no-llm`. A project table that is not used is noted.
+fn llm_config(args: &TuneArgs, metadata: &serde_json::Value, from_bundle: bool, quiet: bool) -> Result<Option<LlmConfig>> {
+    use crate::llm::config::{user_config_path, Layer, Origin};
     if args.no_llm {
         return Ok(None);
     }
-    let wrapped;
-    let metadata = match &args.llm_config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let table: toml::Value = toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
-            wrapped = serde_json::json!({ "kfoundry": { "llm": table } });
-            &wrapped
-        }
-        None => metadata,
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let read_toml = |path: &std::path::Path| -> Result<serde_json::Value> {
+        let text = kfoundry_tooling::files::read_text_bounded(path, 1 << 20, "language-model configuration")?;
+        let table: toml::Value = toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
+        Ok(serde_json::to_value(table)?)
     };
-    let config = LlmConfig::from_workspace_metadata(metadata).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut tables: Vec<(serde_json::Value, Origin)> = Vec::new();
+    if let Some(path) = user_config_path(env).filter(|p| p.exists()) {
+        tables.push((read_toml(&path)?, Origin::User(path.display().to_string())));
+    }
+    let project = metadata.get("kfoundry").and_then(|k| k.get("llm")).filter(|t| !t.is_null());
+    let what = if from_bundle { "the bundle" } else { "the workspace's Cargo.toml" };
+    match project {
+        Some(table) if args.llm_from_project => tables.push((table.clone(), Origin::Project(what.into()))),
+        Some(table) if !quiet => {
+            let url = table.get("base_url").or_else(|| table.get("url")).and_then(|u| u.as_str()).unwrap_or("(no base_url)");
+            eprintln!(
+                "note: {} of {what} configures a language model at {}; it is not used unless you pass --llm-from-project (or put the settings in your own {})",
+                crate::llm::config::TABLE,
+                crate::text::printable(url),
+                user_config_path(env).map_or_else(|| "llm.toml".to_string(), |p| p.display().to_string())
+            );
+        }
+        _ => {}
+    }
+    if let Some(path) = &args.llm_config {
+        tables.push((read_toml(path)?, Origin::CommandLine(path.display().to_string())));
+    }
+    let layers: Vec<Layer> = tables.iter().map(|(table, origin)| Layer { table, origin: origin.clone() }).collect();
+    let config = LlmConfig::resolve(&layers, env).map_err(|e| anyhow::anyhow!("{e}"))?;
     if config.is_some() && cfg!(not(feature = "llm")) {
         return Err(usage(
             "a language model is configured, but this cargo-kfoundry was built without the `llm` feature: reinstall it with default features, or pass --no-llm",

@@ -51,6 +51,8 @@ pub fn variant_of(lockfile: &Path, device: &Selected, spec: &KernelSpec, workloa
         failures: result.failures as u64,
         source,
         proven: result.proven.clone(),
+        scalars: result.proven_scalars.clone(),
+        proof: kfoundry_rt::model::variant::PROOF_VERSION,
         partial: result.interrupted,
         device_info: None,
     }))

@@ -1,36 +1,204 @@
-//! Stage 4a, verify: a finalist of the search is proven on fresh inputs and at other sizes
-//! before it can ship. The search verified it at the workload's sizes only, on input sets it
-//! shared with other candidates; here it runs again at the workload's sizes on fresh inputs,
-//! then at smaller and larger size sets (all sizes scaled together, then each size alone),
-//! on fresh inputs, against the reference. Sizes where the reference itself cannot be trusted
-//! prove nothing and are skipped; one wrong or failing size rejects the finalist.
+//! Stage 4a, verify: a finalist of the search is proven before it can ship, in [`Case`]s that
+//! each vary something a real call can differ in from the search's runs. The search verified
+//! it at the workload's sizes only, on input sets it shared with other candidates, with
+//! poisoned outputs and inputs from the declared distributions. The proof ([`plan`]):
+//!
+//! 1. the workload's sizes again on fresh inputs, then smaller and larger size sets (all sizes
+//!    scaled together, then each alone): these span the box of sizes dispatch may run the
+//!    winner at;
+//! 2. the corners of that box (extreme aspect ratios);
+//! 3. sizes drawn across the box so that every size takes every residue modulo at least 16 of
+//!    its step ([`probe::residue_sizes`]), with the integer scalars that are not sizes over
+//!    their declared range (every value of a small one);
+//! 4. edge values: signed zeros, denormals and (unless `edges = finite`) infinities and NaN,
+//!    and large magnitudes (unless `edges = none`);
+//! 5. in place, where the annotation declares `in_place(...)`.
+//!
+//! Outputs are pre-filled with NaN, zeros or random values, in turn. The draws are seeded by a
+//! seed drawn afresh for each tune (or `--proof-seed`): nobody can tune a kernel to the sizes
+//! it will be proven at. Cases where the reference itself cannot be trusted prove nothing and
+//! are skipped; one wrong or failing case rejects the finalist.
 
-use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
+use std::collections::BTreeMap;
 
-use crate::evaluate::probe::{axis_probe_sizes, probe_sizes};
-use crate::evaluate::{fmt_sizes, Judge};
+use kfoundry_rt::model::select::integer_scalars;
+use kfoundry_rt::model::spec::{Distribution, Edges, KernelSpec, Params, Sizes};
+use rand::seq::SliceRandom as _;
+use rand::{Rng as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
+
+use crate::evaluate::case::{Case, Prefill, Values};
+use crate::evaluate::probe::{self, axis_probe_sizes, probe_sizes};
+use crate::evaluate::{Judge, Limits};
 
 /// Smaller and larger size sets each finalist is verified at (all sizes scaled together).
 const SMALLER_PROBES: usize = 2;
 const LARGER_PROBES: usize = 2;
 
-/// Verifies a finalist on fresh inputs at the workload's sizes, then at smaller and larger
-/// sizes (all scaled together, and each alone): the size sets it was proven at (the
-/// workload's first), or why it failed.
-pub fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>, workload: &Workload) -> Result<Vec<Sizes>, String> {
-    let mut proven = Vec::new();
-    let mut plan = vec![workload.sizes.clone()];
-    plan.extend(probe_sizes(spec, params, &workload.sizes, judge.limits(), SMALLER_PROBES, LARGER_PROBES));
-    plan.extend(axis_probe_sizes(spec, params, &workload.sizes, judge.limits()));
-    for sizes in plan {
-        match judge.verify(params, &sizes, source) {
-            Ok(Ok(_)) => proven.push(sizes),
-            Ok(Err((kind, why))) => return Err(format!("{kind:?} at sizes {}: {why}", fmt_sizes(&sizes))),
-            // The workload's sizes are proven by the search when the reference cannot be
-            // checked there again (it passed there when the tune began).
-            Err(_) if proven.is_empty() && sizes == workload.sizes => proven.push(sizes),
-            Err(_) => {}
-        }
+/// What a finalist was proven at: every size set of a case that passed (the workload's
+/// first), and for each integer scalar that is not a size the smallest and largest value it
+/// passed with.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Proven {
+    pub sizes: Vec<Sizes>,
+    pub scalars: BTreeMap<String, [i64; 2]>,
+    /// Cases run, and those skipped because the reference could not be trusted there.
+    pub cases: usize,
+    pub skipped: usize,
+}
+
+/// Where a proof is made: around the workload's sizes (a tune), or over the box and scalar
+/// ranges a lockfile entry claims (`check --verify`).
+pub struct Scope<'a> {
+    pub sizes: &'a Sizes,
+    /// What to prove over; `None`: the box the scaled probes span and the declared scalar
+    /// ranges.
+    pub claimed: Option<Claimed>,
+    pub seed: u64,
+}
+
+/// What a lockfile entry claims it was proven at.
+pub struct Claimed {
+    /// Each size's smallest and largest value.
+    pub bounds: BTreeMap<String, (i64, i64)>,
+    /// Each integer scalar's smallest and largest value.
+    pub scalars: BTreeMap<String, [i64; 2]>,
+}
+
+/// Proves `params` (of `source` when given) of `spec` in the cases of [`plan`]: what it was
+/// proven at, or why it failed (the case and the reason).
+pub fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>, scope: &Scope) -> Result<Proven, String> {
+    let mut proven = Proven::default();
+    let mut rng = ChaCha8Rng::seed_from_u64(scope.seed);
+    let limits = judge.limits().clone();
+    // Stage 1 decides the box (unless one is claimed); the rest is drawn in it.
+    let (first, bounds) = match &scope.claimed {
+        None => (spanning_cases(spec, params, scope.sizes, &limits), None),
+        Some(claimed) => (vec![Case::at(scope.sizes.clone())], Some(claimed.bounds.clone())),
+    };
+    for mut case in first {
+        case.seed = rng.gen();
+        run(judge, params, source, case, scope, &mut proven)?;
+    }
+    let bounds = bounds.unwrap_or_else(|| probe::size_box(&proven.sizes));
+    for case in drawn_cases(spec, params, scope, &bounds, &limits, &proven.sizes, &mut rng) {
+        run(judge, params, source, case, scope, &mut proven)?;
     }
     Ok(proven)
+}
+
+/// Runs one case and records what it proved.
+fn run(judge: &mut dyn Judge, params: &Params, source: Option<&str>, case: Case, scope: &Scope, proven: &mut Proven) -> Result<(), String> {
+    proven.cases += 1;
+    match judge.verify(params, &case, source) {
+        Ok(Ok(_)) => note(proven, &case),
+        Ok(Err((kind, why))) => return Err(format!("{kind:?} at {case}: {why}")),
+        // The workload's sizes are proven by the search when the reference cannot be checked
+        // there again (it passed there when the tune began).
+        Err(_) if proven.sizes.is_empty() && case.sizes == *scope.sizes && scope.claimed.is_none() => note(proven, &case),
+        Err(_) => proven.skipped += 1,
+    }
+    Ok(())
+}
+
+fn note(proven: &mut Proven, case: &Case) {
+    if !proven.sizes.contains(&case.sizes) {
+        proven.sizes.push(case.sizes.clone());
+    }
+    for (name, &v) in &case.scalars {
+        let r = proven.scalars.entry(name.clone()).or_insert([v, v]);
+        r[0] = r[0].min(v);
+        r[1] = r[1].max(v);
+    }
+}
+
+/// Stage 1: the workload's sizes on fresh inputs, then smaller and larger sets (together, then
+/// each size alone).
+fn spanning_cases(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> Vec<Case> {
+    let mut plan = vec![sizes.clone()];
+    plan.extend(probe_sizes(spec, params, sizes, limits, SMALLER_PROBES, LARGER_PROBES));
+    plan.extend(axis_probe_sizes(spec, params, sizes, limits));
+    plan.into_iter().map(Case::at).collect()
+}
+
+/// Stages 2 to 5, in `bounds`.
+fn drawn_cases(
+    spec: &KernelSpec,
+    params: &Params,
+    scope: &Scope,
+    bounds: &BTreeMap<String, (i64, i64)>,
+    limits: &Limits,
+    known: &[Sizes],
+    rng: &mut ChaCha8Rng,
+) -> Vec<Case> {
+    let sizes = scope.sizes;
+    let one = |sizes: Sizes, k: usize, rng: &mut ChaCha8Rng| Case {
+        sizes,
+        scalars: BTreeMap::new(),
+        prefill: Prefill::Poison.nth(k),
+        values: Values::Declared,
+        in_place: false,
+        sets: 1,
+        check_reference: false,
+        seed: rng.gen(),
+    };
+    let mut cases = Vec::new();
+    for (k, corner) in probe::corner_sizes(spec, params, sizes, bounds, limits, known, rng).into_iter().enumerate() {
+        cases.push(one(corner, k, rng));
+    }
+    let m = probe::residue_modulus(spec);
+    let residues = probe::residue_sizes(spec, params, sizes, bounds, m, limits, rng);
+    let scalar_values = scalar_values(spec, scope, m, rng);
+    let in_place = !spec.in_place.is_empty();
+    // Every residue set, and every scalar value (at the workload's sizes once the residue
+    // sets run out).
+    let count = scalar_values.values().map(Vec::len).max().unwrap_or(0).max(residues.len());
+    for i in 0..count {
+        let set = residues.get(i).cloned().unwrap_or_else(|| sizes.clone());
+        let mut case = one(set, i, rng);
+        case.scalars = scalar_values.iter().map(|(name, values)| (name.clone(), values[i % values.len()])).collect();
+        case.in_place = in_place && i % 2 == 1;
+        cases.push(case);
+    }
+    let floats = spec.args_with_roles().any(|(a, role)| {
+        role == kfoundry_rt::model::spec::ArgRole::CallerBuffer
+            && matches!(a, kfoundry_rt::model::signature::KernelArg::Buffer { elem, read_only, name, .. } if elem.is_float() && (*read_only || spec.inputs.contains_key(name)))
+    });
+    if floats && spec.edges != Edges::None {
+        for (k, values) in [Values::Specials { nonfinite: spec.edges == Edges::All }, Values::Large].into_iter().enumerate() {
+            cases.push(Case { values, ..one(sizes.clone(), k, rng) });
+        }
+    }
+    if in_place {
+        cases.push(Case { in_place: true, sets: 3, ..one(sizes.clone(), 0, rng) });
+    }
+    cases
+}
+
+/// For each integer scalar that is not a size: the values to prove with, covering its range
+/// (every value of a range of at most `m` values, else every residue modulo `m` and both
+/// ends), in a seeded order.
+fn scalar_values(spec: &KernelSpec, scope: &Scope, m: i64, rng: &mut ChaCha8Rng) -> BTreeMap<String, Vec<i64>> {
+    let mut out = BTreeMap::new();
+    for (name, _) in integer_scalars(spec) {
+        let (lo, hi) = match (scope.claimed.as_ref().and_then(|c| c.scalars.get(name)), spec.distribution(name)) {
+            (Some([lo, hi]), _) => (*lo, *hi),
+            (None, Distribution::Uniform { lo, hi }) => (lo.round() as i64, hi.round() as i64),
+            (None, Distribution::Normal { mean, std }) => ((mean - 3.0 * std).round() as i64, (mean + 3.0 * std).round() as i64),
+            (None, Distribution::Constant { value }) => (value.round() as i64, value.round() as i64),
+        };
+        let (lo, hi) = (lo.min(hi), lo.max(hi));
+        let span = hi.saturating_sub(lo);
+        let mut values: Vec<i64> = if span < m {
+            (lo..=hi).collect()
+        } else {
+            let mut v: Vec<i64> = (0..m).map(|r| lo + (r + m * rng.gen_range(0..=(span - m) / m)).min(span)).collect();
+            v[0] = lo;
+            v[1] = hi;
+            v
+        };
+        values.shuffle(rng);
+        out.insert(name.to_string(), values);
+    }
+    out
 }

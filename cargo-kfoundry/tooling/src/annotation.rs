@@ -15,6 +15,8 @@
 //!     buffers(x = n, y = n),                  // lengths in elements of every pointer argument
 //!     inputs(x = uniform(-1.0, 1.0), a = constant(2.0)),
 //!     check(y, rtol = 1e-5, atol = 1e-6),      // repeatable, one per output
+//!     in_place(y = x),                        // y may be passed as the very buffer x
+//!     edges = finite,                         // edge values proven: all (default), finite, none
 //!     workloads(small(n = 1 << 16), large(n = 1 << 22)),
 //!     cost(bytes = 12 * n, flops = 2 * n),
 //!     options = "-cl-mad-enable",
@@ -35,7 +37,8 @@ use syn::{Ident, LitStr, Token};
 
 use kfoundry_rt::model::expr::Expr;
 use kfoundry_rt::model::signature::find_kernel;
-use kfoundry_rt::model::spec::{Check, Cost, Distribution, KernelSpec, Param, Part, Workload};
+use kfoundry_rt::model::signature::KernelArg;
+use kfoundry_rt::model::spec::{Check, Cost, Distribution, Edges, KernelSpec, Param, Part, Workload};
 
 /// Where an annotation is being read.
 pub struct Context<'a> {
@@ -153,7 +156,10 @@ struct Builder {
     buffers: Vec<(String, Expr, Span)>,
     buffers_span: Option<Span>,
     inputs: Vec<(String, Distribution, Span)>,
-    checks: Vec<(Check, Span)>,
+    /// Each check, whether it gave a tolerance, and its span.
+    checks: Vec<(Check, bool, Span)>,
+    in_place: Vec<(String, String, Span)>,
+    edges: Option<(Edges, Span)>,
     workloads: Vec<(Workload, Vec<String>, Span)>,
     workloads_span: Option<Span>,
     cost: Option<(Cost, Span)>,
@@ -162,8 +168,7 @@ struct Builder {
     tokens: BTreeMap<Part, TokenStream>,
 }
 
-const KEYS: &str =
-    "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, workloads, cost, options, extrapolate";
+const KEYS: &str = "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, in_place, edges, workloads, cost, options, extrapolate";
 
 fn err<T>(span: Span, msg: impl std::fmt::Display) -> syn::Result<T> {
     Err(syn::Error::new(span, msg))
@@ -238,6 +243,35 @@ impl Builder {
                 }
             }
             ("check", Body::List(t)) => self.check(t)?,
+            ("in_place", Body::List(t)) => {
+                for n in named_list(t)? {
+                    let read = match &n.value {
+                        syn::Expr::Path(p) => p.path.get_ident().map(|i| i.unraw().to_string()),
+                        _ => None,
+                    };
+                    let Some(read) = read else {
+                        return err(n.value.span(), "expected the name of the buffer it may alias: `in_place(y = x)`");
+                    };
+                    self.in_place.push((n.name.to_string(), read, n.name.span()));
+                }
+            }
+            ("edges", Body::Assign(e)) => {
+                let word = match &*e {
+                    syn::Expr::Path(p) => p.path.get_ident().map(Ident::to_string),
+                    _ => None,
+                };
+                let edges =
+                    match word.as_deref() {
+                        Some("all") => Edges::All,
+                        Some("finite") => Edges::Finite,
+                        Some("none") => Edges::None,
+                        _ => return err(
+                            e.span(),
+                            "expected `all` (signed zeros, denormals, large magnitudes, infinities, NaN), `finite` (no infinities or NaN) or `none`",
+                        ),
+                    };
+                self.edges = Some((edges, e.span()));
+            }
             ("workloads", Body::List(t)) => {
                 self.workloads_span = Some(key.span());
                 for e in Punctuated::<syn::Expr, Token![,]>::parse_terminated.parse2(t)? {
@@ -256,10 +290,10 @@ impl Builder {
                 }
                 self.cost = Some((cost, key.span()));
             }
-            ("source" | "code" | "kernel" | "name" | "options" | "extrapolate" | "global" | "local", Body::List(_)) => {
+            ("source" | "code" | "kernel" | "name" | "options" | "extrapolate" | "edges" | "global" | "local", Body::List(_)) => {
                 return err(key.span(), format!("write `{k} = ...`"))
             }
-            ("params" | "reference" | "require" | "buffers" | "inputs" | "check" | "workloads" | "cost", Body::Assign(_)) => {
+            ("params" | "reference" | "require" | "buffers" | "inputs" | "check" | "in_place" | "workloads" | "cost", Body::Assign(_)) => {
                 return err(key.span(), format!("write `{k}(...)`"))
             }
             _ => return err(key.span(), format!("unknown key `{k}`; expected one of: {KEYS}")),
@@ -281,7 +315,8 @@ impl Builder {
             Ok((buffer, opts))
         };
         let (buffer, opts) = parser.parse2(t)?;
-        let mut check = Check { buffer: buffer.to_string(), rtol: 1e-5, atol: 1e-6 };
+        let mut check = Check { buffer: buffer.to_string(), rtol: DEFAULT_RTOL, atol: DEFAULT_ATOL };
+        let given = !opts.is_empty();
         for o in opts {
             let v = float_lit(&o.value)?;
             match o.name.to_string().as_str() {
@@ -290,7 +325,7 @@ impl Builder {
                 other => return err(o.name.span(), format!("unknown check option `{other}`: expected `rtol` or `atol`")),
             }
         }
-        self.checks.push((check, buffer.span()));
+        self.checks.push((check, given, buffer.span()));
         Ok(())
     }
 
@@ -303,9 +338,12 @@ impl Builder {
             (source_lit.value(), None)
         } else {
             let path = cx.manifest_dir.join(source_lit.value());
-            match std::fs::read_to_string(&path) {
+            match crate::files::read_text_bounded(&path, crate::files::MAX_KERNEL_SOURCE_BYTES, "kernel source") {
                 Ok(text) => (text, Some(path)),
-                Err(e) => return err(source_lit.span(), format!("cannot read kernel source `{}`: {e}", path.display())),
+                Err(crate::files::ReadError::Io { source, .. }) => {
+                    return err(source_lit.span(), format!("cannot read kernel source `{}`: {source}", path.display()))
+                }
+                Err(e) => return err(source_lit.span(), format!("cannot read kernel source: {e}")),
             }
         };
         let entry = self.kernel.as_ref().map(LitStr::value);
@@ -354,8 +392,11 @@ impl Builder {
         for (name, _, s) in &self.inputs {
             spans.insert(Part::Input(name.clone()), *s);
         }
-        for (c, s) in &self.checks {
+        for (c, _, s) in &self.checks {
             spans.insert(Part::Check(c.buffer.clone()), *s);
+        }
+        for (written, _, s) in &self.in_place {
+            spans.entry(Part::InPlace(written.clone())).or_insert(*s);
         }
         for (w, _, s) in &self.workloads {
             spans.entry(Part::Workload(w.name.clone())).or_insert(*s);
@@ -374,11 +415,26 @@ impl Builder {
             }
         }
         let mut dup = BTreeSet::new();
-        for (c, s) in &self.checks {
+        for (c, _, s) in &self.checks {
             if !dup.insert(&c.buffer) {
                 return err(*s, format!("`{}` is checked twice", c.buffer));
             }
         }
+        let mut dup = BTreeSet::new();
+        for (written, _, s) in &self.in_place {
+            if !dup.insert(written) {
+                return err(*s, format!("`in_place` names `{written}` twice"));
+            }
+        }
+        // An integer output is compared exactly unless the check gives a tolerance: an
+        // off-by-one is wrong at any magnitude.
+        let is_integer =
+            |name: &str| signature.args.iter().any(|a| matches!(a, KernelArg::Buffer { name: n, elem, .. } if n == name && !elem.is_float()));
+        let checks: Vec<Check> = self
+            .checks
+            .into_iter()
+            .map(|(c, given, _)| if !given && is_integer(&c.buffer) { Check { rtol: 0.0, atol: 0.0, ..c } } else { c })
+            .collect();
         let spec = KernelSpec {
             id: self.name.as_ref().map_or_else(|| format!("{}::{}", cx.package, ident), LitStr::value),
             source,
@@ -391,11 +447,13 @@ impl Builder {
             local: self.local.map(|l| l.0),
             buffers: self.buffers.into_iter().map(|(n, e, _)| (n, e)).collect(),
             inputs: self.inputs.into_iter().map(|(n, d, _)| (n, d)).collect(),
-            checks: self.checks.into_iter().map(|c| c.0).collect(),
+            checks,
             workloads: self.workloads.into_iter().map(|w| w.0).collect(),
             cost: self.cost.map(|c| c.0),
             options: self.options.as_ref().map(LitStr::value).unwrap_or_default(),
             extrapolate: self.extrapolate.as_ref().is_some_and(|b| b.value),
+            in_place: self.in_place.into_iter().map(|(w, r, _)| (w, r)).collect(),
+            edges: self.edges.map(|e| e.0).unwrap_or_default(),
         };
         let mut errors: Option<syn::Error> = None;
         for e in spec.validate() {
@@ -488,6 +546,10 @@ fn float_lit(e: &syn::Expr) -> syn::Result<f64> {
         other => err(other.span(), "expected a number"),
     }
 }
+
+/// The tolerances of a float output's check when the annotation gives none.
+pub const DEFAULT_RTOL: f64 = 1e-5;
+pub const DEFAULT_ATOL: f64 = 1e-6;
 
 /// Largest domain accepted from a range (keeps annotations honest about their space).
 const MAX_DOMAIN: i64 = 4096;

@@ -17,7 +17,9 @@ use crate::lockfile::{Lockfile, FILE_NAME};
 /// included) whose `Cargo.toml` has a `[workspace]` table that does not exclude the crate,
 /// else the crate's own directory.
 pub fn workspace_root(manifest_dir: &Path) -> PathBuf {
-    let manifest = |dir: &Path| -> Option<toml::Table> { toml::from_str(&std::fs::read_to_string(dir.join("Cargo.toml")).ok()?).ok() };
+    let manifest = |dir: &Path| -> Option<toml::Table> {
+        toml::from_str(&crate::files::read_text_bounded(&dir.join("Cargo.toml"), 16 << 20, "Cargo.toml").ok()?).ok()
+    };
     if let Some(explicit) = manifest(manifest_dir).as_ref().and_then(|m| m.get("package")?.get("workspace")?.as_str().map(|p| manifest_dir.join(p))) {
         return explicit;
     }
@@ -74,9 +76,12 @@ pub fn embeddable(lockfile: &Path, lock: &Lockfile, spec: &KernelSpec) -> Result
     let mut problems = Vec::new();
     for v in &entry.variants {
         let located = |why: String| format!("variant for device `{}` at workload `{}`: {why}", v.device, v.workload);
+        // Inline assembly only in sources meant for GPUs (on a CPU device a kernel is native
+        // code in the host process).
+        let gpu = lock.devices.get(&v.device).is_some_and(|d| d.kind == "gpu");
         let source = match &v.source {
             None => None,
-            Some(hash) => match generated_source(lockfile, spec, hash) {
+            Some(hash) => match generated_source(lockfile, spec, hash, gpu) {
                 Ok(source) => Some(source),
                 Err(why) => {
                     problems.push(located(why));
@@ -109,9 +114,14 @@ pub fn embeddable(lockfile: &Path, lock: &Lockfile, spec: &KernelSpec) -> Result
     }
 }
 
-/// The generated source `hash` of `spec`, checked: present, unedited, same signature.
-fn generated_source(lockfile: &Path, spec: &KernelSpec, hash: &str) -> Result<EmbeddedSource, String> {
+/// The generated source `hash` of `spec`, checked: present, unedited, within what a source
+/// kfoundry did not get from the user may contain
+/// ([`kfoundry_rt::model::source_policy`]: no `#include` however spelled, assembly only for a
+/// GPU), same signature.
+fn generated_source(lockfile: &Path, spec: &KernelSpec, hash: &str, gpu: bool) -> Result<EmbeddedSource, String> {
     let (path, text) = crate::generated::read_verified(lockfile, &spec.id, hash).map_err(|e| e.to_string())?;
+    use kfoundry_rt::model::source_policy::{check, Policy};
+    check(&text, Policy { allow_asm: gpu }).map_err(|e| format!("{}: {e}", path.display()))?;
     match kfoundry_rt::model::signature::find_kernel(&text, Some(&spec.signature.name)) {
         Ok(sig) if sig.args == spec.signature.args => Ok(EmbeddedSource { hash: hash.to_string(), path, text }),
         Ok(_) => Err(format!("{} changes the kernel's signature", path.display())),
@@ -179,6 +189,8 @@ mod tests {
             failures: 0,
             source: None,
             proven: vec![sizes],
+            scalars: Default::default(),
+            proof: 0,
             partial: false,
             device_info: None,
         }

@@ -125,11 +125,127 @@ pub fn safe_name(text: &str) -> String {
     }
 }
 
-/// A file name made of `parts` (each through [`safe_name`]) joined by `@`, then `extension`.
+/// A file name made of `parts` joined by `@`, then `extension`: each part through
+/// [`safe_name`], and one that it changed followed by a hash of the original, so that two
+/// different ids (`a.b` and `a:b`) never share a log, checkpoint or history file.
 pub fn state_file_name(parts: &[&str], extension: &str) -> String {
-    let joined: Vec<String> = parts.iter().map(|p| safe_name(p)).collect();
+    let joined: Vec<String> = parts
+        .iter()
+        .map(|p| {
+            let safe = safe_name(p);
+            if safe == *p {
+                safe
+            } else {
+                use sha2::Digest as _;
+                let digest = sha2::Sha256::digest(p.as_bytes());
+                let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+                format!("{safe}-{hex}")
+            }
+        })
+        .collect();
     format!("{}.{extension}", joined.join("@"))
 }
+
+/// Why a file could not be read within its bounds.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not a regular file ({kind}); {what} must be a file")]
+    NotAFile { path: PathBuf, kind: &'static str, what: &'static str },
+    #[error("{path} is larger than {limit} bytes, more than a {what} can be; it was not read")]
+    TooLarge { path: PathBuf, limit: u64, what: &'static str },
+}
+
+impl ReadError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+/// Reads `path` (`what` it is, for messages) if it is a regular file of at most `limit` bytes.
+/// A FIFO, a device (`/dev/zero`), a socket or a directory is refused before anything is read
+/// (a symbolic link is followed, and what it points to must be a regular file), and so is a
+/// file that grows past the limit while it is read: nothing kfoundry reads can hang it or
+/// fill its memory.
+pub fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read as _;
+    let io = |source: std::io::Error| ReadError::Io { path: path.to_path_buf(), source };
+    let kind_of = |m: &std::fs::Metadata| -> Option<&'static str> {
+        let t = m.file_type();
+        if t.is_file() {
+            return None;
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt as _;
+            if t.is_fifo() {
+                return Some("a FIFO");
+            }
+            if t.is_char_device() || t.is_block_device() {
+                return Some("a device");
+            }
+            if t.is_socket() {
+                return Some("a socket");
+            }
+        }
+        Some(if t.is_dir() { "a directory" } else { "not a file" })
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if let Some(kind) = kind_of(&meta) {
+        return Err(ReadError::NotAFile { path: path.to_path_buf(), kind, what });
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        // Should the path have become a FIFO since, opening it does not wait for a writer.
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(libc_o_nonblock());
+    }
+    let file = options.open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if let Some(kind) = kind_of(&meta) {
+        return Err(ReadError::NotAFile { path: path.to_path_buf(), kind, what });
+    }
+    if meta.len() > limit {
+        return Err(ReadError::TooLarge { path: path.to_path_buf(), limit, what });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge { path: path.to_path_buf(), limit, what });
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`] of a text file (UTF-8).
+pub fn read_text_bounded(path: &Path, limit: u64, what: &'static str) -> Result<String, ReadError> {
+    let bytes = read_bounded(path, limit, what)?;
+    String::from_utf8(bytes)
+        .map_err(|_| ReadError::Io { path: path.to_path_buf(), source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text") })
+}
+
+/// `O_NONBLOCK` (its value on the Unix platforms Rust supports: Linux 0o4000, the BSDs and
+/// macOS 0x4), so that this crate needs no `libc` dependency for one constant.
+#[cfg(unix)]
+fn libc_o_nonblock() -> i32 {
+    if cfg!(any(target_os = "linux", target_os = "android")) {
+        0o4000
+    } else {
+        0x4
+    }
+}
+
+/// Largest lockfile read (a lockfile of every kernel of a large workspace on a fleet of
+/// devices is a few megabytes).
+pub const MAX_LOCKFILE_BYTES: u64 = 64 << 20;
+/// Largest bundle read (kernel sources and annotations).
+pub const MAX_BUNDLE_BYTES: u64 = 256 << 20;
+/// Largest generated source read (a language model's answer is limited to 64 KiB).
+pub const MAX_GENERATED_BYTES: u64 = 1 << 20;
+/// Largest kernel source an annotation may name.
+pub const MAX_KERNEL_SOURCE_BYTES: u64 = 16 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -146,7 +262,13 @@ mod tests {
         assert_eq!(safe_name("kfoundry-examples::Sgemm|x y"), "kfoundry-examples__Sgemm_x_y");
         assert_eq!(safe_name("../../.."), "________");
         assert_eq!(safe_name(""), "_");
-        assert_eq!(state_file_name(&["a::K", "../w"], "log"), "a__K@___w.log");
+        let name = state_file_name(&["a::K", "w"], "log");
+        assert!(name.starts_with("a__K-") && name.ends_with("@w.log"), "{name}");
+        // ids that differ only in characters a file name cannot hold get different names
+        assert_ne!(state_file_name(&["a.b"], "log"), state_file_name(&["a:b"], "log"));
+        assert_ne!(state_file_name(&["a_b"], "log"), state_file_name(&["a:b"], "log"));
+        assert_eq!(state_file_name(&["plain_id", "small"], "json"), "plain_id@small.json");
+        assert!(!state_file_name(&["../w"], "log").contains('/'));
     }
 
     #[cfg(unix)]
@@ -165,6 +287,25 @@ mod tests {
         let e = write_atomic(&p, b"three").unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
         assert_eq!(std::fs::read(&p).unwrap(), b"two", "a read-only file is left alone");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn bounded_reads_refuse_what_is_not_a_small_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"12345").unwrap();
+        assert_eq!(read_bounded(&small, 5, "test file").unwrap(), b"12345");
+        assert!(matches!(read_bounded(&small, 4, "test file"), Err(ReadError::TooLarge { .. })));
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let e = read_bounded(&fifo, 100, "test file").unwrap_err();
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        let link = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        assert!(read_bounded(&link, 100, "test file").unwrap_err().to_string().contains("a device"));
+        assert!(matches!(read_bounded(dir.path(), 100, "test file"), Err(ReadError::NotAFile { kind: "a directory", .. })));
+        assert!(read_bounded(&dir.path().join("absent"), 100, "test file").unwrap_err().is_not_found());
     }
 
     #[test]

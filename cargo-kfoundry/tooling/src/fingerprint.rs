@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use kfoundry_rt::model::expr::Expr;
 use kfoundry_rt::model::signature::{AddressSpace, KernelArg, ScalarType};
-use kfoundry_rt::model::spec::{Distribution, KernelSpec};
+use kfoundry_rt::model::spec::{Distribution, Edges, KernelSpec};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -57,6 +57,13 @@ struct V1<'a> {
     workloads: Vec<Workload<'a>>,
     cost: Option<Cost>,
     options: &'a str,
+    /// Added after version 1 was frozen, written only when given (so every kernel without
+    /// them keeps its version-1 fingerprint): which written buffers may alias which inputs,
+    /// and which edge values the proof uses.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    in_place: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    edges: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -124,6 +131,12 @@ impl<'a> V1<'a> {
             workloads: spec.workloads.iter().map(|w| Workload { name: &w.name, sizes: &w.sizes }).collect(),
             cost: spec.cost.as_ref().map(|c| Cost { bytes: c.bytes.as_ref().map(Expr::to_string), flops: c.flops.as_ref().map(Expr::to_string) }),
             options: &spec.options,
+            in_place: &spec.in_place,
+            edges: match spec.edges {
+                Edges::All => None,
+                Edges::Finite => Some("finite"),
+                Edges::None => Some("none"),
+            },
         }
     }
 }
@@ -201,6 +214,9 @@ mod tests {
             Box::new(|s| s.workloads[0].sizes.insert("n".into(), 8192).map_or((), |_| ())),
             Box::new(|s| s.options = "-cl-mad-enable".into()),
             Box::new(|s| s.id = "demo::Other".into()),
+            Box::new(|s| s.edges = Edges::Finite),
+            Box::new(|s| s.edges = Edges::None),
+            Box::new(|s| s.in_place = [("y".to_string(), "x".to_string())].into()),
         ];
         for (i, change) in changed.iter().enumerate() {
             let mut b = a.clone();

@@ -44,9 +44,9 @@ pub fn read_verified(lockfile: &Path, kernel: &str, hash: &str) -> Result<(PathB
         return Err(GeneratedError::BadHash { hash: hash.to_string() });
     }
     let path = source_path(lockfile, kernel, hash);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::files::read_text_bounded(&path, crate::files::MAX_GENERATED_BYTES, "generated source") {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(GeneratedError::Missing { path }),
+        Err(e) if e.is_not_found() => return Err(GeneratedError::Missing { path }),
         Err(e) => return Err(GeneratedError::Unreadable { path, message: e.to_string() }),
     };
     let actual = source_hash(&text);

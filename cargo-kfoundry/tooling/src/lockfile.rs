@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use kfoundry_rt::model::device::DeviceInfo;
 use kfoundry_rt::model::variant::Variant;
 
-/// The schema version this build writes. Version 1 files (no `proven` sizes) are read too.
-pub const SCHEMA_VERSION: u32 = 2;
+/// The schema version this build writes. Earlier files are read too: version 1 has no
+/// `proven` sizes, version 2 no proof version or integer scalar ranges (`proof`, `scalars`).
+pub const SCHEMA_VERSION: u32 = 3;
 /// The lockfile's name at the workspace root.
 pub const FILE_NAME: &str = "Kfoundry.lock";
 
@@ -83,14 +84,13 @@ impl Lockfile {
     /// Reads the lockfile at `path`; `Ok(None)` when there is none. Anything at `path` that
     /// is not a regular file (a directory, a socket) is an error.
     pub fn read(path: &Path) -> Result<Option<Lockfile>, LockError> {
-        match std::fs::metadata(path) {
-            Ok(m) if !m.is_file() => return Err(LockError::NotAFile { path: path.to_path_buf() }),
-            _ => {}
-        }
-        match std::fs::read_to_string(path) {
+        use crate::files::{read_text_bounded, ReadError, MAX_LOCKFILE_BYTES};
+        match read_text_bounded(path, MAX_LOCKFILE_BYTES, "Kfoundry.lock") {
             Ok(text) => Lockfile::parse(&text, path).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(LockError::Io { path: path.to_path_buf(), source }),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(ReadError::NotAFile { .. }) => Err(LockError::NotAFile { path: path.to_path_buf() }),
+            Err(ReadError::Io { source, .. }) => Err(LockError::Io { path: path.to_path_buf(), source }),
+            Err(e @ ReadError::TooLarge { .. }) => Err(LockError::Malformed { path: path.to_path_buf(), message: e.to_string() }),
         }
     }
 
@@ -187,6 +187,8 @@ mod tests {
             failures: 2,
             source: None,
             proven: vec![],
+            scalars: Default::default(),
+            proof: 0,
             partial: false,
             device_info: None,
         }
@@ -208,7 +210,7 @@ mod tests {
         );
         lock.record("ex::Saxpy", "abcd", "8086|cpu|3.1|3.0", info("cpu"), vec![variant("8086|cpu|3.1|3.0", "large", 32)]);
         let text = lock.to_toml().unwrap();
-        assert!(text.lines().nth(1).unwrap().starts_with("version = 2"), "{text}");
+        assert!(text.lines().nth(1).unwrap().starts_with("version = 3"), "{text}");
         let back = Lockfile::parse(&text, Path::new("Kfoundry.lock")).unwrap();
         assert_eq!(back.to_toml().unwrap(), text);
         assert_eq!(back.kernels["ex::Saxpy"].variants.len(), 3);
@@ -246,8 +248,8 @@ mod tests {
     #[test]
     fn bad_files_give_clear_errors() {
         let p = Path::new("/x/Kfoundry.lock");
-        let e = Lockfile::parse("version = 3\n", p).unwrap_err();
-        assert_eq!(e.to_string(), "/x/Kfoundry.lock: schema version 3 is newer than this kfoundry understands (version 2); upgrade kfoundry");
+        let e = Lockfile::parse("version = 4\n", p).unwrap_err();
+        assert_eq!(e.to_string(), "/x/Kfoundry.lock: schema version 4 is newer than this kfoundry understands (version 3); upgrade kfoundry");
         assert!(Lockfile::parse("version = 0\n", p).unwrap_err().to_string().contains("bad version 0"));
         assert!(Lockfile::parse("version = 1\n", p).is_ok(), "version 1 files are still read");
         let e = Lockfile::parse("[kernels]\n", p).unwrap_err();

@@ -972,6 +972,8 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
             failures,
             source,
             proven,
+            scalars: Default::default(),
+            proof: 0,
             partial,
             device_info: None,
         })
@@ -1431,6 +1433,8 @@ mod annotations {
                     failures: 0,
                     source: None,
                     proven: vec![w.sizes.clone(), doubled],
+                    scalars: Default::default(),
+                    proof: 0,
                     partial: false,
                     device_info: None,
                 };
@@ -1632,6 +1636,8 @@ fn bug_lockfile_u64_beyond_i64_is_lost() {
         failures: 0,
         source: None,
         proven: vec![],
+        scalars: Default::default(),
+        proof: 0,
         partial: false,
         device_info: None,
     };
@@ -1660,6 +1666,8 @@ mod merging {
                 failures: 0,
                 source: None,
                 proven: vec![],
+                scalars: Default::default(),
+                proof: 0,
                 partial,
                 device_info: None,
             },
@@ -1684,10 +1692,11 @@ mod merging {
         })
     }
 
-    /// The sources say f1 is current for every kernel.
-    fn m(inputs: &[&Lockfile]) -> Lockfile {
+    /// The sources say f1 is current for every kernel: the merged lockfile and its conflicts.
+    fn m(inputs: &[&Lockfile]) -> (Lockfile, Vec<kfoundry_tooling::merge::Conflict>) {
         let named: Vec<(&str, &Lockfile)> = inputs.iter().map(|l| ("x", *l)).collect();
-        merge(&named, &|_| Ok(Some("f1".to_string()))).expect("merge").0
+        let merged = merge(&named, None, &|_| Ok(Some("f1".to_string()))).expect("merge");
+        (merged.lock, merged.conflicts)
     }
 
     proptest! {
@@ -1695,17 +1704,31 @@ mod merging {
 
         #[test]
         fn merge_is_commutative_associative_and_idempotent(a in arb_lockfile(), b in arb_lockfile(), c in arb_lockfile()) {
-            prop_assert_eq!(m(&[&a, &b]), m(&[&b, &a]));
-            prop_assert_eq!(m(&[&m(&[&a, &b]), &c]), m(&[&a, &m(&[&b, &c])]));
-            prop_assert_eq!(m(&[&m(&[&a, &b]), &c]), m(&[&a, &b, &c]));
-            prop_assert_eq!(m(&[&a, &a]), m(&[&a]));
-            prop_assert_eq!(m(&[&m(&[&a])]), m(&[&a]));
+            let (ab, ab_conflicts) = m(&[&a, &b]);
+            let (ba, ba_conflicts) = m(&[&b, &a]);
+            // The same slots conflict whatever the order (the written side is the first's).
+            prop_assert_eq!(&ab_conflicts.iter().map(|c| (&c.kernel, &c.device, &c.workload)).collect::<Vec<_>>(),
+                &ba_conflicts.iter().map(|c| (&c.kernel, &c.device, &c.workload)).collect::<Vec<_>>());
+            if ab_conflicts.is_empty() {
+                prop_assert_eq!(&ab, &ba);
+            }
+            let clean = |x: &[&Lockfile]| m(x).1.is_empty();
+            if clean(&[&a, &b]) && clean(&[&b, &c]) && clean(&[&a, &b, &c]) {
+                prop_assert_eq!(m(&[&ab, &c]).0, m(&[&a, &m(&[&b, &c]).0]).0);
+                prop_assert_eq!(m(&[&ab, &c]).0, m(&[&a, &b, &c]).0);
+            }
+            let (aa, aa_conflicts) = m(&[&a, &a]);
+            let (alone, alone_conflicts) = m(&[&a]);
+            prop_assert_eq!(&aa, &alone);
+            prop_assert_eq!(aa_conflicts.len(), alone_conflicts.len());
+            if alone_conflicts.is_empty() {
+                prop_assert_eq!(m(&[&alone]).0, alone.clone());
+            }
             // Nothing is lost: every (kernel, device, workload) of a current entry is in the merge.
-            let merged = m(&[&a, &b]);
             for l in [&a, &b] {
                 for (id, e) in l.kernels.iter().filter(|(_, e)| e.fingerprint == "f1") {
                     for v in &e.variants {
-                        prop_assert!(merged.kernels[id].variants.iter().any(|w| w.device == v.device && w.workload == v.workload));
+                        prop_assert!(ab.kernels[id].variants.iter().any(|w| w.device == v.device && w.workload == v.workload));
                     }
                 }
             }

@@ -7,6 +7,7 @@ pub mod device;
 pub mod expr;
 pub mod select;
 pub mod signature;
+pub mod source_policy;
 pub mod spec;
 pub mod variant;
 

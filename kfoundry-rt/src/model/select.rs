@@ -86,13 +86,15 @@ fn fmt_sizes(sizes: &Sizes) -> String {
     fmt_assignments(sizes, ", ")
 }
 
-/// Whether a variant (tuned on the device with this key) belongs to a step.
-type Matches<'a> = dyn Fn(&DeviceKey, &Variant) -> bool + 'a;
+/// The values of a call's integer scalar arguments that are not sizes, by name.
+pub type Scalars = std::collections::BTreeMap<String, i64>;
 
 /// Chooses the variant for `device` (described by `info` when known: the nearest-device step
-/// and the work-group check of foreign variants need it) at `sizes`. Errors only when even the
-/// reference cannot run at these sizes (its constraints or geometry fail): then the call itself
-/// is invalid.
+/// and the work-group check of foreign variants need it) at `sizes`, with the call's integer
+/// scalars (`None` when they are not known, as for `explain`: then the ranges a variant was
+/// verified with are only named among the reasons). Errors only when even the reference
+/// cannot run at these sizes (its constraints or geometry fail): then the call itself is
+/// invalid.
 pub fn choose(
     spec: &KernelSpec,
     variants: &[Variant],
@@ -100,36 +102,18 @@ pub fn choose(
     info: Option<&DeviceInfo>,
     traits: Option<&DeviceTraits>,
     sizes: &Sizes,
+    scalars: Option<&Scalars>,
 ) -> Result<Choice, LaunchError> {
     let mut reasons = vec![format!("device key `{device}`; call sizes {}", fmt_sizes(sizes))];
-    let family = device.family();
-    // the nearest known device of the same kind, by hardware description
-    let nearest: Option<(String, f64)> = info.and_then(|me| {
-        variants
-            .iter()
-            .filter(|v| DeviceKey::parse(&v.device).is_some_and(|k| k.family() != family))
-            .filter_map(|v| v.device_info.as_ref().and_then(|d| me.distance(d)).map(|d| (v.device.clone(), d)))
-            .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
-    });
-    let steps: [(Step, &Matches); 4] = [
-        (Step::ExactDevice, &|k, _| k == device),
-        (Step::SameDeviceOtherDriver, &|k, _| k != device && k.same_device(device)),
-        (Step::SameFamily, &|k, v| {
-            !k.same_device(device)
-                && k.family() == family
-                && match (info, &v.device_info) {
-                    (Some(me), Some(them)) => me.kind == them.kind,
-                    _ => true,
-                }
-        }),
-        (Step::NearestDevice, &|_, v| nearest.as_ref().is_some_and(|(d, _)| *d == v.device)),
-    ];
-    for (step, matches) in steps {
+    if let Some(values) = scalars.filter(|s| !s.is_empty()) {
+        reasons.push(format!("integer scalars {}", fmt_assignments(values, ", ")));
+    }
+    let (steps, nearest) = steps_and_nearest(variants, device, info);
+    for step in [Step::ExactDevice, Step::SameDeviceOtherDriver, Step::SameFamily, Step::NearestDevice] {
         let mut eligible: Vec<(usize, f64)> = Vec::new();
         let mut considered = 0;
         for (i, v) in variants.iter().enumerate() {
-            let Some(key) = DeviceKey::parse(&v.device) else { continue };
-            if !matches(&key, v) {
+            if steps[i] != Some(step) {
                 continue;
             }
             considered += 1;
@@ -139,6 +123,10 @@ pub fn choose(
                     v.workload,
                     fmt_params(&v.params)
                 ));
+                continue;
+            }
+            if let Some(why) = outside_scalars(spec, v, scalars) {
+                reasons.push(format!("{step}: variant for workload `{}` ({}) skipped: {why}", v.workload, fmt_params(&v.params)));
                 continue;
             }
             match spec.geometry(&v.params, sizes, traits) {
@@ -179,12 +167,79 @@ pub fn choose(
                 v.time_ns,
                 v.reference_time_ns
             ));
+            if scalars.is_none() {
+                for (name, _) in integer_scalars(spec) {
+                    if let Some([lo, hi]) = v.scalars.get(name) {
+                        reasons.push(format!("{step}: it runs only when `{name}` is within {lo}..={hi}, the values it was verified with"));
+                    }
+                }
+            }
             return Ok(Choice { step, variant: Some(i), params: v.params.clone(), reasons });
         }
     }
     spec.geometry(&spec.reference, sizes, traits)?;
     reasons.push("reference: the plain kernel, valid at these sizes".into());
     Ok(Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons })
+}
+
+/// The step of the dispatch chain at which a call on `device` (described by `info` when known)
+/// considers each variant (`None`: never, whatever the sizes), and the nearest known device
+/// of the same kind with its distance. Whichever variant a call on `device` may run is one
+/// with a step here: what `cargo kfoundry check --verify` re-proves on the device.
+pub fn steps_and_nearest(variants: &[Variant], device: &DeviceKey, info: Option<&DeviceInfo>) -> (Vec<Option<Step>>, Option<(String, f64)>) {
+    let family = device.family();
+    // the nearest known device of the same kind, by hardware description
+    let nearest: Option<(String, f64)> = info.and_then(|me| {
+        variants
+            .iter()
+            .filter(|v| DeviceKey::parse(&v.device).is_some_and(|k| k.family() != family))
+            .filter_map(|v| v.device_info.as_ref().and_then(|d| me.distance(d)).map(|d| (v.device.clone(), d)))
+            .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
+    });
+    let steps = variants
+        .iter()
+        .map(|v| {
+            let k = DeviceKey::parse(&v.device)?;
+            if k == *device {
+                Some(Step::ExactDevice)
+            } else if k.same_device(device) {
+                Some(Step::SameDeviceOtherDriver)
+            } else if k.family() == family
+                && match (info, &v.device_info) {
+                    (Some(me), Some(them)) => me.kind == them.kind,
+                    _ => true,
+                }
+            {
+                Some(Step::SameFamily)
+            } else if nearest.as_ref().is_some_and(|(d, _)| *d == v.device) {
+                Some(Step::NearestDevice)
+            } else {
+                None
+            }
+        })
+        .collect();
+    (steps, nearest)
+}
+
+/// The kernel's integer scalar arguments that are not sizes: dispatch runs a variant only at
+/// values it was verified with.
+pub fn integer_scalars(spec: &KernelSpec) -> impl Iterator<Item = (&str, crate::model::signature::ScalarType)> {
+    spec.drawn_scalars().filter(|(_, ty)| !ty.is_float())
+}
+
+/// Why the call's integer scalars lie outside the values `variant` was verified with, if they
+/// do (`None` also when the values are not known).
+fn outside_scalars(spec: &KernelSpec, variant: &Variant, scalars: Option<&Scalars>) -> Option<String> {
+    let values = scalars?;
+    integer_scalars(spec).find_map(|(name, _)| {
+        let v = values.get(name);
+        match (variant.scalars.get(name), v) {
+            (Some([lo, hi]), Some(v)) if (lo..=hi).contains(&v) => None,
+            (Some([lo, hi]), Some(v)) => Some(format!("`{name}` = {v} is outside {lo}..={hi}, the values it was verified with")),
+            (Some([lo, hi]), None) => Some(format!("`{name}` does not fit the values it was verified with ({lo}..={hi})")),
+            (None, _) => Some(format!("it was never verified with a value of the integer argument `{name}` (re-tune it)")),
+        }
+    })
 }
 
 /// Why `sizes` lie outside the range `variant` was verified at, if they do.
@@ -223,6 +278,8 @@ mod tests {
             source: None,
             // verified from 64 to twice the tuned size
             proven: vec![[("n".to_string(), 64)].into(), [("n".to_string(), n)].into(), [("n".to_string(), n * 2)].into()],
+            scalars: Default::default(),
+            proof: crate::model::variant::PROOF_VERSION,
             partial: false,
             device_info: None,
         }
@@ -237,10 +294,10 @@ mod tests {
         let spec = saxpy();
         let dev = key("580");
         let variants = vec![variant(&dev, "small", 1 << 12, 32, 2, 100), variant(&dev, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &dev, None, None, &n(1 << 19)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, None, &n(1 << 19), None).unwrap();
         assert_eq!(c.step, Step::ExactDevice);
         assert_eq!(c.variant, Some(1));
-        let c = choose(&spec, &variants, &dev, None, None, &n(1 << 13)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, None, &n(1 << 13), None).unwrap();
         assert_eq!(c.variant, Some(0));
         assert!(c.to_string().contains("workload `small`"), "{c}");
     }
@@ -250,10 +307,10 @@ mod tests {
         let spec = saxpy();
         let tuned_on = key("575");
         let variants = vec![variant(&tuned_on, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &key("580"), None, None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &key("580"), None, None, &n(1 << 20), None).unwrap();
         assert_eq!(c.step, Step::SameDeviceOtherDriver);
         let stranger = DeviceKey::from_reported(0x1002, "gfx90a", "3.0", "OpenCL 2.0");
-        let c = choose(&spec, &variants, &stranger, None, None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &stranger, None, None, &n(1 << 20), None).unwrap();
         assert_eq!(c.step, Step::Reference);
         assert_eq!(c.params, spec.reference);
         assert!(c.reasons.iter().any(|r| r.contains("no variant")));
@@ -265,15 +322,15 @@ mod tests {
         let dev = key("580");
         // WG=128, VEC=4 needs n % 512 == 0; WG=32,VEC=2 needs n % 64 == 0.
         let variants = vec![variant(&dev, "large", 1 << 20, 128, 4, 900), variant(&dev, "small", 1 << 12, 32, 2, 100)];
-        let c = choose(&spec, &variants, &dev, None, None, &n(64 * 3)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, None, &n(64 * 3), None).unwrap();
         assert_eq!(c.variant, Some(1), "{c}");
         assert!(c.reasons.iter().any(|r| r.contains("skipped")), "{c}");
         // Only the reference (WG=64, VEC=1: n % 64 == 0) is valid at n = 64 * 5 with this set.
         let variants = vec![variant(&dev, "large", 1 << 20, 128, 4, 900)];
-        let c = choose(&spec, &variants, &dev, None, None, &n(64 * 5)).unwrap();
+        let c = choose(&spec, &variants, &dev, None, None, &n(64 * 5), None).unwrap();
         assert_eq!(c.step, Step::Reference);
         // Nothing is valid at n = 100: an error, not a panic.
-        assert!(choose(&spec, &variants, &dev, None, None, &n(100)).is_err());
+        assert!(choose(&spec, &variants, &dev, None, None, &n(100), None).is_err());
     }
 
     #[test]
@@ -285,16 +342,16 @@ mod tests {
         let h200 = DeviceKey::from_reported(0x10de, "NVIDIA H200", "580", "OpenCL 3.0 CUDA");
         let variants = vec![variant(&h100, "large", 1 << 20, 128, 4, 900)];
         let here = |sm: u32| DeviceTraits { vendor_id: 0x10de, kind: "gpu".into(), nv_compute_capability: sm, ..Default::default() };
-        let c = choose(&spec, &variants, &h200, None, Some(&here(90)), &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &h200, None, Some(&here(90)), &n(1 << 20), None).unwrap();
         assert_eq!(c.step, Step::SameFamily, "{c}");
         // A device that cannot run the path: the variant is skipped with the reason, the reference runs.
-        let c = choose(&spec, &variants, &h200, None, Some(&here(75)), &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &h200, None, Some(&here(75)), &n(1 << 20), None).unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         assert!(c.to_string().contains("constraint `VEC == 1 || device_sm >= 80` does not hold on this device"), "{c}");
         // A reference that cannot run on the device is an error, not a wrong launch.
         spec.require.push(crate::model::expr::Expr::parse("device_gpu == 1").unwrap());
         let cpu = DeviceTraits { kind: "cpu".into(), ..Default::default() };
-        assert!(matches!(choose(&spec, &variants, &h200, None, Some(&cpu), &n(1 << 20)), Err(LaunchError::DeviceConstraint(_))));
+        assert!(matches!(choose(&spec, &variants, &h200, None, Some(&cpu), &n(1 << 20), None), Err(LaunchError::DeviceConstraint(_))));
     }
 
     #[test]
@@ -306,20 +363,20 @@ mod tests {
         let variants = vec![verified];
         // verified from 2^18 to 2^21
         for inside in [1 << 18, 1 << 20, 1 << 21] {
-            assert_eq!(choose(&spec, &variants, &dev, None, None, &n(inside)).unwrap().step, Step::ExactDevice);
+            assert_eq!(choose(&spec, &variants, &dev, None, None, &n(inside), None).unwrap().step, Step::ExactDevice);
         }
         for outside in [1 << 17, 1 << 22] {
-            let c = choose(&spec, &variants, &dev, None, None, &n(outside)).unwrap();
+            let c = choose(&spec, &variants, &dev, None, None, &n(outside), None).unwrap();
             assert_eq!(c.step, Step::Reference, "{c}");
             assert!(c.to_string().contains("outside 262144..=2097152, the range it was verified at"), "{c}");
         }
         spec.extrapolate = true;
-        assert_eq!(choose(&spec, &variants, &dev, None, None, &n(1 << 22)).unwrap().step, Step::ExactDevice);
+        assert_eq!(choose(&spec, &variants, &dev, None, None, &n(1 << 22), None).unwrap().step, Step::ExactDevice);
         // A version 1 entry (no `proven`) counts as verified at its tuned sizes only.
         spec.extrapolate = false;
         let old = Variant { proven: vec![], ..variants[0].clone() };
-        assert_eq!(choose(&spec, std::slice::from_ref(&old), &dev, None, None, &n(1 << 20)).unwrap().step, Step::ExactDevice);
-        assert_eq!(choose(&spec, &[old], &dev, None, None, &n(1 << 19)).unwrap().step, Step::Reference);
+        assert_eq!(choose(&spec, std::slice::from_ref(&old), &dev, None, None, &n(1 << 20), None).unwrap().step, Step::ExactDevice);
+        assert_eq!(choose(&spec, &[old], &dev, None, None, &n(1 << 19), None).unwrap().step, Step::Reference);
     }
 
     #[test]
@@ -327,7 +384,7 @@ mod tests {
         let spec = saxpy();
         let mut v = variant(&key("580"), "large", 1 << 20, 128, 4, 900);
         v.device = "garbage".into();
-        let c = choose(&spec, &[v], &key("580"), None, None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &[v], &key("580"), None, None, &n(1 << 20), None).unwrap();
         assert_eq!(c.step, Step::Reference);
     }
 
@@ -366,17 +423,17 @@ mod tests {
             described(variant(&h100, "large", 1 << 20, 128, 4, 900), gpu("H100", 114, 1024)),
         ];
         // H100 is of the H200's family
-        let c = choose(&spec, &variants, &h200, Some(&me), None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &h200, Some(&me), None, &n(1 << 20), None).unwrap();
         assert_eq!((c.step, c.variant), (Step::SameFamily, Some(3)), "{c}");
         // without it: the most similar GPU (A100: 108 units), never the CPU (132 units)
-        let c = choose(&spec, &variants[..3], &h200, Some(&me), None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants[..3], &h200, Some(&me), None, &n(1 << 20), None).unwrap();
         assert_eq!((c.step, c.variant), (Step::NearestDevice, Some(0)), "{c}");
         assert!(c.to_string().contains("most similar known device"), "{c}");
         // only the CPU's variant: the reference
-        let c = choose(&spec, &variants[2..3], &h200, Some(&me), None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants[2..3], &h200, Some(&me), None, &n(1 << 20), None).unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         // this device's description unknown: no nearest-device step
-        let c = choose(&spec, &variants[..3], &h200, None, None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants[..3], &h200, None, None, &n(1 << 20), None).unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         assert!(c.to_string().contains("description is unknown"), "{c}");
     }
@@ -387,7 +444,7 @@ mod tests {
         let h100 = DeviceKey::from_reported(0x10de, "NVIDIA H100 PCIe", "570", "OpenCL 3.0 CUDA");
         let variants = vec![described(variant(&h100, "large", 1 << 20, 128, 4, 900), gpu("H100", 114, 1024))];
         let small_wg = gpu("NVIDIA H200", 132, 64);
-        let c = choose(&spec, &variants, &key("580"), Some(&small_wg), None, &n(1 << 20)).unwrap();
+        let c = choose(&spec, &variants, &key("580"), Some(&small_wg), None, &n(1 << 20), None).unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         assert!(c.to_string().contains("exceeds this device's 64"), "{c}");
         assert!(Step::SameFamily.is_foreign() && Step::NearestDevice.is_foreign() && !Step::ExactDevice.is_foreign());

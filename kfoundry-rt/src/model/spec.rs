@@ -45,6 +45,29 @@ impl Default for Distribution {
     }
 }
 
+/// Which edge values the proof of a variant feeds its float inputs, besides the declared
+/// distributions (`edges = ...` in the annotation; see the README next to `inputs(...)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Edges {
+    /// Signed zeros, denormals, large magnitudes, infinities and NaN (the default: a call can
+    /// pass any float).
+    #[default]
+    All,
+    /// The same without infinities and NaN (for kernels whose reference is undefined on them,
+    /// e.g. uses OpenCL's `max` on floats).
+    Finite,
+    /// No edge-value proof (the kernel is only ever called with inputs from the declared
+    /// distributions: say so next to them).
+    None,
+}
+
+impl Edges {
+    pub fn is_default(&self) -> bool {
+        *self == Edges::All
+    }
+}
+
 /// An output compared with the reference's output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
@@ -118,6 +141,14 @@ pub struct KernelSpec {
     /// constraints must still hold). Off by default: a variant runs only where it was proven.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extrapolate: bool,
+    /// Written buffers the caller may pass as the very same buffer as an input (`in_place(y =
+    /// x)`: written → read): the launcher accepts that aliasing (and refuses every other), and
+    /// the proof runs the kernel in place too. Empty: no argument may alias a written one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub in_place: BTreeMap<String, String>,
+    /// The edge values the proof feeds float inputs.
+    #[serde(default, skip_serializing_if = "Edges::is_default")]
+    pub edges: Edges,
 }
 
 /// Who supplies a kernel argument at a launch. This one rule is shared by the macro's typed
@@ -169,6 +200,8 @@ pub enum Part {
     Check(String),
     Workload(String),
     Cost,
+    /// `in_place(written = read)`, by the written buffer.
+    InPlace(String),
 }
 
 /// Launch geometry of one configuration at one size.
@@ -564,6 +597,38 @@ impl KernelSpec {
                 _ => {}
             }
         }
+        // In place: a written caller buffer may alias one other caller buffer of its type.
+        let mut aliased = BTreeSet::new();
+        for (written, read) in &self.in_place {
+            let part = || Part::InPlace(written.clone());
+            match (arg(written), arg(read)) {
+                (
+                    Some(KernelArg::Buffer { space: AddressSpace::Global, read_only: false, elem: a, .. }),
+                    Some(KernelArg::Buffer { space, elem: b, .. }),
+                ) if *space != AddressSpace::Local => {
+                    if a != b {
+                        err!(
+                            part(),
+                            format!(
+                                "`in_place({written} = {read})`: `{written}` holds `{}` and `{read}` holds `{}`",
+                                a.opencl_name(),
+                                b.opencl_name()
+                            )
+                        );
+                    }
+                    if written == read {
+                        err!(part(), format!("`in_place({written} = {read})` names one buffer twice"));
+                    }
+                }
+                (Some(KernelArg::Buffer { space: AddressSpace::Global, read_only: false, .. }), _) => {
+                    err!(part(), format!("`in_place({written} = {read})`: `{read}` is not a `__global` or `__constant` buffer argument"))
+                }
+                _ => err!(part(), format!("`in_place({written} = ...)`: `{written}` is not a written `__global` buffer argument")),
+            }
+            if !aliased.insert(read.as_str()) || self.in_place.contains_key(read) {
+                err!(part(), format!("`in_place`: `{read}` is aliased twice (one written buffer per input)"));
+            }
+        }
         // Checks: writable global buffers.
         if self.checks.is_empty() {
             err!(Part::Kernel, "`check(...)` names no output: the tuner could not verify candidates".into());
@@ -856,6 +921,8 @@ pub(crate) mod tests {
             cost: Some(Cost { bytes: Some(e("12 * n")), flops: Some(e("2 * n")) }),
             options: String::new(),
             extrapolate: false,
+            in_place: BTreeMap::new(),
+            edges: Edges::All,
         }
     }
 

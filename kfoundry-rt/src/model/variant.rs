@@ -37,6 +37,16 @@ pub struct Variant {
     /// version 1 files: then only `sizes` counts as proven.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "columns")]
     pub proven: Vec<Sizes>,
+    /// For each integer scalar argument that is not a size, the smallest and largest value the
+    /// variant was verified with. Dispatch runs the variant only at calls whose values lie
+    /// within (whatever `extrapolate` says): a kernel that unrolls by a scalar `k` without a
+    /// remainder loop is right at the `k` it was tuned with and wrong at others.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scalars: BTreeMap<String, [i64; 2]>,
+    /// The version of the proof the variant passed ([`PROOF_VERSION`]; 0 in files written
+    /// before versions were recorded: fixed sizes, one poison, one input distribution).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub proof: u32,
     /// The search was interrupted (Ctrl-C, SIGTERM) before its budget was spent: `cargo
     /// kfoundry tune --resume` continues it. A partial result never replaces a complete one
     /// unless it is faster on re-measure.
@@ -47,6 +57,15 @@ pub struct Variant {
     /// to the lockfile, where `[devices]` holds it once per device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_info: Option<DeviceInfo>,
+}
+
+/// The proof a variant passes since kfoundry 0.1's proof of 2026-12: drawn sizes covering every
+/// residue, the corners of the proven box, outputs pre-filled three ways, edge values, integer
+/// scalars over their declared range, in place where declared.
+pub const PROOF_VERSION: u32 = 2;
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// Size sets stored as one column per size (`n = [4096, 2560, 8192]`): one line per size in

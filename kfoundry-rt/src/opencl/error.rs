@@ -17,6 +17,10 @@ pub enum Error {
     /// A buffer given to the launcher is shorter than the annotation says the call needs.
     #[error("kernel `{kernel}`: buffer `{arg}` holds {given} element(s) of `{elem}`, the call needs at least {needed}{length}")]
     BufferTooSmall { kernel: String, arg: String, elem: &'static str, needed: usize, given: usize, length: String },
+    /// A buffer the kernel writes is, or overlaps, another buffer argument of the call (the
+    /// annotation's `in_place(...)` allows exactly the same buffer for the pairs it names).
+    #[error("kernel `{kernel}`: buffer `{written}` {how} `{other}`; the kernel writes `{written}`, and no variant was verified with them sharing memory: pass separate buffers{hint}")]
+    Aliasing { kernel: String, written: String, other: String, how: &'static str, hint: String },
     /// The OpenCL compiler rejected a variant.
     #[error("kernel `{kernel}`: build failed with options `{options}`:\n{log}")]
     Build { kernel: String, options: String, log: String },
@@ -32,7 +36,7 @@ impl Error {
     /// A mistake of the caller (sizes, arguments, buffers): running another variant would not
     /// help, and nothing was run.
     pub fn is_callers(&self) -> bool {
-        matches!(self, Error::Sizes { .. } | Error::Argument { .. } | Error::BufferTooSmall { .. })
+        matches!(self, Error::Sizes { .. } | Error::Argument { .. } | Error::BufferTooSmall { .. } | Error::Aliasing { .. })
     }
 }
 

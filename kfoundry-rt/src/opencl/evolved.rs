@@ -12,7 +12,8 @@ use super::launch::{build_program_from, create_kernel, Arg, LaunchPlan};
 use super::session::Timing;
 use crate::model::declared::declared_params;
 use crate::model::device::{DeviceInfo, DeviceKey, DeviceTraits};
-use crate::model::select::{choose, Choice, Step};
+use crate::model::select::{choose, integer_scalars, Choice, Scalars, Step};
+use crate::model::source_policy::{self, Policy, NO_ASM_PRELUDE};
 use crate::model::spec::{KernelSpec, Params, Sizes};
 use crate::model::variant::check_variant;
 use crate::model::variant::Variant;
@@ -40,7 +41,8 @@ pub struct Evolved {
 }
 
 type ProgramKey = (Handle, Handle, String, Vec<i64>);
-type ChoiceKey = (Handle, Vec<i64>);
+/// Device, call sizes, and the call's integer scalars (`None` for `explain`).
+type ChoiceKey = (Handle, Vec<i64>, Option<Vec<i64>>);
 
 /// Entries a cache keyed by call sizes keeps before it starts afresh: a program that launches
 /// at ever new sizes does not grow without bound.
@@ -61,20 +63,23 @@ struct Ready {
     context: Handle,
     device: Handle,
     sizes: Vec<(String, usize)>,
+    /// The call's integer scalars (dispatch depends on them).
+    scalars: Vec<i64>,
     step: Step,
     kernel: core::Kernel,
     plan: LaunchPlan,
 }
 
 impl Built {
-    fn ready(&self, context: Handle, device: Handle, sizes: &[(&str, usize)]) -> Option<&Ready> {
+    fn ready(&self, context: Handle, device: Handle, sizes: &[(&str, usize)], scalars: &[i64]) -> Option<&Ready> {
         let same = |r: &&Ready| {
             r.context == context
                 && r.device == device
+                && r.scalars == scalars
                 && r.sizes.len() == sizes.len()
                 && r.sizes.iter().zip(sizes).all(|((a, x), (b, y))| a == b && x == y)
         };
-        self.ready.get(&ready_hash(context, device, sizes))?.iter().find(same)
+        self.ready.get(&ready_hash(context, device, sizes, scalars))?.iter().find(same)
     }
 
     fn remember(&mut self, ready: Ready) {
@@ -83,7 +88,7 @@ impl Built {
             self.ready_count = 0;
         }
         let sizes: Vec<(&str, usize)> = ready.sizes.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-        let hash = ready_hash(ready.context, ready.device, &sizes);
+        let hash = ready_hash(ready.context, ready.device, &sizes, &ready.scalars);
         self.ready.entry(hash).or_default().push(ready);
         self.ready_count += 1;
     }
@@ -97,11 +102,44 @@ fn remember_choice(choices: &mut BTreeMap<ChoiceKey, Arc<Choice>>, key: ChoiceKe
     choices.insert(key, choice);
 }
 
-fn ready_hash(context: Handle, device: Handle, sizes: &[(&str, usize)]) -> u64 {
+fn ready_hash(context: Handle, device: Handle, sizes: &[(&str, usize)], scalars: &[i64]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (context, device, sizes).hash(&mut h);
+    (context, device, sizes, scalars).hash(&mut h);
     h.finish()
+}
+
+/// The call's integer scalar arguments that are not sizes, in signature order (dispatch runs a
+/// variant only at values it was verified with). A value of a `ulong` above `i64::MAX` is
+/// taken as `i64::MAX`: no proof draws it.
+fn call_scalars(spec: &KernelSpec, args: &[Arg<'_>]) -> Vec<i64> {
+    use super::launch::Scalar;
+    let mut out = Vec::new();
+    for (arg, given) in spec.caller_args().zip(args) {
+        if let (crate::model::signature::KernelArg::Scalar { ty, .. }, Arg::Scalar(s)) = (arg, given) {
+            if ty.is_float() {
+                continue;
+            }
+            out.push(match *s {
+                Scalar::I8(v) => v.into(),
+                Scalar::U8(v) => v.into(),
+                Scalar::I16(v) => v.into(),
+                Scalar::U16(v) => v.into(),
+                Scalar::I32(v) => v.into(),
+                Scalar::U32(v) => v.into(),
+                Scalar::I64(v) => v,
+                Scalar::U64(v) => i64::try_from(v).unwrap_or(i64::MAX),
+                // a float given for an integer argument: the plan refuses the call
+                Scalar::F32(_) | Scalar::F64(_) => 0,
+            });
+        }
+    }
+    out
+}
+
+/// The integer scalars of a call by name, for the dispatch rules.
+fn scalars_by_name(spec: &KernelSpec, values: &[i64]) -> Scalars {
+    integer_scalars(spec).map(|(name, _)| name.to_string()).zip(values.iter().copied()).collect()
 }
 
 struct Decoded {
@@ -139,6 +177,12 @@ fn identity(device: &ocl::Device) -> Result<Identity, Error> {
     let id = Identity { key: device_key(device)?, info, traits };
     identities().lock().map_err(poisoned)?.insert(handle, id.clone());
     Ok(id)
+}
+
+/// A generated source as it is built on a device that is not a GPU: inline assembly disabled
+/// ([`NO_ASM_PRELUDE`]), line numbers kept.
+pub fn guarded_source(source: &str) -> String {
+    format!("{NO_ASM_PRELUDE}#line 1\n{source}")
 }
 
 /// A call's sizes as the model's (i64) sizes.
@@ -232,6 +276,10 @@ impl Evolved {
                     None => Vec::new(),
                 };
                 check_variant(&spec, v, &declared).map_err(located)?;
+                if let Some(text) = v.source.as_ref().and_then(|h| sources.get(h)) {
+                    let gpu = v.device_info.as_ref().is_some_and(|d| d.kind == "gpu");
+                    source_policy::check(text, Policy { allow_asm: gpu }).map_err(|e| located(format!("generated source, {e}")))?;
+                }
             }
             Ok(Decoded { spec, variants, sources })
         });
@@ -262,24 +310,31 @@ impl Evolved {
 
     /// Which variant runs on `device` at `sizes`, and why (including a fallback to the
     /// reference after a foreign variant failed here).
+    ///
+    /// The call's integer scalar arguments are not known here: a variant that was verified with
+    /// some values of them only is named with those values among the reasons (a call with
+    /// other values runs the reference).
     pub fn explain(&self, device: &ocl::Device, sizes: &[(&str, usize)]) -> Result<Choice, Error> {
         let spec = self.spec()?;
         let sizes = sizes_of(spec, sizes)?;
-        Ok(self.choice(device, spec, &sizes)?.as_ref().clone())
+        Ok(self.choice(device, spec, &sizes, None)?.as_ref().clone())
     }
 
-    fn choice_key(device: &ocl::Device, sizes: &Sizes) -> (Handle, Vec<i64>) {
-        (device.as_core().as_ptr() as Handle, sizes.values().copied().collect())
+    /// A kernel without integer scalars has one decision per device and sizes, whether a call
+    /// or `explain` asks.
+    fn choice_key(device: &ocl::Device, sizes: &Sizes, scalars: Option<&[i64]>) -> ChoiceKey {
+        (device.as_core().as_ptr() as Handle, sizes.values().copied().collect(), scalars.filter(|s| !s.is_empty()).map(<[i64]>::to_vec))
     }
 
-    fn choice(&self, device: &ocl::Device, spec: &KernelSpec, sizes: &Sizes) -> Result<Arc<Choice>, Error> {
-        let cache_key = Self::choice_key(device, sizes);
+    fn choice(&self, device: &ocl::Device, spec: &KernelSpec, sizes: &Sizes, scalars: Option<&[i64]>) -> Result<Arc<Choice>, Error> {
+        let cache_key = Self::choice_key(device, sizes, scalars);
         if let Some(c) = self.choices.lock().map_err(poisoned)?.get(&cache_key) {
             return Ok(c.clone());
         }
         let here = identity(device)?;
+        let named = scalars.map(|v| scalars_by_name(spec, v));
         let choice = Arc::new(
-            choose(spec, self.variants()?, &here.key, here.info.as_ref(), Some(&here.traits), sizes)
+            choose(spec, self.variants()?, &here.key, here.info.as_ref(), Some(&here.traits), sizes, named.as_ref())
                 .map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?,
         );
         remember_choice(&mut *self.choices.lock().map_err(poisoned)?, cache_key, choice.clone());
@@ -296,11 +351,12 @@ impl Evolved {
         let spec = self.spec()?;
         // The queue's context and device as handles (no reference counts touched).
         let handles = (queue.as_core().context_ptr()? as Handle, queue.as_core().device()?.as_ptr() as Handle);
+        let scalars = call_scalars(spec, args);
         {
-            // After the first call with these sizes on this device: the arguments checked
-            // against the plan, and the kernel enqueued.
+            // After the first call with these sizes (and integer scalars) on this device: the
+            // arguments checked against the plan, and the kernel enqueued.
             let built = self.built.lock().map_err(poisoned)?;
-            if let Some(ready) = built.ready(handles.0, handles.1, sizes) {
+            if let Some(ready) = built.ready(handles.0, handles.1, sizes, &scalars) {
                 match ready.plan.enqueue(spec, &ready.kernel, queue, args, None) {
                     Ok(()) => return Ok(ready.step),
                     Err(e) if e.is_callers() || ready.step == Step::Reference => return Err(e),
@@ -319,7 +375,7 @@ impl Evolved {
         let (device, context) = queue_parts(queue)?;
         let call_sizes = sizes;
         let sizes = sizes_of(spec, sizes)?;
-        let choice = self.choice(&device, spec, &sizes)?;
+        let choice = self.choice(&device, spec, &sizes, Some(&scalars))?;
         // The first launch of `params` at these sizes here: built, planned, enqueued, and
         // remembered for the next calls (also when the caller's arguments were refused: the
         // plan holds for the sizes).
@@ -329,7 +385,7 @@ impl Evolved {
             let mut built = self.built.lock().map_err(poisoned)?;
             let result = plan.enqueue(spec, &kernel, queue, args, None);
             let sizes = call_sizes.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-            built.remember(Ready { context: handles.0, device: handles.1, sizes, step, kernel, plan });
+            built.remember(Ready { context: handles.0, device: handles.1, sizes, scalars: scalars.clone(), step, kernel, plan });
             result
         };
         let chosen = first(choice.step, choice.variant, &choice.params);
@@ -342,7 +398,12 @@ impl Evolved {
                     let mut reasons = choice.reasons.clone();
                     reasons.push(format!("{}: failed to build on this device ({e}); the reference runs instead", choice.step));
                     let fallback = Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons };
-                    remember_choice(&mut *self.choices.lock().map_err(poisoned)?, Self::choice_key(&device, &sizes), Arc::new(fallback));
+                    let fallback = Arc::new(fallback);
+                    let mut choices = self.choices.lock().map_err(poisoned)?;
+                    remember_choice(&mut choices, Self::choice_key(&device, &sizes, Some(&scalars)), fallback.clone());
+                    // `explain` (which knows no scalars) says so too
+                    remember_choice(&mut choices, Self::choice_key(&device, &sizes, None), fallback);
+                    drop(choices);
                     return first(Step::Reference, None, &spec.reference).map(|()| Step::Reference);
                 }
                 self.run(queue, &context, &device, spec, None, &spec.reference, &sizes, args)?;
@@ -414,13 +475,23 @@ impl Evolved {
         params: &Params,
     ) -> Result<core::Kernel, Error> {
         let (hash, source) = self.source_of(variant)?;
+        let generated = !hash.is_empty();
         let key = (context.as_core().as_ptr() as Handle, device.as_core().as_ptr() as Handle, hash, params.values().copied().collect::<Vec<_>>());
         if let Some((_, kernel)) = self.built.lock().map_err(poisoned)?.programs.get(&key) {
             return Ok(kernel.clone());
         }
         // Built without the lock held: other kernels' launches go on meanwhile. When another
-        // thread built the same one meanwhile, its kernel is kept and used.
-        let program = build_program_from(spec, source, params, context.as_core(), device.as_core())?;
+        // thread built the same one meanwhile, its kernel is kept and used. A generated source
+        // on a device that is not a GPU is built with inline assembly disabled (as the tuner
+        // verified it there).
+        let guarded;
+        let text = if generated && identity(device)?.traits.kind != "gpu" {
+            guarded = guarded_source(source);
+            guarded.as_str()
+        } else {
+            source
+        };
+        let program = build_program_from(spec, text, params, context.as_core(), device.as_core())?;
         let kernel = create_kernel(spec, &program)?;
         let mut built = self.built.lock().map_err(poisoned)?;
         Ok(built.programs.entry(key).or_insert((program, kernel)).1.clone())

@@ -143,7 +143,9 @@ enum Slot {
     /// A size, from the call's sizes.
     Size(Scalar),
     /// The caller's next buffer: it must hold at least `bytes` (`len` elements of `elem`).
-    Buffer { name: String, elem: ScalarType, len: usize, bytes: usize },
+    /// `written`: the kernel may write it (not `const`); `in_place`: the buffer argument it may
+    /// be exactly (`in_place(...)` of the annotation).
+    Buffer { name: String, elem: ScalarType, len: usize, bytes: usize, written: bool, in_place: Option<String> },
     /// The caller's next scalar: it must have type `ty`.
     Scalar { name: String, ty: ScalarType },
 }
@@ -190,9 +192,10 @@ impl LaunchPlan {
                         .ok_or_else(|| arg_error(name, format!("size {v} does not fit the kernel's `{}`", ty.opencl_name())))?;
                     Slot::Size(s)
                 }
-                (KernelArg::Buffer { elem, .. }, _) => {
+                (KernelArg::Buffer { elem, read_only, .. }, _) => {
                     let (len, bytes) = bytes_of(elem)?;
-                    Slot::Buffer { name: name.to_string(), elem: *elem, len, bytes }
+                    let in_place = spec.in_place.get(name).cloned();
+                    Slot::Buffer { name: name.to_string(), elem: *elem, len, bytes, written: !read_only, in_place }
                 }
                 (KernelArg::Scalar { ty, .. }, _) => Slot::Scalar { name: name.to_string(), ty: *ty },
             });
@@ -213,6 +216,7 @@ impl LaunchPlan {
         event: Option<&mut core::Event>,
     ) -> Result<(), Error> {
         self.check(spec, args)?;
+        self.check_memory(spec, queue, args)?;
         let mut supplied = args.iter();
         for (index, slot) in self.slots.iter().enumerate() {
             let index = u32::try_from(index).map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
@@ -255,7 +259,7 @@ impl LaunchPlan {
         }
         for (slot, arg) in self.slots.iter().filter(|s| s.is_callers()).zip(args) {
             match (slot, arg) {
-                (Slot::Buffer { name, elem, len, bytes }, Arg::Buffer(mem)) => {
+                (Slot::Buffer { name, elem, len, bytes, .. }, Arg::Buffer(mem)) => {
                     let given = match core::get_mem_object_info(mem, core::MemInfo::Size)? {
                         core::MemInfoResult::Size(bytes) => bytes,
                         _ => 0,
@@ -284,6 +288,114 @@ impl LaunchPlan {
             }
         }
         Ok(())
+    }
+    /// The caller's buffers belong to the queue's context, and no buffer the kernel writes is,
+    /// or overlaps, another buffer argument (except the exact aliasing `in_place(...)` declares):
+    /// the tuner verified every variant with buffers of their own, and a variant right out of
+    /// place can be wrong in place. Overlap is of the bytes the call uses (the annotation's
+    /// lengths) within one memory object (sub-buffers share their parent's), or of the host
+    /// memory two buffers were created over (`CL_MEM_USE_HOST_PTR`).
+    fn check_memory(&self, spec: &KernelSpec, queue: &ocl::Queue, args: &[Arg<'_>]) -> Result<(), Error> {
+        let context = queue.as_core().context_ptr()? as usize;
+        let buffers: Vec<(&Slot, &core::Mem)> = self
+            .slots
+            .iter()
+            .filter(|s| s.is_callers())
+            .zip(args)
+            .filter_map(|(slot, arg)| match (slot, arg) {
+                (Slot::Buffer { .. }, Arg::Buffer(mem)) => Some((slot, *mem)),
+                _ => None,
+            })
+            .collect();
+        let mut regions = Vec::with_capacity(buffers.len());
+        for (slot, mem) in &buffers {
+            let Slot::Buffer { name, bytes, .. } = slot else { continue };
+            let owner = match core::get_mem_object_info(mem, core::MemInfo::Context)? {
+                core::MemInfoResult::Context(c) => c.as_ptr() as usize,
+                _ => 0,
+            };
+            if owner != context {
+                return Err(Error::Argument {
+                    kernel: spec.id.clone(),
+                    arg: name.clone(),
+                    message: "the buffer belongs to another OpenCL context than the queue's".into(),
+                });
+            }
+            regions.push(Region::of(mem, *bytes)?);
+        }
+        if !buffers.iter().any(|(s, _)| matches!(s, Slot::Buffer { written: true, .. })) {
+            return Ok(());
+        }
+        for (i, (slot, _)) in buffers.iter().enumerate() {
+            let Slot::Buffer { name: written, written: true, in_place, .. } = slot else { continue };
+            for (j, (other, _)) in buffers.iter().enumerate() {
+                let Slot::Buffer { name: other_name, .. } = other else { continue };
+                if i == j {
+                    continue;
+                }
+                let (a, b) = (&regions[i], &regions[j]);
+                let how = if a.same_start(b) {
+                    "is the same memory as"
+                } else if a.overlaps(b) {
+                    "overlaps"
+                } else {
+                    continue;
+                };
+                let declared =
+                    in_place.as_deref() == Some(other_name.as_str()) || matches!(other, Slot::Buffer { in_place: Some(w), .. } if w == written);
+                if declared && how == "is the same memory as" {
+                    continue;
+                }
+                let hint = if declared {
+                    String::new()
+                } else {
+                    format!(", or declare `in_place({written} = {other_name})` in the annotation if the kernel is written to run in place")
+                };
+                return Err(Error::Aliasing { kernel: spec.id.clone(), written: written.clone(), other: other_name.clone(), how, hint });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes a buffer argument gives the kernel: within its memory object's root allocation
+/// (a sub-buffer's parent), and within host memory when it was created over some.
+struct Region {
+    root: usize,
+    start: usize,
+    end: usize,
+    host: Option<(usize, usize)>,
+}
+
+impl Region {
+    fn of(mem: &core::Mem, used: usize) -> Result<Region, Error> {
+        let parent = match core::get_mem_object_info(mem, core::MemInfo::AssociatedMemobject)? {
+            core::MemInfoResult::AssociatedMemobject(p) => p,
+            _ => None,
+        };
+        let offset = match parent {
+            Some(_) => match core::get_mem_object_info(mem, core::MemInfo::Offset)? {
+                core::MemInfoResult::Offset(o) => o,
+                _ => 0,
+            },
+            None => 0,
+        };
+        let root = parent.as_ref().map_or(mem.as_ptr() as usize, |p| p.as_ptr() as usize);
+        let host = match core::get_mem_object_info(mem, core::MemInfo::HostPtr)? {
+            core::MemInfoResult::HostPtr(Some((ptr, _))) => Some((ptr as usize, (ptr as usize).saturating_add(used))),
+            _ => None,
+        };
+        Ok(Region { root, start: offset, end: offset.saturating_add(used), host })
+    }
+
+    fn same_start(&self, other: &Region) -> bool {
+        (self.root == other.root && self.start == other.start) || matches!((self.host, other.host), (Some(a), Some(b)) if a.0 == b.0)
+    }
+
+    fn overlaps(&self, other: &Region) -> bool {
+        let within = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+        (self.root == other.root && within((self.start, self.end), (other.start, other.end)))
+            || matches!((self.host, other.host), (Some(a), Some(b)) if within(a, b))
     }
 }
 

@@ -323,7 +323,8 @@ mod tests {
         assert_eq!(t.failures, [("build".to_string(), 1)].into());
         assert_eq!(t.best, Some(("64,2".to_string(), 1.0)));
         assert_eq!(fmt_key(&names, "64,2"), "WG=64 V=2");
-        assert_eq!(file_name("t::K", "w", "1|some device|1.0|3.0"), "t__K@w@1_some_device_1_0_3_0.json");
+        let name = file_name("t::K", "w", "1|some device|1.0|3.0");
+        assert!(name.starts_with("t__K-") && name.contains("@w@1_some_device_1_0_3_0-") && name.ends_with(".json"), "{name}");
     }
 
     #[test]

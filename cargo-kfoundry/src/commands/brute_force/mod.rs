@@ -208,18 +208,18 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
     let valid_keys: BTreeSet<String> = valid.iter().map(cache_key).collect();
     let mut cache = Map::new();
     if args.resume {
-        match std::fs::read_to_string(&path) {
+        match kfoundry_tooling::files::read_text_bounded(&path, 256 << 20, "Kernel Tuner cache file") {
             Ok(text) => {
                 let existing: Value = serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))?;
                 cache = resumable(&existing, &header, &valid_keys)
                     .map_err(|why| anyhow!("cannot resume from {}: {why}; run without --resume to start over", path.display()))?;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(e) if e.is_not_found() => {
                 if !args.ws.quiet {
                     eprintln!("note: {} does not exist yet; nothing to resume", path.display());
                 }
             }
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+            Err(e) => return Err(e.into()),
         }
     } else if path.exists() && !args.ws.quiet {
         eprintln!("note: {} exists and will be replaced (`--resume` keeps what it holds)", path.display());

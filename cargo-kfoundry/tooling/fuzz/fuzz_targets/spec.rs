@@ -39,6 +39,8 @@ fuzz_target!(|data: &[u8]| {
             failures: 0,
             source: None,
             proven: vec![w.sizes.clone(), doubled],
+            scalars: Default::default(),
+            proof: 0,
             partial: false,
             device_info: None,
         };

@@ -1,0 +1,470 @@
+//! What a kernel source that kfoundry did not get from the user may contain: a language
+//! model's answer, a generated source stored beside the lockfile, one carried in a bundle.
+//!
+//! Such a source is read as the C preprocessor reads it (trigraphs, line splices, digraphs,
+//! comments), and refused unless:
+//!
+//! - every directive is one of an allow-list: `define`, `undef`, `if`, `ifdef`, `ifndef`,
+//!   `elif`, `else`, `endif`, `pragma` (and the empty directive). `#include`, `#embed`,
+//!   `#line` and the rest never reach the compiler, however they are spelled (`#inc\` +
+//!   newline + `lude`, `%:include`, `??=include`, a directive after a comment);
+//! - a `#pragma` is one of `OPENCL ...`, `STDC ...`, `unroll`, `nounroll`, `clang loop ...`,
+//!   `clang fp ...` (not `push_macro`, `GCC dependency` or `clang __debug`); `_Pragma` is
+//!   refused;
+//! - it names none of the preprocessor's windows on the host (`__has_include`, `__FILE__`
+//!   and their relatives);
+//! - it contains no trigraph (`??=` and its relatives: whether the compiler replaces them
+//!   decides how the rest is read, so neither reading is trusted) and no NUL byte;
+//! - it does not define or undefine the names the verifier relies on ([`PROTECTED`]: the
+//!   work-item functions, which the reversed build of [`REVERSED_NAMES`] replaces, and the
+//!   inline-assembly keywords, which [`NO_ASM_PRELUDE`] disables on devices that are not
+//!   GPUs), nor call a mangled built-in (`_Z12get_group_idj`) directly;
+//! - inline assembly (`asm`, `__asm`, `__asm__`) appears only where [`Policy::allow_asm`]
+//!   says (GPUs: NVIDIA's PTX is how the tensor cores are reached; on a CPU device a kernel is
+//!   native code in the host process, where assembly is a system call away).
+//!
+//! Token pasting cannot spell a refused directive (directives are recognised before macros
+//! expand) and cannot reach assembly on a CPU device: the prelude defines the keywords as
+//! macros, and a pasted token is expanded again.
+
+use std::fmt;
+
+/// Directives a source may use.
+const DIRECTIVES: &[&str] = &["define", "undef", "if", "ifdef", "ifndef", "elif", "else", "endif", "pragma"];
+
+/// Identifiers that let the preprocessor look at the host's files.
+const HOST_WINDOWS: &[&str] =
+    &["__has_include", "__has_include_next", "__has_embed", "__FILE__", "__BASE_FILE__", "__FILE_NAME__", "__INCLUDE_LEVEL__", "__TIMESTAMP__"];
+
+/// The inline-assembly keywords.
+const ASM: &[&str] = &["asm", "__asm", "__asm__"];
+
+/// Names a source may not `#define` or `#undef`: the work-item functions (a kernel that
+/// undefines `get_group_id` would undo the verifier's reversed build) and the assembly keywords.
+pub const PROTECTED: &[&str] = &[
+    "get_group_id",
+    "get_global_id",
+    "get_group_linear_id",
+    "get_global_linear_id",
+    "get_num_groups",
+    "get_local_size",
+    "get_local_id",
+    "get_local_linear_id",
+    "get_global_size",
+    "get_global_offset",
+    "get_enqueued_local_size",
+    "get_work_dim",
+    "asm",
+    "__asm",
+    "__asm__",
+];
+
+/// The names the verifier's reversed build gives its own meaning.
+pub const REVERSED_NAMES: &[&str] = &["get_group_id", "get_global_id", "get_group_linear_id", "get_global_linear_id"];
+
+/// Put before a generated source built for a device that is not a GPU: the assembly keywords
+/// become names that do not compile, also when a macro pastes them together.
+pub const NO_ASM_PRELUDE: &str = "#define asm kfoundry_inline_assembly_is_not_allowed_here\n\
+#define __asm kfoundry_inline_assembly_is_not_allowed_here\n\
+#define __asm__ kfoundry_inline_assembly_is_not_allowed_here\n";
+
+/// What a source may do beyond the allow-list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Policy {
+    /// Inline assembly is allowed (the source is built for GPUs only).
+    pub allow_asm: bool,
+}
+
+/// Why a source was refused: the line (1-based, as an editor counts them) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub line: usize,
+    pub what: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.what)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// Checks a source that did not come from the user (see the module's rules).
+pub fn check(source: &str, policy: Policy) -> Result<(), Violation> {
+    let tokens = tokens(source)?;
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = &tokens[i];
+        if t.starts_directive {
+            let end = tokens[i..].iter().position(|x| x.ends_line).map_or(tokens.len(), |p| i + p + 1);
+            directive(&tokens[i..end])?;
+            // Inside a directive's line, `#` and `##` are operators of a macro definition.
+            for t in &tokens[i + 1..end] {
+                word(t, policy)?;
+            }
+            i = end;
+            continue;
+        }
+        if t.is_hash() {
+            return Err(Violation { line: t.line, what: "a `#` outside a directive".into() });
+        }
+        word(t, policy)?;
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Checks only the rule a user's own kernel source must follow too: it does not define or
+/// undefine the work-item functions (the verifier's reversed build of work-groups relies on
+/// them) or the assembly keywords. The user may use `#include` and assembly in their own
+/// source; those are theirs.
+pub fn check_protected_names(source: &str) -> Result<(), Violation> {
+    let tokens = tokens(source)?;
+    let mut i = 0;
+    while i < tokens.len() {
+        if tokens[i].starts_directive {
+            let end = tokens[i..].iter().position(|x| x.ends_line).map_or(tokens.len(), |p| i + p + 1);
+            protected_definition(&tokens[i..end])?;
+            i = end;
+        } else {
+            mangled(&tokens[i])?;
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+fn word(t: &Token, policy: Policy) -> Result<(), Violation> {
+    let Kind::Ident(name) = &t.kind else { return Ok(()) };
+    let refuse = |what: String| Err(Violation { line: t.line, what });
+    if HOST_WINDOWS.contains(&name.as_str()) {
+        return refuse(format!("`{name}` is not allowed (it reads the host's files)"));
+    }
+    if name == "_Pragma" {
+        return refuse("`_Pragma` is not allowed (write `#pragma`)".into());
+    }
+    if !policy.allow_asm && ASM.contains(&name.as_str()) {
+        return refuse(format!("inline assembly (`{name}`) is not allowed on this kind of device"));
+    }
+    mangled(t)
+}
+
+/// A mangled built-in called by its symbol (`_Z12get_group_idj`) would bypass the verifier's
+/// reversed build.
+fn mangled(t: &Token) -> Result<(), Violation> {
+    let Kind::Ident(name) = &t.kind else { return Ok(()) };
+    let digits = name.strip_prefix("_Z").map(|r| r.trim_start_matches(|c: char| c.is_ascii_digit()));
+    match digits {
+        Some(rest) if rest.len() + 2 < name.len() && PROTECTED.iter().any(|p| rest.starts_with(p)) => {
+            Err(Violation { line: t.line, what: format!("`{name}` names a built-in function by its mangled symbol") })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn directive(line: &[Token]) -> Result<(), Violation> {
+    let at = line[0].line;
+    let refuse = |what: String| Err(Violation { line: at, what });
+    let Some(name) = line.get(1) else { return Ok(()) };
+    let Kind::Ident(name) = &name.kind else {
+        return refuse("a directive without a name".into());
+    };
+    if !DIRECTIVES.contains(&name.as_str()) {
+        return refuse(format!("`#{name}` is not allowed (directives may be {})", DIRECTIVES.join(", ")));
+    }
+    protected_definition(line)?;
+    if name == "pragma" {
+        let words: Vec<&str> = line[2..].iter().take(2).filter_map(|t| if let Kind::Ident(w) = &t.kind { Some(w.as_str()) } else { None }).collect();
+        let allowed = match words.as_slice() {
+            ["OPENCL", ..] | ["STDC", ..] | ["unroll", ..] | ["nounroll", ..] => true,
+            ["clang", second] => matches!(*second, "loop" | "fp"),
+            _ => false,
+        };
+        if !allowed {
+            let shown: Vec<String> = line[2..].iter().take(3).map(Token::text).collect();
+            return refuse(format!(
+                "`#pragma {}` is not allowed (pragmas may be OPENCL, STDC, unroll, nounroll, clang loop, clang fp)",
+                shown.join(" ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `#define NAME` or `#undef NAME` of a [`PROTECTED`] name.
+fn protected_definition(line: &[Token]) -> Result<(), Violation> {
+    let ident = |i: usize| match line.get(i).map(|t| &t.kind) {
+        Some(Kind::Ident(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    if let (Some("define" | "undef"), Some(name)) = (ident(1), ident(2)) {
+        if PROTECTED.contains(&name) {
+            return Err(Violation {
+                line: line[0].line,
+                what: format!("`#{} {name}`: `{name}` may not be redefined (kfoundry's verification relies on it)", ident(1).unwrap_or_default()),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    Ident(String),
+    /// `#` or `%:`.
+    Hash,
+    /// A number, a string or character literal, or punctuation.
+    Other(String),
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    kind: Kind,
+    /// Physical line (1-based) where the token starts.
+    line: usize,
+    /// The first token of a logical line, and a `#`: a directive begins.
+    starts_directive: bool,
+    /// The last token of its logical line.
+    ends_line: bool,
+}
+
+impl Token {
+    fn is_hash(&self) -> bool {
+        self.kind == Kind::Hash
+    }
+
+    fn text(&self) -> String {
+        match &self.kind {
+            Kind::Ident(s) | Kind::Other(s) => s.clone(),
+            Kind::Hash => "#".into(),
+        }
+    }
+}
+
+/// The source as preprocessing tokens, after trigraphs are refused and line splices removed.
+/// Comments are whitespace; a newline inside a block comment ends the logical line too (so a
+/// `#` after `/* ... \n ... */` starts a directive, as it does for clang).
+fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
+    // Phase 1: trigraphs and NUL bytes refused. Phase 2: splices removed, physical lines kept.
+    let mut chars: Vec<(char, usize)> = Vec::with_capacity(source.len());
+    let mut line = 1;
+    let raw: Vec<char> = source.chars().collect();
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        if c == '\0' {
+            return Err(Violation { line, what: "a NUL character".into() });
+        }
+        if c == '?' && raw.get(i + 1) == Some(&'?') && raw.get(i + 2).is_some_and(|c| "=/'()!<>-".contains(*c)) {
+            return Err(Violation { line, what: format!("the trigraph `??{}` is not allowed", raw[i + 2]) });
+        }
+        if c == '\\' {
+            // `\`, optional spaces, then a newline: a splice (clang and GCC allow the spaces).
+            let mut j = i + 1;
+            while j < raw.len() && (raw[j] == ' ' || raw[j] == '\t') {
+                j += 1;
+            }
+            if raw.get(j) == Some(&'\r') {
+                j += 1;
+            }
+            if raw.get(j) == Some(&'\n') {
+                line += 1;
+                i = j + 1;
+                continue;
+            }
+        }
+        if c == '\n' {
+            line += 1;
+        }
+        chars.push((c, line - usize::from(c == '\n')));
+        i += 1;
+    }
+    let mut out: Vec<Token> = Vec::new();
+    let mut at_line_start = true;
+    let mut i = 0;
+    let n = chars.len();
+    let c = |i: usize| chars.get(i).map(|x| x.0);
+    let push = |out: &mut Vec<Token>, kind: Kind, line: usize, at_line_start: &mut bool| {
+        let starts_directive = *at_line_start && kind == Kind::Hash;
+        out.push(Token { kind, line, starts_directive, ends_line: false });
+        *at_line_start = false;
+    };
+    let end_line = |out: &mut Vec<Token>, at_line_start: &mut bool| {
+        if let Some(last) = out.last_mut() {
+            last.ends_line = true;
+        }
+        *at_line_start = true;
+    };
+    while i < n {
+        let (ch, ln) = chars[i];
+        match ch {
+            '\n' => {
+                end_line(&mut out, &mut at_line_start);
+                i += 1;
+            }
+            c0 if c0.is_whitespace() => i += 1,
+            '/' if c(i + 1) == Some('/') => {
+                while i < n && chars[i].0 != '\n' {
+                    i += 1;
+                }
+            }
+            '/' if c(i + 1) == Some('*') => {
+                i += 2;
+                let mut newline = false;
+                while i < n && !(chars[i].0 == '*' && c(i + 1) == Some('/')) {
+                    newline |= chars[i].0 == '\n';
+                    i += 1;
+                }
+                if i >= n {
+                    return Err(Violation { line: ln, what: "a comment that is never closed".into() });
+                }
+                i += 2;
+                if newline {
+                    end_line(&mut out, &mut at_line_start);
+                }
+            }
+            '"' | '\'' => {
+                let quote = ch;
+                let start = i;
+                i += 1;
+                while i < n && chars[i].0 != quote && chars[i].0 != '\n' {
+                    i += if chars[i].0 == '\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(n);
+                let text: String = chars[start..i.min(n)].iter().map(|x| x.0).collect();
+                push(&mut out, Kind::Other(text), ln, &mut at_line_start);
+            }
+            '#' => {
+                let paste = c(i + 1) == Some('#');
+                push(&mut out, if paste { Kind::Other("##".into()) } else { Kind::Hash }, ln, &mut at_line_start);
+                i += if paste { 2 } else { 1 };
+            }
+            '%' if c(i + 1) == Some(':') => {
+                let paste = c(i + 2) == Some('%') && c(i + 3) == Some(':');
+                push(&mut out, if paste { Kind::Other("##".into()) } else { Kind::Hash }, ln, &mut at_line_start);
+                i += if paste { 4 } else { 2 };
+            }
+            c0 if c0.is_ascii_alphabetic() || c0 == '_' || c0 == '$' || !c0.is_ascii() => {
+                let start = i;
+                while i < n && (chars[i].0.is_ascii_alphanumeric() || chars[i].0 == '_' || chars[i].0 == '$' || !chars[i].0.is_ascii()) {
+                    i += 1;
+                }
+                let text: String = chars[start..i].iter().map(|x| x.0).collect();
+                push(&mut out, Kind::Ident(text), ln, &mut at_line_start);
+            }
+            c0 if c0.is_ascii_digit() || (c0 == '.' && c(i + 1).is_some_and(|d| d.is_ascii_digit())) => {
+                // a preprocessing number: digits, letters, `_`, `.`, and a sign after an exponent
+                let start = i;
+                i += 1;
+                while i < n {
+                    let d = chars[i].0;
+                    let signed = (d == '+' || d == '-') && matches!(chars[i - 1].0, 'e' | 'E' | 'p' | 'P');
+                    if d.is_ascii_alphanumeric() || d == '_' || d == '.' || signed {
+                        i += 1;
+                    } else {
+                        break;
+                    }
+                }
+                let text: String = chars[start..i].iter().map(|x| x.0).collect();
+                push(&mut out, Kind::Other(text), ln, &mut at_line_start);
+            }
+            other => {
+                push(&mut out, Kind::Other(other.to_string()), ln, &mut at_line_start);
+                i += 1;
+            }
+        }
+    }
+    if let Some(last) = out.last_mut() {
+        last.ends_line = true;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KERNEL: &str = "__kernel void k(__global float* y) { y[get_global_id(0)] = 1.0f; }\n";
+
+    fn refused(prefix: &str) -> String {
+        check(&format!("{prefix}{KERNEL}"), Policy::default()).expect_err(prefix).to_string()
+    }
+
+    #[test]
+    fn plain_kernels_and_allowed_directives_pass() {
+        let ok = format!(
+            "// kfoundry-params: TS=[8,16]\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#ifndef TS\n#define TS 16\n#endif\n\
+             #define CAT(a, b) a##b\n#define STR(x) #x\n#if TS > 8 && defined(TS)\n#pragma unroll 4\n#elif 1\n#else\n#endif\n\
+             #pragma clang loop unroll(enable)\n#undef CAT\n#\n/* a # in a comment, #include too */\nconst char* s = \"#include <x>\";\n{KERNEL}"
+        );
+        check(&ok, Policy::default()).unwrap();
+    }
+
+    #[test]
+    fn includes_are_refused_however_they_are_spelled() {
+        for (prefix, line) in [
+            ("#include \"/etc/hostname\"\n", 1),
+            ("#inc\\\nlude \"/etc/hostname\"\n", 1),
+            ("#inc\\   \nlude \"/etc/hostname\"\n", 1),
+            ("%:include \"/etc/hostname\"\n", 1),
+            ("  %:  include </etc/hostname>\n", 1),
+            ("/* x\n */ # include \"/etc/hostname\"\n", 2),
+            ("/**/#include \"/etc/hostname\"\n", 1),
+            ("\n\n#  import \"x\"\n", 3),
+            ("#embed \"/etc/hostname\"\n", 1),
+            ("#line 1 \"/etc/passwd\"\n", 1),
+            ("#include_next <x>\n", 1),
+            ("#error hi\n", 1),
+            ("#\\\ninclude \"x\"\n", 1),
+        ] {
+            let e = check(&format!("{prefix}{KERNEL}"), Policy::default()).expect_err(prefix);
+            assert_eq!(e.line, line, "{prefix:?}: {e}");
+            assert!(e.what.contains("is not allowed"), "{prefix:?}: {e}");
+        }
+        assert!(refused("??=include \"/etc/hostname\"\n").contains("trigraph"));
+        assert!(refused("int x = a ??/\n+ 1;\n").contains("trigraph"));
+        // a `#` that is not at the start of a line, nor in a macro definition
+        assert!(refused("int a; # include \"x\"\n").contains("outside a directive"));
+    }
+
+    #[test]
+    fn pragmas_and_host_windows_are_refused() {
+        for prefix in [
+            "#pragma push_macro(\"get_group_id\")\n",
+            "#pragma GCC dependency \"/etc/passwd\"\n",
+            "#pragma clang __debug crash\n",
+            "#pragma once\n",
+            "_Pragma(\"once\")\n",
+            "#if __has_include(\"/etc/passwd\")\n#endif\n",
+            "const char* f = __FILE__;\n",
+        ] {
+            let e = refused(prefix);
+            assert!(e.contains("not allowed"), "{prefix:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn protected_names_and_assembly() {
+        for prefix in ["#undef get_group_id\n", "#define get_global_id(d) 0\n", "#undef asm\n", "#  def\\\nine get_group_id 0\n"] {
+            assert!(refused(prefix).contains("may not be redefined"), "{prefix:?}");
+            assert!(check_protected_names(&format!("{prefix}{KERNEL}")).is_err(), "{prefix:?}");
+        }
+        assert!(refused("size_t _Z12get_group_idj(uint);\n").contains("mangled"));
+        assert!(check_protected_names(&format!("#include <x.h>\nvoid f() {{ asm(\"nop\"); }}\n{KERNEL}")).is_ok(), "the user's own choices");
+        let asm = "void f() { asm volatile(\"nop\"); }\n";
+        assert!(refused(asm).contains("inline assembly"));
+        assert!(refused("void f() { __asm__ (\"syscall\"); }\n").contains("inline assembly"));
+        check(&format!("{asm}{KERNEL}"), Policy { allow_asm: true }).unwrap();
+        // a helper named like a work-item function is fine; so is a macro that uses one
+        check(&format!("#define GID get_global_id(0)\nint my_get_group_id_helper(void) {{ return 0; }}\n{KERNEL}"), Policy::default()).unwrap();
+    }
+
+    #[test]
+    fn lines_are_counted_as_an_editor_does() {
+        let e = check("int a;\n/* one\ntwo */\nint b; \\\n\n#include <x>\n", Policy::default()).unwrap_err();
+        assert_eq!(e.line, 6, "{e}");
+        assert!(check("int a; /* never closed", Policy::default()).unwrap_err().what.contains("never closed"));
+        assert!(check("int a;\0", Policy::default()).unwrap_err().what.contains("NUL"));
+    }
+}

@@ -369,3 +369,55 @@ fn an_exact_device_variant_that_fails_here_falls_back_to_the_reference() {
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
     assert!(k.explain(&device, &[("n", 1 << 12)]).unwrap().to_string().contains("failed to build on this device"));
 }
+
+/// y = 2·x + y, written to run in place: `y` may be the very buffer `x`.
+#[kfoundry::evolve(
+    code = "__kernel void inplace(const int n, __global const float* x, __global float* y) { int i = get_global_id(0); y[i] = 2.0f * x[i] + y[i]; }",
+    params(WG = [16, 32]),
+    reference(WG = 16),
+    global = n, local = WG,
+    buffers(x = n, y = n),
+    inputs(y = uniform(-1.0, 1.0)),
+    in_place(y = x),
+    check(y),
+    workloads(w(n = 1024)),
+)]
+pub struct InPlace;
+
+/// A written buffer that is, or overlaps, another argument is refused before anything runs
+/// (no variant was verified sharing memory), unless the annotation declares that exact
+/// aliasing; so is a buffer of another context.
+#[test]
+fn launchers_refuse_aliased_and_foreign_buffers() {
+    let (queue, _) = setup();
+    let n = 256;
+    let (x, y) = buffers(&queue, n);
+    // the same buffer as input and output
+    let e = Twice::launch(&queue, n, &y, &y).unwrap_err();
+    assert!(matches!(e, kfoundry::Error::Aliasing { .. }), "{e}");
+    assert!(e.to_string().contains("is the same memory as") && e.to_string().contains("in_place(y = x)"), "{e}");
+    assert!(read(&y).iter().all(|v| *v == 0.5), "nothing ran");
+    // overlapping parts of one allocation
+    let whole = Buffer::<f32>::builder().queue(queue.clone()).len(2 * n).fill_val(1.0).build().unwrap();
+    let a = whole.create_sub_buffer(None, 0, n).unwrap();
+    let b = whole.create_sub_buffer(None, n / 2, n).unwrap();
+    let e = Twice::launch(&queue, n, &a, &b).unwrap_err();
+    assert!(e.to_string().contains("overlaps"), "{e}");
+    // disjoint parts are fine
+    let c = whole.create_sub_buffer(None, n, n).unwrap();
+    assert!(Twice::launch(&queue, n, &a, &c).is_ok());
+    // a buffer of another context
+    let (platform, device) = kfoundry::default_device().unwrap();
+    let other = Context::builder().platform(platform).devices(device).build().unwrap();
+    let stranger = Buffer::<f32>::builder().context(&other).len(n).fill_val(1.0).build().unwrap();
+    let e = Twice::launch(&queue, n, &stranger, &y).unwrap_err();
+    assert!(e.to_string().contains("another OpenCL context"), "{e}");
+    // declared in place: exactly the same buffer is accepted (and computes in place)...
+    let z = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(1.5).build().unwrap();
+    InPlace::launch(&queue, n, &z, &z).unwrap();
+    assert!(read(&z).iter().all(|v| *v == 4.5), "{:?}", &read(&z)[..4]);
+    // ...a partial overlap still is not
+    let e = InPlace::launch(&queue, n, &a, &b).unwrap_err();
+    assert!(e.to_string().contains("overlaps"), "{e}");
+    let _ = x;
+}

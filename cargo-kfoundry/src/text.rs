@@ -11,8 +11,10 @@ impl Table {
         Table { header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
     }
 
+    /// A row; cells are made [`printable`] (a device name from a lockfile is text anyone
+    /// wrote).
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(cells.into_iter().map(|c| printable(&c).into_owned()).collect());
     }
 
     pub fn render(&self) -> String {

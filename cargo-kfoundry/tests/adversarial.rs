@@ -21,7 +21,7 @@
 //!
 //! `cargo test -p cargo-kfoundry --test adversarial -- --nocapture` prints what each tune did.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kfoundry_tooling::lockfile::Lockfile;
@@ -95,9 +95,8 @@ fn never_ships(name: &str, args: &str, bad: i64, seeds: u64) -> Vec<serde_json::
     all
 }
 
-#[test]
-fn a_vector_tail_right_only_for_one_leftover_element_never_ships() {
-    // P=1: four elements per work-item; the last, partial vector handles one element only.
+/// P=1: four elements per work-item; the last, partial vector handles one element only.
+fn tail_args() -> String {
     let source = format!(
         r#"__kernel void k(const int n, __global const float* x, __global float* y) {{
             int g = get_global_id(0);
@@ -109,16 +108,20 @@ fn a_vector_tail_right_only_for_one_leftover_element_never_ships() {
             }} else if (i < n) y[i] = 2.0f * x[i] + slow;
         }}"#
     );
-    let args = format!(
+    format!(
         r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = ceil_div(n, 1 + 3 * P), buffers(x = n, y = n), check(y),
            workloads(w(n = 65536))"#
-    );
-    let messages = never_ships("Tail", &args, 1, 2);
-    assert!(rejections(&messages).iter().any(|r| r.contains("differ") || r.contains("Wrong")), "{:?}", rejections(&messages));
+    )
 }
 
 #[test]
-fn a_variant_wrong_at_extreme_aspect_ratios_never_ships() {
+fn a_vector_tail_right_only_for_one_leftover_element_never_ships() {
+    let messages = never_ships("Tail", &tail_args(), 1, 2);
+    assert!(rejections(&messages).iter().any(|r| r.contains("differ") || r.contains("Wrong")), "{:?}", rejections(&messages));
+}
+
+/// P=1 takes a shortcut that is wrong when rows exceed 2.5 × columns.
+fn aspect_args() -> String {
     let source = r#"__kernel void k(const int rows, const int cols, __global const float* x, __global float* y) {
         int c = get_global_id(0), r = get_global_id(1);
         int i = r * cols + c;
@@ -126,11 +129,15 @@ fn a_variant_wrong_at_extreme_aspect_ratios_never_ships() {
         /* P=1 takes a shortcut that is only right for shapes it was written for */
         y[i] = (P == 1 && 2 * rows > 5 * cols) ? 0.0f : 2.0f * x[i] + slow;
     }"#;
-    let args = format!(
+    format!(
         r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = (cols, rows), buffers(x = rows * cols, y = rows * cols), check(y),
            workloads(w(rows = 256, cols = 256))"#
-    );
-    never_ships("Aspect", &args, 1, 2);
+    )
+}
+
+#[test]
+fn a_variant_wrong_at_extreme_aspect_ratios_never_ships() {
+    never_ships("Aspect", &aspect_args(), 1, 2);
 }
 
 /// `k` is an integer argument that is not a size: tuned at one value, a variant is dispatched
@@ -182,8 +189,7 @@ fn integer_scalars_are_proven_over_their_range_and_dispatched_only_there() {
 
 /// Declared in place: proven in place too. P=1 reads its input again after writing its output:
 /// right when they are separate, wrong when they are one buffer.
-#[test]
-fn a_kernel_declared_in_place_is_proven_in_place() {
+fn in_place_args() -> String {
     let source = format!(
         r#"__kernel void k(const int n, __global const float* x, __global float* y) {{
             int i = get_global_id(0);
@@ -192,11 +198,15 @@ fn a_kernel_declared_in_place_is_proven_in_place() {
             else y[i] = 2.0f * x[i] + slow;
         }}"#
     );
-    let args = format!(
+    format!(
         r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), in_place(y = x), check(y),
            workloads(w(n = 4096))"#
-    );
-    let messages = never_ships("InPlace", &args, 1, 2);
+    )
+}
+
+#[test]
+fn a_kernel_declared_in_place_is_proven_in_place() {
+    let messages = never_ships("InPlace", &in_place_args(), 1, 2);
     assert!(rejections(&messages).iter().any(|r| r.contains("in place")), "{:?}", rejections(&messages));
 }
 
@@ -223,8 +233,7 @@ fn integer_outputs_are_compared_exactly() {
     assert!(failed.contains("Wrong"), "{failed}");
 }
 
-#[test]
-fn a_memo_that_skips_elements_already_written_never_ships() {
+fn memo_args() -> String {
     let source = format!(
         r#"__kernel void k(const int n, __global const float* x, __global float* y) {{
             int i = get_global_id(0);
@@ -233,9 +242,12 @@ fn a_memo_that_skips_elements_already_written_never_ships() {
             else y[i] = 2.0f * x[i] + slow;
         }}"#
     );
-    let args =
-        format!(r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#);
-    let messages = never_ships("Memo", &args, 1, 2);
+    format!(r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#)
+}
+
+#[test]
+fn a_memo_that_skips_elements_already_written_never_ships() {
+    let messages = never_ships("Memo", &memo_args(), 1, 2);
     assert!(rejections(&messages).iter().any(|r| r.contains("pre-filled")), "{:?}", rejections(&messages));
 }
 
@@ -264,9 +276,8 @@ __kernel void k(const int n, __global const float* x, __global float* y) {
     assert!(Lockfile::read(&lock).unwrap().is_none_or(|l| l.kernels.is_empty()), "nothing ships");
 }
 
-#[test]
-fn variants_right_only_on_the_declared_range_never_ship() {
-    // A polynomial exp, right on [-1, 1] (the declared range) and nowhere far from it.
+/// A polynomial exp, right on [-1, 1] (the declared range) and nowhere far from it.
+fn poly_exp_args() -> String {
     let poly = r#"__kernel void k(const int n, __global const float* x, __global float* y) {
         int i = get_global_id(0);
         float v = x[i];
@@ -274,19 +285,26 @@ fn variants_right_only_on_the_declared_range_never_ship() {
         if (P == 1) { float t = 1.0f, e = 1.0f; for (int k = 1; k < 9; k++) { t *= v / k; e += t; } y[i] = e; }
         else y[i] = exp(v) + slow;
     }"#;
-    let args = format!(
+    format!(
         r#"code = {poly:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y, rtol = 1e-4, atol = 1e-6),
            workloads(w(n = 4096))"#
-    );
-    never_ships("PolyExp", &args, 1, 2);
-    // A ReLU by fmax, which gives 0 where the reference passes NaN through.
+    )
+}
+
+/// A ReLU by fmax, which gives 0 where the reference passes NaN through.
+fn relu_args() -> String {
     let relu = r#"__kernel void k(const int n, __global const float* x, __global float* y) {
         int i = get_global_id(0);
         float slow = 0.0f; for (int s = 0; s < 64 * (P == 0); s++) slow += fmin(fabs(x[(i + s) % n]), 0.0f);
         y[i] = P == 1 ? fmax(x[i], 0.0f) : (x[i] < 0.0f ? 0.0f : x[i]) + slow;
     }"#;
-    let args =
-        format!(r#"code = {relu:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#);
+    format!(r#"code = {relu:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#)
+}
+
+#[test]
+fn variants_right_only_on_the_declared_range_never_ship() {
+    never_ships("PolyExp", &poly_exp_args(), 1, 2);
+    let args = relu_args();
     never_ships("Relu", &args, 1, 2);
     // Declared finite (`edges = finite`): the same ReLU is then right.
     let finite = args.replace("check(y)", "check(y), edges = finite");
@@ -546,4 +564,24 @@ fn kernel_printf_is_no_warning_and_no_terminal_control() {
     let tuned = messages.iter().find(|m| m["reason"] == "tuned").expect("a result");
     assert!(!tuned["result"].to_string().contains("fake"), "{tuned}");
     assert!(!out.stderr.contains(&0x1b), "a raw escape reached the terminal");
+}
+
+/// Writes the bundles of the classes whose bad variant must never ship to
+/// `$KFOUNDRY_EXPORT_DIR`, to tune them on another device (a GPU machine without a Rust
+/// toolchain): `KFOUNDRY_EXPORT_DIR=dir cargo test -p cargo-kfoundry --test adversarial -- --ignored export`.
+#[test]
+#[ignore]
+fn export_bundles() {
+    let dir = PathBuf::from(std::env::var("KFOUNDRY_EXPORT_DIR").expect("KFOUNDRY_EXPORT_DIR"));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, args) in [
+        ("Tail", tail_args()),
+        ("Aspect", aspect_args()),
+        ("InPlace", in_place_args()),
+        ("Memo", memo_args()),
+        ("PolyExp", poly_exp_args()),
+        ("Relu", relu_args()),
+    ] {
+        bundle::write(&dir, &format!("{name}.json"), name, &args);
+    }
 }

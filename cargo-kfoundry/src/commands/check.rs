@@ -57,6 +57,14 @@ pub enum Finding {
         device: String,
         workload: String,
     },
+    /// A variant proven by an earlier, weaker proof than this kfoundry's (see
+    /// [`kfoundry_rt::model::variant::PROOF_VERSION`]).
+    OldProof {
+        kernel: String,
+        device: String,
+        workload: String,
+        proof: u32,
+    },
 }
 
 impl fmt::Display for Finding {
@@ -82,6 +90,11 @@ impl fmt::Display for Finding {
                 f,
                 "partial: `{kernel}` on `{device}` at `{workload}` comes from an interrupted tune; `cargo kfoundry tune --resume` continues it"
             ),
+            Finding::OldProof { kernel, device, workload, proof } => write!(
+                f,
+                "weak proof: `{kernel}` on `{device}` at `{workload}` passed proof version {proof} (fixed sizes, outputs poisoned one way, declared inputs only), not version {}: re-tune it, or run `cargo kfoundry check --verify` on that device",
+                kfoundry_rt::model::variant::PROOF_VERSION
+            ),
         }
     }
 }
@@ -98,6 +111,9 @@ pub fn entry_findings(kernels: &[&KernelSpec], lock: &Lockfile, lockfile: &std::
         let Some(entry) = lock.kernels.get(&spec.id).filter(|e| Some(&e.fingerprint) == current.as_ref()) else { continue };
         for v in entry.variants.iter().filter(|v| v.partial) {
             out.push(Finding::Partial { kernel: spec.id.clone(), device: v.device.clone(), workload: v.workload.clone() });
+        }
+        for v in entry.variants.iter().filter(|v| v.proof < kfoundry_rt::model::variant::PROOF_VERSION && v.params != spec.reference) {
+            out.push(Finding::OldProof { kernel: spec.id.clone(), device: v.device.clone(), workload: v.workload.clone(), proof: v.proof });
         }
     }
     out
@@ -221,7 +237,7 @@ mod tests {
     fn bad_and_partial_entries_are_listed() {
         let a = spec("a", "w(n = 64)");
         let device = "10de|gpu|1|3.0";
-        let good = Variant { sizes: [("n".to_string(), 64)].into(), ..variant(device, "w") };
+        let good = Variant { sizes: [("n".to_string(), 64)].into(), proof: kfoundry_rt::model::variant::PROOF_VERSION, ..variant(device, "w") };
         let mut lock = Lockfile::default();
         lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![good.clone()]);
         assert_eq!(entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock")), vec![]);
@@ -230,9 +246,17 @@ mod tests {
         let found = entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock"));
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].to_string().contains("`X -cl-fast-relaxed-math` is not a parameter"), "{}", found[0]);
-        lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![Variant { partial: true, ..good }]);
+        lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![Variant { partial: true, ..good.clone() }]);
         let found = entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock"));
         assert!(matches!(&found[..], [Finding::Partial { .. }]), "{found:?}");
+        // a variant (other than the reference) proven by the earlier proof
+        let mut a_tuned = a.clone();
+        a_tuned.params = vec![kfoundry_rt::model::spec::Param { name: "P".into(), values: vec![0, 1] }];
+        a_tuned.reference = [("P".to_string(), 0)].into();
+        let old = Variant { params: [("P".to_string(), 1)].into(), proof: 0, ..good };
+        lock.record("a", &fingerprint(&a_tuned).unwrap(), device, DeviceInfo::default(), vec![old]);
+        let found = entry_findings(&[&a_tuned], &lock, std::path::Path::new("Kfoundry.lock"));
+        assert!(found.iter().any(|f| matches!(f, Finding::OldProof { proof: 0, .. })), "{found:?}");
     }
 
     #[test]

@@ -65,7 +65,9 @@ pub fn own_diagnostics(log: &str, own_file: &str) -> String {
         // `2 errors generated.`: clang's count, about nothing in particular
         let count = trimmed.ends_with(" generated.") && trimmed.split_whitespace().next().is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
         match location(line) {
-            Some(file) => keeping = file == own_file,
+            // NVIDIA's compiler ignores `#line` and calls the whole program `<kernel>`: with
+            // `#include` refused before the build, that is the candidate's own text.
+            Some(file) => keeping = file == own_file || file == "<kernel>",
             None if count || ["error:", "warning:", "note:", "fatal error:", "remark:"].iter().any(|p| trimmed.starts_with(p)) => keeping = true,
             None => {}
         }
@@ -208,7 +210,7 @@ mod tests {
                    /home/me/.aws/credentials:2:3: error: expected ';'\n\
                    aws_secret_access_key = abc\n\
                    error: candidate.cl:2:45 <Spelling=/root/.cache/pocl/kcache/tempfile_7U5Azs.cl:3:17>: use of undeclared identifier 'x'\n\
-                   <kernel>:4:1: warning: other file\n\
+                   /usr/include/x.h:4:1: warning: other file\n\
                    2 errors generated.";
         let kept = own_diagnostics(log, "candidate.cl");
         for secret in ["ghp_", "hostname", "aws", "credentials", "pocl", "Spelling", "other file"] {

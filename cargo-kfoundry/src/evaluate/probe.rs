@@ -126,6 +126,10 @@ pub fn residue_modulus(spec: &KernelSpec) -> i64 {
 
 /// Most corners tried (2^4: every corner of up to four sizes; a sample beyond).
 const MAX_CORNERS: usize = 16;
+/// A corner may take at most this many times the workload's buffers (else it moves toward the
+/// tuned sizes until it does): with five sizes at twice their tuned value, a corner is 32
+/// times the work, and a proof of sixteen such would take longer than the search.
+const CORNER_COST: f64 = 4.0;
 /// How far a corner that cannot run (its constraints, the device's memory) moves toward the
 /// tuned sizes before it is given up.
 const CORNER_SHRINK: [(i64, i64); 4] = [(1, 1), (7, 8), (3, 4), (1, 2)];
@@ -153,9 +157,13 @@ pub fn corner_sizes(
         masks.truncate(MAX_CORNERS);
     }
     let held = footprint(spec, params, sizes, limits);
+    let affordable = |set: &Sizes| match (footprint(spec, params, set, limits), held) {
+        (Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
+        _ => true,
+    };
     let mut out: Vec<Sizes> = Vec::new();
     for mask in masks {
-        'shrink: for (num, den) in CORNER_SHRINK {
+        'shrink: for (num, den) in CORNER_SHRINK.iter().copied().chain([(3, 8), (1, 4)]) {
             let mut target = sizes.clone();
             for (bit, name) in names.iter().enumerate() {
                 let (lo, hi) = bounds[*name];
@@ -163,7 +171,7 @@ pub fn corner_sizes(
                 let tuned = sizes[*name];
                 target.insert((*name).clone(), tuned + (corner - tuned) * num / den);
             }
-            if let Some(fit) = fit_near(spec, params, &target, held, limits) {
+            if let Some(fit) = fit_near(spec, params, &target, held, limits).filter(|f| affordable(f)) {
                 if !known.contains(&fit) && !out.contains(&fit) {
                     out.push(fit);
                 }
@@ -191,12 +199,14 @@ fn fit_near(spec: &KernelSpec, params: &Params, target: &Sizes, held: Option<u12
     None
 }
 
-/// `m` size sets (`m` from [`residue_modulus`]) drawn across `bounds`, in which each size takes
+/// `m` size sets (`m` from [`residue_modulus`]) drawn in `bounds`, in which each size takes
 /// every residue `0..m` of its step once (in an order of its own, so that residues of
 /// different sizes combine differently): size `x` is `step · (m · q + r)` for a `q` drawn so
-/// that the value lies in its range (log-uniformly), at the smallest power-of-two step at which
-/// candidate and reference can run. A residue that no step makes valid keeps the size drawn
-/// without it.
+/// that the value lies between the range's smallest value and the tuned one (log-uniformly:
+/// what a remainder does not depend on the magnitude, and the sets then cost at most what
+/// the workload does; the larger part of the box is the corners' and the scaled probes'), at
+/// the smallest power-of-two step at which candidate and reference can run. A residue that
+/// no step makes valid keeps the size drawn without it.
 pub fn residue_sizes(
     spec: &KernelSpec,
     params: &Params,
@@ -219,16 +229,15 @@ pub fn residue_sizes(
     // Each size's step: the smallest power of two at which a value of residue 1 can run (so
     // that the residues are of the step the constraints allow, not of a finer one that only
     // some residues happen to satisfy).
+    // The value of residue `residue` of `step` nearest below `target` within `lo..=hi`, or the
+    // nearest above it; none when the range holds no such value.
     let value_at = |step: i64, residue: i64, target: i64, lo: i64, hi: i64| -> Option<i64> {
         let period = step.checked_mul(m)?;
-        let mut v = (target / period).checked_mul(period)?.checked_add(residue.checked_mul(step)?)?;
-        if v > hi && v - period >= 1 {
-            v -= period;
-        }
-        while v < lo.max(1) {
-            v = v.checked_add(period)?;
-        }
-        Some(v)
+        let base = (target / period).checked_mul(period)?.checked_add(residue.checked_mul(step)?)?;
+        [base, base.checked_sub(period)?, base.checked_add(period)?]
+            .into_iter()
+            .filter(|v| (lo.max(1)..=hi).contains(v))
+            .min_by_key(|v| (v - target).abs())
     };
     let steps: BTreeMap<&String, i64> = sizes
         .keys()
@@ -237,7 +246,7 @@ pub fn residue_sizes(
             let step = (0..=MAX_STEP_LOG2)
                 .map(|k| 1i64 << k)
                 .find(|&step| {
-                    value_at(step, 1, sizes[name], lo, hi).is_some_and(|v| {
+                    value_at(step, 1, sizes[name], lo, hi.max(sizes[name].saturating_mul(2))).is_some_and(|v| {
                         let mut probe = sizes.clone();
                         probe.insert(name.clone(), v);
                         ok(&probe)
@@ -255,18 +264,32 @@ pub fn residue_sizes(
         for name in sizes.keys() {
             let (lo, hi) = bounds.get(name).copied().unwrap_or((sizes[name], sizes[name]));
             let residue = residues[name];
-            let target = log_uniform(lo.max(1), hi.max(1), rng);
-            // the size's step, or coarser ones should this residue need them
+            let target = log_uniform(lo.max(1), hi.min(sizes[name]).max(lo).max(1), rng);
+            // the size's step, or coarser ones should this residue need them; a range too
+            // narrow for every residue is covered value by value instead
             let mut step = steps[name];
+            let mut found = false;
             while step <= 1 << MAX_STEP_LOG2 {
                 let Some(v) = value_at(step, residue, target, lo, hi) else { break };
                 let mut probe = set.clone();
                 probe.insert(name.clone(), v);
                 if ok(&probe) {
                     set = probe;
+                    found = true;
                     break;
                 }
                 step *= 2;
+            }
+            let span = hi.saturating_sub(lo.max(1)).saturating_add(1);
+            if !found && span > 0 && span < steps[name].saturating_mul(m) {
+                for k in 0..span {
+                    let mut probe = set.clone();
+                    probe.insert(name.clone(), lo.max(1) + (residue + k) % span);
+                    if ok(&probe) {
+                        set = probe;
+                        break;
+                    }
+                }
             }
         }
         if ok(&set) && !out.contains(&set) {
@@ -455,6 +478,12 @@ mod residue_tests {
         residues.sort();
         assert_eq!(residues, (0..16).collect::<Vec<_>>());
         assert!(sets.iter().all(|p| (24577..=131073).contains(&p["n"])), "{sets:?}");
+        // a range narrower than the modulus: every value of it, never one outside
+        let tiny: BTreeMap<String, (i64, i64)> = [("n".to_string(), (1, 3))].into();
+        let one: Sizes = [("n".to_string(), 1)].into();
+        let sets = residue_sizes(&s, &s.reference, &one, &tiny, 16, &limits(), &mut ChaCha8Rng::seed_from_u64(1));
+        let values: std::collections::BTreeSet<i64> = sets.iter().map(|p| p["n"]).collect();
+        assert_eq!(values, [1, 2, 3].into(), "{sets:?}");
         // another seed, other sizes
         let again = residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), &mut ChaCha8Rng::seed_from_u64(2));
         assert_ne!(sets, again);

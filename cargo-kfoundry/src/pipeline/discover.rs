@@ -25,8 +25,9 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// `file:line`, printable (a bundle's `file` is text anyone wrote).
     pub fn location(&self) -> String {
-        format!("{}:{}", self.file.display(), self.line)
+        crate::text::printable(&format!("{}:{}", self.file.display(), self.line)).into_owned()
     }
 }
 

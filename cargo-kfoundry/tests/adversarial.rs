@@ -31,8 +31,10 @@ mod common;
 use common::bundle;
 use common::mock_llm::{MockLlm, MockResponse};
 
+/// The CLI under test: this build's, or another's named by `KFOUNDRY_TEST_CLI` (to show
+/// that these cases got through an earlier kfoundry).
 fn exe() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+    Command::new(std::env::var_os("KFOUNDRY_TEST_CLI").unwrap_or_else(|| env!("CARGO_BIN_EXE_cargo-kfoundry").into()))
 }
 
 /// Tunes the bundle's kernels; the JSON messages.
@@ -222,8 +224,12 @@ fn integer_outputs_are_compared_exactly() {
         r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), inputs(x = uniform(20000000, 22000000)),
            check(y), workloads(w(n = 4096))"#
     );
-    // P=1 is wrong on every input set (a third of the values exceed 6.5e7): it fails the search.
+    // The annotation's default for an integer output: exact (a float tolerance, 1e-5 of 6.5e7,
+    // would let the off-by-one pass).
     let dir = tempfile::tempdir().unwrap();
+    let spec = bundle::spec(&args, dir.path(), "Ints");
+    assert_eq!((spec.checks[0].rtol, spec.checks[0].atol), (0.0, 0.0));
+    // P=1 is wrong on every input set (a sixth of the values exceed 6.5e7): it fails the search.
     let b = bundle::write(dir.path(), "i.json", "Ints", &args);
     let lock = dir.path().join("i.lock");
     let (out, messages) = tune(&b, &lock, 0, &[]);
@@ -583,5 +589,11 @@ fn export_bundles() {
         ("Relu", relu_args()),
     ] {
         bundle::write(&dir, &format!("{name}.json"), name, &args);
+    }
+    // The prelude every build of a generated source starts with, for a GPU, both flavours.
+    let kernel = "__kernel void k(__global float* y) { y[get_global_id(0)] = (float)get_group_id(0) + (float)get_global_linear_id(); }\n";
+    for reversed in [false, true] {
+        let text = kfoundry_rt::model::source_policy::generated_program(kernel, true, reversed);
+        std::fs::write(dir.join(format!("prelude-gpu{}.cl", if reversed { "-reversed" } else { "" })), text).unwrap();
     }
 }

@@ -141,6 +141,24 @@ fn a_model_it_cannot_import_leaves_nothing() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--name \"9lives\""), "{}", String::from_utf8_lossy(&o.stderr));
     let o = import(&fixture("kb_conv_gn"), "ok", &out, &["--dim", "batch"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--dim batch: expected NAME=N"));
+    // kfoundry's own crates' names (and the names Rust reserves) would break the workspace
+    for taken in ["kfoundry", "kfoundry_rt", "cargo-kfoundry", "std"] {
+        let o = import(&fixture("kb_conv_gn"), taken, &out, &[]);
+        assert_eq!(o.status.code(), Some(2), "{taken}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("that name is taken"), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // so would a second package of a member's name
+    let o = import(&fixture("kb_conv_gn"), "kb-conv-gn", &repo().join("target").join("kb-again"), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already has a package of that name"), "{}", String::from_utf8_lossy(&o.stderr));
+    // the model must be a regular file (a FIFO would hang the import)
+    #[cfg(unix)]
+    {
+        let fifo = tmp.path().join("model.onnx");
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let o = import(&fifo, "ok", &out, &[]);
+        assert!(String::from_utf8_lossy(&o.stderr).contains("a FIFO"), "{}", String::from_utf8_lossy(&o.stderr));
+    }
     assert!(!out.exists());
 }
 

@@ -254,3 +254,28 @@ fn mutator_over_the_real_client() {
     assert_eq!(resumed.spent().requests, 6);
     assert_eq!(resumed.population(), m.population());
 }
+
+/// A server that answers with more than a response can be (a 4 GiB body filled the memory
+/// before), lies about its token counts, or redirects elsewhere: each is an error, nothing is
+/// read past the limit, nothing panics.
+#[test]
+fn hostile_servers_are_bounded() {
+    let huge = "x".repeat((cargo_kfoundry::llm::http::MAX_BODY_BYTES + 1024) as usize);
+    let overflow =
+        r#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":18446744073709551615}}"#;
+    let server = MockLlm::start(vec![
+        MockResponse::status(200, &huge),
+        MockResponse::status(302, "").header("Location", "http://collector.example/steal"),
+        MockResponse::status(200, overflow),
+    ]);
+    let mut cfg = config(&server);
+    cfg.max_retries = 0;
+    let mut c = client(&cfg);
+    let e = ask(&mut c).unwrap_err().to_string();
+    assert!(e.contains("at most 16 MiB"), "{e}");
+    let e = ask(&mut c).unwrap_err().to_string();
+    assert!(e.contains("redirect"), "{e}");
+    assert_eq!(ask(&mut c).unwrap(), "hi", "token counts that overflow saturate");
+    assert_eq!(c.spent().tokens, u64::MAX);
+    assert_eq!(server.requests().len(), 3, "the redirect was not followed");
+}

@@ -114,11 +114,24 @@ fn verify_one(args: &CheckArgs, spec: &KernelSpec, v: &Variant, device: &Selecte
     let settings = Measurement { seed, ..Measurement::default() };
     let mut judge = Supervised::start(spec, &v.sizes, device.index, settings, TimeLimits::default())
         .map_err(|e| format!("the reference cannot be checked at the entry's sizes here: {e:#}"))?;
-    let bounds = v.proven_range().into_iter().collect();
-    let scope = Scope { sizes: &v.sizes, claimed: Some(Claimed { bounds, scalars: v.scalars.clone() }), seed };
+    let bounds: std::collections::BTreeMap<String, (i64, i64)> = v.proven_range().into_iter().collect();
+    let scope = Scope { sizes: &v.sizes, claimed: Some(Claimed { bounds: bounds.clone(), scalars: v.scalars.clone() }), seed };
     let proven = prove(&mut judge, spec, &v.params, source.as_deref(), &scope)?;
     if proven.sizes.is_empty() {
         return Err("no case could be run here (the reference cannot be trusted at any of them)".into());
+    }
+    // Every size must have been proven at both ends of the range the entry claims: one that
+    // cannot be run here (it does not fit the device, the reference cannot run there) leaves
+    // the claim unverified.
+    let reached = crate::evaluate::probe::size_box(&proven.sizes);
+    for (name, (lo, hi)) in &bounds {
+        let got = reached.get(name).copied().unwrap_or((i64::MAX, i64::MIN));
+        if got.0 > *lo || got.1 < *hi {
+            return Err(format!(
+                "the entry claims `{name}` from {lo} to {hi}, but only {}..={} could be proven here (a size that does not fit this device, or where the reference cannot run, is not verified)",
+                got.0, got.1
+            ));
+        }
     }
     Ok(proven.cases - proven.skipped)
 }

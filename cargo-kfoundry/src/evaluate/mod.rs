@@ -214,9 +214,9 @@ size_t kf_rev_global_linear_id(void) { return ((kf_rev_global_id(2) - get_global
 #define get_global_linear_id kf_rev_global_linear_id
 ";
 
-/// The file name a generated source's diagnostics carry (`#line 1 "candidate.cl"`): what the
-/// diagnostics filter keeps ([`diagnostics::own_diagnostics`]).
-pub const CANDIDATE_FILE: &str = "candidate.cl";
+/// The file name a generated source's diagnostics carry: what the diagnostics filter keeps
+/// ([`diagnostics::own_diagnostics`]).
+pub use kfoundry_rt::model::source_policy::CANDIDATE_FILE;
 
 /// How one buffer is filled before a run (its guard zone is always poisoned).
 enum Fill {
@@ -860,38 +860,27 @@ impl Bench {
         }
     }
 
-    /// What the compiler is given for `params` of `source`: the program text (with
-    /// [`REVERSED_GROUPS`] before it when `reversed`) and the build options (only declared
-    /// parameters reach them, [`kfoundry_rt::opencl::launch::build_options_for`]).
+    /// What the compiler is given for `params` of `source`: the program text and the build
+    /// options (only declared parameters reach them,
+    /// [`kfoundry_rt::opencl::launch::build_options_for`]).
     ///
-    /// A generated source (not the annotation's) is checked first as a source that did not
-    /// come from the user ([`source_policy::check`]), built with inline assembly disabled on a
-    /// device that is not a GPU ([`source_policy::NO_ASM_PRELUDE`]), and under the file name
-    /// [`CANDIDATE_FILE`], so that its diagnostics can be told from any other file's.
+    /// The annotated source as it is, or with [`REVERSED_GROUPS`] before it when `reversed`. A
+    /// generated source (not the annotation's) is checked first as a source that did not come
+    /// from the user ([`source_policy::check`]), then built after
+    /// [`source_policy::generated_prelude`], the same a shipped program builds it with (its
+    /// reversed flavour when `reversed`: the same names, work-groups in reverse order).
     fn build_input(&self, source: &str, params: &Params, reversed: bool) -> Result<(String, String), RtError> {
         let options = kfoundry_rt::opencl::launch::build_options_for(&self.spec, source, params)?;
-        let generated = source != self.spec.source;
-        if generated {
-            source_policy::check(source, source_policy::Policy { allow_asm: !self.not_gpu }).map_err(|v| RtError::Build {
-                kernel: self.spec.id.clone(),
-                options: options.clone(),
-                log: format!("refused before it was built: {v}"),
-            })?;
+        if source == self.spec.source {
+            let program = if reversed { format!("{REVERSED_GROUPS}#line 1\n{source}") } else { source.to_string() };
+            return Ok((program, options));
         }
-        let mut program = String::new();
-        if reversed {
-            program.push_str(REVERSED_GROUPS);
-        }
-        if generated && self.not_gpu {
-            program.push_str(source_policy::NO_ASM_PRELUDE);
-        }
-        if generated {
-            program.push_str(&format!("#line 1 \"{CANDIDATE_FILE}\"\n"));
-        } else if !program.is_empty() {
-            program.push_str("#line 1\n");
-        }
-        program.push_str(source);
-        Ok((program, options))
+        source_policy::check(source, source_policy::Policy { allow_asm: !self.not_gpu }).map_err(|v| RtError::Build {
+            kernel: self.spec.id.clone(),
+            options: options.clone(),
+            log: format!("refused before it was built: {v}"),
+        })?;
+        Ok((source_policy::generated_program(source, !self.not_gpu, reversed), options))
     }
 
     /// Waits for the builds under way (on devices where they would compete with a kernel
@@ -1161,8 +1150,11 @@ impl Bench {
             errors = errors.worst(ErrorStats { max_abs: cmp.max_abs, rel_norm: cmp.rel_norm });
         }
         // Every other buffer must end exactly as the reference left it: a candidate may not use
-        // an input as scratch space (the caller's data would be gone).
-        for b in cand_run.buffers.iter().filter(|b| !self.spec.checks.iter().any(|c| c.buffer == b.name)) {
+        // an input as scratch space (the caller's data would be gone). An input a checked
+        // output runs in place in is that output, compared above with its tolerance.
+        let checked = |b: &RunBuffer| self.spec.checks.iter().any(|c| c.buffer == b.name);
+        let in_place_output = |b: &RunBuffer| cand_run.buffers.iter().any(|o| o.alias && checked(o) && o.view.same_memory(&b.view));
+        for b in cand_run.buffers.iter().filter(|b| !checked(b) && !in_place_output(b)) {
             let same = self.compare_outputs(&b.name, &cand_run, ref_run, 0.0, 0.0).map_err(runtime)?;
             if !same.ok() {
                 return Err((

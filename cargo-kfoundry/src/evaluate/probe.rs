@@ -130,13 +130,23 @@ const MAX_CORNERS: usize = 16;
 /// tuned sizes until it does): with five sizes at twice their tuned value, a corner is 32
 /// times the work, and a proof of sixteen such would take longer than the search.
 const CORNER_COST: f64 = 4.0;
-/// How far a corner that cannot run (its constraints, the device's memory) moves toward the
-/// tuned sizes before it is given up.
-const CORNER_SHRINK: [(i64, i64); 4] = [(1, 1), (7, 8), (3, 4), (1, 2)];
+
+/// How far the drawn cases of a proof reach into the box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// A tune's proof: corners within [`CORNER_COST`] times the workload's buffers (the scaled
+    /// probes proved the box's far end), residues below the tuned sizes.
+    Tune,
+    /// A claimed box (`check --verify`): every corner as it is, the largest included, and
+    /// residues anywhere in it. What the box claims is what is proven, however large.
+    Claimed,
+}
 
 /// The corners of `bounds` (each size at its smallest or largest value, every combination for
-/// up to four sizes, else a sample of [`MAX_CORNERS`]), each moved toward `sizes` as little as
-/// the constraints need; those equal to a set in `known` are left out.
+/// up to four sizes, else a sample of [`MAX_CORNERS`] with the largest corner always among
+/// them), each moved toward `sizes` as little as the constraints (and with [`Reach::Tune`]
+/// the cost) need; those equal to a set in `known` are left out.
+#[allow(clippy::too_many_arguments)]
 pub fn corner_sizes(
     spec: &KernelSpec,
     params: &Params,
@@ -144,6 +154,7 @@ pub fn corner_sizes(
     bounds: &BTreeMap<String, (i64, i64)>,
     limits: &Limits,
     known: &[Sizes],
+    reach: Reach,
     rng: &mut ChaCha8Rng,
 ) -> Vec<Sizes> {
     let names: Vec<&String> = sizes.keys().filter(|k| bounds.get(*k).is_some_and(|(lo, hi)| lo < hi)).collect();
@@ -154,22 +165,30 @@ pub fn corner_sizes(
     let mut masks: Vec<usize> = (0..count).collect();
     if count > MAX_CORNERS {
         masks.shuffle(rng);
-        masks.truncate(MAX_CORNERS);
+        masks.truncate(MAX_CORNERS - 1);
+        masks.push(count - 1);
     }
     let held = footprint(spec, params, sizes, limits);
-    let affordable = |set: &Sizes| match (footprint(spec, params, set, limits), held) {
-        (Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
+    let affordable = |set: &Sizes| match (reach, footprint(spec, params, set, limits), held) {
+        (Reach::Tune, Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
         _ => true,
+    };
+    // A claimed box's far corner must fit as it is (else it cannot be verified here).
+    let shrink: &[(i64, i64)] = match reach {
+        Reach::Tune => &[(1, 1), (7, 8), (3, 4), (1, 2), (3, 8), (1, 4)],
+        Reach::Claimed => &[(1, 1)],
     };
     let mut out: Vec<Sizes> = Vec::new();
     for mask in masks {
-        'shrink: for (num, den) in CORNER_SHRINK.iter().copied().chain([(3, 8), (1, 4)]) {
+        'shrink: for &(num, den) in shrink {
             let mut target = sizes.clone();
             for (bit, name) in names.iter().enumerate() {
                 let (lo, hi) = bounds[*name];
                 let corner = if mask & (1 << bit) == 0 { lo } else { hi };
                 let tuned = sizes[*name];
-                target.insert((*name).clone(), tuned + (corner - tuned) * num / den);
+                // in i128: a claimed bound may be anything an i64 holds
+                let v = tuned as i128 + (corner as i128 - tuned as i128) * num as i128 / den as i128;
+                target.insert((*name).clone(), v.clamp(1, i64::MAX as i128) as i64);
             }
             if let Some(fit) = fit_near(spec, params, &target, held, limits).filter(|f| affordable(f)) {
                 if !known.contains(&fit) && !out.contains(&fit) {
@@ -207,6 +226,7 @@ fn fit_near(spec: &KernelSpec, params: &Params, target: &Sizes, held: Option<u12
 /// the workload does; the larger part of the box is the corners' and the scaled probes'), at
 /// the smallest power-of-two step at which candidate and reference can run. A residue that
 /// no step makes valid keeps the size drawn without it.
+#[allow(clippy::too_many_arguments)]
 pub fn residue_sizes(
     spec: &KernelSpec,
     params: &Params,
@@ -214,6 +234,7 @@ pub fn residue_sizes(
     bounds: &BTreeMap<String, (i64, i64)>,
     m: i64,
     limits: &Limits,
+    reach: Reach,
     rng: &mut ChaCha8Rng,
 ) -> Vec<Sizes> {
     let held = footprint(spec, params, sizes, limits);
@@ -243,8 +264,10 @@ pub fn residue_sizes(
         .keys()
         .map(|name| {
             let (lo, hi) = bounds.get(name).copied().unwrap_or((sizes[name], sizes[name]));
+            // powers of two first, then the small steps a constraint like `n % 3 == 0` needs
             let step = (0..=MAX_STEP_LOG2)
                 .map(|k| 1i64 << k)
+                .chain((3..=64).filter(|s: &i64| s.count_ones() > 1))
                 .find(|&step| {
                     value_at(step, 1, sizes[name], lo, hi.max(sizes[name].saturating_mul(2))).is_some_and(|v| {
                         let mut probe = sizes.clone();
@@ -264,7 +287,8 @@ pub fn residue_sizes(
         for name in sizes.keys() {
             let (lo, hi) = bounds.get(name).copied().unwrap_or((sizes[name], sizes[name]));
             let residue = residues[name];
-            let target = log_uniform(lo.max(1), hi.min(sizes[name]).max(lo).max(1), rng);
+            let top = if reach == Reach::Tune { hi.min(sizes[name]).max(lo) } else { hi };
+            let target = log_uniform(lo.max(1), top.max(1), rng);
             // the size's step, or coarser ones should this residue need them; a range too
             // narrow for every residue is covered value by value instead
             let mut step = steps[name];
@@ -472,7 +496,7 @@ mod residue_tests {
         let sizes: Sizes = [("n".to_string(), 65536)].into();
         let bounds: BTreeMap<String, (i64, i64)> = [("n".to_string(), (24577, 131073))].into();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let sets = residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), &mut rng);
+        let sets = residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), Reach::Tune, &mut rng);
         assert_eq!(sets.len(), 16);
         let mut residues: Vec<i64> = sets.iter().map(|p| p["n"] % 16).collect();
         residues.sort();
@@ -481,11 +505,12 @@ mod residue_tests {
         // a range narrower than the modulus: every value of it, never one outside
         let tiny: BTreeMap<String, (i64, i64)> = [("n".to_string(), (1, 3))].into();
         let one: Sizes = [("n".to_string(), 1)].into();
-        let sets = residue_sizes(&s, &s.reference, &one, &tiny, 16, &limits(), &mut ChaCha8Rng::seed_from_u64(1));
+        let sets = residue_sizes(&s, &s.reference, &one, &tiny, 16, &limits(), Reach::Tune, &mut ChaCha8Rng::seed_from_u64(1));
         let values: std::collections::BTreeSet<i64> = sets.iter().map(|p| p["n"]).collect();
         assert_eq!(values, [1, 2, 3].into(), "{sets:?}");
         // another seed, other sizes
-        let again = residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), &mut ChaCha8Rng::seed_from_u64(2));
+        let again =
+            residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), Reach::Tune, &mut ChaCha8Rng::seed_from_u64(2));
         assert_ne!(sets, again);
     }
 
@@ -500,7 +525,7 @@ mod residue_tests {
         let bounds: BTreeMap<String, (i64, i64)> = [("n".to_string(), (24576, 131072))].into();
         let m = residue_modulus(&s);
         assert_eq!(m, 64);
-        let sets = residue_sizes(&s, &s.reference, &sizes, &bounds, m, &limits(), &mut ChaCha8Rng::seed_from_u64(3));
+        let sets = residue_sizes(&s, &s.reference, &sizes, &bounds, m, &limits(), Reach::Tune, &mut ChaCha8Rng::seed_from_u64(3));
         let mut residues: Vec<i64> = sets.iter().map(|p| (p["n"] / 64) % 64).collect();
         residues.sort();
         residues.dedup();
@@ -517,7 +542,7 @@ mod residue_tests {
         );
         let sizes: Sizes = [("rows".to_string(), 256), ("cols".to_string(), 256)].into();
         let bounds: BTreeMap<String, (i64, i64)> = [("rows".to_string(), (97, 513)), ("cols".to_string(), (97, 513))].into();
-        let corners = corner_sizes(&s, &s.reference, &sizes, &bounds, &limits(), &[], &mut ChaCha8Rng::seed_from_u64(0));
+        let corners = corner_sizes(&s, &s.reference, &sizes, &bounds, &limits(), &[], Reach::Tune, &mut ChaCha8Rng::seed_from_u64(0));
         assert_eq!(corners.len(), 4, "{corners:?}");
         assert!(corners.iter().any(|c| c["rows"] == 513 && c["cols"] == 97), "{corners:?}");
         assert!(corners.iter().any(|c| c["rows"] == 97 && c["cols"] == 513), "{corners:?}");
@@ -526,7 +551,7 @@ mod residue_tests {
             r#"code = "__kernel void k(const int rows, const int cols, __global float* y) { y[0] = P; }", params(P = [0, 1]), reference(P = 0),
                require(rows <= 3 * cols), global = (cols, rows), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#,
         );
-        let corners = corner_sizes(&tall, &tall.reference, &sizes, &bounds, &limits(), &[], &mut ChaCha8Rng::seed_from_u64(0));
+        let corners = corner_sizes(&tall, &tall.reference, &sizes, &bounds, &limits(), &[], Reach::Tune, &mut ChaCha8Rng::seed_from_u64(0));
         assert!(corners.iter().all(|c| c["rows"] <= 3 * c["cols"]), "{corners:?}");
         assert_eq!(corners.len(), 4, "{corners:?}");
     }

@@ -125,6 +125,10 @@ pub struct LlmConfig {
     pub api_key: Option<ApiKey>,
     /// The environment variable the key was looked up in (named in "key refused" errors).
     pub api_key_env: String,
+    /// The endpoint came from a project's table, so no key is sent to it (a key found in the
+    /// environment is withheld, and the plan says so).
+    #[serde(skip)]
+    pub key_withheld: bool,
     /// Per HTTP request.
     pub timeout_secs: u64,
     /// Further attempts after a 429, a 5xx or a timeout.
@@ -152,6 +156,7 @@ impl LlmConfig {
             model: model.into(),
             api_key: None,
             api_key_env: DEFAULT_KEY_ENV.to_string(),
+            key_withheld: false,
             timeout_secs: 120,
             max_retries: 3,
             max_requests: 50,
@@ -181,6 +186,7 @@ impl LlmConfig {
             return Ok(None);
         }
         let mut config = LlmConfig::new(String::new(), String::new());
+        let mut url_from_project = false;
         for (map, origin) in tables {
             let at = |e: ConfigError| e.at(origin);
             for (key, value) in map {
@@ -190,7 +196,10 @@ impl LlmConfig {
                             return Ok(None);
                         }
                     }
-                    "base_url" | "url" => config.base_url = string(key, value).map_err(at)?,
+                    "base_url" | "url" => {
+                        config.base_url = string(key, value).map_err(at)?;
+                        url_from_project = matches!(origin, Origin::Project(_));
+                    }
                     "model" => config.model = string(key, value).map_err(at)?,
                     "api_key_env" if matches!(origin, Origin::Project(_)) => {
                         return Err(ConfigError::KeyVariableFromProject { origin: origin.to_string() });
@@ -220,6 +229,7 @@ impl LlmConfig {
         }
         if let Some(url) = env_url {
             config.base_url = url;
+            url_from_project = false;
         }
         if let Some(model) = env(MODEL_ENV) {
             config.model = model;
@@ -235,6 +245,11 @@ impl LlmConfig {
             return Err(ConfigError::Missing { what: "model", env: MODEL_ENV });
         }
         config.api_key = env(&config.api_key_env).or_else(|| env(FALLBACK_KEY_ENV)).map(ApiKey);
+        // An endpoint only a project named gets no key: the project could name any server.
+        if url_from_project && config.api_key.is_some() {
+            config.api_key = None;
+            config.key_withheld = true;
+        }
         config.check_transport()?;
         Ok(Some(config))
     }
@@ -426,10 +441,13 @@ mod tests {
         let err = LlmConfig::resolve(&project(&evil), env(&[("AWS_SECRET_ACCESS_KEY", "aws-secret")])).unwrap_err();
         assert!(matches!(err, ConfigError::KeyVariableFromProject { .. }), "{err}");
         assert!(err.to_string().contains(TABLE) && !err.to_string().contains("aws-secret"), "{err}");
-        // without it, the project's endpoint with the user's own key variable
+        // without it, the project's endpoint gets no key at all...
         let plain = json!({"base_url": "https://h.example/v1", "model": "m"});
         let c = LlmConfig::resolve(&project(&plain), env(&[(DEFAULT_KEY_ENV, "sk")])).unwrap().unwrap();
-        assert_eq!(c.api_key_env, DEFAULT_KEY_ENV);
+        assert!(c.api_key.is_none() && c.key_withheld, "{c:?}");
+        // ...unless the user names the endpoint themselves (here in the environment)
+        let c = LlmConfig::resolve(&project(&plain), env(&[(DEFAULT_KEY_ENV, "sk"), (URL_ENV, "https://h.example/v1")])).unwrap().unwrap();
+        assert!(c.api_key.is_some() && !c.key_withheld);
     }
 
     #[test]

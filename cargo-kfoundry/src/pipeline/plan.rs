@@ -121,7 +121,13 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
             crate::text::printable(&cfg.base_url),
             cfg.every,
             cfg.max_requests,
-            if cfg.api_key.is_some() { format!(", the key from {}", cfg.api_key_env) } else { ", no key".into() }
+            if cfg.api_key.is_some() {
+                format!(", the key from {}", cfg.api_key_env)
+            } else if cfg.key_withheld {
+                ", no key: the endpoint comes from the project's table, and your key goes only where you say".into()
+            } else {
+                ", no key".into()
+            }
         );
     }
     let jobs = partition_jobs(args, &kernels, &device, quiet)?;

@@ -143,11 +143,12 @@ fn drawn_cases(
         seed: rng.gen(),
     };
     let mut cases = Vec::new();
-    for (k, corner) in probe::corner_sizes(spec, params, sizes, bounds, limits, known, rng).into_iter().enumerate() {
+    let reach = if scope.claimed.is_some() { probe::Reach::Claimed } else { probe::Reach::Tune };
+    for (k, corner) in probe::corner_sizes(spec, params, sizes, bounds, limits, known, reach, rng).into_iter().enumerate() {
         cases.push(one(corner, k, rng));
     }
     let m = probe::residue_modulus(spec);
-    let residues = probe::residue_sizes(spec, params, sizes, bounds, m, limits, rng);
+    let residues = probe::residue_sizes(spec, params, sizes, bounds, m, limits, reach, rng);
     let scalar_values = scalar_values(spec, scope, m, rng);
     let in_place = !spec.in_place.is_empty();
     // Every residue set, and every scalar value (at the workload's sizes once the residue
@@ -193,8 +194,9 @@ fn scalar_values(spec: &KernelSpec, scope: &Scope, m: i64, rng: &mut ChaCha8Rng)
             (lo..=hi).collect()
         } else {
             let mut v: Vec<i64> = (0..m).map(|r| lo + (r + m * rng.gen_range(0..=(span - m) / m)).min(span)).collect();
-            v[0] = lo;
-            v[1] = hi;
+            v.extend([lo, hi]);
+            v.sort_unstable();
+            v.dedup();
             v
         };
         values.shuffle(rng);

@@ -109,6 +109,13 @@ pub fn choose(
         reasons.push(format!("integer scalars {}", fmt_assignments(values, ", ")));
     }
     let (steps, nearest) = steps_and_nearest(variants, device, info);
+    // A variant was proven only where the reference runs (the proof compares with it): where
+    // the reference's constraints or geometry do not hold, no variant is eligible, and the
+    // call is invalid (as it would be for the reference).
+    if let Err(e) = spec.geometry(&spec.reference, sizes, traits) {
+        reasons.push(format!("reference: cannot run at these sizes ({e}), so no variant was proven here"));
+        return Err(e);
+    }
     for step in [Step::ExactDevice, Step::SameDeviceOtherDriver, Step::SameFamily, Step::NearestDevice] {
         let mut eligible: Vec<(usize, f64)> = Vec::new();
         let mut considered = 0;
@@ -177,7 +184,6 @@ pub fn choose(
             return Ok(Choice { step, variant: Some(i), params: v.params.clone(), reasons });
         }
     }
-    spec.geometry(&spec.reference, sizes, traits)?;
     reasons.push("reference: the plain kernel, valid at these sizes".into());
     Ok(Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons })
 }
@@ -331,6 +337,14 @@ mod tests {
         assert_eq!(c.step, Step::Reference);
         // Nothing is valid at n = 100: an error, not a panic.
         assert!(choose(&spec, &variants, &dev, None, None, &n(100), None).is_err());
+        // A variant that could run where the reference cannot (WG=16, VEC=2 at n = 32 * 3,
+        // which is not a multiple of the reference's 64) was never proven there: no dispatch,
+        // the call is invalid as it is for the reference.
+        let mut narrow = spec.clone();
+        narrow.params[0].values.push(16);
+        let variants = vec![variant(&dev, "small", 1 << 12, 16, 2, 100)];
+        let e = choose(&narrow, &variants, &dev, None, None, &n(32 * 3), None).unwrap_err();
+        assert!(matches!(e, LaunchError::Constraint(_)), "{e}");
     }
 
     #[test]

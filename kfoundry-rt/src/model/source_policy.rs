@@ -12,20 +12,29 @@
 //!   `clang fp ...` (not `push_macro`, `GCC dependency` or `clang __debug`); `_Pragma` is
 //!   refused;
 //! - it names none of the preprocessor's windows on the host (`__has_include`, `__FILE__`
-//!   and their relatives);
+//!   and their relatives), nor what differs from one build to the next (`__DATE__`,
+//!   `__TIME__`, `__LINE__`, `__COUNTER__`): a kernel could tell its proof from its use;
+//! - it tests none of the names the verifier relies on (`#ifdef get_group_id`, `defined(...)`);
+//! - every line ends with a newline or a carriage return and a newline (a lone carriage return
+//!   ends a line for clang, not for a reader), and every string or character literal is closed;
 //! - it contains no trigraph (`??=` and its relatives: whether the compiler replaces them
 //!   decides how the rest is read, so neither reading is trusted) and no NUL byte;
 //! - it does not define or undefine the names the verifier relies on ([`PROTECTED`]: the
-//!   work-item functions, which the reversed build of [`REVERSED_NAMES`] replaces, and the
-//!   inline-assembly keywords, which [`NO_ASM_PRELUDE`] disables on devices that are not
-//!   GPUs), nor call a mangled built-in (`_Z12get_group_idj`) directly;
+//!   work-item functions, which the verifier's reversed build replaces, and the inline-assembly
+//!   keywords, which [`generated_prelude`] disables on devices that are not GPUs), nor call a
+//!   mangled built-in (`_Z12get_group_idj`) directly;
 //! - inline assembly (`asm`, `__asm`, `__asm__`) appears only where [`Policy::allow_asm`]
 //!   says (GPUs: NVIDIA's PTX is how the tensor cores are reached; on a CPU device a kernel is
 //!   native code in the host process, where assembly is a system call away).
 //!
 //! Token pasting cannot spell a refused directive (directives are recognised before macros
-//! expand) and cannot reach assembly on a CPU device: the prelude defines the keywords as
-//! macros, and a pasted token is expanded again.
+//! expand), and what it can spell is defined away: every build of such a source, the tune's
+//! and a shipped program's alike, starts with [`generated_prelude`], which defines the refused
+//! names (`_Pragma`, `__has_include`, `__FILE__`, `__DATE__`, the mangled work-item functions,
+//! and on a device that is not a GPU the assembly keywords) as macros, and a pasted token is
+//! expanded again. The same prelude renames the work-item functions to wrappers, forward in
+//! every build and reversed in the verifier's reversed build, under the same names: even
+//! stringizing them cannot tell one build from the other.
 
 use std::fmt;
 
@@ -35,6 +44,10 @@ const DIRECTIVES: &[&str] = &["define", "undef", "if", "ifdef", "ifndef", "elif"
 /// Identifiers that let the preprocessor look at the host's files.
 const HOST_WINDOWS: &[&str] =
     &["__has_include", "__has_include_next", "__has_embed", "__FILE__", "__BASE_FILE__", "__FILE_NAME__", "__INCLUDE_LEVEL__", "__TIMESTAMP__"];
+
+/// Identifiers whose value differs between builds of one source (the tune's and a shipped
+/// program's, today's and tomorrow's): a kernel could tell its proof from its use.
+const VARYING: &[&str] = &["__DATE__", "__TIME__", "__LINE__", "__COUNTER__"];
 
 /// The inline-assembly keywords.
 const ASM: &[&str] = &["asm", "__asm", "__asm__"];
@@ -59,14 +72,81 @@ pub const PROTECTED: &[&str] = &[
     "__asm__",
 ];
 
-/// The names the verifier's reversed build gives its own meaning.
-pub const REVERSED_NAMES: &[&str] = &["get_group_id", "get_global_id", "get_group_linear_id", "get_global_linear_id"];
+/// The file name a generated source's diagnostics carry (`#line 1 "candidate.cl"`, as the
+/// prelude ends).
+pub const CANDIDATE_FILE: &str = "candidate.cl";
 
-/// Put before a generated source built for a device that is not a GPU: the assembly keywords
-/// become names that do not compile, also when a macro pastes them together.
-pub const NO_ASM_PRELUDE: &str = "#define asm kfoundry_inline_assembly_is_not_allowed_here\n\
-#define __asm kfoundry_inline_assembly_is_not_allowed_here\n\
-#define __asm__ kfoundry_inline_assembly_is_not_allowed_here\n";
+/// The work-item functions a generated source's prelude wraps: forward, and in the verifier's
+/// reversed build with work-group `g` of `n` acting as `n - 1 - g` (global and linear ids to
+/// match). Functions before the macros, so that they call OpenCL's own.
+const WORK_ITEMS_FORWARD: &str = "\
+size_t kf_group_id(uint d) { return get_group_id(d); }
+size_t kf_global_id(uint d) { return get_global_id(d); }
+size_t kf_group_linear_id(void) { return (get_group_id(2) * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) + get_group_id(0); }
+size_t kf_global_linear_id(void) { return ((get_global_id(2) - get_global_offset(2)) * get_global_size(1) + (get_global_id(1) - get_global_offset(1))) * get_global_size(0) + (get_global_id(0) - get_global_offset(0)); }
+";
+const WORK_ITEMS_REVERSED: &str = "\
+size_t kf_group_id(uint d) { return get_num_groups(d) - 1 - get_group_id(d); }
+size_t kf_global_id(uint d) { return kf_group_id(d) * get_local_size(d) + get_local_id(d) + get_global_offset(d); }
+size_t kf_group_linear_id(void) { return (kf_group_id(2) * get_num_groups(1) + kf_group_id(1)) * get_num_groups(0) + kf_group_id(0); }
+size_t kf_global_linear_id(void) { return ((kf_global_id(2) - get_global_offset(2)) * get_global_size(1) + (kf_global_id(1) - get_global_offset(1))) * get_global_size(0) + (kf_global_id(0) - get_global_offset(0)); }
+";
+const WORK_ITEM_MACROS: &str = "\
+#define get_group_id kf_group_id
+#define get_global_id kf_global_id
+#define get_group_linear_id kf_group_linear_id
+#define get_global_linear_id kf_global_linear_id
+";
+/// What pasting could spell, defined away (clang warns about redefining its built-in macros;
+/// the warning is silenced for these lines).
+const DEFINED_AWAY: &str = "\
+#pragma clang diagnostic ignored \"-Wbuiltin-macro-redefined\"
+#define _Pragma(x)
+#define __has_include(x) 0
+#define __has_include_next(x) 0
+#define __FILE__ \"candidate.cl\"
+#define __BASE_FILE__ \"candidate.cl\"
+#define __FILE_NAME__ \"candidate.cl\"
+#define __DATE__ \"Jan  1 2000\"
+#define __TIME__ \"00:00:00\"
+#define __TIMESTAMP__ \"Sat Jan  1 00:00:00 2000\"
+#define __LINE__ 0
+#define __COUNTER__ 0
+#define __INCLUDE_LEVEL__ 0
+#define _Z12get_group_idj kfoundry_mangled_builtins_are_not_allowed
+#define _Z13get_global_idj kfoundry_mangled_builtins_are_not_allowed
+#define _Z19get_group_linear_idv kfoundry_mangled_builtins_are_not_allowed
+#define _Z20get_global_linear_idv kfoundry_mangled_builtins_are_not_allowed
+#define _Z14get_num_groupsj kfoundry_mangled_builtins_are_not_allowed
+#define _Z12get_local_idj kfoundry_mangled_builtins_are_not_allowed
+";
+/// The assembly keywords, defined away on devices that are not GPUs.
+const NO_ASM: &str = "\
+#define asm kfoundry_inline_assembly_is_not_allowed_here
+#define __asm kfoundry_inline_assembly_is_not_allowed_here
+#define __asm__ kfoundry_inline_assembly_is_not_allowed_here
+";
+
+/// What every build of a source kfoundry did not get from the user starts with, the tune's
+/// and a shipped program's alike (so that the source cannot tell them apart): the refused
+/// names defined away, the assembly keywords too on a device that is not a GPU, the
+/// work-item functions wrapped (`reversed`: the verifier's build with its work-groups in
+/// reverse order), and `#line 1 "candidate.cl"`.
+pub fn generated_prelude(gpu: bool, reversed: bool) -> String {
+    let mut out = String::from(DEFINED_AWAY);
+    if !gpu {
+        out.push_str(NO_ASM);
+    }
+    out.push_str(if reversed { WORK_ITEMS_REVERSED } else { WORK_ITEMS_FORWARD });
+    out.push_str(WORK_ITEM_MACROS);
+    out.push_str(&format!("#line 1 \"{CANDIDATE_FILE}\"\n"));
+    out
+}
+
+/// A generated source as it is built: [`generated_prelude`], then the source.
+pub fn generated_program(source: &str, gpu: bool, reversed: bool) -> String {
+    format!("{}{source}", generated_prelude(gpu, reversed))
+}
 
 /// What a source may do beyond the allow-list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,14 +179,16 @@ pub fn check(source: &str, policy: Policy) -> Result<(), Violation> {
         if t.starts_directive {
             let end = tokens[i..].iter().position(|x| x.ends_line).map_or(tokens.len(), |p| i + p + 1);
             directive(&tokens[i..end])?;
-            // Inside a directive's line, `#` and `##` are operators of a macro definition.
+            // Inside a directive's line, `#` and `##` are the operators of a macro: what pasting
+            // spells is defined away by the prelude every build of the source starts with
+            // ([`generated_prelude`]).
             for t in &tokens[i + 1..end] {
                 word(t, policy)?;
             }
             i = end;
             continue;
         }
-        if t.is_hash() {
+        if t.is_hash() || t.kind == Kind::Other("##".into()) {
             return Err(Violation { line: t.line, what: "a `#` outside a directive".into() });
         }
         word(t, policy)?;
@@ -143,6 +225,9 @@ fn word(t: &Token, policy: Policy) -> Result<(), Violation> {
     }
     if name == "_Pragma" {
         return refuse("`_Pragma` is not allowed (write `#pragma`)".into());
+    }
+    if VARYING.contains(&name.as_str()) {
+        return refuse(format!("`{name}` is not allowed (its value differs from one build to another)"));
     }
     if !policy.allow_asm && ASM.contains(&name.as_str()) {
         return refuse(format!("inline assembly (`{name}`) is not allowed on this kind of device"));
@@ -192,19 +277,34 @@ fn directive(line: &[Token]) -> Result<(), Violation> {
     Ok(())
 }
 
-/// `#define NAME` or `#undef NAME` of a [`PROTECTED`] name.
+/// `#define NAME` or `#undef NAME` of a [`PROTECTED`] name, or a test of one (`#ifdef NAME`,
+/// `#ifndef NAME`, `defined(NAME)` in `#if` or `#elif`): a kernel could otherwise tell the
+/// verifier's reversed build from its own.
 fn protected_definition(line: &[Token]) -> Result<(), Violation> {
     let ident = |i: usize| match line.get(i).map(|t| &t.kind) {
         Some(Kind::Ident(s)) => Some(s.as_str()),
         _ => None,
     };
+    let directive = ident(1).unwrap_or_default();
     if let (Some("define" | "undef"), Some(name)) = (ident(1), ident(2)) {
         if PROTECTED.contains(&name) {
             return Err(Violation {
                 line: line[0].line,
-                what: format!("`#{} {name}`: `{name}` may not be redefined (kfoundry's verification relies on it)", ident(1).unwrap_or_default()),
+                what: format!("`#{directive} {name}`: `{name}` may not be redefined (kfoundry's verification relies on it)"),
             });
         }
+    }
+    let tested = match directive {
+        "ifdef" | "ifndef" => ident(2).filter(|n| PROTECTED.contains(n)),
+        "if" | "elif" => (2..line.len())
+            .find_map(|i| (ident(i) == Some("defined")).then(|| ident(i + 1).or_else(|| ident(i + 2))).flatten().filter(|n| PROTECTED.contains(n))),
+        _ => None,
+    };
+    if let Some(name) = tested {
+        return Err(Violation {
+            line: line[0].line,
+            what: format!("`#{directive}` tests `{name}`, which kfoundry's verification gives its own meaning: a kernel may not depend on it"),
+        });
     }
     Ok(())
 }
@@ -256,6 +356,14 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
         if c == '\0' {
             return Err(Violation { line, what: "a NUL character".into() });
         }
+        if c == '\r' {
+            // A carriage return ends a line for clang: only as part of `\r\n` is it allowed.
+            if raw.get(i + 1) != Some(&'\n') {
+                return Err(Violation { line, what: "a carriage return that is not part of a line ending (`\\r\\n`)".into() });
+            }
+            i += 1;
+            continue;
+        }
         if c == '?' && raw.get(i + 1) == Some(&'?') && raw.get(i + 2).is_some_and(|c| "=/'()!<>-".contains(*c)) {
             return Err(Violation { line, what: format!("the trigraph `??{}` is not allowed", raw[i + 2]) });
         }
@@ -282,6 +390,10 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
     }
     let mut out: Vec<Token> = Vec::new();
     let mut at_line_start = true;
+    // Inside a directive's line a comment is a space, whatever it spans (`#/*\n*/include` is
+    // an include); elsewhere a newline inside one ends the line, so that a `#` after it
+    // starts a directive, as it does for clang.
+    let mut in_directive = false;
     let mut i = 0;
     let n = chars.len();
     let c = |i: usize| chars.get(i).map(|x| x.0);
@@ -301,6 +413,7 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
         match ch {
             '\n' => {
                 end_line(&mut out, &mut at_line_start);
+                in_directive = false;
                 i += 1;
             }
             c0 if c0.is_whitespace() => i += 1,
@@ -320,7 +433,7 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
                     return Err(Violation { line: ln, what: "a comment that is never closed".into() });
                 }
                 i += 2;
-                if newline {
+                if newline && !in_directive {
                     end_line(&mut out, &mut at_line_start);
                 }
             }
@@ -331,17 +444,22 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
                 while i < n && chars[i].0 != quote && chars[i].0 != '\n' {
                     i += if chars[i].0 == '\\' { 2 } else { 1 };
                 }
-                i = (i + 1).min(n);
-                let text: String = chars[start..i.min(n)].iter().map(|x| x.0).collect();
+                if i >= n || chars[i].0 != quote {
+                    return Err(Violation { line: ln, what: "a string or character literal that is never closed".into() });
+                }
+                i += 1;
+                let text: String = chars[start..i].iter().map(|x| x.0).collect();
                 push(&mut out, Kind::Other(text), ln, &mut at_line_start);
             }
             '#' => {
                 let paste = c(i + 1) == Some('#');
+                in_directive |= at_line_start && !paste;
                 push(&mut out, if paste { Kind::Other("##".into()) } else { Kind::Hash }, ln, &mut at_line_start);
                 i += if paste { 2 } else { 1 };
             }
             '%' if c(i + 1) == Some(':') => {
                 let paste = c(i + 2) == Some('%') && c(i + 3) == Some(':');
+                in_directive |= at_line_start && !paste;
                 push(&mut out, if paste { Kind::Other("##".into()) } else { Kind::Hash }, ln, &mut at_line_start);
                 i += if paste { 4 } else { 2 };
             }
@@ -395,8 +513,8 @@ mod tests {
     fn plain_kernels_and_allowed_directives_pass() {
         let ok = format!(
             "// kfoundry-params: TS=[8,16]\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#ifndef TS\n#define TS 16\n#endif\n\
-             #define CAT(a, b) a##b\n#define STR(x) #x\n#if TS > 8 && defined(TS)\n#pragma unroll 4\n#elif 1\n#else\n#endif\n\
-             #pragma clang loop unroll(enable)\n#undef CAT\n#\n/* a # in a comment, #include too */\nconst char* s = \"#include <x>\";\n{KERNEL}"
+             #define TWICE(a) ((a) + (a))\n#if TS > 8 && defined(TS)\n#pragma unroll 4\n#elif 1\n#else\n#endif\n\
+             #pragma clang loop unroll(enable)\n#undef TWICE\n#\n/* a # in a comment, #include too */\nconst char* s = \"#include <x>\";\r\n{KERNEL}"
         );
         check(&ok, Policy::default()).unwrap();
     }
@@ -426,6 +544,30 @@ mod tests {
         assert!(refused("int x = a ??/\n+ 1;\n").contains("trigraph"));
         // a `#` that is not at the start of a line, nor in a macro definition
         assert!(refused("int a; # include \"x\"\n").contains("outside a directive"));
+        // what clang reads as a line end or a space, and a reader might not
+        assert!(refused("// x\r#include \"/etc/passwd\"\n").contains("carriage return"));
+        assert!(refused("#/*\n*/include \"/etc/passwd\"\n").contains("`#include` is not allowed"));
+        assert!(refused("#/*\n*/undef get_group_id\n").contains("may not be redefined"));
+        assert!(refused("#define Q '\n#include \"/etc/passwd\"\n").contains("never closed"));
+        assert!(refused("const char* s = \"abc\n\";\n").contains("never closed"));
+    }
+
+    #[test]
+    fn varying_names_and_tests_of_protected_ones_are_refused() {
+        // pasting and stringizing are allowed: what they could spell, the prelude defines away
+        check(&format!("#define C(a, b) a##b\n#define S(x) #x\n{KERNEL}"), Policy::default()).unwrap();
+        for name in ["__DATE__", "__TIME__", "__LINE__", "__COUNTER__"] {
+            assert!(refused(&format!("int v = {name};\n")).contains("differs from one build"), "{name}");
+        }
+        for test in [
+            "#ifdef get_group_id\n#endif\n",
+            "#ifndef get_global_id\n#endif\n",
+            "#if defined(get_group_id)\n#endif\n",
+            "#if 1 && defined get_local_id\n#endif\n",
+        ] {
+            assert!(refused(test).contains("tests `get_"), "{test}");
+            assert!(check_protected_names(&format!("{test}{KERNEL}")).is_err(), "{test}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::session::Timing;
 use crate::model::declared::declared_params;
 use crate::model::device::{DeviceInfo, DeviceKey, DeviceTraits};
 use crate::model::select::{choose, integer_scalars, Choice, Scalars, Step};
-use crate::model::source_policy::{self, Policy, NO_ASM_PRELUDE};
+use crate::model::source_policy::{self, Policy};
 use crate::model::spec::{KernelSpec, Params, Sizes};
 use crate::model::variant::check_variant;
 use crate::model::variant::Variant;
@@ -177,12 +177,6 @@ fn identity(device: &ocl::Device) -> Result<Identity, Error> {
     let id = Identity { key: device_key(device)?, info, traits };
     identities().lock().map_err(poisoned)?.insert(handle, id.clone());
     Ok(id)
-}
-
-/// A generated source as it is built on a device that is not a GPU: inline assembly disabled
-/// ([`NO_ASM_PRELUDE`]), line numbers kept.
-pub fn guarded_source(source: &str) -> String {
-    format!("{NO_ASM_PRELUDE}#line 1\n{source}")
 }
 
 /// A call's sizes as the model's (i64) sizes.
@@ -482,11 +476,11 @@ impl Evolved {
         }
         // Built without the lock held: other kernels' launches go on meanwhile. When another
         // thread built the same one meanwhile, its kernel is kept and used. A generated source
-        // on a device that is not a GPU is built with inline assembly disabled (as the tuner
-        // verified it there).
+        // is built after its prelude (what pasting could spell defined away, inline assembly too
+        // on a device that is not a GPU), exactly as the tuner built it when it verified it.
         let guarded;
-        let text = if generated && identity(device)?.traits.kind != "gpu" {
-            guarded = guarded_source(source);
+        let text = if generated {
+            guarded = source_policy::generated_program(source, identity(device)?.traits.kind == "gpu", false);
             guarded.as_str()
         } else {
             source

@@ -166,6 +166,11 @@ impl Slot {
 pub struct LaunchPlan {
     geometry: FixedGeometry,
     slots: Vec<Slot>,
+    /// The buffers (and the queue's context) of the last call whose memory checks passed, and
+    /// the [`watch::generation`] then: a later call with the same handles skips the checks while
+    /// none of the watched buffers was destroyed (a destroyed buffer's handle could be reused
+    /// by a new one with other memory).
+    checked: std::sync::Mutex<Option<(Vec<usize>, u64)>>,
 }
 
 impl LaunchPlan {
@@ -200,7 +205,7 @@ impl LaunchPlan {
                 (KernelArg::Scalar { ty, .. }, _) => Slot::Scalar { name: name.to_string(), ty: *ty },
             });
         }
-        Ok(LaunchPlan { geometry, slots })
+        Ok(LaunchPlan { geometry, slots, checked: std::sync::Mutex::new(None) })
     }
 
     /// Checks `args` (the caller's arguments in signature order) against the plan, then sets
@@ -297,6 +302,28 @@ impl LaunchPlan {
     /// memory two buffers were created over (`CL_MEM_USE_HOST_PTR`).
     fn check_memory(&self, spec: &KernelSpec, queue: &ocl::Queue, args: &[Arg<'_>]) -> Result<(), Error> {
         let context = queue.as_core().context_ptr()? as usize;
+        // The same buffers as the last call that passed, none destroyed since: what was
+        // checked still holds (a memory object's context, parent, offset and host memory never
+        // change).
+        let mut key: Vec<usize> = args.iter().filter_map(|a| if let Arg::Buffer(m) = a { Some(m.as_ptr() as usize) } else { None }).collect();
+        key.push(context);
+        let generation = watch::generation();
+        if self.checked.lock().ok().is_some_and(|c| c.as_ref().is_some_and(|(k, g)| *k == key && *g == generation)) {
+            return Ok(());
+        }
+        self.check_memory_now(spec, context, args)?;
+        for a in args {
+            if let Arg::Buffer(m) = a {
+                watch::watch(m);
+            }
+        }
+        if let Ok(mut c) = self.checked.lock() {
+            *c = Some((key, generation));
+        }
+        Ok(())
+    }
+
+    fn check_memory_now(&self, spec: &KernelSpec, context: usize, args: &[Arg<'_>]) -> Result<(), Error> {
         let buffers: Vec<(&Slot, &core::Mem)> = self
             .slots
             .iter()
@@ -355,6 +382,54 @@ impl LaunchPlan {
             }
         }
         Ok(())
+    }
+}
+
+/// Which memory objects are watched for their destruction, and how many watched ones were
+/// destroyed so far: a launch plan's cache of checked buffers holds while that count stands.
+mod watch {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    use ocl::core::{self, ffi};
+
+    static DESTROYED: AtomicU64 = AtomicU64::new(0);
+    static WATCHED: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+    /// Bumped whenever a watched memory object is destroyed.
+    pub fn generation() -> u64 {
+        DESTROYED.load(Ordering::Acquire)
+    }
+
+    /// Asks the driver to say when `mem` is destroyed (once per memory object). When the
+    /// driver cannot, the generation is bumped at once, so that nothing is taken on trust.
+    pub fn watch(mem: &core::Mem) {
+        let handle = mem.as_ptr() as usize;
+        let Ok(mut set) = WATCHED.lock() else { return };
+        if !set.get_or_insert_with(HashSet::new).insert(handle) {
+            return;
+        }
+        // SAFETY: `mem` is a live memory object (borrowed for the call); the callback is a
+        // plain function that touches only this module's statics, and no user data.
+        let status = unsafe { ffi::clSetMemObjectDestructorCallback(mem.as_ptr(), Some(destroyed), std::ptr::null_mut()) };
+        if status != 0 {
+            if let Some(s) = set.as_mut() {
+                s.remove(&handle);
+            }
+            DESTROYED.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Called by the driver (on a thread of its own) when a watched object is destroyed,
+    /// before its handle can be reused.
+    extern "C" fn destroyed(mem: ffi::cl_mem, _: *mut std::ffi::c_void) {
+        DESTROYED.fetch_add(1, Ordering::AcqRel);
+        if let Ok(mut set) = WATCHED.lock() {
+            if let Some(s) = set.as_mut() {
+                s.remove(&(mem as usize));
+            }
+        }
     }
 }
 

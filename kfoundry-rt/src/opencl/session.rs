@@ -226,6 +226,11 @@ impl DeviceBuffer {
         self.len
     }
 
+    /// Whether `other` is this very memory object (a run in place hands one to two arguments).
+    pub fn same_memory(&self, other: &DeviceBuffer) -> bool {
+        self.mem.as_ptr() == other.mem.as_ptr()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -6,7 +6,7 @@
 //!    keep the element order share their input's buffer: no kernel.
 //! 3. **Groups.** In topological order, each node not yet in a group starts one: an *anchor*
 //!    (MatMul/Gemm, Conv, ConvTranspose, pooling, a reduction, Softmax, LayerNormalization,
-//!    GroupNormalization, a Transpose) or, for an element-wise node, a *map*. The group then
+//!    GroupNormalization, data movement) or, for an element-wise node, a *map*. The group then
 //!    takes element-wise nodes that read its values, have its output's shape, and whose other
 //!    operands are already computed (graph inputs, constants, earlier groups' outputs: those are
 //!    read with broadcasting). A convolution also takes a pooling whose windows tile its output
@@ -62,9 +62,10 @@ impl Chain {
 pub enum Anchor {
     /// No anchor: the chain reads its operands directly (the main value is unused).
     Map,
-    Transpose {
-        x: ValueId,
-        perm: Vec<usize>,
+    /// Data movement (transposes, slices, pads, concatenations, broadcasts, gathers).
+    Move {
+        inputs: Vec<ValueId>,
+        kind: crate::graph::Move,
     },
     MatMul {
         a: ValueId,
@@ -122,7 +123,8 @@ pub enum Anchor {
 #[derive(Debug, Clone, PartialEq)]
 pub struct FusedPool {
     pub kind: PoolKind,
-    pub kernel: [usize; 2],
+    /// Depth, height, width.
+    pub kernel: [usize; 3],
     /// The chain after the pooling, at the pooled shape.
     pub chain: Chain,
     /// The pooled shape.
@@ -139,6 +141,9 @@ pub struct Group {
     pub pool: Option<FusedPool>,
     /// Tensors the chains read with broadcasting.
     pub sides: Vec<ValueId>,
+    /// The shape each side is read as: its own (broadcast against the chain's shape), or the
+    /// chain's (a tensor of a view's shape, read element by element).
+    pub side_shapes: Vec<Vec<usize>>,
     /// The value the kernel writes.
     pub output: ValueId,
     /// The graph nodes it covers, `name (Op)`.
@@ -200,6 +205,9 @@ struct Grow {
     chain: Chain,
     pool: Option<FusedPool>,
     sides: Vec<ValueId>,
+    side_shapes: Vec<Vec<usize>>,
+    /// The anchor's output shape.
+    shape: Vec<usize>,
     /// Values of the chain at the current shape (the pooled value and after, once a pooling is
     /// in), and where each comes from.
     current: Vec<Option<Src>>,
@@ -245,6 +253,7 @@ impl Grow {
             None => self.pool = None,
         }
         self.sides.truncate(m.sides);
+        self.side_shapes.truncate(m.sides);
         self.all.truncate(m.all);
     }
 
@@ -263,6 +272,8 @@ fn grow(graph: &Graph, consumers: &[Vec<usize>], start: usize, done: &mut [bool]
         chain: Chain::default(),
         pool: None,
         sides: Vec::new(),
+        side_shapes: Vec::new(),
+        shape: shape.clone(),
         current: vec![None; graph.values.len()],
         last: None,
         all: Vec::new(),
@@ -293,7 +304,7 @@ fn grow(graph: &Graph, consumers: &[Vec<usize>], start: usize, done: &mut [bool]
                 return false;
             }
             if n.op.is_elementwise() {
-                return graph.values[n.output].shape == cur_shape;
+                return elementwise_fits(graph, &g, n, &cur_shape);
             }
             // A pooling may read only the chain's last value: it is what the windows reduce.
             is_conv && g.pool.is_none() && g.last == Some(n.inputs[0]) && pool_tiles(n, &graph.values[n.inputs[0]].shape)
@@ -339,7 +350,7 @@ fn grow(graph: &Graph, consumers: &[Vec<usize>], start: usize, done: &mut [bool]
             nodes.push(n);
         }
     }
-    Group { anchor, shape, chain: g.chain, pool: g.pool, sides: g.sides, output, nodes }
+    Group { anchor, shape, chain: g.chain, pool: g.pool, sides: g.sides, side_shapes: g.side_shapes, output, nodes }
 }
 
 /// Is `v` read outside the group (members as given), read by nobody, or a graph output?
@@ -347,21 +358,54 @@ fn escapes_now(graph: &Graph, consumers: &[Vec<usize>], member: &[bool], v: Valu
     graph.outputs.contains(&v) || consumers[v].is_empty() || consumers[v].iter().any(|&c| !member[c])
 }
 
+/// Can element-wise node `n` join, the chain being at shape `cur`? Its operands from the group
+/// must have its shape (they are read at the element's own index). At the chain's shape it
+/// reads other tensors with broadcasting; at another shape (after a view) only whole tensors of
+/// its shape, or one-element constants.
+fn elementwise_fits(graph: &Graph, g: &Grow, n: &Node, cur: &[usize]) -> bool {
+    let shape = &graph.values[n.output].shape;
+    let numel = |s: &[usize]| s.iter().product::<usize>();
+    if numel(shape) != numel(cur) {
+        return false;
+    }
+    n.inputs.iter().all(|&v| {
+        let vs = &graph.values[v].shape;
+        if g.src(v).is_some() {
+            vs == shape
+        } else {
+            shape == cur || graph.scalar(v).is_some() || vs == shape
+        }
+    })
+}
+
 /// A value the group now computes: it can be read by later steps, and it escapes until every
-/// reader has joined.
+/// reader has joined. Views of it join with it (they are the same elements, in the same order).
 fn add_value(graph: &Graph, consumers: &[Vec<usize>], g: &mut Grow, v: ValueId, src: Src) {
     g.current[v] = Some(src);
     g.last = Some(v);
     g.all.push(v);
     g.in_all[v] = true;
+    let mut views = Vec::new();
     for &c in &consumers[v] {
-        if !g.member[c] {
+        if g.member[c] {
+            continue;
+        }
+        if graph.nodes[c].op == Op::View {
+            g.members.push(c);
+            g.member[c] = true;
+            views.push(graph.nodes[c].output);
+        } else {
             g.frontier.insert(c);
         }
     }
     if escapes_now(graph, consumers, &g.member, v) {
         g.escaping += 1;
     }
+    for view in views {
+        add_value(graph, consumers, g, view, src);
+    }
+    // What a pooling may reduce is the value itself, not a view of it.
+    g.last = Some(v);
 }
 
 fn push_step(graph: &Graph, consumers: &[Vec<usize>], g: &mut Grow, n: &Node) {
@@ -374,8 +418,13 @@ fn push_step(graph: &Graph, consumers: &[Vec<usize>], g: &mut Grow, n: &Node) {
             } else if let Some(k) = graph.scalar(v) {
                 Src::Literal(k)
             } else {
-                let index = g.sides.iter().position(|&s| s == v).unwrap_or_else(|| {
+                // Read with broadcasting at the chain's shape; after a view, the whole tensor
+                // element by element, which is reading it as if it had the chain's shape.
+                let base = g.pool.as_ref().map(|p| &p.shape).unwrap_or(&g.shape);
+                let read = if graph.values[n.output].shape == *base { graph.values[v].shape.clone() } else { base.clone() };
+                let index = g.sides.iter().zip(&g.side_shapes).position(|(&s, r)| s == v && *r == read).unwrap_or_else(|| {
                     g.sides.push(v);
+                    g.side_shapes.push(read);
                     g.sides.len() - 1
                 });
                 Src::Side(index)
@@ -395,12 +444,13 @@ fn push_step(graph: &Graph, consumers: &[Vec<usize>], g: &mut Grow, n: &Node) {
 fn pool_tiles(n: &Node, input: &[usize]) -> bool {
     match &n.op {
         Op::Pool { window, .. } => {
+            let spatial = window.spatial(input);
             window.kernel == window.strides
-                && window.pads == [0; 4]
-                && window.dilations == [1, 1]
-                && input.len() == 4
-                && input[2].is_multiple_of(window.kernel[0])
-                && input[3].is_multiple_of(window.kernel[1])
+                && window.pads == [0; 6]
+                && window.dilations == [1; 3]
+                && !window.ceil
+                && input.len() == 2 + window.rank
+                && (0..3).all(|i| spatial[i].is_multiple_of(window.kernel[i]))
         }
         _ => false,
     }
@@ -409,8 +459,8 @@ fn pool_tiles(n: &Node, input: &[usize]) -> bool {
 fn anchor_of(node: &Node) -> (Anchor, Option<ValueId>) {
     let i = &node.inputs;
     let anchor = match &node.op {
-        Op::Unary(_) | Op::Binary(_) | Op::View => return (Anchor::Map, None),
-        Op::Transpose { perm } => Anchor::Transpose { x: i[0], perm: perm.clone() },
+        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::View => return (Anchor::Map, None),
+        Op::Move(kind) => Anchor::Move { inputs: i.clone(), kind: kind.clone() },
         Op::MatMul { trans_a, trans_b } => Anchor::MatMul { a: i[0], b: i[1], trans_a: *trans_a, trans_b: *trans_b },
         Op::Conv { window, groups } => Anchor::Conv { x: i[0], w: i[1], bias: i.get(2).copied(), window: window.clone(), groups: *groups },
         Op::ConvTranspose { window, groups } => {
@@ -450,7 +500,7 @@ fn fold_into_convolutions(graph: &mut Graph) {
                 continue;
             }
             let cout = graph.values[out].shape[1];
-            let Some(k) = per_channel(graph, other, &graph.values[out].shape) else { continue };
+            let Some(k) = graph.per_channel(other, &graph.values[out].shape) else { continue };
             let w = conv.inputs[1];
             let Some(wdata) = graph.values[w].data.clone() else { continue };
             let bias = conv.inputs.get(2).copied();
@@ -467,8 +517,8 @@ fn fold_into_convolutions(graph: &mut Graph) {
                 _ => (wdata, bdata.iter().zip(&k).map(|(b, k)| b + k).collect()),
             };
             let w_shape = graph.values[w].shape.clone();
-            let wv = push_constant(graph, "folded.weight", w_shape, new_w);
-            let bv = push_constant(graph, "folded.bias", vec![cout], new_b);
+            let wv = graph.add_constant("folded.weight", w_shape, new_w);
+            let bv = graph.add_constant("folded.bias", vec![cout], new_b);
             let next_out = graph.nodes[ni].output;
             let (a, b) = (&graph.nodes[ci].name, &graph.nodes[ni].name);
             let name = if a == b || a.ends_with(&format!(" + {b}")) { a.clone() } else { format!("{a} + {b}") };
@@ -486,33 +536,4 @@ fn fold_into_convolutions(graph: &mut Graph) {
             return;
         }
     }
-}
-
-fn push_constant(graph: &mut Graph, hint: &str, shape: Vec<usize>, data: Vec<f32>) -> ValueId {
-    let id = graph.values.len();
-    graph.values.push(crate::graph::Value { name: format!("{hint}#{id}"), shape, data: Some(data), ints: None });
-    id
-}
-
-/// A constant that multiplies or adds one value per channel (dimension 1) of `shape`: its
-/// values, one per channel.
-fn per_channel(graph: &Graph, v: ValueId, shape: &[usize]) -> Option<Vec<f32>> {
-    let data = graph.values[v].data.as_ref()?;
-    let s = &graph.values[v].shape;
-    let c = shape[1];
-    // Right-aligned against (N, C, H, W): only the channel dimension may differ from 1 (a
-    // constant of higher rank would broadcast the output to another shape).
-    let r = shape.len();
-    if s.len() > r {
-        return None;
-    }
-    if data.len() == 1 {
-        return Some(vec![data[0]; c]);
-    }
-    if s.len() < r - 1 {
-        return None;
-    }
-    let offset = r - s.len();
-    let ok = s.iter().enumerate().all(|(i, &d)| if i + offset == 1 { d == c } else { d == 1 });
-    ok.then(|| data.clone())
 }

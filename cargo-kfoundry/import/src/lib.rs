@@ -22,12 +22,33 @@ pub use error::ImportError;
 pub struct Imported {
     pub fused: fuse::Fused,
     pub kernels: Vec<kernels::Kernel>,
+    /// The model as one file, for the generated crate's test (its external data inside it);
+    /// `None` when that would pass the 2 GiB of one protocol-buffer file.
+    pub model_copy: Option<Vec<u8>>,
 }
 
-/// Imports the ONNX model in `bytes`; `dims` gives values to symbolic input dimensions.
-pub fn import(bytes: &[u8], dims: &BTreeMap<String, usize>) -> Result<Imported, ImportError> {
-    let graph = graph::read(bytes, dims)?;
+/// How a model is read.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Values of symbolic input dimensions (`batch = 1`).
+    pub dims: BTreeMap<String, usize>,
+    /// The model's folder, where tensors stored as external data are read from (never a file
+    /// outside it). `None`: a model with external data is refused.
+    pub data_dir: Option<std::path::PathBuf>,
+}
+
+/// Imports the ONNX model in `bytes`.
+pub fn import(bytes: &[u8], options: &Options) -> Result<Imported, ImportError> {
+    let mut model = onnx::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))?;
+    let external = onnx::has_external_data(&model);
+    if let (true, Some(dir)) = (external, &options.data_dir) {
+        onnx::load_external(&mut model, dir).map_err(ImportError::Model)?;
+    }
+    // The copy of the model the generated crate's test reads: a model whose data was in other
+    // files as one file, when that fits protocol buffers' 2 GiB.
+    let model_copy = if external { Some(onnx::encode(&model)).filter(|b| b.len() < (2 << 30) - 1) } else { Some(bytes.to_vec()) };
+    let graph = graph::from_model(model, options)?;
     let fused = fuse::fuse(graph);
     let kernels = kernels::generate(&fused);
-    Ok(Imported { fused, kernels })
+    Ok(Imported { fused, kernels, model_copy })
 }

@@ -4,6 +4,8 @@
 //!
 //! The same types encode, which the tests use to build graphs operator by operator.
 
+use std::path::Path;
+
 use prost::Message;
 
 #[derive(Clone, PartialEq, Message)]
@@ -131,7 +133,13 @@ pub mod data_type {
     pub const FLOAT: i32 = 1;
     pub const INT32: i32 = 6;
     pub const INT64: i32 = 7;
+    pub const BOOL: i32 = 9;
     pub const DOUBLE: i32 = 11;
+
+    /// Every integer type, and booleans: read as `i64`.
+    pub fn is_integer(t: i32) -> bool {
+        matches!(t, 2..=7 | 9 | 12 | 13)
+    }
 
     pub fn name(t: i32) -> &'static str {
         match t {
@@ -170,9 +178,83 @@ pub struct TensorProto {
     pub raw_data: Vec<u8>,
     #[prost(double, repeated, tag = "10")]
     pub double_data: Vec<f64>,
+    #[prost(uint64, repeated, tag = "11")]
+    pub uint64_data: Vec<u64>,
+    /// Where the data is when `data_location` is EXTERNAL: `location` (a file beside the model),
+    /// `offset` and `length` in bytes.
+    #[prost(message, repeated, tag = "13")]
+    pub external_data: Vec<StringStringEntryProto>,
     /// `DataLocation`: 1 = EXTERNAL (the data is in another file).
     #[prost(int32, tag = "14")]
     pub data_location: i32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct StringStringEntryProto {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+/// Whether any tensor of the model keeps its data in another file.
+pub fn has_external_data(model: &ModelProto) -> bool {
+    model.graph.as_ref().is_some_and(|g| {
+        g.initializer.iter().any(|t| t.data_location == 1)
+            || g.node.iter().any(|n| n.attribute.iter().any(|a| a.t.as_ref().is_some_and(|t| t.data_location == 1)))
+    })
+}
+
+/// Reads the data of every tensor the model stores in external files (initializers and
+/// `Constant` values) into the tensor. A file must lie inside `dir` (the model's folder): a
+/// location that is absolute, climbs out with `..`, or resolves (through links) outside it is
+/// refused, as is anything that is not a regular file or a region past a file's end.
+pub fn load_external(model: &mut ModelProto, dir: &Path) -> Result<(), String> {
+    let Some(graph) = model.graph.as_mut() else { return Ok(()) };
+    let root = dir.canonicalize().map_err(|e| format!("the model's folder {}: {e}", dir.display()))?;
+    let mut tensors: Vec<&mut TensorProto> = graph.initializer.iter_mut().collect();
+    for node in &mut graph.node {
+        tensors.extend(node.attribute.iter_mut().filter_map(|a| a.t.as_mut()));
+    }
+    for t in tensors {
+        if t.data_location != 1 {
+            continue;
+        }
+        let what = |m: String| format!("tensor `{}`: {m}", crate::kernels::printable(&t.name, 80));
+        let get = |key: &str| t.external_data.iter().find(|e| e.key == key).map(|e| e.value.clone());
+        let location = get("location").ok_or_else(|| what("external data without a location".into()))?;
+        let relative = Path::new(&location);
+        if location.is_empty() || !relative.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            return Err(what(format!("external data at {location:?}: only a file inside the model's folder is read")));
+        }
+        let path = root.join(relative).canonicalize().map_err(|e| what(format!("external data {location:?}: {e}")))?;
+        if !path.starts_with(&root) {
+            return Err(what(format!("external data {location:?} resolves outside the model's folder")));
+        }
+        let number = |key: &str| -> Result<Option<u64>, String> {
+            get(key).map(|v| v.trim().parse::<u64>().map_err(|_| what(format!("external data {key} {v:?} is not a number")))).transpose()
+        };
+        let mut file = std::fs::File::open(&path).map_err(|e| what(format!("{}: {e}", path.display())))?;
+        let meta = file.metadata().map_err(|e| what(format!("{}: {e}", path.display())))?;
+        if !meta.is_file() {
+            return Err(what(format!("{} is not a regular file", path.display())));
+        }
+        let offset = number("offset")?.unwrap_or(0);
+        let length = match number("length")? {
+            Some(l) => l,
+            None => meta.len().checked_sub(offset).ok_or_else(|| what(format!("offset {offset} is past the end of {}", path.display())))?,
+        };
+        if offset.checked_add(length).is_none_or(|end| end > meta.len()) {
+            return Err(what(format!("bytes {offset}..{offset}+{length} are past the end of {} ({} bytes)", path.display(), meta.len())));
+        }
+        let mut raw = vec![0u8; usize::try_from(length).map_err(|_| what("too large".into()))?];
+        use std::io::{Read, Seek};
+        file.seek(std::io::SeekFrom::Start(offset)).and_then(|_| file.read_exact(&mut raw)).map_err(|e| what(format!("{}: {e}", path.display())))?;
+        t.raw_data = raw;
+        t.data_location = 0;
+        t.external_data.clear();
+    }
+    Ok(())
 }
 
 /// Decodes a model file's bytes.
@@ -195,7 +277,7 @@ impl TensorProto {
     pub fn floats(&self) -> Result<Vec<f32>, String> {
         let n = self.element_count().ok_or("its dims are negative or too large")?;
         if self.data_location == 1 {
-            return Err("its data is in an external file (save the model with its data inside it)".into());
+            return Err("its data is in an external file, and no folder to read it from was given".into());
         }
         let values: Vec<f32> = match self.data_type {
             data_type::FLOAT if !self.raw_data.is_empty() => {
@@ -217,16 +299,28 @@ impl TensorProto {
     /// The values as `i64` (int64 and int32 tensors: shapes, axes, pads), checked against the dims.
     pub fn ints(&self) -> Result<Vec<i64>, String> {
         let n = self.element_count().ok_or("its dims are negative or too large")?;
+        let raw = !self.raw_data.is_empty();
         let values: Vec<i64> = match self.data_type {
-            data_type::INT64 if !self.raw_data.is_empty() => {
-                self.raw_data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("chunks of 8"))).collect()
-            }
+            data_type::INT64 if raw => self.raw_data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("chunks of 8"))).collect(),
             data_type::INT64 => self.int64_data.clone(),
-            data_type::INT32 if !self.raw_data.is_empty() => {
-                self.raw_data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect()
+            // uint64: values above i64::MAX are refused rather than wrapped
+            13 if raw => self
+                .raw_data
+                .chunks_exact(8)
+                .map(|c| i64::try_from(u64::from_le_bytes(c.try_into().expect("chunks of 8"))).map_err(|_| "a uint64 value above 2^63".to_string()))
+                .collect::<Result<_, _>>()?,
+            data_type::INT32 if raw => self.raw_data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect(),
+            12 if raw => self.raw_data.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect(),
+            4 if raw => self.raw_data.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) as i64).collect(),
+            5 if raw => self.raw_data.chunks_exact(2).map(|c| i16::from_le_bytes([c[0], c[1]]) as i64).collect(),
+            3 if raw => self.raw_data.iter().map(|&c| c as i8 as i64).collect(),
+            2 | data_type::BOOL if raw => self.raw_data.iter().map(|&c| c as i64).collect(),
+            // the small types are stored widened in int32_data; uint32 and uint64 in uint64_data
+            2..=6 | data_type::BOOL => self.int32_data.iter().map(|&v| v as i64).collect(),
+            12 | 13 => {
+                self.uint64_data.iter().map(|&v| i64::try_from(v).map_err(|_| "a uint64 value above 2^63".to_string())).collect::<Result<_, _>>()?
             }
-            data_type::INT32 => self.int32_data.iter().map(|&v| v as i64).collect(),
-            t => return Err(format!("it holds {} (int64 or int32 expected)", data_type::name(t))),
+            t => return Err(format!("it holds {} (an integer type expected)", data_type::name(t))),
         };
         if values.len() != n {
             return Err(format!("it holds {} value(s) where its dims {:?} need {n}", values.len(), self.dims));

@@ -3,17 +3,15 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/fixtures/{name}.onnx", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
 fn run(name: &str) -> kfoundry_import::Imported {
     let bytes = fixture(name);
-    let imported = kfoundry_import::import(&bytes, &BTreeMap::new()).unwrap();
+    let imported = kfoundry_import::import(&bytes, &Default::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let specs = common::specs(&imported, &bytes, dir.path());
+    let specs = common::specs(&imported, dir.path());
     let g = &imported.fused.graph;
     let shapes: Vec<Vec<usize>> = g.inputs.iter().map(|&v| g.values[v].shape.clone()).collect();
     let inputs: Vec<Vec<f32>> = shapes.iter().enumerate().map(|(i, s)| common::random(s.iter().product(), 7 + i as u64)).collect();

@@ -22,7 +22,10 @@ pub fn run(args: &ImportArgs) -> Result<()> {
     // Protocol buffers are at most 2 GiB; a FIFO or a device is refused, not read.
     let bytes = kfoundry_tooling::files::read_bounded(&args.model, 2 << 30, "ONNX model").map_err(|e| usage(e.to_string()))?;
     let started = std::time::Instant::now();
-    let imported = kfoundry_import::import(&bytes, &dims).map_err(|e| usage(format!("{}: {e}", args.model.display())))?;
+    // External data is read from the model's own folder only.
+    let data_dir = Some(args.model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf());
+    let options = kfoundry_import::Options { dims, data_dir };
+    let imported = kfoundry_import::import(&bytes, &options).map_err(|e| usage(format!("{}: {e}", args.model.display())))?;
 
     let dir = absolute(&args.output)?;
     let place = Placement::find(&dir)?;
@@ -42,7 +45,6 @@ pub fn run(args: &ImportArgs) -> Result<()> {
     let model_file = args.model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| "model.onnx".into());
     let files = kfoundry_import::emit::files(
         &imported,
-        &bytes,
         &kfoundry_import::emit::Options { name: &args.name, kfoundry: &place.dependency, model_file: &model_file },
     );
     write_dir(&dir, &files, args.force)?;

@@ -1,5 +1,5 @@
-//! Conv (2-D, and 1-D as a height of 1) with bias, its element-wise chain, and a fused pooling
-//! whose windows tile its output (then the chain after the pooling); ConvTranspose.
+//! Conv (1-D, 2-D and 3-D) with bias, its element-wise chain, and a fused pooling whose
+//! windows tile its output (then the chain after the pooling); ConvTranspose.
 //!
 //!   WG     items per work-group (along output pixels)        pow2(32..=256)  ref 64
 //!   PX     output pixels per item, WG apart                  [1, 2, 4]       ref 1
@@ -8,20 +8,30 @@
 //!   WLOCAL the work-group's weights staged in local memory    [0, 1]          ref 0
 //!
 //! Launch: (ceil_div(pixels, WG * PX) * WG, cout / OCB, n), local (WG, 1, 1). Geometry (kernel,
-//! strides, dilations, pads, groups) is fixed by the graph and written into the source; the
-//! sizes are n, cin, h, w, cout.
+//! strides, dilations, pads, output padding, groups) is fixed by the graph and written into the
+//! source; the sizes are n, cin, the input's spatial extents (d, h, w: those it has) and cout.
 
-use super::{chain_call, chain_function, fits_int, params, prelude, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
+use super::{chain_call, chain_function, fits_int, params, plus, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
 use crate::fuse::Anchor;
 use crate::graph::{PoolKind, Window};
 
-/// `size + c` as an expression (`size`, `(size + 2)`, `(size - 2)`).
-fn plus(size: &str, c: i64) -> String {
-    match c {
-        0 => size.to_string(),
-        c if c > 0 => format!("({size} + {c})"),
-        c => format!("({size} - {})", -c),
+/// The spatial dimensions' names, depth to width.
+const NAMES: [&str; 3] = ["d", "h", "w"];
+
+/// Loops over the taps (or pool windows) of the present dimensions around `body`: for each
+/// dimension `i`, `open(i)` is its loop head and the loop closes after the body.
+fn nest(present: &[usize], open: impl Fn(usize) -> String, absent: impl Fn(usize) -> String, body: &str) -> String {
+    let mut head = String::new();
+    let mut tail = String::new();
+    for i in 0..3 {
+        if present.contains(&i) {
+            head += &open(i);
+            tail.insert_str(0, "}\n");
+        } else {
+            head += &absent(i);
+        }
     }
+    format!("{head}{body}{tail}")
 }
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
@@ -32,61 +42,53 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         _ => unreachable!("conv::generate on a convolution"),
     };
     let xs = cx.shape(x).to_vec();
-    let one_d = xs.len() == 3;
-    let (h, wd) = if one_d { (1, xs[2]) } else { (xs[2], xs[3]) };
+    let input = window.spatial(&xs);
+    let present: Vec<usize> = (0..3).filter(|&i| window.present(i)).collect();
     let cout = g.shape[1];
     let mut k = cx.kernel();
-    let Window { kernel: [kh, kw], strides: [sh, sw], dilations: [dh, dw], pads: [pt, pl, pb, pr] } = window.clone();
-    // Output size as an expression of the input's (the same text in C and in the annotation).
-    let out_expr = |size: &str, kernel: usize, stride: usize, dil: usize, p0: usize, p1: usize| -> String {
-        let extent = (kernel - 1) * dil + 1;
-        let pads = p0 + p1;
+    let Window { kernel: kn, strides: st, dilations: dl, pads, output_padding: op, .. } = window.clone();
+    let taps: usize = kn.iter().product();
+    // Output extent of dimension i as an expression of the input's (the same text in C and in
+    // the annotation).
+    let out_expr = |i: usize, size: &str| -> String {
+        let extent = window.extent(i);
+        let pads = pads[i] + pads[i + 3];
         if transposed {
-            format!("(({size} - 1) * {stride} + {extent} - {pads})")
+            format!("(({size} - 1) * {} + {})", st[i], plus(&extent.to_string(), op[i] as i64 - pads as i64))
+        } else if st[i] == 1 {
+            plus(size, pads as i64 + 1 - extent as i64)
         } else {
-            if stride == 1 {
-                plus(size, pads as i64 + 1 - extent as i64)
-            } else {
-                format!("({} / {stride} + 1)", plus(size, pads as i64 - extent as i64))
-            }
+            format!("({} / {} + 1)", plus(size, pads as i64 - extent as i64), st[i])
         }
     };
-    // The smallest input extent (for CPU workloads) whose output keeps `want` pixels.
-    let small_input = |full: usize, kernel: usize, stride: usize, dil: usize, p: usize, want: usize| -> usize {
-        let extent = (kernel - 1) * dil + 1;
-        (1..=full)
-            .find(|&s| {
-                let o = if transposed { ((s - 1) * stride + extent).saturating_sub(p) } else { (s + p).saturating_sub(extent) / stride + 1 };
-                (transposed || s + p >= extent) && o >= want
-            })
-            .unwrap_or(full)
+    // The smallest input extent (for CPU workloads) whose output keeps `want` elements.
+    let small_input =
+        |i: usize, want: usize| -> usize { (1..=input[i]).find(|&s| window.output(i, s, transposed).is_some_and(|o| o >= want)).unwrap_or(input[i]) };
+    let pool_k = g.pool.as_ref().map(|p| p.kernel).unwrap_or([1; 3]);
+    let out_full = {
+        let mut o = [1; 3];
+        for (j, &i) in present.iter().enumerate() {
+            o[i] = g.shape[2 + j];
+        }
+        o
     };
-    let pool_k = g.pool.as_ref().map(|p| p.kernel).unwrap_or([1, 1]);
-    let out_full = if one_d { [1, g.shape[2]] } else { [g.shape[2], g.shape[3]] };
-    let want_h = out_full[0].min(4 * pool_k[0]);
-    let want_w = out_full[1].min(4 * pool_k[1]);
     k.sizes.push(Size { name: "n".into(), full: xs[0], small: 1 });
     k.sizes.push(Size { name: "cin".into(), full: xs[1], small: xs[1] });
-    let h_expr = if one_d {
-        "1".to_string()
-    } else {
-        k.sizes.push(Size { name: "h".into(), full: h, small: small_input(h, kh, sh, dh, pt + pb, want_h) });
-        "h".to_string()
-    };
-    k.sizes.push(Size { name: "w".into(), full: wd, small: small_input(wd, kw, sw, dw, pl + pr, want_w) });
+    let mut in_expr = ["1".to_string(), "1".to_string(), "1".to_string()];
+    for &i in &present {
+        let want = out_full[i].min(4 * pool_k[i]);
+        k.sizes.push(Size { name: NAMES[i].into(), full: input[i], small: small_input(i, want) });
+        in_expr[i] = NAMES[i].to_string();
+    }
     k.sizes.push(Size { name: "cout".into(), full: cout, small: cout });
-    let oh = if one_d { "1".to_string() } else { out_expr("h", kh, sh, dh, pt, pb) };
-    let ow = out_expr("w", kw, sw, dw, pl, pr);
-    let (ph, pw) = (pool_k[0], pool_k[1]);
-    let poh = if ph == 1 { oh.clone() } else { format!("({oh} / {ph})") };
-    let pow = if pw == 1 { ow.clone() } else { format!("({ow} / {pw})") };
-    // The chain before any pooling runs over the convolution's own output.
-    let conv_dims = Dims {
-        exprs: if one_d { vec!["n".into(), "cout".into(), ow.clone()] } else { vec!["n".into(), "cout".into(), oh.clone(), ow.clone()] },
-        full: g.shape.clone(),
+    let o_expr: Vec<String> = (0..3).map(|i| if window.present(i) { out_expr(i, &in_expr[i]) } else { "1".into() }).collect();
+    let po_expr: Vec<String> = (0..3).map(|i| if pool_k[i] == 1 { o_expr[i].clone() } else { format!("({} / {})", o_expr[i], pool_k[i]) }).collect();
+    let spatial_exprs = |e: &[String]| -> Vec<String> { present.iter().map(|&i| e[i].clone()).collect() };
+    let conv_dims = Dims { exprs: [vec!["n".into(), "cout".into()], spatial_exprs(&o_expr)].concat(), full: g.shape.clone() };
+    let pool_dims = Dims {
+        exprs: [vec!["n".into(), "cout".into()], spatial_exprs(&po_expr)].concat(),
+        full: g.pool.as_ref().map(|p| p.shape.clone()).unwrap_or_default(),
     };
-    let pool_dims =
-        Dims { exprs: vec!["n".into(), "cout".into(), poh.clone(), pow.clone()], full: g.pool.as_ref().map(|p| p.shape.clone()).unwrap_or_default() };
     params(
         &mut k,
         &[("WG", "pow2(32..=256)", 64), ("PX", "[1, 2, 4]", 1), ("OCB", "[1, 2, 4, 8]", 1), ("ICU", "[1, 2, 4]", 1), ("WLOCAL", "[0, 1]", 0)],
@@ -97,27 +99,22 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         k.require.push(format!("cout % {groups} == 0"));
     }
     k.require.push(format!("{} % OCB == 0", per_group("cout")));
-    if !transposed {
-        let fits =
-            |size: &str, pads: usize, extent: usize| if pads == 0 { format!("{size} >= {extent}") } else { format!("{size} + {pads} >= {extent}") };
-        if !one_d {
-            k.require.push(fits("h", pt + pb, (kh - 1) * dh + 1));
+    for &i in &present {
+        if transposed {
+            k.require.push(format!("{} >= 1", o_expr[i]));
+        } else {
+            let p = pads[i] + pads[i + 3];
+            let extent = window.extent(i);
+            k.require.push(if p == 0 { format!("{} >= {extent}", in_expr[i]) } else { format!("{} + {p} >= {extent}", in_expr[i]) });
         }
-        k.require.push(fits("w", pl + pr, (kw - 1) * dw + 1));
-    } else {
-        if !one_d {
-            k.require.push(format!("{oh} >= 1"));
+        if pool_k[i] > 1 {
+            k.require.push(format!("{} >= 1", po_expr[i]));
         }
-        k.require.push(format!("{ow} >= 1"));
     }
-    if ph > 1 || pw > 1 {
-        k.require.push(format!("{poh} >= 1"));
-        k.require.push(format!("{pow} >= 1"));
-    }
-    let x_len = super::product(&["n".into(), "cin".into(), h_expr.clone(), "w".into()]);
-    let w_len = if transposed { format!("cin * {} * {}", per_group("cout"), kh * kw) } else { format!("cout * {} * {}", per_group("cin"), kh * kw) };
-    let y_len = super::product(&["n".into(), "cout".into(), poh.clone(), pow.clone()]);
-    let conv_len = super::product(&["n".into(), "cout".into(), oh.clone(), ow.clone()]);
+    let x_len = product(&[vec!["n".into(), "cin".into()], in_expr.to_vec()].concat());
+    let w_len = if transposed { format!("cin * {} * {taps}", per_group("cout")) } else { format!("cout * {} * {taps}", per_group("cin")) };
+    let y_len = product(&[vec!["n".into(), "cout".into()], po_expr.clone()].concat());
+    let conv_len = product(&[vec!["n".into(), "cout".into()], o_expr.clone()].concat());
     fits_int(&mut k, &[x_len.clone(), w_len.clone(), conv_len.clone()]);
     k.buffers.push(BufferArg { name: "x".into(), len: x_len, value: x, output: false, inputs: None });
     k.buffers.push(BufferArg { name: "weight".into(), len: w_len, value: w, output: false, inputs: None });
@@ -133,19 +130,21 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.buffers.push(BufferArg { name: "y".into(), len: y_len.clone(), value: g.output, output: true, inputs: None });
     // The work-group's weights in local memory (WLOCAL = 1): OCB channels x the group's input
     // channels x the taps.
-    let wl_len = format!("{} * {}", per_group("cin"), kh * kw);
+    let wl_len = format!("{} * {taps}", per_group("cin"));
     k.locals.push(("wl".into(), format!("max(1, WLOCAL * OCB * {wl_len})")));
     k.require.push(format!("WLOCAL * 4 * OCB * {wl_len} <= min(device_local_mem, 49152)"));
-    let pixels = format!("{poh} * {pow}");
+    let pixels = product(&po_expr);
     k.global = vec![format!("ceil_div({pixels}, WG * PX) * WG"), "cout / OCB".into(), "n".into()];
     k.local = vec!["WG".into(), "1".into(), "1".into()];
-    let taps = (xs[1] / groups) * kh * kw;
-    k.atol = (2.5e-7 * taps as f64).max(1e-5);
+    let reduction = (xs[1] / groups) * taps;
+    k.atol = (2.5e-7 * reduction as f64).max(1e-5);
     k.bytes = super::compulsory_bytes(&k);
-    k.flops = format!("2 * {conv_len} * {} * {}", per_group("cin"), kh * kw);
+    k.flops = format!("2 * {conv_len} * {} * {taps}", per_group("cin"));
 
     let mut s = prelude(&k, if transposed { "transposed convolution" } else { "convolution" });
-    s += &format!("#define KF_OH {oh}\n#define KF_OW {ow}\n#define KF_POH {poh}\n#define KF_POW {pow}\n");
+    for (i, l) in ["D", "H", "W"].iter().enumerate() {
+        s += &format!("#define KF_O{l} {}\n#define KF_PO{l} {}\n", o_expr[i], po_expr[i]);
+    }
     s += &chain_function(cx, &k, "kf_chain", &g.chain, &conv_dims);
     if g.pool.is_some() {
         s += &chain_function(cx, &k, "kf_post", &post, &pool_dims);
@@ -158,81 +157,87 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         "__global float* restrict y, __local float* wl",
     );
     let bias_init = if bias.is_some() { "bias[oc0 + o]" } else { "0.0f" };
-    // One convolution output (channel oc0 + o, pixel (oy, ox)) into acc[e][o].
-    // The taps of input channel `ic` (of the group) for one output pixel into acc[0..OCB]; the
-    // channel loop around it is unrolled ICU times (the same order: results do not change).
-    let body = if transposed {
-        format!(
-            r#"                    const int ci = g * cpg_in + ic;
-                    for (int ky = 0; ky < {kh}; ky++) {{
-                        const int ty = oy + {pt} - ky * {dh};
-                        if (ty < 0 || ty % {sh} != 0 || ty / {sh} >= {h_expr}) continue;
-                        for (int kx = 0; kx < {kw}; kx++) {{
-                            const int tx = ox + {pl} - kx * {dw};
-                            if (tx < 0 || tx % {sw} != 0 || tx / {sw} >= w) continue;
-                            const float xv = x[((nb * cin + ci) * {h_expr} + ty / {sh}) * w + tx / {sw}];
-                            for (int o = 0; o < OCB; o++)
-                                acc[o] = fma(xv, KF_W(o, ic, ky * {kw} + kx), acc[o]);
-                        }}
-                    }}
-"#
-        )
+    // Tap coordinates (kz, ky, kx), output (oz, oy, ox), input (iz, iy, ix).
+    let (kv, ov, iv) = (["kz", "ky", "kx"], ["oz", "oy", "ox"], ["iz", "iy", "ix"]);
+    let tap = format!("({kz} * {} + {ky}) * {} + {kx}", kn[1], kn[2], kz = kv[0], ky = kv[1], kx = kv[2]);
+    let tap_loop = |i: usize| -> String {
+        let (kk, o, ii, size) = (kv[i], ov[i], iv[i], &in_expr[i]);
+        if transposed {
+            format!(
+                "for (int {kk} = 0; {kk} < {}; {kk}++) {{\n    const int t{i} = {o} + {} - {kk} * {};\n    if (t{i} < 0 || t{i} % {s} != 0 || t{i} / {s} >= {size}) continue;\n    const int {ii} = t{i} / {s};\n",
+                kn[i],
+                pads[i],
+                dl[i],
+                s = st[i]
+            )
+        } else {
+            format!(
+                "for (int {kk} = 0; {kk} < {}; {kk}++) {{\n    const int {ii} = {o} * {} - {} + {kk} * {};\n    if ({ii} < 0 || {ii} >= {size}) continue;\n",
+                kn[i], st[i], pads[i], dl[i]
+            )
+        }
+    };
+    let no_tap = |i: usize| format!("const int {} = 0;\nconst int {} = 0;\n", kv[i], iv[i]);
+    let w_ = &in_expr[2];
+    let load = if transposed {
+        format!("const float xv = x[(nb * cin + g * cpg_in + ic) * {} + (iz * {} + iy) * {w_} + ix];\n", product(&in_expr), in_expr[1])
     } else {
-        format!(
-            r#"                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * {h_expr} * w;
-                    for (int ky = 0; ky < {kh}; ky++) {{
-                        const int iy = oy * {sh} - {pt} + ky * {dh};
-                        if (iy < 0 || iy >= {h_expr}) continue;
-                        for (int kx = 0; kx < {kw}; kx++) {{
-                            const int ix = ox * {sw} - {pl} + kx * {dw};
-                            if (ix < 0 || ix >= w) continue;
-                            const float xv = xc[iy * w + ix];
-                            for (int o = 0; o < OCB; o++)
-                                acc[o] = fma(xv, KF_W(o, ic, ky * {kw} + kx), acc[o]);
-                        }}
-                    }}
-"#
-        )
+        format!("const float xv = xc[(iz * {} + iy) * {w_} + ix];\n", in_expr[1])
+    };
+    let inner = format!("{load}for (int o = 0; o < OCB; o++)\n    acc[o] = fma(xv, KF_W(o, ic, {tap}), acc[o]);\n");
+    let body = indent(&nest(&present, tap_loop, no_tap, &inner), 20);
+    let channel = if transposed {
+        String::new()
+    } else {
+        format!("                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * {};\n", product(&in_expr))
     };
     let taps_code = format!(
-        "                int icb = 0;\n                for (; icb + ICU <= cpg_in; icb += ICU)\n                for (int u = 0; u < ICU; u++) {{\n                    const int ic = icb + u;\n{body}                }}\n                for (; icb < cpg_in; icb++) {{\n                    const int ic = icb;\n{body}                }}\n"
+        "                int icb = 0;\n                for (; icb + ICU <= cpg_in; icb += ICU)\n                for (int u = 0; u < ICU; u++) {{\n                    const int ic = icb + u;\n{channel}{body}                }}\n                for (; icb < cpg_in; icb++) {{\n                    const int ic = icb;\n{channel}{body}                }}\n"
     );
     // Weight (output channel oc0 + o, input channel ic of the group, tap t): from local memory
     // (copied once per work-group) or global memory.
     let global_w = if transposed {
-        format!("weight[((g * cpg_in + (ic)) * cpg_out + (oc0 - g * cpg_out) + (o)) * {taps2} + (t)]", taps2 = kh * kw)
+        format!("weight[((g * cpg_in + (ic)) * cpg_out + (oc0 - g * cpg_out) + (o)) * {taps} + (t)]")
     } else {
-        format!("weight[((oc0 + (o)) * cpg_in + (ic)) * {taps2} + (t)]", taps2 = kh * kw)
+        format!("weight[((oc0 + (o)) * cpg_in + (ic)) * {taps} + (t)]")
     };
     let weights_setup = format!(
         r#"#if WLOCAL
-    for (int e = get_local_id(0); e < OCB * cpg_in * {taps2}; e += WG) {{
-        const int o = e / (cpg_in * {taps2}), ic = (e / {taps2}) % cpg_in, t = e % {taps2};
+    for (int e = get_local_id(0); e < OCB * cpg_in * {taps}; e += WG) {{
+        const int o = e / (cpg_in * {taps}), ic = (e / {taps}) % cpg_in, t = e % {taps};
         wl[e] = {global_w};
     }}
     barrier(CLK_LOCAL_MEM_FENCE);
-#define KF_W(o, ic, t) wl[((o) * cpg_in + (ic)) * {taps2} + (t)]
+#define KF_W(o, ic, t) wl[((o) * cpg_in + (ic)) * {taps} + (t)]
 #else
 #define KF_W(o, ic, t) {global_w}
 #endif
-"#,
-        taps2 = kh * kw
+"#
     );
     let chain = chain_call(cx, &k, "kf_chain", "acc[o]", "ci_out");
     let (pool_open, pool_close, store) = match &g.pool {
-        None => ("                const int oy = py, ox = px;\n".to_string(), String::new(), "                    y[ci_out] = v;\n".to_string()),
+        None => {
+            ("                const int oz = pz, oy = py, ox = px;\n".to_string(), String::new(), "                    y[ci_out] = v;\n".to_string())
+        }
         Some(p) => {
             let (init, fold, finish) = match p.kind {
                 PoolKind::Max => ("-INFINITY", "red[o] = fmax(red[o], v);", "red[o]".to_string()),
-                PoolKind::Avg => ("0.0f", "red[o] += v;", format!("red[o] / {}.0f", ph * pw)),
+                PoolKind::Avg => ("0.0f", "red[o] += v;", format!("red[o] / {}.0f", pool_k.iter().product::<usize>())),
             };
             let post_call = chain_call(cx, &k, "kf_post", "pv", "po");
+            let wv = ["wz", "wy", "wx"];
+            let mut open = format!("            float red[OCB];\n            for (int o = 0; o < OCB; o++) red[o] = {init};\n");
+            for i in 0..3 {
+                open += &format!("            for (int {w} = 0; {w} < {}; {w}++)\n", pool_k[i], w = wv[i]);
+            }
+            open += &format!(
+                "            {{\n                const int oz = pz * {} + wz, oy = py * {} + wy, ox = px * {} + wx;\n",
+                pool_k[0], pool_k[1], pool_k[2]
+            );
             (
+                open,
                 format!(
-                    "            float red[OCB];\n            for (int o = 0; o < OCB; o++) red[o] = {init};\n            for (int wy = 0; wy < {ph}; wy++)\n            for (int wx = 0; wx < {pw}; wx++) {{\n                const int oy = py * {ph} + wy, ox = px * {pw} + wx;\n"
-                ),
-                format!(
-                    "            }}\n            for (int o = 0; o < OCB; o++) {{\n                const int po = ((nb * cout + oc0 + o) * KF_POH + py) * KF_POW + px;\n                const float pv = {finish};\n                y[po] = {post_call};\n            }}\n"
+                    "            }}\n            for (int o = 0; o < OCB; o++) {{\n                const int po = (((nb * cout + oc0 + o) * KF_POD + pz) * KF_POH + py) * KF_POW + px;\n                const float pv = {finish};\n                y[po] = {post_call};\n            }}\n"
                 ),
                 format!("                    {fold}\n"),
             )
@@ -250,12 +255,12 @@ void {entry}({args})
     const int g = oc0 / cpg_out;
 {weights_setup}    for (int e = 0; e < PX; e++) {{
         const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
-        if (p < KF_POH * KF_POW) {{
-            const int py = p / KF_POW, px = p % KF_POW;
+        if (p < KF_POD * KF_POH * KF_POW) {{
+            const int px = p % KF_POW, py = (p / KF_POW) % KF_POH, pz = p / (KF_POW * KF_POH);
 {pool_open}                float acc[OCB];
                 for (int o = 0; o < OCB; o++) acc[o] = {bias_init};
 {taps_code}                for (int o = 0; o < OCB; o++) {{
-                    const int ci_out = ((nb * cout + oc0 + o) * KF_OH + oy) * KF_OW + ox;
+                    const int ci_out = (((nb * cout + oc0 + o) * KF_OD + oz) * KF_OH + oy) * KF_OW + ox;
                     const float v = {chain};
 {store}                }}
 {pool_close}        }}
@@ -266,4 +271,10 @@ void {entry}({args})
     );
     k.source = s;
     k
+}
+
+/// `code` with every line indented by `n` spaces.
+fn indent(code: &str, n: usize) -> String {
+    let pad = " ".repeat(n);
+    code.lines().map(|l| format!("{pad}{l}\n")).collect()
 }

@@ -78,7 +78,7 @@ pub fn generate(fused: &Fused) -> Vec<Kernel> {
 fn generate_one(fused: &Fused, index: usize, g: &Group) -> Kernel {
     let cx = Cx { fused, group: g, entry: format!("k{index:02}_{}", kind_name(&g.anchor)) };
     let mut k = match &g.anchor {
-        Anchor::Map | Anchor::Transpose { .. } => map::generate(&cx),
+        Anchor::Map | Anchor::Move { .. } => map::generate(&cx),
         Anchor::MatMul { .. } => gemm::generate(&cx),
         Anchor::Conv { .. } | Anchor::ConvTranspose { .. } => conv::generate(&cx),
         Anchor::Pool { .. } => pool::generate(&cx),
@@ -103,7 +103,15 @@ pub fn printable(text: &str, max: usize) -> String {
 fn kind_name(a: &Anchor) -> &'static str {
     match a {
         Anchor::Map => "map",
-        Anchor::Transpose { .. } => "transpose",
+        Anchor::Move { kind, .. } => match kind {
+            crate::graph::Move::Transpose(_) => "transpose",
+            crate::graph::Move::Slice(_) => "slice",
+            crate::graph::Move::Pad { .. } => "pad",
+            crate::graph::Move::Concat { .. } => "concat",
+            crate::graph::Move::Expand => "expand",
+            crate::graph::Move::Tile => "tile",
+            crate::graph::Move::Gather { .. } => "gather",
+        },
         Anchor::MatMul { .. } => "matmul",
         Anchor::Conv { .. } => "conv",
         Anchor::ConvTranspose { .. } => "conv_transpose",
@@ -199,6 +207,15 @@ pub(crate) fn product(exprs: &[String]) -> String {
     }
 }
 
+/// `size + c` as an expression (`size`, `(size + 2)`, `(size - 2)`).
+pub(crate) fn plus(size: &str, c: i64) -> String {
+    match c {
+        0 => size.to_string(),
+        c if c > 0 => format!("({size} + {c})"),
+        c => format!("({size} - {})", -c),
+    }
+}
+
 /// A float literal of OpenCL C that is exactly `v`.
 pub(crate) fn lit(v: f32) -> String {
     if v.is_nan() {
@@ -251,7 +268,7 @@ pub(crate) fn coordinates(dims: &Dims, needs: &[usize]) -> String {
 pub(crate) fn side_buffers(cx: &Cx, k: &mut Kernel, spaces: &[(&Chain, &Dims)]) {
     for (s, &v) in cx.group.sides.iter().enumerate() {
         let dims = spaces.iter().find(|(c, _)| reads_side(c, s)).map(|(_, d)| *d).unwrap_or(spaces[0].1);
-        let (_, len, _) = broadcast_offset(dims, cx.shape(v));
+        let (_, len, _) = broadcast_offset(dims, &cx.group.side_shapes[s]);
         let divisor = spaces.iter().any(|(c, _)| c.steps.iter().any(|st| st.op == Op::Binary(Binary::Div) && st.args.get(1) == Some(&Src::Side(s))));
         k.buffers.push(BufferArg { name: format!("s{s}"), len, value: v, output: false, inputs: divisor.then(|| "uniform(0.5, 2.0)".to_string()) });
     }
@@ -297,19 +314,25 @@ pub(crate) fn chain_function(cx: &Cx, k: &Kernel, name: &str, chain: &Chain, dim
     let mut body = String::new();
     let mut needs = Vec::new();
     let mut loads = String::new();
-    for (s, &v) in cx.group.sides.iter().enumerate() {
+    for s in 0..cx.group.sides.len() {
         if !reads_side(chain, s) {
             continue;
         }
-        let (offset, _, idx) = broadcast_offset(dims, cx.shape(v));
+        let (offset, _, idx) = broadcast_offset(dims, &cx.group.side_shapes[s]);
         needs.extend(idx);
         loads += &format!("    const float l{s} = s{s}[{offset}];\n");
+    }
+    // Trilu reads the coordinates of the last two dimensions.
+    let r = dims.exprs.len();
+    let triangle = (r >= 2).then(|| (format!("q{}", r - 2), format!("q{}", r - 1)));
+    if chain.steps.iter().any(|st| matches!(st.op, Op::Unary(Unary::Trilu { .. }))) {
+        needs.extend([r - 2, r - 1]);
     }
     body += &coordinates(dims, &needs);
     body += &loads;
     for (n, step) in chain.steps.iter().enumerate() {
         let args: Vec<String> = step.args.iter().map(src).collect();
-        body += &format!("    const float t{n} = {};\n", expression(&step.op, &args));
+        body += &format!("    const float t{n} = {};\n", expression(&step.op, &args, &step.args, triangle.as_ref()));
     }
     let (sizes, _) = size_params(k);
     let (sides, _) = side_params(cx);
@@ -334,10 +357,18 @@ fn src(s: &Src) -> String {
     }
 }
 
-/// One element-wise operator in C (every function is OpenCL's full-precision one).
-fn expression(op: &Op, a: &[String]) -> String {
+/// A boolean condition as the float ONNX's booleans are here (1 or 0).
+fn boolean(cond: String) -> String {
+    format!("(({cond}) ? 1.0f : 0.0f)")
+}
+
+/// One element-wise operator in C (every function is OpenCL's full-precision one). `srcs` are
+/// the operands' sources (a literal exponent is computed exactly); `triangle` the coordinates
+/// of the last two dimensions, for Trilu.
+fn expression(op: &Op, a: &[String], srcs: &[Src], triangle: Option<&(String, String)>) -> String {
     let x = a.first().cloned().unwrap_or_default();
     match op {
+        Op::Where => format!("({x} != 0.0f ? {} : {})", a[1], a[2]),
         Op::Binary(b) => {
             let y = &a[1];
             match b {
@@ -347,6 +378,25 @@ fn expression(op: &Op, a: &[String]) -> String {
                 Binary::Div => format!("{x} / {y}"),
                 Binary::Max => format!("fmax({x}, {y})"),
                 Binary::Min => format!("fmin({x}, {y})"),
+                Binary::Pow => match srcs.get(1) {
+                    Some(Src::Literal(e)) if *e == 1.0 => x,
+                    Some(Src::Literal(e)) if *e == 2.0 => format!("({x} * {x})"),
+                    Some(Src::Literal(e)) if e.fract() == 0.0 && e.abs() <= 64.0 => format!("pown({x}, {})", *e as i32),
+                    Some(Src::Literal(e)) if *e == 0.5 => format!("sqrt({x})"),
+                    _ => format!("pow({x}, {y})"),
+                },
+                Binary::Mod { fmod: true } => format!("fmod({x}, {y})"),
+                // the sign of the divisor, as Python's %
+                Binary::Mod { fmod: false } => format!("({x} - {y} * floor({x} / {y}))"),
+                Binary::PRelu => format!("({x} < 0.0f ? {y} * {x} : {x})"),
+                Binary::Equal => boolean(format!("{x} == {y}")),
+                Binary::Less => boolean(format!("{x} < {y}")),
+                Binary::LessOrEqual => boolean(format!("{x} <= {y}")),
+                Binary::Greater => boolean(format!("{x} > {y}")),
+                Binary::GreaterOrEqual => boolean(format!("{x} >= {y}")),
+                Binary::And => boolean(format!("{x} != 0.0f && {y} != 0.0f")),
+                Binary::Or => boolean(format!("{x} != 0.0f || {y} != 0.0f")),
+                Binary::Xor => boolean(format!("({x} != 0.0f) != ({y} != 0.0f)")),
             }
         }
         Op::Unary(u) => match u {
@@ -356,8 +406,24 @@ fn expression(op: &Op, a: &[String]) -> String {
             Unary::Tanh => format!("tanh({x})"),
             Unary::Erf => format!("erf({x})"),
             Unary::Exp => format!("exp({x})"),
+            Unary::Log => format!("log({x})"),
+            Unary::Sqrt => format!("sqrt({x})"),
+            Unary::Reciprocal => format!("1.0f / {x}"),
             Unary::Neg => format!("-{x}"),
             Unary::Abs => format!("fabs({x})"),
+            Unary::Sign => format!("({x} > 0.0f ? 1.0f : ({x} < 0.0f ? -1.0f : {x}))"),
+            Unary::Floor => format!("floor({x})"),
+            Unary::Ceil => format!("ceil({x})"),
+            Unary::Round => format!("rint({x})"),
+            Unary::Sin => format!("sin({x})"),
+            Unary::Cos => format!("cos({x})"),
+            Unary::Tan => format!("tan({x})"),
+            Unary::Asin => format!("asin({x})"),
+            Unary::Acos => format!("acos({x})"),
+            Unary::Atan => format!("atan({x})"),
+            Unary::Sinh => format!("sinh({x})"),
+            Unary::Cosh => format!("cosh({x})"),
+            Unary::Softsign => format!("{x} / (1.0f + fabs({x}))"),
             Unary::Softplus => format!("kf_softplus({x})"),
             Unary::HardSigmoid(al, be) => format!("fmax(0.0f, fmin(1.0f, {} * {x} + {}))", lit(*al), lit(*be)),
             Unary::HardSwish => format!("{x} * fmax(0.0f, fmin(1.0f, {x} / 6.0f + 0.5f))"),
@@ -368,6 +434,27 @@ fn expression(op: &Op, a: &[String]) -> String {
                 format!("0.5f * {x} * (1.0f + tanh(0.79788456080286536f * ({x} + 0.044715f * {x} * {x} * {x})))")
             }
             Unary::Elu(al) => format!("({x} >= 0.0f ? {x} : {} * (exp({x}) - 1.0f))", lit(*al)),
+            Unary::Celu(al) => format!("(fmax(0.0f, {x}) + fmin(0.0f, {a} * (exp({x} / {a}) - 1.0f)))", a = lit(*al)),
+            Unary::Selu(al, ga) => format!("{} * ({x} > 0.0f ? {x} : {} * (exp({x}) - 1.0f))", lit(*ga), lit(*al)),
+            Unary::ThresholdedRelu(al) => format!("({x} > {} ? {x} : 0.0f)", lit(*al)),
+            Unary::Shrink(bias, lambd) => {
+                format!("({x} < -{l} ? {x} + {b} : ({x} > {l} ? {x} - {b} : 0.0f))", l = lit(*lambd), b = lit(*bias))
+            }
+            Unary::Not => boolean(format!("{x} == 0.0f")),
+            Unary::IsNaN => boolean(format!("isnan({x})")),
+            Unary::IsInf { negative, positive } => match (negative, positive) {
+                (true, true) => boolean(format!("isinf({x})")),
+                (false, true) => boolean(format!("{x} == INFINITY")),
+                (true, false) => boolean(format!("{x} == -INFINITY")),
+                (false, false) => "0.0f".into(),
+            },
+            Unary::Trunc => format!("trunc({x})"),
+            Unary::Bool => boolean(format!("{x} != 0.0f")),
+            Unary::Trilu { upper, k } => {
+                let (row, col) = triangle.expect("Trilu has two dimensions (checked when read)");
+                let keep = if *upper { format!("{col} - {row} >= {k}") } else { format!("{col} - {row} <= {k}") };
+                format!("(({keep}) ? {x} : 0.0f)")
+            }
         },
         other => unreachable!("not element-wise: {other:?}"),
     }

@@ -104,6 +104,18 @@ impl G {
         self.init(name, shape, random(n, seed))
     }
 
+    /// An int64 initializer of any shape.
+    pub fn init_ints(mut self, name: &str, shape: &[usize], values: &[i64]) -> G {
+        self.graph.initializer.push(TensorProto {
+            name: name.into(),
+            dims: shape.iter().map(|&d| d as i64).collect(),
+            data_type: data_type::INT64,
+            int64_data: values.to_vec(),
+            ..Default::default()
+        });
+        self
+    }
+
     pub fn int64s(mut self, name: &str, values: &[i64]) -> G {
         self.graph.initializer.push(TensorProto {
             name: name.into(),
@@ -162,8 +174,8 @@ impl G {
 
 /// The kernels' specifications, read back from the generated crate's `src/lib.rs` exactly as
 /// the macro reads them (the crate's files written under `dir`).
-pub fn specs(imported: &Imported, bytes: &[u8], dir: &Path) -> Vec<KernelSpec> {
-    let files = emit::files(imported, bytes, &emit::Options { name: "imported", kfoundry: "{ path = \"../..\" }", model_file: "model.onnx" });
+pub fn specs(imported: &Imported, dir: &Path) -> Vec<KernelSpec> {
+    let files = emit::files(imported, &emit::Options { name: "imported", kfoundry: "{ path = \"../..\" }", model_file: "model.onnx" });
     for (path, data) in &files {
         let p = dir.join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -290,7 +302,7 @@ pub fn tract(bytes: &[u8], shapes: &[Vec<usize>], inputs: &[Vec<f32>]) -> Vec<Ve
     plan.run(tensors)
         .expect("tract runs")
         .into_iter()
-        .map(|t| t.into_tensor().to_plain_array_view::<f32>().unwrap().iter().copied().collect())
+        .map(|t| t.into_tensor().cast_to::<f32>().unwrap().to_plain_array_view::<f32>().unwrap().iter().copied().collect())
         .collect()
 }
 
@@ -316,9 +328,9 @@ pub fn check(what: &str, g: &G, random_configs: u64) -> Imported {
 /// [`check`], and also with each of `fixed` (parameters set over the reference).
 pub fn check_with(what: &str, g: &G, random_configs: u64, fixed: &[&'static [(&'static str, i64)]]) -> Imported {
     let bytes = g.bytes();
-    let imported = kfoundry_import::import(&bytes, &BTreeMap::new()).unwrap_or_else(|e| panic!("{what}: import: {e}"));
+    let imported = kfoundry_import::import(&bytes, &Default::default()).unwrap_or_else(|e| panic!("{what}: import: {e}"));
     let dir = tempfile::tempdir().unwrap();
-    let specs = specs(&imported, &bytes, dir.path());
+    let specs = specs(&imported, dir.path());
     let shapes = g.input_shapes();
     let inputs: Vec<Vec<f32>> = shapes.iter().enumerate().map(|(i, s)| random(s.iter().product(), 100 + i as u64)).collect();
     let theirs = tract(&bytes, &shapes, &inputs);

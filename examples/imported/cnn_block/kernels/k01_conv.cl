@@ -21,9 +21,11 @@
 #endif
 
 static inline float kf_softplus(const float x) { return x > 20.0f ? x : log1p(exp(x)); }
+#define KF_OD 1
+#define KF_POD 1
 #define KF_OH h
-#define KF_OW w
 #define KF_POH h
+#define KF_OW w
 #define KF_POW w
 static inline float kf_chain(const float v, const int i, const int n, const int cin, const int h, const int w, const int cout)
 {
@@ -51,45 +53,49 @@ void k01_conv(const int n, const int cin, const int h, const int w, const int co
 #endif
     for (int e = 0; e < PX; e++) {
         const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
-        if (p < KF_POH * KF_POW) {
-            const int py = p / KF_POW, px = p % KF_POW;
-                const int oy = py, ox = px;
+        if (p < KF_POD * KF_POH * KF_POW) {
+            const int px = p % KF_POW, py = (p / KF_POW) % KF_POH, pz = p / (KF_POW * KF_POH);
+                const int oz = pz, oy = py, ox = px;
                 float acc[OCB];
                 for (int o = 0; o < OCB; o++) acc[o] = bias[oc0 + o];
                 int icb = 0;
                 for (; icb + ICU <= cpg_in; icb += ICU)
                 for (int u = 0; u < ICU; u++) {
                     const int ic = icb + u;
-                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * h * w;
+                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * (h * w);
+                    const int kz = 0;
+                    const int iz = 0;
                     for (int ky = 0; ky < 3; ky++) {
                         const int iy = oy * 1 - 1 + ky * 1;
                         if (iy < 0 || iy >= h) continue;
-                        for (int kx = 0; kx < 3; kx++) {
-                            const int ix = ox * 1 - 1 + kx * 1;
-                            if (ix < 0 || ix >= w) continue;
-                            const float xv = xc[iy * w + ix];
-                            for (int o = 0; o < OCB; o++)
-                                acc[o] = fma(xv, KF_W(o, ic, ky * 3 + kx), acc[o]);
-                        }
+                    for (int kx = 0; kx < 3; kx++) {
+                        const int ix = ox * 1 - 1 + kx * 1;
+                        if (ix < 0 || ix >= w) continue;
+                    const float xv = xc[(iz * h + iy) * w + ix];
+                    for (int o = 0; o < OCB; o++)
+                        acc[o] = fma(xv, KF_W(o, ic, (kz * 3 + ky) * 3 + kx), acc[o]);
+                    }
                     }
                 }
                 for (; icb < cpg_in; icb++) {
                     const int ic = icb;
-                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * h * w;
+                    const __global float* xc = x + (nb * cin + g * cpg_in + ic) * (h * w);
+                    const int kz = 0;
+                    const int iz = 0;
                     for (int ky = 0; ky < 3; ky++) {
                         const int iy = oy * 1 - 1 + ky * 1;
                         if (iy < 0 || iy >= h) continue;
-                        for (int kx = 0; kx < 3; kx++) {
-                            const int ix = ox * 1 - 1 + kx * 1;
-                            if (ix < 0 || ix >= w) continue;
-                            const float xv = xc[iy * w + ix];
-                            for (int o = 0; o < OCB; o++)
-                                acc[o] = fma(xv, KF_W(o, ic, ky * 3 + kx), acc[o]);
-                        }
+                    for (int kx = 0; kx < 3; kx++) {
+                        const int ix = ox * 1 - 1 + kx * 1;
+                        if (ix < 0 || ix >= w) continue;
+                    const float xv = xc[(iz * h + iy) * w + ix];
+                    for (int o = 0; o < OCB; o++)
+                        acc[o] = fma(xv, KF_W(o, ic, (kz * 3 + ky) * 3 + kx), acc[o]);
+                    }
                     }
                 }
                 for (int o = 0; o < OCB; o++) {
-                    const int ci_out = ((nb * cout + oc0 + o) * KF_OH + oy) * KF_OW + ox;
+                    const int ci_out = (((nb * cout + oc0 + o) * KF_OD + oz) * KF_OH + oy) * KF_OW + ox;
                     const float v = kf_chain(acc[o], ci_out, n, cin, h, w, cout);
                     y[ci_out] = v;
                 }

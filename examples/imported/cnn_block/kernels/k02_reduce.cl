@@ -15,9 +15,10 @@
 #endif
 
 static inline float kf_softplus(const float x) { return x > 20.0f ? x : log1p(exp(x)); }
-#define KF_OUTER (d0 * d1)
+#define KF_ROWS (d0 * d1)
 #define KF_R (d2 * d3)
-#define KF_INNER 1
+#define KF_BASE(i) ((i) * (d2 * d3))
+#define KF_AT(j) ((j))
 static inline float kf_chain(const float v, const int i, const int d0, const int d1, const int d2, const int d3)
 {
     return v;
@@ -26,18 +27,17 @@ static inline float kf_chain(const float v, const int i, const int d0, const int
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void k02_reduce(const int d0, const int d1, const int d2, const int d3, __global const float* restrict x, __global float* restrict y)
 {
-    const int rows = KF_OUTER * KF_INNER;
 #if MODE == 0
     __local float buf[WG];
     const int lid = get_local_id(0);
     const int i = get_group_id(0);
-    const int base = (i / KF_INNER) * KF_R * KF_INNER + i % KF_INNER;
+    const int base = KF_BASE(i);
     float acc_p[UNROLL];
     for (int u = 0; u < UNROLL; u++) acc_p[u] = 0.0f;
     int acc_j = lid;
     for (; acc_j + (UNROLL - 1) * (WG) < (KF_R); acc_j += UNROLL * (WG))
-        for (int u = 0; u < UNROLL; u++) acc_p[u] = acc_p[u] + x[base + ((acc_j + u * (WG))) * KF_INNER];
-    for (; acc_j < (KF_R); acc_j += WG) acc_p[0] = acc_p[0] + x[base + (acc_j) * KF_INNER];
+        for (int u = 0; u < UNROLL; u++) acc_p[u] = acc_p[u] + x[base + KF_AT((acc_j + u * (WG)))];
+    for (; acc_j < (KF_R); acc_j += WG) acc_p[0] = acc_p[0] + x[base + KF_AT(acc_j)];
     float acc = acc_p[0];
     for (int u = 1; u < UNROLL; u++) acc = acc + acc_p[u];
     buf[lid] = acc;
@@ -53,14 +53,14 @@ void k02_reduce(const int d0, const int d1, const int d2, const int d3, __global
     }
 #else
     const int i = get_global_id(0);
-    if (i >= rows) return;
-    const int base = (i / KF_INNER) * KF_R * KF_INNER + i % KF_INNER;
+    if (i >= KF_ROWS) return;
+    const int base = KF_BASE(i);
     float acc_p[UNROLL];
     for (int u = 0; u < UNROLL; u++) acc_p[u] = 0.0f;
     int acc_j = 0;
     for (; acc_j + (UNROLL - 1) * (1) < (KF_R); acc_j += UNROLL * (1))
-        for (int u = 0; u < UNROLL; u++) acc_p[u] = acc_p[u] + x[base + ((acc_j + u * (1))) * KF_INNER];
-    for (; acc_j < (KF_R); acc_j += 1) acc_p[0] = acc_p[0] + x[base + (acc_j) * KF_INNER];
+        for (int u = 0; u < UNROLL; u++) acc_p[u] = acc_p[u] + x[base + KF_AT((acc_j + u * (1)))];
+    for (; acc_j < (KF_R); acc_j += 1) acc_p[0] = acc_p[0] + x[base + KF_AT(acc_j)];
     float acc = acc_p[0];
     for (int u = 1; u < UNROLL; u++) acc = acc + acc_p[u];
     const float v = acc / (float)(KF_R);

@@ -11,8 +11,8 @@ use kfoundry::ocl::{Buffer, Queue};
     source = "kernels/k00_conv.cl",
     params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1]),
     reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0),
-    require(cout % OCB == 0, h + 2 >= 3, w + 2 >= 3, (h / 2) >= 1, (w / 2) >= 1, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * h * w) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
-    global = (ceil_div((h / 2) * (w / 2), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
+    require(cout % OCB == 0, h + 2 >= 3, (h / 2) >= 1, w + 2 >= 3, (w / 2) >= 1, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * h * w) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
+    global = (ceil_div(((h / 2) * (w / 2)), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * (h / 2) * (w / 2)), wl = max(1, WLOCAL * OCB * cin * 9)),
     check(y, rtol = 1e-4, atol = 1e-5),
     workloads(small(n = 1, cin = 3, h = 8, w = 8, cout = 16), full(n = 2, cin = 3, h = 32, w = 32, cout = 16, on = gpu)),
@@ -27,7 +27,7 @@ pub struct K00Conv;
     params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1]),
     reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0),
     require(cout % OCB == 0, h + 2 >= 3, w + 2 >= 3, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * h * w) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
-    global = (ceil_div(h * w, WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
+    global = (ceil_div((h * w), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * h * w), wl = max(1, WLOCAL * OCB * cin * 9)),
     check(y, rtol = 1e-4, atol = 3.6e-5),
     workloads(small(n = 1, cin = 16, h = 4, w = 4, cout = 32), full(n = 2, cin = 16, h = 16, w = 16, cout = 32, on = gpu)),
@@ -36,7 +36,7 @@ pub struct K00Conv;
 )]
 pub struct K01Conv;
 
-/// Fuses gap (GlobalAveragePool).
+/// Fuses gap (GlobalAveragePool), flatten (Flatten).
 #[kfoundry::evolve(
     source = "kernels/k02_reduce.cl",
     params(WG = pow2(32..=1024), MODE = [0, 1], UNROLL = [1, 2, 4, 8]),

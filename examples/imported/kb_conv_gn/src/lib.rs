@@ -12,7 +12,7 @@ use kfoundry::ocl::{Buffer, Queue};
     params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1]),
     reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0),
     require(cout % OCB == 0, h >= 3, w >= 3, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * (h - 2) * (w - 2)) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
-    global = (ceil_div((h - 2) * (w - 2), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
+    global = (ceil_div(((h - 2) * (w - 2)), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * (h - 2) * (w - 2)), wl = max(1, WLOCAL * OCB * cin * 9)),
     check(y, rtol = 1e-4, atol = 1.8e-5),
     workloads(small(n = 1, cin = 8, h = 6, w = 6, cout = 32), full(n = 2, cin = 8, h = 34, w = 34, cout = 32, on = gpu)),

@@ -40,7 +40,8 @@ fn matches_tract_onnx() -> Result<(), Box<dyn std::error::Error>> {
     let theirs = plan.run(tensors)?;
     assert_eq!(theirs.len(), ours.len(), "output count");
     for (o, ((name, _), (t, a))) in model::OUTPUTS.iter().zip(theirs.iter().zip(&ours)).enumerate() {
-        let t: Vec<f32> = t.clone().into_tensor().to_plain_array_view::<f32>()?.iter().copied().collect();
+        // Integer outputs (ArgMax's) are compared as the floats the kernels write.
+        let t: Vec<f32> = t.clone().into_tensor().cast_to::<f32>()?.to_plain_array_view::<f32>()?.iter().copied().collect();
         assert_eq!(t.len(), a.len(), "output {o} `{name}`: length");
         let scale = t.iter().fold(0f32, |m, v| m.max(v.abs()));
         for (i, (x, y)) in a.iter().zip(&t).enumerate() {

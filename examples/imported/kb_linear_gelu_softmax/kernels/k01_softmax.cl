@@ -12,9 +12,10 @@
 #endif
 
 static inline float kf_softplus(const float x) { return x > 20.0f ? x : log1p(exp(x)); }
-#define KF_OUTER d0
+#define KF_ROWS d0
 #define KF_R d1
-#define KF_INNER 1
+#define KF_BASE(i) ((i) * d1)
+#define KF_AT(j) ((j))
 static inline float kf_chain(const float v, const int i, const int d0, const int d1)
 {
     return v;
@@ -26,13 +27,13 @@ void k01_softmax(const int d0, const int d1, __global const float* restrict x, _
     __local float buf[WG];
     const int lid = get_local_id(0);
     const int row = get_group_id(0);
-    const int base = (row / KF_INNER) * KF_R * KF_INNER + row % KF_INNER;
+    const int base = KF_BASE(row);
     float m_p[UNROLL];
     for (int u = 0; u < UNROLL; u++) m_p[u] = -INFINITY;
     int m_j = lid;
     for (; m_j + (UNROLL - 1) * (WG) < (KF_R); m_j += UNROLL * (WG))
-        for (int u = 0; u < UNROLL; u++) m_p[u] = fmax(m_p[u], x[base + ((m_j + u * (WG))) * KF_INNER]);
-    for (; m_j < (KF_R); m_j += WG) m_p[0] = fmax(m_p[0], x[base + (m_j) * KF_INNER]);
+        for (int u = 0; u < UNROLL; u++) m_p[u] = fmax(m_p[u], x[base + KF_AT((m_j + u * (WG)))]);
+    for (; m_j < (KF_R); m_j += WG) m_p[0] = fmax(m_p[0], x[base + KF_AT(m_j)]);
     float m = m_p[0];
     for (int u = 1; u < UNROLL; u++) m = fmax(m, m_p[u]);
     buf[lid] = m;
@@ -46,8 +47,8 @@ void k01_softmax(const int d0, const int d1, __global const float* restrict x, _
     for (int u = 0; u < UNROLL; u++) sum_p[u] = 0.0f;
     int sum_j = lid;
     for (; sum_j + (UNROLL - 1) * (WG) < (KF_R); sum_j += UNROLL * (WG))
-        for (int u = 0; u < UNROLL; u++) sum_p[u] = sum_p[u] + exp(x[base + ((sum_j + u * (WG))) * KF_INNER] - m);
-    for (; sum_j < (KF_R); sum_j += WG) sum_p[0] = sum_p[0] + exp(x[base + (sum_j) * KF_INNER] - m);
+        for (int u = 0; u < UNROLL; u++) sum_p[u] = sum_p[u] + exp(x[base + KF_AT((sum_j + u * (WG)))] - m);
+    for (; sum_j < (KF_R); sum_j += WG) sum_p[0] = sum_p[0] + exp(x[base + KF_AT(sum_j)] - m);
     float sum = sum_p[0];
     for (int u = 1; u < UNROLL; u++) sum = sum + sum_p[u];
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -59,7 +60,7 @@ void k01_softmax(const int d0, const int d1, __global const float* restrict x, _
     barrier(CLK_LOCAL_MEM_FENCE);
     sum = buf[0];
     for (int j = lid; j < KF_R; j += WG) {
-        const int i = base + j * KF_INNER;
+        const int i = base + KF_AT(j);
         const float xv = x[i];
         const float v = exp(xv - m) / sum;
         y[i] = kf_chain(v, i, d0, d1);

@@ -329,6 +329,15 @@ pub struct ImportArgs {
     /// Replace DIR if it exists.
     #[arg(long)]
     pub force: bool,
+    /// Where the generated `Model` gets its weights: `embed` (built into the binary,
+    /// `Model::new`) or `file` (`Model::from_weights_file(queue, path)` reads `weights.bin` when
+    /// the program runs, checked by length and checksum). Default: embed up to 64 MiB.
+    #[arg(long, value_name = "embed|file", value_parser = ["embed", "file"])]
+    pub weights: Option<String>,
+    /// Also write the generated kernels as a bundle that `tune --bundle` reads (what
+    /// `cargo kfoundry bundle` would write for the crate), for a machine without cargo.
+    #[arg(long, value_name = "PATH")]
+    pub bundle: Option<PathBuf>,
     /// No summary.
     #[arg(short, long)]
     pub quiet: bool,

@@ -350,8 +350,8 @@ fn tensor_core_path_is_refused_where_the_device_cannot_run_it() {
     assert!(e.contains("does not hold on this device") && e.contains("device_sm >= 80"), "{e}");
 }
 
-/// The tensor-core machinery is the same text in gemm.cl and linear_gelu.cl (an annotation
-/// reads one source file): the two copies must not drift apart.
+/// The tensor-core machinery is the same text in gemm.cl, linear_gelu.cl and the importer's
+/// template (an annotation reads one source file): the copies must not drift apart.
 #[test]
 fn tensor_core_blocks_of_the_two_gemm_kernels_are_identical() {
     let block = |source: &'static str| -> &'static str {
@@ -363,6 +363,12 @@ fn tensor_core_blocks_of_the_two_gemm_kernels_are_identical() {
     let linear = block(include_str!("../kernels/linear_gelu.cl"));
     assert!(gemm.contains("KM_B_KMAJOR") && gemm.len() > 4000, "the block was found whole");
     assert_eq!(gemm, linear, "the tensor-core blocks of gemm.cl and linear_gelu.cl differ");
+    // The importer's matrix products use the same text (its template: machinery, main loop).
+    let template = include_str!("../../cargo-kfoundry/import/templates/tensor_core_3xtf32.cl");
+    let (_, parts) = template.split_once("/* ==== machinery ==== */\n").expect("the template's machinery");
+    let (machinery, main_loop) = parts.split_once("/* ==== main loop ==== */\n").expect("the template's main loop");
+    assert_eq!(machinery, gemm, "the importer's tensor-core machinery is not gemm.cl's");
+    assert!(main_loop.len() > 2000 && include_str!("../kernels/gemm.cl").contains(main_loop), "the importer's main loop is not gemm.cl's");
 }
 
 /// Builds `conv_gn.cl` with `options` (none: the reference) and runs it on the inputs of

@@ -18,6 +18,30 @@ pub struct Options<'a> {
     pub kfoundry: &'a str,
     /// The model file's name, for the docs.
     pub model_file: &'a str,
+    /// Whether `weights.bin` is built into the crate (`include_bytes!`, [`Model::new`]) or
+    /// read when the program runs (`Model::from_weights_file`), so that a model of any size
+    /// builds into a small binary.
+    pub weights: Weights,
+}
+
+/// Where the generated `Model` finds its weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// In the binary (`include_bytes!("../weights.bin")`).
+    Embed,
+    /// In a file the program names when it runs; only its length and checksum are built in.
+    File,
+}
+
+impl Weights {
+    /// Embedding up to this many bytes of weights is the default; above it, a file.
+    pub const EMBED_LIMIT: usize = 64 << 20;
+}
+
+/// FNV-1a over `bytes`: the checksum a weights file is checked against when it is loaded (a
+/// file of another model or another import of it is refused, not run).
+pub fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// The storage of the graph's tensors: one buffer ("slot") per tensor a kernel, an input or an
@@ -76,7 +100,7 @@ impl Slots {
 pub fn files(imported: &Imported, o: &Options) -> Vec<(PathBuf, Vec<u8>)> {
     // The model's file name lands in comments and a TOML string: letters, digits, `.-_` only.
     let model_file: String = o.model_file.chars().take(80).map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
-    let o = &Options { name: o.name, kfoundry: o.kfoundry, model_file: &model_file };
+    let o = &Options { name: o.name, kfoundry: o.kfoundry, model_file: &model_file, weights: o.weights };
     let slots = Slots::new(imported);
     let mut weights = Vec::new();
     let mut placed = Vec::new();
@@ -89,13 +113,18 @@ pub fn files(imported: &Imported, o: &Options) -> Vec<(PathBuf, Vec<u8>)> {
     }
     let mut out = vec![
         (PathBuf::from("Cargo.toml"), cargo_toml(o).into_bytes()),
-        (PathBuf::from("src/lib.rs"), lib_rs(imported, &slots, &placed, o).into_bytes()),
+        (PathBuf::from("src/lib.rs"), lib_rs(imported, &slots, &placed, (weights.len(), checksum(&weights)), o).into_bytes()),
         (PathBuf::from("weights.bin"), weights),
     ];
     // The test against tract-onnx needs the model as one file.
     if let Some(model) = &imported.model_copy {
         out.push((PathBuf::from("model.onnx"), model.clone()));
-        out.push((PathBuf::from("tests/tract.rs"), TRACT_TEST.replace("NAME", &o.name.replace('-', "_")).into_bytes()));
+        let new_model = match o.weights {
+            Weights::Embed => "model::Model::new(&queue)",
+            Weights::File => "model::Model::from_weights_file(&queue, concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/weights.bin\"))",
+        };
+        let test = TRACT_TEST.replace("NAME", &o.name.replace('-', "_")).replace("NEW_MODEL", new_model);
+        out.push((PathBuf::from("tests/tract.rs"), test.into_bytes()));
     }
     for k in &imported.kernels {
         out.push((PathBuf::from(format!("kernels/{}.cl", k.entry)), k.source.clone().into_bytes()));
@@ -145,6 +174,9 @@ fn annotation(k: &Kernel) -> String {
         let _ = writeln!(a, "    inputs({}),", list(drawn));
     }
     let _ = writeln!(a, "    check(y, rtol = {:e}, atol = {:e}),", k.rtol, k.atol);
+    if k.edges_finite {
+        let _ = writeln!(a, "    edges = finite,");
+    }
     let bind = |small: bool| list(k.sizes.iter().map(|s| format!("{} = {}", s.name, if small { s.small } else { s.full })).collect());
     if k.sizes.iter().all(|s| s.small == s.full) {
         let _ = writeln!(a, "    workloads(full({})),", bind(false));
@@ -156,7 +188,7 @@ fn annotation(k: &Kernel) -> String {
     a
 }
 
-fn lib_rs(imported: &Imported, slots: &Slots, placed: &[(usize, usize, usize)], o: &Options) -> String {
+fn lib_rs(imported: &Imported, slots: &Slots, placed: &[(usize, usize, usize)], weights: (usize, u64), o: &Options) -> String {
     let g = &imported.fused.graph;
     let mut s = String::new();
     let _ = writeln!(
@@ -182,7 +214,11 @@ fn lib_rs(imported: &Imported, slots: &Slots, placed: &[(usize, usize, usize)], 
     let _ = writeln!(s, "/// Constants: (slot, first byte in `weights.bin`, elements).\nconst WEIGHT_SLOTS: &[(usize, usize, usize)] = &{placed:?};");
     let _ = writeln!(s, "const INPUT_SLOTS: [usize; {}] = {:?};", slots.inputs.len(), slots.inputs);
     let _ = writeln!(s, "const OUTPUT_SLOTS: [usize; {}] = {:?};", slots.outputs.len(), slots.outputs);
-    s += "static WEIGHTS: &[u8] = include_bytes!(\"../weights.bin\");\n\n";
+    let _ = writeln!(s, "/// The length and checksum (FNV-1a) of `weights.bin`: a weights file must match both.");
+    let _ = writeln!(s, "pub const WEIGHTS_BYTES: usize = {};\npub const WEIGHTS_CHECKSUM: u64 = {:#018x};", weights.0, weights.1);
+    if o.weights == Weights::Embed {
+        s += "static WEIGHTS: &[u8] = include_bytes!(\"../weights.bin\");\n\n";
+    }
     s += MODEL_TYPES;
     let mut launches = String::new();
     let mut explains = String::new();
@@ -198,7 +234,8 @@ fn lib_rs(imported: &Imported, slots: &Slots, placed: &[(usize, usize, usize)], 
             sizes.join(", ")
         );
     }
-    s += &MODEL_IMPL.replace("LAUNCHES\n", &launches).replace("EXPLAINS\n", &explains);
+    let new = if o.weights == Weights::Embed { EMBEDDED_NEW } else { "" };
+    s += &MODEL_IMPL.replace("EMBEDDED_NEW\n", new).replace("LAUNCHES\n", &launches).replace("EXPLAINS\n", &explains);
     s
 }
 
@@ -211,6 +248,9 @@ pub enum Error {
     InputCount { expected: usize, given: usize },
     /// An input holds another number of elements than its shape.
     InputLength { input: &'static str, expected: usize, given: usize },
+    /// The weights given are not this import's `weights.bin` (length or checksum), or the
+    /// file could not be read.
+    Weights(String),
 }
 
 impl std::fmt::Display for Error {
@@ -219,6 +259,7 @@ impl std::fmt::Display for Error {
             Error::Kfoundry(e) => write!(f, "{e}"),
             Error::InputCount { expected, given } => write!(f, "the model takes {expected} input(s), {given} given"),
             Error::InputLength { input, expected, given } => write!(f, "input `{input}` needs {expected} element(s), {given} given"),
+            Error::Weights(what) => write!(f, "weights: {what}"),
         }
     }
 }
@@ -246,14 +287,36 @@ pub struct Model {
 
 const MODEL_IMPL: &str = r#"
 impl Model {
-    /// Allocates the graph's buffers on `queue`'s device and uploads its weights.
-    pub fn new(queue: &Queue) -> Result<Model, Error> {
+EMBEDDED_NEW
+    /// Allocates the graph's buffers on `queue`'s device and uploads the weights in the file
+    /// at `path` (this import's `weights.bin`, checked by length and checksum).
+    pub fn from_weights_file(queue: &Queue, path: impl AsRef<std::path::Path>) -> Result<Model, Error> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
+        Model::with_weights(queue, &bytes).map_err(|e| match e {
+            Error::Weights(what) => Error::Weights(format!("{}: {what}", path.display())),
+            e => e,
+        })
+    }
+
+    /// Allocates the graph's buffers on `queue`'s device and uploads `weights` (the bytes of
+    /// this import's `weights.bin`, checked by length and checksum).
+    pub fn with_weights(queue: &Queue, weights: &[u8]) -> Result<Model, Error> {
+        if weights.len() != WEIGHTS_BYTES {
+            return Err(Error::Weights(format!("{} bytes where this model's weights.bin has {WEIGHTS_BYTES}", weights.len())));
+        }
+        let sum = weights.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+        if sum != WEIGHTS_CHECKSUM {
+            return Err(Error::Weights(format!(
+                "checksum {sum:#018x} where this model's weights.bin has {WEIGHTS_CHECKSUM:#018x}: another model's, or another import's"
+            )));
+        }
         let mut slots = Vec::with_capacity(SLOTS.len());
         for &len in &SLOTS {
             slots.push(Buffer::<f32>::builder().queue(queue.clone()).len(len).build()?);
         }
         for &(slot, offset, len) in WEIGHT_SLOTS {
-            let data: Vec<f32> = WEIGHTS[offset..offset + 4 * len].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let data: Vec<f32> = weights[offset..offset + 4 * len].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
             slots[slot].write(&data[..]).enq()?;
         }
         queue.finish()?;
@@ -303,6 +366,13 @@ LAUNCHES
 }
 "#;
 
+const EMBEDDED_NEW: &str = r#"    /// Allocates the graph's buffers on `queue`'s device and uploads its weights (built into
+    /// the binary).
+    pub fn new(queue: &Queue) -> Result<Model, Error> {
+        Model::with_weights(queue, WEIGHTS)
+    }
+"#;
+
 const TRACT_TEST: &str = r#"//! The generated kernels against tract-onnx, an independent ONNX runtime, on random inputs.
 //! Runs through dispatch: the reference kernels before a tune, the tuned variants after
 //! `cargo kfoundry tune` and a rebuild.
@@ -330,7 +400,7 @@ fn matches_tract_onnx() -> Result<(), Box<dyn std::error::Error>> {
     let (platform, device) = kfoundry::default_device()?;
     let context = Context::builder().platform(platform).devices(device).build()?;
     let queue = Queue::new(&context, device, None)?;
-    let runner = model::Model::new(&queue)?;
+    let runner = NEW_MODEL?;
     let inputs: Vec<Vec<f32>> = model::INPUTS.iter().enumerate().map(|(i, (_, shape))| random(shape.iter().product(), i as u64 + 1)).collect();
     let refs: Vec<&[f32]> = inputs.iter().map(|v| &v[..]).collect();
     let ours = runner.run(&refs)?;
@@ -355,6 +425,22 @@ fn matches_tract_onnx() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("{} output(s) match tract-onnx on {}\n{}", ours.len(), device.name()?, model::Model::explain(&device)?);
+    Ok(())
+}
+
+#[test]
+fn weights_of_another_length_or_content_are_refused() -> Result<(), Box<dyn std::error::Error>> {
+    let (platform, device) = kfoundry::default_device()?;
+    let context = Context::builder().platform(platform).devices(device).build()?;
+    let queue = Queue::new(&context, device, None)?;
+    let mut weights = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/weights.bin"))?;
+    assert!(matches!(model::Model::with_weights(&queue, &[weights.clone(), vec![0]].concat()), Err(model::Error::Weights(_))));
+    if let Some(byte) = weights.last_mut() {
+        *byte ^= 1;
+        assert!(matches!(model::Model::with_weights(&queue, &weights), Err(model::Error::Weights(_))));
+    }
+    let missing = model::Model::from_weights_file(&queue, "/nonexistent/weights.bin").err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(missing.contains("/nonexistent/weights.bin"), "{missing}");
     Ok(())
 }
 "#;

@@ -103,6 +103,12 @@ pub enum Anchor {
         axis: usize,
         log: bool,
     },
+    Scan {
+        x: ValueId,
+        axis: usize,
+        exclusive: bool,
+        reverse: bool,
+    },
     LayerNorm {
         x: ValueId,
         scale: ValueId,
@@ -471,6 +477,7 @@ fn anchor_of(node: &Node) -> (Anchor, Option<ValueId>) {
         }
         Op::Reduce { kind, axes } => Anchor::Reduce { x: i[0], kind: *kind, axes: axes.clone() },
         Op::Softmax { axis, log } => Anchor::Softmax { x: i[0], axis: *axis, log: *log },
+        Op::Scan { axis, exclusive, reverse } => Anchor::Scan { x: i[0], axis: *axis, exclusive: *exclusive, reverse: *reverse },
         Op::LayerNorm { axis, eps } => Anchor::LayerNorm { x: i[0], scale: i[1], bias: i[2], axis: *axis, eps: *eps },
         Op::GroupNorm { groups, eps } => Anchor::GroupNorm { x: i[0], scale: i[1], bias: i[2], groups: *groups, eps: *eps },
     };

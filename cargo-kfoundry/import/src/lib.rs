@@ -27,6 +27,14 @@ pub struct Imported {
     pub model_copy: Option<Vec<u8>>,
 }
 
+impl Imported {
+    /// The bytes of the weights (every constant the kernels read), as `weights.bin` holds them.
+    pub fn weight_bytes(&self) -> usize {
+        let g = &self.fused.graph;
+        emit::Slots::new(self).constants.iter().map(|&(_, v)| 4 * g.values[v].data.as_ref().map_or(0, |d| d.len())).sum()
+    }
+}
+
 /// How a model is read.
 #[derive(Debug, Clone, Default)]
 pub struct Options {

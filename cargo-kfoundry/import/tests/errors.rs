@@ -143,3 +143,46 @@ fn corrupted_files_never_panic() {
     }
     assert!(refused > 0 && ok > 0, "{ok} imported, {refused} refused");
 }
+
+/// Weights in a file beside the model are read from the model's folder, and from nowhere else:
+/// not through `..`, an absolute path or a link that leaves the folder, not past a file's end.
+#[test]
+fn external_data_is_read_from_the_models_folder_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("model");
+    std::fs::create_dir(&models).unwrap();
+    let graph = |location: &str, offset: usize| {
+        G::new().input("x", &[2, 3]).weight("w", &[2, 3], 7).node("Add", &["x", "w"], &["y"], vec![]).output("y").external("w", location, offset)
+    };
+    let read = |g: &G| import(&g.bytes(), &kfoundry_import::Options { data_dir: Some(models.clone()), ..Default::default() });
+
+    // Inside the folder, at an offset: read, and the generated crate's test gets it inline.
+    let (g, raw) = graph("weights/w.bin", 5);
+    std::fs::create_dir(models.join("weights")).unwrap();
+    std::fs::write(models.join("weights/w.bin"), [vec![0u8; 5], raw.clone(), vec![9u8; 3]].concat()).unwrap();
+    let imported = read(&g).expect("external data inside the folder");
+    let copy = kfoundry_import::onnx::decode(imported.model_copy.as_deref().expect("a copy")).unwrap();
+    let w = &copy.graph.as_ref().unwrap().initializer[0];
+    assert_eq!((w.data_location, &w.raw_data), (0, &raw));
+    // Without a folder to read from, the model is refused with the tensor named.
+    assert!(error(&g).contains("`w`") && error(&g).contains("external"), "{}", error(&g));
+
+    // Outside the folder: refused before any file is opened.
+    std::fs::write(dir.path().join("secret.bin"), &raw).unwrap();
+    for location in ["../secret.bin", "weights/../../secret.bin", "/etc/hostname", ""] {
+        let e = read(&graph(location, 0).0).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("tensor `w`") && e.contains("only a file inside the model's folder is read"), "{location}: {e}");
+    }
+    // A link inside the folder that leads out of it.
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(dir.path().join("secret.bin"), models.join("link.bin")).unwrap();
+        let e = read(&graph("link.bin", 0).0).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("resolves outside the model's folder"), "{e}");
+    }
+    // A region past the file's end, and a folder where a file should be.
+    let e = read(&graph("weights/w.bin", 10).0).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("past the end of"), "{e}");
+    let e = read(&graph("weights", 0).0).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+}

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{af, ai, astr, check, check_with, ints, G};
+use common::{af, ai, astr, check, check_configs, check_with, ints, Config, G};
 
 /// Configurations that reach each template's every path (local memory, unrolled loops with
 /// tails), set over the reference where a kernel has the parameter.
@@ -12,6 +12,9 @@ const PATHS: &[&[(&str, i64)]] = &[
     &[("WLOCAL", 1), ("ICU", 4), ("OCB", 2), ("PX", 2), ("UNROLL", 4), ("USE_LOCAL", 1), ("TK", 16), ("TM", 2), ("TN", 4), ("MODE", 1)],
     &[("WLOCAL", 1), ("ICU", 2), ("WG", 32), ("UNROLL", 8), ("ITEMS", 4), ("MODE", 0)],
     &[("WLOCAL", 1), ("ICU", 4), ("OCB", 1), ("PX", 4)],
+    // Convolutions' register tiles: pixels x channels, with and without local weights.
+    &[("TILE", 1), ("WLOCAL", 0), ("ICU", 2), ("OCB", 2), ("PX", 4), ("WG", 32)],
+    &[("TILE", 1), ("WLOCAL", 1), ("ICU", 1), ("OCB", 4), ("PX", 2)],
 ];
 use kfoundry_import::fuse::Anchor;
 
@@ -685,4 +688,51 @@ fn chains_go_on_through_views() {
         .output("y");
     let i = check("instance norm of a matrix, then a residual", &g, CONFIGS);
     assert_eq!(i.kernels.len(), 2, "the product, then the norm with the rest as its chain");
+}
+
+#[test]
+fn running_sums_forward_reverse_exclusive_and_fused() {
+    // Over the middle axis and the last, each flag both ways, and a chain after the scan.
+    let g = G::new()
+        .input("x", &[3, 37, 5])
+        // tract reads the axis as a scalar, as the operator's definition has it.
+        .init_ints("a1", &[], &[1])
+        .init_ints("a2", &[], &[-1])
+        .node("CumSum", &["x", "a1"], &["c1"], vec![])
+        .node("CumSum", &["x", "a2"], &["c2"], vec![ai("exclusive", 1)])
+        .node("CumSum", &["x", "a1"], &["c3"], vec![ai("reverse", 1), ai("exclusive", 1)])
+        .node("CumSum", &["x", "a2"], &["c4"], vec![ai("reverse", 1)])
+        .node("Relu", &["c4"], &["r4"], vec![])
+        .output("c1")
+        .output("c2")
+        .output("c3")
+        .output("r4");
+    // Both paths: a work-group per row (chunks of 37 / 32 elements) and an item per row.
+    let i = check_with("running sums", &g, CONFIGS, PATHS);
+    assert_eq!(anchors(&i), ["K00CumSum", "K01CumSum", "K02CumSum", "K03CumSum"]);
+}
+
+/// The suite's 3xTF32 tensor-core path (NVIDIA only), its warp-wide instructions emulated on
+/// this device: plain and transposed B (Linear), batched, with a fused bias and GELU; and it
+/// is offered only where it can run.
+#[test]
+fn matmul_tensor_core_path_emulated() {
+    const MMA: &[(&str, i64)] = &[("MMA", 1), ("WGX", 16), ("WGY", 8), ("TM", 4), ("TN", 4), ("WM", 2), ("TK", 16), ("STAGES", 3), ("FLUSH", 2)];
+    const MMA_2: &[(&str, i64)] = &[("MMA", 1), ("WGX", 8), ("WGY", 8), ("TM", 2), ("TN", 4), ("WM", 1), ("TK", 8), ("STAGES", 2), ("FLUSH", 1)];
+    let g = G::new()
+        .input("x", &[64, 48])
+        .weight("w", &[128, 48], 1)
+        .weight("bias", &[128], 2)
+        .node("Gemm", &["x", "w", "bias"], &["h"], vec![ai("transB", 1)])
+        .node("Gelu", &["h"], &["y"], vec![])
+        .input("p", &[2, 32, 48])
+        .weight("q", &[2, 48, 64], 3)
+        .node("MatMul", &["p", "q"], &["z"], vec![])
+        .output("y")
+        .output("z");
+    let i = check_configs("tensor cores, emulated", &g, 0, &[Config::Emulated(MMA), Config::Emulated(MMA_2)]);
+    let matmul = &i.kernels[0];
+    assert!(matmul.source.contains("mma.sync.aligned.m16n8k8") && matmul.source.contains("#define KM_B_KMAJOR 1"), "the template is in");
+    assert!(!matmul.source.contains("#error"), "no directive beyond the allow-list");
+    assert!(matmul.require.iter().any(|r| r == "MMA == 0 || device_nvidia && device_sm >= 80"));
 }

@@ -43,11 +43,25 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         }
     }
     let model_file = args.model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| "model.onnx".into());
+    use kfoundry_import::emit::Weights;
+    let weights = match args.weights.as_deref() {
+        Some("embed") => Weights::Embed,
+        Some(_) => Weights::File,
+        None if imported.weight_bytes() > Weights::EMBED_LIMIT => Weights::File,
+        None => Weights::Embed,
+    };
     let files = kfoundry_import::emit::files(
         &imported,
-        &kfoundry_import::emit::Options { name: &args.name, kfoundry: &place.dependency, model_file: &model_file },
+        &kfoundry_import::emit::Options { name: &args.name, kfoundry: &place.dependency, model_file: &model_file, weights },
     );
     write_dir(&dir, &files, args.force)?;
+    if let Some(path) = &args.bundle {
+        // The annotations read back from the written crate, as `bundle` reads a workspace.
+        let kernels = crate::pipeline::discover::kernels_in_file(&dir.join("src/lib.rs"), &args.name, &dir)
+            .map_err(|e| anyhow::anyhow!("the generated crate's annotations: {}", e.join("; ")))?;
+        let bundle = crate::pipeline::discover::Bundle::new(kernels, &serde_json::Value::Null);
+        std::fs::write(path, serde_json::to_string_pretty(&bundle)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if !args.quiet {
         let g = &imported.fused.graph;
         eprintln!(
@@ -60,6 +74,12 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         );
         for k in &imported.kernels {
             eprintln!("  {:<24} {}", k.struct_name, k.doc);
+        }
+        if weights == Weights::File {
+            eprintln!(
+                "weights: {:.1} MiB in weights.bin, read when the program runs (`Model::from_weights_file(&queue, path)`); --weights embed builds them in",
+                imported.weight_bytes() as f64 / (1 << 20) as f64
+            );
         }
         match &place.workspace {
             Some((root, member, listed)) if !listed => eprintln!(

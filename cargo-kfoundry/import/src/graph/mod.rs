@@ -37,6 +37,7 @@ pub const SUPPORTED: &[&str] = &[
     "Conv",
     "ConvTranspose",
     "Cos",
+    "CumSum",
     "Cosh",
     "DepthToSpace",
     "Div",
@@ -385,6 +386,13 @@ pub enum Op {
     Softmax {
         axis: usize,
         log: bool,
+    },
+    /// CumSum: running sums along `axis`, from the end when `reverse`, each element left out of
+    /// its own sum when `exclusive`.
+    Scan {
+        axis: usize,
+        exclusive: bool,
+        reverse: bool,
     },
     LayerNorm {
         axis: usize,
@@ -848,6 +856,7 @@ impl Builder {
                 self.push(&cx, Op::Softmax { axis, log: op == "LogSoftmax" }, vec![x], y);
                 Ok(())
             }
+            "CumSum" => self.cumsum(&cx),
             "LayerNormalization" => self.layer_norm(&cx),
             "GroupNormalization" | "InstanceNormalization" => self.group_norm(&cx),
             _ => Err(ImportError::Unsupported { node: cx.name.clone(), op: crate::kernels::printable(op, 80) }),

@@ -880,6 +880,25 @@ impl Builder {
         Ok(())
     }
 
+    pub(super) fn cumsum(&mut self, cx: &NodeCx) -> Result<(), ImportError> {
+        cx.only(&["exclusive", "reverse"])?;
+        let x = self.tensor(cx, 0)?;
+        let shape = self.shape(x);
+        let a = match self.const_ints(cx, 1)?.as_deref() {
+            Some([a]) => *a,
+            Some(_) => return Err(cx.err("the axis must be one integer")),
+            None => return Err(cx.err("the axis must be an integer constant")),
+        };
+        if shape.is_empty() {
+            return Err(cx.err("a running sum of a scalar is not supported"));
+        }
+        let axis = axis(cx, a, shape.len())?;
+        let (exclusive, reverse) = (cx.int("exclusive", 0)? != 0, cx.int("reverse", 0)? != 0);
+        let y = self.output(cx, shape)?;
+        self.push(cx, Op::Scan { axis, exclusive, reverse }, vec![x], y);
+        Ok(())
+    }
+
     pub(super) fn layer_norm(&mut self, cx: &NodeCx) -> Result<(), ImportError> {
         cx.only(&["axis", "epsilon", "stash_type"])?;
         if cx.node.output.iter().skip(1).any(|o| !o.is_empty()) {

@@ -6,6 +6,10 @@
 //!   OCB    output channels per item (same group)             [1, 2, 4, 8]    ref 1
 //!   ICU    input channels per step of the channel loop       [1, 2, 4]       ref 1
 //!   WLOCAL the work-group's weights staged in local memory    [0, 1]          ref 0
+//!   TILE   without a fused pooling: 1 = an item's PX pixels   [0, 1]          ref 0
+//!          and OCB channels as one register tile (each input
+//!          value used OCB times, each weight PX times), in the
+//!          reference's order of summation
 //!
 //! Launch: (ceil_div(pixels, WG * PX) * WG, cout / OCB, n), local (WG, 1, 1). Geometry (kernel,
 //! strides, dilations, pads, output padding, groups) is fixed by the graph and written into the
@@ -93,6 +97,10 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         &mut k,
         &[("WG", "pow2(32..=256)", 64), ("PX", "[1, 2, 4]", 1), ("OCB", "[1, 2, 4, 8]", 1), ("ICU", "[1, 2, 4]", 1), ("WLOCAL", "[0, 1]", 0)],
     );
+    let tile = g.pool.is_none();
+    if tile {
+        params(&mut k, &[("TILE", "[0, 1]", 0)]);
+    }
     let per_group = |size: &str| if groups == 1 { size.to_string() } else { format!("({size} / {groups})") };
     if groups > 1 {
         k.require.push(format!("cin % {groups} == 0"));
@@ -243,6 +251,8 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
             )
         }
     };
+    let tiled = if tile { tile_code(&present, &kn, &st, &pads, &dl, &in_expr, transposed, &tap, bias_init, &chain) } else { String::new() };
+    let (tile_open, tile_close) = if tile { (format!("#if TILE\n{tiled}#else\n"), "#endif\n") } else { (String::new(), "") };
     s += &format!(
         r#"
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -253,7 +263,7 @@ void {entry}({args})
     const int cpg_in = cin / {groups};
     const int cpg_out = cout / {groups};
     const int g = oc0 / cpg_out;
-{weights_setup}    for (int e = 0; e < PX; e++) {{
+{weights_setup}{tile_open}    for (int e = 0; e < PX; e++) {{
         const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
         if (p < KF_POD * KF_POH * KF_POW) {{
             const int px = p % KF_POW, py = (p / KF_POW) % KF_POH, pz = p / (KF_POW * KF_POH);
@@ -265,12 +275,96 @@ void {entry}({args})
 {store}                }}
 {pool_close}        }}
     }}
-}}
+{tile_close}}}
 "#,
         entry = k.entry
     );
     k.source = s;
     k
+}
+
+/// The TILE = 1 body: the item's PX pixels (WG apart) and OCB channels accumulated together,
+/// each tap's input values loaded once for the OCB channels and each weight once for the PX
+/// pixels. A tap outside the input (padding, or a stride a transposed convolution skips) is
+/// skipped per pixel, so every output sums the same terms in the same order as the reference.
+#[allow(clippy::too_many_arguments)]
+fn tile_code(
+    present: &[usize],
+    kn: &[usize],
+    st: &[usize],
+    pads: &[usize],
+    dl: &[usize],
+    in_expr: &[String; 3],
+    transposed: bool,
+    tap: &str,
+    bias_init: &str,
+    chain: &str,
+) -> String {
+    let (kv, ov, iv) = (["kz", "ky", "kx"], ["oz", "oy", "ox"], ["iz", "iy", "ix"]);
+    let mut coords = String::new();
+    for i in 0..3 {
+        let (kk, o, ii, size) = (kv[i], ov[i], iv[i], &in_expr[i]);
+        if !present.contains(&i) {
+            coords += &format!("                const int {ii} = 0;\n");
+        } else if transposed {
+            coords += &format!(
+                "                const int t{i} = {o}[e] + {} - {kk} * {};\n                ok[e] = ok[e] && t{i} >= 0 && t{i} % {s} == 0 && t{i} / {s} < {size};\n                const int {ii} = t{i} / {s};\n",
+                pads[i],
+                dl[i],
+                s = st[i]
+            );
+        } else {
+            coords += &format!(
+                "                const int {ii} = {o}[e] * {} - {} + {kk} * {};\n                ok[e] = ok[e] && {ii} >= 0 && {ii} < {size};\n",
+                st[i], pads[i], dl[i]
+            );
+        }
+    }
+    let inner = format!(
+        "float xv[PX];\nbool ok[PX];\nfor (int e = 0; e < PX; e++) {{\n    ok[e] = live[e];\n{}    xv[e] = ok[e] ? xc[(iz * {} + iy) * {} + ix] : 0.0f;\n}}\nfor (int o = 0; o < OCB; o++) {{\n    const float wv = KF_W(o, ic, {tap});\n    for (int e = 0; e < PX; e++)\n        if (ok[e]) acc[e][o] = fma(xv[e], wv, acc[e][o]);\n}}\n",
+        coords.lines().map(|l| format!("{}\n", &l[12..])).collect::<String>(),
+        in_expr[1],
+        in_expr[2]
+    );
+    let open = |i: usize| format!("for (int {k} = 0; {k} < {}; {k}++) {{\n", kn[i], k = kv[i]);
+    let absent = |i: usize| format!("const int {} = 0;\n", kv[i]);
+    let body = indent(&nest(present, open, absent, &inner), 12);
+    let plane = product(in_expr);
+    let channel = format!("            const __global float* xc = x + (nb * cin + g * cpg_in + ic) * {plane};\n");
+    format!(
+        r#"    int oz[PX], oy[PX], ox[PX];
+    bool live[PX];
+    for (int e = 0; e < PX; e++) {{
+        const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
+        live[e] = p < KF_OD * KF_OH * KF_OW;
+        const int q = live[e] ? p : 0;
+        ox[e] = q % KF_OW;
+        oy[e] = (q / KF_OW) % KF_OH;
+        oz[e] = q / (KF_OW * KF_OH);
+    }}
+    float acc[PX][OCB];
+    for (int e = 0; e < PX; e++)
+        for (int o = 0; o < OCB; o++) acc[e][o] = {bias};
+    int icb = 0;
+    for (; icb + ICU <= cpg_in; icb += ICU)
+        for (int u = 0; u < ICU; u++) {{
+            const int ic = icb + u;
+{channel}{body}        }}
+    for (; icb < cpg_in; icb++) {{
+        const int ic = icb;
+{channel}{body}    }}
+    for (int e = 0; e < PX; e++) {{
+        if (!live[e]) continue;
+        for (int o = 0; o < OCB; o++) {{
+            const int ci_out = (((nb * cout + oc0 + o) * KF_OD + oz[e]) * KF_OH + oy[e]) * KF_OW + ox[e];
+            const float v = {chain};
+            y[ci_out] = v;
+        }}
+    }}
+"#,
+        bias = bias_init,
+        chain = chain.replace("acc[o]", "acc[e][o]"),
+    )
 }
 
 /// `code` with every line indented by `n` spaces.

@@ -7,9 +7,31 @@
 //!   USE_LOCAL  A and B tiles staged in local memory     [0, 1]          ref 0
 //!   TK         depth of a local tile                    [8, 16, 32]     ref 8
 //!   UNROLL     k steps per loop iteration               [1, 2, 4]       ref 1
+//!   MMA        1: the suite's 3xTF32 tensor-core path     [0, 1]          ref 0
+//!              (mma.sync + cp.async; NVIDIA, sm >= 80; full
+//!              tiles), FP32-accurate; A not transposed
+//!   WM         MMA: warps along m                        [1, 2, 4]       ref 1
+//!   STAGES     MMA: k-tiles in flight                    [2, 3, 4]       ref 2
+//!   FLUSH      MMA: 8-deep steps summed in the tensor     [1, 2, 4]       ref 1
+//!              cores before the FP32 add
+//!
+//! The tensor-core path is `templates/tensor_core_3xtf32.cl`, the text of the suite's
+//! `examples/kernels/gemm.cl` (a test there keeps the two equal).
 
 use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
 use crate::fuse::Anchor;
+
+/// The suite's tensor-core GEMM: its machinery, then its main loop (leaving `acc`).
+const TENSOR_CORES: &str = include_str!("../../templates/tensor_core_3xtf32.cl");
+
+/// The template's two parts, without its `#error` guards (the annotation's `require` states
+/// the same conditions, and generated sources carry no directive beyond the allow-list).
+fn tensor_core_parts() -> (String, String) {
+    let strip = |t: &str| t.lines().filter(|l| !l.trim_start().starts_with("#error")).map(|l| format!("{l}\n")).collect::<String>();
+    let (_, rest) = TENSOR_CORES.split_once("/* ==== machinery ==== */\n").expect("the template's machinery");
+    let (machinery, main_loop) = rest.split_once("/* ==== main loop ==== */\n").expect("the template's main loop");
+    (strip(machinery), strip(main_loop))
+}
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
     let g = cx.group;
@@ -51,11 +73,30 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
             ("UNROLL", "[1, 2, 4]", 1),
         ],
     );
+    // The tensor-core path reads A along k (not transposed) and B along n, or along k when
+    // transposed; it needs whole tiles and 16-byte rows.
+    let mma = !*trans_a;
+    if mma {
+        params(&mut k, &[("MMA", "[0, 1]", 0), ("WM", "[1, 2, 4]", 1), ("STAGES", "[2, 3, 4]", 2), ("FLUSH", "[1, 2, 4]", 1)]);
+        let b_tile = if *trans_b { "WGX * TN * (TK + 4)" } else { "TK * (WGX * TN + 8)" };
+        k.require.extend([
+            "MMA == 0 || device_nvidia && device_sm >= 80".to_string(),
+            "MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1)".into(),
+            "MMA == 0 || (USE_LOCAL == 0 && UNROLL == 1 && TK % (8 * FLUSH) == 0)".into(),
+            "MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0)".into(),
+            "MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0)".into(),
+            "MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0)".into(),
+            format!("MMA * 4 * STAGES * (WGY * TM * (TK + 4) + {b_tile}) <= min(device_local_mem, 49152)"),
+        ]);
+        // The TF32 split turns an infinity into NaN (inf - inf): finite inputs only.
+        k.edges_finite = true;
+    }
     k.require.extend([
         "WGX * WGY >= 32".to_string(),
         "WGX * WGY <= 256".into(),
         "TM * TN <= 32".into(),
-        "USE_LOCAL == 1 || TK == 8".into(),
+        // TK is the tensor-core path's k-tile too.
+        if mma { "USE_LOCAL == 1 || MMA == 1 || TK == 8" } else { "USE_LOCAL == 1 || TK == 8" }.into(),
         "USE_LOCAL * 4 * TK * (WGY * TM + WGX * TN + 2) <= min(device_local_mem, 49152)".into(),
     ]);
     let a_len = product(&[if a_batched { bt.clone() } else { "1".into() }, "m".into(), "k".into()]);
@@ -82,6 +123,33 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let b_off = if b_batched { "bb * k * n" } else { "0" };
     let args = super::arguments(cx, &k, &["__global const float* restrict a, __global const float* restrict b"], "__global float* restrict y");
     let call = chain_call(cx, &k, "kf_chain", "acc[i][j]", "o");
+    let (machinery, main_loop) = tensor_core_parts();
+    let tensor_cores = if mma {
+        let call = chain_call(cx, &k, "kf_chain", "v", "o");
+        format!(
+            r#"#if MMA
+    a += aoff;
+    b += boff;
+{main_loop}#pragma unroll
+    for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+        for (int j = 0; j < KM_NJ; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {{
+                const int row = bm0 + wm0 + i * 16 + g + 8 * (r >> 1), col = bn0 + wn0 + j * 8 + 2 * t + (r & 1);
+                const int o = (bb * m + row) * n + col;
+                const float v = acc[i][j][r];
+                y[o] = {call};
+            }}
+#else
+"#
+        )
+    } else {
+        String::new()
+    };
+    if mma {
+        s += &format!("#if MMA\n#define KM_B_KMAJOR {}\n{machinery}#endif\n", u8::from(*trans_b));
+    }
     s += &format!(
         r#"
 #define KF_A(r, c) a[aoff + (r) * {am} + (c) * {ak}]
@@ -93,7 +161,7 @@ void {entry}({args})
     const int bb = get_global_id(2);
     const int aoff = {a_off};
     const int boff = {b_off};
-    const int lx = get_local_id(0), ly = get_local_id(1);
+{tensor_cores}    const int lx = get_local_id(0), ly = get_local_id(1);
     const int row0 = get_group_id(1) * (WGY * TM);
     const int col0 = get_group_id(0) * (WGX * TN);
     float acc[TM][TN];
@@ -162,8 +230,9 @@ void {entry}({args})
             }}
         }}
     }}
-}}
+{end_mma}}}
 "#,
+        end_mma = if mma { "#endif\n" } else { "" },
         entry = k.entry
     );
     k.source = s;

@@ -66,6 +66,9 @@ pub struct Kernel {
     pub locals: Vec<(String, String)>,
     pub rtol: f64,
     pub atol: f64,
+    /// The proof's edge values are finite ones only (`edges = finite`): a path of the space
+    /// turns infinities into NaN (the TF32 split).
+    pub edges_finite: bool,
     pub bytes: String,
     pub flops: String,
 }
@@ -82,7 +85,7 @@ fn generate_one(fused: &Fused, index: usize, g: &Group) -> Kernel {
         Anchor::MatMul { .. } => gemm::generate(&cx),
         Anchor::Conv { .. } | Anchor::ConvTranspose { .. } => conv::generate(&cx),
         Anchor::Pool { .. } => pool::generate(&cx),
-        Anchor::Reduce { .. } | Anchor::Softmax { .. } => reduce::generate(&cx),
+        Anchor::Reduce { .. } | Anchor::Softmax { .. } | Anchor::Scan { .. } => reduce::generate(&cx),
         Anchor::LayerNorm { .. } | Anchor::GroupNorm { .. } => norm::generate(&cx),
     };
     k.struct_name = format!("K{index:02}{}", camel(kind_name(&g.anchor)));
@@ -118,6 +121,7 @@ fn kind_name(a: &Anchor) -> &'static str {
         Anchor::Pool { .. } => "pool",
         Anchor::Reduce { .. } => "reduce",
         Anchor::Softmax { .. } => "softmax",
+        Anchor::Scan { .. } => "cum_sum",
         Anchor::LayerNorm { .. } => "layer_norm",
         Anchor::GroupNorm { .. } => "group_norm",
     }
@@ -156,6 +160,7 @@ impl Cx<'_> {
             locals: Vec::new(),
             rtol: 1e-4,
             atol: 1e-5,
+            edges_finite: false,
             bytes: String::new(),
             flops: String::new(),
         }

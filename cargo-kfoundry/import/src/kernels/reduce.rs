@@ -17,7 +17,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let g = cx.group;
     let (x, axes, softmax) = match &g.anchor {
         Anchor::Reduce { x, axes, .. } => (*x, axes.clone(), false),
-        Anchor::Softmax { x, axis, .. } => (*x, vec![*axis], true),
+        Anchor::Softmax { x, axis, .. } | Anchor::Scan { x, axis, .. } => (*x, vec![*axis], true),
         _ => unreachable!("reduce::generate on a reduction"),
     };
     let kind = match &g.anchor {
@@ -83,7 +83,12 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     };
     let total = input.total();
     fits_int(&mut k, std::slice::from_ref(&total));
-    if softmax {
+    let scan = matches!(g.anchor, Anchor::Scan { .. });
+    if scan {
+        // The reference sums each row in order, one item per row (as a CPU would).
+        params(&mut k, &[("WG", "pow2(32..=1024)", 64), ("MODE", "[0, 1]", 1)]);
+        k.global = vec![format!("(1 - MODE) * WG * {rows} + MODE * round_up({rows}, WG)")];
+    } else if softmax {
         params(&mut k, &[("WG", "pow2(32..=1024)", 256), ("UNROLL", "[1, 2, 4, 8]", 1)]);
         k.global = vec![format!("WG * {rows}")];
     } else {
@@ -103,6 +108,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.flops = format!("{} * {total}", if softmax { 4 } else { 1 });
     let rfull: usize = real.iter().map(|&a| xs[a]).product();
     k.atol = match kind {
+        None if scan => (2.5e-7 * rfull as f64).max(1e-5),
         None => 1e-6,
         Some(ReduceKind::ArgMax { .. } | ReduceKind::ArgMin { .. }) => 0.0,
         _ => (2.5e-7 * rfull as f64).max(1e-5),
@@ -111,12 +117,15 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         k.rtol = 0.0;
     }
 
-    let (what, body) = match kind {
-        None => ("softmax", softmax_body(cx, &k, matches!(g.anchor, Anchor::Softmax { log: true, .. }))),
-        Some(ReduceKind::ArgMax { last }) => ("arg max", arg_body(cx, &k, true, last)),
-        Some(ReduceKind::ArgMin { last }) => ("arg min", arg_body(cx, &k, false, last)),
-        Some(ReduceKind::LogSumExp) => ("log-sum-exp", log_sum_exp_body(cx, &k)),
-        Some(kind) => ("reduction", reduce_body(cx, &k, kind)),
+    let (what, body) = match (kind, &g.anchor) {
+        (None, Anchor::Scan { exclusive, reverse, .. }) => ("running sum", scan_body(cx, &k, *exclusive, *reverse)),
+        _ => match kind {
+            None => ("softmax", softmax_body(cx, &k, matches!(g.anchor, Anchor::Softmax { log: true, .. }))),
+            Some(ReduceKind::ArgMax { last }) => ("arg max", arg_body(cx, &k, true, last)),
+            Some(ReduceKind::ArgMin { last }) => ("arg min", arg_body(cx, &k, false, last)),
+            Some(ReduceKind::LogSumExp) => ("log-sum-exp", log_sum_exp_body(cx, &k)),
+            Some(kind) => ("reduction", reduce_body(cx, &k, kind)),
+        },
     };
     let mut s = prelude(&k, what);
     s += &format!("#define KF_ROWS {rows}\n#define KF_R {r}\n#define KF_BASE(i) ({base})\n#define KF_AT(j) ({at})\n");
@@ -205,6 +214,23 @@ fn arg_body(cx: &Cx, k: &Kernel, max: bool, last: bool) -> String {
         tree_better = better("buf[lid + s]", "ibuf[lid + s]", "buf[lid]", "ibuf[lid]"),
     );
     per_row("    __local int ibuf[WG];\n", &group, &format!("{}    const float v = (float)max(bj, 0);\n    y[i] = {call};\n", scan("0", "1")))
+}
+
+/// Running sums along the row. With MODE 0 each item of the row's work-group sums a
+/// contiguous chunk, the chunks' sums are scanned in local memory, and each item writes its
+/// chunk from its offset; with MODE 1 an item walks its row.
+fn scan_body(cx: &Cx, k: &Kernel, exclusive: bool, reverse: bool) -> String {
+    let call = chain_call(cx, k, "kf_chain", "v", "i");
+    let at = if reverse { "KF_AT(KF_R - 1 - (j))" } else { "KF_AT(j)" };
+    let step = if exclusive { "const float v = run;\n        run += xv;" } else { "run += xv;\n        const float v = run;" };
+    let write = |lo: &str, hi: &str| {
+        format!("    for (int j = {lo}; j < {hi}; j++) {{\n        const int i = base + {at};\n        const float xv = x[i];\n        {step}\n        y[i] = {call};\n    }}\n")
+    };
+    let group = format!(
+        "    const int per = (KF_R + WG - 1) / WG;\n    const int lo = min(lid * per, KF_R), hi = min(lo + per, KF_R);\n    float run = 0.0f;\n    for (int j = lo; j < hi; j++) run += x[base + {at}];\n    buf[lid] = run;\n    for (int s = 1; s < WG; s <<= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        const float t = lid >= s ? buf[lid - s] : 0.0f;\n        barrier(CLK_LOCAL_MEM_FENCE);\n        buf[lid] += t;\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n    run = lid > 0 ? buf[lid - 1] : 0.0f;\n{}",
+        write("lo", "hi")
+    );
+    per_row("", &group, &format!("    float run = 0.0f;\n{}", write("0", "KF_R")))
 }
 
 fn softmax_body(cx: &Cx, k: &Kernel, log: bool) -> String {

@@ -140,6 +140,17 @@ impl G {
         self
     }
 
+    /// Moves initializer `name`'s data out of the model: the tensor says it is in `location`
+    /// at `offset` (the caller writes the file), and the raw bytes are returned.
+    pub fn external(mut self, name: &str, location: &str, offset: usize) -> (G, Vec<u8>) {
+        let t = self.graph.initializer.iter_mut().find(|t| t.name == name).expect("an initializer of that name");
+        let raw = std::mem::take(&mut t.raw_data);
+        let entry = |key: &str, value: String| onnx::StringStringEntryProto { key: key.into(), value };
+        t.external_data = vec![entry("location", location.into()), entry("offset", offset.to_string()), entry("length", raw.len().to_string())];
+        t.data_location = 1;
+        (self, raw)
+    }
+
     pub fn bytes(&self) -> Vec<u8> {
         onnx::encode(&ModelProto {
             ir_version: 8,
@@ -175,7 +186,10 @@ impl G {
 /// The kernels' specifications, read back from the generated crate's `src/lib.rs` exactly as
 /// the macro reads them (the crate's files written under `dir`).
 pub fn specs(imported: &Imported, dir: &Path) -> Vec<KernelSpec> {
-    let files = emit::files(imported, &emit::Options { name: "imported", kfoundry: "{ path = \"../..\" }", model_file: "model.onnx" });
+    let files = emit::files(
+        imported,
+        &emit::Options { name: "imported", kfoundry: "{ path = \"../..\" }", model_file: "model.onnx", weights: emit::Weights::Embed },
+    );
     for (path, data) in &files {
         let p = dir.join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -209,6 +223,10 @@ pub enum Config {
     /// The reference with these parameters set, in the kernels that have them (kernels whose
     /// constraints refuse that run their reference).
     With(&'static [(&'static str, i64)]),
+    /// As `With`, for the paths of NVIDIA GPUs (the tensor cores): the kernels that have
+    /// parameter `MMA` are built with `KM_EMULATE` (the warp-wide instructions emulated in
+    /// local memory, as the suite's emulation test does) and launched as on an sm_80 device.
+    Emulated(&'static [(&'static str, i64)]),
 }
 
 /// Runs the imported graph on the default device, every kernel in configuration `config`.
@@ -218,6 +236,11 @@ pub fn run(imported: &Imported, specs: &[KernelSpec], inputs: &[Vec<f32>], confi
     let traits = kfoundry_rt::traits_of(&device).expect("traits");
     let slots = Slots::new(imported);
     let buffers: Vec<_> = slots.len.iter().map(|&n| session.alloc(4 * n).expect("alloc")).collect();
+    // Every buffer starts as NaN: an output element no kernel writes cannot pass for the value
+    // an earlier run left in recycled memory.
+    for (b, &n) in buffers.iter().zip(&slots.len) {
+        b.write(0, &bytes_of(&vec![f32::NAN; n])).unwrap();
+    }
     for &(slot, v) in &slots.constants {
         let data = imported.fused.graph.values[v].data.as_ref().unwrap();
         buffers[slot].write(0, &bytes_of(data)).unwrap();
@@ -230,18 +253,50 @@ pub fn run(imported: &Imported, specs: &[KernelSpec], inputs: &[Vec<f32>], confi
         let params = match config {
             Config::Reference => spec.reference.clone(),
             Config::Random(seed) => draw(spec, &sizes, &traits, seed),
-            Config::With(over) => {
+            Config::Emulated(over) if spec.params.iter().any(|p| p.name == "MMA") => {
                 let mut p = spec.reference.clone();
                 for (name, value) in over {
                     if let Some(v) = p.get_mut(*name) {
                         *v = *value;
                     }
                 }
-                if spec.geometry(&p, &sizes, Some(&traits)).is_ok() {
-                    p
-                } else {
-                    spec.reference.clone()
-                }
+                let nvidia = kfoundry_rt::DeviceTraits { vendor_id: 0x10de, kind: "gpu".into(), nv_compute_capability: 80, ..traits.clone() };
+                let geometry = spec.geometry(&p, &sizes, Some(&nvidia)).unwrap_or_else(|e| panic!("{}: {p:?} on an sm_80 device: {e}", k.entry));
+                let options = kfoundry_rt::opencl::launch::build_options_for(spec, &spec.source, &p).unwrap() + " -DKM_EMULATE";
+                let program = session.build(&spec.id, &spec.source, &options).unwrap_or_else(|e| panic!("{}: emulated build: {e}", k.entry));
+                let kernel = session.kernel(&program, &spec.signature.name).unwrap();
+                let by_name: BTreeMap<&str, usize> = k.buffers.iter().map(|b| (b.name.as_str(), slots.slot(imported, b.value))).collect();
+                let args: Vec<_> = spec
+                    .signature
+                    .args
+                    .iter()
+                    .map(|a| match (a, sizes.get(a.name())) {
+                        (kfoundry_rt::model::signature::KernelArg::Scalar { ty, .. }, Some(&v)) => {
+                            kfoundry_rt::opencl::launch::Arg::Scalar(kfoundry_rt::opencl::launch::Scalar::from_int(*ty, v).unwrap())
+                        }
+                        _ => buffers[by_name[a.name()]].arg(),
+                    })
+                    .collect();
+                // SAFETY: the geometry and buffers are the annotation's, checked above as a launch checks them.
+                unsafe { session.launch_raw(&kernel, &geometry.global, geometry.local.as_deref(), &args, false) }.unwrap();
+                continue;
+            }
+            Config::With(over) | Config::Emulated(over) => {
+                // As many of the settings as the kernel's constraints allow here: the first
+                // valid one of dropping none, then the last one, the last two, ... (a setting
+                // that one kernel refuses still reaches the rest of its settings).
+                (0..=over.len())
+                    .map(|drop| {
+                        let mut p = spec.reference.clone();
+                        for (name, value) in &over[..over.len() - drop] {
+                            if let Some(v) = p.get_mut(*name) {
+                                *v = *value;
+                            }
+                        }
+                        p
+                    })
+                    .find(|p| spec.geometry(p, &sizes, Some(&traits)).is_ok())
+                    .unwrap_or_else(|| spec.reference.clone())
             }
         };
         let program = session.build_spec(spec, &spec.source, &params).unwrap_or_else(|e| panic!("{}: build with {params:?}: {e}", k.entry));
@@ -327,6 +382,11 @@ pub fn check(what: &str, g: &G, random_configs: u64) -> Imported {
 
 /// [`check`], and also with each of `fixed` (parameters set over the reference).
 pub fn check_with(what: &str, g: &G, random_configs: u64, fixed: &[&'static [(&'static str, i64)]]) -> Imported {
+    check_configs(what, g, random_configs, &fixed.iter().map(|&f| Config::With(f)).collect::<Vec<_>>())
+}
+
+/// As [`check`], with these configurations too.
+pub fn check_configs(what: &str, g: &G, random_configs: u64, fixed: &[Config]) -> Imported {
     let bytes = g.bytes();
     let imported = kfoundry_import::import(&bytes, &Default::default()).unwrap_or_else(|e| panic!("{what}: import: {e}"));
     let dir = tempfile::tempdir().unwrap();
@@ -338,8 +398,9 @@ pub fn check_with(what: &str, g: &G, random_configs: u64, fixed: &[&'static [(&'
     for seed in 1..=random_configs {
         assert_close(&format!("{what} (configuration {seed})"), &run(&imported, &specs, &inputs, Config::Random(seed)), &theirs);
     }
-    for over in fixed {
-        assert_close(&format!("{what} ({over:?})"), &run(&imported, &specs, &inputs, Config::With(over)), &theirs);
+    for &config in fixed {
+        let (Config::With(over) | Config::Emulated(over)) = config else { unreachable!("fixed configurations") };
+        assert_close(&format!("{what} ({over:?})"), &run(&imported, &specs, &inputs, config), &theirs);
     }
     imported
 }

@@ -19,6 +19,9 @@
 #ifndef WLOCAL
 #define WLOCAL 0
 #endif
+#ifndef TILE
+#define TILE 0
+#endif
 
 static inline float kf_softplus(const float x) { return x > 20.0f ? x : log1p(exp(x)); }
 #define KF_OD 1
@@ -51,6 +54,81 @@ void k01_conv(const int n, const int cin, const int h, const int w, const int co
 #else
 #define KF_W(o, ic, t) weight[((oc0 + (o)) * cpg_in + (ic)) * 9 + (t)]
 #endif
+#if TILE
+    int oz[PX], oy[PX], ox[PX];
+    bool live[PX];
+    for (int e = 0; e < PX; e++) {
+        const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
+        live[e] = p < KF_OD * KF_OH * KF_OW;
+        const int q = live[e] ? p : 0;
+        ox[e] = q % KF_OW;
+        oy[e] = (q / KF_OW) % KF_OH;
+        oz[e] = q / (KF_OW * KF_OH);
+    }
+    float acc[PX][OCB];
+    for (int e = 0; e < PX; e++)
+        for (int o = 0; o < OCB; o++) acc[e][o] = bias[oc0 + o];
+    int icb = 0;
+    for (; icb + ICU <= cpg_in; icb += ICU)
+        for (int u = 0; u < ICU; u++) {
+            const int ic = icb + u;
+            const __global float* xc = x + (nb * cin + g * cpg_in + ic) * (h * w);
+            const int kz = 0;
+            for (int ky = 0; ky < 3; ky++) {
+            for (int kx = 0; kx < 3; kx++) {
+            float xv[PX];
+            bool ok[PX];
+            for (int e = 0; e < PX; e++) {
+                ok[e] = live[e];
+                const int iz = 0;
+                const int iy = oy[e] * 1 - 1 + ky * 1;
+                ok[e] = ok[e] && iy >= 0 && iy < h;
+                const int ix = ox[e] * 1 - 1 + kx * 1;
+                ok[e] = ok[e] && ix >= 0 && ix < w;
+                xv[e] = ok[e] ? xc[(iz * h + iy) * w + ix] : 0.0f;
+            }
+            for (int o = 0; o < OCB; o++) {
+                const float wv = KF_W(o, ic, (kz * 3 + ky) * 3 + kx);
+                for (int e = 0; e < PX; e++)
+                    if (ok[e]) acc[e][o] = fma(xv[e], wv, acc[e][o]);
+            }
+            }
+            }
+        }
+    for (; icb < cpg_in; icb++) {
+        const int ic = icb;
+            const __global float* xc = x + (nb * cin + g * cpg_in + ic) * (h * w);
+            const int kz = 0;
+            for (int ky = 0; ky < 3; ky++) {
+            for (int kx = 0; kx < 3; kx++) {
+            float xv[PX];
+            bool ok[PX];
+            for (int e = 0; e < PX; e++) {
+                ok[e] = live[e];
+                const int iz = 0;
+                const int iy = oy[e] * 1 - 1 + ky * 1;
+                ok[e] = ok[e] && iy >= 0 && iy < h;
+                const int ix = ox[e] * 1 - 1 + kx * 1;
+                ok[e] = ok[e] && ix >= 0 && ix < w;
+                xv[e] = ok[e] ? xc[(iz * h + iy) * w + ix] : 0.0f;
+            }
+            for (int o = 0; o < OCB; o++) {
+                const float wv = KF_W(o, ic, (kz * 3 + ky) * 3 + kx);
+                for (int e = 0; e < PX; e++)
+                    if (ok[e]) acc[e][o] = fma(xv[e], wv, acc[e][o]);
+            }
+            }
+            }
+    }
+    for (int e = 0; e < PX; e++) {
+        if (!live[e]) continue;
+        for (int o = 0; o < OCB; o++) {
+            const int ci_out = (((nb * cout + oc0 + o) * KF_OD + oz[e]) * KF_OH + oy[e]) * KF_OW + ox[e];
+            const float v = kf_chain(acc[e][o], ci_out, n, cin, h, w, cout);
+            y[ci_out] = v;
+        }
+    }
+#else
     for (int e = 0; e < PX; e++) {
         const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
         if (p < KF_POD * KF_POH * KF_POW) {
@@ -101,4 +179,5 @@ void k01_conv(const int n, const int cin, const int h, const int w, const int co
                 }
         }
     }
+#endif
 }

@@ -24,8 +24,8 @@ pub struct K00Conv;
 /// Fuses conv2 + bn2 (Conv), relu2 (Relu).
 #[kfoundry::evolve(
     source = "kernels/k01_conv.cl",
-    params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1]),
-    reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0),
+    params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1], TILE = [0, 1]),
+    reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0, TILE = 0),
     require(cout % OCB == 0, h + 2 >= 3, w + 2 >= 3, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * h * w) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
     global = (ceil_div((h * w), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * h * w), wl = max(1, WLOCAL * OCB * cin * 9)),
@@ -54,12 +54,13 @@ pub struct K02Reduce;
 /// Fuses fc (Gemm).
 #[kfoundry::evolve(
     source = "kernels/k03_matmul.cl",
-    params(WGX = [4, 8, 16, 32], WGY = [4, 8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], USE_LOCAL = [0, 1], TK = [8, 16, 32], UNROLL = [1, 2, 4]),
-    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, USE_LOCAL = 0, TK = 8, UNROLL = 1),
-    require(WGX * WGY >= 32, WGX * WGY <= 256, TM * TN <= 32, USE_LOCAL == 1 || TK == 8, USE_LOCAL * 4 * TK * (WGY * TM + WGX * TN + 2) <= min(device_local_mem, 49152), (m * k) <= 2147483647, (k * n) <= 2147483647, (m * n) <= 2147483647),
+    params(WGX = [4, 8, 16, 32], WGY = [4, 8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], USE_LOCAL = [0, 1], TK = [8, 16, 32], UNROLL = [1, 2, 4], MMA = [0, 1], WM = [1, 2, 4], STAGES = [2, 3, 4], FLUSH = [1, 2, 4]),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, USE_LOCAL = 0, TK = 8, UNROLL = 1, MMA = 0, WM = 1, STAGES = 2, FLUSH = 1),
+    require(MMA == 0 || device_nvidia && device_sm >= 80, MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1), MMA == 0 || (USE_LOCAL == 0 && UNROLL == 1 && TK % (8 * FLUSH) == 0), MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0), MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0), MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0), MMA * 4 * STAGES * (WGY * TM * (TK + 4) + WGX * TN * (TK + 4)) <= min(device_local_mem, 49152), WGX * WGY >= 32, WGX * WGY <= 256, TM * TN <= 32, USE_LOCAL == 1 || MMA == 1 || TK == 8, USE_LOCAL * 4 * TK * (WGY * TM + WGX * TN + 2) <= min(device_local_mem, 49152), (m * k) <= 2147483647, (k * n) <= 2147483647, (m * n) <= 2147483647),
     global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY, 1), local = (WGX, WGY, 1),
     buffers(a = (m * k), b = (k * n), s0 = n, y = (m * n)),
     check(y, rtol = 1e-4, atol = 1e-5),
+    edges = finite,
     workloads(full(m = 2, n = 10, k = 32)),
     cost(bytes = 4 * (m * k) + 4 * (k * n) + 4 * n + 4 * (m * n), flops = 2 * (m * n) * k),
     extrapolate = true,
@@ -77,6 +78,9 @@ const SLOTS: [usize; 11] = [6144, 432, 16, 8192, 4608, 32, 16384, 64, 320, 10, 2
 const WEIGHT_SLOTS: &[(usize, usize, usize)] = &[(1, 0, 432), (2, 1728, 16), (4, 1792, 4608), (5, 20224, 32), (8, 20352, 320), (9, 21632, 10)];
 const INPUT_SLOTS: [usize; 1] = [0];
 const OUTPUT_SLOTS: [usize; 1] = [10];
+/// The length and checksum (FNV-1a) of `weights.bin`: a weights file must match both.
+pub const WEIGHTS_BYTES: usize = 21672;
+pub const WEIGHTS_CHECKSUM: u64 = 0xcf3ba565ffe18086;
 static WEIGHTS: &[u8] = include_bytes!("../weights.bin");
 
 /// Why the model could not run.
@@ -88,6 +92,9 @@ pub enum Error {
     InputCount { expected: usize, given: usize },
     /// An input holds another number of elements than its shape.
     InputLength { input: &'static str, expected: usize, given: usize },
+    /// The weights given are not this import's `weights.bin` (length or checksum), or the
+    /// file could not be read.
+    Weights(String),
 }
 
 impl std::fmt::Display for Error {
@@ -96,6 +103,7 @@ impl std::fmt::Display for Error {
             Error::Kfoundry(e) => write!(f, "{e}"),
             Error::InputCount { expected, given } => write!(f, "the model takes {expected} input(s), {given} given"),
             Error::InputLength { input, expected, given } => write!(f, "input `{input}` needs {expected} element(s), {given} given"),
+            Error::Weights(what) => write!(f, "weights: {what}"),
         }
     }
 }
@@ -121,14 +129,40 @@ pub struct Model {
 }
 
 impl Model {
-    /// Allocates the graph's buffers on `queue`'s device and uploads its weights.
+    /// Allocates the graph's buffers on `queue`'s device and uploads its weights (built into
+    /// the binary).
     pub fn new(queue: &Queue) -> Result<Model, Error> {
+        Model::with_weights(queue, WEIGHTS)
+    }
+    /// Allocates the graph's buffers on `queue`'s device and uploads the weights in the file
+    /// at `path` (this import's `weights.bin`, checked by length and checksum).
+    pub fn from_weights_file(queue: &Queue, path: impl AsRef<std::path::Path>) -> Result<Model, Error> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
+        Model::with_weights(queue, &bytes).map_err(|e| match e {
+            Error::Weights(what) => Error::Weights(format!("{}: {what}", path.display())),
+            e => e,
+        })
+    }
+
+    /// Allocates the graph's buffers on `queue`'s device and uploads `weights` (the bytes of
+    /// this import's `weights.bin`, checked by length and checksum).
+    pub fn with_weights(queue: &Queue, weights: &[u8]) -> Result<Model, Error> {
+        if weights.len() != WEIGHTS_BYTES {
+            return Err(Error::Weights(format!("{} bytes where this model's weights.bin has {WEIGHTS_BYTES}", weights.len())));
+        }
+        let sum = weights.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+        if sum != WEIGHTS_CHECKSUM {
+            return Err(Error::Weights(format!(
+                "checksum {sum:#018x} where this model's weights.bin has {WEIGHTS_CHECKSUM:#018x}: another model's, or another import's"
+            )));
+        }
         let mut slots = Vec::with_capacity(SLOTS.len());
         for &len in &SLOTS {
             slots.push(Buffer::<f32>::builder().queue(queue.clone()).len(len).build()?);
         }
         for &(slot, offset, len) in WEIGHT_SLOTS {
-            let data: Vec<f32> = WEIGHTS[offset..offset + 4 * len].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let data: Vec<f32> = weights[offset..offset + 4 * len].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
             slots[slot].write(&data[..]).enq()?;
         }
         queue.finish()?;

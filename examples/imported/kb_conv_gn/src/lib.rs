@@ -9,8 +9,8 @@ use kfoundry::ocl::{Buffer, Queue};
 /// Fuses conv + add_bias + mul_scale (Conv), sigmoid (Sigmoid).
 #[kfoundry::evolve(
     source = "kernels/k00_conv.cl",
-    params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1]),
-    reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0),
+    params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1], TILE = [0, 1]),
+    reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0, TILE = 0),
     require(cout % OCB == 0, h >= 3, w >= 3, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * (h - 2) * (w - 2)) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
     global = (ceil_div(((h - 2) * (w - 2)), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * (h - 2) * (w - 2)), wl = max(1, WLOCAL * OCB * cin * 9)),
@@ -47,8 +47,9 @@ const SLOTS: [usize; 7] = [18496, 2304, 32, 65536, 32, 32, 65536];
 const WEIGHT_SLOTS: &[(usize, usize, usize)] = &[(1, 0, 2304), (2, 9216, 32), (4, 9344, 32), (5, 9472, 32)];
 const INPUT_SLOTS: [usize; 1] = [0];
 const OUTPUT_SLOTS: [usize; 1] = [6];
-static WEIGHTS: &[u8] = include_bytes!("../weights.bin");
-
+/// The length and checksum (FNV-1a) of `weights.bin`: a weights file must match both.
+pub const WEIGHTS_BYTES: usize = 9600;
+pub const WEIGHTS_CHECKSUM: u64 = 0x73eda73d88a75e49;
 /// Why the model could not run.
 #[derive(Debug)]
 pub enum Error {
@@ -58,6 +59,9 @@ pub enum Error {
     InputCount { expected: usize, given: usize },
     /// An input holds another number of elements than its shape.
     InputLength { input: &'static str, expected: usize, given: usize },
+    /// The weights given are not this import's `weights.bin` (length or checksum), or the
+    /// file could not be read.
+    Weights(String),
 }
 
 impl std::fmt::Display for Error {
@@ -66,6 +70,7 @@ impl std::fmt::Display for Error {
             Error::Kfoundry(e) => write!(f, "{e}"),
             Error::InputCount { expected, given } => write!(f, "the model takes {expected} input(s), {given} given"),
             Error::InputLength { input, expected, given } => write!(f, "input `{input}` needs {expected} element(s), {given} given"),
+            Error::Weights(what) => write!(f, "weights: {what}"),
         }
     }
 }
@@ -91,14 +96,35 @@ pub struct Model {
 }
 
 impl Model {
-    /// Allocates the graph's buffers on `queue`'s device and uploads its weights.
-    pub fn new(queue: &Queue) -> Result<Model, Error> {
+    /// Allocates the graph's buffers on `queue`'s device and uploads the weights in the file
+    /// at `path` (this import's `weights.bin`, checked by length and checksum).
+    pub fn from_weights_file(queue: &Queue, path: impl AsRef<std::path::Path>) -> Result<Model, Error> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
+        Model::with_weights(queue, &bytes).map_err(|e| match e {
+            Error::Weights(what) => Error::Weights(format!("{}: {what}", path.display())),
+            e => e,
+        })
+    }
+
+    /// Allocates the graph's buffers on `queue`'s device and uploads `weights` (the bytes of
+    /// this import's `weights.bin`, checked by length and checksum).
+    pub fn with_weights(queue: &Queue, weights: &[u8]) -> Result<Model, Error> {
+        if weights.len() != WEIGHTS_BYTES {
+            return Err(Error::Weights(format!("{} bytes where this model's weights.bin has {WEIGHTS_BYTES}", weights.len())));
+        }
+        let sum = weights.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+        if sum != WEIGHTS_CHECKSUM {
+            return Err(Error::Weights(format!(
+                "checksum {sum:#018x} where this model's weights.bin has {WEIGHTS_CHECKSUM:#018x}: another model's, or another import's"
+            )));
+        }
         let mut slots = Vec::with_capacity(SLOTS.len());
         for &len in &SLOTS {
             slots.push(Buffer::<f32>::builder().queue(queue.clone()).len(len).build()?);
         }
         for &(slot, offset, len) in WEIGHT_SLOTS {
-            let data: Vec<f32> = WEIGHTS[offset..offset + 4 * len].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let data: Vec<f32> = weights[offset..offset + 4 * len].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
             slots[slot].write(&data[..]).enq()?;
         }
         queue.finish()?;

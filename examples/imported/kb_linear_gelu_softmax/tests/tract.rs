@@ -52,3 +52,19 @@ fn matches_tract_onnx() -> Result<(), Box<dyn std::error::Error>> {
     println!("{} output(s) match tract-onnx on {}\n{}", ours.len(), device.name()?, model::Model::explain(&device)?);
     Ok(())
 }
+
+#[test]
+fn weights_of_another_length_or_content_are_refused() -> Result<(), Box<dyn std::error::Error>> {
+    let (platform, device) = kfoundry::default_device()?;
+    let context = Context::builder().platform(platform).devices(device).build()?;
+    let queue = Queue::new(&context, device, None)?;
+    let mut weights = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/weights.bin"))?;
+    assert!(matches!(model::Model::with_weights(&queue, &[weights.clone(), vec![0]].concat()), Err(model::Error::Weights(_))));
+    if let Some(byte) = weights.last_mut() {
+        *byte ^= 1;
+        assert!(matches!(model::Model::with_weights(&queue, &weights), Err(model::Error::Weights(_))));
+    }
+    let missing = model::Model::from_weights_file(&queue, "/nonexistent/weights.bin").err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(missing.contains("/nonexistent/weights.bin"), "{missing}");
+    Ok(())
+}

@@ -1,0 +1,135 @@
+# KernelBench through `cargo kfoundry import` on a GPU machine (PyTorch there, no Rust toolchain).
+#
+# For each problem of a level: PyTorch eager and torch.compile timed on the GPU (CUDA events,
+# TF32 off, median), the model exported by torch.onnx.export (eval mode, opset 17, the problem's
+# own sizes), imported with `import --bundle`, and every generated kernel tuned at `full` with a
+# fixed budget by `tune --bundle`. One JSON line per problem is appended to RESULTS; problems
+# already there are skipped (the harness resumes where the last call stopped).
+#
+#   python3 bench/kernelbench/run.py --problems DIR --level level2 --cli target/release/cargo-kfoundry \
+#       --results OUT.jsonl [--only 2,4] [--secs 6] [--evals 40] [--compile] [--deadline SECONDS]
+#
+# What a line holds: eager_ms, compile_ms (when --compile), the import's outcome and kernels, for
+# each kernel the tuner's reference and best times (medians of profiling events at the problem's
+# sizes) and whether the reference was kept; kfoundry_ms is the sum of the tuned kernels' times.
+# Correctness here is the tuner's: each kernel's winner matches the generated reference kernel
+# on fresh inputs at the proven sizes, and the generated references match tract-onnx in the
+# tests; the whole imported model is not run against PyTorch here (see BENCHMARKS.md).
+import argparse, glob, importlib.util, json, os, subprocess, sys, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--problems", required=True)
+ap.add_argument("--level", default="level2")
+ap.add_argument("--cli", required=True)
+ap.add_argument("--results", required=True)
+ap.add_argument("--only", default="")
+ap.add_argument("--secs", type=float, default=6)
+ap.add_argument("--evals", type=int, default=40)
+ap.add_argument("--compile", action="store_true")
+ap.add_argument("--deadline", type=float, default=1e9, help="stop starting problems after this many seconds")
+ap.add_argument("--work", default="/tmp/kbh")
+args = ap.parse_args()
+
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+start = time.time()
+done = set()
+if os.path.exists(args.results):
+    for line in open(args.results):
+        try:
+            done.add(json.loads(line)["problem"])
+        except Exception:
+            pass
+only = {s for s in args.only.split(",") if s}
+files = sorted(glob.glob(os.path.join(args.problems, args.level, "*.py")), key=lambda p: int(os.path.basename(p).split("_")[0]))
+os.makedirs(args.work, exist_ok=True)
+
+
+def bench(fn, reps=20, warm=3):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+for f in files:
+    n = os.path.basename(f).split("_")[0]
+    name = os.path.basename(f)[:-3]
+    if (only and n not in only) or name in done:
+        continue
+    if time.time() - start > args.deadline:
+        print(f"deadline reached before {name}", file=sys.stderr)
+        break
+    r = {"problem": name, "level": args.level}
+    try:
+        spec = importlib.util.spec_from_file_location("p" + n, f)
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        torch.manual_seed(0)
+        model = m.Model(*m.get_init_inputs()).cuda().eval()
+        inputs = [x.cuda() if torch.is_tensor(x) else x for x in m.get_inputs()]
+        with torch.no_grad():
+            r["eager_ms"] = round(bench(lambda: model(*inputs)), 4)
+            if args.compile:
+                t = time.time()
+                compiled = torch.compile(model)
+                compiled(*inputs)
+                r["compile_s"] = round(time.time() - t, 1)
+                r["compile_ms"] = round(bench(lambda: compiled(*inputs)), 4)
+        onnx_path = os.path.join(args.work, f"{args.level}_{n}.onnx")
+        t = time.time()
+        with torch.no_grad():
+            torch.onnx.export(model, tuple(inputs), onnx_path, opset_version=17, dynamo=False, do_constant_folding=True)
+        r["export_s"] = round(time.time() - t, 1)
+        del model, inputs
+        torch.cuda.empty_cache()
+        crate = f"kb-{args.level[-1]}-{n}"
+        bundle = os.path.join(args.work, f"{crate}.json")
+        c = subprocess.run([args.cli, "import", onnx_path, "--name", crate, "-o", os.path.join(args.work, crate), "--force", "--bundle", bundle],
+                           capture_output=True, text=True, timeout=600)
+        r["import"] = c.returncode == 0
+        if c.returncode != 0:
+            r["error"] = (c.stderr.strip().splitlines() or ["?"])[0][:300]
+        else:
+            r["kernels"] = [l.split()[0] for l in c.stderr.splitlines() if l.startswith("  K")]
+            lock = os.path.join(args.work, f"{crate}.lock")
+            t = time.time()
+            c = subprocess.run(
+                [args.cli, "tune", "--bundle", bundle, "--lockfile", lock, "--device", "gpu", "--workload", "full", "--budget-evals", str(args.evals),
+                 "--budget-secs", str(args.secs), "--seed", "1", "--message-format", "json"],
+                capture_output=True, text=True, timeout=60 + len(r["kernels"]) * (args.secs + 120))
+            r["tune_s"] = round(time.time() - t, 1)
+            r["tune_rc"] = c.returncode
+            tuned = []
+            for line in c.stdout.splitlines():
+                try:
+                    msg = json.loads(line)
+                except Exception:
+                    continue
+                if msg.get("reason") == "tuned":
+                    x = msg["result"]
+                    tuned.append({k: x.get(k) for k in ("kernel", "reference_ns", "best_ns", "params", "evaluations", "failures", "reference_kept", "gflops")})
+            r["tuned"] = tuned
+            if len(tuned) == len(r["kernels"]):
+                r["kfoundry_ms"] = round(sum(x["best_ns"] for x in tuned) / 1e6, 4)
+                r["reference_ms"] = round(sum(x["reference_ns"] for x in tuned) / 1e6, 4)
+            else:
+                r["tune_error"] = (c.stderr.strip().splitlines() or ["?"])[-1][:300]
+            os.remove(onnx_path)
+    except Exception as e:
+        r["exception"] = repr(e)[:300]
+    with open(args.results, "a") as out:
+        out.write(json.dumps(r) + "\n")
+    print(json.dumps({k: r.get(k) for k in ("problem", "eager_ms", "compile_ms", "kfoundry_ms", "import", "error", "tune_error", "exception")}), flush=True)

@@ -1,0 +1,35 @@
+# Tables from bench/kernelbench/run.py's results: per problem, and per level the import count,
+# the tuned count, the geomean speedup over eager and over torch.compile, and fast_p (the share of
+# problems faster than PyTorch by more than p, KernelBench's metric, over the problems measured).
+#   python3 bench/kernelbench/table.py RESULTS.jsonl [...]
+import json, math, sys
+
+rows = [json.loads(l) for f in sys.argv[1:] for l in open(f) if l.strip()]
+by_level = {}
+for r in rows:
+    by_level.setdefault(r.get("level", "?"), []).append(r)
+for level, rs in sorted(by_level.items()):
+    print(f"\n### {level}: {len(rs)} problems\n")
+    print("| problem | kernels | PyTorch eager ms | torch.compile ms | kfoundry ms (tuned) | reference ms | vs eager | vs compile | note |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    se, sc = [], []
+    for r in sorted(rs, key=lambda r: int(r["problem"].split("_")[0])):
+        k = r.get("kfoundry_ms")
+        e, c = r.get("eager_ms"), r.get("compile_ms")
+        ve = e / k if k and e else None
+        vc = c / k if k and c else None
+        if ve:
+            se.append(ve)
+        if vc:
+            sc.append(vc)
+        note = r.get("error") or r.get("tune_error") or r.get("exception") or ""
+        kept = sum(1 for t in r.get("tuned", []) if t.get("reference_kept"))
+        if kept:
+            note = f"{kept} reference(s) kept " + note
+        f = lambda v, d=3: "" if v is None else f"{v:.{d}f}"
+        print(f"| {r['problem']} | {len(r.get('kernels') or [])} | {f(e)} | {f(c)} | {f(k)} | {f(r.get('reference_ms'))} | {f(ve, 2)} | {f(vc, 2)} | {note[:120]} |")
+    geo = lambda v: math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
+    imported = sum(1 for r in rs if r.get("import"))
+    print(f"\nimported {imported} of {len(rs)}; tuned {len(se)}; geomean vs eager {geo(se):.3f}x; vs compile {geo(sc):.3f}x ({len(sc)} with compile)")
+    for p in (1.0, 1.5):
+        print(f"fast_{p:g} over eager: {sum(1 for v in se if v > p)} of {len(rs)} ({100 * sum(1 for v in se if v > p) / max(len(rs), 1):.0f}%)")

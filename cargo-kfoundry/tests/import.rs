@@ -177,3 +177,44 @@ fn an_existing_directory_is_kept_unless_forced() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!out.join("mine.txt").exists() && out.join("src/lib.rs").exists());
 }
+
+/// `import --bundle` writes what `tune --bundle` reads on a machine without cargo; `-p` picks
+/// packages of a bundle as it picks workspace members, and a package the bundle lacks is an
+/// error that lists the ones it has.
+#[test]
+fn import_writes_a_bundle_and_tune_picks_its_packages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut kernels = Vec::new();
+    for m in ["kb_linear_gelu_softmax", "cnn_block"] {
+        let bundle = tmp.path().join(format!("{m}.json"));
+        let o = import(&fixture(m), &m.replace('_', "-"), &tmp.path().join(m), &["-q", "--bundle", bundle.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let b: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
+        assert_eq!(b["format"], "kfoundry-bundle");
+        kernels.extend(b["kernels"].as_array().unwrap().iter().cloned());
+    }
+    assert_eq!(kernels.len(), 6, "2 + 4 kernels");
+    let both = tmp.path().join("both.json");
+    std::fs::write(&both, serde_json::json!({ "format": "kfoundry-bundle", "version": 1, "kernels": kernels }).to_string()).unwrap();
+    let lock = tmp.path().join("K.lock");
+    let tune = |p: &str| {
+        exe()
+            .args(["tune", "--bundle", both.to_str().unwrap(), "--lockfile", lock.to_str().unwrap(), "-p", p])
+            .args(["--workload", "small", "--budget-evals", "2", "--message-format", "json"])
+            .output()
+            .unwrap()
+    };
+    let o = tune("kb-linear-gelu-softmax");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tuned: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "tuned")
+        .map(|m| m["result"]["kernel"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tuned, ["kb-linear-gelu-softmax::K00Matmul", "kb-linear-gelu-softmax::K01Softmax"]);
+    let o = tune("nope");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("-p nope: the bundle has no package of that name (it has: kb-linear-gelu-softmax, cnn-block)"), "{e}");
+}

@@ -43,6 +43,9 @@ pub struct Options {
     /// The model's folder, where tensors stored as external data are read from (never a file
     /// outside it). `None`: a model with external data is refused.
     pub data_dir: Option<std::path::PathBuf>,
+    /// 64-bit indices in every kernel. Without it they are used only where a kernel touches a
+    /// tensor of more than 2^31 - 1 elements (the tests force them on small graphs).
+    pub index64: bool,
 }
 
 /// Imports the ONNX model in `bytes`.
@@ -57,6 +60,6 @@ pub fn import(bytes: &[u8], options: &Options) -> Result<Imported, ImportError> 
     let model_copy = if external { Some(onnx::encode(&model)).filter(|b| b.len() < (2 << 30) - 1) } else { Some(bytes.to_vec()) };
     let graph = graph::from_model(model, options)?;
     let fused = fuse::fuse(graph);
-    let kernels = kernels::generate(&fused);
+    let kernels = kernels::generate(&fused, options.index64);
     Ok(Imported { fused, kernels, model_copy })
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{af, ai, astr, check, check_configs, check_with, ints, Config, G};
+use common::{af, ai, astr, check, check_configs, check_imported, check_with, ints, Config, G};
 
 /// Configurations that reach each template's every path (local memory, unrolled loops with
 /// tails), set over the reference where a kernel has the parameter.
@@ -735,4 +735,110 @@ fn matmul_tensor_core_path_emulated() {
     assert!(matmul.source.contains("mma.sync.aligned.m16n8k8") && matmul.source.contains("#define KM_B_KMAJOR 1"), "the template is in");
     assert!(!matmul.source.contains("#error"), "no directive beyond the allow-list");
     assert!(matmul.require.iter().any(|r| r == "MMA == 0 || device_nvidia && device_sm >= 80"));
+}
+
+/// 64-bit indices (what a tensor of more than 2^31 - 1 elements gets), forced on small graphs
+/// of every kind of kernel: the same results as tract-onnx, every fixed path included.
+#[test]
+fn sixty_four_bit_indices_in_every_kind_of_kernel() {
+    let wide = kfoundry_import::Options { index64: true, ..Default::default() };
+    let g = G::new()
+        .input("x", &[2, 4, 9, 8])
+        .weight("w", &[6, 4, 3, 3], 1)
+        .weight("b", &[6], 2)
+        .node("Conv", &["x", "w", "b"], &["c"], vec![ints("pads", &[1, 1, 1, 1])])
+        .node("Relu", &["c"], &["r"], vec![])
+        .node("MaxPool", &["r"], &["p"], vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])])
+        .node("Transpose", &["x"], &["t"], vec![ints("perm", &[0, 2, 3, 1])])
+        .node("ArgMax", &["t"], &["am"], vec![ai("axis", 3)])
+        .node("Softmax", &["t"], &["sm"], vec![ai("axis", 1)])
+        .init_ints("ax", &[], &[2])
+        .node("CumSum", &["t", "ax"], &["cs"], vec![])
+        .weight("scale", &[4], 3)
+        .weight("bias", &[4], 4)
+        .node("InstanceNormalization", &["x", "scale", "bias"], &["n"], vec![])
+        .node("ConvTranspose", &["p", "w"], &["ct"], vec![ints("strides", &[2, 2])])
+        .node("AveragePool", &["x"], &["ap"], vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1]), ai("ceil_mode", 1)])
+        .int64s("pads", &[0, 0, 1, 2, 0, 0, 2, 1])
+        .node("Pad", &["x", "pads"], &["pd"], vec![astr("mode", "reflect")])
+        .node("Concat", &["x", "x"], &["cc"], vec![ai("axis", 2)])
+        .node("Pad", &["x", "pads"], &["pe"], vec![astr("mode", "edge")])
+        .init("roi", &[0], vec![])
+        .init("scales", &[4], vec![1.0, 1.0, 1.5, 2.0])
+        .node("Resize", &["x", "roi", "scales"], &["rs"], vec![astr("mode", "linear")])
+        .node("Resize", &["x", "roi", "scales"], &["rn"], vec![])
+        .output("pe")
+        .output("rs")
+        .output("rn")
+        .output("ap")
+        .output("pd")
+        .output("cc")
+        .output("p")
+        .output("am")
+        .output("sm")
+        .output("cs")
+        .output("n")
+        .output("ct");
+    let i = check_imported("64-bit indices", &g, &wide, 2, &PATHS.iter().map(|&f| Config::With(f)).collect::<Vec<_>>());
+    for k in &i.kernels {
+        assert!(!k.source.contains("int ") && k.source.contains("long "), "{}: every int widened", k.entry);
+        assert!(k.require.iter().all(|r| !r.contains("2147483647")), "{}: {:?}", k.entry, k.require);
+    }
+    let m = G::new().input("a", &[32, 48]).weight("bw", &[48, 64], 5).node("MatMul", &["a", "bw"], &["y"], vec![]).output("y");
+    const MMA: &[(&str, i64)] = &[("MMA", 1), ("WGX", 16), ("WGY", 8), ("TM", 4), ("TN", 4), ("WM", 2), ("TK", 16), ("STAGES", 3), ("FLUSH", 2)];
+    check_imported("64-bit indices, matrix product", &m, &wide, 2, &[Config::Emulated(MMA), Config::With(PATHS[0])]);
+}
+
+/// Resize, nearest and linear, up and down, from scales and from sizes, in each coordinate
+/// transformation and nearest mode tract-onnx reads.
+#[test]
+fn resize_nearest_and_linear() {
+    let empty: &[f32] = &[];
+    let mut g = G::new().input("x", &[1, 2, 5, 7]).init("roi", &[0], empty.to_vec());
+    // mode, coordinate transformation, nearest mode, scales or sizes.
+    type Case = (&'static str, &'static str, &'static str, &'static [f32], &'static [i64]);
+    let cases: &[Case] = &[
+        ("nearest", "asymmetric", "floor", &[1.0, 1.0, 2.0, 2.0], &[]),
+        ("nearest", "half_pixel", "round_prefer_floor", &[1.0, 1.0, 1.5, 0.5], &[]),
+        ("nearest", "align_corners", "round_prefer_ceil", &[], &[1, 2, 9, 4]),
+        ("nearest", "pytorch_half_pixel", "ceil", &[], &[1, 2, 3, 11]),
+        ("linear", "half_pixel", "round_prefer_floor", &[1.0, 1.0, 2.0, 2.0], &[]),
+        ("linear", "align_corners", "round_prefer_floor", &[], &[1, 2, 8, 3]),
+        ("linear", "asymmetric", "round_prefer_floor", &[1.0, 1.0, 0.6, 1.7], &[]),
+        ("linear", "pytorch_half_pixel", "round_prefer_floor", &[], &[1, 2, 1, 13]),
+    ];
+    for (i, (mode, transform, nearest, scales, sizes)) in cases.iter().enumerate() {
+        let (s, z) = (format!("scales{i}"), format!("sizes{i}"));
+        g = if scales.is_empty() { g.init(&s, &[0], vec![]).int64s(&z, sizes) } else { g.init(&s, &[4], scales.to_vec()) };
+        let inputs: Vec<&str> = if sizes.is_empty() { vec!["x", "roi", &s] } else { vec!["x", "roi", &s, &z] };
+        let out = format!("y{i}");
+        g = g
+            .node(
+                "Resize",
+                &inputs,
+                &[&out],
+                vec![astr("mode", mode), astr("coordinate_transformation_mode", transform), astr("nearest_mode", nearest)],
+            )
+            .output(&out);
+    }
+    let i = check_with("resize", &g, CONFIGS, PATHS);
+    assert!(i.kernels.iter().all(|k| k.struct_name.ends_with("Resize")), "{:?}", i.kernels.iter().map(|k| &k.struct_name).collect::<Vec<_>>());
+}
+
+/// A kernel that touches a tensor of more than 2^31 - 1 elements indexes with `long` without
+/// being asked; one beside it on small tensors keeps `int`.
+#[test]
+fn tensors_past_two_to_the_31_get_long_indices() {
+    let g = G::new()
+        .input("x", &[1 << 16, 1 << 16])
+        .node("Relu", &["x"], &["y"], vec![])
+        .input("s", &[8, 8])
+        .node("Softmax", &["s"], &["z"], vec![])
+        .output("y")
+        .output("z");
+    let i = kfoundry_import::import(&g.bytes(), &Default::default()).unwrap();
+    let (big, small) = (&i.kernels[0], &i.kernels[1]);
+    assert!(big.source.contains("const long ") && !big.source.contains("int "), "{}", big.source);
+    assert!(big.require.iter().any(|r| r.ends_with("<= 4611686018427387903")), "{:?}", big.require);
+    assert!(small.source.contains("const int "), "{}", small.source);
 }

@@ -24,7 +24,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
     let started = std::time::Instant::now();
     // External data is read from the model's own folder only.
     let data_dir = Some(args.model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf());
-    let options = kfoundry_import::Options { dims, data_dir };
+    let options = kfoundry_import::Options { dims, data_dir, index64: false };
     let imported = kfoundry_import::import(&bytes, &options).map_err(|e| usage(format!("{}: {e}", args.model.display())))?;
 
     let dir = absolute(&args.output)?;

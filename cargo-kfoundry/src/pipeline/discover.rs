@@ -65,7 +65,19 @@ pub fn sources(ws: &WorkspaceArgs, bundle: Option<&Path>, lockfile: Option<&Path
         Some(bundle) => {
             let lock = lockfile.map(Path::to_path_buf).unwrap_or_else(|| FILE_NAME.into());
             let beside = lock.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("target");
-            let bundle = Bundle::read(bundle)?;
+            let mut bundle = Bundle::read(bundle)?;
+            // `-p` picks packages of the bundle as it picks workspace members.
+            if !ws.packages.is_empty() {
+                let normal = |n: &str| n.to_ascii_lowercase().replace('_', "-");
+                for p in &ws.packages {
+                    if !bundle.kernels.iter().any(|k| normal(&k.package) == normal(p)) {
+                        let mut have: Vec<&str> = bundle.kernels.iter().map(|k| k.package.as_str()).collect();
+                        have.dedup();
+                        return Err(crate::error::usage(format!("-p {p}: the bundle has no package of that name (it has: {})", have.join(", "))));
+                    }
+                }
+                bundle.kernels.retain(|k| ws.packages.iter().any(|p| normal(p) == normal(&k.package)));
+            }
             let metadata = bundle.kfoundry_metadata.map(|k| serde_json::json!({ "kfoundry": k })).unwrap_or(serde_json::Value::Null);
             Sources { kernels: bundle.kernels, lockfile: lock, state_dir: beside.join("kfoundry"), from_workspace: false, metadata }
         }

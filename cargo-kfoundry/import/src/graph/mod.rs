@@ -37,8 +37,8 @@ pub const SUPPORTED: &[&str] = &[
     "Conv",
     "ConvTranspose",
     "Cos",
-    "CumSum",
     "Cosh",
+    "CumSum",
     "DepthToSpace",
     "Div",
     "Dropout",
@@ -95,6 +95,7 @@ pub const SUPPORTED: &[&str] = &[
     "ReduceProd",
     "ReduceSum",
     "ReduceSumSquare",
+    "Resize",
     "Relu",
     "Reshape",
     "Round",
@@ -339,6 +340,37 @@ pub enum Move {
     Tile,
     /// Along `axis`, the input's elements at `indices` (constant, of shape `shape`).
     Gather { axis: usize, indices: Vec<usize>, shape: Vec<usize> },
+    /// Resize: per dimension, the input coordinate of each output coordinate; the nearest
+    /// element, or the (multi)linear interpolation of its neighbours.
+    Resize { axes: Vec<ResizeAxis>, linear: bool, nearest: NearestMode },
+}
+
+/// One dimension of a Resize: `scale` (output over input extent, as the operator defines it)
+/// and how an output coordinate maps to the input's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResizeAxis {
+    pub input: usize,
+    pub output: usize,
+    pub scale: f32,
+    pub transform: CoordinateTransform,
+}
+
+/// ONNX's `coordinate_transformation_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordinateTransform {
+    HalfPixel,
+    PytorchHalfPixel,
+    Asymmetric,
+    AlignCorners,
+}
+
+/// ONNX's `nearest_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NearestMode {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -654,8 +686,9 @@ fn shape_of(cx: &NodeCx, dims: &[i64]) -> Result<Vec<usize>, ImportError> {
     dims.iter().map(|&d| usize::try_from(d).map_err(|_| cx.err(format!("shape {dims:?}")))).collect()
 }
 
-/// The largest tensor kfoundry imports: generated kernels index with `int`.
-pub const MAX_ELEMENTS: usize = i32::MAX as usize;
+/// The largest tensor kfoundry imports (2^40 elements). Kernels that touch a tensor of more
+/// than 2^31 - 1 elements index with `long` (see `kernels::widen`).
+pub const MAX_ELEMENTS: usize = 1 << 40;
 /// The largest rank, window extent, stride, dilation or padding it imports.
 pub const MAX_RANK: usize = 8;
 const MAX_WINDOW: i64 = 1 << 16;
@@ -824,6 +857,7 @@ impl Builder {
             "Transpose" => self.transpose(&cx),
             "Slice" | "Pad" | "Concat" | "Split" | "Expand" | "Tile" | "Gather" => self.movement(&cx),
             "DepthToSpace" | "SpaceToDepth" => self.depth_space(&cx),
+            "Resize" => self.resize(&cx),
             "MatMul" => self.matmul(&cx),
             "Gemm" => self.gemm(&cx),
             "Conv" | "ConvTranspose" => self.conv(&cx),

@@ -460,6 +460,71 @@ impl Builder {
         Ok(())
     }
 
+    /// Resize with mode `nearest` or `linear`, the output's extents from `scales` or `sizes`.
+    pub(super) fn resize(&mut self, cx: &NodeCx) -> Result<(), ImportError> {
+        cx.only(&["mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias"])?;
+        if cx.int("antialias", 0)? != 0 || cx.int("exclude_outside", 0)? != 0 {
+            return Err(cx.err("`antialias` and `exclude_outside` are not supported"));
+        }
+        let x = self.tensor(cx, 0)?;
+        let xs = self.shape(x);
+        let linear = match cx.string("mode")?.as_deref().unwrap_or("nearest") {
+            "nearest" => false,
+            "linear" => true,
+            m => return Err(cx.err(format!("mode `{m}` is not supported (nearest, linear)"))),
+        };
+        let transform = match cx.string("coordinate_transformation_mode")?.as_deref().unwrap_or("half_pixel") {
+            "half_pixel" => CoordinateTransform::HalfPixel,
+            "pytorch_half_pixel" => CoordinateTransform::PytorchHalfPixel,
+            "asymmetric" => CoordinateTransform::Asymmetric,
+            "align_corners" => CoordinateTransform::AlignCorners,
+            m => return Err(cx.err(format!("coordinate_transformation_mode `{m}` is not supported"))),
+        };
+        let nearest = match cx.string("nearest_mode")?.as_deref().unwrap_or("round_prefer_floor") {
+            "round_prefer_floor" => NearestMode::RoundPreferFloor,
+            "round_prefer_ceil" => NearestMode::RoundPreferCeil,
+            "floor" => NearestMode::Floor,
+            "ceil" => NearestMode::Ceil,
+            m => return Err(cx.err(format!("nearest_mode `{m}` is not supported"))),
+        };
+        // Scales (input 2, floats) or sizes (input 3, integers), constants; an empty tensor is none.
+        let scales = match self.input(cx, 2)? {
+            Some(v) => self.g.values[v].data.clone().ok_or_else(|| cx.err("the scales must be a constant"))?,
+            None => vec![],
+        };
+        let sizes = self.const_ints(cx, 3)?.unwrap_or_default();
+        let axes: Vec<ResizeAxis> = match (scales.is_empty(), sizes.is_empty()) {
+            (false, true) if scales.len() == xs.len() => xs
+                .iter()
+                .zip(&scales)
+                .map(|(&d, &s)| {
+                    let out = (d as f64 * f64::from(s)).floor();
+                    if !(s > 0.0 && s.is_finite()) || out < 1.0 || out > super::MAX_ELEMENTS as f64 {
+                        return Err(cx.err(format!("scale {s} for extent {d}")));
+                    }
+                    Ok(ResizeAxis { input: d, output: out as usize, scale: s, transform })
+                })
+                .collect::<Result<_, _>>()?,
+            (true, false) if sizes.len() == xs.len() => xs
+                .iter()
+                .zip(&sizes)
+                .map(|(&d, &n)| {
+                    let out = usize::try_from(n).ok().filter(|&n| n >= 1).ok_or_else(|| cx.err(format!("size {n}")))?;
+                    Ok(ResizeAxis { input: d, output: out, scale: out as f32 / d as f32, transform })
+                })
+                .collect::<Result<_, ImportError>>()?,
+            _ => return Err(cx.err(format!("exactly one of scales and sizes must be given, one value per dimension of {xs:?}"))),
+        };
+        if linear && axes.iter().filter(|a| a.input != a.output).count() > 3 {
+            return Err(cx.err("linear interpolation along more than 3 dimensions is not supported"));
+        }
+        let shape: Vec<usize> = axes.iter().map(|a| a.output).collect();
+        super::check_size(&shape).map_err(|e| cx.err(e))?;
+        let y = self.output(cx, shape)?;
+        self.push(cx, Op::Move(Move::Resize { axes, linear, nearest }), vec![x], y);
+        Ok(())
+    }
+
     /// DepthToSpace and SpaceToDepth: a view, a transpose and a view.
     pub(super) fn depth_space(&mut self, cx: &NodeCx) -> Result<(), ImportError> {
         cx.only(&["blocksize", "mode"])?;

@@ -13,7 +13,7 @@
 
 use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
 use crate::fuse::Anchor;
-use crate::graph::{Move, PadMode};
+use crate::graph::{CoordinateTransform, Move, NearestMode, PadMode, ResizeAxis};
 
 /// The index arithmetic of one movement: the output's dimensions, each input's, and the C
 /// expression of the value at output coordinates `q0, q1, ...`.
@@ -116,7 +116,7 @@ fn plan(cx: &Cx, k: &mut Kernel, inputs: &[usize], kind: &Move) -> Plan {
                         inside.push(format!("{c} >= 0 && {c} < {d}"));
                         coords.push(c);
                     }
-                    PadMode::Edge => coords.push(format!("clamp({c}, 0, {})", d - 1)),
+                    PadMode::Edge => coords.push(format!("clamp({c}, (int)0, (int){})", d - 1)),
                     PadMode::Reflect => coords.push(format!("kf_reflect({c}, {d})")),
                 }
             }
@@ -211,8 +211,95 @@ fn plan(cx: &Cx, k: &mut Kernel, inputs: &[usize], kind: &Move) -> Plan {
             let value = format!("x0[{}]", offset(&input, &coords));
             (out, vec![input], value)
         }
+        Move::Resize { axes, linear, nearest } => {
+            let mut out = Vec::new();
+            let mut input = Vec::new();
+            // Per dimension: its coordinate in the input, or for a linear one the two
+            // neighbours' coordinates and the second one's weight.
+            let mut corners: Vec<Vec<(String, String)>> = Vec::new();
+            for (j, a) in axes.iter().enumerate() {
+                if a.input == a.output {
+                    let n = name(j, a.input);
+                    out.push(n.clone());
+                    input.push(n);
+                    corners.push(vec![(q[j].clone(), String::new())]);
+                    continue;
+                }
+                out.push(a.output.to_string());
+                input.push(a.input.to_string());
+                globals += &resize_axis(j, a, *nearest, *linear);
+                corners.push(if *linear {
+                    vec![(format!("kf_i{j}(q{j}, 0)"), format!("(1.0f - kf_f{j}(q{j}))")), (format!("kf_i{j}(q{j}, 1)"), format!("kf_f{j}(q{j})"))]
+                } else {
+                    vec![(format!("kf_n{j}(q{j})"), String::new())]
+                });
+            }
+            // The sum over the corners of the weights' product times the input there.
+            let mut terms = vec![(Vec::new(), Vec::new())];
+            for c in &corners {
+                terms = terms
+                    .into_iter()
+                    .flat_map(|(coords, weights): (Vec<String>, Vec<String>)| {
+                        c.iter().map(move |(at, w)| {
+                            let mut coords = coords.clone();
+                            coords.push(at.clone());
+                            let mut weights = weights.clone();
+                            if !w.is_empty() {
+                                weights.push(w.clone());
+                            }
+                            (coords, weights)
+                        })
+                    })
+                    .collect();
+            }
+            let value = terms
+                .iter()
+                .map(|(coords, weights)| {
+                    let read = format!("x0[{}]", offset(&input, coords));
+                    if weights.is_empty() {
+                        read
+                    } else {
+                        format!("{} * {read}", weights.join(" * "))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" + ");
+            (out, vec![input], format!("({value})"))
+        }
     };
     Plan { out, ins, value, globals }
+}
+
+/// The C helpers of a resized dimension `j`: `kf_x{j}(q)`, the input coordinate of output
+/// coordinate q; then `kf_n{j}(q)`, the nearest element's index, or `kf_i{j}(q, c)`, the lower
+/// (c = 0) and upper (c = 1) neighbours' indices and `kf_f{j}(q)`, the upper one's weight.
+/// Indices are clamped to the input, as ONNX's reference pads with the edge.
+fn resize_axis(j: usize, a: &ResizeAxis, nearest: NearestMode, linear: bool) -> String {
+    let (d, o) = (a.input, a.output);
+    let half = format!("((float)q + 0.5f) / {} - 0.5f", super::lit(a.scale));
+    let x = match a.transform {
+        CoordinateTransform::HalfPixel => half,
+        CoordinateTransform::PytorchHalfPixel if o > 1 => half,
+        CoordinateTransform::PytorchHalfPixel => "0.0f".into(),
+        CoordinateTransform::Asymmetric => format!("(float)q / {}", super::lit(a.scale)),
+        CoordinateTransform::AlignCorners if o > 1 => format!("(float)q * (float){} / (float){}", d - 1, o - 1),
+        CoordinateTransform::AlignCorners => "0.0f".into(),
+    };
+    let mut s = format!("static inline float kf_x{j}(const int q) {{ return {x}; }}\n");
+    if linear {
+        s +=
+            &format!("static inline int kf_i{j}(const int q, const int c) {{ return clamp((int)floor(kf_x{j}(q)) + c, (int)0, (int){}); }}\n", d - 1);
+        s += &format!("static inline float kf_f{j}(const int q) {{ const float x = kf_x{j}(q); return x - floor(x); }}\n");
+    } else {
+        let round = match nearest {
+            NearestMode::RoundPreferFloor => format!("ceil(kf_x{j}(q) - 0.5f)"),
+            NearestMode::RoundPreferCeil => format!("floor(kf_x{j}(q) + 0.5f)"),
+            NearestMode::Floor => format!("floor(kf_x{j}(q))"),
+            NearestMode::Ceil => format!("ceil(kf_x{j}(q))"),
+        };
+        s += &format!("static inline int kf_n{j}(const int q) {{ return clamp((int){round}, (int)0, (int){}); }}\n", d - 1);
+    }
+    s
 }
 
 pub(super) fn generate(cx: &Cx) -> Kernel {

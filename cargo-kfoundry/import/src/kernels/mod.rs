@@ -74,11 +74,40 @@ pub struct Kernel {
 }
 
 /// Generates one kernel per group.
-pub fn generate(fused: &Fused) -> Vec<Kernel> {
-    fused.groups.iter().enumerate().map(|(i, g)| generate_one(fused, i, g)).collect()
+pub fn generate(fused: &Fused, index64: bool) -> Vec<Kernel> {
+    fused.groups.iter().enumerate().map(|(i, g)| generate_one(fused, i, g, index64)).collect()
 }
 
-fn generate_one(fused: &Fused, index: usize, g: &Group) -> Kernel {
+/// The bound `fits_int` states for `int` indices, and the one for `long` indices.
+const INT_BOUND: &str = "<= 2147483647";
+const LONG_BOUND: &str = "<= 4611686018427387903";
+
+/// The kernel with 64-bit indices: every `int` of its source becomes `long` (the sizes it
+/// takes, the indices it computes, its loop counters), and its bounds are those of `long`.
+/// `int` is matched as a whole token, so `uint`, `int4` and `convert_int` stay as they are.
+fn widen(k: &mut Kernel) {
+    let src = &k.source;
+    let mut out = String::with_capacity(src.len() + src.len() / 16);
+    let bytes = src.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < bytes.len() {
+        if src[i..].starts_with("int") && (i == 0 || !word(bytes[i - 1])) && bytes.get(i + 3).is_none_or(|&c| !word(c)) {
+            out.push_str("long");
+            i += 3;
+        } else {
+            let c = src[i..].chars().next().expect("a character");
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    k.source = out;
+    for r in &mut k.require {
+        *r = r.replace(INT_BOUND, LONG_BOUND);
+    }
+}
+
+fn generate_one(fused: &Fused, index: usize, g: &Group, index64: bool) -> Kernel {
     let cx = Cx { fused, group: g, entry: format!("k{index:02}_{}", kind_name(&g.anchor)) };
     let mut k = match &g.anchor {
         Anchor::Map | Anchor::Move { .. } => map::generate(&cx),
@@ -88,6 +117,12 @@ fn generate_one(fused: &Fused, index: usize, g: &Group) -> Kernel {
         Anchor::Reduce { .. } | Anchor::Softmax { .. } | Anchor::Scan { .. } => reduce::generate(&cx),
         Anchor::LayerNorm { .. } | Anchor::GroupNorm { .. } => norm::generate(&cx),
     };
+    // 64-bit indices where a tensor it touches (or the group's own result, a convolution's
+    // before its pooling) passes what `int` indexes.
+    let big = |n: usize| n > i32::MAX as usize;
+    if index64 || big(g.shape.iter().product()) || k.buffers.iter().any(|b| big(fused.graph.values[b.value].numel())) {
+        widen(&mut k);
+    }
     k.struct_name = format!("K{index:02}{}", camel(kind_name(&g.anchor)));
     k.doc = g.nodes.iter().map(|n| printable(n, 80)).collect::<Vec<_>>().join(", ");
     k
@@ -114,6 +149,7 @@ fn kind_name(a: &Anchor) -> &'static str {
             crate::graph::Move::Expand => "expand",
             crate::graph::Move::Tile => "tile",
             crate::graph::Move::Gather { .. } => "gather",
+            crate::graph::Move::Resize { .. } => "resize",
         },
         Anchor::MatMul { .. } => "matmul",
         Anchor::Conv { .. } => "conv",
@@ -520,8 +556,8 @@ pub(crate) fn params(k: &mut Kernel, list: &[(&str, &str, i64)]) {
 /// The sizes' products stay within `int`: every index in the generated code is an `int`.
 pub(crate) fn fits_int(k: &mut Kernel, exprs: &[String]) {
     for e in exprs {
-        if e != "1" && !k.require.contains(&format!("{e} <= 2147483647")) {
-            k.require.push(format!("{e} <= 2147483647"));
+        if e != "1" && !k.require.contains(&format!("{e} {INT_BOUND}")) {
+            k.require.push(format!("{e} {INT_BOUND}"));
         }
     }
 }

@@ -64,7 +64,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     // padding (ceil_mode): per dimension, the taps before the padded input's end.
     let (ov, iv, kv) = (["oz", "oy", "ox"], ["iz", "iy", "ix"], ["kz", "ky", "kx"]);
     let padded: Vec<String> =
-        (0..3).map(|i| format!("min({}, {} + {} - ({} * {} - {}))", kn[i], in_expr[i], pads[i + 3], ov[i], st[i], pads[i])).collect();
+        (0..3).map(|i| format!("min((int){}, {} + {} - ({} * {} - {}))", kn[i], in_expr[i], pads[i + 3], ov[i], st[i], pads[i])).collect();
     let (init, fold, finish) = match kind {
         PoolKind::Max => ("-INFINITY", "r = fmax(r, xv);", "r".to_string()),
         PoolKind::Avg if *count_include_pad => ("0.0f", "r += xv;", format!("r / (float)({})", padded.join(" * "))),

@@ -209,11 +209,11 @@ fn arg_body(cx: &Cx, k: &Kernel, max: bool, last: bool) -> String {
         )
     };
     let group = format!(
-        "{scan}    buf[lid] = bv;\n    ibuf[lid] = bj;\n    for (int s = WG / 2; s > 0; s >>= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        if (lid < s && {tree_better}) {{ buf[lid] = buf[lid + s]; ibuf[lid] = ibuf[lid + s]; }}\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n    if (lid == 0) {{\n        const float v = (float)max(ibuf[0], 0);\n        y[i] = {call};\n    }}\n",
+        "{scan}    buf[lid] = bv;\n    ibuf[lid] = bj;\n    for (int s = WG / 2; s > 0; s >>= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        if (lid < s && {tree_better}) {{ buf[lid] = buf[lid + s]; ibuf[lid] = ibuf[lid + s]; }}\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n    if (lid == 0) {{\n        const float v = (float)max(ibuf[0], (int)0);\n        y[i] = {call};\n    }}\n",
         scan = scan("lid", "WG"),
         tree_better = better("buf[lid + s]", "ibuf[lid + s]", "buf[lid]", "ibuf[lid]"),
     );
-    per_row("    __local int ibuf[WG];\n", &group, &format!("{}    const float v = (float)max(bj, 0);\n    y[i] = {call};\n", scan("0", "1")))
+    per_row("    __local int ibuf[WG];\n", &group, &format!("{}    const float v = (float)max(bj, (int)0);\n    y[i] = {call};\n", scan("0", "1")))
 }
 
 /// Running sums along the row. With MODE 0 each item of the row's work-group sums a

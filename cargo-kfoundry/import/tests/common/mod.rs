@@ -88,7 +88,8 @@ impl G {
     }
 
     pub fn init(mut self, name: &str, shape: &[usize], data: Vec<f32>) -> G {
-        assert_eq!(data.len(), shape.iter().product::<usize>().max(1), "{name}");
+        // A scalar has one element; an empty tensor (an unused input, as exporters write) none.
+        assert_eq!(data.len(), if shape.is_empty() { 1 } else { shape.iter().product::<usize>() }, "{name}");
         self.graph.initializer.push(TensorProto {
             name: name.into(),
             dims: shape.iter().map(|&d| d as i64).collect(),
@@ -387,8 +388,13 @@ pub fn check_with(what: &str, g: &G, random_configs: u64, fixed: &[&'static [(&'
 
 /// As [`check`], with these configurations too.
 pub fn check_configs(what: &str, g: &G, random_configs: u64, fixed: &[Config]) -> Imported {
+    check_imported(what, g, &Default::default(), random_configs, fixed)
+}
+
+/// As [`check_configs`], the model read with `options`.
+pub fn check_imported(what: &str, g: &G, options: &kfoundry_import::Options, random_configs: u64, fixed: &[Config]) -> Imported {
     let bytes = g.bytes();
-    let imported = kfoundry_import::import(&bytes, &Default::default()).unwrap_or_else(|e| panic!("{what}: import: {e}"));
+    let imported = kfoundry_import::import(&bytes, options).unwrap_or_else(|e| panic!("{what}: import: {e}"));
     let dir = tempfile::tempdir().unwrap();
     let specs = specs(&imported, dir.path());
     let shapes = g.input_shapes();

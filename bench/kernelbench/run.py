@@ -12,10 +12,14 @@
 # What a line holds: eager_ms, compile_ms (when --compile), the import's outcome and kernels, for
 # each kernel the tuner's reference and best times (medians of profiling events at the problem's
 # sizes) and whether the reference was kept; kfoundry_ms is the sum of the tuned kernels' times.
-# Correctness here is the tuner's: each kernel's winner matches the generated reference kernel
-# on fresh inputs at the proven sizes, and the generated references match tract-onnx in the
-# tests; the whole imported model is not run against PyTorch here (see BENCHMARKS.md).
+# Then the whole imported model runs once through dispatch's choices from that lockfile
+# (`cargo kfoundry run`) on the problem's inputs, and its outputs are compared with PyTorch's:
+# KernelBench's rule (torch.allclose, atol = rtol = 1e-2, against the FP32 eager output) and
+# kfoundry's FP32 rule (relative error norm against an FP64 run of the model at most twice
+# PyTorch FP32's own, plus 1e-6). graph_wall_ms is that run's median wall time of the whole
+# graph (launches and the gaps between them).
 import argparse, glob, importlib.util, json, os, subprocess, sys, time
+import numpy as np
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--problems", required=True)
@@ -28,6 +32,8 @@ ap.add_argument("--evals", type=int, default=40)
 ap.add_argument("--compile", action="store_true")
 ap.add_argument("--deadline", type=float, default=1e9, help="stop starting problems after this many seconds")
 ap.add_argument("--work", default="/tmp/kbh")
+ap.add_argument("--repeats", type=int, default=20, help="timed runs of the whole imported graph")
+ap.add_argument("--cpu", action="store_true", help="a dry run of the harness without a GPU: PyTorch on the CPU, the tune at `small` on the default OpenCL device")
 args = ap.parse_args()
 
 import torch
@@ -47,7 +53,18 @@ files = sorted(glob.glob(os.path.join(args.problems, args.level, "*.py")), key=l
 os.makedirs(args.work, exist_ok=True)
 
 
+DEV = "cpu" if args.cpu else "cuda"
+
+
 def bench(fn, reps=20, warm=3):
+    if args.cpu:
+        fn()
+        ts = []
+        for _ in range(3):
+            t = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t) * 1e3)
+        return sorted(ts)[1]
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
@@ -78,8 +95,8 @@ for f in files:
         m = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(m)
         torch.manual_seed(0)
-        model = m.Model(*m.get_init_inputs()).cuda().eval()
-        inputs = [x.cuda() if torch.is_tensor(x) else x for x in m.get_inputs()]
+        model = m.Model(*m.get_init_inputs()).to(DEV).eval()
+        inputs = [x.to(DEV) if torch.is_tensor(x) else x for x in m.get_inputs()]
         with torch.no_grad():
             r["eager_ms"] = round(bench(lambda: model(*inputs)), 4)
             if args.compile:
@@ -88,13 +105,32 @@ for f in files:
                 compiled(*inputs)
                 r["compile_s"] = round(time.time() - t, 1)
                 r["compile_ms"] = round(bench(lambda: compiled(*inputs)), 4)
+        with torch.no_grad():
+            outs = model(*inputs)
+            outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+            ref32 = [o.float().cpu().numpy() for o in outs]
         onnx_path = os.path.join(args.work, f"{args.level}_{n}.onnx")
         t = time.time()
         with torch.no_grad():
             torch.onnx.export(model, tuple(inputs), onnx_path, opset_version=17, dynamo=False, do_constant_folding=True)
         r["export_s"] = round(time.time() - t, 1)
-        del model, inputs
-        torch.cuda.empty_cache()
+        tensors = [x for x in inputs if torch.is_tensor(x)]
+        with torch.no_grad():
+            try:
+                outs = model.double()(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
+                outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+                ref64 = [o.double().cpu().numpy() for o in outs]
+            except Exception as e:
+                ref64 = None
+                r["fp64_error"] = repr(e)[:200]
+        input_files = []
+        for j, x in enumerate(tensors):
+            path = os.path.join(args.work, f"{args.level}_{n}-in{j}.bin")
+            x.float().cpu().numpy().astype("<f4").tofile(path)
+            input_files.append(path)
+        del model, inputs, tensors
+        if not args.cpu:
+            torch.cuda.empty_cache()
         crate = f"kb-{args.level[-1]}-{n}"
         bundle = os.path.join(args.work, f"{crate}.json")
         c = subprocess.run([args.cli, "import", onnx_path, "--name", crate, "-o", os.path.join(args.work, crate), "--force", "--bundle", bundle],
@@ -107,7 +143,8 @@ for f in files:
             lock = os.path.join(args.work, f"{crate}.lock")
             t = time.time()
             c = subprocess.run(
-                [args.cli, "tune", "--bundle", bundle, "--lockfile", lock, "--device", "gpu", "--workload", "full", "--budget-evals", str(args.evals),
+                [args.cli, "tune", "--bundle", bundle, "--lockfile", lock, *([] if args.cpu else ["--device", "gpu"]),
+                 *([] if args.cpu else ["--workload", "full"]), "--budget-evals", str(args.evals),
                  "--budget-secs", str(args.secs), "--seed", "1", "--message-format", "json"],
                 capture_output=True, text=True, timeout=60 + len(r["kernels"]) * (args.secs + 120))
             r["tune_s"] = round(time.time() - t, 1)
@@ -127,9 +164,37 @@ for f in files:
                 r["reference_ms"] = round(sum(x["reference_ns"] for x in tuned) / 1e6, 4)
             else:
                 r["tune_error"] = (c.stderr.strip().splitlines() or ["?"])[-1][:300]
+            out_dir = os.path.join(args.work, f"{crate}-out")
+            cmd = [args.cli, "run", onnx_path, "--name", crate, "--lockfile", lock, "--output-dir", out_dir, "--repeats", str(args.repeats)]
+            cmd += [] if args.cpu else ["--device", "gpu"]
+            for path in input_files:
+                cmd += ["--input", path]
+            c = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if c.returncode != 0:
+                r["run_error"] = (c.stderr.strip().splitlines() or ["?"])[0][:300]
+            else:
+                summary = json.loads(c.stdout)
+                r["graph_wall_ms"] = round(summary["graph_wall_ms"], 4)
+                r["graph_kernels_ms"] = round(summary["kernels_ms"], 4)
+                ours = [np.fromfile(o["file"], dtype="<f4").reshape(o["shape"]) for o in summary["outputs"]]
+                if len(ours) != len(ref32) or any(a.size != b.size for a, b in zip(ours, ref32)):
+                    r["run_error"] = f"outputs {[a.shape for a in ours]} where PyTorch gives {[b.shape for b in ref32]}"
+                else:
+                    ours = [a.reshape(b.shape) for a, b in zip(ours, ref32)]
+                    r["correct_kernelbench"] = bool(all(np.allclose(a, b, atol=1e-2, rtol=1e-2) for a, b in zip(ours, ref32)))
+                    r["max_abs_diff"] = float(max(np.max(np.abs(a.astype(np.float64) - b)) for a, b in zip(ours, ref32)))
+                    if ref64 is not None:
+                        norm = lambda v: float(np.sqrt(sum(np.sum(np.square(x)) for x in v)))
+                        scale = max(norm(ref64), 1e-30)
+                        ours_err = norm([a.astype(np.float64) - e for a, e in zip(ours, ref64)]) / scale
+                        torch_err = norm([b.astype(np.float64) - e for b, e in zip(ref32, ref64)]) / scale
+                        r["rel_err_kfoundry"], r["rel_err_torch_fp32"] = ours_err, torch_err
+                        r["correct_fp32"] = bool(ours_err <= 2 * torch_err + 1e-6)
             os.remove(onnx_path)
+        for path in input_files:
+            os.remove(path)
     except Exception as e:
         r["exception"] = repr(e)[:300]
     with open(args.results, "a") as out:
         out.write(json.dumps(r) + "\n")
-    print(json.dumps({k: r.get(k) for k in ("problem", "eager_ms", "compile_ms", "kfoundry_ms", "import", "error", "tune_error", "exception")}), flush=True)
+    print(json.dumps({k: r.get(k) for k in ("problem", "eager_ms", "compile_ms", "kfoundry_ms", "graph_wall_ms", "correct_kernelbench", "correct_fp32", "import", "error", "tune_error", "run_error", "exception")}), flush=True)

@@ -10,8 +10,8 @@ for r in rows:
     by_level.setdefault(r.get("level", "?"), []).append(r)
 for level, rs in sorted(by_level.items()):
     print(f"\n### {level}: {len(rs)} problems\n")
-    print("| problem | kernels | PyTorch eager ms | torch.compile ms | kfoundry ms (tuned) | reference ms | vs eager | vs compile | note |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| problem | kernels | PyTorch eager ms | torch.compile ms | kfoundry ms (tuned) | reference ms | graph wall ms | vs eager | vs compile | correct (KernelBench / FP32) | note |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     se, sc = [], []
     for r in sorted(rs, key=lambda r: int(r["problem"].split("_")[0])):
         k = r.get("kfoundry_ms")
@@ -22,14 +22,18 @@ for level, rs in sorted(by_level.items()):
             se.append(ve)
         if vc:
             sc.append(vc)
-        note = r.get("error") or r.get("tune_error") or r.get("exception") or ""
+        note = r.get("error") or r.get("tune_error") or r.get("run_error") or r.get("exception") or ""
+        yes = lambda v: "" if v is None else ("yes" if v else "NO")
+        correct = "" if r.get("correct_kernelbench") is None else f"{yes(r.get('correct_kernelbench'))} / {yes(r.get('correct_fp32'))}"
         kept = sum(1 for t in r.get("tuned", []) if t.get("reference_kept"))
         if kept:
             note = f"{kept} reference(s) kept " + note
         f = lambda v, d=3: "" if v is None else f"{v:.{d}f}"
-        print(f"| {r['problem']} | {len(r.get('kernels') or [])} | {f(e)} | {f(c)} | {f(k)} | {f(r.get('reference_ms'))} | {f(ve, 2)} | {f(vc, 2)} | {note[:120]} |")
+        print(f"| {r['problem']} | {len(r.get('kernels') or [])} | {f(e)} | {f(c)} | {f(k)} | {f(r.get('reference_ms'))} | {f(r.get('graph_wall_ms'))} | {f(ve, 2)} | {f(vc, 2)} | {correct} | {note[:120]} |")
     geo = lambda v: math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
     imported = sum(1 for r in rs if r.get("import"))
-    print(f"\nimported {imported} of {len(rs)}; tuned {len(se)}; geomean vs eager {geo(se):.3f}x; vs compile {geo(sc):.3f}x ({len(sc)} with compile)")
+    checked = [r for r in rs if r.get("correct_kernelbench") is not None]
+    print(f"\ncorrect under KernelBench's rule: {sum(1 for r in checked if r['correct_kernelbench'])} of {len(checked)} run; under the FP32 rule: {sum(1 for r in checked if r.get('correct_fp32'))}")
+    print(f"imported {imported} of {len(rs)}; tuned {len(se)}; geomean vs eager {geo(se):.3f}x; vs compile {geo(sc):.3f}x ({len(sc)} with compile)")
     for p in (1.0, 1.5):
         print(f"fast_{p:g} over eager: {sum(1 for v in se if v > p)} of {len(rs)} ({100 * sum(1 for v in se if v > p) / max(len(rs), 1):.0f}%)")

@@ -39,6 +39,8 @@ pub enum Command {
     Merge(MergeArgs),
     /// Turn an ONNX model into a crate of fused, annotated OpenCL kernels and a `Model` that runs the graph through them.
     Import(ImportArgs),
+    /// Run an ONNX model once through its imported kernels on a device, each kernel in the variant dispatch would choose from a lockfile (or its reference): outputs to files, times.
+    Run(RunArgs),
     /// Internal: the evaluation worker process the tuner starts (JSON lines on stdin/stdout).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -341,6 +343,35 @@ pub struct ImportArgs {
     /// No summary.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The ONNX model (as for `import`).
+    #[arg(value_name = "MODEL")]
+    pub model: PathBuf,
+    /// The package name it was imported and tuned under (the lockfile's kernel ids start with it).
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// The lockfile whose variants dispatch chooses from (none: every kernel's reference).
+    #[arg(long, value_name = "FILE")]
+    pub lockfile: Option<PathBuf>,
+    /// A value for a symbolic input dimension (as for `import`).
+    #[arg(long = "dim", value_name = "NAME=N")]
+    pub dims: Vec<String>,
+    /// The graph's inputs in order, each raw little-endian float32 in row-major order
+    /// (numpy: `a.astype('<f4').tofile(path)`); none: random values in [-1, 1).
+    #[arg(long = "input", value_name = "FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write the outputs, `0.bin`, `1.bin`, ... in the graph's order (raw float32).
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Timed runs of the whole graph after the first (medians are reported).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100000))]
+    pub repeats: u32,
+    /// The device (as for `tune`; default: the first).
+    #[arg(long, value_name = "SELECTOR")]
+    pub device: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -48,6 +48,7 @@ pub fn run(cli: &Cli) -> Result<Exit, Error> {
         Command::Bundle(args) => done(commands::bundle::run(args)),
         Command::Merge(args) => done(commands::merge::run(args)),
         Command::Import(args) => done(commands::import::run(args)),
+        Command::Run(args) => done(commands::run::run(args)),
         Command::Worker => done(evaluate::worker::serve()),
     };
     result.map_err(Error::from)

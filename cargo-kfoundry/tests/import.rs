@@ -218,3 +218,44 @@ fn import_writes_a_bundle_and_tune_picks_its_packages() {
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("-p nope: the bundle has no package of that name (it has: kb-linear-gelu-softmax, cnn-block)"), "{e}");
 }
+
+/// `run`: the imported model on the default device, its kernels as dispatch chooses them from
+/// a lockfile (or their references), inputs from files, outputs to files; bad inputs are
+/// errors that name the file and what the graph needs.
+#[test]
+fn run_executes_the_imported_graph_from_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fixture("cnn_block");
+    let run = |extra: &[&str]| exe().arg("run").arg(&model).args(["--name", "cnn-block", "--repeats", "2"]).args(extra).output().unwrap();
+    let floats =
+        |path: &Path| -> Vec<f32> { std::fs::read(path).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
+    // The input: (2, 3, 32, 32) of the fixture, from a file.
+    let input = tmp.path().join("x.bin");
+    let x: Vec<u8> = (0..2 * 3 * 32 * 32).flat_map(|i| ((i % 17) as f32 / 8.0 - 1.0).to_le_bytes()).collect();
+    std::fs::write(&input, &x).unwrap();
+    let (reference, tuned) = (tmp.path().join("reference"), tmp.path().join("tuned"));
+    let o = run(&["--input", input.to_str().unwrap(), "--output-dir", reference.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["kernels"].as_array().unwrap().len(), 4);
+    assert!(summary["kernels"].as_array().unwrap().iter().all(|k| k["step"] == "reference"), "{summary}");
+    assert_eq!(summary["outputs"][0]["shape"], serde_json::json!([2, 10]));
+    assert!(summary["graph_wall_ms"].as_f64().unwrap() > 0.0);
+    let lock = repo().join("Kfoundry.lock");
+    let o = run(&["--input", input.to_str().unwrap(), "--output-dir", tuned.to_str().unwrap(), "--lockfile", lock.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (a, b) = (floats(&reference.join("0.bin")), floats(&tuned.join("0.bin")));
+    assert_eq!(a.len(), 20);
+    assert!(a.iter().all(|v| v.is_finite()) && a.iter().any(|&v| v != 0.0), "{a:?}");
+    for (p, q) in a.iter().zip(&b) {
+        assert!((p - q).abs() <= 1e-4 * (1.0 + p.abs()), "reference {p}, lockfile's variants {q}");
+    }
+    // An input of the wrong length, and the wrong number of inputs.
+    std::fs::write(&input, &x[..x.len() - 4]).unwrap();
+    let o = run(&["--input", input.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("x.bin") && e.contains("24572 bytes where input 0") && e.contains("needs 24576 (float32)"), "{e}");
+    let o = run(&["--input", input.to_str().unwrap(), "--input", input.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the model takes 1 input(s), 2 --input given"));
+}

@@ -11,21 +11,27 @@ use anyhow::{Context as _, Result};
 use crate::cli::ImportArgs;
 use crate::error::usage;
 
-pub fn run(args: &ImportArgs) -> Result<()> {
-    check_name(&args.name)?;
-    let mut dims = BTreeMap::new();
-    for d in &args.dims {
+/// Reads and imports the model at `model` with `--dim` values `dims` (what `import` and `run`
+/// share).
+pub fn read_model(model: &Path, dims: &[String]) -> Result<kfoundry_import::Imported> {
+    let mut values = BTreeMap::new();
+    for d in dims {
         let (name, value) = d.split_once('=').ok_or_else(|| usage(format!("--dim {d}: expected NAME=N")))?;
         let value: usize = value.trim().parse().ok().filter(|&v| v > 0).ok_or_else(|| usage(format!("--dim {d}: N must be a positive integer")))?;
-        dims.insert(name.trim().to_string(), value);
+        values.insert(name.trim().to_string(), value);
     }
     // Protocol buffers are at most 2 GiB; a FIFO or a device is refused, not read.
-    let bytes = kfoundry_tooling::files::read_bounded(&args.model, 2 << 30, "ONNX model").map_err(|e| usage(e.to_string()))?;
-    let started = std::time::Instant::now();
+    let bytes = kfoundry_tooling::files::read_bounded(model, 2 << 30, "ONNX model").map_err(|e| usage(e.to_string()))?;
     // External data is read from the model's own folder only.
-    let data_dir = Some(args.model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf());
-    let options = kfoundry_import::Options { dims, data_dir, index64: false };
-    let imported = kfoundry_import::import(&bytes, &options).map_err(|e| usage(format!("{}: {e}", args.model.display())))?;
+    let data_dir = Some(model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf());
+    let options = kfoundry_import::Options { dims: values, data_dir, index64: false };
+    kfoundry_import::import(&bytes, &options).map_err(|e| usage(format!("{}: {e}", model.display())))
+}
+
+pub fn run(args: &ImportArgs) -> Result<()> {
+    check_name(&args.name)?;
+    let started = std::time::Instant::now();
+    let imported = read_model(&args.model, &args.dims)?;
 
     let dir = absolute(&args.output)?;
     let place = Placement::find(&dir)?;
@@ -99,7 +105,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
 }
 
 /// A package name cargo accepts.
-fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')

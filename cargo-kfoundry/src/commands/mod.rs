@@ -9,5 +9,6 @@ pub mod import;
 pub mod list;
 pub mod merge;
 pub mod report;
+pub mod run;
 pub mod simulate;
 pub mod verify;

@@ -1,0 +1,195 @@
+//! `cargo kfoundry run MODEL.onnx --name NAME [--lockfile L]`: the model run through the kernels
+//! `import` generates for it, on one device, each kernel in the variant dispatch would choose
+//! there from the lockfile's entries (the same rules as a shipped binary:
+//! [`kfoundry_rt::model::select::choose`]), or its reference without a lockfile. For checking a
+//! whole imported model against another framework where no Rust toolchain is (the KernelBench
+//! harness compares the outputs with PyTorch's) and for timing it as one graph.
+//!
+//! Inputs and outputs are raw little-endian float32 files in row-major order. What it prints
+//! (standard output, one JSON object): each kernel's choice and median time, the whole graph's
+//! median wall time (launches and the gaps between them), and where the outputs went.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result};
+use kfoundry_rt::model::select::choose;
+use kfoundry_rt::model::spec::Sizes;
+use kfoundry_rt::model::variant::Variant;
+use kfoundry_rt::opencl::session::Session;
+use kfoundry_tooling::lockfile::Lockfile;
+
+use crate::cli::RunArgs;
+use crate::error::usage;
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    super::import::check_name(&args.name)?;
+    let imported = super::import::read_model(&args.model, &args.dims)?;
+    let g = &imported.fused.graph;
+    // The kernels' specifications as the macro reads them: the crate written to a temporary
+    // folder and its annotations read back.
+    let tmp = tempfile::tempdir().context("a temporary folder")?;
+    let files = kfoundry_import::emit::files(
+        &imported,
+        &kfoundry_import::emit::Options {
+            name: &args.name,
+            kfoundry: "\"0\"",
+            model_file: "model.onnx",
+            weights: kfoundry_import::emit::Weights::File,
+        },
+    );
+    for (path, data) in &files {
+        let p = tmp.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap_or(tmp.path()))?;
+        std::fs::write(&p, data)?;
+    }
+    let kernels = crate::pipeline::discover::kernels_in_file(&tmp.path().join("src/lib.rs"), &args.name, tmp.path())
+        .map_err(|e| anyhow::anyhow!("the generated crate's annotations: {}", e.join("; ")))?;
+    let lock = match &args.lockfile {
+        None => None,
+        Some(path) => Some(Lockfile::read(path)?.ok_or_else(|| usage(format!("--lockfile {}: no such file", path.display())))?),
+    };
+
+    let device = crate::device::select(args.device.as_deref())?;
+    let (platform, cl_device) = kfoundry_rt::list_devices()?.into_iter().nth(device.index).context("the selected device")?;
+    let session = Session::new(platform, cl_device)?;
+    let slots = kfoundry_import::emit::Slots::new(&imported);
+    let mut buffers = Vec::with_capacity(slots.len.len());
+    for &n in &slots.len {
+        buffers.push(session.alloc(4 * n.max(1))?);
+    }
+    let bytes = |data: &[f32]| -> Vec<u8> { data.iter().flat_map(|v| v.to_le_bytes()).collect() };
+    for &(slot, v) in &slots.constants {
+        buffers[slot].write(0, &bytes(g.values[v].data.as_deref().unwrap_or_default()))?;
+    }
+    if !args.inputs.is_empty() && args.inputs.len() != slots.inputs.len() {
+        return Err(usage(format!("the model takes {} input(s), {} --input given", slots.inputs.len(), args.inputs.len())));
+    }
+    for (i, (&slot, &v)) in slots.inputs.iter().zip(&g.inputs).enumerate() {
+        let n = g.values[v].numel();
+        let data = match args.inputs.get(i) {
+            Some(path) => {
+                let raw = kfoundry_tooling::files::read_bounded(path, 4 * n as u64 + 1, "input").map_err(|e| usage(e.to_string()))?;
+                if raw.len() != 4 * n {
+                    return Err(usage(format!(
+                        "--input {}: {} bytes where input {i} `{}` of shape {:?} needs {} (float32)",
+                        path.display(),
+                        raw.len(),
+                        crate::text::printable(&g.values[v].name),
+                        g.values[v].shape,
+                        4 * n
+                    )));
+                }
+                raw
+            }
+            None => bytes(&random(n, i as u64 + 1)),
+        };
+        buffers[slot].write(0, &data)?;
+    }
+
+    // Each kernel's choice, built once.
+    let mut plan = Vec::new();
+    let mut report = Vec::new();
+    for (k, kernel) in imported.kernels.iter().zip(&kernels) {
+        let spec = &kernel.spec;
+        let sizes: Sizes = k.sizes.iter().map(|s| (s.name.clone(), s.full as i64)).collect();
+        // The lockfile's variants of this very kernel (same fingerprint), each with its
+        // device's description, as the macro embeds them; generated-source variants are left
+        // to the shipped binary (their sources live beside the lockfile).
+        let variants: Vec<Variant> = lock
+            .as_ref()
+            .and_then(|l| {
+                let current = kfoundry_tooling::fingerprint(spec).ok()?;
+                let entry = l.kernels.get(&spec.id).filter(|e| e.fingerprint == current)?;
+                Some(
+                    entry
+                        .variants
+                        .iter()
+                        .filter(|v| v.source.is_none())
+                        .map(|v| Variant { device_info: l.devices.get(&v.device).cloned(), ..v.clone() })
+                        .collect(),
+                )
+            })
+            .unwrap_or_default();
+        let choice = choose(spec, &variants, &device.key, Some(&device.info), Some(&device.traits), &sizes, None)
+            .map_err(|e| anyhow::anyhow!("`{}` cannot run at the graph's sizes: {e}", spec.id))?;
+        let program = session.build_spec(spec, &spec.source, &choice.params)?;
+        let cl_kernel = session.kernel(&program, &spec.signature.name)?;
+        let by_name: BTreeMap<&str, usize> = k.buffers.iter().map(|b| (b.name.as_str(), slots.slot(&imported, b.value))).collect();
+        let order: Vec<usize> = spec.caller_args().map(|a| by_name[a.name()]).collect();
+        report.push(serde_json::json!({ "kernel": spec.id, "step": choice.step.to_string(), "params": choice.params }));
+        plan.push((spec, cl_kernel, choice.params, sizes, order));
+    }
+    let launch_all = |profile: bool| -> Result<Vec<f64>> {
+        let mut timings = Vec::new();
+        for (spec, kernel, params, sizes, order) in &plan {
+            let args: Vec<_> = order.iter().map(|&s| buffers[s].arg()).collect();
+            timings.push(session.launch(spec, kernel, params, sizes, &args, profile)?);
+        }
+        session.finish()?;
+        timings.into_iter().map(|t| t.map_or(Ok(0.0), |t| t.seconds().map_err(anyhow::Error::from))).collect()
+    };
+    launch_all(false)?;
+    let mut outputs = Vec::new();
+    if let Some(dir) = &args.output_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    for (o, (&slot, &v)) in slots.outputs.iter().zip(&g.outputs).enumerate() {
+        let n = g.values[v].numel();
+        let mut raw = vec![0u8; 4 * n];
+        buffers[slot].read(0, &mut raw)?;
+        let mut entry = serde_json::json!({ "name": crate::text::printable(&g.values[v].name), "shape": g.values[v].shape });
+        if let Some(dir) = &args.output_dir {
+            let path = dir.join(format!("{o}.bin"));
+            std::fs::write(&path, &raw).with_context(|| format!("cannot write {}", path.display()))?;
+            entry["file"] = serde_json::json!(path);
+        }
+        outputs.push(entry);
+    }
+    // Timed: the whole graph's wall time (host clock around launches and finish) and each
+    // kernel's profiling events.
+    let (mut walls, mut per_kernel) = (Vec::new(), vec![Vec::new(); plan.len()]);
+    for _ in 0..args.repeats {
+        let t = std::time::Instant::now();
+        launch_all(false)?;
+        walls.push(t.elapsed().as_secs_f64());
+        for (i, s) in launch_all(true)?.into_iter().enumerate() {
+            per_kernel[i].push(s);
+        }
+    }
+    for (r, times) in report.iter_mut().zip(per_kernel.iter_mut()) {
+        r["median_ms"] = serde_json::json!(median(times) * 1e3);
+    }
+    let kernels_ms: f64 = per_kernel.iter_mut().map(|t| median(t)).sum::<f64>() * 1e3;
+    let summary = serde_json::json!({
+        "model": args.model,
+        "device": device.key.to_string(),
+        "kernels": report,
+        "outputs": outputs,
+        "repeats": args.repeats,
+        "graph_wall_ms": median(&mut walls) * 1e3,
+        "kernels_ms": kernels_ms,
+    });
+    println!("{summary}");
+    Ok(())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `len` values in [-1, 1) from `seed` (xorshift; for timing runs without given inputs).
+fn random(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}

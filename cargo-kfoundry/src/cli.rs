@@ -331,6 +331,10 @@ pub struct ImportArgs {
     /// Replace DIR if it exists.
     #[arg(long)]
     pub force: bool,
+    /// What the matrix products' tensor-core path computes: `fp32` (3xTF32, FP32-accurate) or
+    /// `tf32` (one TF32 product: faster, with TF32's tolerance in the generated checks).
+    #[arg(long, value_name = "fp32|tf32", value_parser = ["fp32", "tf32"], default_value = "fp32")]
+    pub precision: String,
     /// Where the generated `Model` gets its weights: `embed` (built into the binary,
     /// `Model::new`) or `file` (`Model::from_weights_file(queue, path)` reads `weights.bin` when
     /// the program runs, checked by length and checksum). Default: embed up to 64 MiB.
@@ -359,6 +363,9 @@ pub struct RunArgs {
     /// A value for a symbolic input dimension (as for `import`).
     #[arg(long = "dim", value_name = "NAME=N")]
     pub dims: Vec<String>,
+    /// The precision it was imported with (as for `import`).
+    #[arg(long, value_name = "fp32|tf32", value_parser = ["fp32", "tf32"], default_value = "fp32")]
+    pub precision: String,
     /// The graph's inputs in order, each raw little-endian float32 in row-major order
     /// (numpy: `a.astype('<f4').tofile(path)`); none: random values in [-1, 1).
     #[arg(long = "input", value_name = "FILE")]

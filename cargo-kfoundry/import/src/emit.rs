@@ -173,6 +173,9 @@ fn annotation(k: &Kernel) -> String {
     if !drawn.is_empty() {
         let _ = writeln!(a, "    inputs({}),", list(drawn));
     }
+    if let Some(note) = k.check_note {
+        let _ = writeln!(a, "    // {note}");
+    }
     let _ = writeln!(a, "    check(y, rtol = {:e}, atol = {:e}),", k.rtol, k.atol);
     if k.edges_finite {
         let _ = writeln!(a, "    edges = finite,");

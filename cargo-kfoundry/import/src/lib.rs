@@ -46,6 +46,8 @@ pub struct Options {
     /// 64-bit indices in every kernel. Without it they are used only where a kernel touches a
     /// tensor of more than 2^31 - 1 elements (the tests force them on small graphs).
     pub index64: bool,
+    /// The matrix products' tensor-core path: FP32-accurate (the default) or TF32.
+    pub precision: kernels::Precision,
 }
 
 /// Imports the ONNX model in `bytes`.
@@ -60,6 +62,6 @@ pub fn import(bytes: &[u8], options: &Options) -> Result<Imported, ImportError> 
     let model_copy = if external { Some(onnx::encode(&model)).filter(|b| b.len() < (2 << 30) - 1) } else { Some(bytes.to_vec()) };
     let graph = graph::from_model(model, options)?;
     let fused = fuse::fuse(graph);
-    let kernels = kernels::generate(&fused, options.index64);
+    let kernels = kernels::generate(&fused, options.index64, options.precision);
     Ok(Imported { fused, kernels, model_copy })
 }

@@ -842,3 +842,69 @@ fn tensors_past_two_to_the_31_get_long_indices() {
     assert!(big.require.iter().any(|r| r.ends_with("<= 4611686018427387903")), "{:?}", big.require);
     assert!(small.source.contains("const int "), "{}", small.source);
 }
+
+/// Einsum as (batched) matrix products: plain, with an operand read transposed or moved into
+/// place, batch indices, a weight without batch, `...`, an implicit output, an output in
+/// another order; what is not a product is an error that says why.
+#[test]
+fn einsum_as_matrix_products() {
+    let cases: &[(&str, &[usize], &[usize])] = &[
+        ("bij,bjk->bik", &[2, 3, 5], &[2, 5, 4]),
+        ("ij,kj->ik", &[3, 5], &[4, 5]),
+        ("ji,jk->ik", &[5, 3], &[5, 4]),
+        ("bijl,lk->bijk", &[2, 3, 4, 5], &[5, 6]),
+        ("bhqd,bhkd->bhqk", &[2, 2, 3, 4], &[2, 2, 5, 4]),
+        ("...ij,...jk->...ik", &[2, 3, 4], &[2, 4, 5]),
+        ("ik,kj", &[3, 4], &[4, 5]),
+        ("abc,cd->dba", &[2, 3, 4], &[4, 5]),
+        ("ibj,bjk->kbi", &[3, 2, 4], &[2, 4, 5]),
+    ];
+    let mut g = G::new();
+    for (i, (eq, a, b)) in cases.iter().enumerate() {
+        let (x, w, y) = (format!("a{i}"), format!("b{i}"), format!("y{i}"));
+        g = g.input(&x, a).weight(&w, b, i as u64).node("Einsum", &[&x, &w], &[&y], vec![astr("equation", eq)]).output(&y);
+    }
+    let i = check("einsum", &g, CONFIGS);
+    assert!(i.kernels.iter().any(|k| k.struct_name.ends_with("Matmul")));
+    for (eq, why) in [
+        ("ii,ij->j", "an index repeated in the first operand (a diagonal) is not supported"),
+        ("ij,jk->i", "index `k` is summed within one operand"),
+        ("ij,jk->iz", "output index `z` is in no operand"),
+    ] {
+        let g = G::new().input("a", &[3, 3]).input("b", &[3, 4]).node("Einsum", &["a", "b"], &["y"], vec![astr("equation", eq)]).output("y");
+        let e = kfoundry_import::import(&g.bytes(), &Default::default()).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains(why), "{eq}: {e}");
+    }
+}
+
+/// `--precision tf32`: one TF32 product per step on the tensor cores (emulated here), the
+/// annotation's tolerance TF32's and said so; the FP32 path (three products) is closer to
+/// tract-onnx than the TF32 one, which is within TF32's error.
+#[test]
+fn tf32_precision_is_one_product_with_its_tolerance() {
+    use kfoundry_import::kernels::Precision;
+    const MMA: &[(&str, i64)] = &[("MMA", 1), ("WGX", 16), ("WGY", 8), ("TM", 4), ("TN", 4), ("WM", 2), ("TK", 16), ("STAGES", 3), ("FLUSH", 2)];
+    let g = G::new().input("x", &[64, 256]).weight("w", &[128, 256], 1).node("Gemm", &["x", "w"], &["y"], vec![ai("transB", 1)]).output("y");
+    let bytes = g.bytes();
+    let inputs = vec![common::random(64 * 256, 7)];
+    let theirs = common::tract(&bytes, &g.input_shapes(), &inputs);
+    let mut errors = Vec::new();
+    for precision in [Precision::Fp32, Precision::Tf32] {
+        let imported = kfoundry_import::import(&bytes, &kfoundry_import::Options { precision, ..Default::default() }).unwrap();
+        let k = &imported.kernels[0];
+        let products = k.source.matches("KM_MMA(part[i][j]").count();
+        assert_eq!(products, if precision == Precision::Tf32 { 1 } else { 3 }, "{precision:?}");
+        assert_eq!(k.check_note.is_some(), precision == Precision::Tf32);
+        let dir = tempfile::tempdir().unwrap();
+        let specs = common::specs(&imported, dir.path());
+        let lib = std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap();
+        assert_eq!(lib.contains("TF32's tolerance"), precision == Precision::Tf32);
+        let ours = common::run(&imported, &specs, &inputs, Config::Emulated(MMA));
+        let scale = theirs[0].iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = ours[0].iter().zip(&theirs[0]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max) / scale;
+        errors.push(worst);
+    }
+    // FP32-accurate: a few ulps of the largest output; TF32: about 1e-3 of it, not more.
+    assert!(errors[0] < 1e-5, "3xTF32 error {:e}", errors[0]);
+    assert!(errors[1] > 10.0 * errors[0] && errors[1] < 5e-3, "TF32 error {:e} (3xTF32 {:e})", errors[1], errors[0]);
+}

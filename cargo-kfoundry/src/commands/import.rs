@@ -13,7 +13,7 @@ use crate::error::usage;
 
 /// Reads and imports the model at `model` with `--dim` values `dims` (what `import` and `run`
 /// share).
-pub fn read_model(model: &Path, dims: &[String]) -> Result<kfoundry_import::Imported> {
+pub fn read_model(model: &Path, dims: &[String], precision: &str) -> Result<kfoundry_import::Imported> {
     let mut values = BTreeMap::new();
     for d in dims {
         let (name, value) = d.split_once('=').ok_or_else(|| usage(format!("--dim {d}: expected NAME=N")))?;
@@ -24,14 +24,15 @@ pub fn read_model(model: &Path, dims: &[String]) -> Result<kfoundry_import::Impo
     let bytes = kfoundry_tooling::files::read_bounded(model, 2 << 30, "ONNX model").map_err(|e| usage(e.to_string()))?;
     // External data is read from the model's own folder only.
     let data_dir = Some(model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf());
-    let options = kfoundry_import::Options { dims: values, data_dir, index64: false };
+    let precision = if precision == "tf32" { kfoundry_import::kernels::Precision::Tf32 } else { kfoundry_import::kernels::Precision::Fp32 };
+    let options = kfoundry_import::Options { dims: values, data_dir, index64: false, precision };
     kfoundry_import::import(&bytes, &options).map_err(|e| usage(format!("{}: {e}", model.display())))
 }
 
 pub fn run(args: &ImportArgs) -> Result<()> {
     check_name(&args.name)?;
     let started = std::time::Instant::now();
-    let imported = read_model(&args.model, &args.dims)?;
+    let imported = read_model(&args.model, &args.dims, &args.precision)?;
 
     let dir = absolute(&args.output)?;
     let place = Placement::find(&dir)?;

@@ -23,7 +23,7 @@ use crate::error::usage;
 
 pub fn run(args: &RunArgs) -> Result<()> {
     super::import::check_name(&args.name)?;
-    let imported = super::import::read_model(&args.model, &args.dims)?;
+    let imported = super::import::read_model(&args.model, &args.dims, &args.precision)?;
     let g = &imported.fused.graph;
     // The kernels' specifications as the macro reads them: the crate written to a temporary
     // folder and its annotations read back.

@@ -525,6 +525,131 @@ impl Builder {
         Ok(())
     }
 
+    /// Einsum of two operands as far as it is a (batched) matrix product: every index is a
+    /// batch index (in both operands and the output), a row or column index (in one operand and
+    /// the output) or a contracted one (in both operands, not the output). The operands are
+    /// transposed where their indices are not already in that order (or read transposed), viewed
+    /// as (batch, rows, k) and (batch, k, columns), multiplied, viewed back and transposed into
+    /// the output's order. `...` stands for the same leading dimensions in both.
+    pub(super) fn einsum(&mut self, cx: &NodeCx) -> Result<(), ImportError> {
+        cx.only(&["equation"])?;
+        let equation: String =
+            cx.string("equation")?.ok_or_else(|| cx.err("the equation is missing"))?.chars().filter(|c| !c.is_whitespace()).collect();
+        let unsupported = |why: &str| cx.err(format!("equation `{}`: {why}", crate::kernels::printable(&equation, 80)));
+        if cx.node.input.len() != 2 {
+            return Err(unsupported("only two operands are supported"));
+        }
+        let (a, b) = (self.tensor(cx, 0)?, self.tensor(cx, 1)?);
+        let (sa, sb) = (self.shape(a), self.shape(b));
+        let (lhs, rhs) = match equation.split_once("->") {
+            Some((l, r)) => (l.to_string(), Some(r.to_string())),
+            None => (equation.clone(), None),
+        };
+        let Some((ta, tb)) = lhs.split_once(',') else { return Err(unsupported("two operands expected")) };
+        // `...` becomes the same fresh capital letters in each term (the leading dimensions).
+        let expand = |term: &str, rank: usize| -> Result<Vec<char>, ImportError> {
+            let explicit = term.replace("...", "").chars().count();
+            let dots = if term.contains("...") { rank.checked_sub(explicit).ok_or_else(|| unsupported("more indices than dimensions"))? } else { 0 };
+            let fresh: String = (0..dots).map(|i| char::from(b'A' + i as u8)).collect();
+            let letters: Vec<char> = term.replacen("...", &fresh, 1).chars().collect();
+            if letters.iter().any(|c| !c.is_ascii_alphabetic()) || dots > 26 {
+                return Err(unsupported("indices are letters"));
+            }
+            Ok(letters)
+        };
+        let (la, lb) = (expand(ta, sa.len())?, expand(tb, sb.len())?);
+        let dots = |l: &[char]| l.iter().filter(|c| c.is_ascii_uppercase()).count();
+        if ta.contains("...") && tb.contains("...") && dots(&la) != dots(&lb) {
+            return Err(unsupported("`...` stands for different numbers of dimensions in the two operands"));
+        }
+        if la.len() != sa.len() || lb.len() != sb.len() {
+            return Err(unsupported(&format!("the operands have shapes {sa:?} and {sb:?}")));
+        }
+        let lo: Vec<char> = match &rhs {
+            Some(r) => expand(r, dots(&la).max(dots(&lb)) + r.replace("...", "").chars().count())?,
+            None => {
+                // Implicit output: the leading dimensions, then the indices seen once, sorted.
+                let mut once: Vec<char> = la
+                    .iter()
+                    .chain(&lb)
+                    .copied()
+                    .filter(|c| c.is_ascii_lowercase() && la.iter().chain(&lb).filter(|d| *d == c).count() == 1)
+                    .collect();
+                once.sort_unstable();
+                let lead = if dots(&la) >= dots(&lb) { &la } else { &lb };
+                lead.iter().copied().filter(|c| c.is_ascii_uppercase()).chain(once).collect()
+            }
+        };
+        for (what, l) in [("first operand", &la), ("second operand", &lb), ("output", &lo)] {
+            if (1..l.len()).any(|i| l[..i].contains(&l[i])) {
+                return Err(unsupported(&format!("an index repeated in the {what} (a diagonal) is not supported")));
+            }
+        }
+        let size =
+            |c: char| -> Option<usize> { la.iter().position(|&d| d == c).map(|i| sa[i]).or_else(|| lb.iter().position(|&d| d == c).map(|i| sb[i])) };
+        for (i, &c) in la.iter().enumerate() {
+            if let Some(j) = lb.iter().position(|&d| d == c) {
+                if sa[i] != sb[j] {
+                    return Err(unsupported(&format!("index `{c}` is {} in one operand and {} in the other", sa[i], sb[j])));
+                }
+            }
+        }
+        let in_a = |c: &char| la.contains(c);
+        let in_b = |c: &char| lb.contains(c);
+        let in_o = |c: &char| lo.contains(c);
+        if let Some(c) = lo.iter().find(|c| !in_a(c) && !in_b(c)) {
+            return Err(unsupported(&format!("output index `{c}` is in no operand")));
+        }
+        if let Some(c) = la.iter().chain(&lb).find(|c| in_a(c) != in_b(c) && !in_o(c)) {
+            return Err(unsupported(&format!("index `{c}` is summed within one operand (a reduction, not a product)")));
+        }
+        // Batch, rows, columns and contracted indices, in the output's order (k in A's).
+        let batch: Vec<char> = lo.iter().copied().filter(|c| in_a(c) && in_b(c)).collect();
+        let rows: Vec<char> = lo.iter().copied().filter(|c| in_a(c) && !in_b(c)).collect();
+        let cols: Vec<char> = lo.iter().copied().filter(|c| in_b(c) && !in_a(c)).collect();
+        let ks: Vec<char> = la.iter().copied().filter(|c| in_b(c) && !in_o(c)).collect();
+        let prod = |l: &[char]| -> usize { l.iter().map(|&c| size(c).unwrap_or(1)).product() };
+        let (bt, m, n, k) = (prod(&batch), prod(&rows), prod(&cols), prod(&ks));
+        let name = cx.node.output.first().cloned().unwrap_or_default();
+        // An operand arranged as `order` (its letters), read transposed when `alt` is its order.
+        let arrange =
+            |b: &mut Self, v: ValueId, letters: &[char], order: Vec<char>, alt: Vec<char>, shape: Vec<usize>, tag: &str| -> (ValueId, bool) {
+                let (target, trans) = if letters == alt.as_slice() && letters != order.as_slice() { (alt, true) } else { (order, false) };
+                let mut v = v;
+                if letters != target.as_slice() {
+                    let perm: Vec<usize> = target.iter().map(|c| letters.iter().position(|d| d == c).expect("an index of the operand")).collect();
+                    let moved = b.synthetic(&format!("{name}.{tag}"), target.iter().map(|&c| size(c).unwrap_or(1)).collect(), None);
+                    b.push(cx, Op::Move(Move::Transpose(perm)), vec![v], moved);
+                    v = moved;
+                }
+                let shape = if trans { [shape[0], shape[2], shape[1]].to_vec() } else { shape };
+                let shape: Vec<usize> = if bt == 1 { shape[1..].to_vec() } else { shape };
+                let viewed = b.synthetic(&format!("{name}.{tag}.view"), shape, None);
+                b.push(cx, Op::View, vec![v], viewed);
+                (viewed, trans)
+            };
+        let cat = |p: &[&[char]]| -> Vec<char> { p.concat() };
+        let (a2, trans_a) = arrange(self, a, &la, cat(&[&batch, &rows, &ks]), cat(&[&batch, &ks, &rows]), vec![bt, m, k], "a");
+        let (b2, trans_b) = arrange(self, b, &lb, cat(&[&batch, &ks, &cols]), cat(&[&batch, &cols, &ks]), vec![bt, k, n], "b");
+        let product_shape = if bt == 1 { vec![m, n] } else { vec![bt, m, n] };
+        let p = self.synthetic(&format!("{name}.product"), product_shape, None);
+        self.push(cx, Op::MatMul { trans_a, trans_b }, vec![a2, b2], p);
+        let natural = cat(&[&batch, &rows, &cols]);
+        let natural_shape: Vec<usize> = natural.iter().map(|&c| size(c).unwrap_or(1)).collect();
+        let out_shape: Vec<usize> = lo.iter().map(|&c| size(c).unwrap_or(1)).collect();
+        if natural == lo {
+            let y = self.output(cx, out_shape)?;
+            self.push(cx, Op::View, vec![p], y);
+        } else {
+            let unflat = self.synthetic(&format!("{name}.unflat"), natural_shape, None);
+            self.push(cx, Op::View, vec![p], unflat);
+            let perm: Vec<usize> = lo.iter().map(|c| natural.iter().position(|d| d == c).expect("an output index")).collect();
+            let y = self.output(cx, out_shape)?;
+            self.push(cx, Op::Move(Move::Transpose(perm)), vec![unflat], y);
+        }
+        Ok(())
+    }
+
     /// DepthToSpace and SpaceToDepth: a view, a transpose and a view.
     pub(super) fn depth_space(&mut self, cx: &NodeCx) -> Result<(), ImportError> {
         cx.only(&["blocksize", "mode"])?;

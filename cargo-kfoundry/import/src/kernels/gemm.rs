@@ -18,7 +18,7 @@
 //! The tensor-core path is `templates/tensor_core_3xtf32.cl`, the text of the suite's
 //! `examples/kernels/gemm.cl` (a test there keeps the two equal).
 
-use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
+use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Precision, Size};
 use crate::fuse::Anchor;
 
 /// The suite's tensor-core GEMM: its machinery, then its main loop (leaving `acc`).
@@ -26,11 +26,22 @@ const TENSOR_CORES: &str = include_str!("../../templates/tensor_core_3xtf32.cl")
 
 /// The template's two parts, without its `#error` guards (the annotation's `require` states
 /// the same conditions, and generated sources carry no directive beyond the allow-list).
-fn tensor_core_parts() -> (String, String) {
+fn tensor_core_parts(precision: Precision) -> (String, String) {
     let strip = |t: &str| t.lines().filter(|l| !l.trim_start().starts_with("#error")).map(|l| format!("{l}\n")).collect::<String>();
     let (_, rest) = TENSOR_CORES.split_once("/* ==== machinery ==== */\n").expect("the template's machinery");
     let (machinery, main_loop) = rest.split_once("/* ==== main loop ==== */\n").expect("the template's main loop");
-    (strip(machinery), strip(main_loop))
+    let mut main_loop = strip(main_loop);
+    if precision == Precision::Tf32 {
+        // One product of the TF32 parts per step: the two products with a small part go (the
+        // compiler drops the small parts then unused).
+        for small in ["KM_MMA(part[i][j], asm_[i], bb[j]);\n", "KM_MMA(part[i][j], ab[i], bsm[j]);\n"] {
+            let at = main_loop.find(small).expect("the template's small-part products");
+            let start = main_loop[..at].rfind('\n').map_or(0, |p| p + 1);
+            main_loop.replace_range(start..at + small.len(), "");
+        }
+        main_loop = main_loop.replace("KM_MMA(part[i][j], ab[i], bb[j]);", "KM_MMA(part[i][j], ab[i], bb[j]); /* TF32: one product */");
+    }
+    (strip(machinery), main_loop)
 }
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
@@ -109,8 +120,14 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.buffers.push(BufferArg { name: "y".into(), len: y_len.clone(), value: g.output, output: true, inputs: None });
     k.global = vec!["ceil_div(n, WGX * TN) * WGX".into(), "ceil_div(m, WGY * TM) * WGY".into(), bt.clone()];
     k.local = vec!["WGX".into(), "WGY".into(), "1".into()];
-    // Sums of k products: another order differs by about k ulps of the result.
+    // Sums of k products: another order differs by about k ulps of the result. With TF32
+    // products (10-bit mantissas), about 1e-3 of the terms' size, growing as sqrt(k).
     k.atol = (2.5e-7 * kk as f64).max(1e-5);
+    if mma && cx.precision == Precision::Tf32 {
+        k.atol = (1e-3 * (kk as f64).sqrt()).max(1e-3);
+        k.rtol = 1e-2;
+        k.check_note = Some("TF32 products on the tensor cores (`import --precision tf32`): TF32's tolerance, not FP32's");
+    }
     k.bytes = super::compulsory_bytes(&k);
     k.flops = format!("2 * {y_len} * k");
 
@@ -123,7 +140,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let b_off = if b_batched { "bb * k * n" } else { "0" };
     let args = super::arguments(cx, &k, &["__global const float* restrict a, __global const float* restrict b"], "__global float* restrict y");
     let call = chain_call(cx, &k, "kf_chain", "acc[i][j]", "o");
-    let (machinery, main_loop) = tensor_core_parts();
+    let (machinery, main_loop) = tensor_core_parts(cx.precision);
     let tensor_cores = if mma {
         let call = chain_call(cx, &k, "kf_chain", "v", "o");
         format!(

@@ -69,13 +69,15 @@ pub struct Kernel {
     /// The proof's edge values are finite ones only (`edges = finite`): a path of the space
     /// turns infinities into NaN (the TF32 split).
     pub edges_finite: bool,
+    /// A comment the annotation's `check` gets (what its tolerance is for).
+    pub check_note: Option<&'static str>,
     pub bytes: String,
     pub flops: String,
 }
 
 /// Generates one kernel per group.
-pub fn generate(fused: &Fused, index64: bool) -> Vec<Kernel> {
-    fused.groups.iter().enumerate().map(|(i, g)| generate_one(fused, i, g, index64)).collect()
+pub fn generate(fused: &Fused, index64: bool, precision: Precision) -> Vec<Kernel> {
+    fused.groups.iter().enumerate().map(|(i, g)| generate_one(fused, i, g, index64, precision)).collect()
 }
 
 /// The bound `fits_int` states for `int` indices, and the one for `long` indices.
@@ -107,8 +109,8 @@ fn widen(k: &mut Kernel) {
     }
 }
 
-fn generate_one(fused: &Fused, index: usize, g: &Group, index64: bool) -> Kernel {
-    let cx = Cx { fused, group: g, entry: format!("k{index:02}_{}", kind_name(&g.anchor)) };
+fn generate_one(fused: &Fused, index: usize, g: &Group, index64: bool, precision: Precision) -> Kernel {
+    let cx = Cx { fused, group: g, entry: format!("k{index:02}_{}", kind_name(&g.anchor)), precision };
     let mut k = match &g.anchor {
         Anchor::Map | Anchor::Move { .. } => map::generate(&cx),
         Anchor::MatMul { .. } => gemm::generate(&cx),
@@ -172,6 +174,18 @@ pub(crate) struct Cx<'a> {
     pub fused: &'a Fused,
     pub group: &'a Group,
     pub entry: String,
+    pub precision: Precision,
+}
+
+/// What the generated matrix products' tensor-core path computes (`import --precision`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// FP32-accurate: 3xTF32 (each operand split into two TF32 parts, three products).
+    #[default]
+    Fp32,
+    /// One TF32 product per step (10-bit mantissas, FP32 sums): about 3x the tensor-core
+    /// rate, with the tolerance of TF32 in the annotation's `check` (the user's choice).
+    Tf32,
 }
 
 impl Cx<'_> {
@@ -197,6 +211,7 @@ impl Cx<'_> {
             rtol: 1e-4,
             atol: 1e-5,
             edges_finite: false,
+            check_note: None,
             bytes: String::new(),
             flops: String::new(),
         }

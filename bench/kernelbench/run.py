@@ -18,7 +18,7 @@
 # kfoundry's FP32 rule (relative error norm against an FP64 run of the model at most twice
 # PyTorch FP32's own, plus 1e-6). graph_wall_ms is that run's median wall time of the whole
 # graph (launches and the gaps between them).
-import argparse, glob, importlib.util, json, os, subprocess, sys, time
+import argparse, glob, importlib.util, json, os, shutil, signal, subprocess, sys, time
 import numpy as np
 
 ap = argparse.ArgumentParser()
@@ -45,15 +45,31 @@ done = set()
 if os.path.exists(args.results):
     for line in open(args.results):
         try:
-            done.add(json.loads(line)["problem"])
+            r = json.loads(line)
         except Exception:
-            pass
+            continue
+        # A problem that ended in an exception (a timeout, memory) is tried again.
+        if "exception" not in r:
+            done.add(r["problem"])
 only = {s for s in args.only.split(",") if s}
 files = sorted(glob.glob(os.path.join(args.problems, args.level, "*.py")), key=lambda p: int(os.path.basename(p).split("_")[0]))
 os.makedirs(args.work, exist_ok=True)
 
 
 DEV = "cpu" if args.cpu else "cuda"
+
+
+def call(cmd, timeout):
+    """Runs cmd in a session of its own; on a timeout the whole group (the tuner's workers too)
+    is killed, and subprocess.TimeoutExpired raised."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def bench(fn, reps=20, warm=3):
@@ -133,8 +149,8 @@ for f in files:
             torch.cuda.empty_cache()
         crate = f"kb-{args.level[-1]}-{n}"
         bundle = os.path.join(args.work, f"{crate}.json")
-        c = subprocess.run([args.cli, "import", onnx_path, "--name", crate, "-o", os.path.join(args.work, crate), "--force", "--bundle", bundle],
-                           capture_output=True, text=True, timeout=600)
+        crate_dir = os.path.join(args.work, crate)
+        c = call([args.cli, "import", onnx_path, "--name", crate, "-o", crate_dir, "--force", "--bundle", bundle], 600)
         r["import"] = c.returncode == 0
         if c.returncode != 0:
             r["error"] = (c.stderr.strip().splitlines() or ["?"])[0][:300]
@@ -142,11 +158,11 @@ for f in files:
             r["kernels"] = [l.split()[0] for l in c.stderr.splitlines() if l.startswith("  K")]
             lock = os.path.join(args.work, f"{crate}.lock")
             t = time.time()
-            c = subprocess.run(
+            c = call(
                 [args.cli, "tune", "--bundle", bundle, "--lockfile", lock, *([] if args.cpu else ["--device", "gpu"]),
                  *([] if args.cpu else ["--workload", "full"]), "--budget-evals", str(args.evals),
                  "--budget-secs", str(args.secs), "--seed", "1", "--message-format", "json"],
-                capture_output=True, text=True, timeout=60 + len(r["kernels"]) * (args.secs + 120))
+                60 + len(r["kernels"]) * (args.secs + 120))
             r["tune_s"] = round(time.time() - t, 1)
             r["tune_rc"] = c.returncode
             tuned = []
@@ -165,11 +181,16 @@ for f in files:
             else:
                 r["tune_error"] = (c.stderr.strip().splitlines() or ["?"])[-1][:300]
             out_dir = os.path.join(args.work, f"{crate}-out")
-            cmd = [args.cli, "run", onnx_path, "--name", crate, "--lockfile", lock, "--output-dir", out_dir, "--repeats", str(args.repeats)]
+            # Without a lockfile (a tune that wrote none) the references run, and the line says so.
+            cmd = [args.cli, "run", onnx_path, "--name", crate, "--output-dir", out_dir, "--repeats", str(args.repeats)]
+            if os.path.exists(lock):
+                cmd += ["--lockfile", lock]
+            else:
+                r["run_without_lockfile"] = True
             cmd += [] if args.cpu else ["--device", "gpu"]
             for path in input_files:
                 cmd += ["--input", path]
-            c = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            c = call(cmd, 600)
             if c.returncode != 0:
                 r["run_error"] = (c.stderr.strip().splitlines() or ["?"])[0][:300]
             else:
@@ -190,9 +211,15 @@ for f in files:
                         torch_err = norm([b.astype(np.float64) - e for b, e in zip(ref32, ref64)]) / scale
                         r["rel_err_kfoundry"], r["rel_err_torch_fp32"] = ours_err, torch_err
                         r["correct_fp32"] = bool(ours_err <= 2 * torch_err + 1e-6)
-            os.remove(onnx_path)
+            shutil.rmtree(out_dir, ignore_errors=True)
         for path in input_files:
             os.remove(path)
+        # What this problem wrote, but the lockfile: the crate (its weights, a model copy), the
+        # model and its external data.
+        shutil.rmtree(crate_dir, ignore_errors=True)
+        for f in glob.glob(os.path.join(args.work, f"{args.level}_{n}.onnx*")) + [bundle]:
+            if os.path.isfile(f):
+                os.remove(f)
     except Exception as e:
         r["exception"] = repr(e)[:300]
     with open(args.results, "a") as out:

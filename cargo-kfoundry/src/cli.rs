@@ -374,7 +374,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// Timed runs of the whole graph after the first (medians are reported).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100000))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub repeats: u32,
     /// The device (as for `tune`; default: the first).
     #[arg(long, value_name = "SELECTOR")]

@@ -295,6 +295,16 @@ EMBEDDED_NEW
     /// at `path` (this import's `weights.bin`, checked by length and checksum).
     pub fn from_weights_file(queue: &Queue, path: impl AsRef<std::path::Path>) -> Result<Model, Error> {
         let path = path.as_ref();
+        // A regular file of this model's length, before anything is read (not a FIFO, a
+        // device or another model's larger file).
+        let meta = std::fs::metadata(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
+        if !meta.is_file() || meta.len() != WEIGHTS_BYTES as u64 {
+            return Err(Error::Weights(format!(
+                "{}: {} where this model's weights.bin is a file of {WEIGHTS_BYTES} bytes",
+                path.display(),
+                if meta.is_file() { format!("{} bytes", meta.len()) } else { "not a regular file".to_string() }
+            )));
+        }
         let bytes = std::fs::read(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
         Model::with_weights(queue, &bytes).map_err(|e| match e {
             Error::Weights(what) => Error::Weights(format!("{}: {what}", path.display())),
@@ -444,6 +454,8 @@ fn weights_of_another_length_or_content_are_refused() -> Result<(), Box<dyn std:
     }
     let missing = model::Model::from_weights_file(&queue, "/nonexistent/weights.bin").err().map(|e| e.to_string()).unwrap_or_default();
     assert!(missing.contains("/nonexistent/weights.bin"), "{missing}");
+    let folder = model::Model::from_weights_file(&queue, env!("CARGO_MANIFEST_DIR")).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(folder.contains("not a regular file"), "{folder}");
     Ok(())
 }
 "#;

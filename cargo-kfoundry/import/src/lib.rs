@@ -44,7 +44,7 @@ pub struct Options {
     /// outside it). `None`: a model with external data is refused.
     pub data_dir: Option<std::path::PathBuf>,
     /// 64-bit indices in every kernel. Without it they are used only where a kernel touches a
-    /// tensor of more than 2^31 - 1 elements (the tests force them on small graphs).
+    /// tensor of more than 2^31 - 2^24 elements (the tests force them on small graphs).
     pub index64: bool,
     /// The matrix products' tensor-core path: FP32-accurate (the default) or TF32.
     pub precision: kernels::Precision,

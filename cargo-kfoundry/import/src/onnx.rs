@@ -141,6 +141,17 @@ pub mod data_type {
         matches!(t, 2..=7 | 9 | 12 | 13)
     }
 
+    /// Bytes an element of type `t` takes in raw data (None: a type of no fixed size).
+    pub fn size(t: i32) -> Option<u64> {
+        match t {
+            2 | 3 | 9 => Some(1),
+            4 | 5 | 10 | 16 => Some(2),
+            1 | 6 | 12 => Some(4),
+            7 | 11 | 13 => Some(8),
+            _ => None,
+        }
+    }
+
     pub fn name(t: i32) -> &'static str {
         match t {
             1 => "float32",
@@ -197,6 +208,9 @@ pub struct StringStringEntryProto {
     pub value: String,
 }
 
+/// The most external data a model may read in all (the largest models imported are a few GiB).
+pub const MAX_EXTERNAL_BYTES: u64 = 64 << 30;
+
 /// Whether any tensor of the model keeps its data in another file.
 pub fn has_external_data(model: &ModelProto) -> bool {
     model.graph.as_ref().is_some_and(|g| {
@@ -212,6 +226,9 @@ pub fn has_external_data(model: &ModelProto) -> bool {
 pub fn load_external(model: &mut ModelProto, dir: &Path) -> Result<(), String> {
     let Some(graph) = model.graph.as_mut() else { return Ok(()) };
     let root = dir.canonicalize().map_err(|e| format!("the model's folder {}: {e}", dir.display()))?;
+    // What all external tensors may add up to (a small model whose tensors all name one large
+    // region would otherwise allocate it once per tensor).
+    let mut budget: u64 = MAX_EXTERNAL_BYTES;
     let mut tensors: Vec<&mut TensorProto> = graph.initializer.iter_mut().collect();
     for node in &mut graph.node {
         tensors.extend(node.attribute.iter_mut().filter_map(|a| a.t.as_mut()));
@@ -235,6 +252,16 @@ pub fn load_external(model: &mut ModelProto, dir: &Path) -> Result<(), String> {
             get(key).map(|v| v.trim().parse::<u64>().map_err(|_| what(format!("external data {key} {v:?} is not a number")))).transpose()
         };
         let mut file = std::fs::File::open(&path).map_err(|e| what(format!("{}: {e}", path.display())))?;
+        // The file opened is the one checked (a link swapped in between is refused).
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+                if !opened.starts_with(&root) {
+                    return Err(what(format!("external data {location:?} resolves outside the model's folder")));
+                }
+            }
+        }
         let meta = file.metadata().map_err(|e| what(format!("{}: {e}", path.display())))?;
         if !meta.is_file() {
             return Err(what(format!("{} is not a regular file", path.display())));
@@ -247,6 +274,19 @@ pub fn load_external(model: &mut ModelProto, dir: &Path) -> Result<(), String> {
         if offset.checked_add(length).is_none_or(|end| end > meta.len()) {
             return Err(what(format!("bytes {offset}..{offset}+{length} are past the end of {} ({} bytes)", path.display(), meta.len())));
         }
+        // The region holds exactly the tensor's elements.
+        if let (Some(n), Some(size)) = (t.element_count(), data_type::size(t.data_type)) {
+            if (n as u64).checked_mul(size) != Some(length) {
+                return Err(what(format!(
+                    "{length} bytes of external data where its dims {:?} of {} need {}",
+                    t.dims,
+                    data_type::name(t.data_type),
+                    n as u64 * size
+                )));
+            }
+        }
+        budget =
+            budget.checked_sub(length).ok_or_else(|| what(format!("the model's external data passes {} GiB in all", MAX_EXTERNAL_BYTES >> 30)))?;
         let mut raw = vec![0u8; usize::try_from(length).map_err(|_| what("too large".into()))?];
         use std::io::{Read, Seek};
         file.seek(std::io::SeekFrom::Start(offset)).and_then(|_| file.read_exact(&mut raw)).map_err(|e| what(format!("{}: {e}", path.display())))?;

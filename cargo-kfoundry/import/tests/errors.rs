@@ -180,6 +180,15 @@ fn external_data_is_read_from_the_models_folder_only() {
         let e = read(&graph("link.bin", 0).0).map(|_| ()).unwrap_err().to_string();
         assert!(e.contains("resolves outside the model's folder"), "{e}");
     }
+    // A region that is not the tensor's size.
+    let (short, _) = G::new().input("x", &[2, 3]).weight("w", &[2, 3], 7).node("Add", &["x", "w"], &["y"], vec![]).output("y").external_claiming(
+        "w",
+        "weights/w.bin",
+        5,
+        Some(20),
+    );
+    let e = read(&short).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("20 bytes of external data where its dims [2, 3] of float32 need 24"), "{e}");
     // A region past the file's end, and a folder where a file should be.
     let e = read(&graph("weights/w.bin", 10).0).map(|_| ()).unwrap_err().to_string();
     assert!(e.contains("past the end of"), "{e}");

@@ -37,13 +37,20 @@ pub fn run(args: &RunArgs) -> Result<()> {
             weights: kfoundry_import::emit::Weights::File,
         },
     );
-    for (path, data) in &files {
+    // Only what the annotations read: the crate's lib.rs and its kernels (not its weights).
+    for (path, data) in files.iter().filter(|(p, _)| p.starts_with("src") || p.starts_with("kernels")) {
         let p = tmp.path().join(path);
         std::fs::create_dir_all(p.parent().unwrap_or(tmp.path()))?;
         std::fs::write(&p, data)?;
     }
     let kernels = crate::pipeline::discover::kernels_in_file(&tmp.path().join("src/lib.rs"), &args.name, tmp.path())
         .map_err(|e| anyhow::anyhow!("the generated crate's annotations: {}", e.join("; ")))?;
+    anyhow::ensure!(
+        kernels.len() == imported.kernels.len(),
+        "{} annotations read back for {} generated kernels",
+        kernels.len(),
+        imported.kernels.len()
+    );
     let lock = match &args.lockfile {
         None => None,
         Some(path) => Some(Lockfile::read(path)?.ok_or_else(|| usage(format!("--lockfile {}: no such file", path.display())))?),
@@ -95,28 +102,33 @@ pub fn run(args: &RunArgs) -> Result<()> {
         // The lockfile's variants of this very kernel (same fingerprint), each with its
         // device's description, as the macro embeds them; generated-source variants are left
         // to the shipped binary (their sources live beside the lockfile).
-        let variants: Vec<Variant> = lock
-            .as_ref()
-            .and_then(|l| {
-                let current = kfoundry_tooling::fingerprint(spec).ok()?;
-                let entry = l.kernels.get(&spec.id).filter(|e| e.fingerprint == current)?;
-                Some(
-                    entry
-                        .variants
+        // A lockfile that has no entry for a kernel, or one of other sources (another --name,
+        // --precision or version), is said, not silently read as "run the reference".
+        let (variants, entry): (Vec<Variant>, &str) = match &lock {
+            None => (Vec::new(), "no lockfile"),
+            Some(l) => match l.kernels.get(&spec.id) {
+                None => (Vec::new(), "no entry"),
+                Some(e) if e.fingerprint != kfoundry_tooling::fingerprint(spec)? => (Vec::new(), "stale entry (other sources)"),
+                Some(e) => (
+                    e.variants
                         .iter()
                         .filter(|v| v.source.is_none())
                         .map(|v| Variant { device_info: l.devices.get(&v.device).cloned(), ..v.clone() })
                         .collect(),
-                )
-            })
-            .unwrap_or_default();
+                    "entry",
+                ),
+            },
+        };
+        if lock.is_some() && entry != "entry" {
+            eprintln!("warning: `{}`: the lockfile has {entry}; it runs its reference", spec.id);
+        }
         let choice = choose(spec, &variants, &device.key, Some(&device.info), Some(&device.traits), &sizes, None)
             .map_err(|e| anyhow::anyhow!("`{}` cannot run at the graph's sizes: {e}", spec.id))?;
         let program = session.build_spec(spec, &spec.source, &choice.params)?;
         let cl_kernel = session.kernel(&program, &spec.signature.name)?;
         let by_name: BTreeMap<&str, usize> = k.buffers.iter().map(|b| (b.name.as_str(), slots.slot(&imported, b.value))).collect();
         let order: Vec<usize> = spec.caller_args().map(|a| by_name[a.name()]).collect();
-        report.push(serde_json::json!({ "kernel": spec.id, "step": choice.step.to_string(), "params": choice.params }));
+        report.push(serde_json::json!({ "kernel": spec.id, "lockfile": entry, "step": choice.step.to_string(), "params": choice.params }));
         plan.push((spec, cl_kernel, choice.params, sizes, order));
     }
     let launch_all = |profile: bool| -> Result<Vec<f64>> {

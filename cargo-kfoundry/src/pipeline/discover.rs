@@ -72,6 +72,7 @@ pub fn sources(ws: &WorkspaceArgs, bundle: Option<&Path>, lockfile: Option<&Path
                 for p in &ws.packages {
                     if !bundle.kernels.iter().any(|k| normal(&k.package) == normal(p)) {
                         let mut have: Vec<&str> = bundle.kernels.iter().map(|k| k.package.as_str()).collect();
+                        have.sort_unstable();
                         have.dedup();
                         return Err(crate::error::usage(format!("-p {p}: the bundle has no package of that name (it has: {})", have.join(", "))));
                     }

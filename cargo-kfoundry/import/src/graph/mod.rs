@@ -688,7 +688,7 @@ fn shape_of(cx: &NodeCx, dims: &[i64]) -> Result<Vec<usize>, ImportError> {
 }
 
 /// The largest tensor kfoundry imports (2^40 elements). Kernels that touch a tensor of more
-/// than 2^31 - 1 elements index with `long` (see `kernels::widen`).
+/// than 2^31 - 2^24 elements index with `long` (see `kernels::widen`).
 pub const MAX_ELEMENTS: usize = 1 << 40;
 /// The largest rank, window extent, stride, dilation or padding it imports.
 pub const MAX_RANK: usize = 8;

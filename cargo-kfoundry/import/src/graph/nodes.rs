@@ -515,7 +515,7 @@ impl Builder {
                 .collect::<Result<_, ImportError>>()?,
             _ => return Err(cx.err(format!("exactly one of scales and sizes must be given, one value per dimension of {xs:?}"))),
         };
-        if linear && axes.iter().filter(|a| a.input != a.output).count() > 3 {
+        if linear && axes.iter().filter(|a| a.input != a.output || a.scale != 1.0).count() > 3 {
             return Err(cx.err("linear interpolation along more than 3 dimensions is not supported"));
         }
         let shape: Vec<usize> = axes.iter().map(|a| a.output).collect();
@@ -546,19 +546,24 @@ impl Builder {
             None => (equation.clone(), None),
         };
         let Some((ta, tb)) = lhs.split_once(',') else { return Err(unsupported("two operands expected")) };
-        // `...` becomes the same fresh capital letters in each term (the leading dimensions).
+        // `...` becomes the same fresh labels in each term (the leading dimensions): characters
+        // from U+0100 on, which no label the user writes (ASCII letters) can be.
         let expand = |term: &str, rank: usize| -> Result<Vec<char>, ImportError> {
-            let explicit = term.replace("...", "").chars().count();
-            let dots = if term.contains("...") { rank.checked_sub(explicit).ok_or_else(|| unsupported("more indices than dimensions"))? } else { 0 };
-            let fresh: String = (0..dots).map(|i| char::from(b'A' + i as u8)).collect();
-            let letters: Vec<char> = term.replacen("...", &fresh, 1).chars().collect();
-            if letters.iter().any(|c| !c.is_ascii_alphabetic()) || dots > 26 {
-                return Err(unsupported("indices are letters"));
+            let explicit = term.replacen("...", "", 1);
+            if explicit.chars().any(|c| !c.is_ascii_alphabetic()) {
+                return Err(unsupported("indices are ASCII letters, with at most one `...` a term"));
             }
-            Ok(letters)
+            let count = explicit.chars().count();
+            let dots = if term.contains("...") { rank.checked_sub(count).ok_or_else(|| unsupported("more indices than dimensions"))? } else { 0 };
+            if dots > super::MAX_RANK {
+                return Err(unsupported("`...` stands for too many dimensions"));
+            }
+            let fresh: String = (0..dots).filter_map(|i| char::from_u32(0x100 + i as u32)).collect();
+            Ok(term.replacen("...", &fresh, 1).chars().collect())
         };
         let (la, lb) = (expand(ta, sa.len())?, expand(tb, sb.len())?);
-        let dots = |l: &[char]| l.iter().filter(|c| c.is_ascii_uppercase()).count();
+        let placeholder = |c: &char| !c.is_ascii();
+        let dots = |l: &[char]| l.iter().filter(|c| placeholder(c)).count();
         if ta.contains("...") && tb.contains("...") && dots(&la) != dots(&lb) {
             return Err(unsupported("`...` stands for different numbers of dimensions in the two operands"));
         }
@@ -569,15 +574,11 @@ impl Builder {
             Some(r) => expand(r, dots(&la).max(dots(&lb)) + r.replace("...", "").chars().count())?,
             None => {
                 // Implicit output: the leading dimensions, then the indices seen once, sorted.
-                let mut once: Vec<char> = la
-                    .iter()
-                    .chain(&lb)
-                    .copied()
-                    .filter(|c| c.is_ascii_lowercase() && la.iter().chain(&lb).filter(|d| *d == c).count() == 1)
-                    .collect();
+                let mut once: Vec<char> =
+                    la.iter().chain(&lb).copied().filter(|c| !placeholder(c) && la.iter().chain(&lb).filter(|d| *d == c).count() == 1).collect();
                 once.sort_unstable();
                 let lead = if dots(&la) >= dots(&lb) { &la } else { &lb };
-                lead.iter().copied().filter(|c| c.is_ascii_uppercase()).chain(once).collect()
+                lead.iter().copied().filter(|c| placeholder(c)).chain(once).collect()
             }
         };
         for (what, l) in [("first operand", &la), ("second operand", &lb), ("output", &lo)] {

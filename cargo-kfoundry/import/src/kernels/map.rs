@@ -204,7 +204,7 @@ fn plan(cx: &Cx, k: &mut Kernel, inputs: &[usize], kind: &Move) -> Plan {
                 coords.push(q[j + m - 1].clone());
             }
             globals = format!(
-                "__constant int kf_gather[{}] = {{{}}};\n",
+                "__constant uint kf_gather[{}] = {{{}}};\n",
                 indices.len(),
                 indices.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
             );
@@ -218,7 +218,7 @@ fn plan(cx: &Cx, k: &mut Kernel, inputs: &[usize], kind: &Move) -> Plan {
             // neighbours' coordinates and the second one's weight.
             let mut corners: Vec<Vec<(String, String)>> = Vec::new();
             for (j, a) in axes.iter().enumerate() {
-                if a.input == a.output {
+                if a.input == a.output && a.scale == 1.0 {
                     let n = name(j, a.input);
                     out.push(n.clone());
                     input.push(n);

@@ -81,7 +81,9 @@ pub fn generate(fused: &Fused, index64: bool, precision: Precision) -> Vec<Kerne
 }
 
 /// The bound `fits_int` states for `int` indices, and the one for `long` indices.
-const INT_BOUND: &str = "<= 2147483647";
+/// (2^31 - 2^24: a launch's last work-group may compute indices a few thousand past the
+/// tensor's end before its bounds check, which must not wrap.)
+const INT_BOUND: &str = "<= 2130706431";
 const LONG_BOUND: &str = "<= 4611686018427387903";
 
 /// The kernel with 64-bit indices: every `int` of its source becomes `long` (the sizes it
@@ -121,12 +123,11 @@ fn generate_one(fused: &Fused, index: usize, g: &Group, index64: bool, precision
     };
     // 64-bit indices where a tensor it touches (or the group's own result, a convolution's
     // before its pooling) passes what `int` indexes.
-    let big = |n: usize| n > i32::MAX as usize;
+    let big = |n: usize| n > (1 << 31) - (1 << 24);
     if index64 || big(g.shape.iter().product()) || k.buffers.iter().any(|b| big(fused.graph.values[b.value].numel())) {
         widen(&mut k);
     }
     k.struct_name = format!("K{index:02}{}", camel(kind_name(&g.anchor)));
-    k.doc = g.nodes.iter().map(|n| printable(n, 80)).collect::<Vec<_>>().join(", ");
     k
 }
 
@@ -199,7 +200,8 @@ impl Cx<'_> {
             entry: self.entry.clone(),
             struct_name: String::new(),
             source: String::new(),
-            doc: String::new(),
+            // The graph nodes it fuses (the source's header names them too).
+            doc: self.group.nodes.iter().map(|n| printable(n, 80)).collect::<Vec<_>>().join(", "),
             params: Vec::new(),
             reference: Vec::new(),
             require: Vec::new(),

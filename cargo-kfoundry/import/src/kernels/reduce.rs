@@ -227,7 +227,7 @@ fn scan_body(cx: &Cx, k: &Kernel, exclusive: bool, reverse: bool) -> String {
         format!("    for (int j = {lo}; j < {hi}; j++) {{\n        const int i = base + {at};\n        const float xv = x[i];\n        {step}\n        y[i] = {call};\n    }}\n")
     };
     let group = format!(
-        "    const int per = (KF_R + WG - 1) / WG;\n    const int lo = min(lid * per, KF_R), hi = min(lo + per, KF_R);\n    float run = 0.0f;\n    for (int j = lo; j < hi; j++) run += x[base + {at}];\n    buf[lid] = run;\n    for (int s = 1; s < WG; s <<= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        const float t = lid >= s ? buf[lid - s] : 0.0f;\n        barrier(CLK_LOCAL_MEM_FENCE);\n        buf[lid] += t;\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n    run = lid > 0 ? buf[lid - 1] : 0.0f;\n{}",
+        "    const int per = (KF_R + WG - 1) / WG;\n    const int lo = min(lid * per, (int)(KF_R)), hi = min(lo + per, (int)(KF_R));\n    float run = 0.0f;\n    for (int j = lo; j < hi; j++) run += x[base + {at}];\n    buf[lid] = run;\n    for (int s = 1; s < WG; s <<= 1) {{\n        barrier(CLK_LOCAL_MEM_FENCE);\n        const float t = lid >= s ? buf[lid - s] : 0.0f;\n        barrier(CLK_LOCAL_MEM_FENCE);\n        buf[lid] += t;\n    }}\n    barrier(CLK_LOCAL_MEM_FENCE);\n    run = lid > 0 ? buf[lid - 1] : 0.0f;\n{}",
         write("lo", "hi")
     );
     per_row("", &group, &format!("    float run = 0.0f;\n{}", write("0", "KF_R")))

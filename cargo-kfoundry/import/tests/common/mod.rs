@@ -143,11 +143,18 @@ impl G {
 
     /// Moves initializer `name`'s data out of the model: the tensor says it is in `location`
     /// at `offset` (the caller writes the file), and the raw bytes are returned.
-    pub fn external(mut self, name: &str, location: &str, offset: usize) -> (G, Vec<u8>) {
+    pub fn external(self, name: &str, location: &str, offset: usize) -> (G, Vec<u8>) {
+        self.external_claiming(name, location, offset, None)
+    }
+
+    /// As [`G::external`], the tensor claiming `length` bytes when given (its true length
+    /// otherwise).
+    pub fn external_claiming(mut self, name: &str, location: &str, offset: usize, length: Option<usize>) -> (G, Vec<u8>) {
         let t = self.graph.initializer.iter_mut().find(|t| t.name == name).expect("an initializer of that name");
         let raw = std::mem::take(&mut t.raw_data);
         let entry = |key: &str, value: String| onnx::StringStringEntryProto { key: key.into(), value };
-        t.external_data = vec![entry("location", location.into()), entry("offset", offset.to_string()), entry("length", raw.len().to_string())];
+        t.external_data =
+            vec![entry("location", location.into()), entry("offset", offset.to_string()), entry("length", length.unwrap_or(raw.len()).to_string())];
         t.data_location = 1;
         (self, raw)
     }

@@ -11,7 +11,7 @@ use kfoundry::ocl::{Buffer, Queue};
     source = "kernels/k00_conv.cl",
     params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1]),
     reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0),
-    require(cout % OCB == 0, h + 2 >= 3, (h / 2) >= 1, w + 2 >= 3, (w / 2) >= 1, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * h * w) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
+    require(cout % OCB == 0, h + 2 >= 3, (h / 2) >= 1, w + 2 >= 3, (w / 2) >= 1, (n * cin * h * w) <= 2130706431, cout * cin * 9 <= 2130706431, (n * cout * h * w) <= 2130706431, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
     global = (ceil_div(((h / 2) * (w / 2)), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * (h / 2) * (w / 2)), wl = max(1, WLOCAL * OCB * cin * 9)),
     check(y, rtol = 1e-4, atol = 1e-5),
@@ -26,7 +26,7 @@ pub struct K00Conv;
     source = "kernels/k01_conv.cl",
     params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1], TILE = [0, 1]),
     reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0, TILE = 0),
-    require(cout % OCB == 0, h + 2 >= 3, w + 2 >= 3, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * h * w) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
+    require(cout % OCB == 0, h + 2 >= 3, w + 2 >= 3, (n * cin * h * w) <= 2130706431, cout * cin * 9 <= 2130706431, (n * cout * h * w) <= 2130706431, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
     global = (ceil_div((h * w), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * h * w), wl = max(1, WLOCAL * OCB * cin * 9)),
     check(y, rtol = 1e-4, atol = 3.6e-5),
@@ -41,7 +41,7 @@ pub struct K01Conv;
     source = "kernels/k02_reduce.cl",
     params(WG = pow2(32..=1024), MODE = [0, 1], UNROLL = [1, 2, 4, 8]),
     reference(WG = 64, MODE = 0, UNROLL = 1),
-    require((d0 * d1 * d2 * d3) <= 2147483647),
+    require((d0 * d1 * d2 * d3) <= 2130706431),
     global = (1 - MODE) * WG * (d0 * d1) + MODE * round_up((d0 * d1), WG), local = WG,
     buffers(x = (d0 * d1 * d2 * d3), y = (d0 * d1)),
     check(y, rtol = 1e-4, atol = 6.4e-5),
@@ -56,7 +56,7 @@ pub struct K02Reduce;
     source = "kernels/k03_matmul.cl",
     params(WGX = [4, 8, 16, 32], WGY = [4, 8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], USE_LOCAL = [0, 1], TK = [8, 16, 32], UNROLL = [1, 2, 4], MMA = [0, 1], WM = [1, 2, 4], STAGES = [2, 3, 4], FLUSH = [1, 2, 4]),
     reference(WGX = 16, WGY = 16, TM = 1, TN = 1, USE_LOCAL = 0, TK = 8, UNROLL = 1, MMA = 0, WM = 1, STAGES = 2, FLUSH = 1),
-    require(MMA == 0 || device_nvidia && device_sm >= 80, MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1), MMA == 0 || (USE_LOCAL == 0 && UNROLL == 1 && TK % (8 * FLUSH) == 0), MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0), MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0), MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0), MMA * 4 * STAGES * (WGY * TM * (TK + 4) + WGX * TN * (TK + 4)) <= min(device_local_mem, 49152), WGX * WGY >= 32, WGX * WGY <= 256, TM * TN <= 32, USE_LOCAL == 1 || MMA == 1 || TK == 8, USE_LOCAL * 4 * TK * (WGY * TM + WGX * TN + 2) <= min(device_local_mem, 49152), (m * k) <= 2147483647, (k * n) <= 2147483647, (m * n) <= 2147483647),
+    require(MMA == 0 || device_nvidia && device_sm >= 80, MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1), MMA == 0 || (USE_LOCAL == 0 && UNROLL == 1 && TK % (8 * FLUSH) == 0), MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0), MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0), MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0), MMA * 4 * STAGES * (WGY * TM * (TK + 4) + WGX * TN * (TK + 4)) <= min(device_local_mem, 49152), WGX * WGY >= 32, WGX * WGY <= 256, TM * TN <= 32, USE_LOCAL == 1 || MMA == 1 || TK == 8, USE_LOCAL * 4 * TK * (WGY * TM + WGX * TN + 2) <= min(device_local_mem, 49152), (m * k) <= 2130706431, (k * n) <= 2130706431, (m * n) <= 2130706431),
     global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY, 1), local = (WGX, WGY, 1),
     buffers(a = (m * k), b = (k * n), s0 = n, y = (m * n)),
     check(y, rtol = 1e-4, atol = 1e-5),
@@ -138,6 +138,16 @@ impl Model {
     /// at `path` (this import's `weights.bin`, checked by length and checksum).
     pub fn from_weights_file(queue: &Queue, path: impl AsRef<std::path::Path>) -> Result<Model, Error> {
         let path = path.as_ref();
+        // A regular file of this model's length, before anything is read (not a FIFO, a
+        // device or another model's larger file).
+        let meta = std::fs::metadata(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
+        if !meta.is_file() || meta.len() != WEIGHTS_BYTES as u64 {
+            return Err(Error::Weights(format!(
+                "{}: {} where this model's weights.bin is a file of {WEIGHTS_BYTES} bytes",
+                path.display(),
+                if meta.is_file() { format!("{} bytes", meta.len()) } else { "not a regular file".to_string() }
+            )));
+        }
         let bytes = std::fs::read(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
         Model::with_weights(queue, &bytes).map_err(|e| match e {
             Error::Weights(what) => Error::Weights(format!("{}: {what}", path.display())),

@@ -11,7 +11,7 @@ use kfoundry::ocl::{Buffer, Queue};
     source = "kernels/k00_conv.cl",
     params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1], TILE = [0, 1]),
     reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0, TILE = 0),
-    require(cout % OCB == 0, h >= 3, w >= 3, (n * cin * h * w) <= 2147483647, cout * cin * 9 <= 2147483647, (n * cout * (h - 2) * (w - 2)) <= 2147483647, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
+    require(cout % OCB == 0, h >= 3, w >= 3, (n * cin * h * w) <= 2130706431, cout * cin * 9 <= 2130706431, (n * cout * (h - 2) * (w - 2)) <= 2130706431, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
     global = (ceil_div(((h - 2) * (w - 2)), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * (h - 2) * (w - 2)), wl = max(1, WLOCAL * OCB * cin * 9)),
     check(y, rtol = 1e-4, atol = 1.8e-5),
@@ -26,7 +26,7 @@ pub struct K00Conv;
     source = "kernels/k01_group_norm.cl",
     params(WG = pow2(32..=1024), UNROLL = [1, 2, 4, 8]),
     reference(WG = 256, UNROLL = 1),
-    require(d1 % 8 == 0, (d0 * d1 * d2 * d3) <= 2147483647),
+    require(d1 % 8 == 0, (d0 * d1 * d2 * d3) <= 2130706431),
     global = WG * (d0 * 8), local = WG,
     buffers(x = (d0 * d1 * d2 * d3), scale = d1, bias = d1, y = (d0 * d1 * d2 * d3)),
     check(y, rtol = 1e-4, atol = 1e-5),
@@ -100,6 +100,16 @@ impl Model {
     /// at `path` (this import's `weights.bin`, checked by length and checksum).
     pub fn from_weights_file(queue: &Queue, path: impl AsRef<std::path::Path>) -> Result<Model, Error> {
         let path = path.as_ref();
+        // A regular file of this model's length, before anything is read (not a FIFO, a
+        // device or another model's larger file).
+        let meta = std::fs::metadata(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
+        if !meta.is_file() || meta.len() != WEIGHTS_BYTES as u64 {
+            return Err(Error::Weights(format!(
+                "{}: {} where this model's weights.bin is a file of {WEIGHTS_BYTES} bytes",
+                path.display(),
+                if meta.is_file() { format!("{} bytes", meta.len()) } else { "not a regular file".to_string() }
+            )));
+        }
         let bytes = std::fs::read(path).map_err(|e| Error::Weights(format!("{}: {e}", path.display())))?;
         Model::with_weights(queue, &bytes).map_err(|e| match e {
             Error::Weights(what) => Error::Weights(format!("{}: {what}", path.display())),

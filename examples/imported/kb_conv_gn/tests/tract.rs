@@ -66,5 +66,7 @@ fn weights_of_another_length_or_content_are_refused() -> Result<(), Box<dyn std:
     }
     let missing = model::Model::from_weights_file(&queue, "/nonexistent/weights.bin").err().map(|e| e.to_string()).unwrap_or_default();
     assert!(missing.contains("/nonexistent/weights.bin"), "{missing}");
+    let folder = model::Model::from_weights_file(&queue, env!("CARGO_MANIFEST_DIR")).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(folder.contains("not a regular file"), "{folder}");
     Ok(())
 }

@@ -806,6 +806,9 @@ fn resize_nearest_and_linear() {
         ("linear", "align_corners", "round_prefer_floor", &[], &[1, 2, 8, 3]),
         ("linear", "asymmetric", "round_prefer_floor", &[1.0, 1.0, 0.6, 1.7], &[]),
         ("linear", "pytorch_half_pixel", "round_prefer_floor", &[], &[1, 2, 1, 13]),
+        // floor(5 * 1.1) = 5 and floor(7 * 1.1) = 7: the same extents, resampled all the same.
+        ("linear", "half_pixel", "round_prefer_floor", &[1.0, 1.0, 1.1, 1.1], &[]),
+        ("nearest", "asymmetric", "floor", &[1.0, 1.0, 1.1, 1.1], &[]),
     ];
     for (i, (mode, transform, nearest, scales, sizes)) in cases.iter().enumerate() {
         let (s, z) = (format!("scales{i}"), format!("sizes{i}"));
@@ -858,6 +861,8 @@ fn einsum_as_matrix_products() {
         ("ik,kj", &[3, 4], &[4, 5]),
         ("abc,cd->dba", &[2, 3, 4], &[4, 5]),
         ("ibj,bjk->kbi", &[3, 2, 4], &[2, 4, 5]),
+        // Uppercase labels are labels (implicit output: `bc`), not `...`.
+        ("bA,Ac", &[3, 4], &[4, 5]),
     ];
     let mut g = G::new();
     for (i, (eq, a, b)) in cases.iter().enumerate() {

@@ -5,8 +5,21 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{ai, ints, G};
+use common::{ai, astr, ints, G};
 use kfoundry_import::{import, ImportError};
+
+fn resize(scales: &[f32]) -> G {
+    G::new()
+        .input("x", &[1, 1, 5, 5])
+        .init("roi", &[0], vec![])
+        .init("sc", &[scales.len()], scales.to_vec())
+        .node("Resize", &["x", "roi", "sc"], &["y"], vec![])
+        .output("y")
+}
+
+fn einsum(equation: &str, a: &[usize], b: &[usize]) -> G {
+    G::new().input("a", a).input("b", b).node("Einsum", &["a", "b"], &["y"], vec![common::astr("equation", equation)]).output("y")
+}
 
 fn error(g: &G) -> String {
     match import(&g.bytes(), &Default::default()) {
@@ -71,6 +84,39 @@ fn node_level_problems() {
         (G::new().input("x", &[4]).node("Relu", &["nope"], &["y"], vec![]).output("y"), "input `nope` is not computed before this node"),
         (G::new().input("x", &[2, 3]).input("s", &[2]).node("Reshape", &["x", "s"], &["y"], vec![]).output("y"), "must be an int64 constant"),
         (G::new().input("x", &[1 << 21, 1 << 20]).node("Relu", &["x"], &["y"], vec![]).output("y"), "has more than 1099511627776 elements"),
+        // Resize, CumSum and Einsum given what no exporter writes.
+        (resize(&[1.0, 1.0, 0.0, 1.0]), "scale 0 for extent 5"),
+        (resize(&[1.0, 1.0, f32::NAN, 1.0]), "scale NaN"),
+        (resize(&[1.0, 1.0, 1e30, 1.0]), "scale 1000000000000000000000000000000 for extent 5"),
+        (resize(&[1.0, 1.0]), "exactly one of scales and sizes"),
+        (
+            G::new()
+                .input("x", &[1, 1, 5, 5])
+                .init("roi", &[0], vec![])
+                .init("sc", &[0], vec![])
+                .int64s("sz", &[1, 1, -3, 2])
+                .node("Resize", &["x", "roi", "sc", "sz"], &["y"], vec![])
+                .output("y"),
+            "size -3",
+        ),
+        (
+            G::new()
+                .input("x", &[1, 1, 5, 5])
+                .init("roi", &[0], vec![])
+                .init("sc", &[4], vec![1.0; 4])
+                .node("Resize", &["x", "roi", "sc"], &["y"], vec![astr("mode", "cubic")])
+                .output("y"),
+            "mode `cubic` is not supported",
+        ),
+        (G::new().input("x", &[3, 4]).init_ints("a", &[], &[2]).node("CumSum", &["x", "a"], &["y"], vec![]).output("y"), "axis 2"),
+        (G::new().input("x", &[3, 4]).input("a", &[1]).node("CumSum", &["x", "a"], &["y"], vec![]).output("y"), "must be an int64 constant"),
+        (einsum("ij,jk->ik", &[3, 4], &[5, 6]), "index `j` is 4 in one operand and 5 in the other"),
+        (einsum("ij,jk,kl->il", &[3, 4], &[4, 5]), "two operands expected"),
+        (einsum("i.j,jk->ik", &[3, 4], &[4, 5]), "indices are ASCII letters"),
+        (einsum("ijk,jk->ik", &[3, 4], &[4, 5]), "the operands have shapes [3, 4] and [4, 5]"),
+        (einsum("...ij,...jk->...ik", &[2, 2, 3, 4], &[2, 4, 5]), "`...` stands for different numbers of dimensions"),
+        (einsum("", &[3, 4], &[4, 5]), "two operands expected"),
+        (einsum("->", &[3, 4], &[4, 5]), "two operands expected"),
     ];
     for (g, expected) in cases {
         let e = error(&g);

@@ -545,7 +545,8 @@ impl Builder {
             Some((l, r)) => (l.to_string(), Some(r.to_string())),
             None => (equation.clone(), None),
         };
-        let Some((ta, tb)) = lhs.split_once(',') else { return Err(unsupported("two operands expected")) };
+        let terms: Vec<&str> = lhs.split(',').collect();
+        let [ta, tb] = terms[..] else { return Err(unsupported(&format!("{} operand term(s); two operands expected", terms.len()))) };
         // `...` becomes the same fresh labels in each term (the leading dimensions): characters
         // from U+0100 on, which no label the user writes (ASCII letters) can be.
         let expand = |term: &str, rank: usize| -> Result<Vec<char>, ImportError> {

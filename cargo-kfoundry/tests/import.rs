@@ -250,6 +250,18 @@ fn run_executes_the_imported_graph_from_files() {
     for (p, q) in a.iter().zip(&b) {
         assert!((p - q).abs() <= 1e-4 * (1.0 + p.abs()), "reference {p}, lockfile's variants {q}");
     }
+    // A hand-edited entry (a work-group size outside the annotation's domain) fails the run as
+    // it would fail a build that embeds it.
+    let text = std::fs::read_to_string(&lock).unwrap();
+    let at = text.find("[kernels.\"cnn-block::K00Conv\".variants.params]").expect("the committed lockfile has cnn-block's conv");
+    let wg = at + text[at..].find("\nWG = ").unwrap();
+    let end = wg + 1 + text[wg + 1..].find('\n').unwrap();
+    let edited = tmp.path().join("edited.lock");
+    std::fs::write(&edited, format!("{}\nWG = 48{}", &text[..wg], &text[end..])).unwrap();
+    let o = run(&["--input", input.to_str().unwrap(), "--lockfile", edited.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("`cnn-block::K00Conv`") && e.contains("WG"), "{e}");
     // An input of the wrong length, and the wrong number of inputs.
     std::fs::write(&input, &x[..x.len() - 4]).unwrap();
     let o = run(&["--input", input.to_str().unwrap()]);

@@ -53,7 +53,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     );
     let lock = match &args.lockfile {
         None => None,
-        Some(path) => Some(Lockfile::read(path)?.ok_or_else(|| usage(format!("--lockfile {}: no such file", path.display())))?),
+        Some(path) => Some((path, Lockfile::read(path)?.ok_or_else(|| usage(format!("--lockfile {}: no such file", path.display())))?)),
     };
 
     let device = crate::device::select(args.device.as_deref())?;
@@ -99,24 +99,22 @@ pub fn run(args: &RunArgs) -> Result<()> {
     for (k, kernel) in imported.kernels.iter().zip(&kernels) {
         let spec = &kernel.spec;
         let sizes: Sizes = k.sizes.iter().map(|s| (s.name.clone(), s.full as i64)).collect();
-        // The lockfile's variants of this very kernel (same fingerprint), each with its
-        // device's description, as the macro embeds them; generated-source variants are left
-        // to the shipped binary (their sources live beside the lockfile).
-        // A lockfile that has no entry for a kernel, or one of other sources (another --name,
-        // --precision or version), is said, not silently read as "run the reference".
+        // The lockfile's variants of this very kernel exactly as the macro embeds them (same
+        // fingerprint, each checked against the annotation, with its device's description); a
+        // variant the annotation does not allow fails the run as it fails a build.
+        // Generated-source variants are left to the shipped binary. A lockfile that has no
+        // entry for a kernel, or one of other sources (another --name, --precision or
+        // version), is said, not silently read as "run the reference".
         let (variants, entry): (Vec<Variant>, &str) = match &lock {
             None => (Vec::new(), "no lockfile"),
-            Some(l) => match l.kernels.get(&spec.id) {
+            Some((path, l)) => match l.kernels.get(&spec.id) {
                 None => (Vec::new(), "no entry"),
                 Some(e) if e.fingerprint != kfoundry_tooling::fingerprint(spec)? => (Vec::new(), "stale entry (other sources)"),
-                Some(e) => (
-                    e.variants
-                        .iter()
-                        .filter(|v| v.source.is_none())
-                        .map(|v| Variant { device_info: l.devices.get(&v.device).cloned(), ..v.clone() })
-                        .collect(),
-                    "entry",
-                ),
+                Some(_) => {
+                    let embedded = kfoundry_tooling::embed::embeddable(path, l, spec)
+                        .map_err(|problems| usage(format!("--lockfile {}: `{}`: {}", path.display(), spec.id, problems.join("; "))))?;
+                    (embedded.variants.into_iter().filter(|v| v.source.is_none()).collect(), "entry")
+                }
             },
         };
         if lock.is_some() && entry != "entry" {

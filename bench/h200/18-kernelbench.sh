@@ -5,7 +5,10 @@
 # (`cargo kfoundry bundle -o .device/k.json`), Kfoundry.lock as .device/K.lock,
 # ../shared/gpu/opencl-setup.sh, ../shared/kernelbench's level1/ and level2/ as
 # .device/kernelbench/, and the results of earlier calls as .device/kb-results.jsonl (resumed).
-# Usage: bash bench/h200/18-kernelbench.sh examples|kernelbench [DEADLINE_S]  (results in $OUT)
+# `models`: the whole models of bench/models/models (MobileNetV3-small, SqueezeNet, ShuffleNetV2,
+# ViT-Tiny, a small Llama) through the same harness (ONLY=1,5 picks; NOTUNE=1 runs their
+# reference kernels; results resumed from .device/models-results.jsonl).
+# Usage: bash bench/h200/18-kernelbench.sh examples|kernelbench|models [DEADLINE_S]  (results in $OUT)
 set -u
 D=.device
 sh $D/opencl-setup.sh > /dev/null 2>&1
@@ -35,8 +38,16 @@ kernelbench)
     cp $D/kb-results.jsonl $OUT/kb-results.jsonl
     python3 bench/kernelbench/table.py $OUT/kb-results.jsonl | tail -4
     ;;
+models)
+    touch $D/models-results.jsonl
+    python3 bench/kernelbench/run.py --problems bench/models --level models --cli $D/cargo-kfoundry --only "${ONLY:-}" \
+        --results $D/models-results.jsonl --secs "${SECS:-2}" --evals "${EVALS:-12}" ${NOTUNE:+--no-tune} ${COMPILE:+--compile} \
+        --deadline "${2:-400}" 2>> $OUT/models.err
+    cp $D/models-results.jsonl $OUT/models-results.jsonl
+    python3 bench/kernelbench/table.py $OUT/models-results.jsonl | tail -4
+    ;;
 *)
-    echo "usage: $0 examples|kernelbench [DEADLINE_S]" >&2
+    echo "usage: $0 examples|kernelbench|models [DEADLINE_S]" >&2
     exit 2
     ;;
 esac

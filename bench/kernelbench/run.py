@@ -7,7 +7,7 @@
 # already there are skipped (the harness resumes where the last call stopped).
 #
 #   python3 bench/kernelbench/run.py --problems DIR --level level2 --cli target/release/cargo-kfoundry \
-#       --results OUT.jsonl [--only 2,4] [--secs 6] [--evals 40] [--compile] [--deadline SECONDS]
+#       --results OUT.jsonl [--only 2,4] [--secs 6] [--evals 40] [--compile] [--deadline SECONDS] [--no-tune]
 #
 # What a line holds: eager_ms, compile_ms (when --compile), the import's outcome and kernels, for
 # each kernel the tuner's reference and best times (medians of profiling events at the problem's
@@ -33,6 +33,7 @@ ap.add_argument("--compile", action="store_true")
 ap.add_argument("--deadline", type=float, default=1e9, help="stop starting problems after this many seconds")
 ap.add_argument("--work", default="/tmp/kbh")
 ap.add_argument("--repeats", type=int, default=20, help="timed runs of the whole imported graph")
+ap.add_argument("--no-tune", action="store_true", help="run the imported model with its reference kernels (no tune, no lockfile)")
 ap.add_argument("--cpu", action="store_true", help="a dry run of the harness without a GPU: PyTorch on the CPU, the tune at `small` on the default OpenCL device")
 args = ap.parse_args()
 
@@ -158,7 +159,7 @@ for f in files:
             r["kernels"] = [l.split()[0] for l in c.stderr.splitlines() if l.startswith("  K")]
             lock = os.path.join(args.work, f"{crate}.lock")
             t = time.time()
-            c = call(
+            c = subprocess.CompletedProcess([], 0, "", "") if args.no_tune else call(
                 [args.cli, "tune", "--bundle", bundle, "--lockfile", lock, *([] if args.cpu else ["--device", "gpu"]),
                  *([] if args.cpu else ["--workload", "full"]), "--budget-evals", str(args.evals),
                  "--budget-secs", str(args.secs), "--seed", "1", "--message-format", "json"],
@@ -175,7 +176,9 @@ for f in files:
                     x = msg["result"]
                     tuned.append({k: x.get(k) for k in ("kernel", "reference_ns", "best_ns", "params", "evaluations", "failures", "reference_kept", "gflops")})
             r["tuned"] = tuned
-            if len(tuned) == len(r["kernels"]):
+            if args.no_tune:
+                r["untuned"] = True
+            elif len(tuned) == len(r["kernels"]):
                 r["kfoundry_ms"] = round(sum(x["best_ns"] for x in tuned) / 1e6, 4)
                 r["reference_ms"] = round(sum(x["reference_ns"] for x in tuned) / 1e6, 4)
             else:

@@ -29,6 +29,8 @@ for level, rs in sorted(by_level.items()):
         note = r.get("error") or r.get("tune_error") or r.get("run_error") or r.get("exception") or ""
         if kernels_only:
             note = "kernels only " + note
+        if r.get("untuned"):
+            note = "untuned (reference kernels) " + note
         yes = lambda v: "" if v is None else ("yes" if v else "NO")
         correct = "" if r.get("correct_kernelbench") is None else f"{yes(r.get('correct_kernelbench'))} / {yes(r.get('correct_fp32'))}"
         kept = sum(1 for t in r.get("tuned", []) if t.get("reference_kept"))

@@ -13,6 +13,10 @@
 //!    (kernel = stride, no padding) and the element-wise nodes after it. The group keeps the
 //!    largest such chain after which exactly one of its values is read outside it: that value is
 //!    the kernel's output, all others stay in registers.
+//! 4. **Attention.** A matrix product with its chain (the scores: a scale, a mask added), a
+//!    Softmax of the scores along their last axis and a matrix product of the probabilities
+//!    by a third tensor, where each result is read only by the next, become one group: the
+//!    scores and probabilities never reach memory ([`Anchor::Attention`]).
 
 use std::collections::BTreeSet;
 
@@ -123,6 +127,21 @@ pub enum Anchor {
         groups: usize,
         eps: f32,
     },
+    /// `softmax(scores(q k)) v` along the keys: q is (batch..., queries, d), k (batch..., d,
+    /// keys) or, with `trans_k`, (batch..., keys, d), v (batch..., keys, dv) or, with
+    /// `trans_v`, (batch..., dv, keys); each operand's batch is the scores' or all ones. The
+    /// group's chain follows the product by v.
+    Attention {
+        q: ValueId,
+        k: ValueId,
+        v: ValueId,
+        trans_k: bool,
+        trans_v: bool,
+        /// The chain on the scores (its sides are the group's first ones).
+        scores: Chain,
+        /// The scores' shape: (batch..., queries, keys).
+        score_shape: Vec<usize>,
+    },
 }
 
 /// A pooling fused after a convolution: windows tile the convolution's output.
@@ -191,7 +210,75 @@ pub fn fuse(mut graph: Graph) -> Fused {
         propagate_views(&graph, &mut computed);
         groups.push(group);
     }
+    let groups = fuse_attention(&graph, &consumers, groups);
     Fused { graph, groups, storage }
+}
+
+/// The largest head dimensions fused (an item keeps a query row and an output row in
+/// registers).
+const ATTENTION_MAX_HEAD: usize = 128;
+
+/// Step 4: each MatMul -> Softmax(last axis) -> MatMul of groups, each result read only by
+/// the next, becomes one attention group in the place of the last (whose inputs all exist
+/// by then).
+fn fuse_attention(graph: &Graph, consumers: &[Vec<usize>], mut groups: Vec<Group>) -> Vec<Group> {
+    // The only node that reads `v`, where `v` is no graph output.
+    let sole_reader = |v: ValueId| -> Option<usize> { (consumers[v].len() == 1 && !graph.outputs.contains(&v)).then(|| consumers[v][0]) };
+    let producer = |v: ValueId| groups.iter().position(|g| g.output == v);
+    let mut merged: Vec<(usize, usize, usize)> = Vec::new();
+    for (i3, g3) in groups.iter().enumerate() {
+        let Anchor::MatMul { a: p, b: v, trans_a: false, trans_b: trans_v } = g3.anchor else { continue };
+        let Some(i2) = producer(p) else { continue };
+        let g2 = &groups[i2];
+        let Anchor::Softmax { x: s, axis, log: false } = g2.anchor else { continue };
+        if !g2.chain.steps.is_empty() || g2.pool.is_some() || axis + 1 != g2.shape.len() || g2.output != p {
+            continue;
+        }
+        let Some(i1) = producer(s) else { continue };
+        let g1 = &groups[i1];
+        let Anchor::MatMul { a: q, b: k, trans_a: false, trans_b: trans_k } = g1.anchor else { continue };
+        // The scores and probabilities are read by the softmax and the product alone.
+        let read_by = |v: ValueId, reader: fn(&Op) -> bool| sole_reader(v).is_some_and(|n| reader(&graph.nodes[n].op));
+        if g1.pool.is_some() || !read_by(s, |op| matches!(op, Op::Softmax { .. })) || !read_by(p, |op| matches!(op, Op::MatMul { .. })) {
+            continue;
+        }
+        let shape = |v: ValueId| &graph.values[v].shape;
+        let (sq, sk, sv, ss, so) = (shape(q), shape(k), shape(v), &g1.shape, &g3.shape);
+        let r = ss.len();
+        if r < 2 || sq.len() != r || sk.len() != r || sv.len() != r || so.len() != r {
+            continue;
+        }
+        let (d, dv) = (sq[r - 1], if trans_v { sv[r - 2] } else { sv[r - 1] });
+        let keys = if trans_k { sk[r - 2] } else { sk[r - 1] };
+        let batch_ok = |t: &[usize]| t[..r - 2] == ss[..r - 2] || t[..r - 2].iter().all(|&x| x == 1);
+        if !(batch_ok(sq) && batch_ok(sk) && batch_ok(sv)) || so[..r - 2] != ss[..r - 2] || keys != ss[r - 1] {
+            continue;
+        }
+        if d > ATTENTION_MAX_HEAD || dv > ATTENTION_MAX_HEAD || merged.iter().any(|&(a, b, c)| [a, b, c].iter().any(|x| [i1, i2, i3].contains(x))) {
+            continue;
+        }
+        merged.push((i1, i2, i3));
+    }
+    for &(i1, i2, i3) in &merged {
+        let (g1, g2) = (groups[i1].clone(), groups[i2].clone());
+        let g3 = &mut groups[i3];
+        let Anchor::MatMul { b: v, trans_b: trans_v, .. } = g3.anchor else { unreachable!("checked above") };
+        let Anchor::MatMul { a: q, b: k, trans_b: trans_k, .. } = g1.anchor else { unreachable!("checked above") };
+        let offset = g1.sides.len();
+        for step in &mut g3.chain.steps {
+            for arg in &mut step.args {
+                if let Src::Side(s) = arg {
+                    *s += offset;
+                }
+            }
+        }
+        g3.anchor = Anchor::Attention { q, k, v, trans_k, trans_v, scores: g1.chain, score_shape: g1.shape };
+        g3.sides = [g1.sides, std::mem::take(&mut g3.sides)].concat();
+        g3.side_shapes = [g1.side_shapes, std::mem::take(&mut g3.side_shapes)].concat();
+        g3.nodes = [g1.nodes, g2.nodes, std::mem::take(&mut g3.nodes)].concat();
+    }
+    let gone: BTreeSet<usize> = merged.iter().flat_map(|&(a, b, _)| [a, b]).collect();
+    groups.into_iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, g)| g).collect()
 }
 
 /// Views of computed values are computed (one pass: nodes are in topological order).

@@ -913,3 +913,108 @@ fn tf32_precision_is_one_product_with_its_tolerance() {
     assert!(errors[0] < 1e-5, "3xTF32 error {:e}", errors[0]);
     assert!(errors[1] > 10.0 * errors[0] && errors[1] < 5e-3, "TF32 error {:e} (3xTF32 {:e})", errors[1], errors[0]);
 }
+
+/// The implicit-GEMM convolution on the tensor cores (warp instructions emulated here): 2-D
+/// with stride, asymmetric padding, dilation and two groups, a bias and a chain after it; 1-D
+/// and 3-D; pixel counts and k = channels x taps that are no multiple of the tiles (the gather
+/// pads them with zeros). Offered only without a fused pooling and with whole n8 pieces of
+/// channels per group.
+#[test]
+fn convolution_tensor_core_path_emulated() {
+    const WIDE: &[(&str, i64)] = &[("MMA", 1), ("WG", 64), ("PX", 2), ("OCB", 16), ("WM", 2), ("TK", 16), ("STAGES", 3), ("FLUSH", 2)];
+    const NARROW: &[(&str, i64)] = &[("MMA", 1), ("WG", 32), ("PX", 1), ("OCB", 8), ("WM", 1), ("TK", 8), ("STAGES", 2), ("FLUSH", 1)];
+    let g = G::new()
+        .input("x", &[2, 6, 13, 11])
+        .weight("w", &[32, 3, 3, 2], 1)
+        .weight("b", &[32], 2)
+        .node(
+            "Conv",
+            &["x", "w", "b"],
+            &["c"],
+            vec![ints("pads", &[1, 0, 2, 1]), ints("strides", &[2, 1]), ints("dilations", &[1, 2]), ai("group", 2)],
+        )
+        .node("Tanh", &["c"], &["y"], vec![])
+        .input("s", &[3, 5, 37])
+        .weight("w1", &[16, 5, 3], 3)
+        .node("Conv", &["s", "w1"], &["z"], vec![ints("pads", &[1, 1])])
+        .input("v", &[1, 3, 5, 6, 7])
+        .weight("w3", &[16, 3, 2, 3, 2], 4)
+        .weight("b3", &[16], 5)
+        .node("Conv", &["v", "w3", "b3"], &["u"], vec![ints("strides", &[1, 2, 1])])
+        .output("y")
+        .output("z")
+        .output("u");
+    let i = check_configs("implicit GEMM, emulated", &g, 0, &[Config::Emulated(WIDE), Config::Emulated(NARROW)]);
+    for k in &i.kernels {
+        assert!(k.source.contains("mma.sync.aligned.m16n8k8") && k.params.iter().any(|(p, _)| p == "MMA"), "{}: the tensor-core path", k.entry);
+        assert!(
+            !k.source.contains("#error") && !k.source.contains("KM_CP16(As_"),
+            "{}: no directive beyond the allow-list; the gather's own loader",
+            k.entry
+        );
+    }
+    // A depthwise convolution (one channel per group) and a pooled one keep the portable path.
+    let p = G::new()
+        .input("x", &[1, 8, 10, 10])
+        .weight("w", &[8, 1, 3, 3], 1)
+        .node("Conv", &["x", "w"], &["c"], vec![ai("group", 8)])
+        .weight("w2", &[16, 8, 3, 3], 2)
+        .node("Conv", &["c", "w2"], &["d"], vec![])
+        .node("MaxPool", &["d"], &["y"], vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])])
+        .output("y");
+    let i = check_configs("no tensor cores", &p, 0, &[Config::Emulated(NARROW)]);
+    assert!(i.kernels.iter().all(|k| !k.params.iter().any(|(p, _)| p == "MMA")), "{:?}", i.kernels.iter().map(|k| &k.entry).collect::<Vec<_>>());
+}
+
+/// Attention as one kernel: scores scaled and masked (rows whose first keys, a whole tile or
+/// more, are masked out with -inf), Softmax along the keys, the product by v, a chain after
+/// it; with k transposed by a kernel before (as exporters write it) and by Gemm's `transB`; in
+/// the reference, with tiles of 8 to 64 keys and 1 to 8 items per row.
+#[test]
+fn attention_is_one_kernel() {
+    const SPLITS: &[&[(&str, i64)]] =
+        &[&[("KSPLIT", 4), ("BK", 8), ("WG", 32)], &[("KSPLIT", 8), ("BK", 64), ("WG", 256)], &[("KSPLIT", 2), ("BK", 32), ("WG", 64)]];
+    let (lq, lk) = (37, 37);
+    let mask: Vec<f32> = (0..lq * lk).map(|e| if e % lk < (e / lk % 3) * 12 { f32::NEG_INFINITY } else { 0.0 }).collect();
+    let g = G::new()
+        .input("q", &[2, 3, lq, 16])
+        .input("k", &[2, 3, lk, 16])
+        .input("v", &[1, 1, lk, 8])
+        .node("Transpose", &["k"], &["kt"], vec![ints("perm", &[0, 1, 3, 2])])
+        .node("MatMul", &["q", "kt"], &["s"], vec![])
+        .init("scale", &[], vec![0.25])
+        .node("Mul", &["s", "scale"], &["s2"], vec![])
+        .init("mask", &[lq, lk], mask)
+        .node("Add", &["s2", "mask"], &["s3"], vec![])
+        .node("Softmax", &["s3"], &["p"], vec![ai("axis", -1)])
+        .node("MatMul", &["p", "v"], &["o"], vec![])
+        .node("Tanh", &["o"], &["y"], vec![])
+        .output("y");
+    let i = check_with("attention", &g, 2, SPLITS);
+    assert_eq!(anchors(&i), ["K00Transpose", "K01Attention"]);
+    let g = G::new()
+        .input("q", &[29, 12])
+        .weight("k", &[45, 12], 1)
+        .weight("v", &[45, 20], 2)
+        .node("Gemm", &["q", "k"], &["s"], vec![ai("transB", 1), af("alpha", 0.3)])
+        .node("Softmax", &["s"], &["p"], vec![ai("axis", 1)])
+        .node("MatMul", &["p", "v"], &["y"], vec![])
+        .output("y");
+    let i = check_with("attention, Gemm", &g, 2, SPLITS);
+    assert_eq!(anchors(&i), ["K00Attention"]);
+    // The probabilities read twice, or a softmax along another axis: three kernels.
+    let g = G::new()
+        .input("q", &[9, 12])
+        .input("k", &[12, 9])
+        .input("v", &[9, 5])
+        .node("MatMul", &["q", "k"], &["s"], vec![])
+        .node("Softmax", &["s"], &["p"], vec![ai("axis", 0)])
+        .node("MatMul", &["p", "v"], &["y"], vec![])
+        .node("Softmax", &["s"], &["p2"], vec![])
+        .node("MatMul", &["p2", "v"], &["y2"], vec![])
+        .output("y")
+        .output("y2")
+        .output("p2");
+    let i = check("attention, not fused", &g, 0);
+    assert!(!anchors(&i).iter().any(|a| a.contains("Attention")), "{:?}", anchors(&i));
+}

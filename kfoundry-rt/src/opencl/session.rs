@@ -172,8 +172,25 @@ impl Session {
         args: &[Arg<'_>],
         profile: bool,
     ) -> Result<Option<Timing>, Error> {
+        self.launch_as(spec, kernel, params, sizes, args, profile, &self.traits)
+    }
+
+    /// As [`Session::launch`], the constraints that read device properties checked against
+    /// `traits` instead of this device's: for tests that run one device's paths on another
+    /// (the tensor-core paths, their warp instructions emulated, on a CPU).
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_as(
+        &self,
+        spec: &KernelSpec,
+        kernel: &Kernel,
+        params: &Params,
+        sizes: &Sizes,
+        args: &[Arg<'_>],
+        profile: bool,
+        traits: &DeviceTraits,
+    ) -> Result<Option<Timing>, Error> {
         let mut event = core::Event::null();
-        LaunchPlan::new(spec, params, sizes, Some(&self.traits))?.enqueue(spec, &kernel.kernel, &self.queue, args, profile.then_some(&mut event))?;
+        LaunchPlan::new(spec, params, sizes, Some(traits))?.enqueue(spec, &kernel.kernel, &self.queue, args, profile.then_some(&mut event))?;
         Ok(profile.then_some(Timing { event }))
     }
 

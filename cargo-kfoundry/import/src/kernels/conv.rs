@@ -10,12 +10,22 @@
 //!          and OCB channels as one register tile (each input
 //!          value used OCB times, each weight PX times), in the
 //!          reference's order of summation
+//!   MMA    1: the convolution as an implicit GEMM on NVIDIA's  [0, 1]          ref 0
+//!          tensor cores (the suite's 3xTF32 tiles, FP32-
+//!          accurate; sm >= 80): m = a sample's output pixels
+//!          (WG * PX per work-group), n = output channels (OCB,
+//!          up to 64), k = the group's input channels x taps,
+//!          gathered (im2col) into local memory, zero outside
+//!          the input; without a fused pooling, when the
+//!          group's channels are a multiple of 8
+//!   WM, STAGES, FLUSH, TK   MMA: as the matrix product's
 //!
 //! Launch: (ceil_div(pixels, WG * PX) * WG, cout / OCB, n), local (WG, 1, 1). Geometry (kernel,
 //! strides, dilations, pads, output padding, groups) is fixed by the graph and written into the
 //! source; the sizes are n, cin, the input's spatial extents (d, h, w: those it has) and cout.
 
-use super::{chain_call, chain_function, fits_int, params, plus, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Size};
+use super::tensor_core::{self, Loader};
+use super::{chain_call, chain_function, fits_int, params, plus, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Precision, Size};
 use crate::fuse::Anchor;
 use crate::graph::{PoolKind, Window};
 
@@ -93,13 +103,40 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         exprs: [vec!["n".into(), "cout".into()], spatial_exprs(&po_expr)].concat(),
         full: g.pool.as_ref().map(|p| p.shape.clone()).unwrap_or_default(),
     };
+    let tile = g.pool.is_none();
+    // The tensor-core path: a plain convolution (no pooling fused) whose groups have whole
+    // n8 pieces of output channels and at least one k8 step.
+    let (cpg_in, cpg_out) = (xs[1] / groups, cout / groups);
+    let mma = !transposed && tile && cpg_out % 8 == 0 && cpg_in * taps >= 8;
     params(
         &mut k,
-        &[("WG", "pow2(32..=256)", 64), ("PX", "[1, 2, 4]", 1), ("OCB", "[1, 2, 4, 8]", 1), ("ICU", "[1, 2, 4]", 1), ("WLOCAL", "[0, 1]", 0)],
+        &[
+            ("WG", "pow2(32..=256)", 64),
+            ("PX", "[1, 2, 4]", 1),
+            ("OCB", if mma { "[1, 2, 4, 8, 16, 32, 64]" } else { "[1, 2, 4, 8]" }, 1),
+            ("ICU", "[1, 2, 4]", 1),
+            ("WLOCAL", "[0, 1]", 0),
+        ],
     );
-    let tile = g.pool.is_none();
     if tile {
         params(&mut k, &[("TILE", "[0, 1]", 0)]);
+    }
+    if mma {
+        params(
+            &mut k,
+            &[("MMA", "[0, 1]", 0), ("WM", "[1, 2, 4]", 1), ("STAGES", "[2, 3, 4]", 2), ("FLUSH", "[1, 2, 4]", 1), ("TK", "[8, 16, 32]", 8)],
+        );
+        k.require.extend([
+            "MMA == 0 || device_nvidia && device_sm >= 80".to_string(),
+            "MMA == 1 || (OCB <= 8 && WM == 1 && STAGES == 2 && FLUSH == 1 && TK == 8)".into(),
+            "MMA == 0 || (TILE == 0 && WLOCAL == 0 && ICU == 1 && TK % (8 * FLUSH) == 0)".into(),
+            // Whole warps in a WM x (warps / WM) grid, warp tiles of whole m16n8 pieces, and
+            // at most 64 accumulators (and as many partial sums) per item.
+            "MMA == 0 || (WG / 32 % WM == 0 && WG * PX % (16 * WM) == 0 && OCB * WM * 32 % (8 * WG) == 0 && PX * OCB <= 64)".into(),
+            "MMA * 4 * STAGES * (WG * PX + OCB) * (TK + 4) <= min(device_local_mem, 49152)".into(),
+        ]);
+        // The TF32 split turns an infinity into NaN (inf - inf): finite inputs only.
+        k.edges_finite = true;
     }
     let per_group = |size: &str| if groups == 1 { size.to_string() } else { format!("({size} / {groups})") };
     if groups > 1 {
@@ -146,6 +183,11 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.local = vec!["WG".into(), "1".into(), "1".into()];
     let reduction = (xs[1] / groups) * taps;
     k.atol = (2.5e-7 * reduction as f64).max(1e-5);
+    if mma && cx.precision == Precision::Tf32 {
+        k.atol = (1e-3 * (reduction as f64).sqrt()).max(1e-3);
+        k.rtol = 1e-2;
+        k.check_note = Some("TF32 products on the tensor cores (`import --precision tf32`): TF32's tolerance, not FP32's");
+    }
     k.bytes = super::compulsory_bytes(&k);
     k.flops = format!("2 * {conv_len} * {} * {taps}", per_group("cin"));
 
@@ -253,6 +295,17 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     };
     let tiled = if tile { tile_code(&present, &kn, &st, &pads, &dl, &in_expr, transposed, &tap, bias_init, &chain) } else { String::new() };
     let (tile_open, tile_close) = if tile { (format!("#if TILE\n{tiled}#else\n"), "#endif\n") } else { (String::new(), "") };
+    let (machinery, main_loop) = tensor_core::parts(cx.precision, Loader::Gather);
+    let (mma_open, mma_close) = if mma {
+        let chain = chain_call(cx, &k, "kf_chain", "vc", "ci_out");
+        let bias = if bias.is_some() { " + bias[oc]" } else { "" };
+        (format!("#if MMA\n{}#else\n", implicit_gemm(&main_loop, &kn, &st, &pads, &dl, &in_expr, taps, bias, &chain)), "#endif\n")
+    } else {
+        (String::new(), "")
+    };
+    if mma {
+        s += &format!("#if MMA\n#define WGX 1\n#define WGY WG\n#define TM PX\n#define TN OCB\n#define KM_B_KMAJOR 1\n{machinery}#endif\n");
+    }
     s += &format!(
         r#"
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -262,7 +315,7 @@ void {entry}({args})
     const int oc0 = get_global_id(1) * OCB;
     const int cpg_in = cin / {groups};
     const int cpg_out = cout / {groups};
-    const int g = oc0 / cpg_out;
+{mma_open}    const int g = oc0 / cpg_out;
 {weights_setup}{tile_open}    for (int e = 0; e < PX; e++) {{
         const int p = get_group_id(0) * (WG * PX) + e * WG + get_local_id(0);
         if (p < KF_POD * KF_POH * KF_POW) {{
@@ -275,12 +328,105 @@ void {entry}({args})
 {store}                }}
 {pool_close}        }}
     }}
-{tile_close}}}
+{tile_close}{mma_close}}}
 "#,
         entry = k.entry
     );
     k.source = s;
     k
+}
+
+/// The MMA = 1 body: the convolution as an implicit GEMM on the suite's tensor-core main loop.
+/// A (m = this sample's output pixels, k = (input channel of the group, tap)) is gathered from
+/// x into local memory, each item filling the rows of its PX pixels (WG apart), four columns at
+/// a time (one 16-byte store: a quarter-warp's stores hit distinct banks), zero outside the
+/// input and past the end of k; B is the weights of the work-group's OCB channels, rows of k
+/// contiguous floats. The tile loader has no `cp.async`: the pipeline's waits are no-ops and
+/// the barrier after them publishes the plain stores.
+#[allow(clippy::too_many_arguments)]
+fn implicit_gemm(
+    main_loop: &str,
+    kn: &[usize; 3],
+    st: &[usize; 3],
+    pads: &[usize; 6],
+    dl: &[usize; 3],
+    in_expr: &[String; 3],
+    taps: usize,
+    bias: &str,
+    chain: &str,
+) -> String {
+    let (d, h, w) = (&in_expr[0], &in_expr[1], &in_expr[2]);
+    let plane = product(in_expr);
+    format!(
+        r#"    /* Implicit GEMM: this item's A rows are pixels p = bm0 + q * WG + lid (q < PX). */
+    const int k = cpg_in * {taps};
+    const int kf_pixels = KF_OD * KF_OH * KF_OW;
+    const int kf_lid = get_local_id(0);
+    int kf_iz[PX], kf_iy[PX], kf_ix[PX];
+    bool kf_live[PX];
+    for (int q = 0; q < PX; q++) {{
+        const int p = get_group_id(0) * (WG * PX) + q * WG + kf_lid;
+        kf_live[q] = p < kf_pixels;
+        const int pp = kf_live[q] ? p : 0;
+        kf_ix[q] = pp % KF_OW * {sx} - {px};
+        kf_iy[q] = pp / KF_OW % KF_OH * {sy} - {py};
+        kf_iz[q] = pp / (KF_OW * KF_OH) * {sz} - {pz};
+    }}
+    /* (The main loop names its lanes' rows g; the channels' group is oc0 / cpg_out.) */
+    const __global float* kf_x = x + (nb * cin + oc0 / cpg_out * cpg_in) * {plane};
+    const __global float* kf_w = weight + oc0 * k;
+#define KM_LOAD_TILE(st, kt)                                                                     \
+    {{                                                                                            \
+        __local float* As_ = As + (st) * KM_ASZ;                                                 \
+        __local float* Bs_ = Bs + (st) * KM_BSZ;                                                 \
+        const int k0_ = (kt) * TK;                                                               \
+        for (int c4 = 0; c4 < TK; c4 += 4) {{                                                      \
+            float v_[PX][4];                                                                     \
+            for (int u = 0; u < 4; u++) {{                                                         \
+                const int kk_ = k0_ + c4 + u;                                                    \
+                const int ic_ = kk_ / {taps}, t_ = kk_ % {taps};                                     \
+                const int kz_ = t_ / {khw}, ky_ = t_ / {kw} % {kh}, kx_ = t_ % {kw};                      \
+                for (int q = 0; q < PX; q++) {{                                                    \
+                    const int iz_ = kf_iz[q] + kz_ * {dz}, iy_ = kf_iy[q] + ky_ * {dy}, ix_ = kf_ix[q] + kx_ * {dx}; \
+                    const bool ok_ = kf_live[q] && kk_ < k && iz_ >= 0 && iz_ < {d} && iy_ >= 0 && iy_ < {h} && ix_ >= 0 && ix_ < {w}; \
+                    v_[q][u] = ok_ ? kf_x[ic_ * {plane} + (iz_ * {h} + iy_) * {w} + ix_] : 0.0f;             \
+                }}                                                                                \
+            }}                                                                                    \
+            for (int q = 0; q < PX; q++)                                                         \
+                vstore4((float4)(v_[q][0], v_[q][1], v_[q][2], v_[q][3]), 0, As_ + (q * WG + kf_lid) * KM_LDA + c4); \
+        }}                                                                                        \
+        for (int e = kf_lid; e < KM_BN * TK; e += WG) {{                                           \
+            const int r = e / TK, c = e % TK;                                                    \
+            Bs_[r * KM_LDB + c] = k0_ + c < k ? kf_w[r * k + k0_ + c] : 0.0f;                     \
+        }}                                                                                        \
+    }}
+{main_loop}#pragma unroll
+    for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+        for (int j = 0; j < KM_NJ; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {{
+                const int p = bm0 + wm0 + i * 16 + g + 8 * (r >> 1), oc = bn0 + wn0 + j * 8 + 2 * t + (r & 1);
+                if (p < kf_pixels) {{
+                    const int ci_out = (nb * cout + oc) * kf_pixels + p;
+                    const float vc = acc[i][j][r]{bias};
+                    y[ci_out] = {chain};
+                }}
+            }}
+"#,
+        khw = kn[1] * kn[2],
+        kh = kn[1],
+        kw = kn[2],
+        sz = st[0],
+        sy = st[1],
+        sx = st[2],
+        pz = pads[0],
+        py = pads[1],
+        px = pads[2],
+        dz = dl[0],
+        dy = dl[1],
+        dx = dl[2],
+    )
 }
 
 /// The TILE = 1 body: the item's PX pixels (WG apart) and OCB channels accumulated together,

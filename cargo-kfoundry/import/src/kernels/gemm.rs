@@ -18,31 +18,9 @@
 //! The tensor-core path is `templates/tensor_core_3xtf32.cl`, the text of the suite's
 //! `examples/kernels/gemm.cl` (a test there keeps the two equal).
 
+use super::tensor_core::{self, Loader};
 use super::{chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx, Dims, Kernel, Precision, Size};
 use crate::fuse::Anchor;
-
-/// The suite's tensor-core GEMM: its machinery, then its main loop (leaving `acc`).
-const TENSOR_CORES: &str = include_str!("../../templates/tensor_core_3xtf32.cl");
-
-/// The template's two parts, without its `#error` guards (the annotation's `require` states
-/// the same conditions, and generated sources carry no directive beyond the allow-list).
-fn tensor_core_parts(precision: Precision) -> (String, String) {
-    let strip = |t: &str| t.lines().filter(|l| !l.trim_start().starts_with("#error")).map(|l| format!("{l}\n")).collect::<String>();
-    let (_, rest) = TENSOR_CORES.split_once("/* ==== machinery ==== */\n").expect("the template's machinery");
-    let (machinery, main_loop) = rest.split_once("/* ==== main loop ==== */\n").expect("the template's main loop");
-    let mut main_loop = strip(main_loop);
-    if precision == Precision::Tf32 {
-        // One product of the TF32 parts per step: the two products with a small part go (the
-        // compiler drops the small parts then unused).
-        for small in ["KM_MMA(part[i][j], asm_[i], bb[j]);\n", "KM_MMA(part[i][j], ab[i], bsm[j]);\n"] {
-            let at = main_loop.find(small).expect("the template's small-part products");
-            let start = main_loop[..at].rfind('\n').map_or(0, |p| p + 1);
-            main_loop.replace_range(start..at + small.len(), "");
-        }
-        main_loop = main_loop.replace("KM_MMA(part[i][j], ab[i], bb[j]);", "KM_MMA(part[i][j], ab[i], bb[j]); /* TF32: one product */");
-    }
-    (strip(machinery), main_loop)
-}
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
     let g = cx.group;
@@ -140,7 +118,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let b_off = if b_batched { "bb * k * n" } else { "0" };
     let args = super::arguments(cx, &k, &["__global const float* restrict a, __global const float* restrict b"], "__global float* restrict y");
     let call = chain_call(cx, &k, "kf_chain", "acc[i][j]", "o");
-    let (machinery, main_loop) = tensor_core_parts(cx.precision);
+    let (machinery, main_loop) = tensor_core::parts(cx.precision, Loader::Tiles);
     let tensor_cores = if mma {
         let call = chain_call(cx, &k, "kf_chain", "v", "o");
         format!(

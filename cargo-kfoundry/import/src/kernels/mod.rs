@@ -9,12 +9,14 @@
 //! One module per kind of anchor; this one holds what they share: sizes, element-wise chains
 //! (with operands read by numpy broadcasting), literals.
 
+mod attention;
 mod conv;
 mod gemm;
 mod map;
 mod norm;
 mod pool;
 mod reduce;
+mod tensor_core;
 
 use crate::fuse::{Anchor, Chain, Fused, Group, Src};
 use crate::graph::{Binary, Op, Unary, ValueId};
@@ -120,6 +122,7 @@ fn generate_one(fused: &Fused, index: usize, g: &Group, index64: bool, precision
         Anchor::Pool { .. } => pool::generate(&cx),
         Anchor::Reduce { .. } | Anchor::Softmax { .. } | Anchor::Scan { .. } => reduce::generate(&cx),
         Anchor::LayerNorm { .. } | Anchor::GroupNorm { .. } => norm::generate(&cx),
+        Anchor::Attention { .. } => attention::generate(&cx),
     };
     // 64-bit indices where a tensor it touches (or the group's own result, a convolution's
     // before its pooling) passes what `int` indexes.
@@ -163,6 +166,7 @@ fn kind_name(a: &Anchor) -> &'static str {
         Anchor::Scan { .. } => "cum_sum",
         Anchor::LayerNorm { .. } => "layer_norm",
         Anchor::GroupNorm { .. } => "group_norm",
+        Anchor::Attention { .. } => "attention",
     }
 }
 

@@ -269,24 +269,15 @@ pub fn run(imported: &Imported, specs: &[KernelSpec], inputs: &[Vec<f32>], confi
                     }
                 }
                 let nvidia = kfoundry_rt::DeviceTraits { vendor_id: 0x10de, kind: "gpu".into(), nv_compute_capability: 80, ..traits.clone() };
-                let geometry = spec.geometry(&p, &sizes, Some(&nvidia)).unwrap_or_else(|e| panic!("{}: {p:?} on an sm_80 device: {e}", k.entry));
+                spec.geometry(&p, &sizes, Some(&nvidia)).unwrap_or_else(|e| panic!("{}: {p:?} on an sm_80 device: {e}", k.entry));
                 let options = kfoundry_rt::opencl::launch::build_options_for(spec, &spec.source, &p).unwrap() + " -DKM_EMULATE";
                 let program = session.build(&spec.id, &spec.source, &options).unwrap_or_else(|e| panic!("{}: emulated build: {e}", k.entry));
                 let kernel = session.kernel(&program, &spec.signature.name).unwrap();
                 let by_name: BTreeMap<&str, usize> = k.buffers.iter().map(|b| (b.name.as_str(), slots.slot(imported, b.value))).collect();
-                let args: Vec<_> = spec
-                    .signature
-                    .args
-                    .iter()
-                    .map(|a| match (a, sizes.get(a.name())) {
-                        (kfoundry_rt::model::signature::KernelArg::Scalar { ty, .. }, Some(&v)) => {
-                            kfoundry_rt::opencl::launch::Arg::Scalar(kfoundry_rt::opencl::launch::Scalar::from_int(*ty, v).unwrap())
-                        }
-                        _ => buffers[by_name[a.name()]].arg(),
-                    })
-                    .collect();
-                // SAFETY: the geometry and buffers are the annotation's, checked above as a launch checks them.
-                unsafe { session.launch_raw(&kernel, &geometry.global, geometry.local.as_deref(), &args, false) }.unwrap();
+                let args: Vec<_> = spec.caller_args().map(|a| buffers[by_name[a.name()]].arg()).collect();
+                session
+                    .launch_as(spec, &kernel, &p, &sizes, &args, false, &nvidia)
+                    .unwrap_or_else(|e| panic!("{}: emulated launch with {p:?}: {e}", k.entry));
                 continue;
             }
             Config::With(over) | Config::Emulated(over) => {

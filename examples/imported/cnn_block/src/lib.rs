@@ -24,12 +24,13 @@ pub struct K00Conv;
 /// Fuses conv2 + bn2 (Conv), relu2 (Relu).
 #[kfoundry::evolve(
     source = "kernels/k01_conv.cl",
-    params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8], ICU = [1, 2, 4], WLOCAL = [0, 1], TILE = [0, 1]),
-    reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0, TILE = 0),
-    require(cout % OCB == 0, h + 2 >= 3, w + 2 >= 3, (n * cin * h * w) <= 2130706431, cout * cin * 9 <= 2130706431, (n * cout * h * w) <= 2130706431, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
+    params(WG = pow2(32..=256), PX = [1, 2, 4], OCB = [1, 2, 4, 8, 16, 32, 64], ICU = [1, 2, 4], WLOCAL = [0, 1], TILE = [0, 1], MMA = [0, 1], WM = [1, 2, 4], STAGES = [2, 3, 4], FLUSH = [1, 2, 4], TK = [8, 16, 32]),
+    reference(WG = 64, PX = 1, OCB = 1, ICU = 1, WLOCAL = 0, TILE = 0, MMA = 0, WM = 1, STAGES = 2, FLUSH = 1, TK = 8),
+    require(MMA == 0 || device_nvidia && device_sm >= 80, MMA == 1 || (OCB <= 8 && WM == 1 && STAGES == 2 && FLUSH == 1 && TK == 8), MMA == 0 || (TILE == 0 && WLOCAL == 0 && ICU == 1 && TK % (8 * FLUSH) == 0), MMA == 0 || (WG / 32 % WM == 0 && WG * PX % (16 * WM) == 0 && OCB * WM * 32 % (8 * WG) == 0 && PX * OCB <= 64), MMA * 4 * STAGES * (WG * PX + OCB) * (TK + 4) <= min(device_local_mem, 49152), cout % OCB == 0, h + 2 >= 3, w + 2 >= 3, (n * cin * h * w) <= 2130706431, cout * cin * 9 <= 2130706431, (n * cout * h * w) <= 2130706431, WLOCAL * 4 * OCB * cin * 9 <= min(device_local_mem, 49152)),
     global = (ceil_div((h * w), WG * PX) * WG, cout / OCB, n), local = (WG, 1, 1),
     buffers(x = (n * cin * h * w), weight = cout * cin * 9, bias = cout, y = (n * cout * h * w), wl = max(1, WLOCAL * OCB * cin * 9)),
     check(y, rtol = 1e-4, atol = 3.6e-5),
+    edges = finite,
     workloads(small(n = 1, cin = 16, h = 4, w = 4, cout = 32), full(n = 2, cin = 16, h = 16, w = 16, cout = 32, on = gpu)),
     cost(bytes = 4 * (n * cin * h * w) + 4 * cout * cin * 9 + 4 * cout + 4 * (n * cout * h * w), flops = 2 * (n * cout * h * w) * cin * 9),
     extrapolate = true,

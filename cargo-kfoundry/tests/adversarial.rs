@@ -597,3 +597,45 @@ fn export_bundles() {
         std::fs::write(dir.join(format!("prelude-gpu{}.cl", if reversed { "-reversed" } else { "" })), text).unwrap();
     }
 }
+
+/// An embedding lookup: `ids` index the rows of a `vocab x dim` table. P = 1 is the fast
+/// variant (P = 0 adds a slow loop that changes nothing).
+fn gather_args(ids: &str) -> String {
+    let source = r#"__kernel void k(const int rows, const int vocab, const int dim, __global const int* ids, __global const float* table, __global float* y) {
+        int i = get_global_id(0);
+        if (i >= rows * dim) return;
+        float slow = 0.0f;
+        for (int s = 0; s < 64 * (P == 0); s++) slow += fmin(fabs(table[(i + s) % (vocab * dim)]), 0.0f);
+        y[i] = table[ids[i / dim] * dim + i % dim] + slow;
+    }"#;
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = rows * dim, buffers(ids = rows, table = vocab * dim, y = rows * dim),
+           inputs(ids = {ids}), check(y), workloads(w(rows = 64, vocab = 500, dim = 16))"#
+    )
+}
+
+/// Index inputs: `uniform_int(0, vocab)` draws them in range at every size the proof runs
+/// (smaller and larger vocabularies too), so the fast variant is proven and ships. Declared
+/// with a fixed range, the reference reads past the table wherever the proof makes `vocab`
+/// smaller: that is reported as the annotation's error, naming the input, and no candidate
+/// is blamed for it.
+#[test]
+fn index_inputs_follow_the_sizes_and_a_reference_out_of_bounds_is_the_annotations_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle::write(dir.path(), "in.json", "Gather", &gather_args("uniform_int(0, vocab)"));
+    let lock = dir.path().join("in.lock");
+    let (out, messages) = tune(&b, &lock, 0, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(winner(&lock, "test::Gather"), 1, "rejected: {:?}", rejections(&messages));
+    let l = Lockfile::read(&lock).unwrap().unwrap();
+    let proven = l.kernels["test::Gather"].variants[0].proven_range();
+    let vocab = proven.iter().find(|(n, _)| *n == "vocab").map(|(_, r)| *r).expect("vocab proven");
+    assert!(vocab.0 < 500 && vocab.1 > 500, "proven over smaller and larger vocabularies: {vocab:?}");
+
+    let b = bundle::write(dir.path(), "out.json", "Gather", &gather_args("uniform(0, 499)"));
+    let lock = dir.path().join("out.lock");
+    let (out, messages) = tune(&b, &lock, 0, &[]);
+    let said = format!("{}{messages:?}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("reads outside") && said.contains("`ids` is drawn from `uniform(0, 499)`") && said.contains("uniform_int"), "{said}");
+    assert!(rejections(&messages).is_empty(), "no candidate blamed: {:?}", rejections(&messages));
+}

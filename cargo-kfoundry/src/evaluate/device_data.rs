@@ -15,7 +15,7 @@
 //!   error norm; the host reduces the few partial results.
 
 use kfoundry_rt::model::signature::ScalarType;
-use kfoundry_rt::model::spec::Distribution;
+use kfoundry_rt::model::spec::Resolved as Distribution;
 use kfoundry_rt::opencl::device::Limits;
 use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
@@ -236,12 +236,14 @@ impl DeviceData {
     }
 
     /// Whether [`DeviceData::draw`] draws elements of `ty` from `dist`: floats of 32 bits from
-    /// any distribution, integers from a uniform or constant one.
+    /// a uniform, normal or constant distribution, integers from a uniform or constant one or
+    /// a range of integers (permutations and monotone buffers are drawn on the host).
     pub fn draws(ty: ScalarType, dist: Distribution) -> bool {
-        match ty {
-            ScalarType::F32 => true,
-            ScalarType::F64 => false,
-            _ => !matches!(dist, Distribution::Normal { .. }),
+        match (ty, dist) {
+            (_, Distribution::Permutation | Distribution::Monotone { .. }) | (ScalarType::F64, _) => false,
+            (ScalarType::F32, Distribution::Integers { .. }) => false,
+            (ScalarType::F32, _) => true,
+            (_, dist) => !matches!(dist, Distribution::Normal { .. }),
         }
     }
 
@@ -266,6 +268,7 @@ impl DeviceData {
                 Distribution::Normal { mean, std } => (&self.normal, mean as f32, std as f32),
                 // Scalars only, by the annotation's rules; a constant buffer all the same.
                 Distribution::Constant { value } => (&self.uniform, value as f32, value as f32),
+                other => unreachable!("refused above: {other:?}"),
             };
             args.extend([Arg::Scalar(Scalar::F32(a)), Arg::Scalar(Scalar::F32(b))]);
             kernel
@@ -273,7 +276,8 @@ impl DeviceData {
             let (lo, hi) = match dist {
                 Distribution::Uniform { lo, hi } => (lo.round(), hi.round()),
                 Distribution::Constant { value } => (value.round(), value.round()),
-                Distribution::Normal { .. } => unreachable!("refused above"),
+                Distribution::Integers { lo, hi } => (lo as f64, (hi - 1) as f64),
+                other => unreachable!("refused above: {other:?}"),
             };
             // Whole numbers lo..=hi; a range of 2^64 (or more) is passed as 0: every value.
             let (lo, hi) = (lo as i128, (hi as i128).max(lo as i128));
@@ -353,6 +357,9 @@ impl DeviceData {
             Distribution::Uniform { lo, hi } => (lo, hi),
             Distribution::Normal { mean, std } => (mean - 2.0 * std, mean + 2.0 * std),
             Distribution::Constant { value } => (value, value),
+            // Integer distributions: integer buffers only, by the annotation's rules.
+            Distribution::Integers { lo, hi } | Distribution::Monotone { lo, hi } => (lo as f64, hi as f64),
+            Distribution::Permutation => (0.0, len as f64),
         };
         let args = [
             buf.arg(),

@@ -2,7 +2,7 @@
 //! a seeded generator, kept as raw bytes so that every element type shares one code path.
 
 use kfoundry_rt::model::signature::ScalarType;
-use kfoundry_rt::model::spec::Distribution;
+use kfoundry_rt::model::spec::Resolved as Distribution;
 use kfoundry_rt::Scalar;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -18,7 +18,48 @@ fn draw(dist: Distribution, rng: &mut ChaCha8Rng) -> f64 {
             mean + std * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
         }
         Distribution::Constant { value } => value,
+        Distribution::Integers { lo, hi } => rng.gen_range(lo..hi) as f64,
+        // Drawn as a whole buffer (`structured`); one value alone is its first.
+        Distribution::Permutation => 0.0,
+        Distribution::Monotone { lo, .. } => lo as f64,
     }
+}
+
+/// The buffers whose values are drawn as a whole, not element by element: a permutation of
+/// `0..len`, or non-decreasing values from `lo` (first) to `hi` (last). With `specials`, about
+/// half of a monotone buffer's steps are zero (empty rows of a CSR matrix).
+fn structured(ty: ScalarType, len: usize, dist: Distribution, specials: bool, rng: &mut ChaCha8Rng) -> Option<Vec<u8>> {
+    let values: Vec<f64> = match dist {
+        Distribution::Permutation => {
+            let mut v: Vec<f64> = (0..len).map(|i| i as f64).collect();
+            rand::seq::SliceRandom::shuffle(&mut v[..], rng);
+            v
+        }
+        Distribution::Monotone { lo, hi } => {
+            let mut v: Vec<i64> = (0..len).map(|_| rng.gen_range(lo..=hi)).collect();
+            v.sort_unstable();
+            if specials {
+                for i in 1..len {
+                    if rng.gen_bool(0.5) {
+                        v[i] = v[i - 1];
+                    }
+                }
+            }
+            if let Some(first) = v.first_mut() {
+                *first = lo;
+            }
+            if len > 1 {
+                v[len - 1] = hi;
+            }
+            v.into_iter().map(|x| x as f64).collect()
+        }
+        _ => return None,
+    };
+    let mut out = Vec::with_capacity(len * ty.size());
+    for v in values {
+        encode(ty, v, &mut out);
+    }
+    Some(out)
 }
 
 /// What a written output holds before a kernel runs. A candidate must write every element the
@@ -74,6 +115,8 @@ pub fn large_scale(dist: Distribution) -> f64 {
         Distribution::Uniform { lo, hi } => lo.abs().max(hi.abs()),
         Distribution::Normal { mean, std } => mean.abs() + 4.0 * std,
         Distribution::Constant { value } => value.abs(),
+        Distribution::Integers { lo, hi } | Distribution::Monotone { lo, hi } => (lo as f64).abs().max((hi as f64).abs()),
+        Distribution::Permutation => 1.0,
     };
     let wanted = (bound.max(1.0) * 1024.0).log2().ceil().clamp(10.0, 40.0);
     2f64.powi(wanted as i32)
@@ -87,6 +130,9 @@ const NONFINITE: [f32; 3] = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
 
 /// `len` elements of type `ty` drawn from `dist` with the edge values of `values`.
 pub fn draw_values(ty: ScalarType, len: usize, dist: Distribution, values: Values, rng: &mut ChaCha8Rng) -> Vec<u8> {
+    if let Some(whole) = structured(ty, len, dist, matches!(values, Values::Specials { .. }), rng) {
+        return whole;
+    }
     match values {
         Values::Declared => draw_buffer(ty, len, dist, rng),
         Values::Specials { nonfinite } => {
@@ -147,6 +193,9 @@ fn int_range(dist: Distribution) -> (f64, f64) {
         Distribution::Uniform { lo, hi } => (lo.round(), hi.round()),
         Distribution::Normal { mean, std } => ((mean - 3.0 * std).round(), (mean + 3.0 * std).round()),
         Distribution::Constant { value } => (value.round(), value.round()),
+        Distribution::Integers { lo, hi } => (lo as f64, (hi - 1) as f64),
+        Distribution::Permutation => (0.0, 0.0),
+        Distribution::Monotone { lo, hi } => (lo as f64, hi as f64),
     }
 }
 
@@ -178,6 +227,9 @@ pub fn prefill_buffer(ty: ScalarType, len: usize, prefill: Prefill, rng: &mut Ch
 
 /// `len` elements of type `ty` drawn from `dist`, as native-endian bytes.
 pub fn draw_buffer(ty: ScalarType, len: usize, dist: Distribution, rng: &mut ChaCha8Rng) -> Vec<u8> {
+    if let Some(whole) = structured(ty, len, dist, false, rng) {
+        return whole;
+    }
     let mut out = Vec::with_capacity(len * ty.size());
     for _ in 0..len {
         let v = draw(dist, rng);
@@ -271,6 +323,30 @@ mod tests {
         let n = draw_buffer(ScalarType::F64, 2000, Distribution::Normal { mean: 1.0, std: 0.5 }, &mut a);
         let mean: f64 = (0..2000).map(|i| decode(ScalarType::F64, &n, i)).sum::<f64>() / 2000.0;
         assert!((mean - 1.0).abs() < 0.05, "{mean}");
+    }
+
+    #[test]
+    fn integer_ranges_permutations_and_monotone_buffers() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let values = |bytes: &[u8], n: usize| (0..n).map(|i| decode(ScalarType::I32, bytes, i) as i64).collect::<Vec<_>>();
+        for v in [Values::Declared, Values::Specials { nonfinite: true }, Values::Large] {
+            // [lo, hi): never hi itself, both ends in the edge-value case.
+            let ids = values(&draw_values(ScalarType::I32, 4000, Distribution::Integers { lo: 3, hi: 9 }, v, &mut rng), 4000);
+            assert!(ids.iter().all(|x| (3..9).contains(x)), "{v:?}");
+            assert!(ids.contains(&3) && ids.contains(&8), "{v:?}");
+            let mut p = values(&draw_values(ScalarType::I32, 257, Distribution::Permutation, v, &mut rng), 257);
+            assert_ne!(p, (0..257).collect::<Vec<_>>(), "shuffled");
+            p.sort_unstable();
+            assert_eq!(p, (0..257).collect::<Vec<_>>(), "each index once");
+            let m = values(&draw_values(ScalarType::I32, 33, Distribution::Monotone { lo: 5, hi: 400 }, v, &mut rng), 33);
+            assert!(m.windows(2).all(|w| w[0] <= w[1]) && m[0] == 5 && m[32] == 400, "{m:?}");
+        }
+        // Empty rows (equal neighbours) in the edge-value case.
+        let m = values(
+            &draw_values(ScalarType::I32, 100, Distribution::Monotone { lo: 0, hi: 1 << 20 }, Values::Specials { nonfinite: false }, &mut rng),
+            100,
+        );
+        assert!(m.windows(2).any(|w| w[0] == w[1]));
     }
 
     #[test]

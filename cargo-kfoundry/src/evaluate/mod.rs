@@ -219,11 +219,12 @@ size_t kf_rev_global_linear_id(void) { return ((kf_rev_global_id(2) - get_global
 pub use kfoundry_rt::model::source_policy::CANDIDATE_FILE;
 
 /// How one buffer is filled before a run (its guard zone is always poisoned).
+#[derive(Clone)]
 enum Fill {
     /// Bytes from the host (small buffers).
     Host(Vec<u8>),
     /// Drawn on the device from a distribution with a seed (large inputs).
-    Draw { dist: kfoundry_rt::model::spec::Distribution, values: Values, seed: u64 },
+    Draw { dist: kfoundry_rt::model::spec::Resolved, values: Values, seed: u64 },
     /// Pre-filled on the device (large outputs).
     Prefill { prefill: Prefill, seed: u64 },
     /// The very buffer of the named input (a run in place).
@@ -232,8 +233,11 @@ enum Fill {
 
 /// One caller buffer of a run: name, element type, length, filling, and the bytes of its guard
 /// zones before and after it.
+#[derive(Clone)]
 struct PreparedBuffer {
     name: String,
+    /// A `const` buffer: its guard zones hold a fixed pattern, not random bytes.
+    read_only: bool,
     ty: ScalarType,
     len: usize,
     fill: Fill,
@@ -242,6 +246,7 @@ struct PreparedBuffer {
 }
 
 /// What one input set is made of.
+#[derive(Clone)]
 struct Prepared {
     buffers: Vec<PreparedBuffer>,
     scalars: Vec<Scalar>,
@@ -277,9 +282,25 @@ impl<'a> Shape<'a> {
 enum SetOutcome {
     Passed(Run, ErrorStats),
     Failed(FailureKind, String),
-    /// The reference itself misbehaved on these inputs (wrote outside its buffers): they prove
-    /// nothing.
-    Unproven(String),
+    /// The reference itself misbehaved on these inputs: they prove nothing.
+    Unproven(Untrusted),
+}
+
+/// Why a case proves nothing: the reference cannot be trusted there.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Untrusted {
+    pub message: String,
+    /// The reference reads or writes outside its buffers on inputs its annotation declares:
+    /// the annotation's mistake (an input of indices drawn out of range, a length declared
+    /// too short), reported as such, never a candidate's.
+    pub annotation_fault: bool,
+}
+
+impl Untrusted {
+    /// Not the annotation's mistake: a failure of the run (the device, memory, a crash).
+    pub fn device(message: String) -> Untrusted {
+        Untrusted { message, annotation_fault: false }
+    }
 }
 
 /// A device buffer of a run: one allocation of front guard, `len` elements and back guard;
@@ -411,6 +432,8 @@ pub enum SetupError {
     OpenCl(#[from] RtError),
     #[error("the reference does not run at sizes {sizes}: {message}")]
     Reference { sizes: String, message: String },
+    #[error("the reference touches memory outside its buffers at sizes {sizes}: {message}")]
+    ReferenceOutside { sizes: String, message: String },
     #[error("the reference's output `{0}` does not change when the inputs change: a kernel writing constants would pass verification; check the annotation's inputs and check(...)")]
     InsensitiveOutput(String),
     /// The workload's buffers do not fit the device (or, on a device that is host memory, the
@@ -489,6 +512,7 @@ impl Bench {
         {
             let buffer = PreparedBuffer {
                 name: "guard self-test".into(),
+                read_only: false,
                 ty: ScalarType::U32,
                 len: LEN,
                 fill,
@@ -511,8 +535,12 @@ impl Bench {
     fn check_reference(&self, sizes: &Sizes) -> Result<(), SetupError> {
         let reference_err = |message: String| SetupError::Reference { sizes: fmt_sizes(sizes), message };
         self.valid_at(&self.spec.reference, sizes).map_err(reference_err)?;
-        let a = self.reference_run(sizes).map_err(reference_err)?;
-        let b = self.reference_run(sizes).map_err(reference_err)?;
+        let outside = |message: String| SetupError::ReferenceOutside { sizes: fmt_sizes(sizes), message };
+        let (a, prepared) = self.reference_run(sizes).map_err(reference_err)?.map_err(outside)?;
+        if let Some(output) = self.reference_reads_outside(sizes, &prepared, &a).map_err(|e| reference_err(e.to_string()))? {
+            return Err(outside(self.outside_message(&output)));
+        }
+        let (b, _) = self.reference_run(sizes).map_err(reference_err)?.map_err(outside)?;
         for check in &self.spec.checks {
             let same = self.compare_outputs(&check.buffer, &a, &b, 0.0, 0.0).map_err(|e| reference_err(e.to_string()))?;
             if same.ok() {
@@ -561,6 +589,7 @@ impl Bench {
                     if let Some(input) = self.spec.in_place.get(name).filter(|_| shape.in_place) {
                         buffers.push(PreparedBuffer {
                             name: name.clone(),
+                            read_only: *read_only,
                             ty: *elem,
                             len,
                             fill: Fill::Alias(input.clone()),
@@ -582,7 +611,7 @@ impl Bench {
                     let (front, back) = (guard(front), guard(back * elem.size()));
                     let large = len.saturating_mul(elem.size()) >= device_data::MIN_BYTES;
                     let input = *read_only || self.spec.inputs.contains_key(name);
-                    let dist = self.spec.distribution(name);
+                    let dist = self.spec.distribution(name).at(sizes).map_err(|e| format!("input `{name}`: {e}"))?;
                     let on_device = DeviceData::draws(*elem, dist) && (shape.values == Values::Declared || *elem == ScalarType::F32);
                     let fill = match (input, large) {
                         (true, true) if on_device => Fill::Draw { dist, values: shape.values, seed: rng.gen() },
@@ -590,7 +619,7 @@ impl Bench {
                         (false, true) => Fill::Prefill { prefill: shape.prefill, seed: rng.gen() },
                         (false, false) => Fill::Host(prefill_buffer(*elem, len, shape.prefill, rng)),
                     };
-                    buffers.push(PreparedBuffer { name: name.clone(), ty: *elem, len, fill, front, back });
+                    buffers.push(PreparedBuffer { name: name.clone(), read_only: *read_only, ty: *elem, len, fill, front, back });
                 }
                 (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => {
                     let given = shape.scalars.get(name).filter(|_| !ty.is_float());
@@ -598,7 +627,10 @@ impl Bench {
                         Some(v) => {
                             scalars.push(Scalar::from_int(*ty, *v).ok_or_else(|| format!("`{name}` = {v} does not fit `{}`", ty.opencl_name()))?)
                         }
-                        None => scalars.push(draw_scalar_values(*ty, self.spec.distribution(name), shape.values, rng)),
+                        None => {
+                            let dist = self.spec.distribution(name).at(sizes).map_err(|e| format!("input `{name}`: {e}"))?;
+                            scalars.push(draw_scalar_values(*ty, dist, shape.values, rng))
+                        }
                     }
                 }
                 _ => {}
@@ -745,7 +777,9 @@ impl Bench {
 
     /// One run of the reference on a fresh input set at `sizes`, checked to stay within its
     /// buffers.
-    fn reference_run(&self, sizes: &Sizes) -> Result<Run, String> {
+    /// The reference on fresh inputs at `sizes` (and the inputs), or why it does not run
+    /// there (outer `Err`), or how it wrote outside its buffers (inner `Err`).
+    fn reference_run(&self, sizes: &Sizes) -> Result<Result<(Run, Prepared), String>, String> {
         let mut rng = self.fresh_rng();
         let params = self.spec.reference.clone();
         let prepared = self.prepare(&params, &Shape::plain(sizes), &mut rng)?;
@@ -753,9 +787,67 @@ impl Bench {
         self.launch(&self.reference, &params, sizes, &run, false).map_err(|e| e.to_string())?;
         self.session.finish().map_err(|e| e.to_string())?;
         if let Some(why) = self.touched_guard(&run).map_err(|e| e.to_string())? {
-            return Err(format!("the reference {why}; the annotation's `buffers(...)` must cover what the kernel touches"));
+            return Ok(Err(self.wrote_outside_message(&why)));
         }
-        Ok(run)
+        Ok(Ok((run, prepared)))
+    }
+
+    /// Whether the reference's outputs on `prepared` (run as `first`) depend on what lies past
+    /// its read-only buffers: the same inputs run again with their guard zones zeroed instead
+    /// of poisoned. The first checked output that changed, if any.
+    fn reference_reads_outside(&self, sizes: &Sizes, prepared: &Prepared, first: &Run) -> Result<Option<String>, RtError> {
+        let mut other = prepared.clone();
+        let mut any = false;
+        for b in other.buffers.iter_mut().filter(|b| b.read_only) {
+            b.front.fill(0);
+            b.back.fill(0);
+            any = true;
+        }
+        if !any {
+            return Ok(None);
+        }
+        let run = self.upload(&other)?;
+        self.launch(&self.reference, &self.spec.reference, sizes, &run, false)?;
+        self.session.finish()?;
+        for check in &self.spec.checks {
+            if !self.compare_outputs(&check.buffer, &run, first, 0.0, 0.0)?.ok() {
+                return Ok(Some(check.buffer.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// What to fix when the reference's `output` read outside its buffers.
+    fn outside_message(&self, output: &str) -> String {
+        format!(
+            "its output `{output}` changed when only the memory past the ends of its inputs did: it reads outside the lengths `buffers(...)` declares{}",
+            self.index_hint()
+        )
+    }
+
+    /// What to fix when the reference wrote outside its buffers (`why`: where).
+    fn wrote_outside_message(&self, why: &str) -> String {
+        format!("it {why}; the annotation's `buffers(...)` must cover what the kernel touches{}", self.index_hint())
+    }
+
+    /// The integer inputs and how they are drawn: the usual cause of a reference out of
+    /// bounds on declared inputs is an input of indices drawn outside the range it indexes.
+    fn index_hint(&self) -> String {
+        let ints: Vec<String> = self
+            .spec
+            .caller_args()
+            .filter_map(|a| match a {
+                KernelArg::Buffer { name, elem, read_only: true, .. } if !elem.is_float() => {
+                    Some(format!("`{name}` is drawn from `{}`", self.spec.distribution(name)))
+                }
+                _ => None,
+            })
+            .collect();
+        if ints.is_empty() {
+            String::new()
+        } else {
+            format!(". If an integer input holds indices, declare the range they index (`inputs(ids = uniform_int(0, vocab))`): {}", ints.join(", "))
+        }
     }
 
     fn launch(
@@ -968,9 +1060,10 @@ impl Bench {
     /// also at the workload's sizes) without timing it: the proof a finalist needs before it
     /// may be used at those sizes. `Err` when the reference itself cannot be trusted there
     /// (then the case proves nothing either way).
-    pub fn verify_at(&mut self, params: &Params, source: Option<&str>, case: &Case, progress: &mut dyn FnMut(Phase)) -> Result<Verdict, String> {
+    pub fn verify_at(&mut self, params: &Params, source: Option<&str>, case: &Case, progress: &mut dyn FnMut(Phase)) -> Result<Verdict, Untrusted> {
         if case.check_reference {
-            self.check_reference(&case.sizes).map_err(|e| e.to_string())?;
+            self.check_reference(&case.sizes)
+                .map_err(|e| Untrusted { annotation_fault: matches!(e, SetupError::ReferenceOutside { .. }), message: e.to_string() })?;
         }
         progress(Phase::ReferenceChecked);
         if let Err(reason) = self.valid_at(params, &case.sizes) {
@@ -1020,7 +1113,7 @@ impl Bench {
                 Ok(None) => match self.verify(kernel, params, &Shape::plain(&sizes)) {
                     SetOutcome::Passed(run, e) => Ok((run, e)),
                     SetOutcome::Failed(kind, why) => Err((kind, why)),
-                    SetOutcome::Unproven(why) => Err((FailureKind::Runtime, why)),
+                    SetOutcome::Unproven(why) => Err((FailureKind::Runtime, why.message)),
                 },
                 Err(e) => Err(e),
             };
@@ -1102,15 +1195,29 @@ impl Bench {
             Err(e) => return runtime(e),
         };
         if let Err(e) = self.launch(&self.reference, &reference_params, shape.sizes, &ref_run, false).and_then(|_| self.session.finish()) {
-            return SetOutcome::Unproven(format!("the reference failed there: {e}"));
+            return SetOutcome::Unproven(Untrusted::device(format!("the reference failed there: {e}")));
         }
         match self.touched_guard(&ref_run) {
-            Ok(Some(why)) => return SetOutcome::Unproven(format!("the reference {why} on these inputs")),
+            Ok(Some(why)) => {
+                let message =
+                    format!("the reference at sizes {}, on inputs drawn as declared: {}", fmt_sizes(shape.sizes), self.wrote_outside_message(&why));
+                return SetOutcome::Unproven(Untrusted { message, annotation_fault: true });
+            }
             Ok(None) => {}
             Err(e) => return runtime(e),
         }
         match self.check_candidate(kernel, params, shape.sizes, &prepared, &ref_run) {
             Ok((run, errors)) => SetOutcome::Passed(run, errors),
+            // Before a candidate is blamed for differing: is the reference's result its inputs'
+            // alone?
+            Err((FailureKind::Wrong, why)) => match self.reference_reads_outside(shape.sizes, &prepared, &ref_run) {
+                Ok(Some(output)) => {
+                    let message = format!("the reference at sizes {}: {}", fmt_sizes(shape.sizes), self.outside_message(&output));
+                    SetOutcome::Unproven(Untrusted { message, annotation_fault: true })
+                }
+                Ok(None) => SetOutcome::Failed(FailureKind::Wrong, why),
+                Err(e) => runtime(e),
+            },
             Err((kind, why)) => SetOutcome::Failed(kind, why),
         }
     }
@@ -1275,7 +1382,7 @@ pub trait Judge {
     /// Builds, verifies and times `params` (of `source` when given) at the workload's sizes.
     fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation;
     /// Verifies `params` in a case of its proof; `Err` when the reference cannot be trusted there.
-    fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> Result<Verdict, String>;
+    fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> Result<Verdict, Untrusted>;
     /// Output errors of the last evaluation that passed verification.
     fn last_errors(&self) -> Option<ErrorStats>;
     fn limits(&self) -> &Limits;

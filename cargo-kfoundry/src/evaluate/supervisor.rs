@@ -14,7 +14,7 @@ use kfoundry_search::{Config, Evaluation, FailureKind};
 use super::case::Case;
 use super::diagnostics::{collect, Warnings};
 use super::worker::{Request, Response};
-use super::{params_of, ErrorStats, Judge, Limits, Measurement, Phase, Validity, Verdict};
+use super::{params_of, ErrorStats, Judge, Limits, Measurement, Phase, Untrusted, Validity, Verdict};
 
 /// How long each phase of a request may take.
 #[derive(Debug, Clone, Copy)]
@@ -177,7 +177,7 @@ impl Supervised {
     /// Verifies `params` (of `source` when given) in a case of its proof without timing it,
     /// contained like any evaluation. `Err` when the reference itself cannot be trusted there
     /// (it proves nothing either way).
-    pub fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> std::result::Result<Verdict, String> {
+    pub fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> std::result::Result<Verdict, Untrusted> {
         let request = Request::Verify { params: params.clone(), case: case.clone(), source: source.map(str::to_string) };
         let limits = Limits3 { before: self.time.reference, reference_checked: self.time.build, built: self.time.reference };
         match self.exchange(&request, limits) {
@@ -191,13 +191,13 @@ impl Supervised {
                 }
                 Ok(verdict)
             }
-            Ok((Response::Unverifiable { message }, _)) => Err(message),
+            Ok((Response::Unverifiable { untrusted }, _)) => Err(untrusted),
             Ok((other, _)) => {
                 self.worker = None;
-                Err(format!("unexpected answer from the worker: {other:?}"))
+                Err(Untrusted::device(format!("unexpected answer from the worker: {other:?}")))
             }
             // Before the reference was checked there, a failure is not the candidate's.
-            Err((failure, None)) => Err(format!("checking the reference there: {failure}")),
+            Err((failure, None)) => Err(Untrusted::device(format!("checking the reference there: {failure}"))),
             Err((failure, Some(_))) => Ok(Err((failure.kind(), failure.to_string()))),
         }
     }
@@ -449,7 +449,7 @@ impl Judge for Supervised {
             None => self.evaluate_params(params),
         }
     }
-    fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> Result<Verdict, String> {
+    fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> Result<Verdict, Untrusted> {
         Supervised::verify(self, params, case, source)
     }
     fn last_errors(&self) -> Option<ErrorStats> {

@@ -68,7 +68,7 @@ pub enum Response {
     },
     /// The reference cannot be trusted at the requested sizes: they prove nothing.
     Unverifiable {
-        message: String,
+        untrusted: super::Untrusted,
     },
     /// The builds asked for are under way.
     Building,
@@ -189,7 +189,7 @@ pub fn serve() -> anyhow::Result<()> {
                             let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
                             Response::Verified { verdict, build_log, warnings: std::mem::take(&mut b.build_warnings) }
                         }
-                        Err(message) => Response::Unverifiable { message },
+                        Err(untrusted) => Response::Unverifiable { untrusted },
                     }
                 }
                 None => Response::SetupFailed { message: "verify before setup".into() },

@@ -10,7 +10,7 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Record;
 
 use super::remeasure::{beats_existing, measure_reference, remeasure};
-use super::verify::{prove, Scope};
+use super::verify::{prove, NotProven, Scope};
 use crate::evaluate::{params_of, ErrorStats, Judge};
 use crate::text::fmt_ns;
 
@@ -79,8 +79,9 @@ pub fn select(spec: &KernelSpec, history: &[Record], sources: Vec<(f64, Params, 
 
 /// Proves and re-measures `finalists` (fastest first; the reference among them is skipped) and
 /// picks the winner. `existing`: a complete result already in the lockfile that an
-/// interrupted search must beat; `proof_seed` seeds the proof's draws. `Err` only when the
-/// reference itself fails on re-measure.
+/// interrupted search must beat; `proof_seed` seeds the proof's draws. `Err` when the
+/// reference itself fails on re-measure, or is out of bounds on the inputs its annotation
+/// declares (no variant can be proven against it).
 pub fn decide(
     judge: &mut dyn Judge,
     spec: &KernelSpec,
@@ -105,10 +106,13 @@ pub fn decide(
         let scope = Scope { sizes: &workload.sizes, claimed: None, seed: proof_seed };
         let proven = match prove(judge, spec, params, source.as_deref(), &scope) {
             Ok(p) => p,
-            Err(why) => {
+            Err(NotProven::Failed(why)) => {
                 reject(params, "probe", why, &mut rejections);
                 continue;
             }
+            // No variant can be proven against a reference that is out of bounds on the
+            // inputs the annotation declares: the kernel's error, not a candidate's.
+            Err(NotProven::Annotation(why)) => return Err(format!("the annotation of `{}`: {why}", spec.id)),
         };
         match remeasure(judge, spec, params, source.as_deref())? {
             Err(why) => reject(params, "remeasure", why, &mut rejections),
@@ -205,7 +209,7 @@ mod tests {
             }
             Evaluation::ok(self.times[&k], 0.0)
         }
-        fn verify(&mut self, params: &Params, case: &Case, _: Option<&str>) -> Result<Verdict, String> {
+        fn verify(&mut self, params: &Params, case: &Case, _: Option<&str>) -> Result<Verdict, crate::evaluate::Untrusted> {
             let sizes = &case.sizes;
             if self.wrong_at_larger.contains(&params["K"]) && sizes["n"] > 4096 {
                 return Ok(Err((FailureKind::Wrong, "differs".into())));

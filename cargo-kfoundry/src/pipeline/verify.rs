@@ -65,9 +65,33 @@ pub struct Claimed {
     pub scalars: BTreeMap<String, [i64; 2]>,
 }
 
+/// Why a proof did not pass.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NotProven {
+    /// The variant failed a case (the case and the reason): it is rejected.
+    Failed(String),
+    /// The reference read or wrote outside its buffers on inputs drawn as the annotation
+    /// declares: the annotation is wrong there, and no variant can be proven against it.
+    Annotation(String),
+}
+
+impl std::fmt::Display for NotProven {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotProven::Failed(why) | NotProven::Annotation(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<NotProven> for String {
+    fn from(n: NotProven) -> String {
+        n.to_string()
+    }
+}
+
 /// Proves `params` (of `source` when given) of `spec` in the cases of [`plan`]: what it was
-/// proven at, or why it failed (the case and the reason).
-pub fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>, scope: &Scope) -> Result<Proven, String> {
+/// proven at, or why not.
+pub fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>, scope: &Scope) -> Result<Proven, NotProven> {
     let mut proven = Proven::default();
     let mut rng = ChaCha8Rng::seed_from_u64(scope.seed);
     let limits = judge.limits().clone();
@@ -88,11 +112,12 @@ pub fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: 
 }
 
 /// Runs one case and records what it proved.
-fn run(judge: &mut dyn Judge, params: &Params, source: Option<&str>, case: Case, scope: &Scope, proven: &mut Proven) -> Result<(), String> {
+fn run(judge: &mut dyn Judge, params: &Params, source: Option<&str>, case: Case, scope: &Scope, proven: &mut Proven) -> Result<(), NotProven> {
     proven.cases += 1;
     match judge.verify(params, &case, source) {
         Ok(Ok(_)) => note(proven, &case),
-        Ok(Err((kind, why))) => return Err(format!("{kind:?} at {case}: {why}")),
+        Ok(Err((kind, why))) => return Err(NotProven::Failed(format!("{kind:?} at {case}: {why}"))),
+        Err(untrusted) if untrusted.annotation_fault => return Err(NotProven::Annotation(untrusted.message)),
         // The workload's sizes are proven by the search when the reference cannot be checked
         // there again (it passed there when the tune began).
         Err(_) if proven.sizes.is_empty() && case.sizes == *scope.sizes && scope.claimed.is_none() => note(proven, &case),
@@ -187,6 +212,8 @@ fn scalar_values(spec: &KernelSpec, scope: &Scope, m: i64, rng: &mut ChaCha8Rng)
             (None, Distribution::Uniform { lo, hi }) => (lo.round() as i64, hi.round() as i64),
             (None, Distribution::Normal { mean, std }) => ((mean - 3.0 * std).round() as i64, (mean + 3.0 * std).round() as i64),
             (None, Distribution::Constant { value }) => (value.round() as i64, value.round() as i64),
+            // Integer buffers only (the annotation's rules): not a scalar's.
+            (None, Distribution::UniformInt { .. } | Distribution::Permutation | Distribution::Monotone { .. }) => continue,
         };
         let (lo, hi) = (lo.min(hi), lo.max(hi));
         let span = hi.saturating_sub(lo);

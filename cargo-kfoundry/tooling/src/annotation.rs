@@ -593,22 +593,39 @@ fn domain(e: &syn::Expr) -> syn::Result<Vec<i64>> {
     Ok(values)
 }
 
-/// `uniform(lo, hi)`, `normal(mean, std)` or `constant(v)`.
+/// What `inputs(x = ...)` accepts.
+const DISTRIBUTIONS: &str = "`uniform(lo, hi)`, `normal(mean, std)`, `constant(value)`, `uniform_int(lo, hi)`, `permutation()` or `monotone(lo, hi)`";
+
+/// `uniform(lo, hi)`, `normal(mean, std)`, `constant(v)` (numbers), `uniform_int(lo, hi)`,
+/// `monotone(lo, hi)` (expressions of the sizes) or `permutation()`.
 fn distribution(e: &syn::Expr) -> syn::Result<Distribution> {
     let syn::Expr::Call(call) = e else {
-        return err(e.span(), "expected `uniform(lo, hi)`, `normal(mean, std)` or `constant(value)`");
+        return err(e.span(), format!("expected {DISTRIBUTIONS}"));
     };
     let name = match &*call.func {
         syn::Expr::Path(p) => p.path.get_ident().map(Ident::to_string).unwrap_or_default(),
         _ => String::new(),
     };
-    let args = call.args.iter().map(float_lit).collect::<syn::Result<Vec<_>>>()?;
-    match (name.as_str(), args.as_slice()) {
-        ("uniform", [lo, hi]) => Ok(Distribution::Uniform { lo: *lo, hi: *hi }),
-        ("normal", [mean, std]) => Ok(Distribution::Normal { mean: *mean, std: *std }),
-        ("constant", [value]) => Ok(Distribution::Constant { value: *value }),
-        ("uniform" | "normal" | "constant", _) => err(call.span(), format!("wrong number of arguments to `{name}`")),
-        _ => err(call.func.span(), "unknown distribution: expected `uniform(lo, hi)`, `normal(mean, std)` or `constant(value)`"),
+    let args: Vec<&syn::Expr> = call.args.iter().collect();
+    let numbers = || {
+        args.iter()
+            .map(|a| {
+                float_lit(a)
+                    .map_err(|e| syn::Error::new(e.span(), "expected a number (integers in a range that reads the sizes: `uniform_int(0, vocab)`)"))
+            })
+            .collect::<syn::Result<Vec<_>>>()
+    };
+    match (name.as_str(), args.len()) {
+        ("uniform", 2) => numbers().map(|v| Distribution::Uniform { lo: v[0], hi: v[1] }),
+        ("normal", 2) => numbers().map(|v| Distribution::Normal { mean: v[0], std: v[1] }),
+        ("constant", 1) => numbers().map(|v| Distribution::Constant { value: v[0] }),
+        ("uniform_int", 2) => Ok(Distribution::UniformInt { lo: expr(args[0])?, hi: expr(args[1])? }),
+        ("monotone", 2) => Ok(Distribution::Monotone { lo: expr(args[0])?, hi: expr(args[1])? }),
+        ("permutation", 0) => Ok(Distribution::Permutation),
+        ("uniform" | "normal" | "constant" | "uniform_int" | "monotone" | "permutation", _) => {
+            err(call.span(), format!("wrong number of arguments to `{name}`"))
+        }
+        _ => err(call.func.span(), format!("unknown distribution: expected {DISTRIBUTIONS}")),
     }
 }
 
@@ -745,6 +762,9 @@ mod tests {
             (quote!(cost(time = n)), "unknown cost `time`"),
             (quote!(inputs(x = gauss(1, 2))), "unknown distribution"),
             (quote!(inputs(q = uniform(0, 1))), "no argument `q`"),
+            (quote!(inputs(x = uniform(0, n))), "`uniform_int(0, vocab)`"),
+            (quote!(inputs(x = uniform_int(0, n))), "`x` is not an integer buffer"),
+            (quote!(inputs(x = permutation(n))), "wrong number of arguments to `permutation`"),
             (quote!(require(n % ZZ == 0)), "reads `ZZ`"),
             (quote!(options("x")), "write `options = ...`"),
             (quote!(kernel = "nope"), "no kernel named `nope`"),

@@ -86,11 +86,14 @@ struct Param<'a> {
 }
 
 #[derive(Serialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 enum Input {
     Uniform { lo: f64, hi: f64 },
     Normal { mean: f64, std: f64 },
     Constant { value: f64 },
+    UniformInt { lo: String, hi: String },
+    Permutation,
+    Monotone { lo: String, hi: String },
 }
 
 #[derive(Serialize)]
@@ -172,10 +175,13 @@ fn scalar(t: ScalarType) -> &'static str {
 }
 
 fn input(d: &Distribution) -> Input {
-    match *d {
-        Distribution::Uniform { lo, hi } => Input::Uniform { lo, hi },
-        Distribution::Normal { mean, std } => Input::Normal { mean, std },
-        Distribution::Constant { value } => Input::Constant { value },
+    match d {
+        Distribution::Uniform { lo, hi } => Input::Uniform { lo: *lo, hi: *hi },
+        Distribution::Normal { mean, std } => Input::Normal { mean: *mean, std: *std },
+        Distribution::Constant { value } => Input::Constant { value: *value },
+        Distribution::UniformInt { lo, hi } => Input::UniformInt { lo: lo.to_string(), hi: hi.to_string() },
+        Distribution::Permutation => Input::Permutation,
+        Distribution::Monotone { lo, hi } => Input::Monotone { lo: lo.to_string(), hi: hi.to_string() },
     }
 }
 

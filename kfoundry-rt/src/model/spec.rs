@@ -28,8 +28,8 @@ pub struct Param {
 }
 
 /// How the tuner draws the values of an input buffer or scalar.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Distribution {
     /// Uniform in `[lo, hi)` (integers: `[lo, hi]`).
     Uniform { lo: f64, hi: f64 },
@@ -37,6 +37,89 @@ pub enum Distribution {
     Normal { mean: f64, std: f64 },
     /// A fixed value (scalars only: a buffer of constants would hide wrong indexing).
     Constant { value: f64 },
+    /// Integers in `[lo, hi)`, the ends expressions of the sizes, evaluated at each proof's
+    /// sizes: indices into a buffer whose length is a size (`uniform_int(0, vocab)`). Integer
+    /// buffers only.
+    UniformInt { lo: Expr, hi: Expr },
+    /// Each of `0, 1, ..., len - 1` once, shuffled (gathers and scatters that must not
+    /// collide, block tables). Integer buffers only.
+    Permutation,
+    /// Non-decreasing integers that start at `lo` and end at `hi` (offsets such as CSR row
+    /// pointers), the ends expressions of the sizes. Integer buffers only.
+    Monotone { lo: Expr, hi: Expr },
+}
+
+impl fmt::Display for Distribution {
+    /// As the annotation writes it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Distribution::Uniform { lo, hi } => write!(f, "uniform({lo}, {hi})"),
+            Distribution::Normal { mean, std } => write!(f, "normal({mean}, {std})"),
+            Distribution::Constant { value } => write!(f, "constant({value})"),
+            Distribution::UniformInt { lo, hi } => write!(f, "uniform_int({lo}, {hi})"),
+            Distribution::Permutation => write!(f, "permutation()"),
+            Distribution::Monotone { lo, hi } => write!(f, "monotone({lo}, {hi})"),
+        }
+    }
+}
+
+/// A distribution at one run's sizes (its expressions evaluated): what the tuner draws from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Resolved {
+    Uniform {
+        lo: f64,
+        hi: f64,
+    },
+    Normal {
+        mean: f64,
+        std: f64,
+    },
+    Constant {
+        value: f64,
+    },
+    /// Integers in `[lo, hi)`.
+    Integers {
+        lo: i64,
+        hi: i64,
+    },
+    Permutation,
+    /// Non-decreasing from `lo` (first) to `hi` (last).
+    Monotone {
+        lo: i64,
+        hi: i64,
+    },
+}
+
+impl Distribution {
+    /// The distribution at these sizes, or why it is empty there.
+    pub fn at(&self, sizes: &Sizes) -> Result<Resolved, String> {
+        let eval = |e: &Expr| e.eval(sizes).map_err(|err| format!("`{e}`: {err}"));
+        Ok(match self {
+            Distribution::Uniform { lo, hi } => Resolved::Uniform { lo: *lo, hi: *hi },
+            Distribution::Normal { mean, std } => Resolved::Normal { mean: *mean, std: *std },
+            Distribution::Constant { value } => Resolved::Constant { value: *value },
+            Distribution::UniformInt { lo, hi } => {
+                let (l, h) = (eval(lo)?, eval(hi)?);
+                if l >= h {
+                    return Err(format!("`uniform_int({lo}, {hi})` is empty at these sizes ({l} >= {h})"));
+                }
+                Resolved::Integers { lo: l, hi: h }
+            }
+            Distribution::Permutation => Resolved::Permutation,
+            Distribution::Monotone { lo, hi } => {
+                let (l, h) = (eval(lo)?, eval(hi)?);
+                if l > h {
+                    return Err(format!("`monotone({lo}, {hi})` decreases at these sizes ({l} > {h})"));
+                }
+                Resolved::Monotone { lo: l, hi: h }
+            }
+        })
+    }
+
+    /// Whether its values are drawn by structure (integer buffers only), not one by one.
+    pub fn is_integer_only(&self) -> bool {
+        matches!(self, Distribution::UniformInt { .. } | Distribution::Permutation | Distribution::Monotone { .. })
+    }
 }
 
 impl Default for Distribution {
@@ -379,7 +462,7 @@ impl KernelSpec {
 
     /// The distribution used for an input (buffer or scalar), with the default.
     pub fn distribution(&self, name: &str) -> Distribution {
-        self.inputs.get(name).copied().unwrap_or_default()
+        self.inputs.get(name).cloned().unwrap_or_default()
     }
 
     /// Scalars the tuner draws (those that are not sizes).
@@ -587,14 +670,31 @@ impl KernelSpec {
                 }
                 Some(_) => {}
             }
-            match *dist {
-                Distribution::Uniform { lo, hi } if !lo.is_finite() || !hi.is_finite() || lo >= hi => {
+            match dist {
+                Distribution::Uniform { lo, hi } if !lo.is_finite() || !hi.is_finite() || *lo >= *hi => {
                     err!(Part::Input(name.clone()), format!("`uniform({lo}, {hi})` needs finite lo < hi"))
                 }
-                Distribution::Normal { std, mean } if !mean.is_finite() || !std.is_finite() || std <= 0.0 => {
+                Distribution::Normal { std, mean } if !mean.is_finite() || !std.is_finite() || *std <= 0.0 => {
                     err!(Part::Input(name.clone()), format!("`normal({mean}, {std})` needs a positive finite std"))
                 }
+                Distribution::UniformInt { lo, hi } | Distribution::Monotone { lo, hi } => {
+                    // The caller's values cannot depend on a variant: sizes only.
+                    for e in [lo, hi] {
+                        if let Some(v) = e.variables().into_iter().find(|v| !size_names.contains(v.as_str())) {
+                            err!(
+                                Part::Input(name.clone()),
+                                format!("`{e}` reads `{v}`, which is not a size: an input's range may read the sizes only")
+                            );
+                        }
+                    }
+                }
                 _ => {}
+            }
+            if dist.is_integer_only() && !matches!(arg(name), Some(KernelArg::Buffer { elem, .. }) if !elem.is_float()) {
+                err!(
+                    Part::Input(name.clone()),
+                    format!("`{name}` is not an integer buffer: `uniform_int`, `permutation` and `monotone` draw the values of integer buffers")
+                );
             }
         }
         // In place: a written caller buffer may alias one other caller buffer of its type.

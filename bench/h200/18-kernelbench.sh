@@ -10,14 +10,15 @@
 # reference kernels; results resumed from .device/models-results.jsonl).
 # Usage: bash bench/h200/18-kernelbench.sh examples|kernelbench|models [DEADLINE_S]  (results in $OUT)
 set -u
+set -f  # `--kernel` globs are for kfoundry, not for the shell
 D=.device
 sh $D/opencl-setup.sh > /dev/null 2>&1
 export CUDA_CACHE_DISABLE=1
 case "${1:-}" in
 examples)
     # The kernels named in KERNELS (default: every imported one), each its own tune (`--kernel`
-    # is one substring), at both workloads.
-    for k in ${KERNELS:-cnn-block:: kb-conv-gn:: kb-linear-gelu-softmax::}; do
+    # is one pattern), at both workloads.
+    for k in ${KERNELS:-cnn-block::* kb-conv-gn::* kb-linear-gelu-softmax::*}; do
         timeout -k 30 "${TUNE_SECS:-240}" $D/cargo-kfoundry tune --bundle $D/k.json --lockfile $D/K.lock --state-dir $D/state --device gpu \
             --kernel "$k" --workload small --workload full \
             --budget-evals "${BUDGET:-30}" --budget-secs "${SECS:-8}" --seed 1 --message-format json >> $OUT/tune-imported.jsonl 2>> $OUT/tune-imported.err

@@ -100,9 +100,9 @@ pub struct TuneArgs {
     /// Search under another engine setting, KEY=VALUE (repeatable), e.g. `gradient_steering=true`, `selection.adaptive=false`, `screening=8`; the names are the fields of `kfoundry_search::Settings` (seed and budgets have their own flags).
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = engine_setting)]
     pub set: Vec<String>,
-    /// Tune only kernels whose id contains this text.
-    #[arg(long, value_name = "TEXT")]
-    pub kernel: Option<String>,
+    /// Tune only these kernels (repeatable): an id, a name (`Sgemm`, `::Sgemm`) or a glob over ids (`cnn-block::*`).
+    #[arg(long = "kernel", value_name = "PATTERN")]
+    pub kernels: Vec<String>,
     /// Tune only these workloads (by name).
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
@@ -223,8 +223,8 @@ pub struct BruteForceArgs {
     /// Device to evaluate on (selectors as for `tune --device`; default: the first GPU, else the first device).
     #[arg(long, value_name = "SELECTOR")]
     pub device: Option<String>,
-    /// Only kernels whose id contains this text (repeatable; default: every kernel).
-    #[arg(long = "kernel", value_name = "ID")]
+    /// Only these kernels (repeatable; default: every kernel): an id, a name (`Sgemm`, `::Sgemm`) or a glob over ids (`cnn-block::*`).
+    #[arg(long = "kernel", value_name = "PATTERN")]
     pub kernels: Vec<String>,
     /// Only these workloads (by name; repeatable; default: every workload of each kernel).
     #[arg(long = "workload", value_name = "NAME")]
@@ -261,9 +261,9 @@ pub struct ReportArgs {
     /// Measure on these devices only (selectors as for `tune --device`; default: every device present that has winners).
     #[arg(long = "device", value_name = "SELECTOR")]
     pub devices: Vec<String>,
-    /// Only kernels whose id contains this text.
-    #[arg(long, value_name = "TEXT")]
-    pub kernel: Option<String>,
+    /// Only these kernels (repeatable): an id, a name (`Sgemm`, `::Sgemm`) or a glob over ids (`cnn-block::*`).
+    #[arg(long = "kernel", value_name = "PATTERN")]
+    pub kernels: Vec<String>,
     /// Only these workloads.
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,

@@ -25,6 +25,7 @@ pub mod commands;
 pub mod device;
 pub mod error;
 pub mod evaluate;
+pub mod filter;
 pub mod interrupt;
 pub mod llm;
 pub mod messages;

@@ -78,13 +78,12 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
     let output = Output { json, quiet, notes: !args.ws.quiet, verbose: args.ws.verbose > 0 && !quiet };
     let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
     let state_dir = args.state_dir.clone().unwrap_or_else(|| src.state_dir.clone());
-    let kernels: Vec<Kernel> = src.kernels.iter().filter(|k| args.kernel.as_deref().is_none_or(|f| k.spec.id.contains(f))).cloned().collect();
-    if kernels.is_empty() {
-        return Err(match &args.kernel {
-            Some(f) => usage(format!("no annotated kernel matches `--kernel {f}`")),
-            None => anyhow::anyhow!("no annotated kernel found"),
-        });
+    if src.kernels.is_empty() {
+        return Err(anyhow::anyhow!("no annotated kernel found"));
     }
+    let filter = crate::filter::KernelFilter::new(&args.kernels)?;
+    filter.select(src.kernels.iter().map(|k| k.spec.id.as_str()))?;
+    let kernels: Vec<Kernel> = src.kernels.iter().filter(|k| filter.selects(&k.spec.id)).cloned().collect();
     for name in &args.workloads {
         if !kernels.iter().any(|k| k.spec.workloads.iter().any(|w| &w.name == name)) {
             return Err(usage(format!("no selected kernel declares the workload `{name}` (--workload)")));

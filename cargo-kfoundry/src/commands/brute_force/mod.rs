@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::cli::{BruteForceArgs, MessageFormat};
 use crate::device::{self as devices, Selected};
-use crate::error::{usage, Exit};
+use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::{config_of, params_of, Measurement};
 use crate::interrupt;
@@ -110,13 +110,9 @@ pub fn run(args: &BruteForceArgs) -> Result<Exit> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
     let src = sources(&args.ws, args.bundle.as_deref(), None)?;
-    for text in &args.kernels {
-        if !src.kernels.iter().any(|k| k.spec.id.contains(text.as_str())) {
-            return Err(usage(format!("no annotated kernel matches `--kernel {text}`")));
-        }
-    }
-    let kernels: Vec<&Kernel> =
-        src.kernels.iter().filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|t| k.spec.id.contains(t.as_str()))).collect();
+    let filter = crate::filter::KernelFilter::new(&args.kernels)?;
+    filter.select(src.kernels.iter().map(|k| k.spec.id.as_str()))?;
+    let kernels: Vec<&Kernel> = src.kernels.iter().filter(|k| filter.selects(&k.spec.id)).collect();
     let jobs: Vec<(&Kernel, &Workload)> = kernels
         .iter()
         .flat_map(|k| k.spec.workloads.iter().map(move |w| (*k, w)))

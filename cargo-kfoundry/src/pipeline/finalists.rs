@@ -78,8 +78,9 @@ pub fn select(spec: &KernelSpec, history: &[Record], sources: Vec<(f64, Params, 
 }
 
 /// Proves and re-measures `finalists` (fastest first; the reference among them is skipped) and
-/// picks the winner. `existing`: a complete result already in the lockfile that an
-/// interrupted search must beat; `proof_seed` seeds the proof's draws. `Err` when the
+/// picks the winner. `existing`: the complete result already in the lockfile for this kernel,
+/// device and workload, which the winner must beat on re-measure in this run to replace it (a
+/// re-tune on a busy machine, or an interrupted one, never replaces a better entry); `proof_seed` seeds the proof's draws. `Err` when the
 /// reference itself fails on re-measure, or is out of bounds on the inputs its annotation
 /// declares (no variant can be proven against it).
 pub fn decide(
@@ -172,7 +173,10 @@ pub fn decide(
         let same = *old_params == decision.params && *old_source == decision.source;
         if !same && !beats_existing(judge, &decision.params, decision.source.as_deref(), (old_params, old_source.as_deref())) {
             decision.kept_existing = true;
-            decision.note = Some("the search was interrupted and did not beat the complete result already in the lockfile, which is kept".into());
+            decision.note = Some(
+                "this tune's winner did not beat the complete result already in the lockfile, measured against it in this run; that result is kept"
+                    .into(),
+            );
         }
     }
     decision.rejections = rejections;

@@ -119,10 +119,8 @@ fn tune_one(plan: &Plan, spec: &KernelSpec, workload: &Workload, existing: Optio
     let finalists = finalists::select(spec, searched.state.history(), searched.source_finalists());
     // Drawn afresh unless given: the proof's sizes and inputs cannot be known in advance.
     let proof_seed = plan.args.proof_seed.unwrap_or_else(rand::random);
-    let decision = finalists::decide(&mut bench, spec, workload, &finalists, existing.filter(|_| searched.interrupted), proof_seed, |r| {
-        report::rejected(plan, spec, workload, r)
-    })
-    .map_err(|e| anyhow::anyhow!(e))?;
+    let decision = finalists::decide(&mut bench, spec, workload, &finalists, existing, proof_seed, |r| report::rejected(plan, spec, workload, r))
+        .map_err(|e| anyhow::anyhow!(e))?;
     let result = report::result_of(plan, spec, workload, &searched, &decision, &bench, started.elapsed().as_secs_f64())?;
     // For `report --html`: a history that cannot be written costs the report its plots, not
     // the tune its result.

@@ -639,3 +639,42 @@ fn index_inputs_follow_the_sizes_and_a_reference_out_of_bounds_is_the_annotation
     assert!(said.contains("reads outside") && said.contains("`ids` is drawn from `uniform(0, 499)`") && said.contains("uniform_int"), "{said}");
     assert!(rejections(&messages).is_empty(), "no candidate blamed: {:?}", rejections(&messages));
 }
+
+/// Whole-output tolerances: P = 1 is off by 1 at one element, P = 2 off by a relative 1e-4
+/// everywhere, P = 3 NaN at one element. A norm or cosine rule accepts the small error spread
+/// everywhere and refuses the outlier; an allclose fraction accepts the outlier and refuses the
+/// spread; NaN where the reference is finite fails every rule.
+#[test]
+fn whole_output_tolerances_accept_what_they_say_and_nothing_else() {
+    let source = format!(
+        r#"__kernel void k(const int n, __global const float* x, __global float* y) {{
+            int i = get_global_id(0);
+            {SLOW}
+            float v = 2.0f * x[i] + slow;
+            if (P == 1 && i == 7) v += 1.0f;
+            if (P == 2) v *= 1.0001f;
+            if (P == 3 && i == 7) v = NAN;
+            y[i] = v;
+        }}"#
+    );
+    let outcomes = |rule: &str| -> Vec<bool> {
+        let args = format!(
+            r#"code = {source:?}, params(P = [0, 1, 2, 3]), reference(P = 0), global = n, buffers(x = n, y = n), check(y, {rule}),
+               workloads(w(n = 4096))"#
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let b = bundle::write(dir.path(), "b.json", "Whole", &args);
+        let (out, messages) = tune(&b, &dir.path().join("K.lock"), 0, &["--budget-evals", "12"]);
+        assert!(out.status.success(), "{rule}: {}", String::from_utf8_lossy(&out.stderr));
+        (1..=3)
+            .map(|p| {
+                let evals: Vec<_> = messages.iter().filter(|m| m["reason"] == "evaluation" && m["params"]["P"] == p).collect();
+                assert!(!evals.is_empty(), "{rule}: P={p} was never evaluated");
+                evals.iter().all(|m| m["outcome"]["Ok"].is_object())
+            })
+            .collect()
+    };
+    assert_eq!(outcomes("norm = 1e-3"), [false, true, false]);
+    assert_eq!(outcomes("cosine = 0.99999"), [false, true, false]);
+    assert_eq!(outcomes("allclose = 0.999, rtol = 1e-5, atol = 1e-6"), [true, false, false]);
+}

@@ -50,9 +50,37 @@ pub fn compare(len: usize, cand: impl Fn(usize) -> f64, refr: impl Fn(usize) -> 
     c
 }
 
+/// The cosine similarity of `len` elements read through `cand` and `refr`, over the pairs
+/// where both are finite: 1 when both are zero there, 0 when only one is.
+pub fn cosine(len: usize, cand: impl Fn(usize) -> f64, refr: impl Fn(usize) -> f64) -> f64 {
+    let (mut dot, mut c2, mut r2) = (0.0f64, 0.0f64, 0.0f64);
+    for i in 0..len {
+        let (x, r) = (cand(i), refr(i));
+        if x.is_finite() && r.is_finite() {
+            dot += x * r;
+            c2 += x * x;
+            r2 += r * r;
+        }
+    }
+    match (c2 > 0.0, r2 > 0.0) {
+        (false, false) => 1.0,
+        (true, true) => dot / (c2.sqrt() * r2.sqrt()),
+        _ => 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cosine_similarity() {
+        let r = [1.0, 2.0, 3.0, f64::NAN];
+        assert!((cosine(4, |i| 2.0 * r[i], |i| r[i]) - 1.0).abs() < 1e-12, "a scale is the same direction");
+        assert!(cosine(3, |i| -r[i], |i| r[i]) < -0.99);
+        assert_eq!(cosine(2, |_| 0.0, |_| 0.0), 1.0);
+        assert_eq!(cosine(2, |_| 1.0, |_| 0.0), 0.0);
+    }
 
     #[test]
     fn tolerance_and_special_values() {

@@ -775,6 +775,18 @@ impl Bench {
         Ok(compare(len, |i| decode(ty, &x, i), |i| decode(ty, &y, i), rtol, atol))
     }
 
+    /// The cosine similarity of output `name` of two runs (read back to the host).
+    fn cosine(&self, name: &str, cand: &Run, refr: &Run) -> Result<f64, RtError> {
+        let read = |run: &Run| -> Result<(ScalarType, usize, Vec<u8>), RtError> {
+            let b = run.buffers.iter().find(|b| b.name == name).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))?;
+            let mut bytes = vec![0u8; b.len * b.ty.size()];
+            b.view.read(0, &mut bytes)?;
+            Ok((b.ty, b.len, bytes))
+        };
+        let ((ty, len, x), (_, _, y)) = (read(cand)?, read(refr)?);
+        Ok(compare::cosine(len, |i| decode(ty, &x, i), |i| decode(ty, &y, i)))
+    }
+
     /// One run of the reference on a fresh input set at `sizes`, checked to stay within its
     /// buffers.
     /// The reference on fresh inputs at `sizes` (and the inputs), or why it does not run
@@ -1258,14 +1270,37 @@ impl Bench {
         let mut errors = ErrorStats::default();
         for check in &self.spec.checks {
             let name = &check.buffer;
-            let cmp: Comparison = self.compare_outputs(name, &cand_run, ref_run, check.rtol, check.atol).map_err(runtime)?;
+            let w = check.whole;
+            // Without an element-wise bound, only the special values must match element by
+            // element (an infinite absolute tolerance for the finite ones).
+            let (rtol, atol) = if w.only_whole { (0.0, f64::INFINITY) } else { (check.rtol, check.atol) };
+            let cmp: Comparison = self.compare_outputs(name, &cand_run, ref_run, rtol, atol).map_err(runtime)?;
             let len = ref_run.buffers.iter().find(|b| &b.name == name).map_or(0, |b| b.len);
-            if !cmp.ok() {
+            let allowed = w.allclose.map_or(0, |f| ((1.0 - f) * len as f64).floor() as usize);
+            let wrong = |why: String| Err((FailureKind::Wrong, format!("`{name}`: {why}")));
+            if cmp.mismatches > allowed {
                 let (i, x, want) = cmp.first.unwrap_or((0, 0.0, 0.0));
-                return Err((
-                    FailureKind::Wrong,
-                    format!("`{name}`: {} of {len} elements differ (first at {i}: {x} vs {want}); max abs error {:.3e}", cmp.mismatches, cmp.max_abs),
+                let rule = w.allclose.map_or(String::new(), |f| format!(" (the check allows {allowed}: `allclose = {f}`)"));
+                return wrong(format!(
+                    "{} of {len} elements differ{rule} (first at {i}: {x} vs {want}); max abs error {:.3e}",
+                    cmp.mismatches, cmp.max_abs
                 ));
+            }
+            if w.allclose.is_some() && cmp.mismatches > 0 {
+                // Within the fraction allowed; NaN and infinities must still match.
+                let special = self.compare_outputs(name, &cand_run, ref_run, 0.0, f64::INFINITY).map_err(runtime)?;
+                if let (false, Some((i, x, want))) = (special.ok(), special.first) {
+                    return wrong(format!("{} elements differ where one side is NaN or infinite (first at {i}: {x} vs {want})", special.mismatches));
+                }
+            }
+            if let Some(n) = w.norm.filter(|n| cmp.rel_norm > *n) {
+                return wrong(format!("relative error norm {:.3e} above the check's `norm = {n}`", cmp.rel_norm));
+            }
+            if let Some(c) = w.cosine {
+                let cos = self.cosine(name, &cand_run, ref_run).map_err(runtime)?;
+                if cos.is_nan() || cos < c {
+                    return wrong(format!("cosine similarity {cos:.9} below the check's `cosine = {c}`"));
+                }
             }
             errors = errors.worst(ErrorStats { max_abs: cmp.max_abs, rel_norm: cmp.rel_norm });
         }

@@ -315,16 +315,30 @@ impl Builder {
             Ok((buffer, opts))
         };
         let (buffer, opts) = parser.parse2(t)?;
-        let mut check = Check { buffer: buffer.to_string(), rtol: DEFAULT_RTOL, atol: DEFAULT_ATOL };
+        let mut check = Check::elementwise(buffer.to_string(), DEFAULT_RTOL, DEFAULT_ATOL);
         let given = !opts.is_empty();
+        let mut elementwise = false;
+        let mut seen = BTreeSet::new();
         for o in opts {
+            let name = o.name.to_string();
+            if !seen.insert(name.clone()) {
+                return err(o.name.span(), format!("`{name}` is given twice"));
+            }
             let v = float_lit(&o.value)?;
-            match o.name.to_string().as_str() {
+            match name.as_str() {
                 "rtol" => check.rtol = v,
                 "atol" => check.atol = v,
-                other => return err(o.name.span(), format!("unknown check option `{other}`: expected `rtol` or `atol`")),
+                "norm" => check.whole.norm = Some(v),
+                "allclose" => check.whole.allclose = Some(v),
+                "cosine" => check.whole.cosine = Some(v),
+                other => {
+                    return err(o.name.span(), format!("unknown check option `{other}`: expected `rtol`, `atol`, `norm`, `allclose` or `cosine`"))
+                }
             }
+            elementwise |= matches!(name.as_str(), "rtol" | "atol" | "allclose");
         }
+        // `norm` or `cosine` alone bound the whole output only.
+        check.whole.only_whole = !elementwise && (check.whole.norm.is_some() || check.whole.cosine.is_some());
         self.checks.push((check, given, buffer.span()));
         Ok(())
     }
@@ -771,6 +785,20 @@ mod tests {
         ];
         for (extra, needle) in cases {
             let msg = parse_err(base(extra));
+            assert!(msg.contains(needle), "expected {needle:?} in {msg:?}");
+        }
+        // Whole-output rules (a base without its check).
+        let checked = |check: TokenStream| {
+            parse_err(quote! { code = #SAXPY, params(WG = [32, 64]), reference(WG = 64), global = n, local = WG,
+            buffers(x = n, y = n), workloads(w(n = 1024)), #check })
+        };
+        for (check, needle) in [
+            (quote!(check(y, cosine = 1.5)), "`cosine` must be in (0, 1]"),
+            (quote!(check(y, norm = 0)), "`norm` must be a positive"),
+            (quote!(check(y, norm = 1e-3, norm = 1e-2)), "`norm` is given twice"),
+            (quote!(check(y, l2 = 1e-3)), "expected `rtol`, `atol`, `norm`, `allclose` or `cosine`"),
+        ] {
+            let msg = checked(check);
             assert!(msg.contains(needle), "expected {needle:?} in {msg:?}");
         }
         assert!(parse_err(quote!(code = #SAXPY)).contains("missing `global"));

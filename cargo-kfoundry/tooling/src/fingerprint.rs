@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use kfoundry_rt::model::expr::Expr;
 use kfoundry_rt::model::signature::{AddressSpace, KernelArg, ScalarType};
-use kfoundry_rt::model::spec::{Distribution, Edges, KernelSpec};
+use kfoundry_rt::model::spec::{Distribution, Edges, KernelSpec, Whole};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -101,6 +101,9 @@ struct Check<'a> {
     buffer: &'a str,
     rtol: f64,
     atol: f64,
+    // Absent unless given, so the fingerprints of checks without them stay as they were.
+    #[serde(skip_serializing_if = "Whole::is_none")]
+    whole: Whole,
 }
 
 #[derive(Serialize)]
@@ -130,7 +133,7 @@ impl<'a> V1<'a> {
             local: spec.local.as_deref().map(exprs),
             buffers: spec.buffers.iter().map(|(k, e)| (k.as_str(), e.to_string())).collect(),
             inputs: spec.inputs.iter().map(|(k, d)| (k.as_str(), input(d))).collect(),
-            checks: spec.checks.iter().map(|c| Check { buffer: &c.buffer, rtol: c.rtol, atol: c.atol }).collect(),
+            checks: spec.checks.iter().map(|c| Check { buffer: &c.buffer, rtol: c.rtol, atol: c.atol, whole: c.whole }).collect(),
             workloads: spec.workloads.iter().map(|w| Workload { name: &w.name, sizes: &w.sizes }).collect(),
             cost: spec.cost.as_ref().map(|c| Cost { bytes: c.bytes.as_ref().map(Expr::to_string), flops: c.flops.as_ref().map(Expr::to_string) }),
             options: &spec.options,

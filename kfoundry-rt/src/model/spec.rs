@@ -159,6 +159,42 @@ pub struct Check {
     pub rtol: f64,
     /// Absolute tolerance added to the relative one.
     pub atol: f64,
+    /// Rules on the whole output, each of which must hold too.
+    #[serde(default, skip_serializing_if = "Whole::is_none")]
+    pub whole: Whole,
+}
+
+impl Check {
+    /// Every element within `rtol` and `atol`, no rule on the whole output.
+    pub fn elementwise(buffer: impl Into<String>, rtol: f64, atol: f64) -> Check {
+        Check { buffer: buffer.into(), rtol, atol, whole: Whole::default() }
+    }
+}
+
+/// Rules on a whole output (`check(y, norm = ..., allclose = ..., cosine = ...)`). Wherever
+/// the reference gives NaN or an infinity, the candidate must give the same, whatever the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Whole {
+    /// The relative error norm, ‖candidate − reference‖₂ / ‖reference‖₂ over the finite
+    /// elements, at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm: Option<f64>,
+    /// At least this fraction of the elements within `rtol` and `atol` (instead of all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allclose: Option<f64>,
+    /// The cosine similarity of candidate and reference (finite elements) at least this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cosine: Option<f64>,
+    /// No element-wise bound: the check gives `norm` or `cosine` and neither `rtol`, `atol`
+    /// nor `allclose`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub only_whole: bool,
+}
+
+impl Whole {
+    pub fn is_none(&self) -> bool {
+        *self == Whole::default()
+    }
 }
 
 /// A named set of problem sizes to tune for.
@@ -745,6 +781,18 @@ impl KernelSpec {
             if !(c.rtol >= 0.0 && c.atol >= 0.0 && c.rtol.is_finite() && c.atol.is_finite()) {
                 err!(Part::Check(c.buffer.clone()), "tolerances must be finite and non-negative".into());
             }
+            let w = c.whole;
+            if w.norm.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+                err!(Part::Check(c.buffer.clone()), "`norm` must be a positive finite relative error".into());
+            }
+            for (name, v) in [("allclose", w.allclose), ("cosine", w.cosine)] {
+                if v.is_some_and(|v| !(v > 0.0 && v <= 1.0)) {
+                    err!(Part::Check(c.buffer.clone()), format!("`{name}` must be in (0, 1]"));
+                }
+            }
+            if w.only_whole && w.norm.is_none() && w.cosine.is_none() {
+                err!(Part::Check(c.buffer.clone()), "a check without element-wise tolerances needs `norm` or `cosine`".into());
+            }
         }
         // Scalars that are not sizes: integers need an input.
         for (name, ty) in self.drawn_scalars() {
@@ -1013,7 +1061,7 @@ pub(crate) mod tests {
             local: Some(vec![e("WG")]),
             buffers: [("x".to_string(), e("n")), ("y".to_string(), e("n"))].into_iter().collect(),
             inputs: [("y".to_string(), Distribution::Uniform { lo: -1.0, hi: 1.0 })].into_iter().collect(),
-            checks: vec![Check { buffer: "y".into(), rtol: 1e-5, atol: 0.0 }],
+            checks: vec![Check::elementwise("y", 1e-5, 0.0)],
             workloads: vec![
                 Workload { name: "small".into(), sizes: [("n".to_string(), 1 << 12)].into_iter().collect(), on: vec![] },
                 Workload { name: "large".into(), sizes: [("n".to_string(), 1 << 20)].into_iter().collect(), on: vec![] },

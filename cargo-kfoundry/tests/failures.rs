@@ -90,3 +90,36 @@ fn a_kernel_that_fails_does_not_stop_the_others() {
     let lock = Lockfile::read(&lock).unwrap().expect("the good kernel is recorded");
     assert!(lock.kernels.contains_key("test::Good") && !lock.kernels.contains_key("test::Broken"), "{:?}", lock.kernels.keys());
 }
+
+/// A reference that does not compile is reported before any search, at its own source's line
+/// (not the compiler's temporary file), and the other kernels are tuned and recorded.
+#[test]
+fn a_reference_that_does_not_build_is_reported_before_any_search_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = "__kernel void copy(const int n, __global const float* x, __global float* y) {\n    int i = get_global_id(0) * U;\n    y[i] = x[i] + undefined_thing;\n}";
+    let broken = format!(
+        r#"code = {source:?}, params(U = [1, 2]), reference(U = 1), global = n / U, local = 16, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    );
+    // The good kernel first: the broken one's error must not wait for its tune.
+    let bundle = bundle::write_many(dir.path(), "b.json", &[("Good", &good_args()), ("Uncompilable", &broken)]);
+    let lock = dir.path().join("Kfoundry.lock");
+    let out = kfoundry()
+        .args(["tune", "--bundle"])
+        .arg(&bundle)
+        .arg("--lockfile")
+        .arg(&lock)
+        .args(["--budget-evals", "3", "--repeats", "1", "--message-format", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("`test::Uncompilable`: the reference does not build"), "{stderr}");
+    assert!(stderr.contains("inline:1 (inline `code`):3:") && !stderr.contains("tempfile_"), "the error points into the source: {stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let failed = lines.iter().position(|l| l.contains("\"reason\":\"failed\"") && l.contains("test::Uncompilable")).expect("a failed message");
+    let first_evaluation = lines.iter().position(|l| l.contains("\"reason\":\"evaluation\"")).expect("the good kernel is tuned");
+    assert!(failed < first_evaluation, "reported before any search:\n{stdout}");
+    let lock = Lockfile::read(&lock).unwrap().expect("the good kernel is recorded");
+    assert!(lock.kernels.contains_key("test::Good"), "{:?}", lock.kernels.keys());
+}

@@ -22,6 +22,9 @@ pub struct Kernel {
     pub file: PathBuf,
     pub line: usize,
     pub spec: KernelSpec,
+    /// The kernel source's file (`source = "..."`); `None` for inline `code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_path: Option<PathBuf>,
 }
 
 impl Kernel {
@@ -294,7 +297,8 @@ pub fn kernels_in_file(file: &Path, package: &str, manifest_dir: &Path) -> Resul
             strip_evolve(&mut bare);
             match annotation::parse(args, &bare, &cx) {
                 Ok(a) => {
-                    found.push(Kernel { package: package.to_string(), file: file.to_path_buf(), line: a.ident.span().start().line, spec: a.spec })
+                    let line = a.ident.span().start().line;
+                    found.push(Kernel { package: package.to_string(), file: file.to_path_buf(), line, spec: a.spec, source_path: a.source_path })
                 }
                 Err(e) => errors.extend(e.into_iter().map(|e| located(file, &e))),
             }

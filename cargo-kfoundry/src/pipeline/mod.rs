@@ -24,6 +24,7 @@ pub mod fleet;
 pub mod history;
 pub mod partition;
 pub mod plan;
+pub mod preflight;
 pub mod progress;
 pub mod record;
 pub mod remeasure;
@@ -52,7 +53,16 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
     }
     let plan = plan::plan(args)?;
     let mut tally = report::Tally::default();
-    'kernels: for kernel in &plan.kernels {
+    // Stage 0: a reference that does not build is reported now, not when its turn comes. (A
+    // device that cannot be opened here is left to the workers to report.)
+    let broken = preflight::broken_references(&plan.kernels, plan.device.index).unwrap_or_default();
+    for (i, why) in &broken {
+        report::reference_broken(&plan, &plan.kernels[*i], why, &mut tally);
+    }
+    'kernels: for (i, kernel) in plan.kernels.iter().enumerate() {
+        if broken.iter().any(|(b, _)| *b == i) {
+            continue;
+        }
         let mut variants = Vec::new();
         for workload in plan.workloads(&kernel.spec) {
             if interrupt::requested() {

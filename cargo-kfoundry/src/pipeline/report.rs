@@ -107,6 +107,19 @@ pub fn failed(plan: &Plan, kernel: &Kernel, workload: &Workload, e: &anyhow::Err
     tally.failed.push(what);
 }
 
+/// A kernel whose reference does not build (found before any search): failed at every
+/// workload it would have been tuned at, said once.
+pub fn reference_broken(plan: &Plan, kernel: &Kernel, why: &str, tally: &mut Tally) {
+    if plan.output.json {
+        for workload in plan.workloads(&kernel.spec) {
+            Message::Failed { kernel: kernel.spec.id.clone(), workload: workload.name.clone(), error: why.to_string() }.emit();
+        }
+    }
+    let what = format!("{}: `{}`: {why}", kernel.location(), kernel.spec.id);
+    eprintln!("error: {what}");
+    tally.failed.push(what);
+}
+
 /// The end of the run: removes the checkpoints of a complete run, prints the summary (or the
 /// last message), and returns the exit status.
 pub fn finish(plan: &Plan, tally: &Tally) -> Exit {

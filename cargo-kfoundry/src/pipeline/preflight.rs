@@ -1,0 +1,93 @@
+//! Stage 0: every selected kernel's reference built on the device before any search. A
+//! reference that does not compile is reported within seconds of the start, at the kernel
+//! source's own file and line (not the OpenCL compiler's temporary file), instead of when its
+//! turn comes after the kernels before it have been tuned.
+
+use std::path::Path;
+
+use kfoundry_rt::opencl::session::Session;
+
+use super::discover::Kernel;
+
+/// The kernels (by index in `kernels`) whose reference does not build on device `index` of
+/// `list_devices()`, and each one's error. `Err` only when the device cannot be opened (the
+/// tune's workers will say why).
+pub fn broken_references(kernels: &[Kernel], index: usize) -> anyhow::Result<Vec<(usize, String)>> {
+    let (platform, device) = kfoundry_rt::list_devices()?.into_iter().nth(index).ok_or_else(|| anyhow::anyhow!("no device {index}"))?;
+    let session = Session::new(platform, device)?;
+    let mut broken = Vec::new();
+    for (i, k) in kernels.iter().enumerate() {
+        if let Err(e) = session.build_spec(&k.spec, &k.spec.source, &k.spec.reference) {
+            let place = match &k.source_path {
+                Some(path) => path.display().to_string(),
+                None => format!("{} (inline `code`)", k.location()),
+            };
+            broken.push((i, format!("the reference does not build: {}", relocate(&e.to_string(), &place))));
+        }
+    }
+    Ok(broken)
+}
+
+/// `log` with the compilers' names for the source being built (PoCL's temporary
+/// `.../tempfile_XXXX.cl`, NVIDIA's `<kernel>`, `<source>`) replaced by `place`, so that
+/// `place:line:column` points into the user's file.
+pub fn relocate(log: &str, place: &str) -> String {
+    let mut out = String::with_capacity(log.len());
+    for (n, line) in log.lines().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let mut rest = line;
+        while let Some(at) = next_name(rest) {
+            let (name_start, name_end) = at;
+            out.push_str(&rest[..name_start]);
+            out.push_str(place);
+            rest = &rest[name_end..];
+        }
+        out.push_str(rest);
+    }
+    out
+}
+
+/// The next compiler name for the source in `s` that is followed by `:<line>`, as a range.
+fn next_name(s: &str) -> Option<(usize, usize)> {
+    let followed_by_line = |end: usize| s[end..].strip_prefix(':').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+    let mut best: Option<(usize, usize)> = None;
+    for fixed in ["<kernel>", "<source>"] {
+        let mut from = 0;
+        while let Some(p) = s[from..].find(fixed) {
+            let (a, b) = (from + p, from + p + fixed.len());
+            if followed_by_line(b) {
+                best = best.filter(|x| x.0 < a).or(Some((a, b)));
+                break;
+            }
+            from = b;
+        }
+    }
+    let mut from = 0;
+    while let Some(p) = s[from..].find(".cl:") {
+        let end = from + p + 3;
+        let start = s[..end].rfind(|c: char| c.is_whitespace()).map_or(0, |w| w + 1);
+        if Path::new(&s[start..end]).file_name().is_some_and(|f| f.to_string_lossy().starts_with("tempfile")) && followed_by_line(end) {
+            best = best.filter(|x| x.0 < start).or(Some((start, end)));
+            break;
+        }
+        from = end;
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiler_names_point_into_the_users_file() {
+        let pocl = "error: /root/.cache/pocl/kcache/tempfile_amxT0I.cl:4:37: use of undeclared identifier 'x'";
+        assert_eq!(relocate(pocl, "kernels/bad.cl"), "error: kernels/bad.cl:4:37: use of undeclared identifier 'x'");
+        assert_eq!(relocate("<kernel>:3:9: error: expected ';'", "k.cl"), "k.cl:3:9: error: expected ';'");
+        let untouched = "note: see other.cl:3 and <kernel> in general\nline two";
+        assert_eq!(relocate(untouched, "k.cl"), untouched);
+        assert_eq!(relocate("a <source>:1:2 and tempfile_x.cl:5:6", "k.cl"), "a k.cl:1:2 and k.cl:5:6");
+    }
+}

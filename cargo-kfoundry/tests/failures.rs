@@ -65,6 +65,18 @@ fn an_unwritable_lockfile_is_refused_before_any_search() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("\"evaluation\""), "nothing was evaluated");
 }
 
+/// A short tune of `bundle` into `lock`, JSON messages on standard output.
+fn tune_json(bundle: &std::path::Path, lock: &std::path::Path) -> std::process::Output {
+    kfoundry()
+        .args(["tune", "--bundle"])
+        .arg(bundle)
+        .arg("--lockfile")
+        .arg(lock)
+        .args(["--budget-evals", "3", "--repeats", "1", "--message-format", "json"])
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_kernel_that_fails_does_not_stop_the_others() {
     let dir = tempfile::tempdir().unwrap();
@@ -73,14 +85,7 @@ fn a_kernel_that_fails_does_not_stop_the_others() {
     );
     let bundle = bundle::write_many(dir.path(), "b.json", &[("Broken", &broken), ("Good", &good_args())]);
     let lock = dir.path().join("Kfoundry.lock");
-    let out = kfoundry()
-        .args(["tune", "--bundle"])
-        .arg(&bundle)
-        .arg("--lockfile")
-        .arg(&lock)
-        .args(["--budget-evals", "3", "--repeats", "1", "--message-format", "json"])
-        .output()
-        .unwrap();
+    let out = tune_json(&bundle, &lock);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "a partly failed tune exits with 3:\n{stderr}");
     assert!(stderr.contains("`test::Broken`") && stderr.contains("writes past the end of `y`"), "{stderr}");
@@ -103,14 +108,7 @@ fn a_reference_that_does_not_build_is_reported_before_any_search_at_its_line() {
     // The good kernel first: the broken one's error must not wait for its tune.
     let bundle = bundle::write_many(dir.path(), "b.json", &[("Good", &good_args()), ("Uncompilable", &broken)]);
     let lock = dir.path().join("Kfoundry.lock");
-    let out = kfoundry()
-        .args(["tune", "--bundle"])
-        .arg(&bundle)
-        .arg("--lockfile")
-        .arg(&lock)
-        .args(["--budget-evals", "3", "--repeats", "1", "--message-format", "json"])
-        .output()
-        .unwrap();
+    let out = tune_json(&bundle, &lock);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{stderr}");

@@ -678,3 +678,53 @@ fn whole_output_tolerances_accept_what_they_say_and_nothing_else() {
     assert_eq!(outcomes("cosine = 0.99999"), [false, true, false]);
     assert_eq!(outcomes("allclose = 0.999, rtol = 1e-5, atol = 1e-6"), [true, false, false]);
 }
+
+/// `half*` buffers and bfloat16 in `ushort` buffers (`bf16(...)`): inputs drawn as real values
+/// (P = 1 is right only for finite inputs, as it would be on random bit patterns' NaNs),
+/// outputs compared as 16-bit floats within about one unit in the last place (P = 2 rounds
+/// differently: within it), and a wrong variant (P = 3) refused.
+#[test]
+fn half_and_bfloat16_buffers_are_real_values_compared_in_their_precision() {
+    let half = r#"__kernel void k(const int n, __global const half* x, __global half* y) {
+        int i = get_global_id(0);
+        float v = vload_half(i, x);
+        float slow = 0.0f;
+        for (int s = 0; s < 64 * (P == 0); s++) slow += fmin(fabs(vload_half((i + s) % n, x)), 0.0f);
+        float r = P == 1 ? fmax(3.0f * v, -1e30f) : 3.0f * v + slow;
+        if (P == 3) r += 0.05f;
+        if (P == 2) vstore_half_rtz(r, i, y); else vstore_half(r, i, y);
+    }"#;
+    let bf16 = r#"float from_bf16(ushort b) { return as_float((uint)b << 16); }
+    ushort to_bf16(float f, int truncate) {
+        uint u = as_uint(f);
+        if (!truncate) u += 0x7FFF + ((u >> 16) & 1);
+        return (ushort)(u >> 16);
+    }
+    __kernel void k(const int n, __global const ushort* x, __global ushort* y) {
+        int i = get_global_id(0);
+        float v = from_bf16(x[i]);
+        float slow = 0.0f;
+        for (int s = 0; s < 64 * (P == 0); s++) slow += fmin(fabs(from_bf16(x[(i + s) % n])), 0.0f);
+        float r = P == 1 ? fmax(3.0f * v, -1e30f) : 3.0f * v + slow;
+        if (P == 3) r += 0.5f;
+        y[i] = to_bf16(r, P == 2);
+    }"#;
+    for (name, source, extra) in [("Half", half, ""), ("Bfloat", bf16, "bf16(x, y), ")] {
+        let args = format!(
+            r#"code = {source:?}, params(P = [0, 1, 2, 3]), reference(P = 0), global = n, buffers(x = n, y = n), {extra}check(y),
+               edges = none, workloads(w(n = 4096))"#
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let b = bundle::write(dir.path(), "b.json", name, &args);
+        let (out, messages) = tune(&b, &dir.path().join("K.lock"), 0, &["--budget-evals", "12"]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let ok = |p: i64| {
+            let evals: Vec<_> = messages.iter().filter(|m| m["reason"] == "evaluation" && m["params"]["P"] == p).collect();
+            assert!(!evals.is_empty(), "{name}: P={p} never evaluated");
+            evals.iter().all(|m| m["outcome"]["Ok"].is_object())
+        };
+        assert!(ok(1), "{name}: finite inputs: {messages:?}");
+        assert!(ok(2), "{name}: another rounding is within the 16-bit tolerance: {messages:?}");
+        assert!(!ok(3), "{name}: a wrong variant fails");
+    }
+}

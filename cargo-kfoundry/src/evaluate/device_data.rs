@@ -240,7 +240,7 @@ impl DeviceData {
     /// a range of integers (permutations and monotone buffers are drawn on the host).
     pub fn draws(ty: ScalarType, dist: Distribution) -> bool {
         match (ty, dist) {
-            (_, Distribution::Permutation | Distribution::Monotone { .. }) | (ScalarType::F64, _) => false,
+            (_, Distribution::Permutation | Distribution::Monotone { .. }) | (ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16, _) => false,
             (ScalarType::F32, Distribution::Integers { .. }) => false,
             (ScalarType::F32, _) => true,
             (_, dist) => !matches!(dist, Distribution::Normal { .. }),

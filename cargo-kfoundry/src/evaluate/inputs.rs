@@ -271,6 +271,9 @@ fn encode(ty: ScalarType, v: f64, out: &mut Vec<u8>) {
     match ty {
         ScalarType::F32 => out.extend_from_slice(&(v as f32).to_ne_bytes()),
         ScalarType::F64 => out.extend_from_slice(&v.to_ne_bytes()),
+        // Rounded to nearest even, as `vstore_half` rounds by default.
+        ScalarType::F16 => out.extend_from_slice(&half::f16::from_f64(v).to_bits().to_ne_bytes()),
+        ScalarType::Bf16 => out.extend_from_slice(&half::bf16::from_f64(v).to_bits().to_ne_bytes()),
         ScalarType::I8 => out.extend_from_slice(&(v as i8).to_ne_bytes()),
         ScalarType::U8 => out.extend_from_slice(&(v as u8).to_ne_bytes()),
         ScalarType::I16 => out.extend_from_slice(&(v as i16).to_ne_bytes()),
@@ -294,6 +297,8 @@ pub fn decode(ty: ScalarType, bytes: &[u8], i: usize) -> f64 {
     match ty {
         ScalarType::F32 => f32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as f64,
         ScalarType::F64 => f64::from_ne_bytes(arr(8)),
+        ScalarType::F16 => half::f16::from_bits(u16::from_ne_bytes([b[0], b[1]])).to_f64(),
+        ScalarType::Bf16 => half::bf16::from_bits(u16::from_ne_bytes([b[0], b[1]])).to_f64(),
         ScalarType::I8 => b[0] as i8 as f64,
         ScalarType::U8 => b[0] as f64,
         ScalarType::I16 => i16::from_ne_bytes([b[0], b[1]]) as f64,

@@ -143,7 +143,7 @@ impl Bundle {
                 bail!(bad(format!("{:?}: {e}", e.part)));
             }
             match kfoundry_rt::model::signature::find_kernel(&k.spec.source, Some(&k.spec.signature.name)) {
-                Ok(sig) if sig == k.spec.signature => {}
+                Ok(sig) if k.spec.has_signature(&sig) => {}
                 Ok(_) => bail!(bad("`signature` is not the signature of the kernel in `source`".into())),
                 Err(e) => bail!(bad(format!("`source`: {e}"))),
             }

@@ -295,7 +295,7 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
     let declared = match &done.generated_source {
         Some(text) => {
             match kfoundry_rt::model::signature::find_kernel(text, Some(&spec.signature.name)) {
-                Ok(sig) if sig.args == spec.signature.args => {}
+                Ok(sig) if spec.has_signature(&sig) => {}
                 _ => return Err("its generated source does not have the kernel's signature".into()),
             }
             kfoundry_rt::model::declared::declared_params(text).map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?

@@ -37,7 +37,7 @@ use syn::{Ident, LitStr, Token};
 
 use kfoundry_rt::model::expr::Expr;
 use kfoundry_rt::model::signature::find_kernel;
-use kfoundry_rt::model::signature::KernelArg;
+use kfoundry_rt::model::signature::{KernelArg, ScalarType};
 use kfoundry_rt::model::spec::{Check, Cost, Distribution, Edges, KernelSpec, Param, Part, Workload};
 
 /// Where an annotation is being read.
@@ -159,6 +159,8 @@ struct Builder {
     /// Each check, whether it gave a tolerance, and its span.
     checks: Vec<(Check, bool, Span)>,
     in_place: Vec<(String, String, Span)>,
+    /// `ushort` buffers that hold bfloat16.
+    bf16: Vec<(String, Span)>,
     edges: Option<(Edges, Span)>,
     workloads: Vec<(Workload, Vec<String>, Span)>,
     workloads_span: Option<Span>,
@@ -168,7 +170,8 @@ struct Builder {
     tokens: BTreeMap<Part, TokenStream>,
 }
 
-const KEYS: &str = "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, in_place, edges, workloads, cost, options, extrapolate";
+const KEYS: &str =
+    "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, in_place, bf16, edges, workloads, cost, options, extrapolate";
 
 fn err<T>(span: Span, msg: impl std::fmt::Display) -> syn::Result<T> {
     Err(syn::Error::new(span, msg))
@@ -255,6 +258,12 @@ impl Builder {
                     self.in_place.push((n.name.to_string(), read, n.name.span()));
                 }
             }
+            ("bf16", Body::List(t)) => {
+                let names = syn::punctuated::Punctuated::<Ident, Token![,]>::parse_terminated.parse2(t)?;
+                for n in names {
+                    self.bf16.push((n.unraw().to_string(), n.span()));
+                }
+            }
             ("edges", Body::Assign(e)) => {
                 let word = match &*e {
                     syn::Expr::Path(p) => p.path.get_ident().map(Ident::to_string),
@@ -293,7 +302,7 @@ impl Builder {
             ("source" | "code" | "kernel" | "name" | "options" | "extrapolate" | "edges" | "global" | "local", Body::List(_)) => {
                 return err(key.span(), format!("write `{k} = ...`"))
             }
-            ("params" | "reference" | "require" | "buffers" | "inputs" | "check" | "in_place" | "workloads" | "cost", Body::Assign(_)) => {
+            ("params" | "reference" | "require" | "buffers" | "inputs" | "check" | "in_place" | "bf16" | "workloads" | "cost", Body::Assign(_)) => {
                 return err(key.span(), format!("write `{k}(...)`"))
             }
             _ => return err(key.span(), format!("unknown key `{k}`; expected one of: {KEYS}")),
@@ -361,11 +370,19 @@ impl Builder {
             }
         };
         let entry = self.kernel.as_ref().map(LitStr::value);
-        let signature = find_kernel(&source, entry.as_deref()).map_err(|e| {
+        let mut signature = find_kernel(&source, entry.as_deref()).map_err(|e| {
             let span = self.kernel.as_ref().map_or(source_lit.span(), LitStr::span);
             let place = source_path.as_ref().map_or("the inline source".to_string(), |p| p.display().to_string());
             syn::Error::new(span, format!("{place}: {e}"))
         })?;
+        // bfloat16 lives in `ushort` buffers: their elements are drawn and compared as bfloat16.
+        for (name, span) in &self.bf16 {
+            match signature.args.iter_mut().find(|a| a.name() == name) {
+                Some(KernelArg::Buffer { elem: elem @ ScalarType::U16, .. }) => *elem = ScalarType::Bf16,
+                Some(KernelArg::Buffer { elem: ScalarType::Bf16, .. }) => return err(*span, format!("`{name}` is named twice in `bf16(...)`")),
+                _ => return err(*span, format!("`bf16(...)` names `{name}`, which is not a `ushort` buffer (bfloat16 is stored as `ushort`)")),
+            }
+        }
         let Some((global, global_span)) = self.global else {
             return err(call, "missing `global = ...`: the global work size as an expression of parameters and sizes");
         };
@@ -442,12 +459,23 @@ impl Builder {
         }
         // An integer output is compared exactly unless the check gives a tolerance: an
         // off-by-one is wrong at any magnitude.
-        let is_integer =
-            |name: &str| signature.args.iter().any(|a| matches!(a, KernelArg::Buffer { name: n, elem, .. } if n == name && !elem.is_float()));
+        let elem_of = |name: &str| {
+            signature.args.iter().find_map(|a| match a {
+                KernelArg::Buffer { name: n, elem, .. } if n == name => Some(*elem),
+                _ => None,
+            })
+        };
         let checks: Vec<Check> = self
             .checks
             .into_iter()
-            .map(|(c, given, _)| if !given && is_integer(&c.buffer) { Check { rtol: 0.0, atol: 0.0, ..c } } else { c })
+            .map(|(c, given, _)| match elem_of(&c.buffer) {
+                _ if given => c,
+                Some(e) if !e.is_float() => Check { rtol: 0.0, atol: 0.0, ..c },
+                // About one unit in the last place of the 16-bit format.
+                Some(ScalarType::F16) => Check { rtol: HALF_RTOL, atol: HALF_ATOL, ..c },
+                Some(ScalarType::Bf16) => Check { rtol: BF16_RTOL, atol: BF16_ATOL, ..c },
+                _ => c,
+            })
             .collect();
         let spec = KernelSpec {
             id: self.name.as_ref().map_or_else(|| format!("{}::{}", cx.package, ident), LitStr::value),
@@ -564,6 +592,12 @@ fn float_lit(e: &syn::Expr) -> syn::Result<f64> {
 /// The tolerances of a float output's check when the annotation gives none.
 pub const DEFAULT_RTOL: f64 = 1e-5;
 pub const DEFAULT_ATOL: f64 = 1e-6;
+/// The same for `half` outputs (10-bit mantissas: one unit in the last place is 2^-10 of the
+/// value, twice that across a rounding boundary) and bfloat16 ones (7-bit mantissas).
+pub const HALF_RTOL: f64 = 2e-3;
+pub const HALF_ATOL: f64 = 1e-4;
+pub const BF16_RTOL: f64 = 1.6e-2;
+pub const BF16_ATOL: f64 = 1e-3;
 
 /// Largest domain accepted from a range (keeps annotations honest about their space).
 const MAX_DOMAIN: i64 = 4096;

@@ -123,7 +123,7 @@ fn generated_source(lockfile: &Path, spec: &KernelSpec, hash: &str, gpu: bool) -
     use kfoundry_rt::model::source_policy::{check, Policy};
     check(&text, Policy { allow_asm: gpu }).map_err(|e| format!("{}: {e}", path.display()))?;
     match kfoundry_rt::model::signature::find_kernel(&text, Some(&spec.signature.name)) {
-        Ok(sig) if sig.args == spec.signature.args => Ok(EmbeddedSource { hash: hash.to_string(), path, text }),
+        Ok(sig) if spec.has_signature(&sig) => Ok(EmbeddedSource { hash: hash.to_string(), path, text }),
         Ok(_) => Err(format!("{} changes the kernel's signature", path.display())),
         Err(e) => Err(format!("{}: {e}", path.display())),
     }

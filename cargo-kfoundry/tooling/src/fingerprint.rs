@@ -166,6 +166,8 @@ fn scalar(t: ScalarType) -> &'static str {
     match t {
         ScalarType::F32 => "f32",
         ScalarType::F64 => "f64",
+        ScalarType::F16 => "f16",
+        ScalarType::Bf16 => "bf16",
         ScalarType::I8 => "i8",
         ScalarType::U8 => "u8",
         ScalarType::I16 => "i16",

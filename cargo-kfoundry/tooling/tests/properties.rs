@@ -598,6 +598,10 @@ fn type_spellings(t: ScalarType) -> &'static [&'static str] {
         ScalarType::U32 => &["uint", "unsigned int", "unsigned"],
         ScalarType::I64 => &["long", "signed long"],
         ScalarType::U64 => &["ulong", "unsigned long"],
+        // Buffers only (`half*`), and bfloat16 is a `ushort` the annotation declares: not in
+        // the generated scalar signatures.
+        ScalarType::F16 => &["half"],
+        ScalarType::Bf16 => &[],
     }
 }
 

@@ -13,6 +13,12 @@ use serde::{Deserialize, Serialize};
 pub enum ScalarType {
     F32,
     F64,
+    /// IEEE half precision: `__global half*` buffers (read and written with `vload_half` and
+    /// `vstore_half`, or arithmetic under `cl_khr_fp16`); the host holds its bits as `u16`.
+    F16,
+    /// bfloat16, stored as `ushort` (OpenCL has no such type): a `ushort` buffer the annotation
+    /// declares with `bf16(...)`; the host holds its bits as `u16`.
+    Bf16,
     I8,
     U8,
     I16,
@@ -29,6 +35,7 @@ impl ScalarType {
         match self {
             ScalarType::F32 => "f32",
             ScalarType::F64 => "f64",
+            ScalarType::F16 | ScalarType::Bf16 => "u16",
             ScalarType::I8 => "i8",
             ScalarType::U8 => "u8",
             ScalarType::I16 => "i16",
@@ -45,6 +52,8 @@ impl ScalarType {
         match self {
             ScalarType::F32 => "float",
             ScalarType::F64 => "double",
+            ScalarType::F16 => "half",
+            ScalarType::Bf16 => "ushort",
             ScalarType::I8 => "char",
             ScalarType::U8 => "uchar",
             ScalarType::I16 => "short",
@@ -57,14 +66,19 @@ impl ScalarType {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, ScalarType::F32 | ScalarType::F64)
+        matches!(self, ScalarType::F32 | ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16)
+    }
+
+    /// A 16-bit float (`half`, or bfloat16 in a `ushort`).
+    pub fn is_half(self) -> bool {
+        matches!(self, ScalarType::F16 | ScalarType::Bf16)
     }
 
     /// Size in bytes.
     pub fn size(self) -> usize {
         match self {
             ScalarType::I8 | ScalarType::U8 => 1,
-            ScalarType::I16 | ScalarType::U16 => 2,
+            ScalarType::I16 | ScalarType::U16 | ScalarType::F16 | ScalarType::Bf16 => 2,
             ScalarType::F32 | ScalarType::I32 | ScalarType::U32 => 4,
             ScalarType::F64 | ScalarType::I64 | ScalarType::U64 => 8,
         }
@@ -74,6 +88,7 @@ impl ScalarType {
         Some(match words {
             ["float"] => ScalarType::F32,
             ["double"] => ScalarType::F64,
+            ["half"] => ScalarType::F16,
             ["char"] | ["signed", "char"] => ScalarType::I8,
             ["uchar"] | ["unsigned", "char"] => ScalarType::U8,
             ["short"] | ["signed", "short"] => ScalarType::I16,
@@ -370,6 +385,9 @@ fn parse_params(params: &str, base: usize, line_of: &dyn Fn(usize) -> usize, ker
             err(format!("unsupported type `{ty}` of parameter `{name}`{hint}"))
         })?;
         let arg = match (pointers, space) {
+            (0, None) if ty == ScalarType::F16 => {
+                return Err(err(format!("`half` parameter `{name}` by value is not supported: pass a `float` (a `half*` buffer is)")))
+            }
             (0, None) => KernelArg::Scalar { name: name.to_string(), ty },
             (0, Some(_)) => return Err(err(format!("address-space qualifier on non-pointer `{name}`"))),
             (1, None) => return Err(err(format!("pointer `{name}` needs an address space (`__global`, `__constant` or `__local`)"))),

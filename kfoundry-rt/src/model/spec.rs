@@ -496,6 +496,21 @@ impl KernelSpec {
         self.params.iter().fold(1u128, |acc, p| acc.saturating_mul(p.values.len() as u128))
     }
 
+    /// Whether `found` (a signature read from a source) is this kernel's: the same, but where
+    /// the annotation declared a `ushort` buffer bfloat16 (`bf16(...)`), which a source spells
+    /// `ushort`.
+    pub fn has_signature(&self, found: &KernelSignature) -> bool {
+        let as_source = |a: &KernelArg| match a {
+            KernelArg::Buffer { name, space, elem: ScalarType::Bf16, read_only } => {
+                KernelArg::Buffer { name: name.clone(), space: *space, elem: ScalarType::U16, read_only: *read_only }
+            }
+            other => other.clone(),
+        };
+        found.name == self.signature.name
+            && found.args.len() == self.signature.args.len()
+            && found.args.iter().zip(&self.signature.args).all(|(f, s)| *f == as_source(s))
+    }
+
     /// The distribution used for an input (buffer or scalar), with the default.
     pub fn distribution(&self, name: &str) -> Distribution {
         self.inputs.get(name).cloned().unwrap_or_default()

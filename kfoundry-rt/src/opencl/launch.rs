@@ -38,6 +38,8 @@ impl Scalar {
             ScalarType::U32 => Scalar::U32(v.try_into().ok()?),
             ScalarType::I64 => Scalar::I64(v),
             ScalarType::U64 => Scalar::U64(v.try_into().ok()?),
+            // 16-bit floats are buffers only (the signature refuses them by value).
+            ScalarType::F16 | ScalarType::Bf16 => return None,
         })
     }
 

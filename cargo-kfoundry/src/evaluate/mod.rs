@@ -218,6 +218,23 @@ size_t kf_rev_global_linear_id(void) { return ((kf_rev_global_id(2) - get_global
 /// ([`diagnostics::own_diagnostics`]).
 pub use kfoundry_rt::model::source_policy::CANDIDATE_FILE;
 
+/// Whether the values of `dist` (at a run's sizes) fit a buffer of `len` elements of `ty`: an
+/// index range wider than the type would wrap, and the kernel see other indices than declared.
+fn fits_elements(name: &str, ty: ScalarType, len: usize, dist: kfoundry_rt::model::spec::Resolved) -> Result<(), String> {
+    use kfoundry_rt::model::spec::Resolved;
+    let Some((min, max)) = ty.int_range() else { return Ok(()) };
+    let (lo, hi) = match dist {
+        Resolved::Integers { lo, hi } => (lo as i128, hi as i128 - 1),
+        Resolved::Monotone { lo, hi } => (lo as i128, hi as i128),
+        Resolved::Permutation => (0, len as i128 - 1),
+        _ => return Ok(()),
+    };
+    if lo < min || hi > max {
+        return Err(format!("input `{name}`: values {lo}..={hi} at these sizes do not fit `{}`", ty.opencl_name()));
+    }
+    Ok(())
+}
+
 /// How one buffer is filled before a run (its guard zone is always poisoned).
 #[derive(Clone)]
 enum Fill {
@@ -612,6 +629,7 @@ impl Bench {
                     let large = len.saturating_mul(elem.size()) >= device_data::MIN_BYTES;
                     let input = *read_only || self.spec.inputs.contains_key(name);
                     let dist = self.spec.distribution(name).at(sizes).map_err(|e| format!("input `{name}`: {e}"))?;
+                    fits_elements(name, *elem, len, dist)?;
                     let on_device = DeviceData::draws(*elem, dist) && (shape.values == Values::Declared || *elem == ScalarType::F32);
                     let fill = match (input, large) {
                         (true, true) if on_device => Fill::Draw { dist, values: shape.values, seed: rng.gen() },
@@ -1440,6 +1458,17 @@ pub trait Judge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_ranges_must_fit_their_buffers_type() {
+        use kfoundry_rt::model::spec::Resolved;
+        assert!(fits_elements("ids", ScalarType::U8, 10, Resolved::Integers { lo: 0, hi: 256 }).is_ok());
+        let e = fits_elements("ids", ScalarType::U8, 10, Resolved::Integers { lo: 0, hi: 257 }).unwrap_err();
+        assert!(e.contains("values 0..=256") && e.contains("`uchar`"), "{e}");
+        assert!(fits_elements("p", ScalarType::I16, 40000, Resolved::Permutation).is_err());
+        assert!(fits_elements("r", ScalarType::I32, 3, Resolved::Monotone { lo: 0, hi: 1 << 40 }).is_err());
+        assert!(fits_elements("x", ScalarType::F32, 3, Resolved::Uniform { lo: 0.0, hi: 1e30 }).is_ok());
+    }
 
     #[test]
     fn median_of_odd_and_even() {

@@ -69,6 +69,21 @@ impl ScalarType {
         matches!(self, ScalarType::F32 | ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16)
     }
 
+    /// The smallest and largest value of an integer type (`None` for floats).
+    pub fn int_range(self) -> Option<(i128, i128)> {
+        Some(match self {
+            ScalarType::I8 => (i8::MIN.into(), i8::MAX.into()),
+            ScalarType::U8 => (0, u8::MAX.into()),
+            ScalarType::I16 => (i16::MIN.into(), i16::MAX.into()),
+            ScalarType::U16 => (0, u16::MAX.into()),
+            ScalarType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            ScalarType::U32 => (0, u32::MAX.into()),
+            ScalarType::I64 => (i64::MIN.into(), i64::MAX.into()),
+            ScalarType::U64 => (0, u64::MAX.into()),
+            ScalarType::F32 | ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16 => return None,
+        })
+    }
+
     /// A 16-bit float (`half`, or bfloat16 in a `ushort`).
     pub fn is_half(self) -> bool {
         matches!(self, ScalarType::F16 | ScalarType::Bf16)

@@ -1002,6 +1002,17 @@ fn attention_is_one_kernel() {
         .output("y");
     let i = check_with("attention, Gemm", &g, 2, SPLITS);
     assert_eq!(anchors(&i), ["K00Attention"]);
+    // Head dimensions of 128 (Llama 3's), k already transposed: the reference fits local memory.
+    let g = G::new()
+        .input("q", &[1, 2, 20, 128])
+        .input("kt", &[1, 2, 128, 20])
+        .input("v", &[1, 2, 20, 128])
+        .node("MatMul", &["q", "kt"], &["s"], vec![])
+        .node("Softmax", &["s"], &["p"], vec![ai("axis", 3)])
+        .node("MatMul", &["p", "v"], &["y"], vec![])
+        .output("y");
+    let i = check_with("attention, head 128", &g, 1, SPLITS);
+    assert_eq!(anchors(&i), ["K00Attention"]);
     // The probabilities read twice, or a softmax along another axis: three kernels.
     let g = G::new()
         .input("q", &[9, 12])

@@ -35,7 +35,8 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let score_dims = Dims { exprs: [batch.exprs.clone(), vec!["lq".into(), "lk".into()]].concat(), full: score_shape.clone() };
     let out_dims = Dims { exprs: [batch.exprs.clone(), vec!["lq".into(), dv.to_string()]].concat(), full: g.shape.clone() };
     params(&mut k, &[("WG", "pow2(32..=256)", 64), ("KSPLIT", "[1, 2, 4, 8]", 1), ("BK", "[8, 16, 32, 64]", 16)]);
-    k.require.extend(["BK % KSPLIT == 0".to_string(), format!("4 * (BK * {} + WG * {}) <= min(device_local_mem, 49152)", d + dv, dv + 2)]);
+    k.require
+        .extend(["BK % KSPLIT == 0".to_string(), format!("4 * (BK * {} + (KSPLIT > 1) * WG * {}) <= min(device_local_mem, 49152)", d + dv, dv + 2)]);
     let batched = |s: &[usize]| s[..r - 2].iter().any(|&x| x != 1);
     let operand = |s: &[usize], rows: &str, cols: String| product(&[if batched(s) { bt.clone() } else { "1".into() }, rows.into(), cols]);
     let q_len = operand(&sq, "lq", d.to_string());
@@ -85,7 +86,8 @@ void {entry}({args})
 {{
     __local float ks[BK * KF_D];
     __local float vs[BK * KF_DV];
-    __local float part[WG * (KF_DV + 2)];
+    /* The partial results of a row's KSPLIT items, to merge (none with KSPLIT = 1). */
+    __local float part[KSPLIT > 1 ? WG * (KF_DV + 2) : 1];
     const int bb = get_global_id(1);
     const int lid = get_local_id(0);
     const int split = lid % KSPLIT;
@@ -135,6 +137,14 @@ void {entry}({args})
         }}
         m = mt;
     }}
+#if KSPLIT == 1
+    if (row < lq) {{
+        for (int c = 0; c < KF_DV; c++) {{
+            const float o = acc[c] / l;
+            y[(bb * lq + row) * KF_DV + c] = {out_call};
+        }}
+    }}
+#else
     /* The row's KSPLIT partial results merged; each of its items writes every KSPLIT-th output. */
     __local float* mine = part + lid * (KF_DV + 2);
     mine[0] = m;
@@ -159,6 +169,7 @@ void {entry}({args})
             y[(bb * lq + row) * KF_DV + c] = {out_call};
         }}
     }}
+#endif
 }}
 "#,
         entry = k.entry

@@ -17,7 +17,9 @@ pub fn broken_references(kernels: &[Kernel], index: usize) -> anyhow::Result<Vec
     let session = Session::new(platform, device)?;
     let mut broken = Vec::new();
     for (i, k) in kernels.iter().enumerate() {
-        if let Err(e) = session.build_spec(&k.spec, &k.spec.source, &k.spec.reference) {
+        // The build log is in the error; what a compiler also prints on its own ("1 warning
+        // generated.") is not the tune's output (the workers' builds report it once, sorted).
+        if let Err(e) = quietly(|| session.build_spec(&k.spec, &k.spec.source, &k.spec.reference)) {
             let place = match &k.source_path {
                 Some(path) => path.display().to_string(),
                 None => format!("{} (inline `code`)", k.location()),
@@ -26,6 +28,33 @@ pub fn broken_references(kernels: &[Kernel], index: usize) -> anyhow::Result<Vec
         }
     }
     Ok(broken)
+}
+
+/// `f` with this process's standard error pointed at /dev/null (where that can be done).
+fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return f() };
+        // SAFETY: dup and dup2 on this process's own descriptors: descriptor 2 is saved, pointed
+        // at /dev/null for `f`, then restored and the copy closed. Nothing else in the tuner
+        // writes to standard error while the references build (before any search starts).
+        unsafe {
+            let saved = libc::dup(2);
+            if saved < 0 || libc::dup2(null.as_raw_fd(), 2) < 0 {
+                if saved >= 0 {
+                    libc::close(saved);
+                }
+                return f();
+            }
+            let out = f();
+            libc::dup2(saved, 2);
+            libc::close(saved);
+            out
+        }
+    }
+    #[cfg(not(unix))]
+    f()
 }
 
 /// `log` with the compilers' names for the source being built (PoCL's temporary

@@ -9,8 +9,8 @@
 #
 # Exit status 77: the cluster did not come up on this machine (nothing of kfoundry ran).
 # Environment (defaults): TASKS=2, BIN=target/release/cargo-kfoundry (built when missing),
-# KERNELS="Saxpy RowSum" (the example kernels tuned: the bundle is cut to those), EVALS=4,
-# OUTDIR=target/kfoundry-slurm (emptied first).
+# KERNELS="Saxpy RowSum" (the example kernels tuned: the bundle is cut to those), WORKLOADS
+# (their workloads kept; default all), EVALS=4, OUTDIR=target/kfoundry-slurm (emptied first).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TASKS=${TASKS:-2}
@@ -28,11 +28,14 @@ BIN=$(realpath "$BIN")
 
 rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
 "$BIN" bundle -q -p kfoundry-examples -o "$OUTDIR/all.json"
-python3 - "$OUTDIR/all.json" "$OUTDIR/bundle.json" $KERNELS <<'PY'
-import json, sys
+WORKLOADS=${WORKLOADS:-} python3 - "$OUTDIR/all.json" "$OUTDIR/bundle.json" $KERNELS <<'PY'
+import json, os, sys
 b = json.load(open(sys.argv[1]))
 want = sys.argv[3:]
 b["kernels"] = [k for k in b["kernels"] if k["spec"]["id"].split("::")[-1] in want]
+keep = os.environ["WORKLOADS"].split()
+for k in b["kernels"] if keep else []:
+    k["spec"]["workloads"] = [w for w in k["spec"]["workloads"] if w["name"] in keep]
 json.dump(b, open(sys.argv[2], "w"))
 print(f"bundle: {len(b['kernels'])} kernel(s): {', '.join(k['spec']['id'] for k in b['kernels'])}")
 PY

@@ -15,7 +15,7 @@
 //!   error norm; the host reduces the few partial results.
 
 use kfoundry_rt::model::signature::ScalarType;
-use kfoundry_rt::model::spec::Resolved as Distribution;
+use kfoundry_rt::model::spec::Resolved;
 use kfoundry_rt::opencl::device::Limits;
 use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
@@ -238,18 +238,18 @@ impl DeviceData {
     /// Whether [`DeviceData::draw`] draws elements of `ty` from `dist`: floats of 32 bits from
     /// a uniform, normal or constant distribution, integers from a uniform or constant one or
     /// a range of integers (permutations and monotone buffers are drawn on the host).
-    pub fn draws(ty: ScalarType, dist: Distribution) -> bool {
+    pub fn draws(ty: ScalarType, dist: Resolved) -> bool {
         match (ty, dist) {
-            (_, Distribution::Permutation | Distribution::Monotone { .. }) | (ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16, _) => false,
-            (ScalarType::F32, Distribution::Integers { .. }) => false,
+            (_, Resolved::Permutation | Resolved::Monotone { .. }) | (ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16, _) => false,
+            (ScalarType::F32, Resolved::Integers { .. }) => false,
             (ScalarType::F32, _) => true,
-            (_, dist) => !matches!(dist, Distribution::Normal { .. }),
+            (_, dist) => !matches!(dist, Resolved::Normal { .. }),
         }
     }
 
     /// Fills the first `len` elements of type `ty` of `buf` from `dist` with `seed` (integers:
     /// uniform over the whole numbers from `lo` to `hi`, both rounded, as on the host).
-    pub fn draw(&self, session: &Session, buf: &DeviceBuffer, ty: ScalarType, len: usize, dist: Distribution, seed: u64) -> Result<(), RtError> {
+    pub fn draw(&self, session: &Session, buf: &DeviceBuffer, ty: ScalarType, len: usize, dist: Resolved, seed: u64) -> Result<(), RtError> {
         if !Self::draws(ty, dist) {
             return Err(RtError::OpenCl(format!("{dist:?} is not drawn on the device for `{}`", ty.opencl_name())));
         }
@@ -264,19 +264,19 @@ impl DeviceData {
         ];
         let kernel = if ty == ScalarType::F32 {
             let (kernel, a, b) = match dist {
-                Distribution::Uniform { lo, hi } => (&self.uniform, lo as f32, hi as f32),
-                Distribution::Normal { mean, std } => (&self.normal, mean as f32, std as f32),
+                Resolved::Uniform { lo, hi } => (&self.uniform, lo as f32, hi as f32),
+                Resolved::Normal { mean, std } => (&self.normal, mean as f32, std as f32),
                 // Scalars only, by the annotation's rules; a constant buffer all the same.
-                Distribution::Constant { value } => (&self.uniform, value as f32, value as f32),
+                Resolved::Constant { value } => (&self.uniform, value as f32, value as f32),
                 other => unreachable!("refused above: {other:?}"),
             };
             args.extend([Arg::Scalar(Scalar::F32(a)), Arg::Scalar(Scalar::F32(b))]);
             kernel
         } else {
             let (lo, hi) = match dist {
-                Distribution::Uniform { lo, hi } => (lo.round(), hi.round()),
-                Distribution::Constant { value } => (value.round(), value.round()),
-                Distribution::Integers { lo, hi } => (lo as f64, (hi - 1) as f64),
+                Resolved::Uniform { lo, hi } => (lo.round(), hi.round()),
+                Resolved::Constant { value } => (value.round(), value.round()),
+                Resolved::Integers { lo, hi } => (lo as f64, (hi - 1) as f64),
                 other => unreachable!("refused above: {other:?}"),
             };
             // Whole numbers lo..=hi; a range of 2^64 (or more) is passed as 0: every value.
@@ -331,20 +331,12 @@ impl DeviceData {
     /// Random bytes (whole words) in the first `bytes` bytes of `buf`, from `seed`.
     pub fn random_words(&self, session: &Session, buf: &DeviceBuffer, bytes: usize, seed: u64) -> Result<(), RtError> {
         let words = bytes.min(buf.len()) / 4;
-        self.draw(session, buf, ScalarType::U32, words, Distribution::Uniform { lo: 0.0, hi: u32::MAX as f64 }, seed)
+        self.draw(session, buf, ScalarType::U32, words, Resolved::Uniform { lo: 0.0, hi: u32::MAX as f64 }, seed)
     }
 
     /// Fills the first `len` floats of `buf` with the edge values of `values` around `dist`
     /// ([`Values::Declared`] draws as [`DeviceData::draw`] does).
-    pub fn draw_values(
-        &self,
-        session: &Session,
-        buf: &DeviceBuffer,
-        len: usize,
-        dist: Distribution,
-        values: Values,
-        seed: u64,
-    ) -> Result<(), RtError> {
+    pub fn draw_values(&self, session: &Session, buf: &DeviceBuffer, len: usize, dist: Resolved, values: Values, seed: u64) -> Result<(), RtError> {
         let (mode, nonfinite) = match values {
             Values::Declared => return self.draw(session, buf, ScalarType::F32, len, dist, seed),
             Values::Specials { nonfinite } => (1u32, u32::from(nonfinite)),
@@ -354,12 +346,11 @@ impl DeviceData {
             return Err(RtError::OpenCl(format!("{len} floats do not fit a buffer of {} bytes", buf.len())));
         }
         let (lo, hi) = match dist {
-            Distribution::Uniform { lo, hi } => (lo, hi),
-            Distribution::Normal { mean, std } => (mean - 2.0 * std, mean + 2.0 * std),
-            Distribution::Constant { value } => (value, value),
-            // Integer distributions: integer buffers only, by the annotation's rules.
-            Distribution::Integers { lo, hi } | Distribution::Monotone { lo, hi } => (lo as f64, hi as f64),
-            Distribution::Permutation => (0.0, len as f64),
+            Resolved::Uniform { lo, hi } => (lo, hi),
+            Resolved::Normal { mean, std } => (mean - 2.0 * std, mean + 2.0 * std),
+            Resolved::Constant { value } => (value, value),
+            // Integer buffers only (the annotation's rules), never a float buffer's.
+            other => unreachable!("drawn for integer buffers only: {other:?}"),
         };
         let args = [
             buf.arg(),
@@ -503,7 +494,7 @@ mod tests {
         let n = MIN_BYTES / 4;
         let buf = || session.alloc(n * 4).expect("buffer");
         let (a, b, c) = (buf(), buf(), buf());
-        let uniform = Distribution::Uniform { lo: -2.0, hi: 3.0 };
+        let uniform = Resolved::Uniform { lo: -2.0, hi: 3.0 };
         dd.draw(&session, &a, ScalarType::F32, n, uniform, 42).unwrap();
         dd.draw(&session, &b, ScalarType::F32, n, uniform, 42).unwrap();
         dd.draw(&session, &c, ScalarType::F32, n, uniform, 43).unwrap();
@@ -542,7 +533,7 @@ mod tests {
         let (session, dd) = setup();
         let n = 1 << 18;
         let buf = session.alloc(n * 4).unwrap();
-        let d = Distribution::Uniform { lo: -1.0, hi: 1.0 };
+        let d = Resolved::Uniform { lo: -1.0, hi: 1.0 };
         dd.draw_values(&session, &buf, n, d, Values::Specials { nonfinite: true }, 5).unwrap();
         let v = read(&buf);
         assert!(v.iter().any(|x| x.is_nan()) && v.iter().any(|x| x.is_infinite()) && v.iter().any(|x| *x == 0.0 && x.is_sign_negative()));
@@ -569,7 +560,7 @@ mod tests {
         let n = 1 << 16;
         // Bytes 0..=255 all appear, about equally often; same seed, same bytes.
         let (a, b) = (session.alloc(n).unwrap(), session.alloc(n).unwrap());
-        let all_bytes = Distribution::Uniform { lo: 0.0, hi: 255.0 };
+        let all_bytes = Resolved::Uniform { lo: 0.0, hi: 255.0 };
         dd.draw(&session, &a, ScalarType::U8, n, all_bytes, 7).unwrap();
         dd.draw(&session, &b, ScalarType::U8, n, all_bytes, 7).unwrap();
         let va = bytes_of(&a);
@@ -580,7 +571,7 @@ mod tests {
         assert!(dd.same(&session, &a, &b, ScalarType::U8, n).unwrap().ok());
         // Signed 16-bit integers in [-3, 3], each value about a seventh of the time.
         let s = session.alloc(n * 2).unwrap();
-        dd.draw(&session, &s, ScalarType::I16, n, Distribution::Uniform { lo: -3.0, hi: 3.0 }, 9).unwrap();
+        dd.draw(&session, &s, ScalarType::I16, n, Resolved::Uniform { lo: -3.0, hi: 3.0 }, 9).unwrap();
         let vs: Vec<i16> = bytes_of(&s).chunks_exact(2).map(|c| i16::from_ne_bytes([c[0], c[1]])).collect();
         assert!(vs.iter().all(|v| (-3..=3).contains(v)));
         for v in -3..=3 {
@@ -589,7 +580,7 @@ mod tests {
         }
         // 64-bit integers over their whole range: both signs appear.
         let l = session.alloc(n * 8).unwrap();
-        dd.draw(&session, &l, ScalarType::I64, n, Distribution::Uniform { lo: i64::MIN as f64, hi: i64::MAX as f64 }, 3).unwrap();
+        dd.draw(&session, &l, ScalarType::I64, n, Resolved::Uniform { lo: i64::MIN as f64, hi: i64::MAX as f64 }, 3).unwrap();
         let vl: Vec<i64> = bytes_of(&l).chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect();
         assert!(vl.iter().any(|v| *v < 0) && vl.iter().any(|v| *v > 0));
         // One changed element of a 32-bit buffer is found, with its index and both values.
@@ -602,7 +593,7 @@ mod tests {
         assert_eq!(cmp.mismatches, 1, "{cmp:?}");
         assert_eq!(cmp.first.map(|f| f.0), Some(4321));
         // Normal integers are the host's to draw.
-        assert!(!DeviceData::draws(ScalarType::I32, Distribution::Normal { mean: 0.0, std: 1.0 }));
-        assert!(dd.draw(&session, &u, ScalarType::I32, n, Distribution::Normal { mean: 0.0, std: 1.0 }, 1).is_err());
+        assert!(!DeviceData::draws(ScalarType::I32, Resolved::Normal { mean: 0.0, std: 1.0 }));
+        assert!(dd.draw(&session, &u, ScalarType::I32, n, Resolved::Normal { mean: 0.0, std: 1.0 }, 1).is_err());
     }
 }

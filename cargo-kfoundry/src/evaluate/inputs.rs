@@ -2,40 +2,40 @@
 //! a seeded generator, kept as raw bytes so that every element type shares one code path.
 
 use kfoundry_rt::model::signature::ScalarType;
-use kfoundry_rt::model::spec::Resolved as Distribution;
+use kfoundry_rt::model::spec::Resolved;
 use kfoundry_rt::Scalar;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 /// Draws one value. Integer types round and clamp into their range.
-fn draw(dist: Distribution, rng: &mut ChaCha8Rng) -> f64 {
+fn draw(dist: Resolved, rng: &mut ChaCha8Rng) -> f64 {
     match dist {
-        Distribution::Uniform { lo, hi } => rng.gen_range(lo..hi),
-        Distribution::Normal { mean, std } => {
+        Resolved::Uniform { lo, hi } => rng.gen_range(lo..hi),
+        Resolved::Normal { mean, std } => {
             // Box–Muller: two uniforms in (0, 1] give one normal sample.
             let u1: f64 = 1.0 - rng.gen::<f64>();
             let u2: f64 = rng.gen::<f64>();
             mean + std * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
         }
-        Distribution::Constant { value } => value,
-        Distribution::Integers { lo, hi } => rng.gen_range(lo..hi) as f64,
+        Resolved::Constant { value } => value,
+        Resolved::Integers { lo, hi } => rng.gen_range(lo..hi) as f64,
         // Drawn as a whole buffer (`structured`); one value alone is its first.
-        Distribution::Permutation => 0.0,
-        Distribution::Monotone { lo, .. } => lo as f64,
+        Resolved::Permutation => 0.0,
+        Resolved::Monotone { lo, .. } => lo as f64,
     }
 }
 
 /// The buffers whose values are drawn as a whole, not element by element: a permutation of
 /// `0..len`, or non-decreasing values from `lo` (first) to `hi` (last). With `specials`, about
 /// half of a monotone buffer's steps are zero (empty rows of a CSR matrix).
-fn structured(ty: ScalarType, len: usize, dist: Distribution, specials: bool, rng: &mut ChaCha8Rng) -> Option<Vec<u8>> {
+fn structured(ty: ScalarType, len: usize, dist: Resolved, specials: bool, rng: &mut ChaCha8Rng) -> Option<Vec<u8>> {
     let values: Vec<f64> = match dist {
-        Distribution::Permutation => {
+        Resolved::Permutation => {
             let mut v: Vec<f64> = (0..len).map(|i| i as f64).collect();
             rand::seq::SliceRandom::shuffle(&mut v[..], rng);
             v
         }
-        Distribution::Monotone { lo, hi } => {
+        Resolved::Monotone { lo, hi } => {
             let mut v: Vec<i64> = (0..len).map(|_| rng.gen_range(lo..=hi)).collect();
             v.sort_unstable();
             if specials {
@@ -110,13 +110,13 @@ pub const LARGE_K: i64 = 8;
 
 /// The power of two that large edge values are multiples of: at least 2^10 times the
 /// distribution's bound, at most 2^40.
-pub fn large_scale(dist: Distribution) -> f64 {
+pub fn large_scale(dist: Resolved) -> f64 {
     let bound = match dist {
-        Distribution::Uniform { lo, hi } => lo.abs().max(hi.abs()),
-        Distribution::Normal { mean, std } => mean.abs() + 4.0 * std,
-        Distribution::Constant { value } => value.abs(),
-        Distribution::Integers { lo, hi } | Distribution::Monotone { lo, hi } => (lo as f64).abs().max((hi as f64).abs()),
-        Distribution::Permutation => 1.0,
+        Resolved::Uniform { lo, hi } => lo.abs().max(hi.abs()),
+        Resolved::Normal { mean, std } => mean.abs() + 4.0 * std,
+        Resolved::Constant { value } => value.abs(),
+        Resolved::Integers { lo, hi } | Resolved::Monotone { lo, hi } => (lo as f64).abs().max((hi as f64).abs()),
+        Resolved::Permutation => 1.0,
     };
     let wanted = (bound.max(1.0) * 1024.0).log2().ceil().clamp(10.0, 40.0);
     2f64.powi(wanted as i32)
@@ -129,7 +129,7 @@ const SPECIALS: [f32; 8] = [0.0, -0.0, 1.0e-45, -1.0e-45, 5.0e-39, -5.0e-39, f32
 const NONFINITE: [f32; 3] = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
 
 /// `len` elements of type `ty` drawn from `dist` with the edge values of `values`.
-pub fn draw_values(ty: ScalarType, len: usize, dist: Distribution, values: Values, rng: &mut ChaCha8Rng) -> Vec<u8> {
+pub fn draw_values(ty: ScalarType, len: usize, dist: Resolved, values: Values, rng: &mut ChaCha8Rng) -> Vec<u8> {
     if let Some(whole) = structured(ty, len, dist, matches!(values, Values::Specials { .. }), rng) {
         return whole;
     }
@@ -137,7 +137,7 @@ pub fn draw_values(ty: ScalarType, len: usize, dist: Distribution, values: Value
         Values::Declared => draw_buffer(ty, len, dist, rng),
         Values::Specials { nonfinite } => {
             let mut out = Vec::with_capacity(len * ty.size());
-            let (lo, hi) = int_range(dist);
+            let (lo, hi) = int_range(dist, len);
             // every special value at least once (at a random place), however short the buffer
             let mut forced: Vec<f64> = if ty.is_float() {
                 let mut v: Vec<f64> = SPECIALS.iter().map(|x| *x as f64).collect();
@@ -187,21 +187,44 @@ pub fn draw_values(ty: ScalarType, len: usize, dist: Distribution, values: Value
     }
 }
 
-/// The ends of an integer input's range (rounded).
-fn int_range(dist: Distribution) -> (f64, f64) {
+/// The ends of an integer input's range (rounded), for a buffer of `len` elements.
+fn int_range(dist: Resolved, len: usize) -> (f64, f64) {
+    if let Some((lo, hi)) = integer_bounds(dist, len) {
+        return (lo as f64, hi as f64);
+    }
     match dist {
-        Distribution::Uniform { lo, hi } => (lo.round(), hi.round()),
-        Distribution::Normal { mean, std } => ((mean - 3.0 * std).round(), (mean + 3.0 * std).round()),
-        Distribution::Constant { value } => (value.round(), value.round()),
-        Distribution::Integers { lo, hi } => (lo as f64, (hi - 1) as f64),
-        Distribution::Permutation => (0.0, 0.0),
-        Distribution::Monotone { lo, hi } => (lo as f64, hi as f64),
+        Resolved::Uniform { lo, hi } => (lo.round(), hi.round()),
+        Resolved::Normal { mean, std } => ((mean - 3.0 * std).round(), (mean + 3.0 * std).round()),
+        Resolved::Constant { value } => (value.round(), value.round()),
+        Resolved::Integers { .. } | Resolved::Permutation | Resolved::Monotone { .. } => unreachable!("integer_bounds covers them"),
     }
 }
 
+/// The smallest and largest value the integer-only distributions give a buffer of `len`
+/// elements (`None` for the others).
+fn integer_bounds(dist: Resolved, len: usize) -> Option<(i128, i128)> {
+    match dist {
+        Resolved::Integers { lo, hi } => Some((lo.into(), i128::from(hi) - 1)),
+        Resolved::Monotone { lo, hi } => Some((lo.into(), hi.into())),
+        Resolved::Permutation => Some((0, len as i128 - 1)),
+        _ => None,
+    }
+}
+
+/// Whether the values of `dist` (at a run's sizes) fit a buffer of `len` elements of `ty`, for
+/// the input `name`: an index range wider than the type would wrap, and the kernel see other
+/// indices than declared.
+pub fn fits_elements(name: &str, ty: ScalarType, len: usize, dist: Resolved) -> Result<(), String> {
+    let (Some((min, max)), Some((lo, hi))) = (ty.int_range(), integer_bounds(dist, len)) else { return Ok(()) };
+    if lo < min || hi > max {
+        return Err(format!("input `{name}`: values {lo}..={hi} at these sizes do not fit `{}`", ty.opencl_name()));
+    }
+    Ok(())
+}
+
 /// A float scalar under `values`: zero, minus zero or a large value half of the time.
-pub fn draw_scalar_values(ty: ScalarType, dist: Distribution, values: Values, rng: &mut ChaCha8Rng) -> Scalar {
-    if !ty.is_float() || values == Values::Declared || matches!(dist, Distribution::Constant { .. }) || rng.gen_bool(0.5) {
+pub fn draw_scalar_values(ty: ScalarType, dist: Resolved, values: Values, rng: &mut ChaCha8Rng) -> Scalar {
+    if !ty.is_float() || values == Values::Declared || matches!(dist, Resolved::Constant { .. }) || rng.gen_bool(0.5) {
         return draw_scalar(ty, dist, rng);
     }
     let v = match (values, rng.gen_range(0..3)) {
@@ -226,7 +249,7 @@ pub fn prefill_buffer(ty: ScalarType, len: usize, prefill: Prefill, rng: &mut Ch
 }
 
 /// `len` elements of type `ty` drawn from `dist`, as native-endian bytes.
-pub fn draw_buffer(ty: ScalarType, len: usize, dist: Distribution, rng: &mut ChaCha8Rng) -> Vec<u8> {
+pub fn draw_buffer(ty: ScalarType, len: usize, dist: Resolved, rng: &mut ChaCha8Rng) -> Vec<u8> {
     if let Some(whole) = structured(ty, len, dist, false, rng) {
         return whole;
     }
@@ -263,7 +286,7 @@ pub fn guard_pattern(ty: ScalarType) -> u8 {
 }
 
 /// A scalar argument drawn from `dist`.
-pub fn draw_scalar(ty: ScalarType, dist: Distribution, rng: &mut ChaCha8Rng) -> Scalar {
+pub fn draw_scalar(ty: ScalarType, dist: Resolved, rng: &mut ChaCha8Rng) -> Scalar {
     Scalar::from_f64(ty, draw(dist, rng))
 }
 
@@ -319,13 +342,13 @@ mod tests {
     fn draws_are_seeded_and_in_range() {
         let mut a = ChaCha8Rng::seed_from_u64(7);
         let mut b = ChaCha8Rng::seed_from_u64(7);
-        let d = Distribution::Uniform { lo: 2.0, hi: 3.0 };
+        let d = Resolved::Uniform { lo: 2.0, hi: 3.0 };
         let x = draw_buffer(ScalarType::F32, 100, d, &mut a);
         assert_eq!(x, draw_buffer(ScalarType::F32, 100, d, &mut b));
         assert!((0..100).all(|i| (2.0..3.0).contains(&decode(ScalarType::F32, &x, i))));
-        let ints = draw_buffer(ScalarType::I32, 100, Distribution::Uniform { lo: -5.0, hi: 5.0 }, &mut a);
+        let ints = draw_buffer(ScalarType::I32, 100, Resolved::Uniform { lo: -5.0, hi: 5.0 }, &mut a);
         assert!((0..100).all(|i| decode(ScalarType::I32, &ints, i).abs() <= 5.0));
-        let n = draw_buffer(ScalarType::F64, 2000, Distribution::Normal { mean: 1.0, std: 0.5 }, &mut a);
+        let n = draw_buffer(ScalarType::F64, 2000, Resolved::Normal { mean: 1.0, std: 0.5 }, &mut a);
         let mean: f64 = (0..2000).map(|i| decode(ScalarType::F64, &n, i)).sum::<f64>() / 2000.0;
         assert!((mean - 1.0).abs() < 0.05, "{mean}");
     }
@@ -336,28 +359,38 @@ mod tests {
         let values = |bytes: &[u8], n: usize| (0..n).map(|i| decode(ScalarType::I32, bytes, i) as i64).collect::<Vec<_>>();
         for v in [Values::Declared, Values::Specials { nonfinite: true }, Values::Large] {
             // [lo, hi): never hi itself, both ends in the edge-value case.
-            let ids = values(&draw_values(ScalarType::I32, 4000, Distribution::Integers { lo: 3, hi: 9 }, v, &mut rng), 4000);
+            let ids = values(&draw_values(ScalarType::I32, 4000, Resolved::Integers { lo: 3, hi: 9 }, v, &mut rng), 4000);
             assert!(ids.iter().all(|x| (3..9).contains(x)), "{v:?}");
             assert!(ids.contains(&3) && ids.contains(&8), "{v:?}");
-            let mut p = values(&draw_values(ScalarType::I32, 257, Distribution::Permutation, v, &mut rng), 257);
+            let mut p = values(&draw_values(ScalarType::I32, 257, Resolved::Permutation, v, &mut rng), 257);
             assert_ne!(p, (0..257).collect::<Vec<_>>(), "shuffled");
             p.sort_unstable();
             assert_eq!(p, (0..257).collect::<Vec<_>>(), "each index once");
-            let m = values(&draw_values(ScalarType::I32, 33, Distribution::Monotone { lo: 5, hi: 400 }, v, &mut rng), 33);
+            let m = values(&draw_values(ScalarType::I32, 33, Resolved::Monotone { lo: 5, hi: 400 }, v, &mut rng), 33);
             assert!(m.windows(2).all(|w| w[0] <= w[1]) && m[0] == 5 && m[32] == 400, "{m:?}");
         }
         // Empty rows (equal neighbours) in the edge-value case.
         let m = values(
-            &draw_values(ScalarType::I32, 100, Distribution::Monotone { lo: 0, hi: 1 << 20 }, Values::Specials { nonfinite: false }, &mut rng),
+            &draw_values(ScalarType::I32, 100, Resolved::Monotone { lo: 0, hi: 1 << 20 }, Values::Specials { nonfinite: false }, &mut rng),
             100,
         );
         assert!(m.windows(2).any(|w| w[0] == w[1]));
     }
 
     #[test]
+    fn index_ranges_must_fit_their_buffers_type() {
+        assert!(fits_elements("ids", ScalarType::U8, 10, Resolved::Integers { lo: 0, hi: 256 }).is_ok());
+        let e = fits_elements("ids", ScalarType::U8, 10, Resolved::Integers { lo: 0, hi: 257 }).unwrap_err();
+        assert!(e.contains("values 0..=256") && e.contains("`uchar`"), "{e}");
+        assert!(fits_elements("p", ScalarType::I16, 40000, Resolved::Permutation).is_err());
+        assert!(fits_elements("r", ScalarType::I32, 3, Resolved::Monotone { lo: 0, hi: 1 << 40 }).is_err());
+        assert!(fits_elements("x", ScalarType::F32, 3, Resolved::Uniform { lo: 0.0, hi: 1e30 }).is_ok());
+    }
+
+    #[test]
     fn edge_values_and_prefills() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let d = Distribution::Uniform { lo: -1.0, hi: 1.0 };
+        let d = Resolved::Uniform { lo: -1.0, hi: 1.0 };
         let n = 1 << 16;
         let x = draw_values(ScalarType::F32, n, d, Values::Specials { nonfinite: true }, &mut rng);
         let v: Vec<f64> = (0..n).map(|i| decode(ScalarType::F32, &x, i)).collect();
@@ -373,8 +406,8 @@ mod tests {
             let x = decode(ScalarType::F32, &large, i);
             assert!(x % 1024.0 == 0.0 && x.abs() <= 8.0 * 1024.0, "{x}");
         }
-        assert_eq!(large_scale(Distribution::Uniform { lo: 0.0, hi: 100.0 }), 131072.0);
-        let ints = draw_values(ScalarType::I32, 1000, Distribution::Uniform { lo: 0.0, hi: 9.0 }, Values::Specials { nonfinite: true }, &mut rng);
+        assert_eq!(large_scale(Resolved::Uniform { lo: 0.0, hi: 100.0 }), 131072.0);
+        let ints = draw_values(ScalarType::I32, 1000, Resolved::Uniform { lo: 0.0, hi: 9.0 }, Values::Specials { nonfinite: true }, &mut rng);
         let ends = (0..1000).filter(|i| matches!(decode(ScalarType::I32, &ints, *i) as i64, 0 | 9)).count();
         assert!(ends > 400, "{ends}: the ends of an index range come often");
         assert_eq!(prefill_buffer(ScalarType::F32, 4, Prefill::Zeros, &mut rng), vec![0u8; 16]);

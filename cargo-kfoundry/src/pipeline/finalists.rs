@@ -80,9 +80,10 @@ pub fn select(spec: &KernelSpec, history: &[Record], sources: Vec<(f64, Params, 
 /// Proves and re-measures `finalists` (fastest first; the reference among them is skipped) and
 /// picks the winner. `existing`: the complete result already in the lockfile for this kernel,
 /// device and workload, which the winner must beat on re-measure in this run to replace it (a
-/// re-tune on a busy machine, or an interrupted one, never replaces a better entry); `proof_seed` seeds the proof's draws. `Err` when the
-/// reference itself fails on re-measure, or is out of bounds on the inputs its annotation
-/// declares (no variant can be proven against it).
+/// re-tune on a busy machine, or an interrupted one, never replaces a better entry).
+/// `proof_seed` seeds the proof's draws. `Err` when the reference itself fails on re-measure,
+/// or is out of bounds on the inputs its annotation declares (no variant can be proven
+/// against it).
 pub fn decide(
     judge: &mut dyn Judge,
     spec: &KernelSpec,

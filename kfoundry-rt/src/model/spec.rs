@@ -116,7 +116,8 @@ impl Distribution {
         })
     }
 
-    /// Whether its values are drawn by structure (integer buffers only), not one by one.
+    /// Whether it draws the values of integer buffers only (`uniform_int`, `permutation`,
+    /// `monotone`).
     pub fn is_integer_only(&self) -> bool {
         matches!(self, Distribution::UniformInt { .. } | Distribution::Permutation | Distribution::Monotone { .. })
     }

@@ -25,21 +25,22 @@ impl KernelFilter {
     }
 
     /// Whether `id` is selected (every id, without patterns).
-    pub fn selects(&self, id: &str) -> bool {
+    fn selects(&self, id: &str) -> bool {
         self.patterns.is_empty() || self.patterns.iter().any(|p| matches(p, id))
     }
 
-    /// The ids of `ids` selected; a usage error names a pattern that selects none of them.
-    pub fn select<'a>(&self, ids: impl IntoIterator<Item = &'a str> + Clone) -> anyhow::Result<Vec<&'a str>> {
+    /// The items of `items` (each known by `id`) selected; a usage error names a pattern that
+    /// selects none of them.
+    pub fn select<'a, T>(&self, items: &'a [T], id: impl Fn(&T) -> &str) -> anyhow::Result<Vec<&'a T>> {
         for p in &self.patterns {
-            if !ids.clone().into_iter().any(|id| matches(p, id)) {
-                let mut known: Vec<&str> = ids.clone().into_iter().collect();
+            if !items.iter().any(|item| matches(p, id(item))) {
+                let mut known: Vec<&str> = items.iter().map(&id).collect();
                 known.sort_unstable();
                 known.truncate(12);
                 return Err(usage(format!("no annotated kernel matches `--kernel {}` (kernels: {})", p.0, known.join(", "))));
             }
         }
-        Ok(ids.into_iter().filter(|id| self.selects(id)).collect())
+        Ok(items.iter().filter(|item| self.selects(id(item))).collect())
     }
 }
 
@@ -58,7 +59,8 @@ mod tests {
     const IDS: [&str; 4] = ["kfoundry-examples::Sgemm", "kfoundry-examples::SuiteSgemm", "cnn-block::K00Conv", "cnn-block::K01Conv"];
 
     fn picked(patterns: &[&str]) -> anyhow::Result<Vec<&'static str>> {
-        KernelFilter::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>())?.select(IDS)
+        let filter = KernelFilter::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>())?;
+        Ok(filter.select(&IDS, |id| id)?.into_iter().copied().collect())
     }
 
     #[test]

@@ -43,9 +43,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     let present: Vec<Selected> =
         if args.devices.is_empty() { devices::all()? } else { args.devices.iter().map(|s| devices::select(Some(s))).collect::<Result<_>>()? };
     let mut cells = Vec::new();
-    let filter = crate::filter::KernelFilter::new(&args.kernels)?;
-    filter.select(src.kernels.iter().map(|k| k.spec.id.as_str()))?;
-    for kernel in src.kernels.iter().filter(|k| filter.selects(&k.spec.id)) {
+    for kernel in crate::filter::KernelFilter::new(&args.kernels)?.select(&src.kernels, |k| &k.spec.id)? {
         let spec = &kernel.spec;
         let Some(entry) = lock.kernels.get(&spec.id) else { continue };
         if entry.fingerprint != kfoundry_tooling::fingerprint(spec)? {

@@ -81,9 +81,7 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
     if src.kernels.is_empty() {
         return Err(anyhow::anyhow!("no annotated kernel found"));
     }
-    let filter = crate::filter::KernelFilter::new(&args.kernels)?;
-    filter.select(src.kernels.iter().map(|k| k.spec.id.as_str()))?;
-    let kernels: Vec<Kernel> = src.kernels.iter().filter(|k| filter.selects(&k.spec.id)).cloned().collect();
+    let kernels: Vec<Kernel> = crate::filter::KernelFilter::new(&args.kernels)?.select(&src.kernels, |k| &k.spec.id)?.into_iter().cloned().collect();
     for name in &args.workloads {
         if !kernels.iter().any(|k| k.spec.workloads.iter().any(|w| &w.name == name)) {
             return Err(usage(format!("no selected kernel declares the workload `{name}` (--workload)")));

@@ -67,11 +67,10 @@ pub fn relocate(log: &str, place: &str) -> String {
             out.push('\n');
         }
         let mut rest = line;
-        while let Some(at) = next_name(rest) {
-            let (name_start, name_end) = at;
-            out.push_str(&rest[..name_start]);
+        while let Some((start, end)) = next_name(rest) {
+            out.push_str(&rest[..start]);
             out.push_str(place);
-            rest = &rest[name_end..];
+            rest = &rest[end..];
         }
         out.push_str(rest);
     }
@@ -80,30 +79,15 @@ pub fn relocate(log: &str, place: &str) -> String {
 
 /// The next compiler name for the source in `s` that is followed by `:<line>`, as a range.
 fn next_name(s: &str) -> Option<(usize, usize)> {
-    let followed_by_line = |end: usize| s[end..].strip_prefix(':').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
-    let mut best: Option<(usize, usize)> = None;
-    for fixed in ["<kernel>", "<source>"] {
-        let mut from = 0;
-        while let Some(p) = s[from..].find(fixed) {
-            let (a, b) = (from + p, from + p + fixed.len());
-            if followed_by_line(b) {
-                best = best.filter(|x| x.0 < a).or(Some((a, b)));
-                break;
-            }
-            from = b;
-        }
-    }
-    let mut from = 0;
-    while let Some(p) = s[from..].find(".cl:") {
-        let end = from + p + 3;
-        let start = s[..end].rfind(|c: char| c.is_whitespace()).map_or(0, |w| w + 1);
-        if Path::new(&s[start..end]).file_name().is_some_and(|f| f.to_string_lossy().starts_with("tempfile")) && followed_by_line(end) {
-            best = best.filter(|x| x.0 < start).or(Some((start, end)));
-            break;
-        }
-        from = end;
-    }
-    best
+    let fixed = ["<kernel>", "<source>"].into_iter().flat_map(|f| s.match_indices(f).map(|(at, f)| (at, at + f.len())));
+    // PoCL's temporary file: a path whose file name starts with `tempfile`, up to its `.cl`.
+    let temporary = s.match_indices(".cl:").map(|(at, _)| at + 3).filter_map(|end| {
+        let start = s[..end].rfind(char::is_whitespace).map_or(0, |w| w + 1);
+        let file = Path::new(&s[start..end]).file_name()?;
+        file.to_string_lossy().starts_with("tempfile").then_some((start, end))
+    });
+    let followed_by_line = |&(_, end): &(usize, usize)| s[end..].strip_prefix(':').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+    fixed.chain(temporary).filter(followed_by_line).min_by_key(|&(start, _)| start)
 }
 
 #[cfg(test)]

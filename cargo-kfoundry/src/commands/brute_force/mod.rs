@@ -110,9 +110,7 @@ pub fn run(args: &BruteForceArgs) -> Result<Exit> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
     let src = sources(&args.ws, args.bundle.as_deref(), None)?;
-    let filter = crate::filter::KernelFilter::new(&args.kernels)?;
-    filter.select(src.kernels.iter().map(|k| k.spec.id.as_str()))?;
-    let kernels: Vec<&Kernel> = src.kernels.iter().filter(|k| filter.selects(&k.spec.id)).collect();
+    let kernels: Vec<&Kernel> = crate::filter::KernelFilter::new(&args.kernels)?.select(&src.kernels, |k| &k.spec.id)?;
     let jobs: Vec<(&Kernel, &Workload)> = kernels
         .iter()
         .flat_map(|k| k.spec.workloads.iter().map(move |w| (*k, w)))

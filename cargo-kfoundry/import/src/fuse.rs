@@ -225,13 +225,22 @@ fn fuse_attention(graph: &Graph, consumers: &[Vec<usize>], mut groups: Vec<Group
     // The only node that reads `v`, where `v` is no graph output.
     let sole_reader = |v: ValueId| -> Option<usize> { (consumers[v].len() == 1 && !graph.outputs.contains(&v)).then(|| consumers[v][0]) };
     let producer = |v: ValueId| groups.iter().position(|g| g.output == v);
-    let mut merged: Vec<(usize, usize, usize)> = Vec::new();
+    // The three groups (scores, softmax, product) found, and the operands of the attention.
+    struct Found {
+        groups: [usize; 3],
+        q: ValueId,
+        k: ValueId,
+        v: ValueId,
+        trans_k: bool,
+        trans_v: bool,
+    }
+    let mut merged: Vec<Found> = Vec::new();
     for (i3, g3) in groups.iter().enumerate() {
         let Anchor::MatMul { a: p, b: v, trans_a: false, trans_b: trans_v } = g3.anchor else { continue };
         let Some(i2) = producer(p) else { continue };
         let g2 = &groups[i2];
         let Anchor::Softmax { x: s, axis, log: false } = g2.anchor else { continue };
-        if !g2.chain.steps.is_empty() || g2.pool.is_some() || axis + 1 != g2.shape.len() || g2.output != p {
+        if !g2.chain.steps.is_empty() || g2.pool.is_some() || axis + 1 != g2.shape.len() {
             continue;
         }
         let Some(i1) = producer(s) else { continue };
@@ -254,16 +263,15 @@ fn fuse_attention(graph: &Graph, consumers: &[Vec<usize>], mut groups: Vec<Group
         if !(batch_ok(sq) && batch_ok(sk) && batch_ok(sv)) || so[..r - 2] != ss[..r - 2] || keys != ss[r - 1] {
             continue;
         }
-        if d > ATTENTION_MAX_HEAD || dv > ATTENTION_MAX_HEAD || merged.iter().any(|&(a, b, c)| [a, b, c].iter().any(|x| [i1, i2, i3].contains(x))) {
+        if d > ATTENTION_MAX_HEAD || dv > ATTENTION_MAX_HEAD || merged.iter().any(|f| f.groups.iter().any(|x| [i1, i2, i3].contains(x))) {
             continue;
         }
-        merged.push((i1, i2, i3));
+        merged.push(Found { groups: [i1, i2, i3], q, k, v, trans_k, trans_v });
     }
-    for &(i1, i2, i3) in &merged {
+    for f in &merged {
+        let [i1, i2, i3] = f.groups;
         let (g1, g2) = (groups[i1].clone(), groups[i2].clone());
         let g3 = &mut groups[i3];
-        let Anchor::MatMul { b: v, trans_b: trans_v, .. } = g3.anchor else { unreachable!("checked above") };
-        let Anchor::MatMul { a: q, b: k, trans_b: trans_k, .. } = g1.anchor else { unreachable!("checked above") };
         let offset = g1.sides.len();
         for step in &mut g3.chain.steps {
             for arg in &mut step.args {
@@ -272,12 +280,12 @@ fn fuse_attention(graph: &Graph, consumers: &[Vec<usize>], mut groups: Vec<Group
                 }
             }
         }
-        g3.anchor = Anchor::Attention { q, k, v, trans_k, trans_v, scores: g1.chain, score_shape: g1.shape };
+        g3.anchor = Anchor::Attention { q: f.q, k: f.k, v: f.v, trans_k: f.trans_k, trans_v: f.trans_v, scores: g1.chain, score_shape: g1.shape };
         g3.sides = [g1.sides, std::mem::take(&mut g3.sides)].concat();
         g3.side_shapes = [g1.side_shapes, std::mem::take(&mut g3.side_shapes)].concat();
         g3.nodes = [g1.nodes, g2.nodes, std::mem::take(&mut g3.nodes)].concat();
     }
-    let gone: BTreeSet<usize> = merged.iter().flat_map(|&(a, b, _)| [a, b]).collect();
+    let gone: BTreeSet<usize> = merged.iter().flat_map(|f| [f.groups[0], f.groups[1]]).collect();
     groups.into_iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, g)| g).collect()
 }
 

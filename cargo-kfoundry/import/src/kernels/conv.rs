@@ -295,17 +295,15 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     };
     let tiled = if tile { tile_code(&present, &kn, &st, &pads, &dl, &in_expr, transposed, &tap, bias_init, &chain) } else { String::new() };
     let (tile_open, tile_close) = if tile { (format!("#if TILE\n{tiled}#else\n"), "#endif\n") } else { (String::new(), "") };
-    let (machinery, main_loop) = tensor_core::parts(cx.precision, Loader::Gather);
     let (mma_open, mma_close) = if mma {
+        let (machinery, main_loop) = tensor_core::parts(cx.precision, Loader::Gather);
+        s += &format!("#if MMA\n#define WGX 1\n#define WGY WG\n#define TM PX\n#define TN OCB\n#define KM_B_KMAJOR 1\n{machinery}#endif\n");
         let chain = chain_call(cx, &k, "kf_chain", "vc", "ci_out");
         let bias = if bias.is_some() { " + bias[oc]" } else { "" };
         (format!("#if MMA\n{}#else\n", implicit_gemm(&main_loop, &kn, &st, &pads, &dl, &in_expr, taps, bias, &chain)), "#endif\n")
     } else {
         (String::new(), "")
     };
-    if mma {
-        s += &format!("#if MMA\n#define WGX 1\n#define WGY WG\n#define TM PX\n#define TN OCB\n#define KM_B_KMAJOR 1\n{machinery}#endif\n");
-    }
     s += &format!(
         r#"
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))

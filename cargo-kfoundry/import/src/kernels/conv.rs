@@ -398,20 +398,14 @@ fn implicit_gemm(
             Bs_[r * KM_LDB + c] = k0_ + c < k ? kf_w[r * k + k0_ + c] : 0.0f;                     \
         }}                                                                                        \
     }}
-{main_loop}#pragma unroll
-    for (int i = 0; i < KM_MI; ++i)
-#pragma unroll
-        for (int j = 0; j < KM_NJ; ++j)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {{
-                const int p = bm0 + wm0 + i * 16 + g + 8 * (r >> 1), oc = bn0 + wn0 + j * 8 + 2 * t + (r & 1);
-                if (p < kf_pixels) {{
-                    const int ci_out = (nb * cout + oc) * kf_pixels + p;
-                    const float vc = acc[i][j][r]{bias};
-                    y[ci_out] = {chain};
-                }}
-            }}
-"#,
+{main_loop}{store}"#,
+        store = tensor_core::for_each_accumulator(
+            "p",
+            "oc",
+            &format!(
+                "                if (p < kf_pixels) {{\n                    const int ci_out = (nb * cout + oc) * kf_pixels + p;\n                    const float vc = acc[i][j][r]{bias};\n                    y[ci_out] = {chain};\n                }}\n"
+            ),
+        ),
         khw = kn[1] * kn[2],
         kh = kn[1],
         kw = kn[2],

@@ -121,24 +121,12 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let (machinery, main_loop) = tensor_core::parts(cx.precision, Loader::Tiles);
     let tensor_cores = if mma {
         let call = chain_call(cx, &k, "kf_chain", "v", "o");
-        format!(
-            r#"#if MMA
-    a += aoff;
-    b += boff;
-{main_loop}#pragma unroll
-    for (int i = 0; i < KM_MI; ++i)
-#pragma unroll
-        for (int j = 0; j < KM_NJ; ++j)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {{
-                const int row = bm0 + wm0 + i * 16 + g + 8 * (r >> 1), col = bn0 + wn0 + j * 8 + 2 * t + (r & 1);
-                const int o = (bb * m + row) * n + col;
-                const float v = acc[i][j][r];
-                y[o] = {call};
-            }}
-#else
-"#
-        )
+        let store = tensor_core::for_each_accumulator(
+            "row",
+            "col",
+            &format!("                const int o = (bb * m + row) * n + col;\n                const float v = acc[i][j][r];\n                y[o] = {call};\n"),
+        );
+        format!("#if MMA\n    a += aoff;\n    b += boff;\n{main_loop}{store}#else\n")
     } else {
         String::new()
     };

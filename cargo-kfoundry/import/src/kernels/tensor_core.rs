@@ -13,6 +13,23 @@ use super::Precision;
 
 const TEMPLATE: &str = include_str!("../../templates/tensor_core_3xtf32.cl");
 
+/// The loop over an item's accumulators after the main loop: for each `acc[i][j][r]`, its
+/// row (m) and column (n) in the whole product, by the m16n8 fragment layout of `mma.sync`,
+/// declared as `row` and `col`, then `body` (lines indented for the loop's inside).
+pub(super) fn for_each_accumulator(row: &str, col: &str, body: &str) -> String {
+    format!(
+        "#pragma unroll
+    for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+        for (int j = 0; j < KM_NJ; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {{
+                const int {row} = bm0 + wm0 + i * 16 + g + 8 * (r >> 1), {col} = bn0 + wn0 + j * 8 + 2 * t + (r & 1);
+{body}            }}
+"
+    )
+}
+
 /// Where the main loop's tiles come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Loader {

@@ -57,6 +57,44 @@ pub struct RowSum;
 )]
 pub struct Sgemm;
 
+/// RMSNorm of each row, declared for the sizes a decoder calls it at: one row (decode) to
+/// 4096 (prefill) of 2048 columns. `tune` tunes the range's anchors and proves a portfolio of at
+/// most four variants, each over its bucket of rows (README, "Size ranges").
+#[kfoundry::evolve(
+    source = "kernels/rmsnorm.cl",
+    params(WG = pow2(1..=1024), VEC = [1, 2, 4]),
+    reference(WG = 1, VEC = 1),
+    require(WG <= device_max_work_group),
+    global = rows * WG, local = WG,
+    buffers(x = rows * cols, w = cols, y = rows * cols),
+    inputs(eps = constant(1e-5)),
+    check(y, rtol = 1e-4, atol = 1e-5),
+    ranges(rows = 1..=4096, cols = 2048),
+    cost(bytes = 8 * rows * cols + 4 * cols, flops = 4 * rows * cols),
+)]
+pub struct RmsNorm;
+
+/// The same kernel tuned at each of eight sizes of that range that are not its anchors: what
+/// the best variant at each size is, with the same search budget as an anchor gets. Only the
+/// portfolio benchmark (`--bin portfolio`) uses it.
+#[kfoundry::evolve(
+    source = "kernels/rmsnorm.cl",
+    name = "kfoundry-examples::RmsNormPerSize",
+    params(WG = pow2(1..=1024), VEC = [1, 2, 4]),
+    reference(WG = 1, VEC = 1),
+    require(WG <= device_max_work_group),
+    global = rows * WG, local = WG,
+    buffers(x = rows * cols, w = cols, y = rows * cols),
+    inputs(eps = constant(1e-5)),
+    check(y, rtol = 1e-4, atol = 1e-5),
+    workloads(
+        r2(rows = 2, cols = 2048), r7(rows = 7, cols = 2048), r24(rows = 24, cols = 2048), r90(rows = 90, cols = 2048),
+        r300(rows = 300, cols = 2048), r1000(rows = 1000, cols = 2048), r2900(rows = 2900, cols = 2048), r3600(rows = 3600, cols = 2048),
+    ),
+    cost(bytes = 8 * rows * cols + 4 * cols, flops = 4 * rows * cols),
+)]
+pub struct RmsNormPerSize;
+
 pub mod checks;
 pub mod cpu;
 pub mod suite;

@@ -117,6 +117,28 @@ fn kernel_section(
         );
     }
     html.push_str("</table>");
+    if !spec.ranges.is_empty() {
+        let devices: std::collections::BTreeSet<&str> = entry.variants.iter().map(|v| v.device.as_str()).collect();
+        for d in devices {
+            let here: Vec<&Variant> = entry.variants.iter().filter(|v| v.device == d).collect();
+            let buckets = kfoundry_rt::model::ranges::describe_buckets(spec, &here);
+            if buckets.is_empty() {
+                continue;
+            }
+            let name = lock.devices.get(d).map_or(d, |x| x.name.as_str());
+            let ranges: Vec<String> = spec.ranges.iter().map(ToString::to_string).collect();
+            let _ = write!(
+                html,
+                "<p>The buckets of <code>ranges({})</code> on {} (each variant proven over its bucket):</p><ul>",
+                esc(&ranges.join(", ")),
+                esc(name)
+            );
+            for b in buckets {
+                let _ = write!(html, "<li><code>{}</code></li>", esc(&b));
+            }
+            html.push_str("</ul>");
+        }
+    }
     for v in &entry.variants {
         let Some(h) = histories.iter().find(|h| h.kernel == spec.id && h.workload == v.workload && h.device == v.device) else { continue };
         let device = lock.devices.get(&v.device).map_or(v.device.as_str(), |d| d.name.as_str());
@@ -420,5 +442,55 @@ mod tests {
         assert!(html.contains("none: the reference is kept"), "{html}");
         assert!(html.contains("<b>Why this ships:</b> no finalist was faster than the reference on re-measure"), "{html}");
         assert!(html.contains("GPU &lt;b&gt;") && !html.contains("GPU <b>"), "names are escaped");
+    }
+
+    #[test]
+    fn the_buckets_of_ranges_are_shown() {
+        let args: proc_macro2::TokenStream =
+            r#"code = "__kernel void k(const int n, __global float* y) { y[0] = K; }", params(K = [0, 1]), reference(K = 0),
+            global = n, buffers(y = n), check(y), ranges(n = 1..=64)"#
+                .parse()
+                .unwrap();
+        let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
+        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: std::path::Path::new(".") };
+        let spec = kfoundry_tooling::annotation::parse(args, &item, &cx).unwrap().spec;
+        let device = "10de|gpu|1|3.0";
+        // two buckets: n 1..=5 runs K = 1, n 6..=64 the reference
+        let variants = spec
+            .workloads
+            .iter()
+            .map(|w| {
+                let n = w.sizes["n"];
+                let (lo, hi, k) = if n <= 4 { (1, 5, 1) } else { (6, 64, 0) };
+                Variant {
+                    device: device.into(),
+                    workload: w.name.clone(),
+                    sizes: w.sizes.clone(),
+                    params: [("K".to_string(), k)].into(),
+                    time_ns: 100,
+                    reference_time_ns: 100,
+                    evaluations: 2,
+                    failures: 0,
+                    source: None,
+                    proven: vec![[("n".to_string(), lo)].into(), w.sizes.clone(), [("n".to_string(), hi)].into()],
+                    scalars: Default::default(),
+                    proof: 2,
+                    partial: false,
+                    device_info: None,
+                }
+            })
+            .collect();
+        let mut lock = Lockfile::default();
+        lock.record(
+            &spec.id,
+            &kfoundry_tooling::fingerprint(&spec).unwrap(),
+            device,
+            DeviceInfo { name: "GPU".into(), ..Default::default() },
+            variants,
+        );
+        let mut html = String::new();
+        kernel_section(&mut html, &spec, "src/lib.rs:1", &lock, &[], Path::new("."), &BTreeMap::new());
+        assert!(html.contains("The buckets of <code>ranges(n = 1..=64)</code> on GPU"), "{html}");
+        assert!(html.contains("<li><code>n 1..=5: K=1</code></li><li><code>n 6..=64: K=0 (the reference)</code></li>"), "{html}");
     }
 }

@@ -11,6 +11,8 @@
 //!    checkpointed after every evaluation.
 //! 4. [`finalists`]: the fastest candidates, each [`verify`]-ed at other sizes and
 //!    [`remeasure`]-d against the reference until one wins (or the reference stays).
+//!    A kernel with `ranges(...)`: its anchors' winners form a [`portfolio`] of variants, each
+//!    proven over a bucket of the range.
 //! 5. [`record`]: the winners into `Kfoundry.lock` (merged under an advisory lock, replaced
 //!    atomically) and their generated sources beside it.
 //! 6. [`report`]: the result of each tune, the messages, the summary table.
@@ -24,6 +26,7 @@ pub mod fleet;
 pub mod history;
 pub mod partition;
 pub mod plan;
+pub mod portfolio;
 pub mod preflight;
 pub mod progress;
 pub mod record;
@@ -92,6 +95,15 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
             tally.results.push(result);
             if tally.interrupted {
                 break;
+            }
+        }
+        // Stage 4c: a kernel with `ranges` gets a portfolio of its anchors' winners, each proven
+        // over its bucket (interrupted runs record what they have, as tuned).
+        if !tally.interrupted && !kernel.spec.ranges.is_empty() {
+            match portfolio::choose(&plan, &kernel.spec, &mut variants) {
+                Ok(Some(p)) if plan.output.notes => eprintln!("portfolio {}", portfolio::describe(&kernel.spec, &p)),
+                Ok(_) => {}
+                Err(e) => report::failed(&plan, kernel, &kernel.spec.workloads[0], &e, &mut tally),
             }
         }
         if !variants.is_empty() {

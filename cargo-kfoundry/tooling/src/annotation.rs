@@ -36,9 +36,10 @@ use syn::spanned::Spanned;
 use syn::{Ident, LitStr, Token};
 
 use kfoundry_rt::model::expr::Expr;
+use kfoundry_rt::model::ranges::{self, SizeRange};
 use kfoundry_rt::model::signature::find_kernel;
 use kfoundry_rt::model::signature::{KernelArg, ScalarType};
-use kfoundry_rt::model::spec::{Check, Cost, Distribution, Edges, KernelSpec, Param, Part, Workload};
+use kfoundry_rt::model::spec::{Check, Cost, Distribution, Edges, KernelSpec, Param, Part, SpecError, Workload};
 
 /// Where an annotation is being read.
 pub struct Context<'a> {
@@ -164,6 +165,8 @@ struct Builder {
     edges: Option<(Edges, Span)>,
     workloads: Vec<(Workload, Vec<String>, Span)>,
     workloads_span: Option<Span>,
+    /// `ranges(size = lo..=hi, ...)`, in order, and the span of each size.
+    ranges: Vec<(SizeRange, Span)>,
     cost: Option<(Cost, Span)>,
     seen: BTreeMap<String, Span>,
     /// Tokens of each part, to point at the offending identifier inside it.
@@ -171,7 +174,7 @@ struct Builder {
 }
 
 const KEYS: &str =
-    "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, in_place, bf16, edges, workloads, cost, options, extrapolate";
+    "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, in_place, bf16, edges, workloads, ranges, cost, options, extrapolate";
 
 fn err<T>(span: Span, msg: impl std::fmt::Display) -> syn::Result<T> {
     Err(syn::Error::new(span, msg))
@@ -287,6 +290,11 @@ impl Builder {
                     self.workloads.push(workload(&e)?);
                 }
             }
+            ("ranges", Body::List(t)) => {
+                for n in named_list(t)? {
+                    self.ranges.push((size_range(&n)?, n.name.span()));
+                }
+            }
             ("cost", Body::List(t)) => {
                 self.tokens.insert(Part::Cost, t.clone());
                 let mut cost = Cost { bytes: None, flops: None };
@@ -302,9 +310,10 @@ impl Builder {
             ("source" | "code" | "kernel" | "name" | "options" | "extrapolate" | "edges" | "global" | "local", Body::List(_)) => {
                 return err(key.span(), format!("write `{k} = ...`"))
             }
-            ("params" | "reference" | "require" | "buffers" | "inputs" | "check" | "in_place" | "bf16" | "workloads" | "cost", Body::Assign(_)) => {
-                return err(key.span(), format!("write `{k}(...)`"))
-            }
+            (
+                "params" | "reference" | "require" | "buffers" | "inputs" | "check" | "in_place" | "bf16" | "workloads" | "ranges" | "cost",
+                Body::Assign(_),
+            ) => return err(key.span(), format!("write `{k}(...)`")),
             _ => return err(key.span(), format!("unknown key `{k}`; expected one of: {KEYS}")),
         }
         Ok(())
@@ -396,8 +405,12 @@ impl Builder {
         if !self.params.is_empty() && reference.is_empty() {
             return err(call, "missing `reference(...)`: the parameter values that make the plain reference kernel");
         }
-        // Sizes: the names the workloads bind, in the first workload's order.
-        let sizes: Vec<String> = self.workloads.first().map(|w| w.1.clone()).unwrap_or_default();
+        // Sizes: the names the workloads bind, in the first workload's order (without
+        // workloads, the order of `ranges`).
+        let sizes: Vec<String> = match self.workloads.first() {
+            Some(w) => w.1.clone(),
+            None => self.ranges.iter().map(|r| r.0.size.clone()).collect(),
+        };
         let mut spans: BTreeMap<Part, Span> = BTreeMap::new();
         spans.insert(Part::Source, source_lit.span());
         spans.insert(Part::Kernel, self.kernel.as_ref().map_or(call, LitStr::span));
@@ -431,6 +444,9 @@ impl Builder {
         }
         for (w, _, s) in &self.workloads {
             spans.entry(Part::Workload(w.name.clone())).or_insert(*s);
+        }
+        for (r, s) in &self.ranges {
+            spans.entry(Part::Range(r.size.clone())).or_insert(*s);
         }
         // Duplicates inside lists are errors at the second occurrence.
         let mut dup = BTreeSet::new();
@@ -496,9 +512,34 @@ impl Builder {
             extrapolate: self.extrapolate.as_ref().is_some_and(|b| b.value),
             in_place: self.in_place.into_iter().map(|(w, r, _)| (w, r)).collect(),
             edges: self.edges.map(|e| e.0).unwrap_or_default(),
+            ranges: self.ranges.into_iter().map(|r| r.0).collect(),
         };
+        let mut spec = spec;
         let mut errors: Option<syn::Error> = None;
-        for e in spec.validate() {
+        let mut problems = spec.validate();
+        // The ranges' anchors, once the rest holds (they are where the reference runs).
+        if problems.is_empty() && !spec.ranges.is_empty() {
+            let anchors = ranges::anchors(&spec);
+            if anchors.is_empty() {
+                problems.push(SpecError {
+                    part: Part::Range(spec.ranges[0].size.clone()),
+                    token: None,
+                    message: "the reference can run at none of the ranges' representative sizes (check `require(...)` against the ranges)".into(),
+                });
+            }
+            for a in anchors {
+                if spec.workloads.iter().any(|w| w.name == a.name) {
+                    problems.push(SpecError {
+                        part: Part::Workload(a.name.clone()),
+                        token: None,
+                        message: format!("workload `{}` has the name of a generated anchor of `ranges`: rename it", a.name),
+                    });
+                } else {
+                    spec.workloads.push(a);
+                }
+            }
+        }
+        for e in problems {
             let token_span = e.token.as_ref().and_then(|t| self.tokens.get(&e.part).and_then(|ts| ident_span(ts, t)));
             let span = token_span.unwrap_or_else(|| match &e.part {
                 Part::Buffer(_) if !spans.contains_key(&e.part) => self.buffers_span.unwrap_or(call),
@@ -577,6 +618,33 @@ fn int_lit(e: &syn::Expr) -> syn::Result<i64> {
         return err(e.span(), "expected an integer constant");
     }
     value.eval(&BTreeMap::new()).map_err(|x| syn::Error::new(e.span(), x.to_string()))
+}
+
+/// `size = lo..=hi`, `size = value` or `size = extent(lo..=hi)` of `ranges(...)`.
+fn size_range(n: &Named) -> syn::Result<SizeRange> {
+    let size = n.name.to_string();
+    let (inner, extent) = match &n.value {
+        syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("extent")) => {
+            if c.args.len() != 1 {
+                return err(c.span(), "expected `extent(low..=high)`");
+            }
+            (&c.args[0], true)
+        }
+        other => (other, false),
+    };
+    let (lo, hi) = match inner {
+        syn::Expr::Range(r) => {
+            let (Some(lo), Some(hi), syn::RangeLimits::Closed(_)) = (&r.start, &r.end, &r.limits) else {
+                return err(r.span(), "expected an inclusive range with both bounds: `1..=8192`");
+            };
+            (int_lit(lo)?, int_lit(hi)?)
+        }
+        value => {
+            let v = int_lit(value)?;
+            (v, v)
+        }
+    };
+    Ok(SizeRange { size, lo, hi, extent })
 }
 
 fn float_lit(e: &syn::Expr) -> syn::Result<f64> {
@@ -851,5 +919,60 @@ mod tests {
     fn source_file_errors_name_the_path() {
         let msg = parse_err(quote!(source = "missing.cl", global = n));
         assert!(msg.contains("cannot read kernel source `/nonexistent/missing.cl`"), "{msg}");
+    }
+
+    #[test]
+    fn ranges_give_anchors_as_workloads() {
+        let a = parse_ok(quote! {
+            code = "__kernel void k(const int rows, const int cols, const int vocab, __global const float* x, __global float* y) { }",
+            params(WG = [32, 64]), reference(WG = 32), global = rows * cols, local = WG, buffers(x = vocab * cols, y = rows * cols), check(y),
+            ranges(rows = 1..=8192, cols = 2048, vocab = extent(1..=(1 << 17))),
+        });
+        let s = &a.spec;
+        assert_eq!(s.sizes, ["rows", "cols", "vocab"]);
+        assert_eq!(s.ranges[2], SizeRange { size: "vocab".into(), lo: 1, hi: 1 << 17, extent: true });
+        let names: Vec<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["range_rows_1", "range_rows_4", "range_rows_16", "range_rows_128", "range_rows_512", "range_rows_2048", "range_rows_8192"]
+        );
+        // the fixed size at its value, the extent at the power of two nearest its middle
+        assert!(s.workloads.iter().all(|w| w.sizes["cols"] == 2048 && w.sizes["vocab"] == 256), "{:?}", s.workloads);
+        // beside declared workloads, and at values the reference can run at
+        let a = parse_ok(quote! {
+            code = #SAXPY, params(WG = [32, 64]), reference(WG = 32), require(n % 8 == 0), global = n, local = WG, buffers(x = n, y = n), check(y),
+            workloads(big(n = 1 << 20)), ranges(n = 3..=1000),
+        });
+        let sizes: Vec<i64> = a.spec.workloads.iter().map(|w| w.sizes["n"]).collect();
+        assert_eq!(sizes[0], 1 << 20);
+        assert!(sizes[1..].iter().all(|n| n % 8 == 0 && (3..=1000).contains(n)), "{sizes:?}");
+    }
+
+    #[test]
+    fn ranges_mistakes_are_reported() {
+        let base = |extra: TokenStream| {
+            quote! { code = #SAXPY, params(WG = [32, 64]), reference(WG = 32), global = n * WG, local = WG, buffers(x = n, y = n), check(y), #extra }
+        };
+        for (extra, expect) in [
+            (quote!(ranges(n = 8..=4)), "it needs 1 <= low <= high"),
+            (quote!(ranges(n = 0..=4)), "it needs 1 <= low <= high"),
+            (quote!(ranges(n = 1..4)), "an inclusive range with both bounds"),
+            (quote!(ranges(n = 1..)), "an inclusive range with both bounds"),
+            (quote!(ranges(n = 1..=4, n = 2)), "gives `n` twice"),
+            (quote!(workloads(w(n = 64)), ranges(m = 1..=4)), "`ranges` names `m`, which no workload binds"),
+            (quote!(workloads(range_n_1(n = 64)), ranges(n = 1..=4)), "the name of a generated anchor"),
+            (quote!(ranges = 4), "write `ranges(...)`"),
+            (quote!(ranges(n = extent(1, 2))), "expected `extent(low..=high)`"),
+            (quote!(require(n % 3 == 0 && n < 3), ranges(n = 1..=100)), "none of the ranges' representative sizes"),
+        ] {
+            let msg = parse_err(base(extra.clone()));
+            assert!(msg.contains(expect), "{extra}: {msg}");
+        }
+        // every size needs a range or a value
+        let msg = parse_err(quote! {
+            code = "__kernel void k(const int n, const int m, __global float* y) { }", global = n * m, buffers(y = n * m), check(y),
+            workloads(w(n = 4, m = 4)), ranges(n = 1..=8),
+        });
+        assert!(msg.contains("gives no range for size `m`"), "{msg}");
     }
 }

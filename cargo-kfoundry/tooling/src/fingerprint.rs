@@ -64,6 +64,10 @@ struct V1<'a> {
     in_place: &'a BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     edges: Option<&'static str>,
+    /// The size ranges a program calls at (their anchors are among the workloads; their
+    /// bounds decide the buckets a portfolio is proven over).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    ranges: &'a [kfoundry_rt::model::ranges::SizeRange],
 }
 
 #[derive(Serialize)]
@@ -143,6 +147,7 @@ impl<'a> V1<'a> {
                 Edges::Finite => Some("finite"),
                 Edges::None => Some("none"),
             },
+            ranges: &spec.ranges,
         }
     }
 }

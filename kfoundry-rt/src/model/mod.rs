@@ -5,6 +5,7 @@
 pub mod declared;
 pub mod device;
 pub mod expr;
+pub mod ranges;
 pub mod select;
 pub mod signature;
 pub mod source_policy;

@@ -181,6 +181,13 @@ pub fn choose(
                     }
                 }
             }
+            if !spec.ranges.is_empty() {
+                let same_device: Vec<&Variant> = variants.iter().filter(|o| o.device == v.device).collect();
+                let buckets = super::ranges::describe_buckets(spec, &same_device);
+                if !buckets.is_empty() {
+                    reasons.push(format!("{step}: the buckets of `ranges` on `{}`: {}", v.device, buckets.join("; ")));
+                }
+            }
             return Ok(Choice { step, variant: Some(i), params: v.params.clone(), reasons });
         }
     }

@@ -269,6 +269,11 @@ pub struct KernelSpec {
     /// The edge values the proof feeds float inputs.
     #[serde(default, skip_serializing_if = "Edges::is_default")]
     pub edges: Edges,
+    /// The sizes a program calls the kernel at (`ranges(...)`): empty, or one range per size.
+    /// Their anchors are among `workloads` ([`super::ranges::anchors`]); `tune` chooses a
+    /// portfolio of variants for buckets of the range among the anchors' winners.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<super::ranges::SizeRange>,
 }
 
 /// Who supplies a kernel argument at a launch. This one rule is shared by the macro's typed
@@ -322,6 +327,8 @@ pub enum Part {
     Cost,
     /// `in_place(written = read)`, by the written buffer.
     InPlace(String),
+    /// `ranges(size = ...)`, by size.
+    Range(String),
 }
 
 /// Launch geometry of one configuration at one size.
@@ -824,7 +831,28 @@ impl KernelSpec {
         // Workloads: at least one; each binds exactly the sizes. Whether the reference can run
         // them is only asked when nothing above is wrong (it would repeat those errors).
         let reference_checkable = errors.is_empty();
-        if self.workloads.is_empty() {
+        for r in &self.ranges {
+            if !size_names.contains(r.size.as_str()) {
+                err!(
+                    Part::Range(r.size.clone()),
+                    format!("`ranges` names `{}`, which no workload binds (the sizes are {})", r.size, self.sizes.join(", "))
+                );
+            } else if r.lo < 1 || r.lo > r.hi {
+                err!(Part::Range(r.size.clone()), format!("the range of `{}` is {}..={}: it needs 1 <= low <= high", r.size, r.lo, r.hi));
+            }
+            if self.ranges.iter().filter(|o| o.size == r.size).count() > 1 {
+                err!(Part::Range(r.size.clone()), format!("`ranges` gives `{}` twice", r.size));
+            }
+        }
+        if !self.ranges.is_empty() {
+            if let Some(missing) = self.sizes.iter().find(|s| !self.ranges.iter().any(|r| r.size == **s)) {
+                err!(
+                    Part::Kernel,
+                    format!("`ranges(...)` gives no range for size `{missing}`: give every size a range or a value (`{missing} = 1024`)")
+                );
+            }
+        }
+        if self.workloads.is_empty() && self.ranges.is_empty() {
             err!(Part::Kernel, "`workloads(...)` is missing: name at least one, e.g. `workloads(large(n = 1 << 20))`".into());
         }
         let mut names = BTreeSet::new();
@@ -1087,6 +1115,7 @@ pub(crate) mod tests {
             extrapolate: false,
             in_place: BTreeMap::new(),
             edges: Edges::All,
+            ranges: Vec::new(),
         }
     }
 

@@ -7,7 +7,8 @@
 # .device/kernelbench/, and the results of earlier calls as .device/kb-results.jsonl (resumed).
 # `models`: the whole models of bench/models/models (MobileNetV3-small, SqueezeNet, ShuffleNetV2,
 # ViT-Tiny, a small Llama) through the same harness (ONLY=1,5 picks; NOTUNE=1 runs their
-# reference kernels; results resumed from .device/models-results.jsonl).
+# reference kernels; results resumed from .device/models-results.jsonl). For `kernelbench`,
+# NOCOMPILE=' ' leaves torch.compile out and NOTUNE=1 runs the reference kernels.
 # Usage: bash bench/h200/18-kernelbench.sh examples|kernelbench|models [DEADLINE_S]  (results in $OUT)
 set -u
 set -f  # `--kernel` globs are for kfoundry, not for the shell
@@ -34,8 +35,8 @@ for l in sys.stdin:
     ;;
 kernelbench)
     touch $D/kb-results.jsonl
-    python3 bench/kernelbench/run.py --problems $D/kernelbench --level "${LEVEL:-level2}" --cli $D/cargo-kfoundry \
-        --results $D/kb-results.jsonl --secs "${SECS:-4}" --evals "${EVALS:-24}" --compile --deadline "${2:-400}" 2>> $OUT/kernelbench.err
+    python3 bench/kernelbench/run.py --problems $D/kernelbench --level "${LEVEL:-level2}" --cli $D/cargo-kfoundry --only "${ONLY:-}" \
+        --results $D/kb-results.jsonl --secs "${SECS:-4}" --evals "${EVALS:-24}" ${NOCOMPILE:---compile} ${NOTUNE:+--no-tune} --deadline "${2:-400}" 2>> $OUT/kernelbench.err
     cp $D/kb-results.jsonl $OUT/kb-results.jsonl
     python3 bench/kernelbench/table.py $OUT/kb-results.jsonl | tail -4
     ;;

@@ -129,7 +129,18 @@ for f in files:
         onnx_path = os.path.join(args.work, f"{args.level}_{n}.onnx")
         t = time.time()
         with torch.no_grad():
-            torch.onnx.export(model, tuple(inputs), onnx_path, opset_version=17, dynamo=False, do_constant_folding=True)
+            try:
+                torch.onnx.export(model, tuple(inputs), onnx_path, opset_version=17, dynamo=False, do_constant_folding=True)
+            except RuntimeError as e:
+                # Some exporters' traces mix devices (a transformers Llama on CUDA: "cuda:0 and
+                # cpu"); the graph does not depend on where it was traced, so trace on the CPU.
+                if args.cpu or "device" not in str(e):
+                    raise
+                r["export_on_cpu"] = repr(e)[:200]
+                model.cpu()
+                torch.onnx.export(model, tuple(x.cpu() if torch.is_tensor(x) else x for x in inputs), onnx_path, opset_version=17,
+                                  dynamo=False, do_constant_folding=True)
+                model.to(DEV)
         r["export_s"] = round(time.time() - t, 1)
         tensors = [x for x in inputs if torch.is_tensor(x)]
         with torch.no_grad():

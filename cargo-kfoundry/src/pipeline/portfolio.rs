@@ -81,15 +81,17 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
     let reference = candidates.len() - 1;
     // times[c][a]: the median of candidate c at anchor a (`None`: it failed or cannot run there)
     let settings = Measurement { repeats: plan.args.repeats, seed: plan.args.seed, ..Measurement::default() };
-    let mut benches = Vec::new();
+    let start = |w: &Workload| Supervised::start(spec, &w.sizes, plan.device.index, settings.clone(), plan.args.limits.time_limits());
     let mut times = vec![vec![None; anchors.len()]; candidates.len()];
+    // One worker at a time (each holds its anchor's buffers).
     for (a, w) in anchors.iter().enumerate() {
-        let mut bench = Supervised::start(spec, &w.sizes, plan.device.index, settings.clone(), plan.args.limits.time_limits())?;
+        let mut bench = start(w)?;
         for (c, params) in candidates.iter().enumerate() {
             times[c][a] = measure(&mut bench, params);
         }
-        benches.push(bench);
     }
+    // The worker of the anchor the last proof ran at, kept for the next one there.
+    let mut proof_bench: Option<(usize, Supervised)> = None;
     // The reference must run at every anchor (it is where no candidate does).
     if times[reference].iter().any(Option::is_none) {
         return Ok(None);
@@ -111,7 +113,14 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
                 let home = (first + last) / 2;
                 let scalars = variants.iter().find(|v| v.params == candidates[c]).map(|v| v.scalars.clone()).unwrap_or_default();
                 let scope = Scope { sizes: &anchors[home].sizes, claimed: Some(Claimed { bounds, scalars }), seed: proof_seed };
-                match prove_bucket(&mut benches[home], spec, &candidates[c], &scope, &anchors[first..=last]) {
+                if proof_bench.as_ref().is_none_or(|(at, _)| *at != home) {
+                    proof_bench = Some((home, start(anchors[home])?));
+                }
+                let proved = match proof_bench.as_mut() {
+                    Some((_, bench)) => prove_bucket(bench, spec, &candidates[c], &scope, &anchors[first..=last]),
+                    None => Err(NotProven::Failed("no worker at the bucket's anchor".into())),
+                };
+                match proved {
                     Ok(p) => p,
                     Err(NotProven::Annotation(why)) => anyhow::bail!("the annotation of `{}`: {why}", spec.id),
                     Err(NotProven::Failed(why)) => {

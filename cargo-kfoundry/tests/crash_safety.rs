@@ -111,6 +111,19 @@ fn evaluations_until(tune: &mut Tune, n: Option<usize>, signal: &str) -> Vec<Con
 }
 
 /// Live processes (not zombies) started as workers by the tuner `pid` (read from /proc).
+/// The workers of tuner `pid` still alive once none is, or `within` has passed (a poll, not a
+/// fixed sleep: a worker that notices its tuner's death may take a moment to exit).
+fn workers_left(pid: u32, within: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = live_workers(pid);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn live_workers(pid: u32) -> Vec<u32> {
     let marker = format!("KFOUNDRY_TUNER_PID={pid}\0");
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
@@ -149,8 +162,8 @@ fn killed_and_interrupted_tunes_resume_without_evaluating_anything_twice() {
     let first = evaluations_until(&mut tune, Some(4), "-KILL");
     let (status, _) = finish(tune);
     assert!(!status.success());
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(live_workers(tuner_pid).is_empty(), "a worker outlived its tuner: {:?}", live_workers(tuner_pid));
+    let left = workers_left(tuner_pid, Duration::from_secs(10));
+    assert!(left.is_empty(), "a worker outlived its tuner: {left:?}");
     assert_eq!(std::fs::read_to_string(&lock).unwrap(), before, "a killed tune leaves the lockfile as it was");
 
     // 2. Resume; SIGTERM (what Ctrl-C does) after 4 more: partial results are written.
@@ -203,7 +216,6 @@ fn concurrent_tunes_of_one_lockfile_keep_each_others_entries() {
     let ta = start(&a, &lock, 3, &["--state-dir", state("sa").to_str().unwrap()]);
     let tb = start(&b, &lock, 3, &["--state-dir", state("sb").to_str().unwrap()]);
     // Both finish their search and block on the lock; nothing is written meanwhile.
-    std::thread::sleep(Duration::from_secs(2));
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut tuned = 0;
     let mut rx = [ta.lines, tb.lines];
@@ -275,6 +287,6 @@ __kernel void slow(const int n, __global const float* x, __global float* y) {
     std::thread::sleep(Duration::from_secs(2));
     Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
     let _ = tune.child.wait();
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(live_workers(pid).is_empty(), "the worker outlived its tuner: {:?}", live_workers(pid));
+    let left = workers_left(pid, Duration::from_secs(10));
+    assert!(left.is_empty(), "the worker outlived its tuner: {left:?}");
 }

@@ -119,13 +119,15 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
 
 /// The report in a real browser: headless Chromium (Debian's `chromium`, which `.ci/run`
 /// installs) loads it without a console error, its DOM has the charts drawn, and a screenshot
-/// is taken. Skipped, saying so, where no Chromium is installed.
+/// is taken. Skipped, saying so, where no Chromium is installed, unless `.ci/run` said it
+/// installed one (`KFOUNDRY_TEST_CHROMIUM=1`): then a missing browser fails the test.
 #[test]
 fn the_html_report_renders_in_headless_chromium() {
     let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
     else {
+        assert_ne!(std::env::var("KFOUNDRY_TEST_CHROMIUM").as_deref(), Ok("1"), "KFOUNDRY_TEST_CHROMIUM=1 but no Chromium runs here");
         eprintln!("skipped: no Chromium installed (apt-get install chromium)");
         return;
     };

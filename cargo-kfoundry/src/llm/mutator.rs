@@ -205,10 +205,6 @@ impl Mutator {
         &self.state.failures
     }
 
-    pub fn settings_mut(&mut self) -> &mut MutatorSettings {
-        &mut self.state.settings
-    }
-
     /// Why the mutator stopped asking the model, if it did.
     pub fn disabled(&self) -> Option<&str> {
         self.state.disabled.as_deref()

@@ -72,8 +72,9 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
                 tally.interrupted = true;
                 break;
             }
-            let existing = plan::complete_entry(&plan.lockfile, &kernel.spec, &plan.device, workload);
-            let result = match tune_one(&plan, &kernel.spec, workload, existing.as_ref()) {
+            let result = match plan::complete_entry(&plan.lockfile, &kernel.spec, &plan.device, workload)
+                .and_then(|existing| tune_one(&plan, &kernel.spec, workload, existing.as_ref()))
+            {
                 Ok(Some(result)) => result,
                 Ok(None) => {
                     tally.interrupted = true;

@@ -259,18 +259,25 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
 }
 
 /// The complete result the lockfile already holds for this kernel (same fingerprint), device
-/// and workload, if any: what an interrupted search must beat to replace it.
-pub fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, workload: &Workload) -> Option<Finalist> {
-    let lock = Lockfile::read(lock_path).ok()??;
-    let current = kfoundry_tooling::fingerprint(spec).ok()?;
-    let entry = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == current)?;
-    let key = device.key.to_string();
-    let v = entry.variants.iter().find(|v| v.device == key && v.workload == workload.name && !v.partial)?;
-    let source = match &v.source {
-        Some(hash) => Some(generated::read_verified(lock_path, &spec.id, hash).ok()?.1),
-        None => None,
+/// and workload, if any: what a new winner must beat to replace it. A lockfile that cannot be
+/// read is an error (taken as "no entry", a worse result would replace a better one); an entry
+/// whose generated source is missing or altered is none (it cannot run as recorded).
+pub fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, workload: &Workload) -> Result<Option<Finalist>> {
+    let Some(lock) = Lockfile::read(lock_path).with_context(|| format!("cannot read {}", lock_path.display()))? else {
+        return Ok(None);
     };
-    Some((v.params.clone(), source))
+    let current = kfoundry_tooling::fingerprint(spec)?;
+    let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == current) else {
+        return Ok(None);
+    };
+    let key = device.key.to_string();
+    let Some(v) = entry.variants.iter().find(|v| v.device == key && v.workload == workload.name && !v.partial) else {
+        return Ok(None);
+    };
+    Ok(match &v.source {
+        Some(hash) => generated::read_verified(lock_path, &spec.id, hash).ok().map(|(_, text)| (v.params.clone(), Some(text))),
+        None => Some((v.params.clone(), None)),
+    })
 }
 
 /// The search a tune of `spec` starts with: the annotation's space, the engine's default

@@ -32,6 +32,9 @@ pub enum Message {
     Tuned { result: TuneResult },
     /// `tune`: one kernel at one workload failed (the others go on).
     Failed { kernel: String, workload: String, error: String },
+    /// `tune`: the portfolio of a kernel with `ranges(...)`: its buckets, each with the variant
+    /// every anchor in it recorded, and the fraction of the best speed at each anchor it keeps.
+    Portfolio { kernel: String, ranges: String, buckets: Vec<PortfolioBucket>, kept_geomean: f64, kept_min: f64 },
     /// `tune`: the end of the run.
     Finished { lockfile: PathBuf, results: usize, failed: usize, interrupted: bool },
     /// `list`: an annotated kernel.
@@ -69,6 +72,17 @@ impl Message {
     pub fn emit(&self) {
         println!("{}", self.to_line());
     }
+}
+
+/// One bucket of a portfolio: the stretch `lo..=hi` of the split size `size` (none: the whole
+/// range is one bucket), its variant's parameters, and its anchors (workload names).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortfolioBucket {
+    pub size: Option<String>,
+    pub lo: Option<i64>,
+    pub hi: Option<i64>,
+    pub params: Params,
+    pub anchors: Vec<String>,
 }
 
 /// The result of tuning one kernel at one workload on one device.

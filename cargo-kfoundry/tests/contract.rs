@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use cargo_kfoundry::messages::{BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, Simulated, SimulatedRun, TuneResult, VERSION};
+use cargo_kfoundry::messages::{
+    BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, PortfolioBucket, Simulated, SimulatedRun, TuneResult, VERSION,
+};
 use kfoundry_rt::model::spec::{Params, Workload};
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_rt::DeviceInfo;
@@ -102,6 +104,28 @@ fn every_message() -> Vec<Message> {
                 detail: "levels [1, 0, 0]".into(),
                 time: Some(9e-7),
             },
+        },
+        Message::Portfolio {
+            kernel: "pkg::RmsNorm".into(),
+            ranges: "rows = 1..=4096, cols = 2048".into(),
+            buckets: vec![
+                PortfolioBucket {
+                    size: Some("rows".into()),
+                    lo: Some(1),
+                    hi: Some(128),
+                    params: p.clone(),
+                    anchors: vec!["range_rows_1".into(), "range_rows_64".into()],
+                },
+                PortfolioBucket {
+                    size: Some("rows".into()),
+                    lo: Some(129),
+                    hi: Some(4096),
+                    params: p.clone(),
+                    anchors: vec!["range_rows_256".into(), "range_rows_4096".into()],
+                },
+            ],
+            kept_geomean: 0.99,
+            kept_min: 0.96,
         },
         Message::Rejected {
             kernel: "pkg::Saxpy".into(),
@@ -208,6 +232,7 @@ fn kind(m: &Message) -> &'static str {
         Message::Rejected { .. } => "rejected",
         Message::Tuned { .. } => "tuned",
         Message::Failed { .. } => "failed",
+        Message::Portfolio { .. } => "portfolio",
         Message::Finished { .. } => "finished",
         Message::Kernel(_) => "kernel",
         Message::Device { .. } => "device",
@@ -232,7 +257,7 @@ fn messages_are_versioned_tagged_and_pinned_by_a_snapshot() {
         assert_eq!(&back, m, "{line}");
     }
     let kinds: std::collections::BTreeSet<&str> = messages.iter().map(kind).collect();
-    assert_eq!(kinds.len(), 13, "a sample of every kind");
+    assert_eq!(kinds.len(), 14, "a sample of every kind");
     expect_test::expect_file!["snapshots/messages.jsonl"].assert_eq(&(lines.join("\n") + "\n"));
 }
 

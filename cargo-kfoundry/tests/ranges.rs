@@ -93,8 +93,18 @@ fn a_declared_workload_beside_ranges_keeps_its_own_variant() {
     let dir = tempfile::tempdir().unwrap();
     let b = bundle::write(dir.path(), "b.json", "Scale", &args);
     let lock = dir.path().join("K.lock");
-    let out = tune(&b, &lock, &[]);
+    let out = tune(&b, &lock, &["--message-format", "json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // the portfolio as a typed message: its buckets cover the range
+    let portfolio: serde_json::Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|m| m["reason"] == "portfolio")
+        .expect("a portfolio message");
+    let buckets = portfolio["buckets"].as_array().unwrap();
+    assert_eq!(buckets.first().unwrap()["lo"], 1);
+    assert_eq!(buckets.last().unwrap()["hi"], 64);
+    assert!(buckets.len() <= 4 && portfolio["kept_min"].as_f64().unwrap() > 0.0, "{portfolio}");
     let l = Lockfile::read(&lock).unwrap().unwrap();
     let workloads: Vec<&str> = l.kernels["test::Scale"].variants.iter().map(|v| v.workload.as_str()).collect();
     assert!(workloads.contains(&"big"), "{workloads:?}");

@@ -102,8 +102,15 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
         // over its bucket (interrupted runs record what they have, as tuned).
         if !tally.interrupted && !kernel.spec.ranges.is_empty() {
             match portfolio::choose(&plan, &kernel.spec, &mut variants) {
-                Ok(Some(p)) if plan.output.notes => eprintln!("portfolio {}", portfolio::describe(&kernel.spec, &p)),
-                Ok(_) => {}
+                Ok(Some(p)) => {
+                    if plan.output.json {
+                        portfolio::message(&kernel.spec, &p).emit();
+                    }
+                    if plan.output.notes {
+                        eprintln!("portfolio {}", portfolio::describe(&kernel.spec, &p));
+                    }
+                }
+                Ok(None) => {}
                 Err(e) => report::failed(&plan, kernel, &kernel.spec.workloads[0], &e, &mut tally),
             }
         }

@@ -306,6 +306,27 @@ fn fmt_params(p: &Params) -> String {
     kfoundry_rt::model::spec::fmt_assignments(p, ", ")
 }
 
+/// The portfolio as the JSON message `portfolio`.
+pub fn message(spec: &KernelSpec, p: &Portfolio) -> crate::messages::Message {
+    crate::messages::Message::Portfolio {
+        kernel: spec.id.clone(),
+        ranges: spec.ranges.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        buckets: p
+            .buckets
+            .iter()
+            .map(|b| crate::messages::PortfolioBucket {
+                size: p.split.clone(),
+                lo: b.span.map(|s| s.0),
+                hi: b.span.map(|s| s.1),
+                params: b.params.clone(),
+                anchors: b.anchors.clone(),
+            })
+            .collect(),
+        kept_geomean: p.kept_geomean,
+        kept_min: p.kept_min,
+    }
+}
+
 /// The portfolio in one line per bucket, for the run's notes.
 pub fn describe(spec: &KernelSpec, p: &Portfolio) -> String {
     let mut s = format!(

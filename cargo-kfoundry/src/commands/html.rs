@@ -126,11 +126,10 @@ fn kernel_section(
                 continue;
             }
             let name = lock.devices.get(d).map_or(d, |x| x.name.as_str());
-            let ranges: Vec<String> = spec.ranges.iter().map(ToString::to_string).collect();
             let _ = write!(
                 html,
                 "<p>The buckets of <code>ranges({})</code> on {} (each variant proven over its bucket):</p><ul>",
-                esc(&ranges.join(", ")),
+                esc(&kfoundry_rt::model::ranges::display(&spec.ranges)),
                 esc(name)
             );
             for b in buckets {

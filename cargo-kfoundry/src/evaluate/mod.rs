@@ -340,6 +340,13 @@ struct Run {
     scalars: Vec<Scalar>,
 }
 
+impl Run {
+    /// Buffer `name` of the run.
+    fn buffer(&self, name: &str) -> Result<&RunBuffer, RtError> {
+        self.buffers.iter().find(|b| b.name == name).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
+    }
+}
+
 /// The measured descriptor that reports a timing's noise ([`relative_spread`]); not a
 /// dimension of the search's archive.
 pub const TIMING_NOISE: &str = "timing_noise";
@@ -758,21 +765,15 @@ impl Bench {
     /// Compares output `name` of two finished runs: on the device for large buffers (floats
     /// with tolerances; any type when they must be exactly the same), else on the host.
     fn compare_outputs(&self, name: &str, cand: &Run, refr: &Run, rtol: f64, atol: f64) -> Result<Comparison, RtError> {
-        let find = |run: &Run| {
-            run.buffers
-                .iter()
-                .find(|b| b.name == name)
-                .map(|b| (b.ty, b.len, b.view.clone()))
-                .ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
-        };
-        let ((ty, len, c), (_, _, r)) = (find(cand)?, find(refr)?);
+        let (c, r) = (cand.buffer(name)?, refr.buffer(name)?);
+        let (ty, len) = (c.ty, c.len);
         // 16-bit floats are compared on the host (decoded, NaN as NaN, whatever its bits).
         if len.saturating_mul(ty.size()) >= device_data::MIN_BYTES && !ty.is_half() {
             if ty == ScalarType::F32 {
-                return self.device_data.compare(&self.session, &c, &r, len, rtol, atol);
+                return self.device_data.compare(&self.session, &c.view, &r.view, len, rtol, atol);
             }
             if rtol == 0.0 && atol == 0.0 {
-                return self.device_data.same(&self.session, &c, &r, ty, len);
+                return self.device_data.same(&self.session, &c.view, &r.view, ty, len);
             }
         }
         let ((_, _, x), (_, _, y)) = (self.host_copy(cand, name)?, self.host_copy(refr, name)?);
@@ -783,24 +784,23 @@ impl Bench {
     /// leave as the reference does): on the device for large buffers of any type, else on the
     /// host. Bits, not values: a `-0.0` written over a `0.0` changed the caller's data too.
     fn unchanged(&self, name: &str, cand: &Run, refr: &Run) -> Result<Comparison, RtError> {
-        fn find<'r>(run: &'r Run, name: &str) -> Result<&'r RunBuffer, RtError> {
-            run.buffers.iter().find(|b| b.name == name).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
-        }
-        let (c, r) = (find(cand, name)?, find(refr, name)?);
+        let (c, r) = (cand.buffer(name)?, refr.buffer(name)?);
         if c.len.saturating_mul(c.ty.size()) >= device_data::MIN_BYTES {
             return self.device_data.same(&self.session, &c.view, &r.view, c.ty, c.len);
         }
         let ((ty, len, x), (_, _, y)) = (self.host_copy(cand, name)?, self.host_copy(refr, name)?);
         let size = ty.size();
         let differ = |i: &usize| x[i * size..(i + 1) * size] != y[i * size..(i + 1) * size];
-        let mismatches = (0..len).filter(differ).count();
-        let first = (0..len).find(differ).map(|i| (i, decode(ty, &x, i), decode(ty, &y, i)));
+        let mut differing = (0..len).filter(differ);
+        let first = differing.next();
+        let mismatches = first.map_or(0, |_| 1 + differing.count());
+        let first = first.map(|i| (i, decode(ty, &x, i), decode(ty, &y, i)));
         Ok(Comparison { mismatches, first, max_abs: 0.0, rel_norm: 0.0 })
     }
 
     /// Output `name` of a run, read back to the host: its element type, length and bytes.
     fn host_copy(&self, run: &Run, name: &str) -> Result<(ScalarType, usize, Vec<u8>), RtError> {
-        let b = run.buffers.iter().find(|b| b.name == name).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))?;
+        let b = run.buffer(name)?;
         let mut bytes = vec![0u8; b.len * b.ty.size()];
         b.view.read(0, &mut bytes)?;
         Ok((b.ty, b.len, bytes))

@@ -42,8 +42,6 @@ pub struct Bucket {
     pub params: Params,
     /// The anchors in it.
     pub anchors: Vec<String>,
-    /// For each anchor in it, the bucket's time over the best candidate's there.
-    pub slowdowns: Vec<f64>,
 }
 
 /// The portfolio of one kernel: its buckets, and what fraction of the per-anchor best speed it
@@ -54,6 +52,16 @@ pub struct Portfolio {
     pub buckets: Vec<Bucket>,
     pub kept_geomean: f64,
     pub kept_min: f64,
+}
+
+/// A bucket whose candidate passed its proof: anchors `first..=last`, the candidate's index,
+/// the split size's stretch, what it was proven at.
+struct Proved {
+    first: usize,
+    last: usize,
+    candidate: usize,
+    span: Option<(i64, i64)>,
+    proven: super::verify::Proven,
 }
 
 /// The candidates of a portfolio: the distinct parameter sets among `variants` (template
@@ -73,7 +81,14 @@ fn candidates(spec: &KernelSpec, variants: &[Variant]) -> Vec<Params> {
 /// the anchors' variants to the buckets' choices. `Ok(None)` when the kernel has no ranges or
 /// fewer than two of its anchors were tuned here.
 pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Result<Option<Portfolio>> {
-    let anchors: Vec<&Workload> = spec.workloads.iter().filter(|w| ranges::is_anchor(w) && variants.iter().any(|v| v.workload == w.name)).collect();
+    let split = ranges::split_size(&spec.ranges).cloned();
+    let mut anchors: Vec<&Workload> =
+        spec.workloads.iter().filter(|w| ranges::is_anchor(w) && variants.iter().any(|v| v.workload == w.name)).collect();
+    // In order along the split size (as generated; a bundle's order is not trusted): buckets
+    // are stretches of neighbours.
+    if let Some(s) = &split {
+        anchors.sort_by_key(|w| w.sizes.get(&s.size).copied());
+    }
     if anchors.len() < 2 {
         return Ok(None);
     }
@@ -90,22 +105,22 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
             times[c][a] = measure(&mut bench, params);
         }
     }
-    // The worker of the anchor the last proof ran at, kept for the next one there.
-    let mut proof_bench: Option<(usize, Supervised)> = None;
     // The reference must run at every anchor (it is where no candidate does).
     if times[reference].iter().any(Option::is_none) {
         return Ok(None);
     }
-    let split = ranges::split_size(&spec.ranges).cloned();
+    let best = per_anchor_best(&times);
+    // The worker of the anchor the last proof ran at, kept for the next one there.
+    let mut proof_bench: Option<(usize, Supervised)> = None;
     let proof_seed = plan.args.proof_seed.unwrap_or_else(rand::random);
     let mut struck: BTreeSet<(usize, usize, usize)> = BTreeSet::new();
     for _ in 0..MAX_PROOFS {
         let plan_of = partition(&times, &struck);
         let mut proven_all = true;
-        let mut out: Vec<(usize, usize, usize, super::verify::Proven)> = Vec::new();
+        let mut out: Vec<Proved> = Vec::new();
         for &(first, last, c) in &plan_of {
             let span = split.as_ref().map(|s| span_of(s, &anchors, first, last));
-            let bounds = ranges::bucket_bounds(&spec.ranges, span.map(|(lo, hi)| (split.as_ref().map_or("", |s| s.size.as_str()), lo, hi)));
+            let bounds = ranges::bucket_bounds(&spec.ranges, split.as_ref().zip(span).map(|(s, (lo, hi))| (s.size.as_str(), lo, hi)));
             let proven = if c == reference {
                 // The reference is what is proven against: nothing to prove.
                 reference_box(spec, &anchors[first..=last], &bounds)
@@ -113,14 +128,11 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
                 let home = (first + last) / 2;
                 let scalars = variants.iter().find(|v| v.params == candidates[c]).map(|v| v.scalars.clone()).unwrap_or_default();
                 let scope = Scope { sizes: &anchors[home].sizes, claimed: Some(Claimed { bounds, scalars }), seed: proof_seed };
-                if proof_bench.as_ref().is_none_or(|(at, _)| *at != home) {
-                    proof_bench = Some((home, start(anchors[home])?));
-                }
-                let proved = match proof_bench.as_mut() {
-                    Some((_, bench)) => prove_bucket(bench, spec, &candidates[c], &scope, &anchors[first..=last]),
-                    None => Err(NotProven::Failed("no worker at the bucket's anchor".into())),
+                let (_, bench) = match proof_bench.take() {
+                    Some((at, bench)) if at == home => proof_bench.insert((at, bench)),
+                    _ => proof_bench.insert((home, start(anchors[home])?)),
                 };
-                match proved {
+                match prove_bucket(bench, spec, &candidates[c], &scope, &anchors[first..=last]) {
                     Ok(p) => p,
                     Err(NotProven::Annotation(why)) => anyhow::bail!("the annotation of `{}`: {why}", spec.id),
                     Err(NotProven::Failed(why)) => {
@@ -137,19 +149,16 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
                     }
                 }
             };
-            out.push((first, last, c, proven));
+            out.push(Proved { first, last, candidate: c, span, proven });
         }
         if !proven_all {
             continue;
         }
-        let best: Vec<f64> = (0..anchors.len()).map(|a| times.iter().filter_map(|t| t[a]).fold(f64::INFINITY, f64::min)).collect();
         let mut buckets = Vec::new();
         let mut kept = Vec::new();
-        for (first, last, c, proven) in out {
-            let mut slowdowns = Vec::new();
+        for Proved { first, last, candidate: c, span, proven } in out {
             for a in first..=last {
                 let t = times[c][a].unwrap_or(f64::INFINITY);
-                slowdowns.push(t / best[a]);
                 kept.push(best[a] / t);
                 let Some(v) = variants.iter_mut().find(|v| v.workload == anchors[a].name) else { continue };
                 v.params = candidates[c].clone();
@@ -164,12 +173,7 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
                 v.proof = PROOF_VERSION;
                 v.partial = false;
             }
-            buckets.push(Bucket {
-                span: split.as_ref().map(|s| span_of(s, &anchors, first, last)),
-                params: candidates[c].clone(),
-                anchors: anchors[first..=last].iter().map(|w| w.name.clone()).collect(),
-                slowdowns,
-            });
+            buckets.push(Bucket { span, params: candidates[c].clone(), anchors: anchors[first..=last].iter().map(|w| w.name.clone()).collect() });
         }
         let kept_geomean = (kept.iter().map(|k| k.ln()).sum::<f64>() / kept.len() as f64).exp();
         let kept_min = kept.iter().copied().fold(1.0, f64::min);
@@ -179,6 +183,12 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
         eprintln!("note: `{}`: no portfolio could be proven in {MAX_PROOFS} tries; each anchor keeps its own winner", spec.id);
     }
     Ok(None)
+}
+
+/// The fastest time measured at each anchor (`times[c][a]`: candidates by anchors).
+fn per_anchor_best(times: &[Vec<Option<f64>>]) -> Vec<f64> {
+    let anchors = times.first().map_or(0, Vec::len);
+    (0..anchors).map(|a| times.iter().filter_map(|t| t[a]).fold(f64::INFINITY, f64::min)).collect()
 }
 
 /// The median of [`REPEATS`] evaluations (`None` when one fails).
@@ -247,8 +257,8 @@ fn reference_box(spec: &KernelSpec, anchors: &[&Workload], bounds: &BTreeMap<Str
 /// [`GAIN_PER_BUCKET`] more. A candidate struck from a stretch (its proof failed there) serves
 /// no stretch that overlaps it.
 pub fn partition(times: &[Vec<Option<f64>>], struck: &BTreeSet<(usize, usize, usize)>) -> Vec<(usize, usize, usize)> {
-    let anchors = times.first().map_or(0, Vec::len);
-    let best: Vec<f64> = (0..anchors).map(|a| times.iter().filter_map(|t| t[a]).fold(f64::INFINITY, f64::min)).collect();
+    let best = per_anchor_best(times);
+    let anchors = best.len();
     // the best candidate for a stretch and its score
     let stretch = |first: usize, last: usize| -> Option<(usize, f64)> {
         (0..times.len())
@@ -310,7 +320,7 @@ fn fmt_params(p: &Params) -> String {
 pub fn message(spec: &KernelSpec, p: &Portfolio) -> crate::messages::Message {
     crate::messages::Message::Portfolio {
         kernel: spec.id.clone(),
-        ranges: spec.ranges.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        ranges: ranges::display(&spec.ranges),
         buckets: p
             .buckets
             .iter()
@@ -334,7 +344,7 @@ pub fn describe(spec: &KernelSpec, p: &Portfolio) -> String {
         spec.id,
         p.buckets.iter().map(|b| &b.params).collect::<BTreeSet<_>>().len(),
         p.buckets.len(),
-        spec.ranges.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        ranges::display(&spec.ranges),
         100.0 * p.kept_geomean,
         100.0 * p.kept_min
     );

@@ -50,6 +50,11 @@ impl std::fmt::Display for SizeRange {
     }
 }
 
+/// The ranges as an annotation writes them: `rows = 1..=8192, cols = 2048`.
+pub fn display(ranges: &[SizeRange]) -> String {
+    ranges.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
 /// The size a range is split into buckets along: the one with the largest ratio of its bounds
 /// among those that change the work; `None` when no such size has a range.
 pub fn split_size(ranges: &[SizeRange]) -> Option<&SizeRange> {

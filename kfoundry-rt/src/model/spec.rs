@@ -831,7 +831,7 @@ impl KernelSpec {
         // Workloads: at least one; each binds exactly the sizes. Whether the reference can run
         // them is only asked when nothing above is wrong (it would repeat those errors).
         let reference_checkable = errors.is_empty();
-        for r in &self.ranges {
+        for (i, r) in self.ranges.iter().enumerate() {
             if !size_names.contains(r.size.as_str()) {
                 err!(
                     Part::Range(r.size.clone()),
@@ -840,7 +840,8 @@ impl KernelSpec {
             } else if r.lo < 1 || r.lo > r.hi {
                 err!(Part::Range(r.size.clone()), format!("the range of `{}` is {}..={}: it needs 1 <= low <= high", r.size, r.lo, r.hi));
             }
-            if self.ranges.iter().filter(|o| o.size == r.size).count() > 1 {
+            // at the second occurrence only
+            if self.ranges[..i].iter().any(|o| o.size == r.size) {
                 err!(Part::Range(r.size.clone()), format!("`ranges` gives `{}` twice", r.size));
             }
         }

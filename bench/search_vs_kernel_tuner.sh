@@ -37,7 +37,7 @@
 #               installed there when missing, which needs PyPI once)
 #   BENCH       a prebuilt scorer binary (the example `bench` of kfoundry-search); without it,
 #               the scorer is built with cargo from MANIFEST
-#   MANIFEST    Cargo.toml of kfoundry-search (default cargo-kfoundry/search/Cargo.toml); the
+#   MANIFEST    Cargo.toml of kfoundry-search (default crates/kfoundry-search/Cargo.toml); the
 #               binary is looked up in the target directory cargo metadata reports (so
 #               CARGO_TARGET_DIR is respected)
 #   SEEDS       seeds per strategy (default 100)
@@ -48,7 +48,7 @@
 #               genetic_algorithm simulated_annealing dual_annealing diff_evo pso greedy_ils
 #               bayes_opt; empty: none, and no venv is needed)
 #   KF_VARIANTS kfoundry variants, comma-separated (unset: default, gradient, previous,
-#               single-cell, no-screening; empty: none; see cargo-kfoundry/search/examples/bench.rs)
+#               single-cell, no-screening; empty: none; see crates/kfoundry-search/examples/bench.rs)
 #   CHUNK       seeds per job (default 25; bayes_opt: 1)
 #   JOBS        parallel jobs (default: the number of cores)
 #   MIN_AXIS    skip spaces whose score axis ends before this many evaluations (default 0)
@@ -96,7 +96,7 @@ if [ -z "${SPACES:-}" ]; then
 fi
 OUT="${OUT:-$HERE/out}"
 VENV="${VENV:-$HERE/.venv}"
-MANIFEST="${MANIFEST:-$ROOT/cargo-kfoundry/search/Cargo.toml}"
+MANIFEST="${MANIFEST:-$ROOT/crates/kfoundry-search/Cargo.toml}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 START=$SECONDS

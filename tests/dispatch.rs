@@ -2,6 +2,8 @@
 //! with another driver → same family → nearest known device → reference, constraints checked
 //! per call, the fallback when a foreign variant fails here, and the program cache.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use kfoundry::model::spec::Params;
 use kfoundry::model::variant::Variant;
 use kfoundry::ocl::{Buffer, Context, Device, Queue};
@@ -24,20 +26,30 @@ use kfoundry::{DeviceKey, Evolved, Step};
 pub struct Twice;
 
 fn setup() -> (Queue, Device) {
-    let (platform, device) = kfoundry::default_device().expect("an OpenCL device (install pocl-opencl-icd)");
-    let context = Context::builder().platform(platform).devices(device).build().expect("context");
+    let (platform, device) =
+        kfoundry::default_device().expect("an OpenCL device (install pocl-opencl-icd)");
+    let context = Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()
+        .expect("context");
     (Queue::new(&context, device, None).expect("queue"), device)
 }
 
 fn params(wg: i64, items: i64) -> Params {
-    [("WG".to_string(), wg), ("ITEMS".to_string(), items)].into_iter().collect()
+    [("WG".to_string(), wg), ("ITEMS".to_string(), items)]
+        .into_iter()
+        .collect()
 }
 
 /// A variant as a tune records it: verified from the smallest size its parameters allow up to
 /// 2^20.
 fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
     let smallest = p["WG"] * p["ITEMS"];
-    let proven = [smallest, n, 1 << 20].iter().map(|&v| [("n".to_string(), v)].into_iter().collect()).collect();
+    let proven = [smallest, n, 1 << 20]
+        .iter()
+        .map(|&v| [("n".to_string(), v)].into_iter().collect())
+        .collect();
     Variant {
         device: device.to_string(),
         workload: workload.into(),
@@ -61,16 +73,38 @@ fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
 fn with_variants(variants: &[Variant]) -> &'static Evolved {
     let spec = serde_json::to_string(Twice::evolved().spec().unwrap()).unwrap();
     let variants = serde_json::to_string(variants).unwrap();
-    Box::leak(Box::new(Evolved::new(Box::leak(spec.into_boxed_str()), Box::leak(variants.into_boxed_str()))))
+    Box::leak(Box::new(Evolved::new(
+        Box::leak(spec.into_boxed_str()),
+        Box::leak(variants.into_boxed_str()),
+    )))
 }
 
 /// Runs `kernel` at size `n` and checks the result on the host.
 fn run_and_check(kernel: &Evolved, queue: &Queue, n: usize) -> Step {
     let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
     let y0: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
-    let xb = Buffer::builder().queue(queue.clone()).len(n).copy_host_slice(&x).build().unwrap();
-    let yb = Buffer::builder().queue(queue.clone()).len(n).copy_host_slice(&y0).build().unwrap();
-    let step = kernel.launch(queue, &[("n", n)], &[kfoundry::Arg::Buffer(xb.as_core()), kfoundry::Arg::Buffer(yb.as_core())]).unwrap();
+    let xb = Buffer::builder()
+        .queue(queue.clone())
+        .len(n)
+        .copy_host_slice(&x)
+        .build()
+        .unwrap();
+    let yb = Buffer::builder()
+        .queue(queue.clone())
+        .len(n)
+        .copy_host_slice(&y0)
+        .build()
+        .unwrap();
+    let step = kernel
+        .launch(
+            queue,
+            &[("n", n)],
+            &[
+                kfoundry::Arg::Buffer(xb.as_core()),
+                kfoundry::Arg::Buffer(yb.as_core()),
+            ],
+        )
+        .unwrap();
     let mut y = vec![0f32; n];
     yb.read(&mut y).enq().unwrap();
     for i in 0..n {
@@ -84,8 +118,18 @@ fn no_lockfile_entry_means_reference() {
     let (queue, device) = setup();
     // The generated launcher: typed buffers, sizes first.
     let n = 256;
-    let x = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(1.0).build().unwrap();
-    let y = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(0.5).build().unwrap();
+    let x = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(n)
+        .fill_val(1.0)
+        .build()
+        .unwrap();
+    let y = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(n)
+        .fill_val(0.5)
+        .build()
+        .unwrap();
     assert_eq!(Twice::launch(&queue, n, &x, &y).unwrap(), Step::Reference);
     let mut out = vec![0f32; n];
     y.read(&mut out).enq().unwrap();
@@ -106,14 +150,23 @@ fn unknown_device_gets_the_reference() {
 fn exact_device_and_constraints_per_call() {
     let (queue, device) = setup();
     let here = kfoundry::device_key(&device).unwrap();
-    let k = with_variants(&[variant(&here, "large", 1 << 16, params(64, 4)), variant(&here, "small", 1024, params(32, 1))]);
+    let k = with_variants(&[
+        variant(&here, "large", 1 << 16, params(64, 4)),
+        variant(&here, "small", 1024, params(32, 1)),
+    ]);
     // Nearest workload, constraints hold: the tuned variant.
     assert_eq!(run_and_check(k, &queue, 1 << 15), Step::ExactDevice);
-    assert_eq!(k.explain(&device, &[("n", 1 << 15)]).unwrap().params, params(64, 4));
+    assert_eq!(
+        k.explain(&device, &[("n", 1 << 15)]).unwrap().params,
+        params(64, 4)
+    );
     // n = 96·2: "large" (needs n % 256 == 0) is skipped; "small" (n % 32 == 0) is valid.
     let n = 96 * 2;
     assert_eq!(run_and_check(k, &queue, n), Step::ExactDevice);
-    assert_eq!(k.explain(&device, &[("n", n)]).unwrap().params, params(32, 1));
+    assert_eq!(
+        k.explain(&device, &[("n", n)]).unwrap().params,
+        params(32, 1)
+    );
     // n = 48: only the reference (n % 16 == 0) can run.
     assert_eq!(run_and_check(k, &queue, 48), Step::Reference);
     // n = 50: nothing can run; an error value, not a panic.
@@ -163,15 +216,26 @@ fn nearest_known_device_of_the_same_kind() {
     let (queue, device) = setup();
     let (other_cpu, cpu_info) = described_like_here(&device, "cpu");
     let (other_gpu, gpu_info) = described_like_here(&device, "gpu");
-    let other_gpu = DeviceKey { name: "some gpu 9000".into(), ..other_gpu };
-    let described =
-        |key: &DeviceKey, p: Params, info: &kfoundry::DeviceInfo| Variant { device_info: Some(info.clone()), ..variant(key, "large", 1 << 16, p) };
+    let other_gpu = DeviceKey {
+        name: "some gpu 9000".into(),
+        ..other_gpu
+    };
+    let described = |key: &DeviceKey, p: Params, info: &kfoundry::DeviceInfo| Variant {
+        device_info: Some(info.clone()),
+        ..variant(key, "large", 1 << 16, p)
+    };
     // the CPU-like device's variant is used; a GPU's never is on this CPU
-    let k = with_variants(&[described(&other_gpu, params(64, 4), &gpu_info), described(&other_cpu, params(32, 2), &cpu_info)]);
+    let k = with_variants(&[
+        described(&other_gpu, params(64, 4), &gpu_info),
+        described(&other_cpu, params(32, 2), &cpu_info),
+    ]);
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::NearestDevice);
     let why = k.explain(&device, &[("n", 1 << 12)]).unwrap();
     assert_eq!(why.params, params(32, 2));
-    assert!(why.to_string().contains("most similar known device"), "{why}");
+    assert!(
+        why.to_string().contains("most similar known device"),
+        "{why}"
+    );
     let only_gpu = with_variants(&[described(&other_gpu, params(64, 4), &gpu_info)]);
     assert_eq!(run_and_check(only_gpu, &queue, 1 << 12), Step::Reference);
 }
@@ -181,27 +245,49 @@ fn a_foreign_variant_that_fails_here_falls_back_to_the_reference() {
     let (queue, device) = setup();
     let (other_cpu, cpu_info) = described_like_here(&device, "cpu");
     // a source-level variant whose generated source does not build on this device
-    let broken =
-        Variant { device_info: Some(cpu_info), source: Some("00000000000000aa".into()), ..variant(&other_cpu, "large", 1 << 16, params(32, 2)) };
+    let broken = Variant {
+        device_info: Some(cpu_info),
+        source: Some("00000000000000aa".into()),
+        ..variant(&other_cpu, "large", 1 << 16, params(32, 2))
+    };
     let spec = serde_json::to_string(Twice::evolved().spec().unwrap()).unwrap();
     let variants = serde_json::to_string(&[broken]).unwrap();
     let sources = r#"{"00000000000000aa": "__kernel void twice(const int n, __global const float* x, __global float* y) { not OpenCL }"}"#;
-    let k: &'static Evolved =
-        Box::leak(Box::new(Evolved::with_sources(Box::leak(spec.into_boxed_str()), Box::leak(variants.into_boxed_str()), sources)));
-    assert_eq!(k.explain(&device, &[("n", 1 << 12)]).unwrap().step, Step::NearestDevice);
+    let k: &'static Evolved = Box::leak(Box::new(Evolved::with_sources(
+        Box::leak(spec.into_boxed_str()),
+        Box::leak(variants.into_boxed_str()),
+        sources,
+    )));
+    assert_eq!(
+        k.explain(&device, &[("n", 1 << 12)]).unwrap().step,
+        Step::NearestDevice
+    );
     // the call still computes the right result, with the reference, and says why
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
     let why = k.explain(&device, &[("n", 1 << 12)]).unwrap();
     assert_eq!(why.step, Step::Reference);
-    assert!(why.to_string().contains("failed to build on this device"), "{why}");
+    assert!(
+        why.to_string().contains("failed to build on this device"),
+        "{why}"
+    );
     // and every later call at these sizes goes straight to the reference
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
 }
 
 /// Buffers of `len` elements holding 1.0 (x) and 0.5 (y).
 fn buffers(queue: &Queue, len: usize) -> (Buffer<f32>, Buffer<f32>) {
-    let x = Buffer::<f32>::builder().queue(queue.clone()).len(len).fill_val(1.0).build().unwrap();
-    let y = Buffer::<f32>::builder().queue(queue.clone()).len(len).fill_val(0.5).build().unwrap();
+    let x = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(len)
+        .fill_val(1.0)
+        .build()
+        .unwrap();
+    let y = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(len)
+        .fill_val(0.5)
+        .build()
+        .unwrap();
     (x, y)
 }
 
@@ -219,15 +305,34 @@ fn launchers_refuse_short_buffers_before_anything_runs() {
         let (x, y) = buffers(&queue, 16);
         let e = Twice::launch(&queue, n, &x, &y).unwrap_err();
         let text = e.to_string();
-        assert!(matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed, given: 16, .. } if arg == "x" && needed == n), "{text}");
-        assert!(text.contains("buffer `x` holds 16 element(s) of `float`, the call needs at least"), "{text}");
+        assert!(
+            matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed, given: 16, .. } if arg == "x" && needed == n),
+            "{text}"
+        );
+        assert!(
+            text.contains("buffer `x` holds 16 element(s) of `float`, the call needs at least"),
+            "{text}"
+        );
         assert!(read(&y).iter().all(|v| *v == 0.5), "nothing ran");
     }
     // only the output is short
-    let x = Buffer::<f32>::builder().queue(queue.clone()).len(256).fill_val(1.0).build().unwrap();
-    let y = Buffer::<f32>::builder().queue(queue.clone()).len(255).fill_val(0.5).build().unwrap();
+    let x = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(256)
+        .fill_val(1.0)
+        .build()
+        .unwrap();
+    let y = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(255)
+        .fill_val(0.5)
+        .build()
+        .unwrap();
     let e = Twice::launch(&queue, 256, &x, &y).unwrap_err();
-    assert!(matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed: 256, given: 255, .. } if arg == "y"), "{e}");
+    assert!(
+        matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed: 256, given: 255, .. } if arg == "y"),
+        "{e}"
+    );
     // larger buffers than needed are fine: the kernel uses the first n elements
     let (x, y) = buffers(&queue, 512);
     assert_eq!(Twice::launch(&queue, 256, &x, &y).unwrap(), Step::Reference);
@@ -247,13 +352,27 @@ fn every_call_is_checked_not_only_the_first() {
     // Same sizes again: a short buffer, a scalar for a buffer, a missing argument.
     let (short_x, _) = buffers(&queue, 127);
     let e = Twice::launch(&queue, 128, &short_x, &y).unwrap_err();
-    assert!(matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed: 128, given: 127, .. } if arg == "x"), "{e}");
+    assert!(
+        matches!(e, kfoundry::Error::BufferTooSmall { ref arg, needed: 128, given: 127, .. } if arg == "x"),
+        "{e}"
+    );
     use kfoundry::{Arg, Scalar};
-    assert!(k.launch(&queue, &[("n", 128)], &[Arg::Scalar(Scalar::F32(1.0)), Arg::Buffer(y.as_core())]).is_err());
-    assert!(k.launch(&queue, &[("n", 128)], &[Arg::Buffer(x.as_core())]).is_err());
+    assert!(k
+        .launch(
+            &queue,
+            &[("n", 128)],
+            &[Arg::Scalar(Scalar::F32(1.0)), Arg::Buffer(y.as_core())]
+        )
+        .is_err());
+    assert!(k
+        .launch(&queue, &[("n", 128)], &[Arg::Buffer(x.as_core())])
+        .is_err());
     // A larger size on the same (now too short) buffers: a new plan, refused.
     assert!(Twice::launch(&queue, 256, &x, &y).is_err());
-    assert!(read(&y).iter().all(|v| *v == 2.5), "nothing ran after the first call");
+    assert!(
+        read(&y).iter().all(|v| *v == 2.5),
+        "nothing ran after the first call"
+    );
     // And the plan still launches what it should.
     assert_eq!(Twice::launch(&queue, 128, &x, &y).unwrap(), Step::Reference);
     assert!(read(&y).iter().all(|v| *v == 4.5));
@@ -269,7 +388,15 @@ fn launches_at_ever_new_sizes_keep_the_caches_bounded() {
     for i in 1..=1100 {
         let n = 16 * i;
         assert_eq!(
-            k.launch(&queue, &[("n", n)], &[kfoundry::Arg::Buffer(x.as_core()), kfoundry::Arg::Buffer(y.as_core())]).unwrap(),
+            k.launch(
+                &queue,
+                &[("n", n)],
+                &[
+                    kfoundry::Arg::Buffer(x.as_core()),
+                    kfoundry::Arg::Buffer(y.as_core())
+                ]
+            )
+            .unwrap(),
             Step::Reference
         );
         assert!(k.cached_launches() <= kfoundry::opencl::evolved::MAX_CACHED_SIZES);
@@ -288,7 +415,10 @@ fn empty_and_impossible_sizes_are_errors_not_launches() {
     let (x, y) = buffers(&queue, 64);
     // Size 0: refused with a typed error that says so (nothing is launched).
     let e = Twice::launch(&queue, 0, &x, &y).unwrap_err();
-    assert!(matches!(e, kfoundry::Error::Sizes { source: kfoundry::model::spec::LaunchError::ZeroSize(ref n), .. } if n == "n"), "{e}");
+    assert!(
+        matches!(e, kfoundry::Error::Sizes { source: kfoundry::model::spec::LaunchError::ZeroSize(ref n), .. } if n == "n"),
+        "{e}"
+    );
     assert!(Twice::explain(&device, 0).is_err());
     // A size that does not fit the kernel's `int n`, or usize beyond i64.
     let big = (i32::MAX as usize + 1) * 16;
@@ -304,24 +434,80 @@ fn raw_arguments_are_checked_like_typed_ones() {
     let k = Twice::evolved();
     use kfoundry::{Arg, Scalar};
     // too few, too many, a scalar where a buffer goes
-    assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(x.as_core())]).is_err());
-    assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(x.as_core()), Arg::Buffer(y.as_core()), Arg::Scalar(Scalar::F32(1.0))]).is_err());
-    let e = k.launch(&queue, &[("n", 64)], &[Arg::Scalar(Scalar::F32(1.0)), Arg::Buffer(y.as_core())]).unwrap_err();
-    assert!(e.to_string().contains("expected a buffer of `float`"), "{e}");
+    assert!(k
+        .launch(&queue, &[("n", 64)], &[Arg::Buffer(x.as_core())])
+        .is_err());
+    assert!(k
+        .launch(
+            &queue,
+            &[("n", 64)],
+            &[
+                Arg::Buffer(x.as_core()),
+                Arg::Buffer(y.as_core()),
+                Arg::Scalar(Scalar::F32(1.0))
+            ]
+        )
+        .is_err());
+    let e = k
+        .launch(
+            &queue,
+            &[("n", 64)],
+            &[Arg::Scalar(Scalar::F32(1.0)), Arg::Buffer(y.as_core())],
+        )
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("expected a buffer of `float`"),
+        "{e}"
+    );
     // a byte buffer of the right length in bytes is accepted; one element short is not
-    let bytes = Buffer::<u8>::builder().queue(queue.clone()).len(64 * 4).build().unwrap();
-    assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(bytes.as_core()), Arg::Buffer(y.as_core())]).is_ok());
-    let short = Buffer::<u8>::builder().queue(queue.clone()).len(64 * 4 - 1).build().unwrap();
-    assert!(k.launch(&queue, &[("n", 64)], &[Arg::Buffer(short.as_core()), Arg::Buffer(y.as_core())]).is_err());
+    let bytes = Buffer::<u8>::builder()
+        .queue(queue.clone())
+        .len(64 * 4)
+        .build()
+        .unwrap();
+    assert!(k
+        .launch(
+            &queue,
+            &[("n", 64)],
+            &[Arg::Buffer(bytes.as_core()), Arg::Buffer(y.as_core())]
+        )
+        .is_ok());
+    let short = Buffer::<u8>::builder()
+        .queue(queue.clone())
+        .len(64 * 4 - 1)
+        .build()
+        .unwrap();
+    assert!(k
+        .launch(
+            &queue,
+            &[("n", 64)],
+            &[Arg::Buffer(short.as_core()), Arg::Buffer(y.as_core())]
+        )
+        .is_err());
     // sizes the kernel does not have
-    assert!(k.launch(&queue, &[("m", 64)], &[Arg::Buffer(x.as_core()), Arg::Buffer(y.as_core())]).is_err());
+    assert!(k
+        .launch(
+            &queue,
+            &[("m", 64)],
+            &[Arg::Buffer(x.as_core()), Arg::Buffer(y.as_core())]
+        )
+        .is_err());
     // launch_params: only declared parameters with values of their domains reach the compiler
-    let injected: Params = [("WG".to_string(), 16), ("ITEMS".to_string(), 1), ("X -cl-fast-relaxed-math -DITEMS".to_string(), 1)].into();
+    let injected: Params = [
+        ("WG".to_string(), 16),
+        ("ITEMS".to_string(), 1),
+        ("X -cl-fast-relaxed-math -DITEMS".to_string(), 1),
+    ]
+    .into();
     // SAFETY (all three): configurations of this kernel stay within `n` elements.
     let e = unsafe { Twice::launch_params(&queue, &injected, 64, &x, &y) }.unwrap_err();
     assert!(e.to_string().contains("is not a parameter"), "{e}");
     let e = unsafe { Twice::launch_params(&queue, &params(3, 1), 64, &x, &y) }.unwrap_err();
-    assert!(e.to_string().contains("WG=3 is not in the parameter's domain"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("WG=3 is not in the parameter's domain"),
+        "{e}"
+    );
     assert!(unsafe { Twice::launch_params(&queue, &params(16, 1), 64, &x, &y) }.is_ok());
     assert!(Twice::launch_reference(&queue, 64, &x, &y).is_ok());
 }
@@ -331,12 +517,18 @@ fn variants_run_only_at_sizes_they_were_proven_at() {
     let (queue, device) = setup();
     let here = kfoundry::device_key(&device).unwrap();
     let mut v = variant(&here, "large", 1 << 16, params(64, 4));
-    v.proven = [1 << 14, 1 << 16, 1 << 17].iter().map(|&n| [("n".to_string(), n)].into_iter().collect()).collect();
+    v.proven = [1 << 14, 1 << 16, 1 << 17]
+        .iter()
+        .map(|&n| [("n".to_string(), n)].into_iter().collect())
+        .collect();
     let k = with_variants(&[v]);
     assert_eq!(run_and_check(k, &queue, 1 << 15), Step::ExactDevice);
     assert_eq!(run_and_check(k, &queue, 1 << 18), Step::Reference);
     let why = k.explain(&device, &[("n", 1 << 18)]).unwrap().to_string();
-    assert!(why.contains("n=262144 is outside 16384..=131072, the range it was verified at"), "{why}");
+    assert!(
+        why.contains("n=262144 is outside 16384..=131072, the range it was verified at"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -344,13 +536,24 @@ fn embedded_variants_that_disagree_with_the_annotation_are_refused() {
     let (queue, _) = setup();
     let here = kfoundry::device_key(&queue.device()).unwrap();
     let mut injected = variant(&here, "large", 1 << 16, params(64, 4));
-    injected.params.insert("X -cl-fast-relaxed-math -DITEMS".into(), 1);
+    injected
+        .params
+        .insert("X -cl-fast-relaxed-math -DITEMS".into(), 1);
     let mut outside = variant(&here, "large", 1 << 16, params(64, 4));
     outside.params.insert("WG".into(), 3);
     for bad in [injected, outside] {
         let k = with_variants(&[bad]);
         let (x, y) = buffers(&queue, 1 << 12);
-        let e = k.launch(&queue, &[("n", 1 << 12)], &[kfoundry::Arg::Buffer(x.as_core()), kfoundry::Arg::Buffer(y.as_core())]).unwrap_err();
+        let e = k
+            .launch(
+                &queue,
+                &[("n", 1 << 12)],
+                &[
+                    kfoundry::Arg::Buffer(x.as_core()),
+                    kfoundry::Arg::Buffer(y.as_core()),
+                ],
+            )
+            .unwrap_err();
         assert!(matches!(e, kfoundry::Error::Embedded { .. }), "{e}");
     }
 }
@@ -359,15 +562,28 @@ fn embedded_variants_that_disagree_with_the_annotation_are_refused() {
 fn an_exact_device_variant_that_fails_here_falls_back_to_the_reference() {
     let (queue, device) = setup();
     let here = kfoundry::device_key(&device).unwrap();
-    let broken = Variant { source: Some("00000000000000bb".into()), ..variant(&here, "large", 1 << 16, params(32, 2)) };
+    let broken = Variant {
+        source: Some("00000000000000bb".into()),
+        ..variant(&here, "large", 1 << 16, params(32, 2))
+    };
     let spec = serde_json::to_string(Twice::evolved().spec().unwrap()).unwrap();
     let variants = serde_json::to_string(&[broken]).unwrap();
     let sources = r#"{"00000000000000bb": "__kernel void twice(const int n, __global const float* x, __global float* y) { not OpenCL }"}"#;
-    let k: &'static Evolved =
-        Box::leak(Box::new(Evolved::with_sources(Box::leak(spec.into_boxed_str()), Box::leak(variants.into_boxed_str()), sources)));
-    assert_eq!(k.explain(&device, &[("n", 1 << 12)]).unwrap().step, Step::ExactDevice);
+    let k: &'static Evolved = Box::leak(Box::new(Evolved::with_sources(
+        Box::leak(spec.into_boxed_str()),
+        Box::leak(variants.into_boxed_str()),
+        sources,
+    )));
+    assert_eq!(
+        k.explain(&device, &[("n", 1 << 12)]).unwrap().step,
+        Step::ExactDevice
+    );
     assert_eq!(run_and_check(k, &queue, 1 << 12), Step::Reference);
-    assert!(k.explain(&device, &[("n", 1 << 12)]).unwrap().to_string().contains("failed to build on this device"));
+    assert!(k
+        .explain(&device, &[("n", 1 << 12)])
+        .unwrap()
+        .to_string()
+        .contains("failed to build on this device"));
 }
 
 /// y = 2·x + y, written to run in place: `y` may be the very buffer `x`.
@@ -395,17 +611,35 @@ fn launchers_refuse_aliased_and_foreign_buffers() {
     // the same buffer as input and output
     let e = Twice::launch(&queue, n, &y, &y).unwrap_err();
     assert!(matches!(e, kfoundry::Error::Aliasing { .. }), "{e}");
-    assert!(e.to_string().contains("is the same memory as") && e.to_string().contains("in_place(y = x)"), "{e}");
+    assert!(
+        e.to_string().contains("is the same memory as")
+            && e.to_string().contains("in_place(y = x)"),
+        "{e}"
+    );
     assert!(read(&y).iter().all(|v| *v == 0.5), "nothing ran");
     // overlapping parts of one allocation
-    let whole = Buffer::<f32>::builder().queue(queue.clone()).len(2 * n).fill_val(1.0).build().unwrap();
+    let whole = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(2 * n)
+        .fill_val(1.0)
+        .build()
+        .unwrap();
     let part = |origin: usize| {
         let region = kfoundry::ocl::core::BufferRegion::<f32>::new(origin, n);
-        kfoundry::ocl::core::create_sub_buffer(whole.as_core(), kfoundry::ocl::flags::MEM_READ_WRITE, &region).unwrap()
+        kfoundry::ocl::core::create_sub_buffer(
+            whole.as_core(),
+            kfoundry::ocl::flags::MEM_READ_WRITE,
+            &region,
+        )
+        .unwrap()
     };
     let (a, b, c) = (part(0), part(n / 2), part(n));
     let raw = |k: &Evolved, x: &kfoundry::ocl::core::Mem, y: &kfoundry::ocl::core::Mem| {
-        k.launch(&queue, &[("n", n)], &[kfoundry::Arg::Buffer(x), kfoundry::Arg::Buffer(y)])
+        k.launch(
+            &queue,
+            &[("n", n)],
+            &[kfoundry::Arg::Buffer(x), kfoundry::Arg::Buffer(y)],
+        )
     };
     let e = raw(Twice::evolved(), &a, &b).unwrap_err();
     assert!(e.to_string().contains("overlaps"), "{e}");
@@ -413,13 +647,27 @@ fn launchers_refuse_aliased_and_foreign_buffers() {
     assert!(raw(Twice::evolved(), &a, &c).is_ok());
     // a buffer of another context
     let (platform, device) = kfoundry::default_device().unwrap();
-    let other = Context::builder().platform(platform).devices(device).build().unwrap();
+    let other = Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()
+        .unwrap();
     let other_queue = Queue::new(&other, device, None).unwrap();
-    let stranger = Buffer::<f32>::builder().queue(other_queue).len(n).fill_val(1.0).build().unwrap();
+    let stranger = Buffer::<f32>::builder()
+        .queue(other_queue)
+        .len(n)
+        .fill_val(1.0)
+        .build()
+        .unwrap();
     let e = Twice::launch(&queue, n, &stranger, &y).unwrap_err();
     assert!(e.to_string().contains("another OpenCL context"), "{e}");
     // declared in place: exactly the same buffer is accepted (and computes in place)...
-    let z = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(1.5).build().unwrap();
+    let z = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(n)
+        .fill_val(1.5)
+        .build()
+        .unwrap();
     InPlace::launch(&queue, n, &z, &z).unwrap();
     assert!(read(&z).iter().all(|v| *v == 4.5), "{:?}", &read(&z)[..4]);
     // ...a partial overlap still is not

@@ -3,6 +3,8 @@
 //! checks every kernel against a CPU computation), then change the lockfile and a kernel source
 //! and see the rebuild follow.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -30,20 +32,31 @@ fn copy_workspace(dst: &Path) {
     for f in ["Cargo.toml", "Cargo.lock"] {
         std::fs::copy(repo().join(f), dst.join(f)).unwrap();
     }
-    for d in ["src", "kfoundry-rt", "kfoundry-macros", "cargo-kfoundry", "examples"] {
+    for d in [
+        "src",
+        "kfoundry-rt",
+        "kfoundry-macros",
+        "cargo-kfoundry",
+        "examples",
+    ] {
         copy_dir(&repo().join(d), &dst.join(d));
     }
 }
 
 fn kfoundry(ws: &Path, args: &[&str]) -> Output {
-    Command::new(target_dir().join(host()).join("debug").join("cargo-kfoundry"))
-        .arg("kfoundry")
-        .args(args)
-        .arg("--manifest-path")
-        .arg(ws.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("cargo-kfoundry runs")
+    Command::new(
+        target_dir()
+            .join(host())
+            .join("debug")
+            .join("cargo-kfoundry"),
+    )
+    .arg("kfoundry")
+    .args(args)
+    .arg("--manifest-path")
+    .arg(ws.join("Cargo.toml"))
+    .env("CARGO_TARGET_DIR", target_dir())
+    .output()
+    .expect("cargo-kfoundry runs")
 }
 
 /// Runs the examples program; returns its stdout (it exits non-zero on a wrong result).
@@ -53,7 +66,10 @@ fn run_examples(ws: &Path) -> String {
 }
 
 fn line_of<'a>(stdout: &'a str, kernel: &str) -> &'a str {
-    stdout.lines().find(|l| l.starts_with(&format!("{kernel}:"))).unwrap_or_else(|| panic!("no `{kernel}:` line in\n{stdout}"))
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{kernel}:")))
+        .unwrap_or_else(|| panic!("no `{kernel}:` line in\n{stdout}"))
 }
 
 #[test]
@@ -61,24 +77,65 @@ fn tune_lock_embed_dispatch() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path();
     copy_workspace(ws);
-    cargo(ws, &["build", "-q", "-p", "cargo-kfoundry", "-p", "kfoundry-examples"]);
+    cargo(
+        ws,
+        &[
+            "build",
+            "-q",
+            "-p",
+            "cargo-kfoundry",
+            "-p",
+            "kfoundry-examples",
+        ],
+    );
 
     // Before any tune: no lockfile, every kernel runs its reference, and `check --locked` fails.
     let before = run_examples(ws);
     for kernel in ["saxpy", "row_sum", "sgemm"] {
-        assert!(line_of(&before, kernel).contains(": reference ("), "{before}");
+        assert!(
+            line_of(&before, kernel).contains(": reference ("),
+            "{before}"
+        );
     }
     let check = kfoundry(ws, &["check", "--locked"]);
     assert!(!check.status.success());
-    assert_eq!(check.status.code(), Some(4), "`check --locked` drift has its own exit status");
+    assert_eq!(
+        check.status.code(),
+        Some(4),
+        "`check --locked` drift has its own exit status"
+    );
     assert!(String::from_utf8_lossy(&check.stdout).contains("no Kfoundry.lock"));
 
     // Tune the three example kernels (not the suite's) with a small seeded budget at the small
     // workloads, one tuner run each: each run adds its kernel to the lockfile.
-    for id in ["kfoundry-examples::Saxpy", "kfoundry-examples::RowSum", "kfoundry-examples::Sgemm"] {
-        let tune = kfoundry(ws, &["tune", "--kernel", id, "--workload", "small", "--budget-evals", "6", "--seed", "7", "--repeats", "3", "-q"]);
+    for id in [
+        "kfoundry-examples::Saxpy",
+        "kfoundry-examples::RowSum",
+        "kfoundry-examples::Sgemm",
+    ] {
+        let tune = kfoundry(
+            ws,
+            &[
+                "tune",
+                "--kernel",
+                id,
+                "--workload",
+                "small",
+                "--budget-evals",
+                "6",
+                "--seed",
+                "7",
+                "--repeats",
+                "3",
+                "-q",
+            ],
+        );
         let stdout = String::from_utf8_lossy(&tune.stdout);
-        assert!(tune.status.success(), "tune failed:\n{stdout}\n{}", String::from_utf8_lossy(&tune.stderr));
+        assert!(
+            tune.status.success(),
+            "tune failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&tune.stderr)
+        );
         assert!(stdout.contains(id), "{stdout}");
     }
 
@@ -86,10 +143,22 @@ fn tune_lock_embed_dispatch() {
     let (_, device) = kfoundry::default_device().unwrap();
     let key = kfoundry::device_key(&device).unwrap().to_string();
     let lock_path = ws.join("Kfoundry.lock");
-    let lock = kfoundry_tooling::lockfile::Lockfile::read(&lock_path).unwrap().expect("a lockfile");
-    assert!(lock.devices.contains_key(&key), "device {key} missing from {:?}", lock.devices.keys());
+    let lock = kfoundry_tooling::lockfile::Lockfile::read(&lock_path)
+        .unwrap()
+        .expect("a lockfile");
+    assert!(
+        lock.devices.contains_key(&key),
+        "device {key} missing from {:?}",
+        lock.devices.keys()
+    );
     for entry in lock.kernels.values() {
-        assert!(entry.variants.iter().any(|v| v.device == key && v.workload == "small"), "{entry:?}");
+        assert!(
+            entry
+                .variants
+                .iter()
+                .any(|v| v.device == key && v.workload == "small"),
+            "{entry:?}"
+        );
     }
     assert_eq!(lock.kernels.len(), 3);
 
@@ -98,18 +167,33 @@ fn tune_lock_embed_dispatch() {
     // (The program checks every result against the CPU and fails otherwise.)
     let after = run_examples(ws);
     for kernel in ["saxpy", "row_sum", "sgemm"] {
-        assert!(line_of(&after, kernel).contains(": exact device ("), "{after}");
+        assert!(
+            line_of(&after, kernel).contains(": exact device ("),
+            "{after}"
+        );
     }
 
     // Editing the lockfile rebuilds the crate with the new variant.
     let text = std::fs::read_to_string(&lock_path).unwrap();
-    let mut edited: kfoundry_tooling::lockfile::Lockfile = kfoundry_tooling::lockfile::Lockfile::parse(&text, &lock_path).unwrap();
-    for v in &mut edited.kernels.get_mut("kfoundry-examples::Saxpy").unwrap().variants {
-        v.params = [("WG", 32), ("VEC", 2), ("ITEMS", 3), ("STRIDED", 1)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let mut edited: kfoundry_tooling::lockfile::Lockfile =
+        kfoundry_tooling::lockfile::Lockfile::parse(&text, &lock_path).unwrap();
+    for v in &mut edited
+        .kernels
+        .get_mut("kfoundry-examples::Saxpy")
+        .unwrap()
+        .variants
+    {
+        v.params = [("WG", 32), ("VEC", 2), ("ITEMS", 3), ("STRIDED", 1)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
     }
     edited.write_atomic(&lock_path).unwrap();
     let edited_run = run_examples(ws);
-    assert!(line_of(&edited_run, "saxpy").contains("ITEMS=3, STRIDED=1, VEC=2, WG=32"), "{edited_run}");
+    assert!(
+        line_of(&edited_run, "saxpy").contains("ITEMS=3, STRIDED=1, VEC=2, WG=32"),
+        "{edited_run}"
+    );
 
     // Changing the kernel source makes its entry stale: never embedded, and `check` says so.
     let cl = ws.join("examples/kernels/saxpy.cl");
@@ -117,10 +201,20 @@ fn tune_lock_embed_dispatch() {
     source.push_str("\n// edited\n");
     std::fs::write(&cl, source).unwrap();
     let stale_run = run_examples(ws);
-    assert!(line_of(&stale_run, "saxpy").contains("reference"), "{stale_run}");
+    assert!(
+        line_of(&stale_run, "saxpy").contains("reference"),
+        "{stale_run}"
+    );
     let check = kfoundry(ws, &["check", "--locked"]);
     assert!(!check.status.success());
-    assert_eq!(check.status.code(), Some(4), "`check --locked` drift has its own exit status");
+    assert_eq!(
+        check.status.code(),
+        Some(4),
+        "`check --locked` drift has its own exit status"
+    );
     let report = String::from_utf8_lossy(&check.stdout);
-    assert!(report.contains("stale: `kfoundry-examples::Saxpy` changed"), "{report}");
+    assert!(
+        report.contains("stale: `kfoundry-examples::Saxpy` changed"),
+        "{report}"
+    );
 }

@@ -3,6 +3,8 @@
 //! turns into a directory, and after an entry is edited by hand. Each build embeds exactly what
 //! the lockfile says, or fails with a clear error; the program prints what dispatch chose.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::path::Path;
 use std::process::Output;
 
@@ -49,12 +51,30 @@ fn build(ws: &Path) -> Output {
 /// Builds and runs the app: the line naming dispatch's choice, and the kernel's fingerprint.
 fn run(ws: &Path) -> (String, String) {
     let out = build(ws);
-    assert!(out.status.success(), "build failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    let out = std::process::Command::new(target_dir().join(host()).join("debug").join("track")).output().expect("the app runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "build failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::process::Command::new(target_dir().join(host()).join("debug").join("track"))
+        .output()
+        .expect("the app runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let fingerprint = text.lines().find_map(|l| l.strip_prefix("fingerprint ")).unwrap_or("").to_string();
-    let chosen = text.lines().find(|l| l.starts_with("chosen:")).unwrap_or("").to_string();
+    let fingerprint = text
+        .lines()
+        .find_map(|l| l.strip_prefix("fingerprint "))
+        .unwrap_or("")
+        .to_string();
+    let chosen = text
+        .lines()
+        .find(|l| l.starts_with("chosen:"))
+        .unwrap_or("")
+        .to_string();
     (chosen, fingerprint)
 }
 
@@ -74,7 +94,9 @@ fn lockfile(fingerprint: &str, wg: i64, items: i64) -> Lockfile {
         device: key.clone(),
         workload: "large".into(),
         sizes: sizes(65536),
-        params: [("WG".to_string(), wg), ("ITEMS".to_string(), items)].into_iter().collect(),
+        params: [("WG".to_string(), wg), ("ITEMS".to_string(), items)]
+            .into_iter()
+            .collect(),
         time_ns: 100,
         reference_time_ns: 200,
         evaluations: 10,
@@ -119,15 +141,23 @@ fn the_build_always_embeds_what_the_lockfile_says() {
     // No lockfile: the reference, and the first build leaves an empty lockfile that cargo tracks.
     let (chosen, fingerprint) = run(ws);
     assert!(chosen.starts_with("chosen: reference"), "{chosen}");
-    let empty = Lockfile::read(&lock_path).unwrap().expect("an empty lockfile was created");
+    let empty = Lockfile::read(&lock_path)
+        .unwrap()
+        .expect("an empty lockfile was created");
     assert!(empty.kernels.is_empty());
 
     // 1. It appears (written over the empty one): the tuned variant is embedded.
-    write(&lock_path, &lockfile(&fingerprint, 32, 2).to_toml().unwrap());
+    write(
+        &lock_path,
+        &lockfile(&fingerprint, 32, 2).to_toml().unwrap(),
+    );
     assert_eq!(run(ws).0, "chosen: exact device (ITEMS=2, WG=32)");
 
     // 2. It changes.
-    write(&lock_path, &lockfile(&fingerprint, 64, 4).to_toml().unwrap());
+    write(
+        &lock_path,
+        &lockfile(&fingerprint, 64, 4).to_toml().unwrap(),
+    );
     assert_eq!(run(ws).0, "chosen: exact device (ITEMS=4, WG=64)");
 
     // 3. It disappears: the reference again.
@@ -142,12 +172,19 @@ fn the_build_always_embeds_what_the_lockfile_says() {
     }
     write(&lock_path, &edited.to_toml().unwrap());
     let e = build_fails(ws);
-    assert!(e.contains("disagrees with the annotation of `track::Twice`") && e.contains("is not a parameter"), "{e}");
+    assert!(
+        e.contains("disagrees with the annotation of `track::Twice`")
+            && e.contains("is not a parameter"),
+        "{e}"
+    );
 
     // 4. It becomes malformed: the build fails and says where.
     write(&lock_path, "version = 2\n[kernels\n");
     let e = build_fails(ws);
-    assert!(e.contains("Kfoundry.lock: not a valid Kfoundry.lock"), "{e}");
+    assert!(
+        e.contains("Kfoundry.lock: not a valid Kfoundry.lock"),
+        "{e}"
+    );
 
     // 5. It turns into a directory: the build fails and says so.
     std::fs::remove_file(&lock_path).unwrap();
@@ -157,6 +194,9 @@ fn the_build_always_embeds_what_the_lockfile_says() {
 
     // And back to a good file: embedded again.
     std::fs::remove_dir(&lock_path).unwrap();
-    write(&lock_path, &lockfile(&fingerprint, 32, 2).to_toml().unwrap());
+    write(
+        &lock_path,
+        &lockfile(&fingerprint, 32, 2).to_toml().unwrap(),
+    );
     assert_eq!(run(ws).0, "chosen: exact device (ITEMS=2, WG=32)");
 }

@@ -2,6 +2,8 @@
 //! mistake and its `.stderr` snapshot pins the message and where it points; the files under
 //! `ui/pass/` must compile. Regenerate snapshots with `TRYBUILD=overwrite cargo test --test ui`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 #[test]
 fn ui() {
     let t = trybuild::TestCases::new();

@@ -4,7 +4,7 @@
 # MiB); the tuner fills every buffer with random inputs, which is all the timing needs.
 #
 # Prepare here:
-#   python3 cargo-kfoundry/import/fixtures/make.py --full -o /tmp/kbfull-models
+#   python3 crates/kfoundry-import/fixtures/make.py --full -o /tmp/kbfull-models
 #   a workspace /tmp/kbfull with members linear and conv, kfoundry from this checkout, then
 #   cargo kfoundry import /tmp/kbfull-models/kb_linear_gelu_softmax_full.onnx --name kb-linear-gelu-softmax-full -o /tmp/kbfull/linear
 #   cargo kfoundry import /tmp/kbfull-models/kb_conv_gn_full.onnx --name kb-conv-gn-full -o /tmp/kbfull/conv

@@ -66,30 +66,54 @@ impl Checkpoints {
     pub fn path(&self, key: &Key) -> PathBuf {
         let hash = Sha256::digest(key.device.as_bytes());
         let short: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
-        self.dir.join(state_file_name(&[key.kernel, key.workload, &short], "json"))
+        self.dir
+            .join(state_file_name(&[key.kernel, key.workload, &short], "json"))
     }
 
     /// The checkpoint for `key`, if one exists and belongs to it. A checkpoint of another
     /// fingerprint, device or seed is ignored (`Ok(None)`, with the reason in the second value).
     pub fn load(&self, key: &Key) -> Result<(Option<Checkpoint>, Option<String>)> {
         let path = self.path(key);
-        let text = match kfoundry_tooling::files::read_text_bounded(&path, MAX_CHECKPOINT_BYTES, "checkpoint") {
+        let text = match kfoundry_tooling::files::read_text_bounded(
+            &path,
+            MAX_CHECKPOINT_BYTES,
+            "checkpoint",
+        ) {
             Ok(t) => t,
             Err(e) if e.is_not_found() => return Ok((None, None)),
             Err(e) => return Ok((None, Some(format!("{e}; starting afresh")))),
         };
         let mut ck: Checkpoint = match serde_json::from_str(&text) {
             Ok(c) => c,
-            Err(e) => return Ok((None, Some(format!("{} is unreadable ({e}); starting afresh", path.display())))),
+            Err(e) => {
+                return Ok((
+                    None,
+                    Some(format!(
+                        "{} is unreadable ({e}); starting afresh",
+                        path.display()
+                    )),
+                ))
+            }
         };
         // Anyone could have edited it: a state that replaying its own history does not
         // reproduce is not resumed.
         ck.state = match ck.state.validated() {
             Ok(state) => state,
-            Err(e) => return Ok((None, Some(format!("{} is not a valid checkpoint ({e}); starting afresh", path.display())))),
+            Err(e) => {
+                return Ok((
+                    None,
+                    Some(format!(
+                        "{} is not a valid checkpoint ({e}); starting afresh",
+                        path.display()
+                    )),
+                ))
+            }
         };
         let why = if ck.version != VERSION {
-            Some(format!("checkpoint format {} (this tool writes {VERSION})", ck.version))
+            Some(format!(
+                "checkpoint format {} (this tool writes {VERSION})",
+                ck.version
+            ))
         } else if ck.kernel != key.kernel || ck.fingerprint != key.fingerprint {
             Some("the kernel changed since".to_string())
         } else if ck.device != key.device || ck.workload != key.workload {
@@ -101,12 +125,21 @@ impl Checkpoints {
         };
         match why {
             None => Ok((Some(ck), None)),
-            Some(why) => Ok((None, Some(format!("not resuming from {}: {why}", path.display())))),
+            Some(why) => Ok((
+                None,
+                Some(format!("not resuming from {}: {why}", path.display())),
+            )),
         }
     }
 
     /// Replaces the checkpoint atomically (temporary file + fsync + rename).
-    pub fn save(&self, key: &Key, state: &SearchState, source_search: Option<&serde_json::Value>, finished: Option<&TuneResult>) -> Result<()> {
+    pub fn save(
+        &self,
+        key: &Key,
+        state: &SearchState,
+        source_search: Option<&serde_json::Value>,
+        finished: Option<&TuneResult>,
+    ) -> Result<()> {
         #[derive(Serialize)]
         struct Out<'a> {
             version: u32,
@@ -130,10 +163,12 @@ impl Checkpoints {
             source_search,
             finished,
         };
-        std::fs::create_dir_all(&self.dir).with_context(|| format!("cannot create {}", self.dir.display()))?;
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("cannot create {}", self.dir.display()))?;
         let path = self.path(key);
         let json = serde_json::to_vec(&out)?;
-        write_atomic(&path, &json).with_context(|| format!("cannot write the checkpoint {}", path.display()))?;
+        write_atomic(&path, &json)
+            .with_context(|| format!("cannot write the checkpoint {}", path.display()))?;
         Ok(())
     }
 
@@ -148,21 +183,45 @@ mod tests {
     use kfoundry_search::{Param, Settings, Space};
 
     fn state(seed: u64) -> SearchState {
-        let space = Space::new(vec![Param { name: "A".into(), values: vec![1, 2, 3] }]).expect("space");
-        SearchState::new(space, Settings { seed, ..Settings::default() }, None).expect("state")
+        let space = Space::new(vec![Param {
+            name: "A".into(),
+            values: vec![1, 2, 3],
+        }])
+        .expect("space");
+        SearchState::new(
+            space,
+            Settings {
+                seed,
+                ..Settings::default()
+            },
+            None,
+        )
+        .expect("state")
     }
 
     #[test]
     fn saves_loads_and_refuses_foreign_checkpoints() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cks = Checkpoints::new(dir.path().join("ck"));
-        let key = Key { kernel: "a::K", fingerprint: "f1", workload: "small", device: "dev|x", seed: 3 };
+        let key = Key {
+            kernel: "a::K",
+            fingerprint: "f1",
+            workload: "small",
+            device: "dev|x",
+            seed: 3,
+        };
         assert!(cks.load(&key).expect("load").0.is_none());
         cks.save(&key, &state(3), None, None).expect("save");
         let (ck, why) = cks.load(&key).expect("load");
         assert!(why.is_none());
         assert_eq!(ck.expect("checkpoint").kernel, "a::K");
-        for other in [Key { fingerprint: "f2", ..key }, Key { seed: 4, ..key }] {
+        for other in [
+            Key {
+                fingerprint: "f2",
+                ..key
+            },
+            Key { seed: 4, ..key },
+        ] {
             // Same file name (kernel, workload, device), different owner: ignored, with a reason.
             let (ck, why) = cks.load(&other).expect("load");
             assert!(ck.is_none());
@@ -173,7 +232,9 @@ mod tests {
         assert!(ck.is_none() && why.expect("reason").contains("unreadable"));
         // A checkpoint that deserializes but whose state is inconsistent: ignored, with a note.
         cks.save(&key, &state(3), None, None).expect("save");
-        let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cks.path(&key)).expect("read")).expect("json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(cks.path(&key)).expect("read"))
+                .expect("json");
         v["state"]["settings"]["islands"] = 0.into();
         std::fs::write(cks.path(&key), v.to_string()).expect("write");
         let (ck, why) = cks.load(&key).expect("load");
@@ -185,12 +246,33 @@ mod tests {
     #[test]
     fn file_names_are_safe_and_distinct_per_device() {
         let cks = Checkpoints::new(PathBuf::from("/x"));
-        let a = cks.path(&Key { kernel: "pkg::Sgemm", fingerprint: "", workload: "large", device: "10de|h200", seed: 0 });
-        let b = cks.path(&Key { kernel: "pkg::Sgemm", fingerprint: "", workload: "large", device: "8086|pocl", seed: 0 });
+        let a = cks.path(&Key {
+            kernel: "pkg::Sgemm",
+            fingerprint: "",
+            workload: "large",
+            device: "10de|h200",
+            seed: 0,
+        });
+        let b = cks.path(&Key {
+            kernel: "pkg::Sgemm",
+            fingerprint: "",
+            workload: "large",
+            device: "8086|pocl",
+            seed: 0,
+        });
         assert_ne!(a, b);
         let name = a.file_name().and_then(|n| n.to_str()).expect("name");
-        assert!(name.starts_with("pkg__Sgemm-") && name.contains("@large@") && name.ends_with(".json"), "{name}");
-        let escape = cks.path(&Key { kernel: "../../x", fingerprint: "", workload: "../..", device: "d", seed: 0 });
+        assert!(
+            name.starts_with("pkg__Sgemm-") && name.contains("@large@") && name.ends_with(".json"),
+            "{name}"
+        );
+        let escape = cks.path(&Key {
+            kernel: "../../x",
+            fingerprint: "",
+            workload: "../..",
+            device: "d",
+            seed: 0,
+        });
         assert_eq!(escape.parent(), Some(Path::new("/x")), "{escape:?}");
     }
 }

@@ -169,21 +169,31 @@ const MAX_SECONDS: f64 = 30.0 * 86400.0;
 
 /// A number of seconds: finite, above 0 and at most 30 days.
 fn seconds(text: &str) -> Result<f64, String> {
-    let v: f64 = text.trim().parse().map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    let v: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
     if v.is_finite() && v > 0.0 && v <= MAX_SECONDS {
         Ok(v)
     } else {
-        Err(format!("`{text}`: seconds must be above 0 and at most {MAX_SECONDS} (30 days)"))
+        Err(format!(
+            "`{text}`: seconds must be above 0 and at most {MAX_SECONDS} (30 days)"
+        ))
     }
 }
 
 /// A fraction of the roofline: finite, above 0 and at most 10.
 fn fraction(text: &str) -> Result<f64, String> {
-    let v: f64 = text.trim().parse().map_err(|_| format!("`{text}` is not a number"))?;
+    let v: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
     if v.is_finite() && v > 0.0 && v <= 10.0 {
         Ok(v)
     } else {
-        Err(format!("`{text}`: the fraction must be above 0 and at most 10"))
+        Err(format!(
+            "`{text}`: the fraction must be above 0 and at most 10"
+        ))
     }
 }
 
@@ -191,7 +201,9 @@ fn fraction(text: &str) -> Result<f64, String> {
 fn count(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(v) if (1..=1_000_000).contains(&v) => Ok(v),
-        _ => Err(format!("`{text}`: the budget must be a whole number from 1 to 1000000")),
+        _ => Err(format!(
+            "`{text}`: the budget must be a whole number from 1 to 1000000"
+        )),
     }
 }
 
@@ -200,7 +212,9 @@ fn count(text: &str) -> Result<usize, String> {
 fn engine_setting(text: &str) -> Result<String, String> {
     let key = text.split_once('=').map_or(text, |(k, _)| k).trim();
     if matches!(key, "seed" | "max_evals" | "max_seconds" | "stagnation") {
-        return Err(format!("`{key}` is set by --seed, --budget-evals or --budget-secs"));
+        return Err(format!(
+            "`{key}` is set by --seed, --budget-evals or --budget-secs"
+        ));
     }
     let mut settings = kfoundry_search::Settings::default();
     settings.set(text)?;
@@ -212,7 +226,9 @@ fn engine_setting(text: &str) -> Result<String, String> {
 fn repeats(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(v) if (1..=10_000).contains(&v) => Ok(v),
-        _ => Err(format!("`{text}`: repeats must be a whole number from 1 to 10000")),
+        _ => Err(format!(
+            "`{text}`: repeats must be a whole number from 1 to 10000"
+        )),
     }
 }
 
@@ -289,7 +305,12 @@ pub struct BundleArgs {
     #[command(flatten)]
     pub ws: WorkspaceArgs,
     /// Where to write the bundle.
-    #[arg(short, long, value_name = "FILE", default_value = "kfoundry-bundle.json")]
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "kfoundry-bundle.json"
+    )]
     pub output: PathBuf,
 }
 
@@ -468,6 +489,14 @@ mod tests {
             let e = Cli::try_parse_from(&args).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
         }
-        assert!(Cli::try_parse_from(["cargo-kfoundry", "tune", "--candidate-timeout", "30", "--reference-timeout", "600"]).is_ok());
+        assert!(Cli::try_parse_from([
+            "cargo-kfoundry",
+            "tune",
+            "--candidate-timeout",
+            "30",
+            "--reference-timeout",
+            "600"
+        ])
+        .is_ok());
     }
 }

@@ -91,7 +91,10 @@ impl From<anyhow::Error> for Error {
     fn from(cause: anyhow::Error) -> Error {
         let kind = if cause.chain().any(|e| e.is::<Usage>()) {
             ErrorKind::Usage
-        } else if cause.chain().any(|e| e.is::<Environment>() || matches!(e.downcast_ref(), Some(kfoundry_rt::Error::NoPlatform))) {
+        } else if cause.chain().any(|e| {
+            e.is::<Environment>()
+                || matches!(e.downcast_ref(), Some(kfoundry_rt::Error::NoPlatform))
+        }) {
             ErrorKind::Environment
         } else {
             ErrorKind::Failure
@@ -129,15 +132,37 @@ mod tests {
     fn the_kind_is_found_anywhere_in_the_chain() {
         let plain: Error = anyhow::anyhow!("boom").into();
         assert_eq!((plain.kind(), plain.exit().code()), (ErrorKind::Failure, 1));
-        let wrapped: Error = Err::<(), _>(usage("no device matches `--device x`")).context("tuning").unwrap_err().into();
-        assert_eq!((wrapped.kind(), wrapped.exit().code()), (ErrorKind::Usage, 2));
-        assert_eq!(wrapped.to_string(), "tuning: no device matches `--device x`");
-        let no_opencl: Error = anyhow::Error::from(kfoundry_rt::Error::NoPlatform).context("listing devices").into();
-        assert_eq!((no_opencl.kind(), no_opencl.exit().code()), (ErrorKind::Environment, 5));
-        let codes: Vec<i32> = [Exit::Success, Exit::Failure, Exit::Usage, Exit::PartlyFailed, Exit::Drift, Exit::Environment, Exit::Interrupted]
-            .iter()
-            .map(|e| e.code())
-            .collect();
+        let wrapped: Error = Err::<(), _>(usage("no device matches `--device x`"))
+            .context("tuning")
+            .unwrap_err()
+            .into();
+        assert_eq!(
+            (wrapped.kind(), wrapped.exit().code()),
+            (ErrorKind::Usage, 2)
+        );
+        assert_eq!(
+            wrapped.to_string(),
+            "tuning: no device matches `--device x`"
+        );
+        let no_opencl: Error = anyhow::Error::from(kfoundry_rt::Error::NoPlatform)
+            .context("listing devices")
+            .into();
+        assert_eq!(
+            (no_opencl.kind(), no_opencl.exit().code()),
+            (ErrorKind::Environment, 5)
+        );
+        let codes: Vec<i32> = [
+            Exit::Success,
+            Exit::Failure,
+            Exit::Usage,
+            Exit::PartlyFailed,
+            Exit::Drift,
+            Exit::Environment,
+            Exit::Interrupted,
+        ]
+        .iter()
+        .map(|e| e.code())
+        .collect();
         assert_eq!(codes, [0, 1, 2, 3, 4, 5, 130]);
     }
 }

@@ -17,8 +17,12 @@ impl KernelFilter {
         let patterns = patterns
             .iter()
             .map(|p| {
-                let glob = p.contains(['*', '?', '[']).then(|| glob::Pattern::new(p)).transpose();
-                glob.map(|g| (p.clone(), g)).map_err(|e| usage(format!("`--kernel {p}` is not a valid pattern: {e}")))
+                let glob = p
+                    .contains(['*', '?', '['])
+                    .then(|| glob::Pattern::new(p))
+                    .transpose();
+                glob.map(|g| (p.clone(), g))
+                    .map_err(|e| usage(format!("`--kernel {p}` is not a valid pattern: {e}")))
             })
             .collect::<anyhow::Result<_>>()?;
         Ok(KernelFilter { patterns })
@@ -31,13 +35,21 @@ impl KernelFilter {
 
     /// The items of `items` (each known by `id`) selected; a usage error names a pattern that
     /// selects none of them.
-    pub fn select<'a, T>(&self, items: &'a [T], id: impl Fn(&T) -> &str) -> anyhow::Result<Vec<&'a T>> {
+    pub fn select<'a, T>(
+        &self,
+        items: &'a [T],
+        id: impl Fn(&T) -> &str,
+    ) -> anyhow::Result<Vec<&'a T>> {
         for p in &self.patterns {
             if !items.iter().any(|item| matches(p, id(item))) {
                 let mut known: Vec<&str> = items.iter().map(&id).collect();
                 known.sort_unstable();
                 known.truncate(12);
-                return Err(usage(format!("no annotated kernel matches `--kernel {}` (kernels: {})", p.0, known.join(", "))));
+                return Err(usage(format!(
+                    "no annotated kernel matches `--kernel {}` (kernels: {})",
+                    p.0,
+                    known.join(", ")
+                )));
             }
         }
         Ok(items.iter().filter(|item| self.selects(id(item))).collect())
@@ -56,27 +68,57 @@ fn matches((text, glob): &(String, Option<glob::Pattern>), id: &str) -> bool {
 mod tests {
     use super::*;
 
-    const IDS: [&str; 4] = ["kfoundry-examples::Sgemm", "kfoundry-examples::SuiteSgemm", "cnn-block::K00Conv", "cnn-block::K01Conv"];
+    const IDS: [&str; 4] = [
+        "kfoundry-examples::Sgemm",
+        "kfoundry-examples::SuiteSgemm",
+        "cnn-block::K00Conv",
+        "cnn-block::K01Conv",
+    ];
 
     fn picked(patterns: &[&str]) -> anyhow::Result<Vec<&'static str>> {
-        let filter = KernelFilter::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>())?;
+        let filter =
+            KernelFilter::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>())?;
         Ok(filter.select(&IDS, |id| id)?.into_iter().copied().collect())
     }
 
     #[test]
     fn ids_names_and_globs() {
         assert_eq!(picked(&[]).unwrap(), IDS);
-        assert_eq!(picked(&["Sgemm"]).unwrap(), ["kfoundry-examples::Sgemm"], "a name is exact, not a substring");
+        assert_eq!(
+            picked(&["Sgemm"]).unwrap(),
+            ["kfoundry-examples::Sgemm"],
+            "a name is exact, not a substring"
+        );
         assert_eq!(picked(&["::Sgemm"]).unwrap(), ["kfoundry-examples::Sgemm"]);
-        assert_eq!(picked(&["kfoundry-examples::SuiteSgemm"]).unwrap(), ["kfoundry-examples::SuiteSgemm"]);
-        assert_eq!(picked(&["cnn-block::*"]).unwrap(), ["cnn-block::K00Conv", "cnn-block::K01Conv"]);
+        assert_eq!(
+            picked(&["kfoundry-examples::SuiteSgemm"]).unwrap(),
+            ["kfoundry-examples::SuiteSgemm"]
+        );
+        assert_eq!(
+            picked(&["cnn-block::*"]).unwrap(),
+            ["cnn-block::K00Conv", "cnn-block::K01Conv"]
+        );
         assert_eq!(
             picked(&["*Sgemm", "cnn-block::K01Conv"]).unwrap(),
-            ["kfoundry-examples::Sgemm", "kfoundry-examples::SuiteSgemm", "cnn-block::K01Conv"]
+            [
+                "kfoundry-examples::Sgemm",
+                "kfoundry-examples::SuiteSgemm",
+                "cnn-block::K01Conv"
+            ]
         );
         let e = picked(&["Sgemm", "Sgem"]).unwrap_err().to_string();
-        assert!(e.contains("no annotated kernel matches `--kernel Sgem`") && e.contains("kfoundry-examples::Sgemm"), "{e}");
-        assert!(picked(&["cnn-block::"]).is_err(), "a prefix is not a pattern: `cnn-block::*` is");
-        assert!(picked(&["[x"]).unwrap_err().to_string().contains("not a valid pattern"));
+        assert!(
+            e.contains("no annotated kernel matches `--kernel Sgem`")
+                && e.contains("kfoundry-examples::Sgemm"),
+            "{e}"
+        );
+        assert!(
+            picked(&["cnn-block::"]).is_err(),
+            "a prefix is not a pattern: `cnn-block::*` is"
+        );
+        assert!(picked(&["[x"])
+            .unwrap_err()
+            .to_string()
+            .contains("not a valid pattern"));
     }
 }

@@ -22,25 +22,62 @@ pub const VERSION: u32 = 1;
 #[serde(tag = "reason", rename_all = "kebab-case")]
 pub enum Message {
     /// `tune`: one configuration of the parameter search was evaluated.
-    Evaluation { kernel: String, workload: String, params: Params, operator: Operator, outcome: Evaluation },
+    Evaluation {
+        kernel: String,
+        workload: String,
+        params: Params,
+        operator: Operator,
+        outcome: Evaluation,
+    },
     /// `tune`: the language model took a turn (one mutation).
-    LanguageModel { kernel: String, workload: String, turn: LlmTurn },
+    LanguageModel {
+        kernel: String,
+        workload: String,
+        turn: LlmTurn,
+    },
     /// `tune`: a finalist was not shipped: `stage` is `probe` (wrong or failing at another
     /// size) or `remeasure` (failed, or was no faster, when measured again).
-    Rejected { kernel: String, workload: String, stage: String, params: Params, why: String },
+    Rejected {
+        kernel: String,
+        workload: String,
+        stage: String,
+        params: Params,
+        why: String,
+    },
     /// `tune`: one kernel at one workload is done.
     Tuned { result: TuneResult },
     /// `tune`: one kernel at one workload failed (the others go on).
-    Failed { kernel: String, workload: String, error: String },
+    Failed {
+        kernel: String,
+        workload: String,
+        error: String,
+    },
     /// `tune`: the portfolio of a kernel with `ranges(...)`: its buckets, each with the variant
     /// every anchor in it recorded, and the fraction of the best speed at each anchor it keeps.
-    Portfolio { kernel: String, ranges: String, buckets: Vec<PortfolioBucket>, kept_geomean: f64, kept_min: f64 },
+    Portfolio {
+        kernel: String,
+        ranges: String,
+        buckets: Vec<PortfolioBucket>,
+        kept_geomean: f64,
+        kept_min: f64,
+    },
     /// `tune`: the end of the run.
-    Finished { lockfile: PathBuf, results: usize, failed: usize, interrupted: bool },
+    Finished {
+        lockfile: PathBuf,
+        results: usize,
+        failed: usize,
+        interrupted: bool,
+    },
     /// `list`: an annotated kernel.
     Kernel(KernelListing),
     /// `devices`: an OpenCL device.
-    Device { index: usize, key: String, info: DeviceInfo, traits: DeviceTraits, peaks: Option<Peaks> },
+    Device {
+        index: usize,
+        key: String,
+        info: DeviceInfo,
+        traits: DeviceTraits,
+        peaks: Option<Peaks>,
+    },
     /// `check`: a problem with the lockfile.
     Finding { message: String },
     /// `report`: a recorded winner.
@@ -64,8 +101,16 @@ impl Message {
         }
         // Serializing these types cannot fail (string keys, no non-string map keys); should it
         // ever, the line says so rather than vanishing.
-        serde_json::to_string(&Versioned { version: VERSION, message: self })
-            .unwrap_or_else(|e| format!("{{\"version\":{VERSION},\"reason\":\"unprintable\",\"error\":{:?}}}", e.to_string()))
+        serde_json::to_string(&Versioned {
+            version: VERSION,
+            message: self,
+        })
+        .unwrap_or_else(|e| {
+            format!(
+                "{{\"version\":{VERSION},\"reason\":\"unprintable\",\"error\":{:?}}}",
+                e.to_string()
+            )
+        })
     }
 
     /// Prints the message on stdout.

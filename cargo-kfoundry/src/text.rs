@@ -8,13 +8,21 @@ pub struct Table {
 
 impl Table {
     pub fn new(header: &[&str]) -> Table {
-        Table { header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     /// A row; cells are made [`printable`] (a device name from a lockfile is text anyone
     /// wrote).
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells.into_iter().map(|c| printable(&c).into_owned()).collect());
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| printable(&c).into_owned())
+                .collect(),
+        );
     }
 
     pub fn render(&self) -> String {
@@ -37,7 +45,9 @@ impl Table {
             s.trim_end().to_string() + "\n"
         };
         let mut out = line(&self.header);
-        out.push_str(&line(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>()));
+        out.push_str(&line(
+            &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
+        ));
         for r in &self.rows {
             out.push_str(&line(r));
         }
@@ -109,7 +119,10 @@ mod tests {
     fn table_aligns() {
         let mut t = Table::new(&["a", "long header"]);
         t.row(vec!["wide cell".into(), "x".into()]);
-        assert_eq!(t.render(), "a          long header\n---------  -----------\nwide cell  x\n");
+        assert_eq!(
+            t.render(),
+            "a          long header\n---------  -----------\nwide cell  x\n"
+        );
     }
 
     #[test]

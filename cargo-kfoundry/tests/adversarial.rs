@@ -21,6 +21,8 @@
 //!
 //! `cargo test -p cargo-kfoundry --test adversarial -- --nocapture` prints what each tune did.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -34,7 +36,10 @@ use common::mock_llm::{MockLlm, MockResponse};
 /// The CLI under test: this build's, or another's named by `KFOUNDRY_TEST_CLI` (to show
 /// that these cases got through an earlier kfoundry).
 fn exe() -> Command {
-    Command::new(std::env::var_os("KFOUNDRY_TEST_CLI").unwrap_or_else(|| env!("CARGO_BIN_EXE_cargo-kfoundry").into()))
+    Command::new(
+        std::env::var_os("KFOUNDRY_TEST_CLI")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_cargo-kfoundry").into()),
+    )
 }
 
 /// Tunes the bundle's kernels; the JSON messages.
@@ -47,12 +52,26 @@ fn tune(bundle: &Path, lock: &Path, seed: u64, extra: &[&str]) -> (Output, Vec<s
         .arg(lock)
         .arg("--state-dir")
         .arg(&state)
-        .args(["--repeats", "1", "--seed", &seed.to_string(), "--message-format", "json"])
-        .args(if extra.contains(&"--budget-evals") { &[][..] } else { &["--budget-evals", "8"][..] })
+        .args([
+            "--repeats",
+            "1",
+            "--seed",
+            &seed.to_string(),
+            "--message-format",
+            "json",
+        ])
+        .args(if extra.contains(&"--budget-evals") {
+            &[][..]
+        } else {
+            &["--budget-evals", "8"][..]
+        })
         .args(extra)
         .output()
         .expect("cargo-kfoundry runs");
-    let messages = String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let messages = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
     (out, messages)
 }
 
@@ -63,12 +82,18 @@ fn winner(lock: &Path, id: &str) -> i64 {
 }
 
 fn rejections(messages: &[serde_json::Value]) -> Vec<String> {
-    messages.iter().filter(|m| m["reason"] == "rejected").map(|m| m.to_string()).collect()
+    messages
+        .iter()
+        .filter(|m| m["reason"] == "rejected")
+        .map(|m| m.to_string())
+        .collect()
 }
 
 /// Whether `P = bad` got through the search at least once (else the test would prove nothing).
 fn passed_search(messages: &[serde_json::Value], bad: i64) -> bool {
-    messages.iter().any(|m| m["reason"] == "evaluation" && m["params"]["P"] == bad && m["outcome"]["Ok"].is_object())
+    messages.iter().any(|m| {
+        m["reason"] == "evaluation" && m["params"]["P"] == bad && m["outcome"]["Ok"].is_object()
+    })
 }
 
 /// A slow loop that adds nothing (so that every variant without it is faster than the
@@ -86,14 +111,24 @@ fn never_ships(name: &str, args: &str, bad: i64, seeds: u64) -> Vec<serde_json::
     for seed in 0..seeds {
         let lock = dir.path().join(format!("K{seed}.lock"));
         let (out, messages) = tune(&b, &lock, seed, &[]);
-        assert!(out.status.success(), "{name}, seed {seed}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{name}, seed {seed}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let shipped = winner(&lock, &format!("test::{name}"));
-        eprintln!("{name}, seed {seed}: shipped P={shipped}; rejected: {:?}", rejections(&messages));
+        eprintln!(
+            "{name}, seed {seed}: shipped P={shipped}; rejected: {:?}",
+            rejections(&messages)
+        );
         assert_ne!(shipped, bad, "{name}, seed {seed}: the bad variant shipped");
         got_through_search |= passed_search(&messages, bad);
         all.extend(messages);
     }
-    assert!(got_through_search, "{name}: P={bad} never passed the search, so the proof was not tested");
+    assert!(
+        got_through_search,
+        "{name}: P={bad} never passed the search, so the proof was not tested"
+    );
     all
 }
 
@@ -119,7 +154,13 @@ fn tail_args() -> String {
 #[test]
 fn a_vector_tail_right_only_for_one_leftover_element_never_ships() {
     let messages = never_ships("Tail", &tail_args(), 1, 2);
-    assert!(rejections(&messages).iter().any(|r| r.contains("differ") || r.contains("Wrong")), "{:?}", rejections(&messages));
+    assert!(
+        rejections(&messages)
+            .iter()
+            .any(|r| r.contains("differ") || r.contains("Wrong")),
+        "{:?}",
+        rejections(&messages)
+    );
 }
 
 /// P=1 takes a shortcut that is wrong when rows exceed 2.5 × columns.
@@ -162,7 +203,11 @@ fn integer_scalars_are_proven_over_their_range_and_dispatched_only_there() {
     let b = bundle::write(dir.path(), "c.json", "Unroll", &constant);
     let lock = dir.path().join("c.lock");
     let (out, _) = tune(&b, &lock, 0, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let l = Lockfile::read(&lock).unwrap().unwrap();
     let v = &l.kernels["test::Unroll"].variants[0];
     assert_eq!(v.params["P"], 1, "right at k = 8, so it may win there");
@@ -172,7 +217,17 @@ fn integer_scalars_are_proven_over_their_range_and_dispatched_only_there() {
     let key = kfoundry_rt::model::device::DeviceKey::parse(&v.device).unwrap();
     let at = |k: i64| {
         let scalars = [("k".to_string(), k)].into();
-        kfoundry_rt::model::select::choose(&spec, std::slice::from_ref(v), &key, None, None, &v.sizes, Some(&scalars)).unwrap().step
+        kfoundry_rt::model::select::choose(
+            &spec,
+            std::slice::from_ref(v),
+            &key,
+            None,
+            None,
+            &v.sizes,
+            Some(&scalars),
+        )
+        .unwrap()
+        .step
     };
     assert_eq!(at(8), kfoundry_rt::model::select::Step::ExactDevice);
     assert_eq!(at(3), kfoundry_rt::model::select::Step::Reference);
@@ -184,7 +239,11 @@ fn integer_scalars_are_proven_over_their_range_and_dispatched_only_there() {
     for seed in 0..2 {
         let lock = dir.path().join(format!("r{seed}.lock"));
         let (out, _) = tune(&b, &lock, seed, &[]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_ne!(winner(&lock, "test::Unroll"), 1, "seed {seed}");
     }
 }
@@ -209,7 +268,11 @@ fn in_place_args() -> String {
 #[test]
 fn a_kernel_declared_in_place_is_proven_in_place() {
     let messages = never_ships("InPlace", &in_place_args(), 1, 2);
-    assert!(rejections(&messages).iter().any(|r| r.contains("in place")), "{:?}", rejections(&messages));
+    assert!(
+        rejections(&messages).iter().any(|r| r.contains("in place")),
+        "{:?}",
+        rejections(&messages)
+    );
 }
 
 #[test]
@@ -233,9 +296,17 @@ fn integer_outputs_are_compared_exactly() {
     let b = bundle::write(dir.path(), "i.json", "Ints", &args);
     let lock = dir.path().join("i.lock");
     let (out, messages) = tune(&b, &lock, 0, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(winner(&lock, "test::Ints"), 0);
-    let failed = messages.iter().find(|m| m["reason"] == "evaluation" && m["params"]["P"] == 1).map(|m| m.to_string()).unwrap_or_default();
+    let failed = messages
+        .iter()
+        .find(|m| m["reason"] == "evaluation" && m["params"]["P"] == 1)
+        .map(|m| m.to_string())
+        .unwrap_or_default();
     assert!(failed.contains("Wrong"), "{failed}");
 }
 
@@ -248,13 +319,21 @@ fn memo_args() -> String {
             else y[i] = 2.0f * x[i] + slow;
         }}"#
     );
-    format!(r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#)
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    )
 }
 
 #[test]
 fn a_memo_that_skips_elements_already_written_never_ships() {
     let messages = never_ships("Memo", &memo_args(), 1, 2);
-    assert!(rejections(&messages).iter().any(|r| r.contains("pre-filled")), "{:?}", rejections(&messages));
+    assert!(
+        rejections(&messages)
+            .iter()
+            .any(|r| r.contains("pre-filled")),
+        "{:?}",
+        rejections(&messages)
+    );
 }
 
 #[test]
@@ -278,8 +357,16 @@ __kernel void k(const int n, __global const float* x, __global float* y) {
     let (out, _) = tune(&b, &lock, 0, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("`#undef get_group_id`") && stderr.contains("may not be redefined"), "{stderr}");
-    assert!(Lockfile::read(&lock).unwrap().is_none_or(|l| l.kernels.is_empty()), "nothing ships");
+    assert!(
+        stderr.contains("`#undef get_group_id`") && stderr.contains("may not be redefined"),
+        "{stderr}"
+    );
+    assert!(
+        Lockfile::read(&lock)
+            .unwrap()
+            .is_none_or(|l| l.kernels.is_empty()),
+        "nothing ships"
+    );
 }
 
 /// A polynomial exp, right on [-1, 1] (the declared range) and nowhere far from it.
@@ -304,7 +391,9 @@ fn relu_args() -> String {
         float slow = 0.0f; for (int s = 0; s < 64 * (P == 0); s++) slow += fmin(fabs(x[(i + s) % n]), 0.0f);
         y[i] = P == 1 ? fmax(x[i], 0.0f) : (x[i] < 0.0f ? 0.0f : x[i]) + slow;
     }"#;
-    format!(r#"code = {relu:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#)
+    format!(
+        r#"code = {relu:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    )
 }
 
 #[test]
@@ -318,8 +407,16 @@ fn variants_right_only_on_the_declared_range_never_ship() {
     let b = bundle::write(dir.path(), "f.json", "Relu", &finite);
     let lock = dir.path().join("f.lock");
     let (out, _) = tune(&b, &lock, 0, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(winner(&lock, "test::Relu"), 1, "without NaN inputs the fmax ReLU is right, and faster");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        winner(&lock, "test::Relu"),
+        1,
+        "without NaN inputs the fmax ReLU is right, and faster"
+    );
 }
 
 /// A language model's answers that would pull a host file into the build (and its content,
@@ -341,7 +438,12 @@ fn a_model_answer_never_reads_a_host_file() {
         format!("```c\n#if __has_include(\"{s}\")\n#endif\n{body}```"),
         format!("```c\n#define I #include\n#pragma GCC dependency \"{s}\"\n{body}```"),
     ];
-    let server = MockLlm::start(answers.iter().map(|a| MockResponse::completion(a)).collect());
+    let server = MockLlm::start(
+        answers
+            .iter()
+            .map(|a| MockResponse::completion(a))
+            .collect(),
+    );
     let reference = "__kernel void scale(const int n, __global const float* x, __global float* y) {\n    int i = get_global_id(0);\n    float zero = 0.0f;\n    for (int k = 0; k < 256; k++) zero += fmin(fabs(x[(i + k) % n]), 0.0f);\n    y[i] = 3.0f * x[i] + zero;\n}\n";
     let args = format!(
         r#"code = {reference:?}, params(WG = [16, 32]), reference(WG = 16), global = n, local = WG, buffers(x = n, y = n), check(y),
@@ -349,22 +451,62 @@ fn a_model_answer_never_reads_a_host_file() {
     );
     let b = bundle::write(dir.path(), "m.json", "Scale", &args);
     let config = dir.path().join("llm.toml");
-    std::fs::write(&config, format!("base_url = \"{}\"\nmodel = \"m\"\nevery = 1\nmax_retries = 0\nmeta_every = 100\n", server.base_url())).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "base_url = \"{}\"\nmodel = \"m\"\nevery = 1\nmax_retries = 0\nmeta_every = 100\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
     let lock = dir.path().join("m.lock");
-    let (out, messages) = tune(&b, &lock, 0, &["--llm-config", config.to_str().unwrap(), "--budget-evals", "16"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let turns: Vec<&serde_json::Value> = messages.iter().filter(|m| m["reason"] == "language-model").collect();
+    let (out, messages) = tune(
+        &b,
+        &lock,
+        0,
+        &[
+            "--llm-config",
+            config.to_str().unwrap(),
+            "--budget-evals",
+            "16",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let turns: Vec<&serde_json::Value> = messages
+        .iter()
+        .filter(|m| m["reason"] == "language-model")
+        .collect();
     assert!(turns.len() >= answers.len(), "{turns:?}");
     for t in &turns[..answers.len()] {
         assert_eq!(t["turn"]["outcome"], "rejected", "{t}");
-        assert!(t["turn"]["detail"].as_str().unwrap().contains("not allowed"), "{t}");
+        assert!(
+            t["turn"]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("not allowed"),
+            "{t}"
+        );
     }
     for r in server.requests() {
-        assert!(!r.body.contains("ghp_kfoundrysecrettoken"), "a prompt carried the file: {}", r.body);
+        assert!(
+            !r.body.contains("ghp_kfoundrysecrettoken"),
+            "a prompt carried the file: {}",
+            r.body
+        );
     }
-    let everything =
-        common::walk(dir.path()).into_iter().filter(|p| *p != secret).filter_map(|p| std::fs::read_to_string(p).ok()).collect::<String>();
-    assert!(!everything.contains("ghp_kfoundrysecrettoken"), "a file kfoundry wrote holds the secret");
+    let everything = common::walk(dir.path())
+        .into_iter()
+        .filter(|p| *p != secret)
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect::<String>();
+    assert!(
+        !everything.contains("ghp_kfoundrysecrettoken"),
+        "a file kfoundry wrote holds the secret"
+    );
 }
 
 /// A bundle's model table that names a URL and the variable to read the key from: not used
@@ -376,7 +518,8 @@ fn a_bundles_model_table_never_chooses_where_a_key_goes() {
     let args = r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) { y[get_global_id(0)] = WG * x[get_global_id(0)]; }",
         params(WG = [1, 2]), reference(WG = 1), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 1024))"#;
     let b = bundle::write(dir.path(), "b.json", "K", args);
-    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
     v["kfoundry_metadata"] = serde_json::json!({ "llm": { "base_url": server.base_url(), "model": "m", "api_key_env": "GITHUB_TOKEN", "every": 1 } });
     std::fs::write(&b, v.to_string()).unwrap();
     let run = |extra: &[&str]| {
@@ -393,15 +536,24 @@ fn a_bundles_model_table_never_chooses_where_a_key_goes() {
             .unwrap()
     };
     let plain = run(&[]);
-    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
     assert!(
-        String::from_utf8_lossy(&plain.stderr).contains("not used unless you pass --llm-from-project"),
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&plain.stderr)
+            .contains("not used unless you pass --llm-from-project"),
         "{}",
         String::from_utf8_lossy(&plain.stderr)
     );
     let asked = run(&["--llm-from-project"]);
     assert!(!asked.status.success());
-    assert!(String::from_utf8_lossy(&asked.stderr).contains("api_key_env"), "{}", String::from_utf8_lossy(&asked.stderr));
+    assert!(
+        String::from_utf8_lossy(&asked.stderr).contains("api_key_env"),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
     assert!(server.requests().is_empty(), "nothing was sent");
 }
 
@@ -422,10 +574,28 @@ fn check_verify_refuses_edited_entries() {
     let b = bundle::write(dir.path(), "v.json", "Edit", &args);
     let lock = dir.path().join("v.lock");
     let (out, _) = tune(&b, &lock, 0, &["--budget-evals", "4"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let verify = |path: &Path| exe().args(["check", "--verify", "--bundle"]).arg(&b).arg("--lockfile").arg(path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verify = |path: &Path| {
+        exe()
+            .args(["check", "--verify", "--bundle"])
+            .arg(&b)
+            .arg("--lockfile")
+            .arg(path)
+            .output()
+            .unwrap()
+    };
     let ok = verify(&lock);
-    assert_eq!(ok.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&ok.stdout), String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&ok.stdout),
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let original = Lockfile::read(&lock).unwrap().unwrap();
     let edited = |f: &dyn Fn(&mut Lockfile)| {
         let mut l = original.clone();
@@ -436,10 +606,21 @@ fn check_verify_refuses_edited_entries() {
     };
     // 1. parameters that fail
     let out = edited(&|l| {
-        l.kernels.get_mut("test::Edit").unwrap().variants[0].params.insert("P".into(), 2);
+        l.kernels.get_mut("test::Edit").unwrap().variants[0]
+            .params
+            .insert("P".into(), 2);
     });
-    assert_eq!(out.status.code(), Some(6), "{}", String::from_utf8_lossy(&out.stdout));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("does not hold"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("does not hold"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // 2. moved to a made-up device described like this one: dispatch would run it here as the
     // nearest device, so it is proven here
     let out = edited(&|l| {
@@ -451,14 +632,24 @@ fn check_verify_refuses_edited_entries() {
         e.variants[0].device = fake;
         e.variants[0].params.insert("P".into(), 2);
     });
-    assert_eq!(out.status.code(), Some(6), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // 3. `proven` widened to sizes where P=3 is wrong (it is right where it was tuned)
     let out = edited(&|l| {
         let v = &mut l.kernels.get_mut("test::Edit").unwrap().variants[0];
         v.params.insert("P".into(), 3);
         v.proven.push([("n".to_string(), 65536)].into());
     });
-    assert_eq!(out.status.code(), Some(6), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 /// Two lockfiles holding different variants for one slot: the one claiming 1 ns does not win.
@@ -501,7 +692,10 @@ fn a_claimed_time_never_settles_a_merge() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("conflict") && stderr.contains("claims 1 ns"), "{stderr}");
+    assert!(
+        stderr.contains("conflict") && stderr.contains("claims 1 ns"),
+        "{stderr}"
+    );
     assert!(!dir.path().join("c.lock").exists(), "nothing written");
 }
 
@@ -517,8 +711,14 @@ fn unbounded_inputs_are_refused_not_read() {
     let (out, _) = tune(&b, &dir.path().join("big.lock"), 0, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("GiB") && !stderr.contains("1 bytes"), "{stderr}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(120), "refused before anything ran");
+    assert!(
+        stderr.contains("GiB") && !stderr.contains("1 bytes"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "refused before anything ran"
+    );
     // A FIFO where a generated source should be: `check` says so instead of hanging.
     let small = r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) { y[get_global_id(0)] = x[get_global_id(0)] * WG; }",
         params(WG = [1, 2]), reference(WG = 1), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 64))"#;
@@ -543,19 +743,43 @@ fn unbounded_inputs_are_refused_not_read() {
         partial: false,
         device_info: None,
     };
-    lock.record("test::Small", &kfoundry_tooling::fingerprint(&spec).unwrap(), &v.device.clone(), Default::default(), vec![v]);
+    lock.record(
+        "test::Small",
+        &kfoundry_tooling::fingerprint(&spec).unwrap(),
+        &v.device.clone(),
+        Default::default(),
+        vec![v],
+    );
     lock.write_atomic(&lock_path).unwrap();
     let fifo = kfoundry_tooling::generated::source_path(&lock_path, "test::Small", hash);
     std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let mut child = exe().args(["check", "--bundle"]).arg(&b).arg("--lockfile").arg(&lock_path).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut child = exe()
+        .args(["check", "--bundle"])
+        .arg(&b)
+        .arg("--lockfile")
+        .arg(&lock_path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "check hangs on a FIFO");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "check hangs on a FIFO"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let out = child.wait_with_output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("a FIFO"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("a FIFO"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 /// What a kernel prints is passed through escaped, and is never taken for a compiler warning.
@@ -566,10 +790,20 @@ fn kernel_printf_is_no_warning_and_no_terminal_control() {
         params(WG = [1, 2]), reference(WG = 1), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 64))"#;
     let b = bundle::write(dir.path(), "p.json", "Print", args);
     let (out, messages) = tune(&b, &dir.path().join("p.lock"), 0, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let tuned = messages.iter().find(|m| m["reason"] == "tuned").expect("a result");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tuned = messages
+        .iter()
+        .find(|m| m["reason"] == "tuned")
+        .expect("a result");
     assert!(!tuned["result"].to_string().contains("fake"), "{tuned}");
-    assert!(!out.stderr.contains(&0x1b), "a raw escape reached the terminal");
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "a raw escape reached the terminal"
+    );
 }
 
 /// Writes the bundles of the classes whose bad variant must never ship to
@@ -594,7 +828,14 @@ fn export_bundles() {
     let kernel = "__kernel void k(__global float* y) { y[get_global_id(0)] = (float)get_group_id(0) + (float)get_global_linear_id(); }\n";
     for reversed in [false, true] {
         let text = kfoundry_rt::model::source_policy::generated_program(kernel, true, reversed);
-        std::fs::write(dir.join(format!("prelude-gpu{}.cl", if reversed { "-reversed" } else { "" })), text).unwrap();
+        std::fs::write(
+            dir.join(format!(
+                "prelude-gpu{}.cl",
+                if reversed { "-reversed" } else { "" }
+            )),
+            text,
+        )
+        .unwrap();
     }
 }
 
@@ -622,22 +863,57 @@ fn gather_args(ids: &str) -> String {
 #[test]
 fn index_inputs_follow_the_sizes_and_a_reference_out_of_bounds_is_the_annotations_error() {
     let dir = tempfile::tempdir().unwrap();
-    let b = bundle::write(dir.path(), "in.json", "Gather", &gather_args("uniform_int(0, vocab)"));
+    let b = bundle::write(
+        dir.path(),
+        "in.json",
+        "Gather",
+        &gather_args("uniform_int(0, vocab)"),
+    );
     let lock = dir.path().join("in.lock");
     let (out, messages) = tune(&b, &lock, 0, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(winner(&lock, "test::Gather"), 1, "rejected: {:?}", rejections(&messages));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        winner(&lock, "test::Gather"),
+        1,
+        "rejected: {:?}",
+        rejections(&messages)
+    );
     let l = Lockfile::read(&lock).unwrap().unwrap();
     let proven = l.kernels["test::Gather"].variants[0].proven_range();
-    let vocab = proven.iter().find(|(n, _)| *n == "vocab").map(|(_, r)| *r).expect("vocab proven");
-    assert!(vocab.0 < 500 && vocab.1 > 500, "proven over smaller and larger vocabularies: {vocab:?}");
+    let vocab = proven
+        .iter()
+        .find(|(n, _)| *n == "vocab")
+        .map(|(_, r)| *r)
+        .expect("vocab proven");
+    assert!(
+        vocab.0 < 500 && vocab.1 > 500,
+        "proven over smaller and larger vocabularies: {vocab:?}"
+    );
 
-    let b = bundle::write(dir.path(), "out.json", "Gather", &gather_args("uniform(0, 499)"));
+    let b = bundle::write(
+        dir.path(),
+        "out.json",
+        "Gather",
+        &gather_args("uniform(0, 499)"),
+    );
     let lock = dir.path().join("out.lock");
     let (out, messages) = tune(&b, &lock, 0, &[]);
     let said = format!("{}{messages:?}", String::from_utf8_lossy(&out.stderr));
-    assert!(said.contains("reads outside") && said.contains("`ids` is drawn from `uniform(0, 499)`") && said.contains("uniform_int"), "{said}");
-    assert!(rejections(&messages).is_empty(), "no candidate blamed: {:?}", rejections(&messages));
+    assert!(
+        said.contains("reads outside")
+            && said.contains("`ids` is drawn from `uniform(0, 499)`")
+            && said.contains("uniform_int"),
+        "{said}"
+    );
+    assert!(
+        rejections(&messages).is_empty(),
+        "no candidate blamed: {:?}",
+        rejections(&messages)
+    );
 }
 
 /// Whole-output tolerances: P = 1 is off by 1 at one element, P = 2 off by a relative 1e-4
@@ -665,10 +941,17 @@ fn whole_output_tolerances_accept_what_they_say_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
         let b = bundle::write(dir.path(), "b.json", "Whole", &args);
         let (out, messages) = tune(&b, &dir.path().join("K.lock"), 0, &["--budget-evals", "12"]);
-        assert!(out.status.success(), "{rule}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{rule}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         (1..=3)
             .map(|p| {
-                let evals: Vec<_> = messages.iter().filter(|m| m["reason"] == "evaluation" && m["params"]["P"] == p).collect();
+                let evals: Vec<_> = messages
+                    .iter()
+                    .filter(|m| m["reason"] == "evaluation" && m["params"]["P"] == p)
+                    .collect();
                 assert!(!evals.is_empty(), "{rule}: P={p} was never evaluated");
                 evals.iter().all(|m| m["outcome"]["Ok"].is_object())
             })
@@ -676,7 +959,10 @@ fn whole_output_tolerances_accept_what_they_say_and_nothing_else() {
     };
     assert_eq!(outcomes("norm = 1e-3"), [false, true, false]);
     assert_eq!(outcomes("cosine = 0.99999"), [false, true, false]);
-    assert_eq!(outcomes("allclose = 0.999, rtol = 1e-5, atol = 1e-6"), [true, false, false]);
+    assert_eq!(
+        outcomes("allclose = 0.999, rtol = 1e-5, atol = 1e-6"),
+        [true, false, false]
+    );
 }
 
 /// `half*` buffers and bfloat16 in `ushort` buffers (`bf16(...)`): inputs drawn as real values
@@ -717,14 +1003,24 @@ fn half_and_bfloat16_buffers_are_real_values_compared_in_their_precision() {
         let dir = tempfile::tempdir().unwrap();
         let b = bundle::write(dir.path(), "b.json", name, &args);
         let (out, messages) = tune(&b, &dir.path().join("K.lock"), 0, &["--budget-evals", "12"]);
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let ok = |p: i64| {
-            let evals: Vec<_> = messages.iter().filter(|m| m["reason"] == "evaluation" && m["params"]["P"] == p).collect();
+            let evals: Vec<_> = messages
+                .iter()
+                .filter(|m| m["reason"] == "evaluation" && m["params"]["P"] == p)
+                .collect();
             assert!(!evals.is_empty(), "{name}: P={p} never evaluated");
             evals.iter().all(|m| m["outcome"]["Ok"].is_object())
         };
         assert!(ok(1), "{name}: finite inputs: {messages:?}");
-        assert!(ok(2), "{name}: another rounding is within the 16-bit tolerance: {messages:?}");
+        assert!(
+            ok(2),
+            "{name}: another rounding is within the 16-bit tolerance: {messages:?}"
+        );
         assert!(!ok(3), "{name}: a wrong variant fails");
     }
 }

@@ -1,6 +1,8 @@
 //! Deliberately bad candidates on the local OpenCL device (PoCL in CI): each is rejected with
 //! the right reason, the tuner survives them all, and the tune ends with a correct winner.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::process::Command;
 
 use kfoundry_tooling::lockfile::Lockfile;
@@ -63,12 +65,25 @@ fn bad_candidates_in_batches_of(batch: usize) {
         .arg(&bundle)
         .arg("--lockfile")
         .arg(&lock)
-        .args(["--budget-evals", "7", "--candidate-timeout", "10", "--repeats", "1", "--message-format", "json"])
+        .args([
+            "--budget-evals",
+            "7",
+            "--candidate-timeout",
+            "10",
+            "--repeats",
+            "1",
+            "--message-format",
+            "json",
+        ])
         .args(["--set", &format!("batch={batch}")])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "tune failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tune failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // One evaluation message per candidate, with its outcome.
     let mut outcome = std::collections::BTreeMap::new();
@@ -80,7 +95,10 @@ fn bad_candidates_in_batches_of(batch: usize) {
             outcome.insert(v["params"]["BAD"].as_i64().unwrap(), v["outcome"].clone());
         }
         if v["reason"] == "rejected" && v["stage"] == "probe" {
-            probe_rejections.push((v["params"]["BAD"].as_i64().unwrap(), v["why"].as_str().unwrap().to_string()));
+            probe_rejections.push((
+                v["params"]["BAD"].as_i64().unwrap(),
+                v["why"].as_str().unwrap().to_string(),
+            ));
         }
         if v["reason"] == "tuned" {
             tuned = v["result"].clone();
@@ -88,26 +106,51 @@ fn bad_candidates_in_batches_of(batch: usize) {
     }
     let failed = |bad: i64| -> (String, String) {
         let o = &outcome[&bad]["Failed"];
-        assert!(o.is_object(), "BAD={bad} should have failed: {}", outcome[&bad]);
-        (o["kind"].as_str().unwrap().to_string(), o["reason"].as_str().unwrap().to_string())
+        assert!(
+            o.is_object(),
+            "BAD={bad} should have failed: {}",
+            outcome[&bad]
+        );
+        (
+            o["kind"].as_str().unwrap().to_string(),
+            o["reason"].as_str().unwrap().to_string(),
+        )
     };
-    assert!(outcome[&0]["Ok"].is_object(), "the reference passes: {}", outcome[&0]);
+    assert!(
+        outcome[&0]["Ok"].is_object(),
+        "the reference passes: {}",
+        outcome[&0]
+    );
     assert_eq!(failed(1).0, "Timeout", "{:?}", failed(1));
     let (kind, reason) = failed(2);
     // Depending on where the write lands, the driver crashes, hangs or corrupts the output.
-    assert!(["Runtime", "Wrong", "Timeout"].contains(&kind.as_str()), "out-of-bounds write: {kind} {reason}");
+    assert!(
+        ["Runtime", "Wrong", "Timeout"].contains(&kind.as_str()),
+        "out-of-bounds write: {kind} {reason}"
+    );
     // A fault in a kernel either kills the worker or (PoCL 3.1 here) leaves it hung inside the
     // driver: either way it is contained and the worker replaced.
     let (kind, reason) = failed(3);
-    assert!(kind == "Runtime" && reason.contains("died") || kind == "Timeout" && reason.contains("killed"), "{kind} {reason}");
+    assert!(
+        kind == "Runtime" && reason.contains("died")
+            || kind == "Timeout" && reason.contains("killed"),
+        "{kind} {reason}"
+    );
     let (kind, reason) = failed(4);
     assert_eq!(kind, "Wrong", "{reason}");
     let (kind, reason) = failed(5);
     assert_eq!(kind, "Wrong", "{reason}");
-    assert!(reason.contains("NaN"), "unwritten elements stay poisoned: {reason}");
+    assert!(
+        reason.contains("NaN"),
+        "unwritten elements stay poisoned: {reason}"
+    );
 
     // Right at the tuned size, so it passes the search; caught by probing other sizes.
-    assert!(outcome[&6]["Ok"].is_object(), "BAD=6 is right at n = 4096: {}", outcome[&6]);
+    assert!(
+        outcome[&6]["Ok"].is_object(),
+        "BAD=6 is right at n = 4096: {}",
+        outcome[&6]
+    );
     assert_eq!(probe_rejections.len(), 1, "{probe_rejections:?}");
     let (bad, why) = &probe_rejections[0];
     assert_eq!(*bad, 6);
@@ -116,9 +159,13 @@ fn bad_candidates_in_batches_of(batch: usize) {
     assert_eq!(tuned["params"]["BAD"], 0);
     assert_eq!(tuned["rel_error_norm"].as_f64(), Some(0.0), "{tuned}");
     assert_eq!(tuned["probe_rejections"].as_array().map(Vec::len), Some(1));
-    let log = std::fs::read_to_string(tuned["failure_log"].as_str().expect("a failure log")).unwrap();
+    let log =
+        std::fs::read_to_string(tuned["failure_log"].as_str().expect("a failure log")).unwrap();
     for bad in 1..=5 {
-        assert!(log.contains(&format!("BAD={bad}:")), "failure log lists BAD={bad}:\n{log}");
+        assert!(
+            log.contains(&format!("BAD={bad}:")),
+            "failure log lists BAD={bad}:\n{log}"
+        );
     }
 
     // The winner is the correct kernel.

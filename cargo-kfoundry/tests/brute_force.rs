@@ -3,6 +3,8 @@
 //! the simulator replays, `--max-configs` refuses a larger space, and `--resume` after a
 //! finished run evaluates nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -25,7 +27,14 @@ __kernel void scale(const int n, __global const float* x, __global float* y) {
 
 fn brute_force(bundle: &Path, out: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
-        .args(["brute-force", "--repeats", "1", "--message-format", "json", "--bundle"])
+        .args([
+            "brute-force",
+            "--repeats",
+            "1",
+            "--message-format",
+            "json",
+            "--bundle",
+        ])
         .arg(bundle)
         .arg("--out")
         .arg(out)
@@ -37,8 +46,15 @@ fn brute_force(bundle: &Path, out: &Path, extra: &[&str]) -> Output {
 /// The one JSON line the command prints for the kernel.
 fn summary(out: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 1, "{stdout}");
     assert_eq!(lines[0]["reason"], "brute-forced");
     lines[0].clone()
@@ -63,10 +79,16 @@ fn brute_forces_a_small_space_into_a_cache_file_the_simulator_replays() {
     assert_eq!(first["evaluated"], 11);
     assert_eq!(first["resumed"], 0);
     assert_eq!(first["timed"], 9);
-    assert_eq!(first["failures"], serde_json::json!({ "build": 1, "wrong": 1 }));
+    assert_eq!(
+        first["failures"],
+        serde_json::json!({ "build": 1, "wrong": 1 })
+    );
     let path = PathBuf::from(first["path"].as_str().unwrap());
     let name = path.file_name().unwrap().to_string_lossy().to_string();
-    assert!(name.starts_with("test__Scale-") && name.contains("@w@") && name.ends_with(".json"), "{name}");
+    assert!(
+        name.starts_with("test__Scale-") && name.contains("@w@") && name.ends_with(".json"),
+        "{name}"
+    );
     assert_eq!(path.parent(), Some(out.as_path()));
 
     // The file: a Kernel Tuner cache with one entry per valid configuration.
@@ -74,7 +96,10 @@ fn brute_forces_a_small_space_into_a_cache_file_the_simulator_replays() {
     assert_eq!(space.kernel_name, "test::Scale");
     assert!(!space.device_name.is_empty());
     assert_eq!(space.entries.len(), 11);
-    assert!(!space.is_valid(&vec![64, 4]), "a configuration the constraints reject is absent");
+    assert!(
+        !space.is_valid(&vec![64, 4]),
+        "a configuration the constraints reject is absent"
+    );
     let raw: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(raw["tune_params_keys"], serde_json::json!(["WG", "U"]));
     assert_eq!(raw["problem_size"], serde_json::json!([16384]));
@@ -88,19 +113,39 @@ fn brute_forces_a_small_space_into_a_cache_file_the_simulator_replays() {
     assert_eq!(raw["kfoundry"]["complete"], true);
     assert!(raw["cache"]["8,1"]["time"].as_f64().unwrap() > 0.0);
     // The best recorded configuration is a correct one.
-    let best = space.entries.iter().filter_map(|(c, e)| e.time_ms.as_ref().ok().map(|t| (c.clone(), *t))).min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    let best = space
+        .entries
+        .iter()
+        .filter_map(|(c, e)| e.time_ms.as_ref().ok().map(|t| (c.clone(), *t)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
     assert!(best.0 != vec![16, 2] && best.0 != vec![32, 4], "{best:?}");
-    let best_json: Vec<i64> = ["WG", "U"].iter().map(|n| first["best"][n].as_i64().unwrap()).collect();
+    let best_json: Vec<i64> = ["WG", "U"]
+        .iter()
+        .map(|n| first["best"][n].as_i64().unwrap())
+        .collect();
     assert_eq!(best_json, best.0);
 
     // The simulator replays it and, with a budget as large as the space, finds the optimum.
     let sim = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
-        .args(["simulate", "--runs", "3", "--budget-evals", "12", "--message-format", "json"])
+        .args([
+            "simulate",
+            "--runs",
+            "3",
+            "--budget-evals",
+            "12",
+            "--message-format",
+            "json",
+        ])
         .arg(&path)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&sim.stdout);
-    assert!(sim.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&sim.stderr));
+    assert!(
+        sim.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     let runs = report["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
@@ -112,24 +157,50 @@ fn brute_forces_a_small_space_into_a_cache_file_the_simulator_replays() {
     // Other engine settings replay through --set; an unknown one is a clear error.
     let simulate_with = |set: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
-            .args(["simulate", "--runs", "1", "--budget-evals", "12", "--message-format", "json"])
+            .args([
+                "simulate",
+                "--runs",
+                "1",
+                "--budget-evals",
+                "12",
+                "--message-format",
+                "json",
+            ])
             .args(set.iter().flat_map(|s| ["--set", s]))
             .arg(&path)
             .output()
             .unwrap()
     };
     let plain = simulate_with(&["screening=1", "screen_model=Nearest"]);
-    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
     let unknown = simulate_with(&["screenings=1"]);
     let stderr = String::from_utf8_lossy(&unknown.stderr);
-    assert!(!unknown.status.success() && stderr.contains("screenings") && stderr.contains("no such setting"), "{stderr}");
+    assert!(
+        !unknown.status.success()
+            && stderr.contains("screenings")
+            && stderr.contains("no such setting"),
+        "{stderr}"
+    );
 
     // A space larger than --max-configs is refused, naming the kernel and the count.
     let refused = brute_force(&bundle, &out, &["--max-configs", "5"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
-    assert!(stderr.contains("test::Scale") && stderr.contains("11 valid configurations") && stderr.contains("--max-configs 5"), "{stderr}");
-    assert_eq!(CacheSpace::load(&path).unwrap().entries.len(), 11, "the earlier file is untouched");
+    assert!(
+        stderr.contains("test::Scale")
+            && stderr.contains("11 valid configurations")
+            && stderr.contains("--max-configs 5"),
+        "{stderr}"
+    );
+    assert_eq!(
+        CacheSpace::load(&path).unwrap().entries.len(),
+        11,
+        "the earlier file is untouched"
+    );
 
     // Resuming a finished run evaluates nothing.
     let before = std::fs::read_to_string(&path).unwrap();
@@ -142,5 +213,8 @@ fn brute_forces_a_small_space_into_a_cache_file_the_simulator_replays() {
     // Resuming with other measurement settings is refused.
     let other = brute_force(&bundle, &out, &["--resume", "--seed", "3"]);
     let stderr = String::from_utf8_lossy(&other.stderr);
-    assert!(!other.status.success() && stderr.contains("cannot resume") && stderr.contains("--seed"), "{stderr}");
+    assert!(
+        !other.status.success() && stderr.contains("cannot resume") && stderr.contains("--seed"),
+        "{stderr}"
+    );
 }

@@ -2,12 +2,15 @@
 //! `messages.rs`), whose shape a snapshot pins. A change to a message that the snapshot shows
 //! must either only add a field or raise `messages::VERSION`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use cargo_kfoundry::messages::{
-    BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, PortfolioBucket, Simulated, SimulatedRun, TuneResult, VERSION,
+    BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, PortfolioBucket,
+    Simulated, SimulatedRun, TuneResult, VERSION,
 };
 use kfoundry_rt::model::spec::{Params, Workload};
 use kfoundry_rt::model::variant::Variant;
@@ -43,12 +46,19 @@ fn every_message() -> Vec<Message> {
         max_abs_error: Some(0.0),
         rel_error_norm: Some(0.0),
         probed_sizes: vec!["n=1024".into(), "n=16384".into()],
-        proven: vec![sizes.clone(), params(&[("n", 1024)]), params(&[("n", 16384)])],
+        proven: vec![
+            sizes.clone(),
+            params(&[("n", 1024)]),
+            params(&[("n", 16384)]),
+        ],
         proven_scalars: [("k".to_string(), [1, 8])].into(),
         proof_seed: Some(12345),
         proof_cases: 40,
         proof_cases_skipped: 1,
-        probe_rejections: vec![(params(&[("WG", 256), ("VEC", 8)]), "Wrong at sizes n=16384: y[3]: expected 1, got 0".into())],
+        probe_rejections: vec![(
+            params(&[("WG", 256), ("VEC", 8)]),
+            "Wrong at sizes n=16384: y[3]: expected 1, got 0".into(),
+        )],
         note: None,
         kept_existing: false,
         reference_kept: false,
@@ -135,8 +145,17 @@ fn every_message() -> Vec<Message> {
             why: "Wrong at sizes n=16384".into(),
         },
         Message::Tuned { result },
-        Message::Failed { kernel: "pkg::Broken".into(), workload: "small".into(), error: "the reference failed".into() },
-        Message::Finished { lockfile: PathBuf::from("Kfoundry.lock"), results: 3, failed: 1, interrupted: false },
+        Message::Failed {
+            kernel: "pkg::Broken".into(),
+            workload: "small".into(),
+            error: "the reference failed".into(),
+        },
+        Message::Finished {
+            lockfile: PathBuf::from("Kfoundry.lock"),
+            results: 3,
+            failed: 1,
+            interrupted: false,
+        },
         Message::Kernel(KernelListing {
             id: "pkg::Saxpy".into(),
             package: "pkg".into(),
@@ -144,10 +163,17 @@ fn every_message() -> Vec<Message> {
             entry: "saxpy".into(),
             fingerprint: "89ae7251ecb3f1aa".into(),
             space_size: "48".into(),
-            params: vec![("WG".into(), vec![32, 64, 128]), ("VEC".into(), vec![1, 2, 4, 8])],
+            params: vec![
+                ("WG".into(), vec![32, 64, 128]),
+                ("VEC".into(), vec![1, 2, 4, 8]),
+            ],
             require: vec!["WG <= device_max_work_group".into()],
             device_properties: vec!["device_max_work_group".into()],
-            workloads: vec![Workload { name: "small".into(), sizes: sizes.clone(), on: vec![] }],
+            workloads: vec![Workload {
+                name: "small".into(),
+                sizes: sizes.clone(),
+                on: vec![],
+            }],
         }),
         Message::Device {
             index: 0,
@@ -165,7 +191,9 @@ fn every_message() -> Vec<Message> {
             },
             peaks: None,
         },
-        Message::Finding { message: "stale: `pkg::Saxpy` changed since it was tuned".into() },
+        Message::Finding {
+            message: "stale: `pkg::Saxpy` changed since it was tuned".into(),
+        },
         Message::Variant {
             kernel: "pkg::Saxpy".into(),
             variant: Variant {
@@ -205,7 +233,14 @@ fn every_message() -> Vec<Message> {
             score_evals: 0.61,
             score_time: 0.55,
             incomplete: false,
-            runs: vec![SimulatedRun { seed: 0, evaluations: 100, failures: 3, seconds: 41.0, fraction: 0.95, best: Some((vec![64, 4], 0.00126)) }],
+            runs: vec![SimulatedRun {
+                seed: 0,
+                evaluations: 100,
+                failures: 3,
+                seconds: 41.0,
+                fraction: 0.95,
+                best: Some((vec![64, 4], 0.00126)),
+            }],
         }),
         Message::BruteForced(BruteForced {
             kernel: "pkg::Saxpy".into(),
@@ -262,7 +297,10 @@ fn messages_are_versioned_tagged_and_pinned_by_a_snapshot() {
 }
 
 fn kfoundry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -274,18 +312,95 @@ fn usage_errors_exit_with_2_and_say_what_is_wrong() {
     let lock = lock.to_str().unwrap();
     for (args, says) in [
         (vec!["tune", "--no-such-flag"], "unexpected argument"),
-        (vec!["tune", "--bundle", b, "--lockfile", lock, "--kernel", "NoSuchKernel"], "no annotated kernel matches `--kernel NoSuchKernel`"),
-        (vec!["tune", "--bundle", b, "--lockfile", lock, "--workload", "huge"], "no selected kernel declares the workload `huge`"),
         (
-            vec!["tune", "--bundle", b, "--lockfile", lock, "--device", "no-such-device-anywhere"],
+            vec![
+                "tune",
+                "--bundle",
+                b,
+                "--lockfile",
+                lock,
+                "--kernel",
+                "NoSuchKernel",
+            ],
+            "no annotated kernel matches `--kernel NoSuchKernel`",
+        ),
+        (
+            vec![
+                "tune",
+                "--bundle",
+                b,
+                "--lockfile",
+                lock,
+                "--workload",
+                "huge",
+            ],
+            "no selected kernel declares the workload `huge`",
+        ),
+        (
+            vec![
+                "tune",
+                "--bundle",
+                b,
+                "--lockfile",
+                lock,
+                "--device",
+                "no-such-device-anywhere",
+            ],
             "no OpenCL device matches `--device no-such-device-anywhere`",
         ),
         (vec!["simulate", "--set", "nonsense", "x.json"], "--set"),
-        (vec!["tune", "--bundle", b, "--lockfile", lock, "--set", "gradient_steerin=true"], "`gradient_steerin`: no such setting"),
-        (vec!["tune", "--bundle", b, "--lockfile", lock, "--set", "selection.p_min=0.9"], "selection.p_min out of range"),
-        (vec!["tune", "--bundle", b, "--lockfile", lock, "--set", "max_evals=5"], "--budget-evals"),
-        (vec!["tune", "--bundle", b, "--lockfile", lock, "--set", "islands=0"], "0 islands"),
-        (vec!["simulate", "--set", "sampling.explore=-1", "x.json"], "negative or non-finite"),
+        (
+            vec![
+                "tune",
+                "--bundle",
+                b,
+                "--lockfile",
+                lock,
+                "--set",
+                "gradient_steerin=true",
+            ],
+            "`gradient_steerin`: no such setting",
+        ),
+        (
+            vec![
+                "tune",
+                "--bundle",
+                b,
+                "--lockfile",
+                lock,
+                "--set",
+                "selection.p_min=0.9",
+            ],
+            "selection.p_min out of range",
+        ),
+        (
+            vec![
+                "tune",
+                "--bundle",
+                b,
+                "--lockfile",
+                lock,
+                "--set",
+                "max_evals=5",
+            ],
+            "--budget-evals",
+        ),
+        (
+            vec![
+                "tune",
+                "--bundle",
+                b,
+                "--lockfile",
+                lock,
+                "--set",
+                "islands=0",
+            ],
+            "0 islands",
+        ),
+        (
+            vec!["simulate", "--set", "sampling.explore=-1", "x.json"],
+            "negative or non-finite",
+        ),
     ] {
         let out = kfoundry(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -298,10 +413,22 @@ fn usage_errors_exit_with_2_and_say_what_is_wrong() {
 /// The summary table says when the reference ships and where to read why.
 #[test]
 fn the_table_marks_a_kept_reference() {
-    let Some(Message::Tuned { result }) = every_message().into_iter().find(|m| matches!(m, Message::Tuned { .. })) else { panic!("a tuned message") };
+    let Some(Message::Tuned { result }) = every_message()
+        .into_iter()
+        .find(|m| matches!(m, Message::Tuned { .. }))
+    else {
+        panic!("a tuned message")
+    };
     let plain = cargo_kfoundry::pipeline::report::summary(std::slice::from_ref(&result));
     assert!(!plain.contains("reference kept"), "{plain}");
-    let kept = TuneResult { reference_kept: true, note: Some("no finalist was faster than the reference on re-measure".into()), ..result };
+    let kept = TuneResult {
+        reference_kept: true,
+        note: Some("no finalist was faster than the reference on re-measure".into()),
+        ..result
+    };
     let table = cargo_kfoundry::pipeline::report::summary(&[kept]);
-    assert!(table.contains("reference kept (see below): VEC=4 WG=64"), "{table}");
+    assert!(
+        table.contains("reference kept (see below): VEC=4 WG=64"),
+        "{table}"
+    );
 }

@@ -4,6 +4,8 @@
 //! - two tunes writing one lockfile at once (while a third party holds its lock) both wait,
 //!   then both kernels' entries survive.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -47,7 +49,16 @@ fn start(bundle: &Path, lock: &Path, budget: usize, extra: &[&str]) -> Tune {
         .arg(bundle)
         .arg("--lockfile")
         .arg(lock)
-        .args(["--budget-evals", &budget.to_string(), "--repeats", "1", "--seed", "7", "--message-format", "json"])
+        .args([
+            "--budget-evals",
+            &budget.to_string(),
+            "--repeats",
+            "1",
+            "--seed",
+            "7",
+            "--message-format",
+            "json",
+        ])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -58,7 +69,8 @@ fn start(bundle: &Path, lock: &Path, budget: usize, extra: &[&str]) -> Tune {
     let (tx, lines) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            let v: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
             if tx.send(v).is_err() {
                 break;
             }
@@ -72,14 +84,22 @@ fn start(bundle: &Path, lock: &Path, budget: usize, extra: &[&str]) -> Tune {
         }
         all
     });
-    Tune { child, lines, stderr }
+    Tune {
+        child,
+        lines,
+        stderr,
+    }
 }
 
 type Config = (i64, i64, i64);
 
 fn config(v: &serde_json::Value) -> Config {
     let p = &v["params"];
-    (p["WG"].as_i64().expect("WG"), p["U"].as_i64().expect("U"), p["A"].as_i64().expect("A"))
+    (
+        p["WG"].as_i64().expect("WG"),
+        p["U"].as_i64().expect("U"),
+        p["A"].as_i64().expect("A"),
+    )
 }
 
 /// Collects evaluation messages until `n` arrived (then sends `signal`) or the tune ends.
@@ -91,7 +111,10 @@ fn evaluations_until(tune: &mut Tune, n: Option<usize>, signal: &str) -> Vec<Con
             Ok(v) if v["reason"] == "evaluation" => {
                 seen.push(config(&v));
                 if n.is_some_and(|n| seen.len() >= n) {
-                    let status = Command::new("kill").args([signal, &tune.child.id().to_string()]).status().expect("kill");
+                    let status = Command::new("kill")
+                        .args([signal, &tune.child.id().to_string()])
+                        .status()
+                        .expect("kill");
                     assert!(status.success());
                     break;
                 }
@@ -126,7 +149,9 @@ fn workers_left(pid: u32, within: Duration) -> Vec<u32> {
 
 fn live_workers(pid: u32) -> Vec<u32> {
     let marker = format!("KFOUNDRY_TUNER_PID={pid}\0");
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
         .filter(|p| {
@@ -164,7 +189,11 @@ fn killed_and_interrupted_tunes_resume_without_evaluating_anything_twice() {
     assert!(!status.success());
     let left = workers_left(tuner_pid, Duration::from_secs(10));
     assert!(left.is_empty(), "a worker outlived its tuner: {left:?}");
-    assert_eq!(std::fs::read_to_string(&lock).unwrap(), before, "a killed tune leaves the lockfile as it was");
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        before,
+        "a killed tune leaves the lockfile as it was"
+    );
 
     // 2. Resume; SIGTERM (what Ctrl-C does) after 4 more: partial results are written.
     let mut tune = start(&bundle, &lock, BUDGET, &["--resume"]);
@@ -172,10 +201,16 @@ fn killed_and_interrupted_tunes_resume_without_evaluating_anything_twice() {
     let (status, stderr) = finish(tune);
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("resuming after"), "{stderr}");
-    assert!(stderr.contains("--resume"), "says how to continue: {stderr}");
+    assert!(
+        stderr.contains("--resume"),
+        "says how to continue: {stderr}"
+    );
     let partial = Lockfile::read(&lock).unwrap().expect("lockfile");
     assert!(partial.kernels.contains_key("test::Other"));
-    assert!(partial.kernels.contains_key("test::Scale"), "Ctrl-C writes what was found");
+    assert!(
+        partial.kernels.contains_key("test::Scale"),
+        "Ctrl-C writes what was found"
+    );
 
     // 3. Resume to the end.
     let mut tune = start(&bundle, &lock, BUDGET, &["--resume"]);
@@ -188,8 +223,16 @@ fn killed_and_interrupted_tunes_resume_without_evaluating_anything_twice() {
     // evaluated again, so the runs together did BUDGET or BUDGET + 1 evaluations.
     let all: Vec<Config> = first.iter().chain(&second).chain(&third).copied().collect();
     let distinct: BTreeSet<Config> = all.iter().copied().collect();
-    assert_eq!(distinct.len(), all.len(), "a configuration was evaluated twice: {first:?} / {second:?} / {third:?}");
-    assert!((BUDGET - 1..=BUDGET).contains(&all.len()), "{} evaluations reported: {first:?} / {second:?} / {third:?}", all.len());
+    assert_eq!(
+        distinct.len(),
+        all.len(),
+        "a configuration was evaluated twice: {first:?} / {second:?} / {third:?}"
+    );
+    assert!(
+        (BUDGET - 1..=BUDGET).contains(&all.len()),
+        "{} evaluations reported: {first:?} / {second:?} / {third:?}",
+        all.len()
+    );
 
     let lock = Lockfile::read(&lock).unwrap().expect("lockfile");
     assert!(lock.kernels.contains_key("test::Other"));
@@ -198,7 +241,9 @@ fn killed_and_interrupted_tunes_resume_without_evaluating_anything_twice() {
     assert_eq!(scale[0].evaluations as usize, BUDGET);
     // A finished run removes its checkpoints.
     let checkpoints = dir.path().join("target/kfoundry/checkpoints");
-    let left: Vec<_> = std::fs::read_dir(&checkpoints).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    let left: Vec<_> = std::fs::read_dir(&checkpoints)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -213,8 +258,18 @@ fn concurrent_tunes_of_one_lockfile_keep_each_others_entries() {
     let guard = std::fs::File::open(dir.path()).unwrap();
     guard.lock().unwrap();
     let state = |name: &str| dir.path().join(name);
-    let ta = start(&a, &lock, 3, &["--state-dir", state("sa").to_str().unwrap()]);
-    let tb = start(&b, &lock, 3, &["--state-dir", state("sb").to_str().unwrap()]);
+    let ta = start(
+        &a,
+        &lock,
+        3,
+        &["--state-dir", state("sa").to_str().unwrap()],
+    );
+    let tb = start(
+        &b,
+        &lock,
+        3,
+        &["--state-dir", state("sb").to_str().unwrap()],
+    );
     // Both finish their search and block on the lock; nothing is written meanwhile.
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut tuned = 0;
@@ -242,9 +297,16 @@ fn concurrent_tunes_of_one_lockfile_keep_each_others_entries() {
     };
     let ea = wait(ta.child, ta.stderr);
     let eb = wait(tb.child, tb.stderr);
-    assert!(ea.contains("waiting for") && eb.contains("waiting for"), "{ea}\n{eb}");
+    assert!(
+        ea.contains("waiting for") && eb.contains("waiting for"),
+        "{ea}\n{eb}"
+    );
     let lock_text = Lockfile::read(&lock).unwrap().expect("lockfile");
-    assert!(lock_text.kernels.contains_key("test::A") && lock_text.kernels.contains_key("test::B"), "{:?}", lock_text.kernels.keys());
+    assert!(
+        lock_text.kernels.contains_key("test::A") && lock_text.kernels.contains_key("test::B"),
+        "{:?}",
+        lock_text.kernels.keys()
+    );
     // Nothing of the locking or the atomic writes is left beside the lockfile.
     let beside: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -285,7 +347,10 @@ __kernel void slow(const int n, __global const float* x, __global float* y) {
     }
     assert!(!workers.is_empty(), "no worker started");
     std::thread::sleep(Duration::from_secs(2));
-    Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
     let _ = tune.child.wait();
     let left = workers_left(pid, Duration::from_secs(10));
     assert!(left.is_empty(), "the worker outlived its tuner: {left:?}");

@@ -2,6 +2,8 @@
 //! `--partition K/N` shares that cover every job once, `merge` of the shares' lockfiles (and
 //! as git's merge driver), and `--device all`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -24,7 +26,13 @@ fn exe() -> Command {
 }
 
 fn ok(out: Output) -> Output {
-    assert!(out.status.success(), "status {:?}\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "status {:?}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
@@ -42,7 +50,14 @@ fn tune(bundle: &Path, lock: &Path, extra: &[&str]) -> Output {
 /// (kernel, device, workload) of every variant.
 fn jobs(lock: &Path) -> BTreeSet<(String, String, String)> {
     let l = Lockfile::read(lock).unwrap().unwrap();
-    l.kernels.iter().flat_map(|(id, e)| e.variants.iter().map(move |v| (id.clone(), v.device.clone(), v.workload.clone()))).collect()
+    l.kernels
+        .iter()
+        .flat_map(|(id, e)| {
+            e.variants
+                .iter()
+                .map(move |v| (id.clone(), v.device.clone(), v.workload.clone()))
+        })
+        .collect()
 }
 
 #[test]
@@ -64,7 +79,10 @@ fn partitions_cover_every_job_once_and_merge_back() {
     tune(&bundle, &d.join("B.lock"), &["--partition", "2/2"]);
     let stderr = String::from_utf8_lossy(&first.stderr);
     assert!(stderr.contains("partition 1/2: 2 of 4 job(s)"), "{stderr}");
-    assert!(stderr.contains("workload `huge` is for gpu only; skipped"), "{stderr}");
+    assert!(
+        stderr.contains("workload `huge` is for gpu only; skipped"),
+        "{stderr}"
+    );
     let (a, b) = (jobs(&d.join("A.lock")), jobs(&d.join("B.lock")));
     assert_eq!(a.len(), 2, "{a:?}");
     assert_eq!(b.len(), 2, "{b:?}");
@@ -73,23 +91,68 @@ fn partitions_cover_every_job_once_and_merge_back() {
     assert_eq!(workloads, ["medium", "small"].into());
 
     // merge: all four, and merging the result with a share changes nothing.
-    ok(exe().args(["merge", "--bundle"]).arg(&bundle).arg(d.join("A.lock")).arg(d.join("B.lock")).arg("-o").arg(d.join("C.lock")).output().unwrap());
+    ok(exe()
+        .args(["merge", "--bundle"])
+        .arg(&bundle)
+        .arg(d.join("A.lock"))
+        .arg(d.join("B.lock"))
+        .arg("-o")
+        .arg(d.join("C.lock"))
+        .output()
+        .unwrap());
     assert_eq!(jobs(&d.join("C.lock")), a.union(&b).cloned().collect());
-    ok(exe().args(["merge", "--bundle"]).arg(&bundle).arg(d.join("C.lock")).arg(d.join("A.lock")).arg("-o").arg(d.join("D.lock")).output().unwrap());
-    assert_eq!(std::fs::read_to_string(d.join("C.lock")).unwrap(), std::fs::read_to_string(d.join("D.lock")).unwrap());
+    ok(exe()
+        .args(["merge", "--bundle"])
+        .arg(&bundle)
+        .arg(d.join("C.lock"))
+        .arg(d.join("A.lock"))
+        .arg("-o")
+        .arg(d.join("D.lock"))
+        .output()
+        .unwrap());
+    assert_eq!(
+        std::fs::read_to_string(d.join("C.lock")).unwrap(),
+        std::fs::read_to_string(d.join("D.lock")).unwrap()
+    );
     // To standard output without -o.
-    let printed = ok(exe().args(["merge", "--bundle"]).arg(&bundle).arg(d.join("A.lock")).arg(d.join("B.lock")).output().unwrap());
-    assert_eq!(String::from_utf8_lossy(&printed.stdout), std::fs::read_to_string(d.join("C.lock")).unwrap());
+    let printed = ok(exe()
+        .args(["merge", "--bundle"])
+        .arg(&bundle)
+        .arg(d.join("A.lock"))
+        .arg(d.join("B.lock"))
+        .output()
+        .unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&printed.stdout),
+        std::fs::read_to_string(d.join("C.lock")).unwrap()
+    );
 
     // As git's merge driver: %O %A %B, the result over %A (the two branches started from an
     // empty lockfile, git's %O).
     std::fs::copy(d.join("A.lock"), d.join("ours")).unwrap();
     std::fs::write(d.join("ancestor"), "").unwrap();
-    ok(exe().args(["merge", "--git", "--bundle"]).arg(&bundle).arg(d.join("ancestor")).arg(d.join("ours")).arg(d.join("B.lock")).output().unwrap());
-    assert_eq!(std::fs::read_to_string(d.join("ours")).unwrap(), std::fs::read_to_string(d.join("C.lock")).unwrap());
+    ok(exe()
+        .args(["merge", "--git", "--bundle"])
+        .arg(&bundle)
+        .arg(d.join("ancestor"))
+        .arg(d.join("ours"))
+        .arg(d.join("B.lock"))
+        .output()
+        .unwrap());
+    assert_eq!(
+        std::fs::read_to_string(d.join("ours")).unwrap(),
+        std::fs::read_to_string(d.join("C.lock")).unwrap()
+    );
     // With A as the ancestor, B did not start from it: every slot A has, B removed.
     std::fs::copy(d.join("A.lock"), d.join("ours")).unwrap();
-    ok(exe().args(["merge", "--git", "--bundle"]).arg(&bundle).arg(d.join("A.lock")).arg(d.join("ours")).arg(d.join("B.lock")).output().unwrap());
+    ok(exe()
+        .args(["merge", "--git", "--bundle"])
+        .arg(&bundle)
+        .arg(d.join("A.lock"))
+        .arg(d.join("ours"))
+        .arg(d.join("B.lock"))
+        .output()
+        .unwrap());
     assert_eq!(jobs(&d.join("ours")), b);
 
     // A stale side: the fingerprint the bundle gives wins, the other is dropped with a note.
@@ -107,12 +170,26 @@ fn partitions_cover_every_job_once_and_merge_back() {
         .arg(d.join("E.lock"))
         .output()
         .unwrap());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is stale"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is stale"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(jobs(&d.join("E.lock")), b);
     // Without the sources, the same disagreement is an error.
-    let out = exe().current_dir(d).args(["merge"]).arg(d.join("stale.lock")).arg(d.join("B.lock")).output().unwrap();
+    let out = exe()
+        .current_dir(d)
+        .args(["merge"])
+        .arg(d.join("stale.lock"))
+        .arg(d.join("B.lock"))
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("different fingerprints"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("different fingerprints"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -125,12 +202,28 @@ fn every_device_at_once() {
     let bundle = bundle::write(dir.path(), "b.json", "Scale", &args);
     let lock = dir.path().join("Kfoundry.lock");
     tune(&bundle, &lock, &["--device", "all"]);
-    let devices = String::from_utf8_lossy(&ok(exe().args(["devices"]).output().unwrap()).stdout).matches("   key: ").count();
+    let devices = String::from_utf8_lossy(&ok(exe().args(["devices"]).output().unwrap()).stdout)
+        .matches("   key: ")
+        .count();
     // Every device tuned the job (identical devices would have split it: one entry per key).
     let keys: BTreeSet<String> = jobs(&lock).into_iter().map(|j| j.1).collect();
-    assert!(!keys.is_empty() && keys.len() <= devices, "{keys:?} of {devices} device(s)");
-    let out = exe().args(["tune", "--device", "all", "--device", "0", "--bundle"]).arg(&bundle).arg("--lockfile").arg(&lock).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !keys.is_empty() && keys.len() <= devices,
+        "{keys:?} of {devices} device(s)"
+    );
+    let out = exe()
+        .args(["tune", "--device", "all", "--device", "0", "--bundle"])
+        .arg(&bundle)
+        .arg("--lockfile")
+        .arg(&lock)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Git itself, with the merge driver configured as the README says: two branches that each
@@ -145,14 +238,26 @@ fn git_merges_two_branches_that_tuned_different_devices() {
     );
     let bundle = bundle::write(d, "b.json", "Scale", &args);
     let git = |args: &[&str]| {
-        let out = Command::new("git").current_dir(d).args(args).output().expect("git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("git")
+            .current_dir(d)
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     git(&["init", "-q", "-b", "main"]);
     git(&["config", "user.email", "t@example.com"]);
     git(&["config", "user.name", "t"]);
     std::fs::write(d.join(".gitattributes"), "Kfoundry.lock merge=kfoundry\n").unwrap();
-    let driver = format!("{} merge --git --bundle {} %O %A %B", env!("CARGO_BIN_EXE_cargo-kfoundry"), bundle.display());
+    let driver = format!(
+        "{} merge --git --bundle {} %O %A %B",
+        env!("CARGO_BIN_EXE_cargo-kfoundry"),
+        bundle.display()
+    );
     git(&["config", "merge.kfoundry.name", "kfoundry lockfile merge"]);
     git(&["config", "merge.kfoundry.driver", &driver]);
     // One tune, then two branches that each say another device tuned the kernel.
@@ -167,7 +272,13 @@ fn git_merges_two_branches_that_tuned_different_devices() {
         let info = l.devices[&v.device].clone();
         v.device = key.into();
         entry.variants.push(v);
-        l.devices.insert(key.into(), kfoundry_rt::DeviceInfo { name: name.into(), ..info });
+        l.devices.insert(
+            key.into(),
+            kfoundry_rt::DeviceInfo {
+                name: name.into(),
+                ..info
+            },
+        );
         l.write_atomic(&lock).unwrap();
     };
     git(&["checkout", "-q", "-b", "a"]);
@@ -179,7 +290,14 @@ fn git_merges_two_branches_that_tuned_different_devices() {
     git(&["commit", "-q", "-am", "tuned on B"]);
     git(&["merge", "-q", "--no-edit", "a"]);
     let text = std::fs::read_to_string(&lock).unwrap();
-    assert!(!text.contains("<<<<<<<") && !text.contains(">>>>>>>"), "{text}");
+    assert!(
+        !text.contains("<<<<<<<") && !text.contains(">>>>>>>"),
+        "{text}"
+    );
     let devices: BTreeSet<String> = jobs(&lock).into_iter().map(|j| j.1).collect();
-    assert_eq!(devices.len(), 3, "the base device, A's and B's: {devices:?}");
+    assert_eq!(
+        devices.len(),
+        3,
+        "the base device, A's and B's: {devices:?}"
+    );
 }

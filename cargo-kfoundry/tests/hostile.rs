@@ -21,6 +21,8 @@
 //!
 //! `cargo test -p cargo-kfoundry --test hostile -- --nocapture` prints the tally.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -101,20 +103,37 @@ fn kernels_written_to_cheat_never_win() {
             .arg(&lock)
             .arg("--state-dir")
             .arg(dir.path().join(format!("state-{seed}")))
-            .args(["--budget-evals", "10", "--repeats", "1", "--candidate-timeout", "5", "--seed", &seed.to_string(), "--message-format", "json"])
+            .args([
+                "--budget-evals",
+                "10",
+                "--repeats",
+                "1",
+                "--candidate-timeout",
+                "5",
+                "--seed",
+                &seed.to_string(),
+                "--message-format",
+                "json",
+            ])
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             crashes += 1;
-            eprintln!("seed {seed}: the tune failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+            eprintln!(
+                "seed {seed}: the tune failed ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
             continue;
         }
         for line in stdout.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             let bad = || v["params"]["BAD"].as_i64().unwrap();
             match v["reason"].as_str() {
-                Some("evaluation") if v["outcome"]["Ok"].is_object() => *passed_search.entry(bad()).or_default() += 1,
+                Some("evaluation") if v["outcome"]["Ok"].is_object() => {
+                    *passed_search.entry(bad()).or_default() += 1
+                }
                 Some("evaluation") => *failed_in_search.entry(bad()).or_default() += 1,
                 Some("rejected") => *rejected_later.entry(bad()).or_default() += 1,
                 _ => {}
@@ -125,16 +144,37 @@ fn kernels_written_to_cheat_never_win() {
         *shipped.entry(winner).or_default() += 1;
     }
     let cheaters = 1..=9;
-    let tried: usize = cheaters.clone().map(|b| passed_search.get(&b).unwrap_or(&0) + failed_in_search.get(&b).unwrap_or(&0)).sum();
-    let rejected_in_search: usize = cheaters.clone().map(|b| failed_in_search.get(&b).copied().unwrap_or(0)).sum();
-    let rejected_when_proven: usize = cheaters.clone().map(|b| rejected_later.get(&b).copied().unwrap_or(0)).sum();
-    let shipped_wrong: usize = cheaters.clone().map(|b| shipped.get(&b).copied().unwrap_or(0)).sum();
+    let tried: usize = cheaters
+        .clone()
+        .map(|b| passed_search.get(&b).unwrap_or(&0) + failed_in_search.get(&b).unwrap_or(&0))
+        .sum();
+    let rejected_in_search: usize = cheaters
+        .clone()
+        .map(|b| failed_in_search.get(&b).copied().unwrap_or(0))
+        .sum();
+    let rejected_when_proven: usize = cheaters
+        .clone()
+        .map(|b| rejected_later.get(&b).copied().unwrap_or(0))
+        .sum();
+    let shipped_wrong: usize = cheaters
+        .clone()
+        .map(|b| shipped.get(&b).copied().unwrap_or(0))
+        .sum();
     eprintln!("hostile kernels over {SEEDS} seeds (per BAD value: failed in the search / passed the search / rejected when proven / shipped)");
     for b in cheaters.clone() {
         let g = |m: &BTreeMap<i64, usize>| m.get(&b).copied().unwrap_or(0);
-        eprintln!("  BAD={b}: {} / {} / {} / {}", g(&failed_in_search), g(&passed_search), g(&rejected_later), g(&shipped));
+        eprintln!(
+            "  BAD={b}: {} / {} / {} / {}",
+            g(&failed_in_search),
+            g(&passed_search),
+            g(&rejected_later),
+            g(&shipped)
+        );
     }
-    let passed: usize = cheaters.clone().map(|b| passed_search.get(&b).copied().unwrap_or(0)).sum();
+    let passed: usize = cheaters
+        .clone()
+        .map(|b| passed_search.get(&b).copied().unwrap_or(0))
+        .sum();
     eprintln!(
         "tried {tried}, rejected correctly {} (in the search {rejected_in_search}, when proven {rejected_when_proven}, not a finalist {}), shipped wrong {shipped_wrong}, tunes that failed or panicked {crashes}",
         tried - shipped_wrong,
@@ -189,10 +229,23 @@ fn kernels_that_escape_their_buffers_or_the_diagonal_never_win() {
             .arg(&lock)
             .arg("--state-dir")
             .arg(dir.path().join(format!("state-{seed}")))
-            .args(["--budget-evals", "4", "--repeats", "1", "--seed", &seed.to_string(), "--message-format", "json"])
+            .args([
+                "--budget-evals",
+                "4",
+                "--repeats",
+                "1",
+                "--seed",
+                &seed.to_string(),
+                "--message-format",
+                "json",
+            ])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         let reason = |bad: i64, reason: &str| {
             stdout.lines().find_map(|l| {
@@ -200,15 +253,35 @@ fn kernels_that_escape_their_buffers_or_the_diagonal_never_win() {
                 (v["reason"] == reason && v["params"]["BAD"] == bad).then(|| v.to_string())
             })
         };
-        let failed = |bad: i64| reason(bad, "evaluation").filter(|v| v.contains("\"Failed\"")).unwrap_or_default();
-        assert!(failed(1).contains("writes past the end of `y`"), "seed {seed}: {}", failed(1));
-        assert!(failed(2).contains("writes before the start of `y`"), "seed {seed}: {}", failed(2));
+        let failed = |bad: i64| {
+            reason(bad, "evaluation")
+                .filter(|v| v.contains("\"Failed\""))
+                .unwrap_or_default()
+        };
+        assert!(
+            failed(1).contains("writes past the end of `y`"),
+            "seed {seed}: {}",
+            failed(1)
+        );
+        assert!(
+            failed(2).contains("writes before the start of `y`"),
+            "seed {seed}: {}",
+            failed(2)
+        );
         // right at the (square) tuned shape, so it passes the search; rejected when each size
         // is varied alone
-        let probe = reason(3, "rejected").filter(|v| v.contains("\"stage\":\"probe\"")).unwrap_or_default();
-        assert!(probe.contains("Wrong at sizes") && probe.contains("cols=") && probe.contains("rows="), "seed {seed}: {probe}");
+        let probe = reason(3, "rejected")
+            .filter(|v| v.contains("\"stage\":\"probe\""))
+            .unwrap_or_default();
+        assert!(
+            probe.contains("Wrong at sizes") && probe.contains("cols=") && probe.contains("rows="),
+            "seed {seed}: {probe}"
+        );
         let lock = Lockfile::read(&lock).unwrap().expect("a lockfile");
-        assert_eq!(lock.kernels["test::Escape"].variants[0].params["BAD"], 0, "seed {seed}");
+        assert_eq!(
+            lock.kernels["test::Escape"].variants[0].params["BAD"], 0,
+            "seed {seed}"
+        );
     }
 }
 
@@ -218,7 +291,9 @@ fn kernels_that_escape_their_buffers_or_the_diagonal_never_win() {
 #[test]
 #[ignore]
 fn export_bundles() {
-    let dir = std::path::PathBuf::from(std::env::var("KFOUNDRY_EXPORT_DIR").expect("KFOUNDRY_EXPORT_DIR"));
+    let dir = std::path::PathBuf::from(
+        std::env::var("KFOUNDRY_EXPORT_DIR").expect("KFOUNDRY_EXPORT_DIR"),
+    );
     bundle::write(&dir, "hostile.json", "Hostile", &hostile_args());
     bundle::write(&dir, "escape.json", "Escape", &escape_args());
 }

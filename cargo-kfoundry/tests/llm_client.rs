@@ -3,6 +3,8 @@
 //!
 //! Needs the `llm` feature (the HTTP client).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 mod common;
 
 use std::time::{Duration, Instant};
@@ -25,26 +27,40 @@ fn config(server: &MockLlm) -> LlmConfig {
 }
 
 fn client(config: &LlmConfig) -> Client {
-    Client::new(config).unwrap().with_backoff(Duration::from_millis(5), Duration::from_millis(20))
+    Client::new(config)
+        .unwrap()
+        .with_backoff(Duration::from_millis(5), Duration::from_millis(20))
 }
 
 fn ask(c: &mut Client) -> Result<String, ChatError> {
-    c.complete(&[Message::system("be brief"), Message::user("hello")]).map(|r| r.content)
+    c.complete(&[Message::system("be brief"), Message::user("hello")])
+        .map(|r| r.content)
 }
 
 #[test]
 fn success_is_parsed_and_counted() {
     let server = MockLlm::start(vec![MockResponse::completion("hi there")]);
     let mut c = client(&config(&server));
-    let reply = c.complete(&[Message::system("s"), Message::user("u")]).unwrap();
+    let reply = c
+        .complete(&[Message::system("s"), Message::user("u")])
+        .unwrap();
     assert_eq!(reply.content, "hi there");
     assert_eq!(reply.usage.map(|u| u.total_tokens), Some(30));
-    assert_eq!((c.spent().requests, c.spent().tokens, c.spent().completions), (1, 30, 1));
+    assert_eq!(
+        (c.spent().requests, c.spent().tokens, c.spent().completions),
+        (1, 30, 1)
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     let r = &requests[0];
-    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/chat/completions"));
-    assert!(r.header("content-type").unwrap().starts_with("application/json"));
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
     let body = r.json();
     assert_eq!(body["model"], "mock-model");
     assert_eq!(body["messages"][0]["role"], "system");
@@ -62,7 +78,11 @@ fn too_many_requests_then_success_is_retried() {
     let mut c = client(&config(&server));
     assert_eq!(ask(&mut c).unwrap(), "ok");
     assert_eq!(server.requests().len(), 3);
-    assert_eq!(c.spent().requests, 3, "every attempt counts against the cap");
+    assert_eq!(
+        c.spent().requests,
+        3,
+        "every attempt counts against the cap"
+    );
 }
 
 #[test]
@@ -70,8 +90,21 @@ fn server_errors_until_retries_run_out() {
     let server = MockLlm::start(vec![MockResponse::error(500, "boom"); 5]);
     let mut c = client(&config(&server));
     let err = ask(&mut c).unwrap_err();
-    assert!(matches!(err, ChatError::Http { status: 500, attempts: 3, .. }), "{err:?}");
-    assert!(err.to_string().contains("boom") && err.to_string().contains(&server.base_url()), "{err}");
+    assert!(
+        matches!(
+            err,
+            ChatError::Http {
+                status: 500,
+                attempts: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("boom") && err.to_string().contains(&server.base_url()),
+        "{err}"
+    );
     assert!(!err.is_permanent());
     assert_eq!(server.requests().len(), 3, "1 attempt + max_retries 2");
 }
@@ -85,9 +118,19 @@ fn slow_answers_time_out() {
     let mut c = client(&cfg).with_timeout(Duration::from_millis(300));
     let start = Instant::now();
     let err = ask(&mut c).unwrap_err();
-    assert!(matches!(err, ChatError::Timeout { attempts: 2, .. }), "{err:?}");
-    assert!(err.to_string().contains("did not answer within 0.3 s"), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    assert!(
+        matches!(err, ChatError::Timeout { attempts: 2, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("did not answer within 0.3 s"),
+        "{err}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 #[test]
@@ -98,21 +141,33 @@ fn malformed_json_says_what_was_expected() {
     ]);
     let mut c = client(&config(&server));
     let err = ask(&mut c).unwrap_err().to_string();
-    assert!(err.contains("expected a JSON object") && err.contains("<html>proxy error</html>"), "{err}");
+    assert!(
+        err.contains("expected a JSON object") && err.contains("<html>proxy error</html>"),
+        "{err}"
+    );
     let err = ask(&mut c).unwrap_err().to_string();
-    assert!(err.contains("`choices[0].message.content` to be a string"), "{err}");
+    assert!(
+        err.contains("`choices[0].message.content` to be a string"),
+        "{err}"
+    );
     assert_eq!(server.requests().len(), 2, "not retried");
 }
 
 #[test]
 fn refused_key_never_prints_it() {
-    let server = MockLlm::start(vec![MockResponse::error(401, &format!("Incorrect API key provided: {KEY}"))]);
+    let server = MockLlm::start(vec![MockResponse::error(
+        401,
+        &format!("Incorrect API key provided: {KEY}"),
+    )]);
     let mut c = client(&config(&server));
     let err = ask(&mut c).unwrap_err();
     assert!(matches!(err, ChatError::KeyRefused { status: 401, .. }));
     assert!(err.is_permanent());
     let text = format!("{err} {err:?}");
-    assert!(text.contains("KFOUNDRY_LLM_API_KEY") && !text.contains(KEY), "{text}");
+    assert!(
+        text.contains("KFOUNDRY_LLM_API_KEY") && !text.contains(KEY),
+        "{text}"
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -121,17 +176,34 @@ fn unknown_model_is_named() {
     let server = MockLlm::start(vec![
         MockResponse::error(404, "The model `mock-model` does not exist."),
         MockResponse::status(404, "Not Found"),
-        MockResponse::status(400, r#"{"error":"model \"mock-model\" not found, try pulling it first"}"#),
+        MockResponse::status(
+            400,
+            r#"{"error":"model \"mock-model\" not found, try pulling it first"}"#,
+        ),
     ]);
     let mut c = client(&config(&server));
     let err = ask(&mut c).unwrap_err();
-    assert!(matches!(err, ChatError::UnknownModel { status: 404, .. }), "{err:?}");
-    assert!(err.to_string().contains("does not know the model `mock-model`"), "{err}");
+    assert!(
+        matches!(err, ChatError::UnknownModel { status: 404, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("does not know the model `mock-model`"),
+        "{err}"
+    );
     let err = ask(&mut c).unwrap_err();
     assert!(matches!(err, ChatError::NotFound { .. }), "{err:?}");
-    assert!(err.to_string().contains("`mock-model`") && err.to_string().contains("/v1/chat/completions"), "{err}");
+    assert!(
+        err.to_string().contains("`mock-model`")
+            && err.to_string().contains("/v1/chat/completions"),
+        "{err}"
+    );
     let err = ask(&mut c).unwrap_err();
-    assert!(matches!(err, ChatError::UnknownModel { status: 400, .. }), "{err:?}");
+    assert!(
+        matches!(err, ChatError::UnknownModel { status: 400, .. }),
+        "{err:?}"
+    );
     assert_eq!(server.requests().len(), 3, "none retried");
 }
 
@@ -145,7 +217,11 @@ fn connection_refused_names_the_url() {
     let mut c = client(&cfg);
     let err = ask(&mut c).unwrap_err();
     assert!(matches!(err, ChatError::Connect { .. }), "{err:?}");
-    assert!(err.to_string().contains(&format!("http://127.0.0.1:{port}/v1/chat/completions")), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("http://127.0.0.1:{port}/v1/chat/completions")),
+        "{err}"
+    );
     assert!(err.is_permanent());
 }
 
@@ -158,7 +234,17 @@ fn request_and_token_caps() {
     ask(&mut c).unwrap();
     ask(&mut c).unwrap();
     let err = ask(&mut c).unwrap_err();
-    assert!(matches!(err, ChatError::BudgetExhausted { what: "requests", used: 2, cap: 2 }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            ChatError::BudgetExhausted {
+                what: "requests",
+                used: 2,
+                cap: 2
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(server.requests().len(), 2, "refused without a request");
 
     let server = MockLlm::start(vec![MockResponse::completion("a"); 5]);
@@ -167,9 +253,23 @@ fn request_and_token_caps() {
     let mut c = client(&cfg);
     ask(&mut c).unwrap();
     ask(&mut c).unwrap();
-    assert_eq!(server.requests()[1].json()["max_tokens"], 20, "asks for no more than is left");
+    assert_eq!(
+        server.requests()[1].json()["max_tokens"],
+        20,
+        "asks for no more than is left"
+    );
     let err = ask(&mut c).unwrap_err();
-    assert!(matches!(err, ChatError::BudgetExhausted { what: "tokens", used: 60, cap: 50 }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            ChatError::BudgetExhausted {
+                what: "tokens",
+                used: 60,
+                cap: 50
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -183,7 +283,12 @@ fn ctx() -> MutationContext {
         parent_source: REFERENCE.into(),
         parent_params: vec![("WG".into(), 64)],
         geometry: Some("global = n, local = WG".into()),
-        device: DeviceDescription { vendor: "pocl".into(), name: "cpu".into(), kind: "cpu".into(), ..Default::default() },
+        device: DeviceDescription {
+            vendor: "pocl".into(),
+            name: "cpu".into(),
+            kind: "cpu".into(),
+            ..Default::default()
+        },
         time: Some(2e-3),
         reference_time: Some(2e-3),
         roofline_fraction: Some(0.1),
@@ -203,7 +308,10 @@ fn key_sent_as_bearer_but_never_shown() {
     let mut m = Mutator::new(Box::new(c), &cfg, 1);
     let p = m.propose(&ctx()).unwrap();
     m.report(p.prompt_variant, Feedback::Accepted { score: 1.1 });
-    assert_eq!(server.requests()[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     let state = serde_json::to_string(&m.state()).unwrap();
     assert!(!state.contains(KEY) && !format!("{m:?}").contains(KEY));
 }
@@ -235,8 +343,19 @@ fn mutator_over_the_real_client() {
     let p = m.propose(&ctx()).unwrap(); // after a 429
     assert!(p.source.contains("x[i] + x[i] + x[i]"));
     // The third sample makes a meta-request due: it runs on this report.
-    let event = m.report(p.prompt_variant, Feedback::Wrong { summary: "y[5]: expected 1.5, got 1.4".into() });
-    assert!(matches!(event, Some(cargo_kfoundry::llm::mutator::MetaEvent::Added { .. })), "{event:?}");
+    let event = m.report(
+        p.prompt_variant,
+        Feedback::Wrong {
+            summary: "y[5]: expected 1.5, got 1.4".into(),
+        },
+    );
+    assert!(
+        matches!(
+            event,
+            Some(cargo_kfoundry::llm::mutator::MetaEvent::Added { .. })
+        ),
+        "{event:?}"
+    );
     assert_eq!(m.population().variants().len(), 4);
     let r = m.propose(&ctx()).unwrap_err();
     assert_eq!(r.kind, RejectionKind::Chat { permanent: false });
@@ -245,11 +364,18 @@ fn mutator_over_the_real_client() {
     let requests = server.requests();
     assert_eq!(requests.len(), 6);
     // Later prompts carry the failures.
-    let last_prompt = requests[5].json()["messages"][1]["content"].as_str().unwrap_or("").to_string();
-    assert!(last_prompt.contains("argument 2 (`x`)") && last_prompt.contains("y[5]: expected 1.5"), "{last_prompt}");
+    let last_prompt = requests[5].json()["messages"][1]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        last_prompt.contains("argument 2 (`x`)") && last_prompt.contains("y[5]: expected 1.5"),
+        "{last_prompt}"
+    );
 
     // The state resumes: spending and population carry over.
-    let state: cargo_kfoundry::llm::mutator::MutatorState = serde_json::from_str(&serde_json::to_string(&m.state()).unwrap()).unwrap();
+    let state: cargo_kfoundry::llm::mutator::MutatorState =
+        serde_json::from_str(&serde_json::to_string(&m.state()).unwrap()).unwrap();
     let resumed = Mutator::resume(Box::new(client(&cfg)), state, &cfg).unwrap();
     assert_eq!(resumed.spent().requests, 6);
     assert_eq!(resumed.population(), m.population());
@@ -261,8 +387,7 @@ fn mutator_over_the_real_client() {
 #[test]
 fn hostile_servers_are_bounded() {
     let huge = "x".repeat((cargo_kfoundry::llm::http::MAX_BODY_BYTES + 1024) as usize);
-    let overflow =
-        r#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":18446744073709551615}}"#;
+    let overflow = r#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":18446744073709551615}}"#;
     let server = MockLlm::start(vec![
         MockResponse::status(200, &huge),
         MockResponse::status(302, "").header("Location", "http://collector.example/steal"),
@@ -275,7 +400,11 @@ fn hostile_servers_are_bounded() {
     assert!(e.contains("at most 16 MiB"), "{e}");
     let e = ask(&mut c).unwrap_err().to_string();
     assert!(e.contains("redirect"), "{e}");
-    assert_eq!(ask(&mut c).unwrap(), "hi", "token counts that overflow saturate");
+    assert_eq!(
+        ask(&mut c).unwrap(),
+        "hi",
+        "token counts that overflow saturate"
+    );
     assert_eq!(c.spent().tokens, u64::MAX);
     assert_eq!(server.requests().len(), 3, "the redirect was not followed");
 }

@@ -5,6 +5,8 @@
 //! evolves; the tune is interrupted and resumed without asking or evaluating anything twice;
 //! the API key appears in no file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -35,9 +37,25 @@ fn kernel(body: &str) -> String {
     )
 }
 
-fn tune(bundle: &std::path::Path, lock: &std::path::Path, config: &std::path::Path, extra: &[&str]) -> std::process::Child {
+fn tune(
+    bundle: &std::path::Path,
+    lock: &std::path::Path,
+    config: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
-        .args(["tune", "--budget-evals", "10", "--repeats", "1", "--seed", "3", "--message-format", "json", "--bundle"])
+        .args([
+            "tune",
+            "--budget-evals",
+            "10",
+            "--repeats",
+            "1",
+            "--seed",
+            "3",
+            "--message-format",
+            "json",
+            "--bundle",
+        ])
         .arg(bundle)
         .arg("--lockfile")
         .arg(lock)
@@ -106,7 +124,10 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
         if v["reason"] == "language-model" {
             records.push(v["turn"].clone());
             if records.len() == 2 {
-                Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+                Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status()
+                    .unwrap();
             }
         }
     }
@@ -127,46 +148,87 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
             _ => {}
         }
     }
-    assert!(first_run >= 2 && records.len() == 7, "{first_run} then {} mutations: {records:#?}", records.len());
-    let outcome = |i: usize| (records[i]["outcome"].as_str().unwrap().to_string(), records[i]["detail"].as_str().unwrap().to_string());
+    assert!(
+        first_run >= 2 && records.len() == 7,
+        "{first_run} then {} mutations: {records:#?}",
+        records.len()
+    );
+    let outcome = |i: usize| {
+        (
+            records[i]["outcome"].as_str().unwrap().to_string(),
+            records[i]["detail"].as_str().unwrap().to_string(),
+        )
+    };
     assert_eq!(outcome(0).0, "accepted", "{:?}", outcome(0));
     assert_eq!(outcome(1).0, "build", "{:?}", outcome(1));
-    assert!(outcome(1).1.contains("error"), "the build log is kept: {:?}", outcome(1));
+    assert!(
+        outcome(1).1.contains("error"),
+        "the build log is kept: {:?}",
+        outcome(1)
+    );
     assert_eq!(outcome(2).0, "rejected");
-    assert!(outcome(2).1.contains("`x`"), "names the changed argument: {:?}", outcome(2));
+    assert!(
+        outcome(2).1.contains("`x`"),
+        "names the changed argument: {:?}",
+        outcome(2)
+    );
     assert_eq!(outcome(3).0, "wrong", "{:?}", outcome(3));
     assert_eq!(outcome(4).0, "rejected");
-    assert!(outcome(4).1.to_lowercase().contains("json"), "{:?}", outcome(4));
+    assert!(
+        outcome(4).1.to_lowercase().contains("json"),
+        "{:?}",
+        outcome(4)
+    );
     assert_eq!(outcome(5).0, "accepted", "after a 429: {:?}", outcome(5));
     assert_eq!(outcome(6).0, "rejected");
-    assert!(outcome(6).1.contains("did not answer within"), "{:?}", outcome(6));
+    assert!(
+        outcome(6).1.contains("did not answer within"),
+        "{:?}",
+        outcome(6)
+    );
     // Every scripted answer was asked for exactly once: nothing was asked twice across the
     // interruption (the 429 and the timeout were retried by the client, as they should be).
     assert_eq!(server.remaining(), 0);
-    assert_eq!(server.requests().len(), 11, "7 mutations, 2 meta-requests, 2 retries");
+    assert_eq!(
+        server.requests().len(),
+        11,
+        "7 mutations, 2 meta-requests, 2 retries"
+    );
 
     // The good rewrite wins (the slow loop is gone) and the population evolved.
     assert_eq!(tuned.len(), 1);
     let result = &tuned[0];
-    let source = result["generated_source"].as_str().expect("a source-level winner");
+    let source = result["generated_source"]
+        .as_str()
+        .expect("a source-level winner");
     assert!(!source.contains("for (int k"), "{source}");
     assert_eq!(result["llm"]["meta_requests"], 2);
-    assert_eq!(result["llm"]["prompt_variants"], 4, "three seed prompts and one rewritten by a meta-request (the second was a duplicate)");
+    assert_eq!(
+        result["llm"]["prompt_variants"], 4,
+        "three seed prompts and one rewritten by a meta-request (the second was a duplicate)"
+    );
     assert_eq!(result["llm"]["mutations"], 7);
 
     // Stored beside the lockfile, referenced by hash, and it verifies.
     let l = Lockfile::read(&lock).unwrap().unwrap();
     let v = &l.kernels["test::Scale"].variants[0];
-    let hash = v.source.clone().expect("the variant references its generated source");
+    let hash = v
+        .source
+        .clone()
+        .expect("the variant references its generated source");
     let (path, text) = generated::read_verified(&lock, "test::Scale", &hash).unwrap();
     assert_eq!(text, source);
     assert!(path.starts_with(dir.path().join("kfoundry")));
 
     // Embedded as the macro embeds it, dispatched on this device, and correct.
     let spec = bundle::spec(&args, dir.path(), "Scale");
-    let kfoundry_tooling::embed::Embedded { variants, sources } = kfoundry_tooling::embed::embeddable(&lock, &l, &spec).unwrap();
+    let kfoundry_tooling::embed::Embedded { variants, sources } =
+        kfoundry_tooling::embed::embeddable(&lock, &l, &spec).unwrap();
     assert_eq!(sources.len(), 1);
-    let map: std::collections::BTreeMap<&str, &str> = sources.iter().map(|s| (s.hash.as_str(), s.text.as_str())).collect();
+    let map: std::collections::BTreeMap<&str, &str> = sources
+        .iter()
+        .map(|s| (s.hash.as_str(), s.text.as_str()))
+        .collect();
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
     let evolved = kfoundry_rt::Evolved::with_sources(
         leak(serde_json::to_string(&spec).unwrap()),
@@ -174,23 +236,52 @@ fn rewrites_are_verified_and_the_good_one_wins_and_is_embedded() {
         leak(serde_json::to_string(&map).unwrap()),
     );
     let (platform, device) = kfoundry_rt::list_devices().unwrap()[0];
-    let context = kfoundry_rt::ocl::Context::builder().platform(platform).devices(device).build().unwrap();
+    let context = kfoundry_rt::ocl::Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()
+        .unwrap();
     let queue = kfoundry_rt::ocl::Queue::new(&context, device, None).unwrap();
     let n = 65536usize;
     let xs: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25 - 12.0).collect();
-    let x = kfoundry_rt::ocl::Buffer::<f32>::builder().queue(queue.clone()).len(n).copy_host_slice(&xs).build().unwrap();
-    let y = kfoundry_rt::ocl::Buffer::<f32>::builder().queue(queue.clone()).len(n).build().unwrap();
+    let x = kfoundry_rt::ocl::Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(n)
+        .copy_host_slice(&xs)
+        .build()
+        .unwrap();
+    let y = kfoundry_rt::ocl::Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(n)
+        .build()
+        .unwrap();
     let choice = evolved.explain(&device, &[("n", n)]).unwrap();
     assert_eq!(choice.variant, Some(0), "{choice}");
-    evolved.launch(&queue, &[("n", n)], &[kfoundry_rt::Arg::Buffer(x.as_core()), kfoundry_rt::Arg::Buffer(y.as_core())]).unwrap();
+    evolved
+        .launch(
+            &queue,
+            &[("n", n)],
+            &[
+                kfoundry_rt::Arg::Buffer(x.as_core()),
+                kfoundry_rt::Arg::Buffer(y.as_core()),
+            ],
+        )
+        .unwrap();
     let mut ys = vec![0.0f32; n];
     y.read(&mut ys).enq().unwrap();
     assert!(xs.iter().zip(&ys).all(|(x, y)| *y == 3.0 * x));
 
     // The key went to the server, and nowhere else.
-    assert_eq!(server.requests()[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     for entry in common::walk(dir.path()) {
         let bytes = std::fs::read(&entry).unwrap();
-        assert!(!String::from_utf8_lossy(&bytes).contains(KEY), "{} holds the key", entry.display());
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(KEY),
+            "{} holds the key",
+            entry.display()
+        );
     }
 }

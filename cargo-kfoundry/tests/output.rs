@@ -1,6 +1,8 @@
 //! What a tune prints when stderr is not a terminal (a CI log, `| tee`): a line when each
 //! search starts and ends, progress lines in between, and `-v`'s line per evaluation.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::process::Command;
 
 mod common;
@@ -14,7 +16,15 @@ fn progress_is_line_oriented_off_a_terminal_and_verbose_works_there() {
         params(WG = [16, 32, 64]), reference(WG = 16), global = n, local = WG, buffers(x = n, y = n), check(y), workloads(small(n = 4096))"#;
     let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
     let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
-        .args(["tune", "-v", "--budget-evals", "3", "--repeats", "1", "--bundle"])
+        .args([
+            "tune",
+            "-v",
+            "--budget-evals",
+            "3",
+            "--repeats",
+            "1",
+            "--bundle",
+        ])
         .arg(&bundle)
         .arg("--lockfile")
         .arg(dir.path().join("K.lock"))
@@ -31,7 +41,10 @@ fn progress_is_line_oriented_off_a_terminal_and_verbose_works_there() {
         "test::Scale @ small: search done, 3 evaluations, best",
         "  Reference WG=16 → ",
     ] {
-        assert!(stderr.contains(expected), "expected {expected:?} in:\n{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "expected {expected:?} in:\n{stderr}"
+        );
     }
 }
 
@@ -50,23 +63,44 @@ fn compiler_warnings_are_shown_once_per_search() {
     let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
     let tune = |json: bool| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"));
-        cmd.args(["tune", "--budget-evals", "3", "--repeats", "1", "--bundle"]).arg(&bundle).arg("--lockfile").arg(dir.path().join("K.lock"));
+        cmd.args(["tune", "--budget-evals", "3", "--repeats", "1", "--bundle"])
+            .arg(&bundle)
+            .arg("--lockfile")
+            .arg(dir.path().join("K.lock"));
         if json {
             cmd.args(["--message-format", "json"]);
         }
         let out = cmd.env("POCL_KERNEL_CACHE", "0").output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         out
     };
     let out = tune(false);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("warning generated"), "{stderr}");
-    assert!(stderr.contains("test::Scale @ small: the OpenCL compiler warned"), "{stderr}");
-    assert_eq!(stderr.matches("incompatible pointer types").count(), 1, "once, however many builds: {stderr}");
+    assert!(
+        stderr.contains("test::Scale @ small: the OpenCL compiler warned"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("incompatible pointer types").count(),
+        1,
+        "once, however many builds: {stderr}"
+    );
     assert!(stderr.contains("x) warning: <source>:"), "{stderr}");
     let out = tune(true);
-    let tuned = String::from_utf8_lossy(&out.stdout).lines().find(|l| l.contains("\"tuned\"")).map(str::to_string).expect("a tuned message");
-    assert!(tuned.contains("build_warnings") && tuned.contains("incompatible pointer types"), "{tuned}");
+    let tuned = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains("\"tuned\""))
+        .map(str::to_string)
+        .expect("a tuned message");
+    assert!(
+        tuned.contains("build_warnings") && tuned.contains("incompatible pointer types"),
+        "{tuned}"
+    );
 }
 
 /// After a tune, `report --html` writes one self-contained file: the kernel, reference against
@@ -95,7 +129,11 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
             .env("KFOUNDRY_CACHE_DIR", dir.path().join("cache"))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     // every one of the 12 configurations
     run(&["tune", "-q", "--budget-evals", "12", "--repeats", "1"]);
@@ -103,15 +141,43 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
     run(&["report", "--html", report.to_str().unwrap()]);
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
-    assert!(html.contains("<h2 id=\"test::Scale\">"), "the kernel's section");
-    assert_eq!(html.matches("<svg class=\"convergence\"").count(), 2, "against evaluations and against seconds");
-    assert!(html.contains("<polyline class=\"best\""), "the best-so-far line is drawn");
-    assert!(html.contains("<svg class=\"archive\"") && html.contains("<rect "), "the archive's cells are drawn");
-    assert!(html.contains("chosen: exact device"), "dispatch as explain() says it");
-    assert!(html.contains("<td>Build</td><td>3</td>") && html.contains("eight is too many"), "failures by kind with their first lines");
-    assert!(html.contains("<a class=\"log\" href=\"file://"), "a link to the failure log");
-    assert!(html.contains("<svg class=\"roofline\"") && html.matches("<circle ").count() == 2, "the roofline with the reference and the winner");
-    assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("<script src"), "nothing is fetched");
+    assert!(
+        html.contains("<h2 id=\"test::Scale\">"),
+        "the kernel's section"
+    );
+    assert_eq!(
+        html.matches("<svg class=\"convergence\"").count(),
+        2,
+        "against evaluations and against seconds"
+    );
+    assert!(
+        html.contains("<polyline class=\"best\""),
+        "the best-so-far line is drawn"
+    );
+    assert!(
+        html.contains("<svg class=\"archive\"") && html.contains("<rect "),
+        "the archive's cells are drawn"
+    );
+    assert!(
+        html.contains("chosen: exact device"),
+        "dispatch as explain() says it"
+    );
+    assert!(
+        html.contains("<td>Build</td><td>3</td>") && html.contains("eight is too many"),
+        "failures by kind with their first lines"
+    );
+    assert!(
+        html.contains("<a class=\"log\" href=\"file://"),
+        "a link to the failure log"
+    );
+    assert!(
+        html.contains("<svg class=\"roofline\"") && html.matches("<circle ").count() == 2,
+        "the roofline with the reference and the winner"
+    );
+    assert!(
+        !html.contains("http://") && !html.contains("https://") && !html.contains("<script src"),
+        "nothing is fetched"
+    );
     // By default under the tune's state directory.
     run(&["report", "--html"]);
     assert!(dir.path().join("target/kfoundry/report.html").exists());
@@ -125,9 +191,18 @@ fn the_html_report_is_self_contained_and_draws_the_search() {
 fn the_html_report_renders_in_headless_chromium() {
     let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
-        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
     else {
-        assert_ne!(std::env::var("KFOUNDRY_TEST_CHROMIUM").as_deref(), Ok("1"), "KFOUNDRY_TEST_CHROMIUM=1 but no Chromium runs here");
+        assert_ne!(
+            std::env::var("KFOUNDRY_TEST_CHROMIUM").as_deref(),
+            Ok("1"),
+            "KFOUNDRY_TEST_CHROMIUM=1 but no Chromium runs here"
+        );
         eprintln!("skipped: no Chromium installed (apt-get install chromium)");
         return;
     };
@@ -137,7 +212,10 @@ fn the_html_report_renders_in_headless_chromium() {
     let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
     let lock = dir.path().join("K.lock");
     let report = dir.path().join("report.html");
-    for extra in [&["tune", "-q", "--budget-evals", "4", "--repeats", "1"][..], &["report", "--html", report.to_str().unwrap()][..]] {
+    for extra in [
+        &["tune", "-q", "--budget-evals", "4", "--repeats", "1"][..],
+        &["report", "--html", report.to_str().unwrap()][..],
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
             .args(extra)
             .arg("--bundle")
@@ -146,25 +224,59 @@ fn the_html_report_renders_in_headless_chromium() {
             .arg(&lock)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let url = format!("file://{}", report.display());
     let chromium = |extra: &[&str]| {
         let out = Command::new(browser)
-            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--enable-logging=stderr", "--v=0"])
-            .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--enable-logging=stderr",
+                "--v=0",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.path().join("profile").display()
+            ))
             .args(extra)
             .arg(&url)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     };
     let (dom, log) = chromium(&["--dump-dom"]);
-    assert!(!log.lines().any(|l| l.contains("CONSOLE")), "console messages: {log}");
-    assert!(dom.contains("<polyline class=\"best\"") && dom.contains("<rect "), "charts in the DOM the browser built");
+    assert!(
+        !log.lines().any(|l| l.contains("CONSOLE")),
+        "console messages: {log}"
+    );
+    assert!(
+        dom.contains("<polyline class=\"best\"") && dom.contains("<rect "),
+        "charts in the DOM the browser built"
+    );
     let shot = dir.path().join("report.png");
-    chromium(&[&format!("--screenshot={}", shot.display()), "--window-size=1000,760"]);
+    chromium(&[
+        &format!("--screenshot={}", shot.display()),
+        "--window-size=1000,760",
+    ]);
     let png = std::fs::read(&shot).unwrap();
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a screenshot of {} bytes", png.len());
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "a screenshot of {} bytes",
+        png.len()
+    );
 }

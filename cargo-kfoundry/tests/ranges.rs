@@ -2,6 +2,8 @@
 //! a portfolio of at most four variants is chosen among their winners, each proven over its
 //! bucket of the range, and dispatch finds one of them at every size of the range (on PoCL).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -52,10 +54,25 @@ fn a_range_is_served_by_a_portfolio_proven_over_its_buckets() {
     eprintln!("{}", &stderr[stderr.find("portfolio").unwrap_or(0)..]);
     let spec = bundle::spec(SCALE, dir.path(), "Scale");
     let anchors: Vec<&str> = spec.workloads.iter().map(|w| w.name.as_str()).collect();
-    assert_eq!(anchors, ["range_n_1", "range_n_4", "range_n_16", "range_n_64", "range_n_256", "range_n_1024", "range_n_4096"]);
+    assert_eq!(
+        anchors,
+        [
+            "range_n_1",
+            "range_n_4",
+            "range_n_16",
+            "range_n_64",
+            "range_n_256",
+            "range_n_1024",
+            "range_n_4096"
+        ]
+    );
     let l = Lockfile::read(&lock).unwrap().unwrap();
     let variants = &l.kernels["test::Scale"].variants;
-    assert_eq!(variants.len(), anchors.len(), "every anchor records its bucket's variant");
+    assert_eq!(
+        variants.len(),
+        anchors.len(),
+        "every anchor records its bucket's variant"
+    );
     let distinct: std::collections::BTreeSet<_> = variants.iter().map(|v| &v.params).collect();
     assert!(distinct.len() <= 4, "{distinct:?}");
     for v in variants {
@@ -64,14 +81,26 @@ fn a_range_is_served_by_a_portfolio_proven_over_its_buckets() {
     // At every size of the range (powers of two, their neighbours, residues), exactly one
     // bucket's variant is eligible: all that dispatch may choose there have the same parameters.
     let key = DeviceKey::parse(&variants[0].device).unwrap();
-    for size in [1, 2, 3, 5, 7, 9, 15, 17, 31, 33, 100, 127, 129, 255, 257, 999, 1023, 1025, 2047, 3000, 4095, 4096] {
-        let eligible: std::collections::BTreeSet<_> =
-            variants.iter().filter(|v| v.proven_range()["n"].0 <= size && size <= v.proven_range()["n"].1).map(|v| &v.params).collect();
+    for size in [
+        1, 2, 3, 5, 7, 9, 15, 17, 31, 33, 100, 127, 129, 255, 257, 999, 1023, 1025, 2047, 3000,
+        4095, 4096,
+    ] {
+        let eligible: std::collections::BTreeSet<_> = variants
+            .iter()
+            .filter(|v| v.proven_range()["n"].0 <= size && size <= v.proven_range()["n"].1)
+            .map(|v| &v.params)
+            .collect();
         assert_eq!(eligible.len(), 1, "n = {size}: {eligible:?}");
         let c = choose(&spec, variants, &key, None, None, &n(size), None).unwrap();
         assert_eq!(c.step, Step::ExactDevice, "n = {size}: {:?}", c.reasons);
         assert_eq!(&c.params, *eligible.iter().next().unwrap());
-        assert!(c.reasons.iter().any(|r| r.contains("the buckets of `ranges`") && r.contains("n 1..=")), "{:?}", c.reasons);
+        assert!(
+            c.reasons
+                .iter()
+                .any(|r| r.contains("the buckets of `ranges`") && r.contains("n 1..=")),
+            "{:?}",
+            c.reasons
+        );
     }
     // Outside the range nothing was proven.
     let c = choose(&spec, variants, &key, None, None, &n(4097), None).unwrap();
@@ -84,17 +113,29 @@ fn a_range_is_served_by_a_portfolio_proven_over_its_buckets() {
         .arg(&lock)
         .output()
         .unwrap();
-    assert!(check.status.success(), "{}{}", String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
 
 #[test]
 fn a_declared_workload_beside_ranges_keeps_its_own_variant() {
-    let args = SCALE.replace("ranges(n = 1..=4096)", "ranges(n = 1..=64), workloads(big(n = 1 << 16))");
+    let args = SCALE.replace(
+        "ranges(n = 1..=4096)",
+        "ranges(n = 1..=64), workloads(big(n = 1 << 16))",
+    );
     let dir = tempfile::tempdir().unwrap();
     let b = bundle::write(dir.path(), "b.json", "Scale", &args);
     let lock = dir.path().join("K.lock");
     let out = tune(&b, &lock, &["--message-format", "json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // the portfolio as a typed message: its buckets cover the range
     let portfolio: serde_json::Value = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -104,15 +145,30 @@ fn a_declared_workload_beside_ranges_keeps_its_own_variant() {
     let buckets = portfolio["buckets"].as_array().unwrap();
     assert_eq!(buckets.first().unwrap()["lo"], 1);
     assert_eq!(buckets.last().unwrap()["hi"], 64);
-    assert!(buckets.len() <= 4 && portfolio["kept_min"].as_f64().unwrap() > 0.0, "{portfolio}");
+    assert!(
+        buckets.len() <= 4 && portfolio["kept_min"].as_f64().unwrap() > 0.0,
+        "{portfolio}"
+    );
     let l = Lockfile::read(&lock).unwrap().unwrap();
-    let workloads: Vec<&str> = l.kernels["test::Scale"].variants.iter().map(|v| v.workload.as_str()).collect();
+    let workloads: Vec<&str> = l.kernels["test::Scale"]
+        .variants
+        .iter()
+        .map(|v| v.workload.as_str())
+        .collect();
     assert!(workloads.contains(&"big"), "{workloads:?}");
     assert!(workloads.contains(&"range_n_64"), "{workloads:?}");
     // `--workload big` tunes only it: no anchor, no portfolio.
     let lock2 = dir.path().join("K2.lock");
     let out = tune(&b, &lock2, &["--workload", "big"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && !stderr.contains("portfolio"), "{stderr}");
-    assert_eq!(Lockfile::read(&lock2).unwrap().unwrap().kernels["test::Scale"].variants.len(), 1);
+    assert!(
+        out.status.success() && !stderr.contains("portfolio"),
+        "{stderr}"
+    );
+    assert_eq!(
+        Lockfile::read(&lock2).unwrap().unwrap().kernels["test::Scale"]
+            .variants
+            .len(),
+        1
+    );
 }

@@ -4,15 +4,21 @@
 //! Debian's `slurm-wlm` and `munge`, so it runs only with `KFOUNDRY_TEST_SLURM=1` (`.ci/run` sets
 //! it after installing them).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use std::process::Command;
 
 #[test]
 fn a_job_array_and_a_merge_job_on_a_one_node_cluster() {
     if std::env::var("KFOUNDRY_TEST_SLURM").as_deref() != Ok("1") {
-        eprintln!("skipped: set KFOUNDRY_TEST_SLURM=1 (as root, with slurm-wlm and munge) to run it");
+        eprintln!(
+            "skipped: set KFOUNDRY_TEST_SLURM=1 (as root, with slurm-wlm and munge) to run it"
+        );
         return;
     }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root");
     let out_dir = tempfile::tempdir().unwrap();
     let out = Command::new("bash")
         .arg(root.join("examples/slurm/single-node.sh"))
@@ -25,12 +31,21 @@ fn a_job_array_and_a_merge_job_on_a_one_node_cluster() {
         .env("WORKLOADS", "small")
         .output()
         .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
     if out.status.code() == Some(77) {
         eprintln!("skipped: the one-node cluster could not start on this machine (nothing of kfoundry ran): {stderr}");
         return;
     }
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("2 task(s)") && stdout.contains("check --locked passed"), "{stdout}");
-    assert!(out_dir.path().join("shares/1.lock").exists() && out_dir.path().join("shares/2.lock").exists());
+    assert!(
+        stdout.contains("2 task(s)") && stdout.contains("check --locked passed"),
+        "{stdout}"
+    );
+    assert!(
+        out_dir.path().join("shares/1.lock").exists()
+            && out_dir.path().join("shares/2.lock").exists()
+    );
 }

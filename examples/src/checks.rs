@@ -35,12 +35,20 @@ impl Outcome {
 
 /// Input buffer holding `data`.
 pub fn input(queue: &Queue, data: &[f32]) -> Result<Buffer<f32>> {
-    Ok(Buffer::builder().queue(queue.clone()).len(data.len()).copy_host_slice(data).build()?)
+    Ok(Buffer::builder()
+        .queue(queue.clone())
+        .len(data.len())
+        .copy_host_slice(data)
+        .build()?)
 }
 
 /// Output buffer of `len` NaNs (an element a kernel forgets to write fails the check).
 pub fn output(queue: &Queue, len: usize) -> Result<Buffer<f32>> {
-    Ok(Buffer::<f32>::builder().queue(queue.clone()).len(len).fill_val(f32::NAN).build()?)
+    Ok(Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(len)
+        .fill_val(f32::NAN)
+        .build()?)
 }
 
 /// The buffer's contents.
@@ -75,7 +83,11 @@ pub fn sgemm(queue: &Queue, how: How<'_>, m: usize, n: usize, k: usize) -> Resul
     let (ab, bb, cb) = (input(queue, &a)?, input(queue, &b)?, output(queue, m * n)?);
     let ran = launch!(SuiteSgemm, how, queue, [m, n, k], &ab, &bb, &cb);
     let want = cpu::gemm(&a, &b, m, n, k);
-    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&cb)?, &want, 1e-4, 1e-4), len: m * n })
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&cb)?, &want, 1e-4, 1e-4),
+        len: m * n,
+    })
 }
 
 pub fn softmax(queue: &Queue, how: How<'_>, rows: usize, cols: usize) -> Result<Outcome> {
@@ -83,41 +95,119 @@ pub fn softmax(queue: &Queue, how: How<'_>, rows: usize, cols: usize) -> Result<
     let (xb, yb) = (input(queue, &x)?, output(queue, rows * cols)?);
     let ran = launch!(Softmax, how, queue, [rows, cols], &xb, &yb);
     let want = cpu::softmax(&x, rows, cols);
-    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-9), len: rows * cols })
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-9),
+        len: rows * cols,
+    })
 }
 
 /// Stage 1 of the softmax problem on its own, against the CPU's partials.
-pub fn softmax_stats(queue: &Queue, how: How<'_>, rows: usize, cols: usize, chunk: usize) -> Result<Outcome> {
+pub fn softmax_stats(
+    queue: &Queue,
+    how: How<'_>,
+    rows: usize,
+    cols: usize,
+    chunk: usize,
+) -> Result<Outcome> {
     let x: Vec<f32> = cpu::data(rows * cols, 23).iter().map(|v| v * 8.0).collect();
     let nch = cols.div_ceil(chunk);
-    let (xb, mb, sb) = (input(queue, &x)?, output(queue, rows * nch)?, output(queue, rows * nch)?);
+    let (xb, mb, sb) = (
+        input(queue, &x)?,
+        output(queue, rows * nch)?,
+        output(queue, rows * nch)?,
+    );
     let ran = launch!(SoftmaxStats, how, queue, [rows, cols, chunk], &xb, &mb, &sb);
     let (pmax, psum) = cpu::softmax_partials(&x, rows, cols, chunk);
-    let bad = cpu::mismatches(&read(&mb)?, &pmax, 0.0, 0.0) + cpu::mismatches(&read(&sb)?, &psum, 1e-5, 1e-6);
-    Ok(Outcome { ran, mismatches: bad, len: 2 * rows * nch })
+    let bad = cpu::mismatches(&read(&mb)?, &pmax, 0.0, 0.0)
+        + cpu::mismatches(&read(&sb)?, &psum, 1e-5, 1e-6);
+    Ok(Outcome {
+        ran,
+        mismatches: bad,
+        len: 2 * rows * nch,
+    })
 }
 
 /// Stage 2 of the softmax problem on its own, fed partials computed on the CPU (with partial
 /// maxima spread over a range, so that the rescaling matters).
-pub fn softmax_apply(queue: &Queue, how: How<'_>, rows: usize, cols: usize, chunk: usize) -> Result<Outcome> {
+pub fn softmax_apply(
+    queue: &Queue,
+    how: How<'_>,
+    rows: usize,
+    cols: usize,
+    chunk: usize,
+) -> Result<Outcome> {
     let x: Vec<f32> = cpu::data(rows * cols, 24).iter().map(|v| v * 8.0).collect();
     let (pmax, psum) = cpu::softmax_partials(&x, rows, cols, chunk);
-    let (pmax, psum): (Vec<f32>, Vec<f32>) = (pmax.iter().map(|v| *v as f32).collect(), psum.iter().map(|v| *v as f32).collect());
-    let (xb, mb, sb, yb) = (input(queue, &x)?, input(queue, &pmax)?, input(queue, &psum)?, output(queue, rows * cols)?);
-    let ran = launch!(SoftmaxApply, how, queue, [rows, cols, chunk], &xb, &mb, &sb, &yb);
+    let (pmax, psum): (Vec<f32>, Vec<f32>) = (
+        pmax.iter().map(|v| *v as f32).collect(),
+        psum.iter().map(|v| *v as f32).collect(),
+    );
+    let (xb, mb, sb, yb) = (
+        input(queue, &x)?,
+        input(queue, &pmax)?,
+        input(queue, &psum)?,
+        output(queue, rows * cols)?,
+    );
+    let ran = launch!(
+        SoftmaxApply,
+        how,
+        queue,
+        [rows, cols, chunk],
+        &xb,
+        &mb,
+        &sb,
+        &yb
+    );
     let want = cpu::softmax_apply(&x, &pmax, &psum, rows, cols, chunk);
-    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-5, 1e-12), len: rows * cols })
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-5, 1e-12),
+        len: rows * cols,
+    })
 }
 
 /// The whole softmax problem in two stages, against the CPU softmax.
-pub fn softmax_stages(queue: &Queue, how: (How<'_>, How<'_>), rows: usize, cols: usize, chunk: usize) -> Result<Outcome> {
+pub fn softmax_stages(
+    queue: &Queue,
+    how: (How<'_>, How<'_>),
+    rows: usize,
+    cols: usize,
+    chunk: usize,
+) -> Result<Outcome> {
     let x: Vec<f32> = cpu::data(rows * cols, 25).iter().map(|v| v * 8.0).collect();
     let nch = cols.div_ceil(chunk);
-    let (xb, mb, sb, yb) = (input(queue, &x)?, output(queue, rows * nch)?, output(queue, rows * nch)?, output(queue, rows * cols)?);
-    let ran1 = launch!(SoftmaxStats, how.0, queue, [rows, cols, chunk], &xb, &mb, &sb);
-    let ran2 = launch!(SoftmaxApply, how.1, queue, [rows, cols, chunk], &xb, &mb, &sb, &yb);
+    let (xb, mb, sb, yb) = (
+        input(queue, &x)?,
+        output(queue, rows * nch)?,
+        output(queue, rows * nch)?,
+        output(queue, rows * cols)?,
+    );
+    let ran1 = launch!(
+        SoftmaxStats,
+        how.0,
+        queue,
+        [rows, cols, chunk],
+        &xb,
+        &mb,
+        &sb
+    );
+    let ran2 = launch!(
+        SoftmaxApply,
+        how.1,
+        queue,
+        [rows, cols, chunk],
+        &xb,
+        &mb,
+        &sb,
+        &yb
+    );
     let want = cpu::softmax(&x, rows, cols);
-    Ok(Outcome { ran: format!("{ran1} + {ran2}"), mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-12), len: rows * cols })
+    Ok(Outcome {
+        ran: format!("{ran1} + {ran2}"),
+        mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-12),
+        len: rows * cols,
+    })
 }
 
 /// Stage 2 of the Linear problem on its own (same kernel source as [`softmax`]).
@@ -126,62 +216,163 @@ pub fn linear_softmax(queue: &Queue, how: How<'_>, rows: usize, cols: usize) -> 
     let (xb, yb) = (input(queue, &x)?, output(queue, rows * cols)?);
     let ran = launch!(LinearSoftmax, how, queue, [rows, cols], &xb, &yb);
     let want = cpu::softmax(&x, rows, cols);
-    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-9), len: rows * cols })
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-9),
+        len: rows * cols,
+    })
 }
 
-pub fn layernorm_stats(queue: &Queue, how: How<'_>, n: usize, d: usize, chunk: usize) -> Result<Outcome> {
+pub fn layernorm_stats(
+    queue: &Queue,
+    how: How<'_>,
+    n: usize,
+    d: usize,
+    chunk: usize,
+) -> Result<Outcome> {
     let x: Vec<f32> = cpu::data(n * d, 31).iter().map(|v| v + 3.0).collect();
     let nch = d.div_ceil(chunk);
-    let (xb, mb, qb) = (input(queue, &x)?, output(queue, n * nch)?, output(queue, n * nch)?);
+    let (xb, mb, qb) = (
+        input(queue, &x)?,
+        output(queue, n * nch)?,
+        output(queue, n * nch)?,
+    );
     let ran = launch!(LayerNormStats, how, queue, [n, d, chunk], &xb, &mb, &qb);
     let (mean, m2) = cpu::layernorm_partials(&x, n, d, chunk);
-    let bad = cpu::mismatches(&read(&mb)?, &mean, 1e-5, 1e-5) + cpu::mismatches(&read(&qb)?, &m2, 1e-3, 1e-3);
-    Ok(Outcome { ran, mismatches: bad, len: 2 * n * nch })
+    let bad = cpu::mismatches(&read(&mb)?, &mean, 1e-5, 1e-5)
+        + cpu::mismatches(&read(&qb)?, &m2, 1e-3, 1e-3);
+    Ok(Outcome {
+        ran,
+        mismatches: bad,
+        len: 2 * n * nch,
+    })
 }
 
-pub fn layernorm_apply(queue: &Queue, how: How<'_>, n: usize, d: usize, chunk: usize) -> Result<Outcome> {
+pub fn layernorm_apply(
+    queue: &Queue,
+    how: How<'_>,
+    n: usize,
+    d: usize,
+    chunk: usize,
+) -> Result<Outcome> {
     let x: Vec<f32> = cpu::data(n * d, 32).iter().map(|v| v + 3.0).collect();
     let (w, b) = (cpu::data(d, 33), cpu::data(d, 34));
     let (mean, m2) = cpu::layernorm_partials(&x, n, d, chunk);
-    let (mean, m2): (Vec<f32>, Vec<f32>) = (mean.iter().map(|v| *v as f32).collect(), m2.iter().map(|v| *v as f32).collect());
-    let bufs = (input(queue, &x)?, input(queue, &mean)?, input(queue, &m2)?, input(queue, &w)?, input(queue, &b)?);
+    let (mean, m2): (Vec<f32>, Vec<f32>) = (
+        mean.iter().map(|v| *v as f32).collect(),
+        m2.iter().map(|v| *v as f32).collect(),
+    );
+    let bufs = (
+        input(queue, &x)?,
+        input(queue, &mean)?,
+        input(queue, &m2)?,
+        input(queue, &w)?,
+        input(queue, &b)?,
+    );
     let yb = output(queue, n * d)?;
-    let ran = launch!(LayerNormApply, how, queue, [n, d, chunk], 1e-5f32, &bufs.0, &bufs.1, &bufs.2, &bufs.3, &bufs.4, &yb);
+    let ran = launch!(
+        LayerNormApply,
+        how,
+        queue,
+        [n, d, chunk],
+        1e-5f32,
+        &bufs.0,
+        &bufs.1,
+        &bufs.2,
+        &bufs.3,
+        &bufs.4,
+        &yb
+    );
     let want = cpu::layernorm_apply(&x, &mean, &m2, &w, &b, n, d, chunk, 1e-5);
-    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-4), len: n * d })
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-4),
+        len: n * d,
+    })
 }
 
 /// The whole LayerNorm problem: stage 1 then stage 2, against the CPU LayerNorm.
-pub fn layernorm(queue: &Queue, how: (How<'_>, How<'_>), n: usize, d: usize, chunk: usize) -> Result<Outcome> {
+pub fn layernorm(
+    queue: &Queue,
+    how: (How<'_>, How<'_>),
+    n: usize,
+    d: usize,
+    chunk: usize,
+) -> Result<Outcome> {
     let x: Vec<f32> = cpu::data(n * d, 35).iter().map(|v| v + 3.0).collect();
     let (w, b) = (cpu::data(d, 36), cpu::data(d, 37));
     let nch = d.div_ceil(chunk);
     let (xb, wb, bb) = (input(queue, &x)?, input(queue, &w)?, input(queue, &b)?);
-    let (mb, qb, yb) = (output(queue, n * nch)?, output(queue, n * nch)?, output(queue, n * d)?);
+    let (mb, qb, yb) = (
+        output(queue, n * nch)?,
+        output(queue, n * nch)?,
+        output(queue, n * d)?,
+    );
     let ran1 = launch!(LayerNormStats, how.0, queue, [n, d, chunk], &xb, &mb, &qb);
-    let ran2 = launch!(LayerNormApply, how.1, queue, [n, d, chunk], 1e-5f32, &xb, &mb, &qb, &wb, &bb, &yb);
+    let ran2 = launch!(
+        LayerNormApply,
+        how.1,
+        queue,
+        [n, d, chunk],
+        1e-5f32,
+        &xb,
+        &mb,
+        &qb,
+        &wb,
+        &bb,
+        &yb
+    );
     let want = cpu::layernorm(&x, &w, &b, n, d, 1e-5);
-    Ok(Outcome { ran: format!("{ran1} + {ran2}"), mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-4), len: n * d })
+    Ok(Outcome {
+        ran: format!("{ran1} + {ran2}"),
+        mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 1e-4),
+        len: n * d,
+    })
 }
 
-pub fn sum_dim1(queue: &Queue, how: How<'_>, batch: usize, rows: usize, cols: usize) -> Result<Outcome> {
+pub fn sum_dim1(
+    queue: &Queue,
+    how: How<'_>,
+    batch: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<Outcome> {
     let x = cpu::data(batch * rows * cols, 41);
     let (xb, ob) = (input(queue, &x)?, output(queue, batch * cols)?);
     let ran = launch!(SumDim1, how, queue, [batch, rows, cols], &xb, &ob);
     let want = cpu::sum_dim1(&x, batch, rows, cols);
-    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&ob)?, &want, 1e-4, 1e-4), len: batch * cols })
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&ob)?, &want, 1e-4, 1e-4),
+        len: batch * cols,
+    })
 }
 
 pub fn linear_gelu(queue: &Queue, how: How<'_>, m: usize, n: usize, k: usize) -> Result<Outcome> {
     let (x, w, b) = (cpu::data(m * k, 51), cpu::data(n * k, 52), cpu::data(n, 53));
-    let (xb, wb, bb, yb) = (input(queue, &x)?, input(queue, &w)?, input(queue, &b)?, output(queue, m * n)?);
+    let (xb, wb, bb, yb) = (
+        input(queue, &x)?,
+        input(queue, &w)?,
+        input(queue, &b)?,
+        output(queue, m * n)?,
+    );
     let ran = launch!(LinearGelu, how, queue, [m, n, k], &xb, &wb, &bb, &yb);
     let want = cpu::linear_gelu(&x, &w, &b, m, n, k);
-    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 5e-4), len: m * n })
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-4, 5e-4),
+        len: m * n,
+    })
 }
 
 /// The whole Linear + GELU + softmax problem, against the CPU.
-pub fn linear(queue: &Queue, how: (How<'_>, How<'_>), m: usize, n: usize, k: usize) -> Result<Outcome> {
+pub fn linear(
+    queue: &Queue,
+    how: (How<'_>, How<'_>),
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<Outcome> {
     let (x, w, b) = (cpu::data(m * k, 54), cpu::data(n * k, 55), cpu::data(n, 56));
     let (xb, wb, bb) = (input(queue, &x)?, input(queue, &w)?, input(queue, &b)?);
     let (hb, yb) = (output(queue, m * n)?, output(queue, m * n)?);
@@ -190,16 +381,30 @@ pub fn linear(queue: &Queue, how: (How<'_>, How<'_>), m: usize, n: usize, k: usi
     let h = cpu::linear_gelu(&x, &w, &b, m, n, k);
     let h32: Vec<f32> = h.iter().map(|v| *v as f32).collect();
     let want = cpu::softmax(&h32, m, n);
-    Ok(Outcome { ran: format!("{ran1} + {ran2}"), mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-3, 1e-9), len: m * n })
+    Ok(Outcome {
+        ran: format!("{ran1} + {ran2}"),
+        mismatches: cpu::mismatches(&read(&yb)?, &want, 1e-3, 1e-9),
+        len: m * n,
+    })
 }
 
 pub fn conv_gn(queue: &Queue, how: How<'_>, s: ConvShape) -> Result<Outcome> {
     let x = cpu::data(s.n * s.cin * s.h * s.w, 61);
-    let weight: Vec<f32> = cpu::data(s.cout * s.cin * 9, 62).iter().map(|v| v * 0.3).collect();
+    let weight: Vec<f32> = cpu::data(s.cout * s.cin * 9, 62)
+        .iter()
+        .map(|v| v * 0.3)
+        .collect();
     let per = |seed| cpu::data(s.cout, seed);
     let (cb, bi, sc, ga, be) = (per(63), per(64), per(65), per(66), per(67));
     let xb = input(queue, &x)?;
-    let bufs = [input(queue, &weight)?, input(queue, &cb)?, input(queue, &bi)?, input(queue, &sc)?, input(queue, &ga)?, input(queue, &be)?];
+    let bufs = [
+        input(queue, &weight)?,
+        input(queue, &cb)?,
+        input(queue, &bi)?,
+        input(queue, &sc)?,
+        input(queue, &ga)?,
+        input(queue, &be)?,
+    ];
     let len = s.n * s.cout * (s.h - 2) * (s.w - 2);
     let ob = output(queue, len)?;
     let ran = launch!(
@@ -217,9 +422,20 @@ pub fn conv_gn(queue: &Queue, how: How<'_>, s: ConvShape) -> Result<Outcome> {
         &bufs[5],
         &ob
     );
-    let p = ConvParams { weight: &weight, conv_bias: &cb, bias: &bi, scale: &sc, gamma: &ga, beta: &be };
+    let p = ConvParams {
+        weight: &weight,
+        conv_bias: &cb,
+        bias: &bi,
+        scale: &sc,
+        gamma: &ga,
+        beta: &be,
+    };
     let want = cpu::conv_gn(&x, &p, s, 1e-5);
-    Ok(Outcome { ran, mismatches: cpu::mismatches(&read(&ob)?, &want, 1e-3, 1e-3), len })
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&ob)?, &want, 1e-3, 1e-3),
+        len,
+    })
 }
 
 /// Sizes of the `small` workloads (what the examples program and the tests run).
@@ -232,5 +448,12 @@ pub mod small {
     pub const LAYERNORM: (usize, usize, usize) = (4, 8192, 1024);
     pub const SUM: (usize, usize, usize) = (4, 256, 255);
     pub const LINEAR: (usize, usize, usize) = (64, 256, 256);
-    pub const CONV: ConvShape = ConvShape { n: 2, cin: 8, h: 34, w: 34, cout: 32, groups: 8 };
+    pub const CONV: ConvShape = ConvShape {
+        n: 2,
+        cin: 8,
+        h: 34,
+        w: 34,
+        cout: 32,
+        groups: 8,
+    };
 }

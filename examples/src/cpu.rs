@@ -3,7 +3,16 @@
 
 /// Deterministic test data in [-1, 1).
 pub fn data(len: usize, seed: u32) -> Vec<f32> {
-    (0..len as u32).map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed.wrapping_mul(40503)) >> 8) % 2000) as f32 / 1000.0 - 1.0).collect()
+    (0..len as u32)
+        .map(|i| {
+            ((i.wrapping_mul(2654435761)
+                .wrapping_add(seed.wrapping_mul(40503))
+                >> 8)
+                % 2000) as f32
+                / 1000.0
+                - 1.0
+        })
+        .collect()
 }
 
 /// Whether `got` differs from `want` by more than `atol + rtol * |want|`; NaN on either side
@@ -17,7 +26,10 @@ pub fn differs(got: f64, want: f64, rtol: f64, atol: f64) -> bool {
 /// (NaN counts as a difference).
 pub fn mismatches(got: &[f32], want: &[f64], rtol: f64, atol: f64) -> usize {
     assert_eq!(got.len(), want.len());
-    got.iter().zip(want).filter(|(g, w)| differs(**g as f64, **w, rtol, atol)).count()
+    got.iter()
+        .zip(want)
+        .filter(|(g, w)| differs(**g as f64, **w, rtol, atol))
+        .count()
 }
 
 /// C = A·B, row-major (A: m × k, B: k × n).
@@ -65,13 +77,24 @@ pub fn softmax_partials(x: &[f32], rows: usize, cols: usize, chunk: usize) -> (V
 
 /// Softmax from given per-chunk partials (what `softmax_apply.cl` computes): the row's maximum
 /// is the largest partial maximum, its sum the partial sums rescaled to it.
-pub fn softmax_apply(x: &[f32], pmax: &[f32], psum: &[f32], rows: usize, cols: usize, chunk: usize) -> Vec<f64> {
+pub fn softmax_apply(
+    x: &[f32],
+    pmax: &[f32],
+    psum: &[f32],
+    rows: usize,
+    cols: usize,
+    chunk: usize,
+) -> Vec<f64> {
     let nch = cols.div_ceil(chunk);
     let mut y = vec![0f64; rows * cols];
     for r in 0..rows {
         let (pm, ps) = (&pmax[r * nch..(r + 1) * nch], &psum[r * nch..(r + 1) * nch]);
         let mx = pm.iter().fold(f64::NEG_INFINITY, |m, v| m.max(*v as f64));
-        let sum: f64 = pm.iter().zip(ps).map(|(m, s)| *s as f64 * (*m as f64 - mx).exp()).sum();
+        let sum: f64 = pm
+            .iter()
+            .zip(ps)
+            .map(|(m, s)| *s as f64 * (*m as f64 - mx).exp())
+            .sum();
         for c in 0..cols {
             y[r * cols + c] = (x[r * cols + c] as f64 - mx).exp() / sum;
         }
@@ -95,7 +118,14 @@ pub fn layernorm_partials(x: &[f32], n: usize, d: usize, chunk: usize) -> (Vec<f
 }
 
 /// LayerNorm of each of n samples of d elements (biased variance), with elementwise affine.
-pub fn layernorm(x: &[f32], weight: &[f32], bias: &[f32], n: usize, d: usize, eps: f64) -> Vec<f64> {
+pub fn layernorm(
+    x: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    n: usize,
+    d: usize,
+    eps: f64,
+) -> Vec<f64> {
     let mut y = vec![0f64; n * d];
     for s in 0..n {
         let row = &x[s * d..(s + 1) * d];
@@ -111,13 +141,28 @@ pub fn layernorm(x: &[f32], weight: &[f32], bias: &[f32], n: usize, d: usize, ep
 
 /// LayerNorm from given per-chunk partials (what `layernorm_apply.cl` computes).
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm_apply(x: &[f32], mean: &[f32], m2: &[f32], weight: &[f32], bias: &[f32], n: usize, d: usize, chunk: usize, eps: f64) -> Vec<f64> {
+pub fn layernorm_apply(
+    x: &[f32],
+    mean: &[f32],
+    m2: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    n: usize,
+    d: usize,
+    chunk: usize,
+    eps: f64,
+) -> Vec<f64> {
     let nch = d.div_ceil(chunk);
     let cnt = |c: usize| (chunk.min(d - c * chunk)) as f64;
     let mut y = vec![0f64; n * d];
     for s in 0..n {
-        let mu = (0..nch).map(|c| cnt(c) * mean[s * nch + c] as f64).sum::<f64>() / d as f64;
-        let tot: f64 = (0..nch).map(|c| m2[s * nch + c] as f64 + cnt(c) * (mean[s * nch + c] as f64 - mu).powi(2)).sum();
+        let mu = (0..nch)
+            .map(|c| cnt(c) * mean[s * nch + c] as f64)
+            .sum::<f64>()
+            / d as f64;
+        let tot: f64 = (0..nch)
+            .map(|c| m2[s * nch + c] as f64 + cnt(c) * (mean[s * nch + c] as f64 - mu).powi(2))
+            .sum();
         let rstd = 1.0 / (tot / d as f64 + eps).sqrt();
         for i in 0..d {
             y[s * d + i] = (x[s * d + i] as f64 - mu) * rstd * weight[i] as f64 + bias[i] as f64;
@@ -176,7 +221,9 @@ pub fn linear_gelu(x: &[f32], w: &[f32], bias: &[f32], m: usize, n: usize, k: us
     let mut y = vec![0f64; m * n];
     for i in 0..m {
         for j in 0..n {
-            let dot: f64 = (0..k).map(|p| x[i * k + p] as f64 * w[j * k + p] as f64).sum();
+            let dot: f64 = (0..k)
+                .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
+                .sum();
             y[i * n + j] = gelu(dot + bias[j] as f64);
         }
     }
@@ -228,7 +275,8 @@ pub fn conv_gn(x: &[f32], p: &ConvParams<'_>, s: ConvShape, eps: f64) -> Vec<f64
             }
         }
         for g in 0..s.groups {
-            let block = &mut z[(b * s.cout + g * cpg) * oh * ow..(b * s.cout + (g + 1) * cpg) * oh * ow];
+            let block =
+                &mut z[(b * s.cout + g * cpg) * oh * ow..(b * s.cout + (g + 1) * cpg) * oh * ow];
             let cnt = block.len() as f64;
             let mu = block.iter().sum::<f64>() / cnt;
             let var = block.iter().map(|v| (v - mu).powi(2)).sum::<f64>() / cnt;

@@ -98,4 +98,7 @@ pub struct RmsNormPerSize;
 pub mod checks;
 pub mod cpu;
 pub mod suite;
-pub use suite::{ConvGroupNorm, LayerNormApply, LayerNormStats, LinearGelu, LinearSoftmax, Softmax, SoftmaxApply, SoftmaxStats, SuiteSgemm, SumDim1};
+pub use suite::{
+    ConvGroupNorm, LayerNormApply, LayerNormStats, LinearGelu, LinearSoftmax, Softmax,
+    SoftmaxApply, SoftmaxStats, SuiteSgemm, SumDim1,
+};

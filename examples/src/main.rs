@@ -24,7 +24,10 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 fn run() -> Result<()> {
     let large = std::env::args().nth(1).as_deref() == Some("large");
     let (platform, device) = kfoundry::default_device()?;
-    let context = Context::builder().platform(platform).devices(device).build()?;
+    let context = Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()?;
     let queue = Queue::new(&context, device, None)?;
     eprintln!("device: {}", kfoundry::device_key(&device)?);
     saxpy(&queue, &device, if large { 1 << 22 } else { 1 << 16 })?;
@@ -41,13 +44,19 @@ fn suite(queue: &Queue) -> Result<()> {
     let (m, n, k) = small::SGEMM;
     suite_report("suite_sgemm", checks::sgemm(queue, d, m, n, k)?)?;
     let (rows, cols, chunk) = small::SOFTMAX_STAGES;
-    suite_report("softmax", checks::softmax_stages(queue, (d, d), rows, cols, chunk)?)?;
+    suite_report(
+        "softmax",
+        checks::softmax_stages(queue, (d, d), rows, cols, chunk)?,
+    )?;
     let (n, dd, chunk) = small::LAYERNORM;
     suite_report("layernorm", checks::layernorm(queue, (d, d), n, dd, chunk)?)?;
     let (b, r, c) = small::SUM;
     suite_report("sum_dim1", checks::sum_dim1(queue, d, b, r, c)?)?;
     let (m, n, k) = small::LINEAR;
-    suite_report("linear_gelu_softmax", checks::linear(queue, (d, d), m, n, k)?)?;
+    suite_report(
+        "linear_gelu_softmax",
+        checks::linear(queue, (d, d), m, n, k)?,
+    )?;
     suite_report("conv_groupnorm", checks::conv_gn(queue, d, small::CONV)?)?;
     Ok(())
 }
@@ -55,40 +64,72 @@ fn suite(queue: &Queue) -> Result<()> {
 fn suite_report(name: &str, o: Outcome) -> Result<()> {
     println!("{name}: {} {}", o.ran, if o.ok() { "ok" } else { "WRONG" });
     if !o.ok() {
-        return Err(format!("{name}: {} of {} elements differ from the CPU result", o.mismatches, o.len).into());
+        return Err(format!(
+            "{name}: {} of {} elements differ from the CPU result",
+            o.mismatches, o.len
+        )
+        .into());
     }
     Ok(())
 }
 
 fn report(name: &str, choice: &Choice, mismatches: usize, len: usize) -> Result<()> {
     let params = kfoundry::model::spec::fmt_assignments(&choice.params, ", ");
-    println!("{name}: {} ({params}) {}", choice.step, if mismatches == 0 { "ok" } else { "WRONG" });
+    println!(
+        "{name}: {} ({params}) {}",
+        choice.step,
+        if mismatches == 0 { "ok" } else { "WRONG" }
+    );
     if mismatches > 0 {
-        return Err(format!("{name}: {mismatches} of {len} elements differ from the CPU result").into());
+        return Err(
+            format!("{name}: {mismatches} of {len} elements differ from the CPU result").into(),
+        );
     }
     Ok(())
 }
 
 /// Deterministic test data in [-1, 1).
 fn data(len: usize, seed: u32) -> Vec<f32> {
-    (0..len as u32).map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2000) as f32 / 1000.0 - 1.0).collect()
+    (0..len as u32)
+        .map(|i| {
+            ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
 }
 
 fn saxpy(queue: &Queue, device: &Device, n: usize) -> Result<()> {
     let (a, x, y0) = (2.5f32, data(n, 1), data(n, 2));
-    let xb = Buffer::builder().queue(queue.clone()).len(n).copy_host_slice(&x).build()?;
-    let yb = Buffer::builder().queue(queue.clone()).len(n).copy_host_slice(&y0).build()?;
+    let xb = Buffer::builder()
+        .queue(queue.clone())
+        .len(n)
+        .copy_host_slice(&x)
+        .build()?;
+    let yb = Buffer::builder()
+        .queue(queue.clone())
+        .len(n)
+        .copy_host_slice(&y0)
+        .build()?;
     Saxpy::launch(queue, n, a, &xb, &yb)?;
     let mut y = vec![0f32; n];
     yb.read(&mut y).enq()?;
-    let bad = (0..n).filter(|&i| (y[i] - a.mul_add(x[i], y0[i])).abs() > 1e-5).count();
+    let bad = (0..n)
+        .filter(|&i| (y[i] - a.mul_add(x[i], y0[i])).abs() > 1e-5)
+        .count();
     report("saxpy", &Saxpy::explain(device, n)?, bad, n)
 }
 
 fn row_sum(queue: &Queue, device: &Device, rows: usize, cols: usize) -> Result<()> {
     let m: Vec<f32> = data(rows * cols, 3).iter().map(|v| v.abs()).collect();
-    let mb = Buffer::builder().queue(queue.clone()).len(m.len()).copy_host_slice(&m).build()?;
-    let ob = Buffer::<f32>::builder().queue(queue.clone()).len(rows).fill_val(f32::NAN).build()?;
+    let mb = Buffer::builder()
+        .queue(queue.clone())
+        .len(m.len())
+        .copy_host_slice(&m)
+        .build()?;
+    let ob = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(rows)
+        .fill_val(f32::NAN)
+        .build()?;
     RowSum::launch(queue, rows, cols, &mb, &ob)?;
     let mut out = vec![0f32; rows];
     ob.read(&mut out).enq()?;
@@ -103,16 +144,30 @@ fn row_sum(queue: &Queue, device: &Device, rows: usize, cols: usize) -> Result<(
 
 fn sgemm(queue: &Queue, device: &Device, m: usize, n: usize, k: usize) -> Result<()> {
     let (a, b) = (data(m * k, 4), data(k * n, 5));
-    let ab = Buffer::builder().queue(queue.clone()).len(a.len()).copy_host_slice(&a).build()?;
-    let bb = Buffer::builder().queue(queue.clone()).len(b.len()).copy_host_slice(&b).build()?;
-    let cb = Buffer::<f32>::builder().queue(queue.clone()).len(m * n).fill_val(f32::NAN).build()?;
+    let ab = Buffer::builder()
+        .queue(queue.clone())
+        .len(a.len())
+        .copy_host_slice(&a)
+        .build()?;
+    let bb = Buffer::builder()
+        .queue(queue.clone())
+        .len(b.len())
+        .copy_host_slice(&b)
+        .build()?;
+    let cb = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(m * n)
+        .fill_val(f32::NAN)
+        .build()?;
     Sgemm::launch(queue, m, n, k, &ab, &bb, &cb)?;
     let mut c = vec![0f32; m * n];
     cb.read(&mut c).enq()?;
     let mut bad = 0;
     for i in 0..m {
         for j in 0..n {
-            let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
+            let want: f64 = (0..k)
+                .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                .sum();
             if kfoundry_examples::cpu::differs(c[i * n + j] as f64, want, 1e-4, 1e-4) {
                 bad += 1;
             }

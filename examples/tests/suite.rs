@@ -4,6 +4,8 @@
 //! bit for bit against the Rust implementation and fixed values that `bench/test_hash.py`
 //! checks too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
 use kfoundry::model::spec::Params;
 use kfoundry::ocl::{Buffer, Context, Kernel, Program, Queue};
 use kfoundry_examples::checks::{self, small, How, Outcome, Result};
@@ -12,7 +14,11 @@ use kfoundry_examples::suite::*;
 
 fn queue() -> Queue {
     let (platform, device) = kfoundry::default_device().expect("an OpenCL device");
-    let context = Context::builder().platform(platform).devices(device).build().unwrap();
+    let context = Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()
+        .unwrap();
     Queue::new(&context, device, None).unwrap()
 }
 
@@ -28,7 +34,13 @@ fn with(reference: &Params, over: &[(&str, i64)]) -> Params {
 
 fn assert_ok(name: &str, o: Result<Outcome>) {
     let o = o.unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert!(o.ok(), "{name} ({}): {} of {} elements differ from the CPU", o.ran, o.mismatches, o.len);
+    assert!(
+        o.ok(),
+        "{name} ({}): {} of {} elements differ from the CPU",
+        o.ran,
+        o.mismatches,
+        o.len
+    );
 }
 
 #[test]
@@ -37,13 +49,58 @@ fn sgemm_reference_and_tiles() {
     let r = &SuiteSgemm::evolved().spec().unwrap().reference;
     let (m, n, k) = small::SGEMM;
     assert_ok("reference", checks::sgemm(&q, How::Params(r), m, n, k));
-    let local =
-        with(r, &[("USE_LOCAL", 1), ("TM", 4), ("TN", 4), ("VEC", 4), ("TK", 16), ("PAD", 1), ("LVEC", 4), ("UNROLL", 4), ("WGX", 8), ("WGY", 8)]);
-    assert_ok("local tiles", checks::sgemm(&q, How::Params(&local), 64, 96, 40));
-    let global = with(r, &[("TM", 2), ("TN", 8), ("VEC", 2), ("UNROLL", 8), ("WGX", 8), ("WGY", 16)]);
-    assert_ok("register tiles", checks::sgemm(&q, How::Params(&global), 37, 52, 19));
-    let prefetch = with(r, &[("USE_LOCAL", 1), ("PREFETCH", 1), ("TM", 8), ("TN", 4), ("VEC", 4), ("TK", 8), ("PAD", 4), ("WGX", 16), ("WGY", 8)]);
-    assert_ok("prefetch", checks::sgemm(&q, How::Params(&prefetch), 37, 52, 19));
+    let local = with(
+        r,
+        &[
+            ("USE_LOCAL", 1),
+            ("TM", 4),
+            ("TN", 4),
+            ("VEC", 4),
+            ("TK", 16),
+            ("PAD", 1),
+            ("LVEC", 4),
+            ("UNROLL", 4),
+            ("WGX", 8),
+            ("WGY", 8),
+        ],
+    );
+    assert_ok(
+        "local tiles",
+        checks::sgemm(&q, How::Params(&local), 64, 96, 40),
+    );
+    let global = with(
+        r,
+        &[
+            ("TM", 2),
+            ("TN", 8),
+            ("VEC", 2),
+            ("UNROLL", 8),
+            ("WGX", 8),
+            ("WGY", 16),
+        ],
+    );
+    assert_ok(
+        "register tiles",
+        checks::sgemm(&q, How::Params(&global), 37, 52, 19),
+    );
+    let prefetch = with(
+        r,
+        &[
+            ("USE_LOCAL", 1),
+            ("PREFETCH", 1),
+            ("TM", 8),
+            ("TN", 4),
+            ("VEC", 4),
+            ("TK", 8),
+            ("PAD", 4),
+            ("WGX", 16),
+            ("WGY", 8),
+        ],
+    );
+    assert_ok(
+        "prefetch",
+        checks::sgemm(&q, How::Params(&prefetch), 37, 52, 19),
+    );
 }
 
 #[test]
@@ -55,10 +112,16 @@ fn softmax_reference_and_online() {
     let online = with(r, &[("WG", 64), ("VEC", 4), ("ITEMS", 2), ("ONLINE", 1)]);
     assert_ok("online", checks::softmax(&q, How::Params(&online), 5, 1000));
     let three = with(r, &[("WG", 32), ("VEC", 8), ("ITEMS", 4)]);
-    assert_ok("three passes", checks::softmax(&q, How::Params(&three), rows, cols));
+    assert_ok(
+        "three passes",
+        checks::softmax(&q, How::Params(&three), rows, cols),
+    );
     let r2 = &LinearSoftmax::evolved().spec().unwrap().reference;
     let p2 = with(r2, &[("WG", 128), ("VEC", 2), ("ONLINE", 1)]);
-    assert_ok("linear stage 2", checks::linear_softmax(&q, How::Params(&p2), 7, 100));
+    assert_ok(
+        "linear stage 2",
+        checks::linear_softmax(&q, How::Params(&p2), 7, 100),
+    );
 }
 
 /// The two-stage softmax: each stage alone against the CPU (stage 2 fed the CPU's partials) and
@@ -68,7 +131,10 @@ fn softmax_reference_and_online() {
 #[test]
 fn softmax_stages_and_pipeline() {
     let q = queue();
-    let (r1, r2) = (&SoftmaxStats::evolved().spec().unwrap().reference, &SoftmaxApply::evolved().spec().unwrap().reference);
+    let (r1, r2) = (
+        &SoftmaxStats::evolved().spec().unwrap().reference,
+        &SoftmaxApply::evolved().spec().unwrap().reference,
+    );
     let stats = [
         r1.clone(),
         with(r1, &[("WG", 32), ("VEC", 4), ("ITEMS", 2)]),
@@ -83,13 +149,30 @@ fn softmax_stages_and_pipeline() {
     ];
     let (rows, cols, chunk) = small::SOFTMAX_STAGES;
     // (rows, cols, chunk)
-    let sizes = [(rows, cols, chunk), (5, 1001, 96), (3, 7, 3), (4, 1001, 4096), (1, 333, 50), (2, 5, 1), (3, 100, 33)];
+    let sizes = [
+        (rows, cols, chunk),
+        (5, 1001, 96),
+        (3, 7, 3),
+        (4, 1001, 4096),
+        (1, 333, 50),
+        (2, 5, 1),
+        (3, 100, 33),
+    ];
     for (p1, p2) in stats.iter().zip(&apply) {
         for &(r, c, ch) in &sizes {
             let at = format!("{r} x {c}, chunk {ch}");
-            assert_ok(&format!("stats {at}"), checks::softmax_stats(&q, How::Params(p1), r, c, ch));
-            assert_ok(&format!("apply {at}"), checks::softmax_apply(&q, How::Params(p2), r, c, ch));
-            assert_ok(&format!("pipeline {at}"), checks::softmax_stages(&q, (How::Params(p1), How::Params(p2)), r, c, ch));
+            assert_ok(
+                &format!("stats {at}"),
+                checks::softmax_stats(&q, How::Params(p1), r, c, ch),
+            );
+            assert_ok(
+                &format!("apply {at}"),
+                checks::softmax_apply(&q, How::Params(p2), r, c, ch),
+            );
+            assert_ok(
+                &format!("pipeline {at}"),
+                checks::softmax_stages(&q, (How::Params(p1), How::Params(p2)), r, c, ch),
+            );
         }
     }
 }
@@ -110,15 +193,22 @@ fn softmax_stages_with_masked_chunks() -> Result<()> {
         }
     }
     let want = cpu::softmax(&x, rows, cols);
-    assert!(want.iter().all(|v| v.is_finite()) && want.iter().filter(|v| **v == 0.0).count() > rows * chunk);
+    assert!(
+        want.iter().all(|v| v.is_finite())
+            && want.iter().filter(|v| **v == 0.0).count() > rows * chunk
+    );
     let nch = cols.div_ceil(chunk);
     let r1 = &SoftmaxStats::evolved().spec().unwrap().reference;
     let r2 = &SoftmaxApply::evolved().spec().unwrap().reference;
     let p1 = with(r1, &[("WG", 32), ("VEC", 4), ("ITEMS", 2)]);
     let p2 = with(r2, &[("WG", 64), ("VEC", 8), ("ITEMS", 2)]);
     for (a, b) in [(r1, r2), (&p1, &p2)] {
-        let (xb, mb, sb, yb) =
-            (checks::input(&q, &x)?, checks::output(&q, rows * nch)?, checks::output(&q, rows * nch)?, checks::output(&q, rows * cols)?);
+        let (xb, mb, sb, yb) = (
+            checks::input(&q, &x)?,
+            checks::output(&q, rows * nch)?,
+            checks::output(&q, rows * nch)?,
+            checks::output(&q, rows * cols)?,
+        );
         // SAFETY: buffers of the annotations' lengths; the result is checked against the CPU.
         unsafe {
             SoftmaxStats::launch_params(&q, a, rows, cols, chunk, &xb, &mb, &sb)?;
@@ -126,10 +216,18 @@ fn softmax_stages_with_masked_chunks() -> Result<()> {
         }
         let (pm, ps) = (checks::read(&mb)?, checks::read(&sb)?);
         for r in 0..rows {
-            assert_eq!((pm[r * nch], ps[r * nch]), (f32::NEG_INFINITY, 0.0), "row {r}: the masked chunk is not empty");
+            assert_eq!(
+                (pm[r * nch], ps[r * nch]),
+                (f32::NEG_INFINITY, 0.0),
+                "row {r}: the masked chunk is not empty"
+            );
         }
         let got = checks::read(&yb)?;
-        assert_eq!(cpu::mismatches(&got, &want, 1e-4, 1e-12), 0, "masked softmax differs from the CPU");
+        assert_eq!(
+            cpu::mismatches(&got, &want, 1e-4, 1e-12),
+            0,
+            "masked softmax differs from the CPU"
+        );
     }
     Ok(())
 }
@@ -137,27 +235,64 @@ fn softmax_stages_with_masked_chunks() -> Result<()> {
 #[test]
 fn layernorm_stages_and_pipeline() {
     let q = queue();
-    let (r1, r2) = (&LayerNormStats::evolved().spec().unwrap().reference, &LayerNormApply::evolved().spec().unwrap().reference);
+    let (r1, r2) = (
+        &LayerNormStats::evolved().spec().unwrap().reference,
+        &LayerNormApply::evolved().spec().unwrap().reference,
+    );
     let (n, d, chunk) = small::LAYERNORM;
     let p1 = with(r1, &[("WG", 64), ("VEC", 8), ("ITEMS", 2)]);
     let p2 = with(r2, &[("WG", 32), ("VEC", 4), ("ITEMS", 8)]);
-    assert_ok("stats", checks::layernorm_stats(&q, How::Params(&p1), 3, 1000, 96));
-    assert_ok("apply", checks::layernorm_apply(&q, How::Params(&p2), 3, 1000, 96));
+    assert_ok(
+        "stats",
+        checks::layernorm_stats(&q, How::Params(&p1), 3, 1000, 96),
+    );
+    assert_ok(
+        "apply",
+        checks::layernorm_apply(&q, How::Params(&p2), 3, 1000, 96),
+    );
     // Several samples per group, with a ragged last group (5 samples, 2 per group).
     let grouped = with(r2, &[("WG", 32), ("VEC", 4), ("ITEMS", 2), ("NS", 2)]);
-    assert_ok("apply, 2 samples a group", checks::layernorm_apply(&q, How::Params(&grouped), 5, 1000, 96));
-    assert_ok("reference pipeline", checks::layernorm(&q, (How::Params(r1), How::Params(r2)), n, d, chunk));
-    assert_ok("tuned pipeline", checks::layernorm(&q, (How::Params(&p1), How::Params(&p2)), n, d, chunk));
+    assert_ok(
+        "apply, 2 samples a group",
+        checks::layernorm_apply(&q, How::Params(&grouped), 5, 1000, 96),
+    );
+    assert_ok(
+        "reference pipeline",
+        checks::layernorm(&q, (How::Params(r1), How::Params(r2)), n, d, chunk),
+    );
+    assert_ok(
+        "tuned pipeline",
+        checks::layernorm(&q, (How::Params(&p1), How::Params(&p2)), n, d, chunk),
+    );
     // Awkward sizes: d not a multiple of VEC (unaligned samples: vloadN path of apply, scalar
     // ends of the chunks in stats), of the chunk or of WG; one chunk per sample; n = 1.
     let p1b = with(r1, &[("WG", 32), ("VEC", 4), ("ITEMS", 8)]);
-    let p2b = with(r2, &[("WG", 32), ("VEC", 8), ("ITEMS", 2), ("NS", 4), ("REV", 1), ("SFAST", 1)]);
+    let p2b = with(
+        r2,
+        &[
+            ("WG", 32),
+            ("VEC", 8),
+            ("ITEMS", 2),
+            ("NS", 4),
+            ("REV", 1),
+            ("SFAST", 1),
+        ],
+    );
     for (a, b) in [(r1, r2), (&p1, &p2), (&p1b, &p2b)] {
         for (n, d, chunk) in [(5, 1001, 97), (3, 1003, 2048), (1, 333, 50), (2, 7, 3)] {
             let at = format!("{n} x {d}, chunk {chunk}");
-            assert_ok(&format!("stats {at}"), checks::layernorm_stats(&q, How::Params(a), n, d, chunk));
-            assert_ok(&format!("apply {at}"), checks::layernorm_apply(&q, How::Params(b), n, d, chunk));
-            assert_ok(&format!("pipeline {at}"), checks::layernorm(&q, (How::Params(a), How::Params(b)), n, d, chunk));
+            assert_ok(
+                &format!("stats {at}"),
+                checks::layernorm_stats(&q, How::Params(a), n, d, chunk),
+            );
+            assert_ok(
+                &format!("apply {at}"),
+                checks::layernorm_apply(&q, How::Params(b), n, d, chunk),
+            );
+            assert_ok(
+                &format!("pipeline {at}"),
+                checks::layernorm(&q, (How::Params(a), How::Params(b)), n, d, chunk),
+            );
         }
     }
 }
@@ -174,21 +309,53 @@ fn layernorm_apply_block_order_keeps_the_output() -> Result<()> {
         let x = cpu::data(n * d, 38);
         let (w, b) = (cpu::data(d, 39), cpu::data(d, 40));
         let (mean, m2) = cpu::layernorm_partials(&x, n, d, chunk);
-        let (mean, m2): (Vec<f32>, Vec<f32>) = (mean.iter().map(|v| *v as f32).collect(), m2.iter().map(|v| *v as f32).collect());
-        let bufs = (checks::input(&q, &x)?, checks::input(&q, &mean)?, checks::input(&q, &m2)?, checks::input(&q, &w)?, checks::input(&q, &b)?);
+        let (mean, m2): (Vec<f32>, Vec<f32>) = (
+            mean.iter().map(|v| *v as f32).collect(),
+            m2.iter().map(|v| *v as f32).collect(),
+        );
+        let bufs = (
+            checks::input(&q, &x)?,
+            checks::input(&q, &mean)?,
+            checks::input(&q, &m2)?,
+            checks::input(&q, &w)?,
+            checks::input(&q, &b)?,
+        );
         assert_eq!(mean.len(), n * nch);
         let mut outs = Vec::new();
         for (rev, sfast) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
-            let p = with(r2, &[("WG", 64), ("VEC", 4), ("ITEMS", 2), ("NS", 2), ("REV", rev), ("SFAST", sfast)]);
+            let p = with(
+                r2,
+                &[
+                    ("WG", 64),
+                    ("VEC", 4),
+                    ("ITEMS", 2),
+                    ("NS", 2),
+                    ("REV", rev),
+                    ("SFAST", sfast),
+                ],
+            );
             let yb = checks::output(&q, n * d)?;
             // SAFETY: buffers of the annotation's lengths; the outputs are compared below.
-            unsafe { LayerNormApply::launch_params(&q, &p, n, d, chunk, 1e-5f32, &bufs.0, &bufs.1, &bufs.2, &bufs.3, &bufs.4, &yb)? };
+            unsafe {
+                LayerNormApply::launch_params(
+                    &q, &p, n, d, chunk, 1e-5f32, &bufs.0, &bufs.1, &bufs.2, &bufs.3, &bufs.4, &yb,
+                )?
+            };
             outs.push(checks::read(&yb)?);
         }
         let want = cpu::layernorm_apply(&x, &mean, &m2, &w, &b, n, d, chunk, 1e-5);
-        assert_eq!(cpu::mismatches(&outs[0], &want, 1e-4, 1e-4), 0, "{n} x {d}: differs from the CPU");
+        assert_eq!(
+            cpu::mismatches(&outs[0], &want, 1e-4, 1e-4),
+            0,
+            "{n} x {d}: differs from the CPU"
+        );
         for o in &outs[1..] {
-            assert!(o.iter().zip(&outs[0]).all(|(a, b)| a.to_bits() == b.to_bits()), "{n} x {d}: REV / SFAST changed the output");
+            assert!(
+                o.iter()
+                    .zip(&outs[0])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{n} x {d}: REV / SFAST changed the output"
+            );
         }
     }
     Ok(())
@@ -199,10 +366,19 @@ fn sum_dim1_reference_and_split() {
     let q = queue();
     let r = &SumDim1::evolved().spec().unwrap().reference;
     let (b, rows, cols) = small::SUM;
-    assert_ok("reference", checks::sum_dim1(&q, How::Params(r), b, rows, cols));
+    assert_ok(
+        "reference",
+        checks::sum_dim1(&q, How::Params(r), b, rows, cols),
+    );
     let split = with(r, &[("TX", 32), ("TY", 8), ("VEC", 4), ("ITEMS", 4)]);
-    assert_ok("split", checks::sum_dim1(&q, How::Params(&split), b, rows, cols));
-    assert_ok("ragged", checks::sum_dim1(&q, How::Params(&split), 3, 37, 13));
+    assert_ok(
+        "split",
+        checks::sum_dim1(&q, How::Params(&split), b, rows, cols),
+    );
+    assert_ok(
+        "ragged",
+        checks::sum_dim1(&q, How::Params(&split), 3, 37, 13),
+    );
 }
 
 #[test]
@@ -210,29 +386,106 @@ fn linear_reference_and_tiles() {
     let q = queue();
     let r = &LinearGelu::evolved().spec().unwrap().reference;
     let (m, n, k) = small::LINEAR;
-    let local = with(r, &[("USE_LOCAL", 1), ("LVEC", 4), ("PAD", 4), ("TM", 8), ("TN", 4), ("VEC", 4), ("WGX", 16), ("WGY", 8), ("UNROLL", 2)]);
-    assert_ok("local tiles", checks::linear_gelu(&q, How::Params(&local), 33, 40, 52));
-    let prefetch = with(r, &[("USE_LOCAL", 1), ("PREFETCH", 1), ("LVEC", 4), ("TK", 32), ("TM", 4), ("TN", 8), ("VEC", 2), ("WGX", 8), ("WGY", 16)]);
-    assert_ok("prefetch", checks::linear_gelu(&q, How::Params(&prefetch), 33, 40, 52));
-    let global = with(r, &[("TN", 4), ("VEC", 4), ("TM", 2), ("UNROLL", 4), ("WGX", 8), ("WGY", 8)]);
-    assert_ok("register tiles", checks::linear_gelu(&q, How::Params(&global), 17, 24, 19));
+    let local = with(
+        r,
+        &[
+            ("USE_LOCAL", 1),
+            ("LVEC", 4),
+            ("PAD", 4),
+            ("TM", 8),
+            ("TN", 4),
+            ("VEC", 4),
+            ("WGX", 16),
+            ("WGY", 8),
+            ("UNROLL", 2),
+        ],
+    );
+    assert_ok(
+        "local tiles",
+        checks::linear_gelu(&q, How::Params(&local), 33, 40, 52),
+    );
+    let prefetch = with(
+        r,
+        &[
+            ("USE_LOCAL", 1),
+            ("PREFETCH", 1),
+            ("LVEC", 4),
+            ("TK", 32),
+            ("TM", 4),
+            ("TN", 8),
+            ("VEC", 2),
+            ("WGX", 8),
+            ("WGY", 16),
+        ],
+    );
+    assert_ok(
+        "prefetch",
+        checks::linear_gelu(&q, How::Params(&prefetch), 33, 40, 52),
+    );
+    let global = with(
+        r,
+        &[
+            ("TN", 4),
+            ("VEC", 4),
+            ("TM", 2),
+            ("UNROLL", 4),
+            ("WGX", 8),
+            ("WGY", 8),
+        ],
+    );
+    assert_ok(
+        "register tiles",
+        checks::linear_gelu(&q, How::Params(&global), 17, 24, 19),
+    );
     let r2 = &LinearSoftmax::evolved().spec().unwrap().reference;
-    assert_ok("reference pipeline", checks::linear(&q, (How::Params(r), How::Params(r2)), m, n, k));
+    assert_ok(
+        "reference pipeline",
+        checks::linear(&q, (How::Params(r), How::Params(r2)), m, n, k),
+    );
 }
 
 #[test]
 fn conv_groupnorm_reference_and_variants() {
     let q = queue();
     let r = &ConvGroupNorm::evolved().spec().unwrap().reference;
-    assert_ok("reference", checks::conv_gn(&q, How::Params(r), small::CONV));
-    let re = with(r, &[("WG", 64), ("PX", 4), ("CB", 4), ("RECOMPUTE", 1), ("WLOCAL", 1)]);
-    assert_ok("recompute", checks::conv_gn(&q, How::Params(&re), ConvShape { n: 1, cin: 3, h: 9, w: 13, cout: 8, groups: 2 }));
+    assert_ok(
+        "reference",
+        checks::conv_gn(&q, How::Params(r), small::CONV),
+    );
+    let re = with(
+        r,
+        &[
+            ("WG", 64),
+            ("PX", 4),
+            ("CB", 4),
+            ("RECOMPUTE", 1),
+            ("WLOCAL", 1),
+        ],
+    );
+    assert_ok(
+        "recompute",
+        checks::conv_gn(
+            &q,
+            How::Params(&re),
+            ConvShape {
+                n: 1,
+                cin: 3,
+                h: 9,
+                w: 13,
+                cout: 8,
+                groups: 2,
+            },
+        ),
+    );
     let st = with(r, &[("WG", 128), ("PX", 8), ("CB", 2), ("WLOCAL", 1)]);
     assert_ok("stored", checks::conv_gn(&q, How::Params(&st), small::CONV));
 }
 
 /// (seed, index, value): computed independently in Python (`bench/test_hash.py` holds the same).
-#[expect(clippy::excessive_precision, reason = "the values exactly as Python prints them")]
+#[expect(
+    clippy::excessive_precision,
+    reason = "the values exactly as Python prints them"
+)]
 const GOLDEN: [(u32, u32, f32); 7] = [
     (0, 0, -1.0),
     (0, 1, -0.3050144910812378),
@@ -246,13 +499,24 @@ const GOLDEN: [(u32, u32, f32); 7] = [
 #[test]
 fn generator_matches_golden_values_and_opencl() -> Result<()> {
     for (s, i, v) in GOLDEN {
-        assert_eq!(cpu::hash_uniform(s, i).to_bits(), v.to_bits(), "seed {s} index {i}");
+        assert_eq!(
+            cpu::hash_uniform(s, i).to_bits(),
+            v.to_bits(),
+            "seed {s} index {i}"
+        );
     }
     let q = queue();
-    let program = Program::builder().src(include_str!("../kernels/suite_util.cl")).devices(q.device()).build(&q.context())?;
+    let program = Program::builder()
+        .src(include_str!("../kernels/suite_util.cl"))
+        .devices(q.device())
+        .build(&q.context())?;
     let n = 100_003usize;
     for seed in [3u32, 0xdead_beef] {
-        let b = Buffer::<f32>::builder().queue(q.clone()).len(n).fill_val(f32::NAN).build()?;
+        let b = Buffer::<f32>::builder()
+            .queue(q.clone())
+            .len(n)
+            .fill_val(f32::NAN)
+            .build()?;
         let k = Kernel::builder()
             .program(&program)
             .name("hash_fill")
@@ -265,7 +529,11 @@ fn generator_matches_golden_values_and_opencl() -> Result<()> {
         unsafe { k.enq()? };
         let got = checks::read(&b)?;
         for (i, g) in got.iter().enumerate() {
-            assert_eq!(g.to_bits(), cpu::hash_uniform(seed, i as u32).to_bits(), "seed {seed} index {i}");
+            assert_eq!(
+                g.to_bits(),
+                cpu::hash_uniform(seed, i as u32).to_bits(),
+                "seed {seed} index {i}"
+            );
         }
         assert!(got.iter().all(|v| (-1.0..1.0).contains(v)));
         let mean = got.iter().map(|v| *v as f64).sum::<f64>() / n as f64;
@@ -282,27 +550,57 @@ fn generator_matches_golden_values_and_opencl() -> Result<()> {
 #[test]
 fn tensor_core_path_emulated_matches_fp64() {
     let q = queue();
-    for (kernel, source) in [("gemm", include_str!("../kernels/gemm.cl")), ("linear_gelu", include_str!("../kernels/linear_gelu.cl"))] {
+    for (kernel, source) in [
+        ("gemm", include_str!("../kernels/gemm.cl")),
+        ("linear_gelu", include_str!("../kernels/linear_gelu.cl")),
+    ] {
         // (WGX, WGY, TM, TN, WM, TK, STAGES, FLUSH, m, n, k): one warp; 2 warps along m, each
         // with two n8 pieces, two steps per flush; 4 warps in 2 x 2, each with two m16 pieces.
         // Small tiles: PoCL's compile time grows with the emulation's barriers.
-        for (wgx, wgy, tm, tn, wm, tk, stages, flush, m, n, k) in
-            [(8, 4, 4, 1, 1, 8, 2, 1, 32, 16, 24), (8, 8, 4, 2, 2, 16, 3, 2, 64, 32, 48), (16, 8, 8, 1, 2, 8, 4, 1, 128, 32, 40)]
-        {
+        for (wgx, wgy, tm, tn, wm, tk, stages, flush, m, n, k) in [
+            (8, 4, 4, 1, 1, 8, 2, 1, 32, 16, 24),
+            (8, 8, 4, 2, 2, 16, 3, 2, 64, 32, 48),
+            (16, 8, 8, 1, 2, 8, 4, 1, 128, 32, 40),
+        ] {
             let options = format!(
                 "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush}"
             );
-            let program = Program::builder().src(source).devices(q.device()).cmplr_opt(options.clone()).build(&q.context()).unwrap();
+            let program = Program::builder()
+                .src(source)
+                .devices(q.device())
+                .cmplr_opt(options.clone())
+                .build(&q.context())
+                .unwrap();
             let (bm, bn) = (wgy * tm, wgx * tn);
             let a = cpu::data(m * k, 41);
             let b = cpu::data(k * n, 42);
             let bias = cpu::data(n, 43);
-            let upload = |v: &[f32]| Buffer::<f32>::builder().queue(q.clone()).len(v.len()).copy_host_slice(v).build().unwrap();
+            let upload = |v: &[f32]| {
+                Buffer::<f32>::builder()
+                    .queue(q.clone())
+                    .len(v.len())
+                    .copy_host_slice(v)
+                    .build()
+                    .unwrap()
+            };
             let (ab, bb, biasb) = (upload(&a), upload(&b), upload(&bias));
-            let out = Buffer::<f32>::builder().queue(q.clone()).len(m * n).fill_val(f32::NAN).build().unwrap();
+            let out = Buffer::<f32>::builder()
+                .queue(q.clone())
+                .len(m * n)
+                .fill_val(f32::NAN)
+                .build()
+                .unwrap();
             let mut kb = Kernel::builder();
-            kb.program(&program).name(kernel).queue(q.clone()).global_work_size([n / bn * wgx, m / bm * wgy]).local_work_size([wgx, wgy]);
-            kb.arg(m as i32).arg(n as i32).arg(k as i32).arg(&ab).arg(&bb);
+            kb.program(&program)
+                .name(kernel)
+                .queue(q.clone())
+                .global_work_size([n / bn * wgx, m / bm * wgy])
+                .local_work_size([wgx, wgy]);
+            kb.arg(m as i32)
+                .arg(n as i32)
+                .arg(k as i32)
+                .arg(&ab)
+                .arg(&bb);
             if kernel == "linear_gelu" {
                 kb.arg(&biasb);
             }
@@ -315,22 +613,42 @@ fn tensor_core_path_emulated_matches_fp64() {
                 .map(|e| {
                     let (i, j) = (e / n, e % n);
                     // linear_gelu reads its weight as n x k
-                    let bv = |kk: usize| if kernel == "gemm" { b[kk * n + j] } else { b[j * k + kk] };
-                    let exact: f64 = (0..k).map(|kk| f64::from(a[i * k + kk]) * f64::from(bv(kk))).sum();
+                    let bv = |kk: usize| {
+                        if kernel == "gemm" {
+                            b[kk * n + j]
+                        } else {
+                            b[j * k + kk]
+                        }
+                    };
+                    let exact: f64 = (0..k)
+                        .map(|kk| f64::from(a[i * k + kk]) * f64::from(bv(kk)))
+                        .sum();
                     let single = (0..k).fold(0f32, |s, kk| a[i * k + kk].mul_add(bv(kk), s));
                     if kernel == "gemm" {
                         (exact, f64::from(single))
                     } else {
-                        (cpu::gelu(exact + f64::from(bias[j])), cpu::gelu(f64::from(single + bias[j])))
+                        (
+                            cpu::gelu(exact + f64::from(bias[j])),
+                            cpu::gelu(f64::from(single + bias[j])),
+                        )
                     }
                 })
                 .unzip();
             let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-            let err = |v: &[f64]| norm(&v.iter().zip(&want).map(|(x, y)| x - y).collect::<Vec<_>>()) / norm(&want);
+            let err = |v: &[f64]| {
+                norm(&v.iter().zip(&want).map(|(x, y)| x - y).collect::<Vec<_>>()) / norm(&want)
+            };
             let got64: Vec<f64> = got.iter().map(|v| f64::from(*v)).collect();
             let (e_mma, e_fp32) = (err(&got64), err(&fp32));
-            assert_eq!(cpu::mismatches(&got, &want, 1e-4, 1e-4), 0, "{kernel} {options}: differs from FP64 beyond the check");
-            assert!(e_mma <= 2.0 * e_fp32, "{kernel} {options}: relative error {e_mma:.2e} > 2 x FP32's {e_fp32:.2e}");
+            assert_eq!(
+                cpu::mismatches(&got, &want, 1e-4, 1e-4),
+                0,
+                "{kernel} {options}: differs from FP64 beyond the check"
+            );
+            assert!(
+                e_mma <= 2.0 * e_fp32,
+                "{kernel} {options}: relative error {e_mma:.2e} > 2 x FP32's {e_fp32:.2e}"
+            );
         }
     }
 }
@@ -345,9 +663,25 @@ fn tensor_core_path_is_refused_where_the_device_cannot_run_it() {
         return; // an NVIDIA GPU that runs it: nothing to refuse here
     }
     let r = &SuiteSgemm::evolved().spec().unwrap().reference;
-    let mma = with(r, &[("MMA", 1), ("WGX", 16), ("WGY", 16), ("TM", 8), ("TN", 8), ("WM", 2), ("TK", 16)]);
-    let e = checks::sgemm(&q, How::Params(&mma), 256, 256, 64).unwrap_err().to_string();
-    assert!(e.contains("does not hold on this device") && e.contains("device_sm >= 80"), "{e}");
+    let mma = with(
+        r,
+        &[
+            ("MMA", 1),
+            ("WGX", 16),
+            ("WGY", 16),
+            ("TM", 8),
+            ("TN", 8),
+            ("WM", 2),
+            ("TK", 16),
+        ],
+    );
+    let e = checks::sgemm(&q, How::Params(&mma), 256, 256, 64)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("does not hold on this device") && e.contains("device_sm >= 80"),
+        "{e}"
+    );
 }
 
 /// The tensor-core machinery is the same text in gemm.cl, linear_gelu.cl and the importer's
@@ -355,38 +689,85 @@ fn tensor_core_path_is_refused_where_the_device_cannot_run_it() {
 #[test]
 fn tensor_core_blocks_of_the_two_gemm_kernels_are_identical() {
     let block = |source: &'static str| -> &'static str {
-        let start = source.find("/* ---- The 3xTF32 tensor-core path").expect("the block's first line");
-        let end = source[start..].find("#else /* the portable path */").expect("the block's end") + start;
+        let start = source
+            .find("/* ---- The 3xTF32 tensor-core path")
+            .expect("the block's first line");
+        let end = source[start..]
+            .find("#else /* the portable path */")
+            .expect("the block's end")
+            + start;
         &source[start..end]
     };
     let gemm = block(include_str!("../kernels/gemm.cl"));
     let linear = block(include_str!("../kernels/linear_gelu.cl"));
-    assert!(gemm.contains("KM_B_KMAJOR") && gemm.len() > 4000, "the block was found whole");
-    assert_eq!(gemm, linear, "the tensor-core blocks of gemm.cl and linear_gelu.cl differ");
+    assert!(
+        gemm.contains("KM_B_KMAJOR") && gemm.len() > 4000,
+        "the block was found whole"
+    );
+    assert_eq!(
+        gemm, linear,
+        "the tensor-core blocks of gemm.cl and linear_gelu.cl differ"
+    );
     // The importer's matrix products use the same text (its template: machinery, main loop).
-    let template = include_str!("../../cargo-kfoundry/import/templates/tensor_core_3xtf32.cl");
-    let (_, parts) = template.split_once("/* ==== machinery ==== */\n").expect("the template's machinery");
-    let (machinery, main_loop) = parts.split_once("/* ==== main loop ==== */\n").expect("the template's main loop");
-    assert_eq!(machinery, gemm, "the importer's tensor-core machinery is not gemm.cl's");
-    assert!(main_loop.len() > 2000 && include_str!("../kernels/gemm.cl").contains(main_loop), "the importer's main loop is not gemm.cl's");
+    let template = include_str!("../../crates/kfoundry-import/templates/tensor_core_3xtf32.cl");
+    let (_, parts) = template
+        .split_once("/* ==== machinery ==== */\n")
+        .expect("the template's machinery");
+    let (machinery, main_loop) = parts
+        .split_once("/* ==== main loop ==== */\n")
+        .expect("the template's main loop");
+    assert_eq!(
+        machinery, gemm,
+        "the importer's tensor-core machinery is not gemm.cl's"
+    );
+    assert!(
+        main_loop.len() > 2000 && include_str!("../kernels/gemm.cl").contains(main_loop),
+        "the importer's main loop is not gemm.cl's"
+    );
 }
 
 /// Builds `conv_gn.cl` with `options` (none: the reference) and runs it on the inputs of
 /// `checks::conv_gn` at shape `s` with `wg` items a group; returns its output, and the FP64
 /// truth when `truth`.
-fn conv_gn_built(q: &Queue, options: &str, s: ConvShape, wg: usize, truth: bool) -> (Vec<f32>, Vec<f64>) {
+fn conv_gn_built(
+    q: &Queue,
+    options: &str,
+    s: ConvShape,
+    wg: usize,
+    truth: bool,
+) -> (Vec<f32>, Vec<f64>) {
     let source = include_str!("../kernels/conv_gn.cl");
-    let program = Program::builder().src(source).devices(q.device()).cmplr_opt(options).build(&q.context()).unwrap();
+    let program = Program::builder()
+        .src(source)
+        .devices(q.device())
+        .cmplr_opt(options)
+        .build(&q.context())
+        .unwrap();
     let x = cpu::data(s.n * s.cin * s.h * s.w, 61);
-    let weight: Vec<f32> = cpu::data(s.cout * s.cin * 9, 62).iter().map(|v| v * 0.3).collect();
+    let weight: Vec<f32> = cpu::data(s.cout * s.cin * 9, 62)
+        .iter()
+        .map(|v| v * 0.3)
+        .collect();
     let per = |seed| cpu::data(s.cout, seed);
     let (cb, bi, sc, ga, be) = (per(63), per(64), per(65), per(66), per(67));
     let upload = |v: &[f32]| checks::input(q, v).unwrap();
     let len = s.n * s.cout * (s.h - 2) * (s.w - 2);
     let out = checks::output(q, len).unwrap();
-    let bufs = [upload(&x), upload(&weight), upload(&cb), upload(&bi), upload(&sc), upload(&ga), upload(&be)];
+    let bufs = [
+        upload(&x),
+        upload(&weight),
+        upload(&cb),
+        upload(&bi),
+        upload(&sc),
+        upload(&ga),
+        upload(&be),
+    ];
     let mut kb = Kernel::builder();
-    kb.program(&program).name("conv_gn").queue(q.clone()).global_work_size([wg * s.groups, s.n]).local_work_size([wg, 1]);
+    kb.program(&program)
+        .name("conv_gn")
+        .queue(q.clone())
+        .global_work_size([wg * s.groups, s.n])
+        .local_work_size([wg, 1]);
     for size in [s.n, s.cin, s.h, s.w, s.cout, s.groups] {
         kb.arg(size as i32);
     }
@@ -396,8 +777,22 @@ fn conv_gn_built(q: &Queue, options: &str, s: ConvShape, wg: usize, truth: bool)
     }
     let kernel = kb.arg(&out).arg_local::<f32>(1).build().unwrap();
     unsafe { kernel.enq().unwrap() };
-    let p = cpu::ConvParams { weight: &weight, conv_bias: &cb, bias: &bi, scale: &sc, gamma: &ga, beta: &be };
-    (checks::read(&out).unwrap(), if truth { cpu::conv_gn(&x, &p, s, 1e-5) } else { Vec::new() })
+    let p = cpu::ConvParams {
+        weight: &weight,
+        conv_bias: &cb,
+        bias: &bi,
+        scale: &sc,
+        gamma: &ga,
+        beta: &be,
+    };
+    (
+        checks::read(&out).unwrap(),
+        if truth {
+            cpu::conv_gn(&x, &p, s, 1e-5)
+        } else {
+            Vec::new()
+        },
+    )
 }
 
 /// The tensor-core path of the convolution (`MMA = 1`) with its warp-wide instructions
@@ -411,25 +806,67 @@ fn conv_gn_built(q: &Queue, options: &str, s: ConvShape, wg: usize, truth: bool)
 #[test]
 fn conv_tensor_core_path_emulated_matches_fp64() {
     let q = queue();
-    let ptx = kfoundry::traits_of(&q.device()).unwrap().value("device_sm").unwrap_or(0) >= 80;
-    let ragged = ConvShape { n: 1, cin: 3, h: 9, w: 13, cout: 8, groups: 2 };
-    let chunks = ConvShape { n: 2, cin: 17, h: 11, w: 40, cout: 12, groups: 2 };
-    let image = ConvShape { n: 2, cin: 8, h: 256, w: 256, cout: 32, groups: 8 };
+    let ptx = kfoundry::traits_of(&q.device())
+        .unwrap()
+        .value("device_sm")
+        .unwrap_or(0)
+        >= 80;
+    let ragged = ConvShape {
+        n: 1,
+        cin: 3,
+        h: 9,
+        w: 13,
+        cout: 8,
+        groups: 2,
+    };
+    let chunks = ConvShape {
+        n: 2,
+        cin: 17,
+        h: 11,
+        w: 40,
+        cout: 12,
+        groups: 2,
+    };
+    let image = ConvShape {
+        n: 2,
+        cin: 8,
+        h: 256,
+        w: 256,
+        cout: 32,
+        groups: 8,
+    };
     // (WG, RW, MW, SPLIT, RECOMPUTE, shape): two warps stacked (tiles of 4 x 16); two side by
     // side, one row each (1 x 32), on ragged sizes; four in 2 x 2 with 2 rows each (4 x 32),
     // four side by side (1 x 64) and two side by side with 4 rows each (4 x 32: an input row
     // feeds 3 output rows) over several chunks. Small strips: PoCL's compile time grows with
     // the emulation's barriers.
-    let emulated =
-        [(64, 2, 1, 0, 0, small::CONV), (64, 1, 2, 1, 1, ragged), (128, 2, 2, 0, 1, chunks), (128, 1, 4, 1, 0, chunks), (64, 4, 2, 1, 1, chunks)];
-    let device_only =
-        [(256, 4, 4, 0, 0, image), (256, 2, 2, 1, 1, image), (128, 8, 4, 0, 1, image), (512, 2, 4, 1, 0, image), (64, 8, 2, 1, 0, chunks)];
+    let emulated = [
+        (64, 2, 1, 0, 0, small::CONV),
+        (64, 1, 2, 1, 1, ragged),
+        (128, 2, 2, 0, 1, chunks),
+        (128, 1, 4, 1, 0, chunks),
+        (64, 4, 2, 1, 1, chunks),
+    ];
+    let device_only = [
+        (256, 4, 4, 0, 0, image),
+        (256, 2, 2, 1, 1, image),
+        (128, 8, 4, 0, 1, image),
+        (512, 2, 4, 1, 0, image),
+        (64, 8, 2, 1, 0, chunks),
+    ];
     let mut runs: Vec<_> = emulated.iter().map(|c| (true, *c)).collect();
     if ptx {
         runs.extend(emulated.iter().chain(&device_only).map(|c| (false, *c)));
     }
     let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    let err = |v: &[f32], want: &[f64]| norm(&v.iter().zip(want).map(|(x, y)| f64::from(*x) - y).collect::<Vec<_>>()) / norm(want);
+    let err = |v: &[f32], want: &[f64]| {
+        norm(
+            &v.iter()
+                .zip(want)
+                .map(|(x, y)| f64::from(*x) - y)
+                .collect::<Vec<_>>(),
+        ) / norm(want)
+    };
     // per shape: the FP64 truth and the FP32 reference kernel's error
     let mut truths: Vec<(String, Vec<f64>, f64)> = Vec::new();
     for (emulate, (wg, rw, mw, split, recompute, shape)) in runs {
@@ -440,15 +877,24 @@ fn conv_tensor_core_path_emulated_matches_fp64() {
             truths.push((key.clone(), want, e));
         }
         let (_, want, e_fp32) = truths.iter().find(|t| t.0 == key).unwrap();
-        let mut options = format!("-D MMA=1 -D WG={wg} -D RW={rw} -D MW={mw} -D SPLIT={split} -D RECOMPUTE={recompute}");
+        let mut options = format!(
+            "-D MMA=1 -D WG={wg} -D RW={rw} -D MW={mw} -D SPLIT={split} -D RECOMPUTE={recompute}"
+        );
         if emulate {
             options += " -D KM_EMULATE=1";
         }
         let (got, _) = conv_gn_built(&q, &options, shape, wg, false);
         let (e_mma, e_fp32) = (err(&got, want), *e_fp32);
         eprintln!("{options} {shape:?}: relative error {e_mma:.3e}, FP32 reference {e_fp32:.3e}");
-        assert_eq!(cpu::mismatches(&got, want, 2e-5, 2e-5), 0, "{options} {shape:?}: differs from FP64 beyond 2e-5");
-        assert!(e_mma <= 2.0 * e_fp32, "{options} {shape:?}: relative error {e_mma:.2e} > 2 x FP32's {e_fp32:.2e}");
+        assert_eq!(
+            cpu::mismatches(&got, want, 2e-5, 2e-5),
+            0,
+            "{options} {shape:?}: differs from FP64 beyond 2e-5"
+        );
+        assert!(
+            e_mma <= 2.0 * e_fp32,
+            "{options} {shape:?}: relative error {e_mma:.2e} > 2 x FP32's {e_fp32:.2e}"
+        );
     }
 }
 
@@ -463,8 +909,13 @@ fn conv_tensor_core_path_is_refused_where_the_device_cannot_run_it() {
     }
     let r = &ConvGroupNorm::evolved().spec().unwrap().reference;
     let mma = with(r, &[("MMA", 1), ("RW", 2), ("MW", 2)]);
-    let e = checks::conv_gn(&q, How::Params(&mma), small::CONV).unwrap_err().to_string();
-    assert!(e.contains("does not hold on this device") && e.contains("device_sm >= 80"), "{e}");
+    let e = checks::conv_gn(&q, How::Params(&mma), small::CONV)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("does not hold on this device") && e.contains("device_sm >= 80"),
+        "{e}"
+    );
 }
 
 /// conv_gn.cl's warp-wide mma.sync (the PTX and its emulation) is gemm.cl's and
@@ -474,15 +925,33 @@ fn conv_tensor_core_path_is_refused_where_the_device_cannot_run_it() {
 fn conv_tensor_core_instructions_are_the_gemm_kernels() {
     let conv = include_str!("../kernels/conv_gn.cl");
     let piece = |start: &str, end: &str| -> &'static str {
-        let a = conv.find(start).unwrap_or_else(|| panic!("conv_gn.cl has `{start}`"));
-        let b = conv[a..].find(end).unwrap_or_else(|| panic!("conv_gn.cl has `{end}` after `{start}`")) + a + end.len();
+        let a = conv
+            .find(start)
+            .unwrap_or_else(|| panic!("conv_gn.cl has `{start}`"));
+        let b = conv[a..]
+            .find(end)
+            .unwrap_or_else(|| panic!("conv_gn.cl has `{end}` after `{start}`"))
+            + a
+            + end.len();
         &conv[a..b]
     };
     let emulated = piece("/* mma.sync.m16n8k8 through local memory", "\n}\n");
     let ptx = piece("#define KM_MMA(D, A, B)    ", "\"r\"((B)[1]))\n");
-    assert!(emulated.contains("inline void km_mma_emulated") && ptx.contains("mma.sync.aligned.m16n8k8"));
-    for (name, other) in [("gemm.cl", include_str!("../kernels/gemm.cl")), ("linear_gelu.cl", include_str!("../kernels/linear_gelu.cl"))] {
-        assert!(other.contains(emulated), "the emulated instructions of conv_gn.cl and {name} differ");
-        assert!(other.contains(ptx), "the PTX instructions of conv_gn.cl and {name} differ");
+    assert!(
+        emulated.contains("inline void km_mma_emulated")
+            && ptx.contains("mma.sync.aligned.m16n8k8")
+    );
+    for (name, other) in [
+        ("gemm.cl", include_str!("../kernels/gemm.cl")),
+        ("linear_gelu.cl", include_str!("../kernels/linear_gelu.cl")),
+    ] {
+        assert!(
+            other.contains(emulated),
+            "the emulated instructions of conv_gn.cl and {name} differ"
+        );
+        assert!(
+            other.contains(ptx),
+            "the PTX instructions of conv_gn.cl and {name} differ"
+        );
     }
 }

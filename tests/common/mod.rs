@@ -17,20 +17,38 @@ pub fn repo() -> PathBuf {
 /// rebuilds the kfoundry crates there whenever the source path changes. If trybuild changes its
 /// flags, the dependencies just compile twice.
 pub fn target_dir() -> PathBuf {
-    let base = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"));
+    let base = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"));
     base.join("tests").join("trybuild")
 }
 
 /// The host's target triple (`rustc -vV`).
 pub fn host() -> String {
-    let out = Command::new("rustc").arg("-vV").output().expect("rustc runs");
-    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("host: ").map(str::to_string)).expect("rustc -vV names the host")
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .expect("rustc runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .expect("rustc -vV names the host")
 }
 
 pub fn cargo(ws: &Path, args: &[&str]) -> Output {
-    let out =
-        cargo_like_trybuild().args(args).arg("--manifest-path").arg(ws.join("Cargo.toml")).args(["--target", &host()]).output().expect("cargo runs");
-    assert!(out.status.success(), "cargo {args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = cargo_like_trybuild()
+        .args(args)
+        .arg("--manifest-path")
+        .arg(ws.join("Cargo.toml"))
+        .args(["--target", &host()])
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 

@@ -10,7 +10,8 @@ use crate::pipeline::discover::{discover, Bundle};
 pub fn run(args: &BundleArgs) -> Result<()> {
     let ws = discover(&args.ws)?;
     let text = serde_json::to_string_pretty(&Bundle::new(ws.kernels, &ws.metadata))?;
-    std::fs::write(&args.output, text).with_context(|| format!("cannot write {}", args.output.display()))?;
+    std::fs::write(&args.output, text)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
     if !args.ws.quiet {
         eprintln!("wrote {}", args.output.display());
     }

@@ -101,38 +101,73 @@ impl fmt::Display for Finding {
 
 /// Checks every entry of the current fingerprint as the macro does before embedding it
 /// (against the annotation, and its generated source), and notes partial results.
-pub fn entry_findings(kernels: &[&KernelSpec], lock: &Lockfile, lockfile: &std::path::Path) -> Vec<Finding> {
+pub fn entry_findings(
+    kernels: &[&KernelSpec],
+    lock: &Lockfile,
+    lockfile: &std::path::Path,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     for spec in kernels {
         if let Err(problems) = embeddable(lockfile, lock, spec) {
-            out.extend(problems.into_iter().map(|problem| Finding::BadEntry { kernel: spec.id.clone(), problem }));
+            out.extend(problems.into_iter().map(|problem| Finding::BadEntry {
+                kernel: spec.id.clone(),
+                problem,
+            }));
         }
         let current = fingerprint(spec).ok();
-        let Some(entry) = lock.kernels.get(&spec.id).filter(|e| Some(&e.fingerprint) == current.as_ref()) else { continue };
+        let Some(entry) = lock
+            .kernels
+            .get(&spec.id)
+            .filter(|e| Some(&e.fingerprint) == current.as_ref())
+        else {
+            continue;
+        };
         for v in entry.variants.iter().filter(|v| v.partial) {
-            out.push(Finding::Partial { kernel: spec.id.clone(), device: v.device.clone(), workload: v.workload.clone() });
+            out.push(Finding::Partial {
+                kernel: spec.id.clone(),
+                device: v.device.clone(),
+                workload: v.workload.clone(),
+            });
         }
-        for v in entry.variants.iter().filter(|v| v.proof < kfoundry_rt::model::variant::PROOF_VERSION && v.params != spec.reference) {
-            out.push(Finding::OldProof { kernel: spec.id.clone(), device: v.device.clone(), workload: v.workload.clone(), proof: v.proof });
+        for v in entry.variants.iter().filter(|v| {
+            v.proof < kfoundry_rt::model::variant::PROOF_VERSION && v.params != spec.reference
+        }) {
+            out.push(Finding::OldProof {
+                kernel: spec.id.clone(),
+                device: v.device.clone(),
+                workload: v.workload.clone(),
+                proof: v.proof,
+            });
         }
     }
     out
 }
 
 /// Compares the lockfile (if any) with the kernels in the sources.
-pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Result<Vec<Finding>, kfoundry_tooling::FingerprintError> {
+pub fn findings(
+    kernels: &[&KernelSpec],
+    lock: Option<&Lockfile>,
+) -> Result<Vec<Finding>, kfoundry_tooling::FingerprintError> {
     // The first build creates an empty lockfile (so that cargo tracks it): the same as none.
-    let Some(lock) = lock.filter(|l| !l.kernels.is_empty()) else { return Ok(vec![Finding::NoLockfile]) };
+    let Some(lock) = lock.filter(|l| !l.kernels.is_empty()) else {
+        return Ok(vec![Finding::NoLockfile]);
+    };
     let mut out = Vec::new();
     let ids: BTreeSet<&str> = kernels.iter().map(|k| k.id.as_str()).collect();
     for spec in kernels {
         let Some(entry) = lock.kernels.get(&spec.id) else {
-            out.push(Finding::Untuned { kernel: spec.id.clone() });
+            out.push(Finding::Untuned {
+                kernel: spec.id.clone(),
+            });
             continue;
         };
         let current = fingerprint(spec)?;
         if entry.fingerprint != current {
-            out.push(Finding::Stale { kernel: spec.id.clone(), locked: entry.fingerprint.clone(), current });
+            out.push(Finding::Stale {
+                kernel: spec.id.clone(),
+                locked: entry.fingerprint.clone(),
+                current,
+            });
             continue;
         }
         let declared: BTreeSet<&str> = spec.workloads.iter().map(|w| w.name.as_str()).collect();
@@ -140,17 +175,36 @@ pub fn findings(kernels: &[&KernelSpec], lock: Option<&Lockfile>) -> Result<Vec<
         for device in devices {
             // Only the workloads meant for this kind of device (`on = ...`); a device whose
             // kind the lockfile does not say is asked for every workload.
-            let kind = lock.devices.get(device).map(|d| d.kind.as_str()).filter(|k| !k.is_empty());
-            for w in spec.workloads.iter().filter(|w| kind.is_none_or(|k| w.is_for(k))) {
-                if !entry.variants.iter().any(|v| v.device == device && v.workload == w.name) {
-                    out.push(Finding::MissingWorkload { kernel: spec.id.clone(), device: device.to_string(), workload: w.name.clone() });
+            let kind = lock
+                .devices
+                .get(device)
+                .map(|d| d.kind.as_str())
+                .filter(|k| !k.is_empty());
+            for w in spec
+                .workloads
+                .iter()
+                .filter(|w| kind.is_none_or(|k| w.is_for(k)))
+            {
+                if !entry
+                    .variants
+                    .iter()
+                    .any(|v| v.device == device && v.workload == w.name)
+                {
+                    out.push(Finding::MissingWorkload {
+                        kernel: spec.id.clone(),
+                        device: device.to_string(),
+                        workload: w.name.clone(),
+                    });
                 }
             }
         }
         let mut reported = BTreeSet::new();
         for v in &entry.variants {
             if !declared.contains(v.workload.as_str()) && reported.insert(v.workload.as_str()) {
-                out.push(Finding::OrphanedWorkload { kernel: spec.id.clone(), workload: v.workload.clone() });
+                out.push(Finding::OrphanedWorkload {
+                    kernel: spec.id.clone(),
+                    workload: v.workload.clone(),
+                });
             }
         }
     }
@@ -174,7 +228,10 @@ pub fn run(args: &CheckArgs) -> Result<Exit> {
     let json = args.ws.message_format == MessageFormat::Json;
     for f in &found {
         if json {
-            Message::Finding { message: f.to_string() }.emit();
+            Message::Finding {
+                message: f.to_string(),
+            }
+            .emit();
         } else {
             println!("{f}");
         }
@@ -183,11 +240,17 @@ pub fn run(args: &CheckArgs) -> Result<Exit> {
         println!("Kfoundry.lock is up to date for {} kernel(s)", specs.len());
     }
     if args.locked && !found.is_empty() {
-        eprintln!("error: {} problem(s) with {} (--locked)", found.len(), src.lockfile.display());
+        eprintln!(
+            "error: {} problem(s) with {} (--locked)",
+            found.len(),
+            src.lockfile.display()
+        );
         return Ok(Exit::Drift);
     }
     if args.verify {
-        let Some(lock) = &lock else { return Ok(Exit::Success) };
+        let Some(lock) = &lock else {
+            return Ok(Exit::Success);
+        };
         return super::verify::run(args, &specs, lock, &src.lockfile);
     }
     Ok(Exit::Success)
@@ -207,7 +270,10 @@ mod tests {
         .parse()
         .unwrap();
         let item: syn::Item = syn::parse_str("struct K;").unwrap();
-        let cx = Context { package: "p", manifest_dir: std::path::Path::new(".") };
+        let cx = Context {
+            package: "p",
+            manifest_dir: std::path::Path::new("."),
+        };
         match parse(args, &item, &cx) {
             Ok(a) => a.spec,
             Err(e) => panic!("{e}"),
@@ -237,26 +303,81 @@ mod tests {
     fn bad_and_partial_entries_are_listed() {
         let a = spec("a", "w(n = 64)");
         let device = "10de|gpu|1|3.0";
-        let good = Variant { sizes: [("n".to_string(), 64)].into(), proof: kfoundry_rt::model::variant::PROOF_VERSION, ..variant(device, "w") };
+        let good = Variant {
+            sizes: [("n".to_string(), 64)].into(),
+            proof: kfoundry_rt::model::variant::PROOF_VERSION,
+            ..variant(device, "w")
+        };
         let mut lock = Lockfile::default();
-        lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![good.clone()]);
-        assert_eq!(entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock")), vec![]);
-        let injected = Variant { params: [("X -cl-fast-relaxed-math".to_string(), 1)].into(), ..good.clone() };
-        lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![injected]);
+        lock.record(
+            "a",
+            &fingerprint(&a).unwrap(),
+            device,
+            DeviceInfo::default(),
+            vec![good.clone()],
+        );
+        assert_eq!(
+            entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock")),
+            vec![]
+        );
+        let injected = Variant {
+            params: [("X -cl-fast-relaxed-math".to_string(), 1)].into(),
+            ..good.clone()
+        };
+        lock.record(
+            "a",
+            &fingerprint(&a).unwrap(),
+            device,
+            DeviceInfo::default(),
+            vec![injected],
+        );
         let found = entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock"));
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].to_string().contains("`X -cl-fast-relaxed-math` is not a parameter"), "{}", found[0]);
-        lock.record("a", &fingerprint(&a).unwrap(), device, DeviceInfo::default(), vec![Variant { partial: true, ..good.clone() }]);
+        assert!(
+            found[0]
+                .to_string()
+                .contains("`X -cl-fast-relaxed-math` is not a parameter"),
+            "{}",
+            found[0]
+        );
+        lock.record(
+            "a",
+            &fingerprint(&a).unwrap(),
+            device,
+            DeviceInfo::default(),
+            vec![Variant {
+                partial: true,
+                ..good.clone()
+            }],
+        );
         let found = entry_findings(&[&a], &lock, std::path::Path::new("Kfoundry.lock"));
         assert!(matches!(&found[..], [Finding::Partial { .. }]), "{found:?}");
         // a variant (other than the reference) proven by the earlier proof
         let mut a_tuned = a.clone();
-        a_tuned.params = vec![kfoundry_rt::model::spec::Param { name: "P".into(), values: vec![0, 1] }];
+        a_tuned.params = vec![kfoundry_rt::model::spec::Param {
+            name: "P".into(),
+            values: vec![0, 1],
+        }];
         a_tuned.reference = [("P".to_string(), 0)].into();
-        let old = Variant { params: [("P".to_string(), 1)].into(), proof: 0, ..good };
-        lock.record("a", &fingerprint(&a_tuned).unwrap(), device, DeviceInfo::default(), vec![old]);
+        let old = Variant {
+            params: [("P".to_string(), 1)].into(),
+            proof: 0,
+            ..good
+        };
+        lock.record(
+            "a",
+            &fingerprint(&a_tuned).unwrap(),
+            device,
+            DeviceInfo::default(),
+            vec![old],
+        );
         let found = entry_findings(&[&a_tuned], &lock, std::path::Path::new("Kfoundry.lock"));
-        assert!(found.iter().any(|f| matches!(f, Finding::OldProof { proof: 0, .. })), "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|f| matches!(f, Finding::OldProof { proof: 0, .. })),
+            "{found:?}"
+        );
     }
 
     #[test]
@@ -265,24 +386,64 @@ mod tests {
         let b = spec("b", "w(n = 64)");
         let c = spec("c", "w(n = 64)");
         assert_eq!(findings(&[&a], None).unwrap(), vec![Finding::NoLockfile]);
-        assert_eq!(findings(&[&a], Some(&Lockfile::default())).unwrap(), vec![Finding::NoLockfile]);
+        assert_eq!(
+            findings(&[&a], Some(&Lockfile::default())).unwrap(),
+            vec![Finding::NoLockfile]
+        );
         let mut lock = Lockfile::default();
-        lock.record("a", &fingerprint(&a).unwrap(), "dev", DeviceInfo::default(), vec![variant("dev", "small"), variant("dev", "old")]);
-        lock.record("b", "0000", "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
-        lock.record("gone", "1111", "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
+        lock.record(
+            "a",
+            &fingerprint(&a).unwrap(),
+            "dev",
+            DeviceInfo::default(),
+            vec![variant("dev", "small"), variant("dev", "old")],
+        );
+        lock.record(
+            "b",
+            "0000",
+            "dev",
+            DeviceInfo::default(),
+            vec![variant("dev", "w")],
+        );
+        lock.record(
+            "gone",
+            "1111",
+            "dev",
+            DeviceInfo::default(),
+            vec![variant("dev", "w")],
+        );
         let f = findings(&[&a, &b, &c], Some(&lock)).unwrap();
         assert_eq!(
             f,
             vec![
-                Finding::MissingWorkload { kernel: "a".into(), device: "dev".into(), workload: "large".into() },
-                Finding::OrphanedWorkload { kernel: "a".into(), workload: "old".into() },
-                Finding::Stale { kernel: "b".into(), locked: "0000".into(), current: fingerprint(&b).unwrap() },
+                Finding::MissingWorkload {
+                    kernel: "a".into(),
+                    device: "dev".into(),
+                    workload: "large".into()
+                },
+                Finding::OrphanedWorkload {
+                    kernel: "a".into(),
+                    workload: "old".into()
+                },
+                Finding::Stale {
+                    kernel: "b".into(),
+                    locked: "0000".into(),
+                    current: fingerprint(&b).unwrap()
+                },
                 Finding::Untuned { kernel: "c".into() },
-                Finding::Orphaned { kernel: "gone".into() },
+                Finding::Orphaned {
+                    kernel: "gone".into()
+                },
             ]
         );
         let mut clean = Lockfile::default();
-        clean.record("c", &fingerprint(&c).unwrap(), "dev", DeviceInfo::default(), vec![variant("dev", "w")]);
+        clean.record(
+            "c",
+            &fingerprint(&c).unwrap(),
+            "dev",
+            DeviceInfo::default(),
+            vec![variant("dev", "w")],
+        );
         assert!(findings(&[&c], Some(&clean)).unwrap().is_empty());
     }
 
@@ -290,13 +451,35 @@ mod tests {
     fn a_device_is_asked_only_for_the_workloads_meant_for_its_kind() {
         let a = spec("a", "small(n = 64), full(n = 4096, on = gpu)");
         let mut lock = Lockfile::default();
-        let cpu = DeviceInfo { kind: "cpu".into(), ..Default::default() };
-        let gpu = DeviceInfo { kind: "gpu".into(), ..Default::default() };
-        lock.record("a", &fingerprint(&a).unwrap(), "cpu-dev", cpu, vec![variant("cpu-dev", "small")]);
-        lock.record("a", &fingerprint(&a).unwrap(), "gpu-dev", gpu, vec![variant("gpu-dev", "small")]);
+        let cpu = DeviceInfo {
+            kind: "cpu".into(),
+            ..Default::default()
+        };
+        let gpu = DeviceInfo {
+            kind: "gpu".into(),
+            ..Default::default()
+        };
+        lock.record(
+            "a",
+            &fingerprint(&a).unwrap(),
+            "cpu-dev",
+            cpu,
+            vec![variant("cpu-dev", "small")],
+        );
+        lock.record(
+            "a",
+            &fingerprint(&a).unwrap(),
+            "gpu-dev",
+            gpu,
+            vec![variant("gpu-dev", "small")],
+        );
         assert_eq!(
             findings(&[&a], Some(&lock)).unwrap(),
-            vec![Finding::MissingWorkload { kernel: "a".into(), device: "gpu-dev".into(), workload: "full".into() }],
+            vec![Finding::MissingWorkload {
+                kernel: "a".into(),
+                device: "gpu-dev".into(),
+                workload: "full".into()
+            }],
             "the CPU is not asked for `full`, the GPU is"
         );
     }

@@ -13,8 +13,19 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
     match args.message_format {
         MessageFormat::Json => {
             for d in &devices {
-                let peaks = if args.peaks { Some(peaks::of(d, args.remeasure)?) } else { None };
-                Message::Device { index: d.index, key: d.key.to_string(), info: d.info.clone(), traits: d.traits.clone(), peaks }.emit();
+                let peaks = if args.peaks {
+                    Some(peaks::of(d, args.remeasure)?)
+                } else {
+                    None
+                };
+                Message::Device {
+                    index: d.index,
+                    key: d.key.to_string(),
+                    info: d.info.clone(),
+                    traits: d.traits.clone(),
+                    peaks,
+                }
+                .emit();
             }
         }
         MessageFormat::Human => {
@@ -22,7 +33,10 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
                 println!("no OpenCL device found");
             }
             for d in &devices {
-                println!("{}: {} [{}] on {}", d.index, d.info.name, d.info.kind, d.info.platform);
+                println!(
+                    "{}: {} [{}] on {}",
+                    d.index, d.info.name, d.info.kind, d.info.platform
+                );
                 println!("   key: {}", d.key);
                 println!(
                     "   {} compute units, {} MHz, work-group ≤ {}, local memory {} KiB, global memory {} MiB",
@@ -36,7 +50,13 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
                     .traits
                     .values()
                     .iter()
-                    .map(|(name, v)| if *name == "device_vendor" { format!("{name}={v:#06x}") } else { format!("{name}={v}") })
+                    .map(|(name, v)| {
+                        if *name == "device_vendor" {
+                            format!("{name}={v:#06x}")
+                        } else {
+                            format!("{name}={v}")
+                        }
+                    })
                     .collect();
                 println!(
                     "   require() reads: {} (and device_has_<extension> for its {} extensions)",
@@ -45,7 +65,10 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
                 );
                 if args.peaks {
                     let p = peaks::of(d, args.remeasure)?;
-                    println!("   measured: copy {:.1} GB/s, FP32 {:.1} GFLOP/s", p.copy_gbytes_per_s, p.gflops);
+                    println!(
+                        "   measured: copy {:.1} GB/s, FP32 {:.1} GFLOP/s",
+                        p.copy_gbytes_per_s, p.gflops
+                    );
                 }
             }
         }

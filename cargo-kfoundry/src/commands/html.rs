@@ -31,11 +31,20 @@ th{background:#f4f4f4}pre{background:#f8f8f8;padding:.6em;overflow:auto;font-siz
 
 /// Escapes text for HTML.
 fn esc(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// Writes the report of `lock` (kernels from `kernels`, histories from `state_dir`) to `out`.
-pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, cross: &[CrossCell], out: &Path) -> Result<()> {
+pub fn write(
+    kernels: &[Kernel],
+    lock: &Lockfile,
+    state_dir: &Path,
+    cross: &[CrossCell],
+    out: &Path,
+) -> Result<()> {
     let histories = History::load_all(state_dir);
     let peaks = crate::device::peaks::cached();
     let mut html = String::new();
@@ -43,7 +52,12 @@ pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, cross: &[Cro
         html,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kfoundry tuning report</title><style>{STYLE}</style></head><body>"
     );
-    let _ = write!(html, "<h1>kfoundry tuning report</h1><p>{} kernel(s), {} device(s) in the lockfile.</p>", kernels.len(), lock.devices.len());
+    let _ = write!(
+        html,
+        "<h1>kfoundry tuning report</h1><p>{} kernel(s), {} device(s) in the lockfile.</p>",
+        kernels.len(),
+        lock.devices.len()
+    );
     let _ = write!(html, "<table><tr><th>device key</th><th>name</th><th>kind</th><th>compute units</th><th>local memory</th></tr>");
     for (key, d) in &lock.devices {
         let _ = write!(
@@ -58,7 +72,15 @@ pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, cross: &[Cro
     }
     html.push_str("</table>");
     for kernel in kernels {
-        kernel_section(&mut html, &kernel.spec, &kernel.location(), lock, &histories, state_dir, &peaks);
+        kernel_section(
+            &mut html,
+            &kernel.spec,
+            &kernel.location(),
+            lock,
+            &histories,
+            state_dir,
+            &peaks,
+        );
         cross_section(&mut html, &kernel.spec, lock, cross);
     }
     if cross.is_empty() {
@@ -68,7 +90,8 @@ pub fn write(kernels: &[Kernel], lock: &Lockfile, state_dir: &Path, cross: &[Cro
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    kfoundry_tooling::files::write_atomic(out, html.as_bytes()).with_context(|| format!("cannot write {}", out.display()))
+    kfoundry_tooling::files::write_atomic(out, html.as_bytes())
+        .with_context(|| format!("cannot write {}", out.display()))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -90,20 +113,38 @@ fn kernel_section(
         esc(&spec.signature.name)
     );
     let current = kfoundry_tooling::fingerprint(spec).ok();
-    let Some(entry) = lock.kernels.get(&spec.id).filter(|e| Some(&e.fingerprint) == current.as_ref()) else {
-        html.push_str("<p>Not tuned (or its lockfile entry is stale): every call runs the reference.</p>");
+    let Some(entry) = lock
+        .kernels
+        .get(&spec.id)
+        .filter(|e| Some(&e.fingerprint) == current.as_ref())
+    else {
+        html.push_str(
+            "<p>Not tuned (or its lockfile entry is stale): every call runs the reference.</p>",
+        );
         return;
     };
     html.push_str("<table><tr><th>device</th><th>workload</th><th>reference</th><th>winner</th><th>speedup</th><th>evaluations</th><th>parameters that differ from the reference</th></tr>");
     for v in &entry.variants {
-        let device = lock.devices.get(&v.device).map_or(v.device.as_str(), |d| d.name.as_str());
+        let device = lock
+            .devices
+            .get(&v.device)
+            .map_or(v.device.as_str(), |d| d.name.as_str());
         let differ: Vec<String> = v
             .params
             .iter()
             .filter(|(k, val)| spec.reference.get(*k) != Some(val))
-            .map(|(k, val)| format!("{k}: {} → {val}", spec.reference.get(k).map_or("?".into(), i64::to_string)))
+            .map(|(k, val)| {
+                format!(
+                    "{k}: {} → {val}",
+                    spec.reference.get(k).map_or("?".into(), i64::to_string)
+                )
+            })
             .collect();
-        let differ = if differ.is_empty() { "none: the reference is kept".to_string() } else { differ.join(", ") };
+        let differ = if differ.is_empty() {
+            "none: the reference is kept".to_string()
+        } else {
+            differ.join(", ")
+        };
         let _ = write!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}×</td><td>{}</td><td>{}</td></tr>",
@@ -118,7 +159,8 @@ fn kernel_section(
     }
     html.push_str("</table>");
     if !spec.ranges.is_empty() {
-        let devices: std::collections::BTreeSet<&str> = entry.variants.iter().map(|v| v.device.as_str()).collect();
+        let devices: std::collections::BTreeSet<&str> =
+            entry.variants.iter().map(|v| v.device.as_str()).collect();
         for d in devices {
             let here: Vec<&Variant> = entry.variants.iter().filter(|v| v.device == d).collect();
             let buckets = kfoundry_rt::model::ranges::describe_buckets(spec, &here);
@@ -139,11 +181,28 @@ fn kernel_section(
         }
     }
     for v in &entry.variants {
-        let Some(h) = histories.iter().find(|h| h.kernel == spec.id && h.workload == v.workload && h.device == v.device) else { continue };
-        let device = lock.devices.get(&v.device).map_or(v.device.as_str(), |d| d.name.as_str());
-        let _ = write!(html, "<h3>The search at <code>{}</code> on {}</h3>", esc(&v.workload), esc(device));
+        let Some(h) = histories
+            .iter()
+            .find(|h| h.kernel == spec.id && h.workload == v.workload && h.device == v.device)
+        else {
+            continue;
+        };
+        let device = lock
+            .devices
+            .get(&v.device)
+            .map_or(v.device.as_str(), |d| d.name.as_str());
+        let _ = write!(
+            html,
+            "<h3>The search at <code>{}</code> on {}</h3>",
+            esc(&v.workload),
+            esc(device)
+        );
         if let Some(note) = &h.note {
-            let _ = write!(html, "<p class=\"why\"><b>Why this ships:</b> {}</p>", esc(note));
+            let _ = write!(
+                html,
+                "<p class=\"why\"><b>Why this ships:</b> {}</p>",
+                esc(note)
+            );
         }
         html.push_str("<div class=\"plots\">");
         let reference = v.reference_time_ns as f64 * 1e-9;
@@ -160,7 +219,11 @@ fn kernel_section(
             if let Some(kind) = &p.failure {
                 let e = failures.entry(kind).or_default();
                 e.0 += 1;
-                if let Some(r) = p.reason.as_deref().filter(|r| e.1.len() < 3 && !e.1.contains(r)) {
+                if let Some(r) = p
+                    .reason
+                    .as_deref()
+                    .filter(|r| e.1.len() < 3 && !e.1.contains(r))
+                {
                     e.1.push(r);
                 }
             }
@@ -178,12 +241,21 @@ fn kernel_section(
                     html,
                     "<tr><td>{}</td><td>{n}</td><td>{}</td></tr>",
                     esc(kind),
-                    reasons.iter().map(|r| esc(r)).collect::<Vec<_>>().join("<br>")
+                    reasons
+                        .iter()
+                        .map(|r| esc(r))
+                        .collect::<Vec<_>>()
+                        .join("<br>")
                 );
             }
             html.push_str("</table>");
             let dir = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
-            let log = dir.join("logs").join(kfoundry_tooling::files::state_file_name(&[&spec.id, &v.workload], "log"));
+            let log = dir
+                .join("logs")
+                .join(kfoundry_tooling::files::state_file_name(
+                    &[&spec.id, &v.workload],
+                    "log",
+                ));
             if log.is_file() {
                 let at = esc(&log.display().to_string());
                 let _ = write!(html, "<p>Every failure, with the build logs: <a class=\"log\" href=\"file://{at}\">{at}</a></p>");
@@ -191,11 +263,22 @@ fn kernel_section(
         }
     }
     html.push_str("<h3>Dispatch on each device of the lockfile</h3>");
-    let devices: std::collections::BTreeSet<&str> = entry.variants.iter().map(|v| v.device.as_str()).collect();
+    let devices: std::collections::BTreeSet<&str> =
+        entry.variants.iter().map(|v| v.device.as_str()).collect();
     for device in devices {
-        let Some(key) = DeviceKey::parse(device) else { continue };
+        let Some(key) = DeviceKey::parse(device) else {
+            continue;
+        };
         for w in &spec.workloads {
-            let text = match choose(spec, &entry.variants, &key, lock.devices.get(device), None, &w.sizes, None) {
+            let text = match choose(
+                spec,
+                &entry.variants,
+                &key,
+                lock.devices.get(device),
+                None,
+                &w.sizes,
+                None,
+            ) {
                 Ok(choice) => choice.to_string(),
                 Err(e) => format!("no launch at these sizes: {e}"),
             };
@@ -222,22 +305,48 @@ fn convergence(h: &History, reference: f64, by_seconds: bool) -> String {
             best = best.min(t);
         }
         if best.is_finite() {
-            pts.push((if by_seconds { p.elapsed } else { (i + 1) as f64 }, best));
+            pts.push((
+                if by_seconds {
+                    p.elapsed
+                } else {
+                    (i + 1) as f64
+                },
+                best,
+            ));
         }
     }
-    let title = if by_seconds { "best time against seconds" } else { "best time against evaluations" };
+    let title = if by_seconds {
+        "best time against seconds"
+    } else {
+        "best time against evaluations"
+    };
     let mut svg = format!("<svg class=\"convergence\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\" role=\"img\"><title>{title}</title><text x=\"{pad}\" y=\"14\" font-size=\"12\">{title}</text>");
     if pts.is_empty() {
-        svg.push_str("<text x=\"40\" y=\"110\" font-size=\"12\">no successful evaluation</text></svg>");
+        svg.push_str(
+            "<text x=\"40\" y=\"110\" font-size=\"12\">no successful evaluation</text></svg>",
+        );
         return svg;
     }
     let x_max = pts.iter().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
-    let lo = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min).min(reference).ln();
-    let hi = pts.iter().map(|p| p.1).fold(0.0f64, f64::max).max(reference).ln();
+    let lo = pts
+        .iter()
+        .map(|p| p.1)
+        .fold(f64::INFINITY, f64::min)
+        .min(reference)
+        .ln();
+    let hi = pts
+        .iter()
+        .map(|p| p.1)
+        .fold(0.0f64, f64::max)
+        .max(reference)
+        .ln();
     let span = (hi - lo).max(1e-9);
     let x = |v: f64| pad + (w - 2.0 * pad) * v / x_max;
     let y = |t: f64| ht - pad - (ht - 2.0 * pad) * (t.ln() - lo) / span;
-    let path: Vec<String> = pts.iter().map(|(a, b)| format!("{:.1},{:.1}", x(*a), y(*b))).collect();
+    let path: Vec<String> = pts
+        .iter()
+        .map(|(a, b)| format!("{:.1},{:.1}", x(*a), y(*b)))
+        .collect();
     let _ = write!(
         svg,
         "<line x1=\"{pad}\" y1=\"{r:.1}\" x2=\"{x2}\" y2=\"{r:.1}\" stroke=\"#c33\" stroke-dasharray=\"4 3\"/><text x=\"{x2}\" y=\"{ry:.1}\" font-size=\"11\" text-anchor=\"end\" fill=\"#c33\">reference {ref_t}</text>\
@@ -268,22 +377,38 @@ fn archive(h: &History) -> String {
     let (w, ht, pad) = (300.0, 220.0, 36.0);
     let mut cells: BTreeMap<(u16, u16), Option<f64>> = BTreeMap::new();
     for p in &h.points {
-        let key = (p.cell.first().copied().unwrap_or(0), p.cell.get(1).copied().unwrap_or(0));
+        let key = (
+            p.cell.first().copied().unwrap_or(0),
+            p.cell.get(1).copied().unwrap_or(0),
+        );
         let e = cells.entry(key).or_insert(None);
         if let Some(t) = p.time {
             *e = Some(e.map_or(t, |b: f64| b.min(t)));
         }
     }
-    let names = (h.descriptors.first().cloned().unwrap_or_default(), h.descriptors.get(1).cloned().unwrap_or_default());
+    let names = (
+        h.descriptors.first().cloned().unwrap_or_default(),
+        h.descriptors.get(1).cloned().unwrap_or_default(),
+    );
     let mut svg = format!("<svg class=\"archive\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\" role=\"img\"><title>archive</title><text x=\"{pad}\" y=\"14\" font-size=\"12\">archive: {} cells ({} × {})</text>", cells.len(), esc(&names.0), esc(&names.1));
-    let (nx, ny) = (cells.keys().map(|k| k.0).max().unwrap_or(0) as f64 + 1.0, cells.keys().map(|k| k.1).max().unwrap_or(0) as f64 + 1.0);
+    let (nx, ny) = (
+        cells.keys().map(|k| k.0).max().unwrap_or(0) as f64 + 1.0,
+        cells.keys().map(|k| k.1).max().unwrap_or(0) as f64 + 1.0,
+    );
     let times: Vec<f64> = cells.values().flatten().copied().collect();
-    let (lo, hi) = (times.iter().copied().fold(f64::INFINITY, f64::min).ln(), times.iter().copied().fold(0.0f64, f64::max).ln());
+    let (lo, hi) = (
+        times.iter().copied().fold(f64::INFINITY, f64::min).ln(),
+        times.iter().copied().fold(0.0f64, f64::max).ln(),
+    );
     let (cw, ch) = ((w - 2.0 * pad) / nx, (ht - 2.0 * pad) / ny);
     for ((cx, cy), t) in &cells {
         let colour = match t {
             Some(t) => {
-                let f = if hi > lo { (t.ln() - lo) / (hi - lo) } else { 0.0 };
+                let f = if hi > lo {
+                    (t.ln() - lo) / (hi - lo)
+                } else {
+                    0.0
+                };
                 format!("hsl({:.0},70%,50%)", 120.0 * (1.0 - f))
             }
             None => "#bbb".to_string(),
@@ -306,19 +431,39 @@ fn archive(h: &History) -> String {
 /// and the winner placed by the annotation's `cost(bytes, flops)` at the workload's sizes. An
 /// SVG element; empty without both costs.
 fn roofline(spec: &KernelSpec, v: &Variant, peaks: &Peaks) -> String {
-    let Some(cost) = &spec.cost else { return String::new() };
+    let Some(cost) = &spec.cost else {
+        return String::new();
+    };
     let at = |params: &kfoundry_rt::model::spec::Params| -> Option<(f64, f64)> {
         let env = spec.env(params, &v.sizes);
         let bytes = cost.bytes.as_ref()?.eval(&env).ok()? as f64;
         let flops = cost.flops.as_ref()?.eval(&env).ok()? as f64;
         (bytes > 0.0 && flops > 0.0).then_some((flops, flops / bytes))
     };
-    let (Some((flops_r, ai_r)), Some((flops_w, ai_w))) = (at(&spec.reference), at(&v.params)) else { return String::new() };
-    let points = [("reference", ai_r, flops_r / (v.reference_time_ns.max(1) as f64)), ("winner", ai_w, flops_w / (v.time_ns.max(1) as f64))]; // GFLOP/s
+    let (Some((flops_r, ai_r)), Some((flops_w, ai_w))) = (at(&spec.reference), at(&v.params))
+    else {
+        return String::new();
+    };
+    let points = [
+        (
+            "reference",
+            ai_r,
+            flops_r / (v.reference_time_ns.max(1) as f64),
+        ),
+        ("winner", ai_w, flops_w / (v.time_ns.max(1) as f64)),
+    ]; // GFLOP/s
     let ridge = peaks.gflops / peaks.copy_gbytes_per_s;
-    let (x_lo, x_hi) = ((ai_r.min(ai_w).min(ridge) / 8.0).ln(), (ai_r.max(ai_w).max(ridge) * 8.0).ln());
+    let (x_lo, x_hi) = (
+        (ai_r.min(ai_w).min(ridge) / 8.0).ln(),
+        (ai_r.max(ai_w).max(ridge) * 8.0).ln(),
+    );
     let y_hi = peaks.gflops.max(points[0].2).max(points[1].2) * 2.0;
-    let y_lo = (points[0].2.min(points[1].2).min(x_lo.exp() * peaks.copy_gbytes_per_s) / 2.0).max(1e-6);
+    let y_lo = (points[0]
+        .2
+        .min(points[1].2)
+        .min(x_lo.exp() * peaks.copy_gbytes_per_s)
+        / 2.0)
+        .max(1e-6);
     let (w, ht, pad) = (340.0, 220.0, 36.0);
     let x = |ai: f64| pad + (w - 2.0 * pad) * (ai.ln() - x_lo) / (x_hi - x_lo);
     let y = |g: f64| ht - pad - (ht - 2.0 * pad) * (g.ln() - y_lo.ln()) / (y_hi.ln() - y_lo.ln());
@@ -359,11 +504,17 @@ fn cross_section(html: &mut String, spec: &KernelSpec, lock: &Lockfile, cells: &
     if mine.is_empty() {
         return;
     }
-    let name = |key: &str| lock.devices.get(key).map_or_else(|| key.to_string(), |d| d.name.clone());
-    let workloads: std::collections::BTreeSet<&str> = mine.iter().map(|c| c.workload.as_str()).collect();
+    let name = |key: &str| {
+        lock.devices
+            .get(key)
+            .map_or_else(|| key.to_string(), |d| d.name.clone())
+    };
+    let workloads: std::collections::BTreeSet<&str> =
+        mine.iter().map(|c| c.workload.as_str()).collect();
     for workload in workloads {
         let here: Vec<&&CrossCell> = mine.iter().filter(|c| c.workload == workload).collect();
-        let owners: std::collections::BTreeSet<&str> = here.iter().map(|c| c.owner.as_str()).collect();
+        let owners: std::collections::BTreeSet<&str> =
+            here.iter().map(|c| c.owner.as_str()).collect();
         let ons: std::collections::BTreeSet<&str> = here.iter().map(|c| c.on.as_str()).collect();
         let _ = write!(html, "<h3>Hardware awareness at <code>{}</code> (hws: the winner's time on the row's device ÷ that device's own winner's)</h3><table class=\"cross\"><tr><th>measured on \\ winner of</th>", esc(workload));
         for o in &owners {
@@ -376,7 +527,10 @@ fn cross_section(html: &mut String, spec: &KernelSpec, lock: &Lockfile, cells: &
                 let cell = here.iter().find(|c| c.on == *on && c.owner == *o);
                 let text = match cell {
                     Some(c) if c.owner == c.on => "1.00 (itself)".to_string(),
-                    Some(c) => c.hws.map_or_else(|| c.failure.clone().unwrap_or_else(|| "-".into()), |h| format!("{h:.2}")),
+                    Some(c) => c.hws.map_or_else(
+                        || c.failure.clone().unwrap_or_else(|| "-".into()),
+                        |h| format!("{h:.2}"),
+                    ),
                     None => "-".to_string(),
                 };
                 let _ = write!(html, "<td>{}</td>", esc(&text));
@@ -400,8 +554,13 @@ mod tests {
                 .parse()
                 .unwrap();
         let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
-        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: std::path::Path::new(".") };
-        let spec = kfoundry_tooling::annotation::parse(args, &item, &cx).unwrap().spec;
+        let cx = kfoundry_tooling::annotation::Context {
+            package: "t",
+            manifest_dir: std::path::Path::new("."),
+        };
+        let spec = kfoundry_tooling::annotation::parse(args, &item, &cx)
+            .unwrap()
+            .spec;
         let device = "10de|gpu <b>|1|3.0";
         let variant = Variant {
             device: device.into(),
@@ -424,10 +583,19 @@ mod tests {
             &spec.id,
             &kfoundry_tooling::fingerprint(&spec).unwrap(),
             device,
-            DeviceInfo { name: "GPU <b>".into(), ..Default::default() },
+            DeviceInfo {
+                name: "GPU <b>".into(),
+                ..Default::default()
+            },
             vec![variant],
         );
-        let point = |time| crate::pipeline::history::Point { elapsed: 1.0, time, failure: None, reason: None, cell: vec![0, 0] };
+        let point = |time| crate::pipeline::history::Point {
+            elapsed: 1.0,
+            time,
+            failure: None,
+            reason: None,
+            cell: vec![0, 0],
+        };
         let history = History {
             kernel: spec.id.clone(),
             workload: "w".into(),
@@ -437,10 +605,26 @@ mod tests {
             note: Some("no finalist was faster than the reference on re-measure".into()),
         };
         let mut html = String::new();
-        kernel_section(&mut html, &spec, "src/lib.rs:1", &lock, &[history], Path::new("."), &BTreeMap::new());
+        kernel_section(
+            &mut html,
+            &spec,
+            "src/lib.rs:1",
+            &lock,
+            &[history],
+            Path::new("."),
+            &BTreeMap::new(),
+        );
         assert!(html.contains("none: the reference is kept"), "{html}");
-        assert!(html.contains("<b>Why this ships:</b> no finalist was faster than the reference on re-measure"), "{html}");
-        assert!(html.contains("GPU &lt;b&gt;") && !html.contains("GPU <b>"), "names are escaped");
+        assert!(
+            html.contains(
+                "<b>Why this ships:</b> no finalist was faster than the reference on re-measure"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("GPU &lt;b&gt;") && !html.contains("GPU <b>"),
+            "names are escaped"
+        );
     }
 
     #[test]
@@ -451,8 +635,13 @@ mod tests {
                 .parse()
                 .unwrap();
         let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
-        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: std::path::Path::new(".") };
-        let spec = kfoundry_tooling::annotation::parse(args, &item, &cx).unwrap().spec;
+        let cx = kfoundry_tooling::annotation::Context {
+            package: "t",
+            manifest_dir: std::path::Path::new("."),
+        };
+        let spec = kfoundry_tooling::annotation::parse(args, &item, &cx)
+            .unwrap()
+            .spec;
         let device = "10de|gpu|1|3.0";
         // two buckets: n 1..=5 runs K = 1, n 6..=64 the reference
         let variants = spec
@@ -471,7 +660,11 @@ mod tests {
                     evaluations: 2,
                     failures: 0,
                     source: None,
-                    proven: vec![[("n".to_string(), lo)].into(), w.sizes.clone(), [("n".to_string(), hi)].into()],
+                    proven: vec![
+                        [("n".to_string(), lo)].into(),
+                        w.sizes.clone(),
+                        [("n".to_string(), hi)].into(),
+                    ],
                     scalars: Default::default(),
                     proof: 2,
                     partial: false,
@@ -484,12 +677,26 @@ mod tests {
             &spec.id,
             &kfoundry_tooling::fingerprint(&spec).unwrap(),
             device,
-            DeviceInfo { name: "GPU".into(), ..Default::default() },
+            DeviceInfo {
+                name: "GPU".into(),
+                ..Default::default()
+            },
             variants,
         );
         let mut html = String::new();
-        kernel_section(&mut html, &spec, "src/lib.rs:1", &lock, &[], Path::new("."), &BTreeMap::new());
-        assert!(html.contains("The buckets of <code>ranges(n = 1..=64)</code> on GPU"), "{html}");
+        kernel_section(
+            &mut html,
+            &spec,
+            "src/lib.rs:1",
+            &lock,
+            &[],
+            Path::new("."),
+            &BTreeMap::new(),
+        );
+        assert!(
+            html.contains("The buckets of <code>ranges(n = 1..=64)</code> on GPU"),
+            "{html}"
+        );
         assert!(html.contains("<li><code>n 1..=5: K=1</code></li><li><code>n 6..=64: K=0 (the reference)</code></li>"), "{html}");
     }
 }

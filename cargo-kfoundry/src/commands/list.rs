@@ -10,7 +10,11 @@ use kfoundry_rt::KernelSpec;
 
 /// The device properties a kernel's constraints read.
 fn device_properties(spec: &KernelSpec) -> std::collections::BTreeSet<String> {
-    spec.require.iter().flat_map(|r| r.variables()).filter(|v| v.starts_with(DEVICE_PREFIX)).collect()
+    spec.require
+        .iter()
+        .flat_map(|r| r.variables())
+        .filter(|v| v.starts_with(DEVICE_PREFIX))
+        .collect()
 }
 
 pub fn run(args: &WorkspaceArgs) -> Result<()> {
@@ -25,7 +29,11 @@ pub fn run(args: &WorkspaceArgs) -> Result<()> {
                 entry: s.signature.name.clone(),
                 fingerprint: kfoundry_tooling::fingerprint(s)?,
                 space_size: s.space_size().to_string(),
-                params: s.params.iter().map(|p| (p.name.clone(), p.values.clone())).collect(),
+                params: s
+                    .params
+                    .iter()
+                    .map(|p| (p.name.clone(), p.values.clone()))
+                    .collect(),
                 require: s.require.iter().map(ToString::to_string).collect(),
                 device_properties: device_properties(s).into_iter().collect(),
                 workloads: s.workloads.clone(),
@@ -33,16 +41,33 @@ pub fn run(args: &WorkspaceArgs) -> Result<()> {
             .emit();
             continue;
         }
-        println!("{} ({}, kernel `{}`, fingerprint {})", s.id, k.location(), s.signature.name, kfoundry_tooling::fingerprint(s)?);
+        println!(
+            "{} ({}, kernel `{}`, fingerprint {})",
+            s.id,
+            k.location(),
+            s.signature.name,
+            kfoundry_tooling::fingerprint(s)?
+        );
         for p in &s.params {
             let values: Vec<String> = p.values.iter().map(i64::to_string).collect();
-            let reference = s.reference.get(&p.name).map(|v| format!(" (reference {v})")).unwrap_or_default();
+            let reference = s
+                .reference
+                .get(&p.name)
+                .map(|v| format!(" (reference {v})"))
+                .unwrap_or_default();
             println!("  {} ∈ {{{}}}{reference}", p.name, values.join(", "));
         }
         println!("  {} configurations before constraints", s.space_size());
         for r in &s.require {
             let on_device = r.reads_any(|v| v.starts_with(DEVICE_PREFIX));
-            println!("  require {r}{}", if on_device { "  (reads the device: checked on each device, by the tuner and by dispatch)" } else { "" });
+            println!(
+                "  require {r}{}",
+                if on_device {
+                    "  (reads the device: checked on each device, by the tuner and by dispatch)"
+                } else {
+                    ""
+                }
+            );
         }
         let read = device_properties(s);
         if !read.is_empty() {
@@ -52,8 +77,16 @@ pub fn run(args: &WorkspaceArgs) -> Result<()> {
             );
         }
         for w in &s.workloads {
-            let on = if w.on.is_empty() { String::new() } else { format!(" (on {} only)", w.on.join(", ")) };
-            println!("  workload {}: {}{on}", w.name, kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "));
+            let on = if w.on.is_empty() {
+                String::new()
+            } else {
+                format!(" (on {} only)", w.on.join(", "))
+            };
+            println!(
+                "  workload {}: {}{on}",
+                w.name,
+                kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", ")
+            );
         }
     }
     if ws.kernels.is_empty() && args.message_format == MessageFormat::Human {

@@ -25,27 +25,54 @@ pub fn run(args: &MergeArgs) -> Result<()> {
         // %O %A %B: the common ancestor settles what one side alone changed, and the result
         // goes over %A, where git reads it.
         match args.inputs.as_slice() {
-            [ancestor, ours, _theirs] => (&args.inputs[1..], Some(ours.as_path()), Some(ancestor.as_path())),
+            [ancestor, ours, _theirs] => (
+                &args.inputs[1..],
+                Some(ours.as_path()),
+                Some(ancestor.as_path()),
+            ),
             _ => return Err(usage("`merge --git` takes git's three files: %O %A %B")),
         }
     } else {
-        (&args.inputs[..], args.output.as_deref(), args.base.as_deref())
+        (
+            &args.inputs[..],
+            args.output.as_deref(),
+            args.base.as_deref(),
+        )
     };
     // git passes an empty %O when the file has no common ancestor (it was added on both sides).
     let base = match base {
-        Some(path) => {
-            Lockfile::read(path).or_else(|e| if args.git && std::fs::metadata(path).is_ok_and(|m| m.len() == 0) { Ok(None) } else { Err(e) })?
-        }
+        Some(path) => Lockfile::read(path).or_else(|e| {
+            if args.git && std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        })?,
         None => None,
     };
     let mut locks = Vec::new();
     for path in inputs {
-        let lock = Lockfile::read(path)?.ok_or_else(|| usage(format!("{}: no such lockfile", path.display())))?;
+        let lock = Lockfile::read(path)?
+            .ok_or_else(|| usage(format!("{}: no such lockfile", path.display())))?;
         locks.push((path.display().to_string(), lock));
     }
     // The current fingerprints, when the sources can be read.
-    let current: Option<BTreeMap<String, String>> = match sources(&args.ws, args.bundle.as_deref(), None) {
-        Ok(src) => Some(src.kernels.iter().filter_map(|k| Some((k.spec.id.clone(), kfoundry_tooling::fingerprint(&k.spec).ok()?))).collect()),
+    let current: Option<BTreeMap<String, String>> = match sources(
+        &args.ws,
+        args.bundle.as_deref(),
+        None,
+    ) {
+        Ok(src) => Some(
+            src.kernels
+                .iter()
+                .filter_map(|k| {
+                    Some((
+                        k.spec.id.clone(),
+                        kfoundry_tooling::fingerprint(&k.spec).ok()?,
+                    ))
+                })
+                .collect(),
+        ),
         Err(e) => {
             if !args.ws.quiet {
                 eprintln!("note: the sources cannot be read ({e:#}); fingerprints that disagree cannot be resolved");
@@ -54,13 +81,19 @@ pub fn run(args: &MergeArgs) -> Result<()> {
         }
     };
     let named: Vec<(&str, &Lockfile)> = locks.iter().map(|(n, l)| (n.as_str(), l)).collect();
-    let result = merge(&named, base.as_ref(), &|id| current.as_ref().map(|c| c.get(id).cloned()).ok_or(()))?;
+    let result = merge(&named, base.as_ref(), &|id| {
+        current.as_ref().map(|c| c.get(id).cloned()).ok_or(())
+    })?;
     if !args.ws.quiet {
         for n in &result.notes {
             eprintln!("note: {}", crate::text::printable(n));
         }
     }
-    let conflicts: Vec<String> = result.conflicts.iter().map(|c| crate::text::printable(&c.to_string()).into_owned()).collect();
+    let conflicts: Vec<String> = result
+        .conflicts
+        .iter()
+        .map(|c| crate::text::printable(&c.to_string()).into_owned())
+        .collect();
     if !conflicts.is_empty() && !args.git {
         anyhow::bail!(
             "{} slot(s) conflict, and a claimed time settles none of them (nothing was written):\n  {}\nre-tune them, or keep the side that `cargo kfoundry check --verify` holds on the device; with the lockfile the inputs started from, `--base FILE` takes whatever only one side changed",
@@ -75,11 +108,21 @@ pub fn run(args: &MergeArgs) -> Result<()> {
             merged.write_atomic(out)?;
             if !args.ws.quiet && !args.git {
                 let variants: usize = merged.kernels.values().map(|k| k.variants.len()).sum();
-                eprintln!("wrote {} ({} kernel(s), {variants} variant(s), {} device(s))", out.display(), merged.kernels.len(), merged.devices.len());
+                eprintln!(
+                    "wrote {} ({} kernel(s), {variants} variant(s), {} device(s))",
+                    out.display(),
+                    merged.kernels.len(),
+                    merged.devices.len()
+                );
             }
         }
         None => {
-            if merged.kernels.values().flat_map(|k| &k.variants).any(|v| v.source.is_some()) {
+            if merged
+                .kernels
+                .values()
+                .flat_map(|k| &k.variants)
+                .any(|v| v.source.is_some())
+            {
                 return Err(usage("some variants have generated sources, which go beside the lockfile: write it with -o FILE"));
             }
             print!("{}", merged.to_toml()?);
@@ -98,16 +141,27 @@ pub fn run(args: &MergeArgs) -> Result<()> {
 
 /// Copies each kept variant's generated source from beside the input that has it to beside
 /// `out` (checked against its hash on the way).
-fn copy_generated_sources(merged: &Lockfile, locks: &[(String, Lockfile)], inputs: &[PathBuf], out: &Path) -> Result<()> {
+fn copy_generated_sources(
+    merged: &Lockfile,
+    locks: &[(String, Lockfile)],
+    inputs: &[PathBuf],
+    out: &Path,
+) -> Result<()> {
     for (id, entry) in &merged.kernels {
         for hash in entry.variants.iter().filter_map(|v| v.source.as_deref()) {
             let target = generated::source_path(out, id, hash);
             if target.exists() {
                 continue;
             }
-            let found = locks.iter().zip(inputs).find_map(|(_, path)| generated::read_verified(path, id, hash).ok());
-            let (_, text) = found.with_context(|| format!("the generated source {hash} of `{id}` is beside none of the inputs"))?;
-            generated::write(out, id, &text).with_context(|| format!("writing {}", target.display()))?;
+            let found = locks
+                .iter()
+                .zip(inputs)
+                .find_map(|(_, path)| generated::read_verified(path, id, hash).ok());
+            let (_, text) = found.with_context(|| {
+                format!("the generated source {hash} of `{id}` is beside none of the inputs")
+            })?;
+            generated::write(out, id, &text)
+                .with_context(|| format!("writing {}", target.display()))?;
         }
     }
     Ok(())

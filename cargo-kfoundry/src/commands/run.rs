@@ -38,13 +38,20 @@ pub fn run(args: &RunArgs) -> Result<()> {
         },
     );
     // Only what the annotations read: the crate's lib.rs and its kernels (not its weights).
-    for (path, data) in files.iter().filter(|(p, _)| p.starts_with("src") || p.starts_with("kernels")) {
+    for (path, data) in files
+        .iter()
+        .filter(|(p, _)| p.starts_with("src") || p.starts_with("kernels"))
+    {
         let p = tmp.path().join(path);
         std::fs::create_dir_all(p.parent().unwrap_or(tmp.path()))?;
         std::fs::write(&p, data)?;
     }
-    let kernels = crate::pipeline::discover::kernels_in_file(&tmp.path().join("src/lib.rs"), &args.name, tmp.path())
-        .map_err(|e| anyhow::anyhow!("the generated crate's annotations: {}", e.join("; ")))?;
+    let kernels = crate::pipeline::discover::kernels_in_file(
+        &tmp.path().join("src/lib.rs"),
+        &args.name,
+        tmp.path(),
+    )
+    .map_err(|e| anyhow::anyhow!("the generated crate's annotations: {}", e.join("; ")))?;
     anyhow::ensure!(
         kernels.len() == imported.kernels.len(),
         "{} annotations read back for {} generated kernels",
@@ -53,11 +60,18 @@ pub fn run(args: &RunArgs) -> Result<()> {
     );
     let lock = match &args.lockfile {
         None => None,
-        Some(path) => Some((path, Lockfile::read(path)?.ok_or_else(|| usage(format!("--lockfile {}: no such file", path.display())))?)),
+        Some(path) => Some((
+            path,
+            Lockfile::read(path)?
+                .ok_or_else(|| usage(format!("--lockfile {}: no such file", path.display())))?,
+        )),
     };
 
     let device = crate::device::select(args.device.as_deref())?;
-    let (platform, cl_device) = kfoundry_rt::list_devices()?.into_iter().nth(device.index).context("the selected device")?;
+    let (platform, cl_device) = kfoundry_rt::list_devices()?
+        .into_iter()
+        .nth(device.index)
+        .context("the selected device")?;
     let session = Session::new(platform, cl_device)?;
     let slots = kfoundry_import::emit::Slots::new(&imported);
     let mut buffers = Vec::with_capacity(slots.len.len());
@@ -69,13 +83,18 @@ pub fn run(args: &RunArgs) -> Result<()> {
         buffers[slot].write(0, &bytes(g.values[v].data.as_deref().unwrap_or_default()))?;
     }
     if !args.inputs.is_empty() && args.inputs.len() != slots.inputs.len() {
-        return Err(usage(format!("the model takes {} input(s), {} --input given", slots.inputs.len(), args.inputs.len())));
+        return Err(usage(format!(
+            "the model takes {} input(s), {} --input given",
+            slots.inputs.len(),
+            args.inputs.len()
+        )));
     }
     for (i, (&slot, &v)) in slots.inputs.iter().zip(&g.inputs).enumerate() {
         let n = g.values[v].numel();
         let data = match args.inputs.get(i) {
             Some(path) => {
-                let raw = kfoundry_tooling::files::read_bounded(path, 4 * n as u64 + 1, "input").map_err(|e| usage(e.to_string()))?;
+                let raw = kfoundry_tooling::files::read_bounded(path, 4 * n as u64 + 1, "input")
+                    .map_err(|e| usage(e.to_string()))?;
                 if raw.len() != 4 * n {
                     return Err(usage(format!(
                         "--input {}: {} bytes where input {i} `{}` of shape {:?} needs {} (float32)",
@@ -98,7 +117,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut report = Vec::new();
     for (k, kernel) in imported.kernels.iter().zip(&kernels) {
         let spec = &kernel.spec;
-        let sizes: Sizes = k.sizes.iter().map(|s| (s.name.clone(), s.full as i64)).collect();
+        let sizes: Sizes = k
+            .sizes
+            .iter()
+            .map(|s| (s.name.clone(), s.full as i64))
+            .collect();
         // The lockfile's variants of this very kernel exactly as the macro embeds them (same
         // fingerprint, each checked against the annotation, with its device's description); a
         // variant the annotation does not allow fails the run as it fails a build.
@@ -109,22 +132,53 @@ pub fn run(args: &RunArgs) -> Result<()> {
             None => (Vec::new(), "no lockfile"),
             Some((path, l)) => match l.kernels.get(&spec.id) {
                 None => (Vec::new(), "no entry"),
-                Some(e) if e.fingerprint != kfoundry_tooling::fingerprint(spec)? => (Vec::new(), "stale entry (other sources)"),
+                Some(e) if e.fingerprint != kfoundry_tooling::fingerprint(spec)? => {
+                    (Vec::new(), "stale entry (other sources)")
+                }
                 Some(_) => {
-                    let embedded = kfoundry_tooling::embed::embeddable(path, l, spec)
-                        .map_err(|problems| usage(format!("--lockfile {}: `{}`: {}", path.display(), spec.id, problems.join("; "))))?;
-                    (embedded.variants.into_iter().filter(|v| v.source.is_none()).collect(), "entry")
+                    let embedded =
+                        kfoundry_tooling::embed::embeddable(path, l, spec).map_err(|problems| {
+                            usage(format!(
+                                "--lockfile {}: `{}`: {}",
+                                path.display(),
+                                spec.id,
+                                problems.join("; ")
+                            ))
+                        })?;
+                    (
+                        embedded
+                            .variants
+                            .into_iter()
+                            .filter(|v| v.source.is_none())
+                            .collect(),
+                        "entry",
+                    )
                 }
             },
         };
         if lock.is_some() && entry != "entry" {
-            eprintln!("warning: `{}`: the lockfile has {entry}; it runs its reference", spec.id);
+            eprintln!(
+                "warning: `{}`: the lockfile has {entry}; it runs its reference",
+                spec.id
+            );
         }
-        let choice = choose(spec, &variants, &device.key, Some(&device.info), Some(&device.traits), &sizes, None)
-            .map_err(|e| anyhow::anyhow!("`{}` cannot run at the graph's sizes: {e}", spec.id))?;
+        let choice = choose(
+            spec,
+            &variants,
+            &device.key,
+            Some(&device.info),
+            Some(&device.traits),
+            &sizes,
+            None,
+        )
+        .map_err(|e| anyhow::anyhow!("`{}` cannot run at the graph's sizes: {e}", spec.id))?;
         let program = session.build_spec(spec, &spec.source, &choice.params)?;
         let cl_kernel = session.kernel(&program, &spec.signature.name)?;
-        let by_name: BTreeMap<&str, usize> = k.buffers.iter().map(|b| (b.name.as_str(), slots.slot(&imported, b.value))).collect();
+        let by_name: BTreeMap<&str, usize> = k
+            .buffers
+            .iter()
+            .map(|b| (b.name.as_str(), slots.slot(&imported, b.value)))
+            .collect();
         let order: Vec<usize> = spec.caller_args().map(|a| by_name[a.name()]).collect();
         report.push(serde_json::json!({ "kernel": spec.id, "lockfile": entry, "step": choice.step.to_string(), "params": choice.params }));
         plan.push((spec, cl_kernel, choice.params, sizes, order));
@@ -136,7 +190,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
             timings.push(session.launch(spec, kernel, params, sizes, &args, profile)?);
         }
         session.finish()?;
-        timings.into_iter().map(|t| t.map_or(Ok(0.0), |t| t.seconds().map_err(anyhow::Error::from))).collect()
+        timings
+            .into_iter()
+            .map(|t| t.map_or(Ok(0.0), |t| t.seconds().map_err(anyhow::Error::from)))
+            .collect()
     };
     launch_all(false)?;
     let mut outputs = Vec::new();
@@ -150,7 +207,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let mut entry = serde_json::json!({ "name": crate::text::printable(&g.values[v].name), "shape": g.values[v].shape });
         if let Some(dir) = &args.output_dir {
             let path = dir.join(format!("{o}.bin"));
-            std::fs::write(&path, &raw).with_context(|| format!("cannot write {}", path.display()))?;
+            std::fs::write(&path, &raw)
+                .with_context(|| format!("cannot write {}", path.display()))?;
             entry["file"] = serde_json::json!(path);
         }
         outputs.push(entry);

@@ -9,11 +9,20 @@ use crate::error::usage;
 use crate::messages::{Message, Simulated, SimulatedRun};
 
 pub fn run(args: &SimulateArgs) -> Result<()> {
-    let mut options = SimulateOptions { repeats: args.runs.max(1), ..SimulateOptions::default() };
+    let mut options = SimulateOptions {
+        repeats: args.runs.max(1),
+        ..SimulateOptions::default()
+    };
     for assignment in &args.set {
-        options.settings.set(assignment).map_err(|e| usage(format!("--set {e}")))?;
+        options
+            .settings
+            .set(assignment)
+            .map_err(|e| usage(format!("--set {e}")))?;
     }
-    options.settings.check().map_err(|e| usage(format!("--set: {e}")))?;
+    options
+        .settings
+        .check()
+        .map_err(|e| usage(format!("--set: {e}")))?;
     options.settings.seed = args.seed;
     options.settings.max_evals = Some(args.budget_evals.max(1));
     let report = simulate(&args.cache, &options)?;

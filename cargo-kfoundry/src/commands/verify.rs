@@ -26,17 +26,34 @@ use crate::pipeline::verify::{prove, Claimed, Scope};
 use crate::text::{fmt_params, printable};
 
 /// Re-proves every entry of `lock` that could run on the selected devices.
-pub fn run(args: &CheckArgs, specs: &[&KernelSpec], lock: &Lockfile, lockfile: &Path) -> Result<Exit> {
+pub fn run(
+    args: &CheckArgs,
+    specs: &[&KernelSpec],
+    lock: &Lockfile,
+    lockfile: &Path,
+) -> Result<Exit> {
     let devices = selected(&args.device)?;
     let json = args.ws.message_format == MessageFormat::Json;
     let (mut held, mut failed) = (0usize, Vec::new());
     for device in &devices {
         for spec in specs {
             let current = fingerprint(spec)?;
-            let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == current) else { continue };
+            let Some(entry) = lock
+                .kernels
+                .get(&spec.id)
+                .filter(|e| e.fingerprint == current)
+            else {
+                continue;
+            };
             // As the macro embeds them: each variant with its device's description.
-            let variants: Vec<Variant> =
-                entry.variants.iter().map(|v| Variant { device_info: lock.devices.get(&v.device).cloned(), ..v.clone() }).collect();
+            let variants: Vec<Variant> = entry
+                .variants
+                .iter()
+                .map(|v| Variant {
+                    device_info: lock.devices.get(&v.device).cloned(),
+                    ..v.clone()
+                })
+                .collect();
             let (steps, _) = steps_and_nearest(&variants, &device.key, Some(&device.info));
             for (v, step) in variants.iter().zip(steps) {
                 let Some(step) = step else { continue };
@@ -45,7 +62,10 @@ pub fn run(args: &CheckArgs, specs: &[&KernelSpec], lock: &Lockfile, lockfile: &
                     spec.id,
                     v.workload,
                     fmt_params(&v.params),
-                    v.source.as_deref().map(|h| format!(", generated source {h}")).unwrap_or_default(),
+                    v.source
+                        .as_deref()
+                        .map(|h| format!(", generated source {h}"))
+                        .unwrap_or_default(),
                     printable(&v.device),
                     printable(&device.key.to_string())
                 );
@@ -59,7 +79,10 @@ pub fn run(args: &CheckArgs, specs: &[&KernelSpec], lock: &Lockfile, lockfile: &
                     Err(why) => {
                         let line = format!("does not hold: {what}: {}", printable(&why));
                         if json {
-                            Message::Finding { message: line.clone() }.emit();
+                            Message::Finding {
+                                message: line.clone(),
+                            }
+                            .emit();
                         } else {
                             println!("{line}");
                         }
@@ -102,23 +125,49 @@ fn selected(selectors: &[String]) -> Result<Vec<Selected>> {
 /// Proves `v` on `device`: the number of cases it passed, or why it does not hold (a
 /// reference that cannot be set up at the entry's sizes there counts: nothing could be
 /// verified).
-fn verify_one(args: &CheckArgs, spec: &KernelSpec, v: &Variant, device: &Selected, lockfile: &Path) -> Result<usize, String> {
+fn verify_one(
+    args: &CheckArgs,
+    spec: &KernelSpec,
+    v: &Variant,
+    device: &Selected,
+    lockfile: &Path,
+) -> Result<usize, String> {
     let source = match &v.source {
         None => None,
         Some(hash) => {
-            let (_, text) = kfoundry_tooling::generated::read_verified(lockfile, &spec.id, hash).map_err(|e| e.to_string())?;
+            let (_, text) = kfoundry_tooling::generated::read_verified(lockfile, &spec.id, hash)
+                .map_err(|e| e.to_string())?;
             Some(text)
         }
     };
     let seed = args.proof_seed.unwrap_or_else(rand::random);
-    let settings = Measurement { seed, ..Measurement::default() };
-    let mut judge = Supervised::start(spec, &v.sizes, device.index, settings, TimeLimits::default())
-        .map_err(|e| format!("the reference cannot be checked at the entry's sizes here: {e:#}"))?;
-    let bounds: std::collections::BTreeMap<String, (i64, i64)> = v.proven_range().into_iter().collect();
-    let scope = Scope { sizes: &v.sizes, claimed: Some(Claimed { bounds: bounds.clone(), scalars: v.scalars.clone() }), seed };
+    let settings = Measurement {
+        seed,
+        ..Measurement::default()
+    };
+    let mut judge = Supervised::start(
+        spec,
+        &v.sizes,
+        device.index,
+        settings,
+        TimeLimits::default(),
+    )
+    .map_err(|e| format!("the reference cannot be checked at the entry's sizes here: {e:#}"))?;
+    let bounds: std::collections::BTreeMap<String, (i64, i64)> =
+        v.proven_range().into_iter().collect();
+    let scope = Scope {
+        sizes: &v.sizes,
+        claimed: Some(Claimed {
+            bounds: bounds.clone(),
+            scalars: v.scalars.clone(),
+        }),
+        seed,
+    };
     let proven = prove(&mut judge, spec, &v.params, source.as_deref(), &scope)?;
     if proven.sizes.is_empty() {
-        return Err("no case could be run here (the reference cannot be trusted at any of them)".into());
+        return Err(
+            "no case could be run here (the reference cannot be trusted at any of them)".into(),
+        );
     }
     // Every size must have been proven at both ends of the range the entry claims: one that
     // cannot be run here (it does not fit the device, the reference cannot run there) leaves

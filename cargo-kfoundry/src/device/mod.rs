@@ -4,7 +4,9 @@
 pub mod peaks;
 
 use anyhow::Result;
-use kfoundry_rt::{device_info, device_key, list_devices, traits_from, DeviceInfo, DeviceKey, DeviceTraits};
+use kfoundry_rt::{
+    device_info, device_key, list_devices, traits_from, DeviceInfo, DeviceKey, DeviceTraits,
+};
 
 use crate::error::usage;
 
@@ -25,7 +27,12 @@ pub fn all() -> Result<Vec<Selected>> {
         let key = device_key(&device)?;
         let info = device_info(&platform, &device)?;
         let traits = traits_from(&device, &info)?;
-        out.push(Selected { index, key, info, traits });
+        out.push(Selected {
+            index,
+            key,
+            info,
+            traits,
+        });
     }
     Ok(out)
 }
@@ -38,7 +45,10 @@ pub fn select(selector: Option<&str>) -> Result<Selected> {
         return Err(kfoundry_rt::Error::NoPlatform.into());
     }
     let pos = match selector {
-        None => devices.iter().position(|d| d.info.kind == "gpu").unwrap_or(0),
+        None => devices
+            .iter()
+            .position(|d| d.info.kind == "gpu")
+            .unwrap_or(0),
         Some(s) => {
             let s_low = s.to_lowercase();
             let found = if let Ok(i) = s.parse::<usize>() {
@@ -55,8 +65,14 @@ pub fn select(selector: Option<&str>) -> Result<Selected> {
             match found {
                 Some(i) => i,
                 None => {
-                    let list: Vec<String> = devices.iter().map(|d| format!("  {}: {} ({})", d.index, d.info.name, d.info.platform)).collect();
-                    return Err(usage(format!("no OpenCL device matches `--device {s}`; the devices are:\n{}", list.join("\n"))));
+                    let list: Vec<String> = devices
+                        .iter()
+                        .map(|d| format!("  {}: {} ({})", d.index, d.info.name, d.info.platform))
+                        .collect();
+                    return Err(usage(format!(
+                        "no OpenCL device matches `--device {s}`; the devices are:\n{}",
+                        list.join("\n")
+                    )));
                 }
             }
         }

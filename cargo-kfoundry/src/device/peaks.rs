@@ -51,7 +51,9 @@ fn cache_path() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("KFOUNDRY_CACHE_DIR") {
         return Some(PathBuf::from(dir).join("peaks.json"));
     }
-    let base = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(base.join("kfoundry").join("peaks.json"))
 }
 
@@ -115,27 +117,48 @@ pub fn measure(device: &Selected) -> Result<Peaks> {
     let program = session.build("kfoundry peaks", SOURCE, &format!("-D ITERS={ITERS}"))?;
 
     // Copy: 256 MiB each way, or a quarter of the largest allocation when that is smaller.
-    let bytes = ((256usize << 20).min(usize::try_from(limits.max_alloc_bytes / 4).unwrap_or(usize::MAX)) / 16 * 16).max(16);
+    let bytes = ((256usize << 20)
+        .min(usize::try_from(limits.max_alloc_bytes / 4).unwrap_or(usize::MAX))
+        / 16
+        * 16)
+        .max(16);
     let n4 = bytes / 16;
     // (what is copied does not matter to the bandwidth)
     let a = session.alloc(bytes)?;
     let b = session.alloc(bytes)?;
     let copy = session.kernel(&program, "copy")?;
     // SAFETY: the copy kernel touches a[i] and b[i] for i < n4 float4s only: both hold n4.
-    let copy_s = best_of(&session, 10, || unsafe { session.launch_raw(&copy, &[n4], None, &[a.arg(), b.arg()], true) })?;
+    let copy_s = best_of(&session, 10, || unsafe {
+        session.launch_raw(&copy, &[n4], None, &[a.arg(), b.arg()], true)
+    })?;
 
     // FP32: enough work-items to fill the device several times over.
     let global = (device.info.compute_units.max(1) as usize) * 4096;
     let out = session.alloc(global * 4)?;
     let rate = session.kernel(&program, "mad_rate")?;
     // SAFETY: the kernel writes out[i] for i < global only: `out` holds `global` floats.
-    let mad_s = best_of(&session, 5, || unsafe { session.launch_raw(&rate, &[global], None, &[out.arg(), Arg::Scalar(Scalar::F32(0.999))], true) })?;
+    let mad_s = best_of(&session, 5, || unsafe {
+        session.launch_raw(
+            &rate,
+            &[global],
+            None,
+            &[out.arg(), Arg::Scalar(Scalar::F32(0.999))],
+            true,
+        )
+    })?;
     let flops = global as f64 * ITERS as f64 * 8.0 * 4.0 * 2.0;
-    Ok(Peaks { copy_gbytes_per_s: 2.0 * bytes as f64 / copy_s / 1e9, gflops: flops / mad_s / 1e9 })
+    Ok(Peaks {
+        copy_gbytes_per_s: 2.0 * bytes as f64 / copy_s / 1e9,
+        gflops: flops / mad_s / 1e9,
+    })
 }
 
 /// The fastest of `runs` timed runs after one warm-up, in seconds (peaks are best cases).
-fn best_of(session: &Session, runs: usize, mut run: impl FnMut() -> Result<Option<Timing>, kfoundry_rt::Error>) -> Result<f64> {
+fn best_of(
+    session: &Session,
+    runs: usize,
+    mut run: impl FnMut() -> Result<Option<Timing>, kfoundry_rt::Error>,
+) -> Result<f64> {
     if let Some(t) = run()? {
         t.seconds()?;
     }
@@ -155,7 +178,10 @@ mod tests {
 
     #[test]
     fn floor_is_the_slower_of_memory_and_compute() {
-        let p = Peaks { copy_gbytes_per_s: 100.0, gflops: 1000.0 };
+        let p = Peaks {
+            copy_gbytes_per_s: 100.0,
+            gflops: 1000.0,
+        };
         assert_eq!(p.floor_seconds(None, None), None);
         assert!((p.floor_seconds(Some(1e9), None).unwrap() - 0.01).abs() < 1e-12);
         assert!((p.floor_seconds(Some(1e9), Some(1e11)).unwrap() - 0.1).abs() < 1e-12);

@@ -61,8 +61,12 @@ impl fmt::Display for Case {
         }
         match self.values {
             Values::Declared => {}
-            Values::Specials { nonfinite: true } => f.write_str(", inputs with signed zeros, denormals, infinities and NaN")?,
-            Values::Specials { nonfinite: false } => f.write_str(", inputs with signed zeros and denormals")?,
+            Values::Specials { nonfinite: true } => {
+                f.write_str(", inputs with signed zeros, denormals, infinities and NaN")?
+            }
+            Values::Specials { nonfinite: false } => {
+                f.write_str(", inputs with signed zeros and denormals")?
+            }
             Values::Large => f.write_str(", inputs of large magnitude")?,
         }
         if self.in_place {

@@ -21,8 +21,19 @@ impl Comparison {
 }
 
 /// Compares `len` elements read through `cand` and `refr`.
-pub fn compare(len: usize, cand: impl Fn(usize) -> f64, refr: impl Fn(usize) -> f64, rtol: f64, atol: f64) -> Comparison {
-    let mut c = Comparison { mismatches: 0, first: None, max_abs: 0.0, rel_norm: 0.0 };
+pub fn compare(
+    len: usize,
+    cand: impl Fn(usize) -> f64,
+    refr: impl Fn(usize) -> f64,
+    rtol: f64,
+    atol: f64,
+) -> Comparison {
+    let mut c = Comparison {
+        mismatches: 0,
+        first: None,
+        max_abs: 0.0,
+        rel_norm: 0.0,
+    };
     let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
     for i in 0..len {
         let (x, r) = (cand(i), refr(i));
@@ -46,7 +57,11 @@ pub fn compare(len: usize, cand: impl Fn(usize) -> f64, refr: impl Fn(usize) -> 
             }
         }
     }
-    c.rel_norm = if ref2 > 0.0 { (diff2 / ref2).sqrt() } else { diff2.sqrt() };
+    c.rel_norm = if ref2 > 0.0 {
+        (diff2 / ref2).sqrt()
+    } else {
+        diff2.sqrt()
+    };
     c
 }
 
@@ -76,7 +91,10 @@ mod tests {
     #[test]
     fn cosine_similarity() {
         let r = [1.0, 2.0, 3.0, f64::NAN];
-        assert!((cosine(4, |i| 2.0 * r[i], |i| r[i]) - 1.0).abs() < 1e-12, "a scale is the same direction");
+        assert!(
+            (cosine(4, |i| 2.0 * r[i], |i| r[i]) - 1.0).abs() < 1e-12,
+            "a scale is the same direction"
+        );
         assert!(cosine(3, |i| -r[i], |i| r[i]) < -0.99);
         assert_eq!(cosine(2, |_| 0.0, |_| 0.0), 1.0);
         assert_eq!(cosine(2, |_| 1.0, |_| 0.0), 0.0);
@@ -94,9 +112,15 @@ mod tests {
         assert_eq!(c.mismatches, 1);
         assert_eq!(c.first.map(|f| f.0), Some(0));
         let finite_where_nan = [1.0, 2.0, 3.0, f64::INFINITY, 0.0];
-        assert_eq!(compare(5, |i| finite_where_nan[i], |i| r[i], 1e-6, 0.0).mismatches, 1);
+        assert_eq!(
+            compare(5, |i| finite_where_nan[i], |i| r[i], 1e-6, 0.0).mismatches,
+            1
+        );
         let wrong_inf = [1.0, 2.0, f64::NAN, f64::NEG_INFINITY, 0.0];
-        assert_eq!(compare(5, |i| wrong_inf[i], |i| r[i], 1e-6, 0.0).mismatches, 1);
+        assert_eq!(
+            compare(5, |i| wrong_inf[i], |i| r[i], 1e-6, 0.0).mismatches,
+            1
+        );
         let off = [1.1, 2.0, f64::NAN, f64::INFINITY, 0.0];
         let c = compare(5, |i| off[i], |i| r[i], 1e-6, 0.0);
         assert_eq!(c.mismatches, 1);

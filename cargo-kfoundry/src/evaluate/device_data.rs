@@ -201,7 +201,11 @@ const LOCAL: [usize; 1] = [GROUP_SIZE];
 impl DeviceData {
     pub fn new(session: &Session, limits: &Limits) -> Result<DeviceData, RtError> {
         let program = session
-            .build("kfoundry data kernels", SOURCE, &format!("-D GROUP_SIZE={GROUP_SIZE}"))
+            .build(
+                "kfoundry data kernels",
+                SOURCE,
+                &format!("-D GROUP_SIZE={GROUP_SIZE}"),
+            )
             .map_err(|e| RtError::OpenCl(format!("kfoundry's device data kernels: {e}")))?;
         Ok(DeviceData {
             uniform: session.kernel(&program, "kf_uniform")?,
@@ -209,8 +213,14 @@ impl DeviceData {
             poison: session.kernel(&program, "kf_poison")?,
             edges: session.kernel(&program, "kf_edges")?,
             compare: session.kernel(&program, "kf_compare")?,
-            int_uniform: WIDTHS.iter().map(|w| session.kernel(&program, &format!("kf_uniform_int{}", w * 8))).collect::<Result<_, _>>()?,
-            same: WIDTHS.iter().map(|w| session.kernel(&program, &format!("kf_same{}", w * 8))).collect::<Result<_, _>>()?,
+            int_uniform: WIDTHS
+                .iter()
+                .map(|w| session.kernel(&program, &format!("kf_uniform_int{}", w * 8)))
+                .collect::<Result<_, _>>()?,
+            same: WIDTHS
+                .iter()
+                .map(|w| session.kernel(&program, &format!("kf_same{}", w * 8)))
+                .collect::<Result<_, _>>()?,
             write_before: session.kernel(&program, "kf_write_before")?,
             scrub: scrub_kernel(session, limits),
         })
@@ -221,7 +231,15 @@ impl DeviceData {
         if let Some((k, sink, [global, local])) = &self.scrub {
             // SAFETY: the kernel writes only its own local memory, and `sink[0]` (a 4-byte
             // buffer) only under a condition its argument never meets.
-            unsafe { session.launch_raw(k, &[*global], Some(&[*local]), &[sink.arg(), Arg::Scalar(Scalar::U32(0))], false)? };
+            unsafe {
+                session.launch_raw(
+                    k,
+                    &[*global],
+                    Some(&[*local]),
+                    &[sink.arg(), Arg::Scalar(Scalar::U32(0))],
+                    false,
+                )?
+            };
         }
         Ok(())
     }
@@ -240,7 +258,8 @@ impl DeviceData {
     /// a range of integers (permutations and monotone buffers are drawn on the host).
     pub fn draws(ty: ScalarType, dist: Resolved) -> bool {
         match (ty, dist) {
-            (_, Resolved::Permutation | Resolved::Monotone { .. }) | (ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16, _) => false,
+            (_, Resolved::Permutation | Resolved::Monotone { .. })
+            | (ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16, _) => false,
             (ScalarType::F32, Resolved::Integers { .. }) => false,
             (ScalarType::F32, _) => true,
             (_, dist) => !matches!(dist, Resolved::Normal { .. }),
@@ -249,12 +268,27 @@ impl DeviceData {
 
     /// Fills the first `len` elements of type `ty` of `buf` from `dist` with `seed` (integers:
     /// uniform over the whole numbers from `lo` to `hi`, both rounded, as on the host).
-    pub fn draw(&self, session: &Session, buf: &DeviceBuffer, ty: ScalarType, len: usize, dist: Resolved, seed: u64) -> Result<(), RtError> {
+    pub fn draw(
+        &self,
+        session: &Session,
+        buf: &DeviceBuffer,
+        ty: ScalarType,
+        len: usize,
+        dist: Resolved,
+        seed: u64,
+    ) -> Result<(), RtError> {
         if !Self::draws(ty, dist) {
-            return Err(RtError::OpenCl(format!("{dist:?} is not drawn on the device for `{}`", ty.opencl_name())));
+            return Err(RtError::OpenCl(format!(
+                "{dist:?} is not drawn on the device for `{}`",
+                ty.opencl_name()
+            )));
         }
         if len.saturating_mul(ty.size()) > buf.len() {
-            return Err(RtError::OpenCl(format!("{len} elements of `{}` do not fit a buffer of {} bytes", ty.opencl_name(), buf.len())));
+            return Err(RtError::OpenCl(format!(
+                "{len} elements of `{}` do not fit a buffer of {} bytes",
+                ty.opencl_name(),
+                buf.len()
+            )));
         }
         let mut args = vec![
             buf.arg(),
@@ -282,7 +316,10 @@ impl DeviceData {
             // Whole numbers lo..=hi; a range of 2^64 (or more) is passed as 0: every value.
             let (lo, hi) = (lo as i128, (hi as i128).max(lo as i128));
             let range = u64::try_from(hi - lo + 1).unwrap_or(0);
-            args.extend([Arg::Scalar(Scalar::I64(lo as i64)), Arg::Scalar(Scalar::U64(range))]);
+            args.extend([
+                Arg::Scalar(Scalar::I64(lo as i64)),
+                Arg::Scalar(Scalar::U64(range)),
+            ]);
             self.by_width(&self.int_uniform, ty)?
         };
         // SAFETY: the kernel writes out[i] for i < n only, and n elements fit the buffer (checked).
@@ -295,55 +332,125 @@ impl DeviceData {
             .iter()
             .position(|w| *w == ty.size())
             .and_then(|i| kernels.get(i))
-            .ok_or_else(|| RtError::OpenCl(format!("no device kernel for elements of {} bytes", ty.size())))
+            .ok_or_else(|| {
+                RtError::OpenCl(format!(
+                    "no device kernel for elements of {} bytes",
+                    ty.size()
+                ))
+            })
     }
 
     /// Compares the first `len` elements of type `ty` of two buffers for exact equality, bit
     /// for bit (the check that a candidate left a buffer as the reference did).
-    pub fn same(&self, session: &Session, a: &DeviceBuffer, b: &DeviceBuffer, ty: ScalarType, len: usize) -> Result<Comparison, RtError> {
+    pub fn same(
+        &self,
+        session: &Session,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        ty: ScalarType,
+        len: usize,
+    ) -> Result<Comparison, RtError> {
         if len.saturating_mul(ty.size()) > a.len().min(b.len()) {
-            return Err(RtError::OpenCl(format!("{len} elements do not fit the buffers compared")));
+            return Err(RtError::OpenCl(format!(
+                "{len} elements do not fit the buffers compared"
+            )));
         }
         let bad = session.alloc(GROUPS * 4)?;
         let first = session.alloc(GROUPS * 8)?;
-        let args = [a.arg(), b.arg(), Arg::Scalar(Scalar::U64(len as u64)), bad.arg(), first.arg()];
+        let args = [
+            a.arg(),
+            b.arg(),
+            Arg::Scalar(Scalar::U64(len as u64)),
+            bad.arg(),
+            first.arg(),
+        ];
         // SAFETY: reads a[i], b[i] for i < n (both hold n elements, checked) and writes one
         // element per work-group of the GROUPS-long result buffers.
-        unsafe { session.launch_raw(self.by_width(&self.same, ty)?, &GLOBAL, Some(&LOCAL), &args, false)? };
+        unsafe {
+            session.launch_raw(
+                self.by_width(&self.same, ty)?,
+                &GLOBAL,
+                Some(&LOCAL),
+                &args,
+                false,
+            )?
+        };
         mismatches(&bad, &first, (a, b), ty, len)
     }
 
     /// Sets every bit of the first `bytes` bytes of `buf` (a multiple of 4): NaN in every float
     /// format.
-    pub fn poison(&self, session: &Session, buf: &DeviceBuffer, bytes: usize) -> Result<(), RtError> {
+    pub fn poison(
+        &self,
+        session: &Session,
+        buf: &DeviceBuffer,
+        bytes: usize,
+    ) -> Result<(), RtError> {
         self.fill_words(session, buf, bytes, 0xFFFF_FFFF)
     }
 
     /// Sets each 4-byte word of the first `bytes` bytes of `buf` to `word`.
-    pub fn fill_words(&self, session: &Session, buf: &DeviceBuffer, bytes: usize, word: u32) -> Result<(), RtError> {
+    pub fn fill_words(
+        &self,
+        session: &Session,
+        buf: &DeviceBuffer,
+        bytes: usize,
+        word: u32,
+    ) -> Result<(), RtError> {
         let words = bytes.min(buf.len()) / 4;
-        let args = [buf.arg(), Arg::Scalar(Scalar::U64(words as u64)), Arg::Scalar(Scalar::U32(word))];
+        let args = [
+            buf.arg(),
+            Arg::Scalar(Scalar::U64(words as u64)),
+            Arg::Scalar(Scalar::U32(word)),
+        ];
         // SAFETY: writes out[i] for i < words only, within the buffer.
         unsafe { session.launch_raw(&self.poison, &GLOBAL, Some(&LOCAL), &args, false)? };
         Ok(())
     }
 
     /// Random bytes (whole words) in the first `bytes` bytes of `buf`, from `seed`.
-    pub fn random_words(&self, session: &Session, buf: &DeviceBuffer, bytes: usize, seed: u64) -> Result<(), RtError> {
+    pub fn random_words(
+        &self,
+        session: &Session,
+        buf: &DeviceBuffer,
+        bytes: usize,
+        seed: u64,
+    ) -> Result<(), RtError> {
         let words = bytes.min(buf.len()) / 4;
-        self.draw(session, buf, ScalarType::U32, words, Resolved::Uniform { lo: 0.0, hi: u32::MAX as f64 }, seed)
+        self.draw(
+            session,
+            buf,
+            ScalarType::U32,
+            words,
+            Resolved::Uniform {
+                lo: 0.0,
+                hi: u32::MAX as f64,
+            },
+            seed,
+        )
     }
 
     /// Fills the first `len` floats of `buf` with the edge values of `values` around `dist`
     /// ([`Values::Declared`] draws as [`DeviceData::draw`] does).
-    pub fn draw_values(&self, session: &Session, buf: &DeviceBuffer, len: usize, dist: Resolved, values: Values, seed: u64) -> Result<(), RtError> {
+    pub fn draw_values(
+        &self,
+        session: &Session,
+        buf: &DeviceBuffer,
+        len: usize,
+        dist: Resolved,
+        values: Values,
+        seed: u64,
+    ) -> Result<(), RtError> {
         let (mode, nonfinite) = match values {
             Values::Declared => return self.draw(session, buf, ScalarType::F32, len, dist, seed),
             Values::Specials { nonfinite } => (1u32, u32::from(nonfinite)),
             Values::Large => (2, 0),
         };
         if len.saturating_mul(4) > buf.len() {
-            return Err(RtError::OpenCl(format!("{len} floats do not fit a buffer of {} bytes", buf.len())));
+            return Err(RtError::OpenCl(format!(
+                "{len} floats do not fit a buffer of {} bytes",
+                buf.len()
+            )));
         }
         let (lo, hi) = match dist {
             Resolved::Uniform { lo, hi } => (lo, hi),
@@ -379,7 +486,9 @@ impl DeviceData {
         atol: f64,
     ) -> Result<Comparison, RtError> {
         if len.saturating_mul(4) > cand.len().min(refr.len()) {
-            return Err(RtError::OpenCl(format!("{len} floats do not fit the buffers compared")));
+            return Err(RtError::OpenCl(format!(
+                "{len} floats do not fit the buffers compared"
+            )));
         }
         let bad = session.alloc(GROUPS * 4)?;
         let first = session.alloc(GROUPS * 8)?;
@@ -406,13 +515,28 @@ impl DeviceData {
             b.read(0, &mut bytes)?;
             Ok(bytes)
         };
-        let f32s = |bytes: Vec<u8>| bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as f64).collect::<Vec<_>>();
+        let f32s = |bytes: Vec<u8>| {
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as f64)
+                .collect::<Vec<_>>()
+        };
         let counted = mismatches(&bad, &first, (cand, refr), ScalarType::F32, len)?;
-        let max_abs = f32s(words(&max_abs, 4)?).iter().fold(0.0f64, |m, &x| m.max(x));
+        let max_abs = f32s(words(&max_abs, 4)?)
+            .iter()
+            .fold(0.0f64, |m, &x| m.max(x));
         let d2: f64 = f32s(words(&diff2, 4)?).iter().sum();
         let r2: f64 = f32s(words(&ref2, 4)?).iter().sum();
-        let rel_norm = if r2 > 0.0 { (d2 / r2).sqrt() } else { d2.sqrt() };
-        Ok(Comparison { max_abs, rel_norm, ..counted })
+        let rel_norm = if r2 > 0.0 {
+            (d2 / r2).sqrt()
+        } else {
+            d2.sqrt()
+        };
+        Ok(Comparison {
+            max_abs,
+            rel_norm,
+            ..counted
+        })
     }
 }
 
@@ -425,10 +549,22 @@ fn scrub_kernel(session: &Session, limits: &Limits) -> Option<(Kernel, DeviceBuf
     let mut words = (limits.local_mem_bytes / 4).saturating_sub(256);
     while words >= MIN_SCRUB_WORDS {
         let attempt = (|| -> Result<Kernel, RtError> {
-            let program = session.build("kfoundry local-memory scrub", SCRUB_SOURCE, &format!("-D SCRUB_WORDS={words}"))?;
+            let program = session.build(
+                "kfoundry local-memory scrub",
+                SCRUB_SOURCE,
+                &format!("-D SCRUB_WORDS={words}"),
+            )?;
             let k = session.kernel(&program, "kf_scrub")?;
             // SAFETY: as in `scrub_local_memory`.
-            unsafe { session.launch_raw(&k, &[global], Some(&[group]), &[sink.arg(), Arg::Scalar(Scalar::U32(0))], false)? };
+            unsafe {
+                session.launch_raw(
+                    &k,
+                    &[global],
+                    Some(&[group]),
+                    &[sink.arg(), Arg::Scalar(Scalar::U32(0))],
+                    false,
+                )?
+            };
             session.finish()?;
             Ok(k)
         })();
@@ -460,13 +596,26 @@ fn mismatches(
     let (mut counts, mut firsts) = (vec![0u8; GROUPS * 4], vec![0u8; GROUPS * 8]);
     bad.read(0, &mut counts)?;
     first.read(0, &mut firsts)?;
-    let mismatches = counts.chunks_exact(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as usize).sum();
-    let index = firsts.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).min();
+    let mismatches = counts
+        .chunks_exact(4)
+        .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as usize)
+        .sum();
+    let index = firsts
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .min();
     let first = match index.and_then(|f| usize::try_from(f).ok()) {
-        Some(i) if mismatches > 0 && i < len => Some((i, element_at(a, ty, i)?, element_at(b, ty, i)?)),
+        Some(i) if mismatches > 0 && i < len => {
+            Some((i, element_at(a, ty, i)?, element_at(b, ty, i)?))
+        }
         _ => None,
     };
-    Ok(Comparison { mismatches, first, max_abs: 0.0, rel_norm: 0.0 })
+    Ok(Comparison {
+        mismatches,
+        first,
+        max_abs: 0.0,
+        rel_norm: 0.0,
+    })
 }
 
 #[cfg(test)]
@@ -477,7 +626,10 @@ mod tests {
         let session = Session::on_device(0).expect("an OpenCL device (PoCL in CI)");
         let limits = session.limits().expect("limits");
         let dd = DeviceData::new(&session, &limits).expect("kernels");
-        assert!(dd.scrub.is_some(), "the local-memory scrub builds and runs on this device");
+        assert!(
+            dd.scrub.is_some(),
+            "the local-memory scrub builds and runs on this device"
+        );
         dd.scrub_local_memory(&session).expect("scrub");
         (session, dd)
     }
@@ -485,7 +637,10 @@ mod tests {
     fn read(b: &DeviceBuffer) -> Vec<f32> {
         let mut bytes = vec![0u8; b.len()];
         b.read(0, &mut bytes).expect("read");
-        bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
     }
 
     #[test]
@@ -495,20 +650,32 @@ mod tests {
         let buf = || session.alloc(n * 4).expect("buffer");
         let (a, b, c) = (buf(), buf(), buf());
         let uniform = Resolved::Uniform { lo: -2.0, hi: 3.0 };
-        dd.draw(&session, &a, ScalarType::F32, n, uniform, 42).unwrap();
-        dd.draw(&session, &b, ScalarType::F32, n, uniform, 42).unwrap();
-        dd.draw(&session, &c, ScalarType::F32, n, uniform, 43).unwrap();
+        dd.draw(&session, &a, ScalarType::F32, n, uniform, 42)
+            .unwrap();
+        dd.draw(&session, &b, ScalarType::F32, n, uniform, 42)
+            .unwrap();
+        dd.draw(&session, &c, ScalarType::F32, n, uniform, 43)
+            .unwrap();
         let (va, vc) = (read(&a), read(&c));
         assert!(va.iter().all(|&x| (-2.0..3.0).contains(&x)));
         let mean = va.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
         assert!((mean - 0.5).abs() < 0.01, "mean {mean}");
         assert_eq!(va, read(&b), "same seed, same inputs");
-        assert!(va.iter().zip(&vc).filter(|(x, y)| x == y).count() < n / 1000, "another seed, other inputs");
+        assert!(
+            va.iter().zip(&vc).filter(|(x, y)| x == y).count() < n / 1000,
+            "another seed, other inputs"
+        );
 
         let same = dd.compare(&session, &a, &b, n, 0.0, 0.0).unwrap();
-        assert!(same.ok() && same.max_abs == 0.0 && same.rel_norm == 0.0, "{same:?}");
+        assert!(
+            same.ok() && same.max_abs == 0.0 && same.rel_norm == 0.0,
+            "{same:?}"
+        );
         let other = dd.compare(&session, &c, &a, n, 1e-5, 0.0).unwrap();
-        assert!(other.mismatches > n / 2 && other.rel_norm > 0.1, "{other:?}");
+        assert!(
+            other.mismatches > n / 2 && other.rel_norm > 0.1,
+            "{other:?}"
+        );
 
         // A NaN where the reference is finite, and a small error within tolerance.
         let mut v = va.clone();
@@ -523,9 +690,23 @@ mod tests {
 
         // Poisoned (all bits set) outputs are NaN: nothing written means everything differs.
         dd.poison(&session, &a, n * 4).unwrap();
-        assert_eq!(dd.compare(&session, &a, &b, n, 1e-3, 1e-3).unwrap().mismatches, n);
+        assert_eq!(
+            dd.compare(&session, &a, &b, n, 1e-3, 1e-3)
+                .unwrap()
+                .mismatches,
+            n
+        );
         // A buffer too short for what is asked is an error, not a launch.
-        assert!(dd.draw(&session, &session.alloc(16).unwrap(), ScalarType::F32, n, uniform, 1).is_err());
+        assert!(dd
+            .draw(
+                &session,
+                &session.alloc(16).unwrap(),
+                ScalarType::F32,
+                n,
+                uniform,
+                1
+            )
+            .is_err());
     }
 
     #[test]
@@ -534,18 +715,39 @@ mod tests {
         let n = 1 << 18;
         let buf = session.alloc(n * 4).unwrap();
         let d = Resolved::Uniform { lo: -1.0, hi: 1.0 };
-        dd.draw_values(&session, &buf, n, d, Values::Specials { nonfinite: true }, 5).unwrap();
+        dd.draw_values(
+            &session,
+            &buf,
+            n,
+            d,
+            Values::Specials { nonfinite: true },
+            5,
+        )
+        .unwrap();
         let v = read(&buf);
-        assert!(v.iter().any(|x| x.is_nan()) && v.iter().any(|x| x.is_infinite()) && v.iter().any(|x| *x == 0.0 && x.is_sign_negative()));
+        assert!(
+            v.iter().any(|x| x.is_nan())
+                && v.iter().any(|x| x.is_infinite())
+                && v.iter().any(|x| *x == 0.0 && x.is_sign_negative())
+        );
         assert!(v.iter().filter(|x| !x.is_finite()).count() < n / 512);
-        assert!(v.iter().filter(|x| x.is_finite()).all(|x| (-1.0..1.0).contains(x)));
-        dd.draw_values(&session, &buf, n, d, Values::Large, 5).unwrap();
-        assert!(read(&buf).iter().all(|x| x % 1024.0 == 0.0 && x.abs() <= 8192.0));
+        assert!(v
+            .iter()
+            .filter(|x| x.is_finite())
+            .all(|x| (-1.0..1.0).contains(x)));
+        dd.draw_values(&session, &buf, n, d, Values::Large, 5)
+            .unwrap();
+        assert!(read(&buf)
+            .iter()
+            .all(|x| x % 1024.0 == 0.0 && x.abs() <= 8192.0));
         dd.fill_words(&session, &buf, n * 4, 0).unwrap();
         assert!(read(&buf).iter().all(|x| *x == 0.0));
         dd.random_words(&session, &buf, n * 4, 9).unwrap();
         let words = bytes_of(&buf);
-        assert!(words.chunks_exact(4).filter(|w| w == &[0, 0, 0, 0]).count() < 4, "random bytes");
+        assert!(
+            words.chunks_exact(4).filter(|w| w == &[0, 0, 0, 0]).count() < 4,
+            "random bytes"
+        );
     }
 
     fn bytes_of(b: &DeviceBuffer) -> Vec<u8> {
@@ -561,18 +763,34 @@ mod tests {
         // Bytes 0..=255 all appear, about equally often; same seed, same bytes.
         let (a, b) = (session.alloc(n).unwrap(), session.alloc(n).unwrap());
         let all_bytes = Resolved::Uniform { lo: 0.0, hi: 255.0 };
-        dd.draw(&session, &a, ScalarType::U8, n, all_bytes, 7).unwrap();
-        dd.draw(&session, &b, ScalarType::U8, n, all_bytes, 7).unwrap();
+        dd.draw(&session, &a, ScalarType::U8, n, all_bytes, 7)
+            .unwrap();
+        dd.draw(&session, &b, ScalarType::U8, n, all_bytes, 7)
+            .unwrap();
         let va = bytes_of(&a);
         let mut counts = [0usize; 256];
         va.iter().for_each(|&v| counts[v as usize] += 1);
-        assert!(counts.iter().all(|&c| c > n / 256 / 2 && c < n / 256 * 2), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| c > n / 256 / 2 && c < n / 256 * 2),
+            "{counts:?}"
+        );
         assert_eq!(va, bytes_of(&b));
         assert!(dd.same(&session, &a, &b, ScalarType::U8, n).unwrap().ok());
         // Signed 16-bit integers in [-3, 3], each value about a seventh of the time.
         let s = session.alloc(n * 2).unwrap();
-        dd.draw(&session, &s, ScalarType::I16, n, Resolved::Uniform { lo: -3.0, hi: 3.0 }, 9).unwrap();
-        let vs: Vec<i16> = bytes_of(&s).chunks_exact(2).map(|c| i16::from_ne_bytes([c[0], c[1]])).collect();
+        dd.draw(
+            &session,
+            &s,
+            ScalarType::I16,
+            n,
+            Resolved::Uniform { lo: -3.0, hi: 3.0 },
+            9,
+        )
+        .unwrap();
+        let vs: Vec<i16> = bytes_of(&s)
+            .chunks_exact(2)
+            .map(|c| i16::from_ne_bytes([c[0], c[1]]))
+            .collect();
         assert!(vs.iter().all(|v| (-3..=3).contains(v)));
         for v in -3..=3 {
             let share = vs.iter().filter(|x| **x == v).count() as f64 / n as f64;
@@ -580,12 +798,27 @@ mod tests {
         }
         // 64-bit integers over their whole range: both signs appear.
         let l = session.alloc(n * 8).unwrap();
-        dd.draw(&session, &l, ScalarType::I64, n, Resolved::Uniform { lo: i64::MIN as f64, hi: i64::MAX as f64 }, 3).unwrap();
-        let vl: Vec<i64> = bytes_of(&l).chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect();
+        dd.draw(
+            &session,
+            &l,
+            ScalarType::I64,
+            n,
+            Resolved::Uniform {
+                lo: i64::MIN as f64,
+                hi: i64::MAX as f64,
+            },
+            3,
+        )
+        .unwrap();
+        let vl: Vec<i64> = bytes_of(&l)
+            .chunks_exact(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
         assert!(vl.iter().any(|v| *v < 0) && vl.iter().any(|v| *v > 0));
         // One changed element of a 32-bit buffer is found, with its index and both values.
         let u = session.alloc(n * 4).unwrap();
-        dd.draw(&session, &u, ScalarType::U32, n, all_bytes, 1).unwrap();
+        dd.draw(&session, &u, ScalarType::U32, n, all_bytes, 1)
+            .unwrap();
         let mut changed = bytes_of(&u);
         changed[4 * 4321] ^= 1;
         let c = session.upload(&changed).unwrap();
@@ -593,7 +826,25 @@ mod tests {
         assert_eq!(cmp.mismatches, 1, "{cmp:?}");
         assert_eq!(cmp.first.map(|f| f.0), Some(4321));
         // Normal integers are the host's to draw.
-        assert!(!DeviceData::draws(ScalarType::I32, Resolved::Normal { mean: 0.0, std: 1.0 }));
-        assert!(dd.draw(&session, &u, ScalarType::I32, n, Resolved::Normal { mean: 0.0, std: 1.0 }, 1).is_err());
+        assert!(!DeviceData::draws(
+            ScalarType::I32,
+            Resolved::Normal {
+                mean: 0.0,
+                std: 1.0
+            }
+        ));
+        assert!(dd
+            .draw(
+                &session,
+                &u,
+                ScalarType::I32,
+                n,
+                Resolved::Normal {
+                    mean: 0.0,
+                    std: 1.0
+                },
+                1
+            )
+            .is_err());
     }
 }

@@ -43,8 +43,12 @@ impl Warnings {
 /// `warning: /tmp/pocl/tempfile_4tDEkC.cl:1:59: text` → `warning: <source>:1:59: text`: the
 /// file the driver wrote the source to has another name at every build.
 fn without_file_name(text: &str) -> String {
-    let Some(cl) = text.find(".cl:") else { return text.to_string() };
-    let start = text[..cl].rfind(|c: char| c.is_whitespace()).map_or(0, |i| i + 1);
+    let Some(cl) = text.find(".cl:") else {
+        return text.to_string();
+    };
+    let start = text[..cl]
+        .rfind(|c: char| c.is_whitespace())
+        .map_or(0, |i| i + 1);
     format!("{}<source>{}", &text[..start], &text[cl + 3..])
 }
 
@@ -63,12 +67,22 @@ pub fn own_diagnostics(log: &str, own_file: &str) -> String {
             continue;
         }
         // `2 errors generated.`: clang's count, about nothing in particular
-        let count = trimmed.ends_with(" generated.") && trimmed.split_whitespace().next().is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
+        let count = trimmed.ends_with(" generated.")
+            && trimmed
+                .split_whitespace()
+                .next()
+                .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
         match location(line) {
             // NVIDIA's compiler ignores `#line` and calls the whole program `<kernel>`: with
             // `#include` refused before the build, that is the candidate's own text.
             Some(file) => keeping = file == own_file || file == "<kernel>",
-            None if count || ["error:", "warning:", "note:", "fatal error:", "remark:"].iter().any(|p| trimmed.starts_with(p)) => keeping = true,
+            None if count
+                || ["error:", "warning:", "note:", "fatal error:", "remark:"]
+                    .iter()
+                    .any(|p| trimmed.starts_with(p)) =>
+            {
+                keeping = true
+            }
             None => {}
         }
         if keeping {
@@ -82,7 +96,16 @@ pub fn own_diagnostics(log: &str, own_file: &str) -> String {
 /// its severity (`error: file:line:col: ...`, as PoCL writes them).
 fn location(line: &str) -> Option<&str> {
     let t = line.trim_start();
-    let t = ["fatal error: ", "error: ", "warning: ", "note: ", "remark: "].iter().find_map(|p| t.strip_prefix(p)).unwrap_or(t);
+    let t = [
+        "fatal error: ",
+        "error: ",
+        "warning: ",
+        "note: ",
+        "remark: ",
+    ]
+    .iter()
+    .find_map(|p| t.strip_prefix(p))
+    .unwrap_or(t);
     let end = t.find(|c: char| c.is_whitespace()).unwrap_or(t.len());
     let token = &t[..end];
     // `file:L:C` or `file:L:C:`; the file itself may contain colons (rare) but not spaces
@@ -137,7 +160,10 @@ fn classify(line: &str, after_warning: bool) -> Line<'_> {
     if let Some(at) = line.find("warning: ") {
         return Line::Warning(&line[at..]);
     }
-    let generated = t.ends_with(" generated.") && t.split_whitespace().next().is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
+    let generated = t.ends_with(" generated.")
+        && t.split_whitespace()
+            .next()
+            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
     // the two lines clang prints under a diagnostic: the source line and the caret line
     let caret = !t.is_empty() && t.chars().all(|c| matches!(c, '^' | '~' | ' ' | '|'));
     // (right after a warning: the source line it points into)
@@ -158,7 +184,11 @@ pub fn collect(from: impl std::io::Read + Send + 'static, into: Arc<Mutex<Warnin
                 Line::Warning(text) => into.lock().unwrap_or_else(|p| p.into_inner()).add(text),
                 Line::Noise => {}
                 Line::Other => {
-                    let _ = writeln!(std::io::stderr().lock(), "{}", crate::text::printable(&line));
+                    let _ = writeln!(
+                        std::io::stderr().lock(),
+                        "{}",
+                        crate::text::printable(&line)
+                    );
                 }
             }
         }
@@ -191,9 +221,16 @@ mod tests {
         let (text, count) = w.counts.iter().next().unwrap();
         assert!(text.starts_with("warning: loop not unrolled"), "{text}");
         assert_eq!(*count, 2);
-        assert_eq!(others, ["thread 'main' panicked at x"], "other lines pass through");
+        assert_eq!(
+            others,
+            ["thread 'main' panicked at x"],
+            "other lines pass through"
+        );
         let mut filter = Filter::default();
-        assert_eq!(filter.line("kernel output: warning: not from the compiler"), Line::Other);
+        assert_eq!(
+            filter.line("kernel output: warning: not from the compiler"),
+            Line::Other
+        );
     }
 
     /// A file the compiler read beside the candidate's own source never appears: not its name,
@@ -213,14 +250,36 @@ mod tests {
                    /usr/include/x.h:4:1: warning: other file\n\
                    2 errors generated.";
         let kept = own_diagnostics(log, "candidate.cl");
-        for secret in ["ghp_", "hostname", "aws", "credentials", "pocl", "Spelling", "other file"] {
+        for secret in [
+            "ghp_",
+            "hostname",
+            "aws",
+            "credentials",
+            "pocl",
+            "Spelling",
+            "other file",
+        ] {
             assert!(!kept.contains(secret), "{secret} in:\n{kept}");
         }
-        assert!(kept.contains("candidate.cl:3:15: kernel must have void return type") && kept.contains("__kernel int k()"), "{kept}");
-        assert!(kept.contains("candidate.cl:2:45: use of undeclared identifier 'x'"), "{kept}");
+        assert!(
+            kept.contains("candidate.cl:3:15: kernel must have void return type")
+                && kept.contains("__kernel int k()"),
+            "{kept}"
+        );
+        assert!(
+            kept.contains("candidate.cl:2:45: use of undeclared identifier 'x'"),
+            "{kept}"
+        );
         assert!(kept.contains("2 errors generated."), "{kept}");
-        assert_eq!(location("candidate.cl:3:15: error: x"), Some("candidate.cl"));
-        assert_eq!(location("error: /a b/c.cl:3:15: x"), None, "no spaces in a file name");
+        assert_eq!(
+            location("candidate.cl:3:15: error: x"),
+            Some("candidate.cl")
+        );
+        assert_eq!(
+            location("error: /a b/c.cl:3:15: x"),
+            None,
+            "no spaces in a file name"
+        );
         assert_eq!(location("    y[i] = x;"), None);
     }
 
@@ -230,7 +289,10 @@ mod tests {
         w.add_log("warning: /root/.cache/pocl/uncached/tempfile_4tDEkC.cl:1:59: incompatible pointer types\n");
         w.add_log("warning: /root/.cache/pocl/uncached/tempfile_Zz9QaB.cl:1:59: incompatible pointer types\nnote: more\n");
         assert_eq!(w.counts.len(), 1, "{w:?}");
-        assert_eq!(w.counts["warning: <source>:1:59: incompatible pointer types"], 2);
+        assert_eq!(
+            w.counts["warning: <source>:1:59: incompatible pointer types"],
+            2
+        );
     }
 
     #[test]

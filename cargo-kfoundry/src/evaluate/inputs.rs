@@ -28,7 +28,13 @@ fn draw(dist: Resolved, rng: &mut ChaCha8Rng) -> f64 {
 /// The buffers whose values are drawn as a whole, not element by element: a permutation of
 /// `0..len`, or non-decreasing values from `lo` (first) to `hi` (last). With `specials`, about
 /// half of a monotone buffer's steps are zero (empty rows of a CSR matrix).
-fn structured(ty: ScalarType, len: usize, dist: Resolved, specials: bool, rng: &mut ChaCha8Rng) -> Option<Vec<u8>> {
+fn structured(
+    ty: ScalarType,
+    len: usize,
+    dist: Resolved,
+    specials: bool,
+    rng: &mut ChaCha8Rng,
+) -> Option<Vec<u8>> {
     let values: Vec<f64> = match dist {
         Resolved::Permutation => {
             let mut v: Vec<f64> = (0..len).map(|i| i as f64).collect();
@@ -115,7 +121,9 @@ pub fn large_scale(dist: Resolved) -> f64 {
         Resolved::Uniform { lo, hi } => lo.abs().max(hi.abs()),
         Resolved::Normal { mean, std } => mean.abs() + 4.0 * std,
         Resolved::Constant { value } => value.abs(),
-        Resolved::Integers { lo, hi } | Resolved::Monotone { lo, hi } => (lo as f64).abs().max((hi as f64).abs()),
+        Resolved::Integers { lo, hi } | Resolved::Monotone { lo, hi } => {
+            (lo as f64).abs().max((hi as f64).abs())
+        }
         Resolved::Permutation => 1.0,
     };
     let wanted = (bound.max(1.0) * 1024.0).log2().ceil().clamp(10.0, 40.0);
@@ -125,12 +133,33 @@ pub fn large_scale(dist: Resolved) -> f64 {
 /// The special values, by index: signed zeros, the smallest and a large denormal of each sign
 /// (for `f32`; `f64` takes the same `f32` values, which are normal there), the smallest
 /// normal of each sign, and (last three) the infinities and NaN.
-const SPECIALS: [f32; 8] = [0.0, -0.0, 1.0e-45, -1.0e-45, 5.0e-39, -5.0e-39, f32::MIN_POSITIVE, -f32::MIN_POSITIVE];
+const SPECIALS: [f32; 8] = [
+    0.0,
+    -0.0,
+    1.0e-45,
+    -1.0e-45,
+    5.0e-39,
+    -5.0e-39,
+    f32::MIN_POSITIVE,
+    -f32::MIN_POSITIVE,
+];
 const NONFINITE: [f32; 3] = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
 
 /// `len` elements of type `ty` drawn from `dist` with the edge values of `values`.
-pub fn draw_values(ty: ScalarType, len: usize, dist: Resolved, values: Values, rng: &mut ChaCha8Rng) -> Vec<u8> {
-    if let Some(whole) = structured(ty, len, dist, matches!(values, Values::Specials { .. }), rng) {
+pub fn draw_values(
+    ty: ScalarType,
+    len: usize,
+    dist: Resolved,
+    values: Values,
+    rng: &mut ChaCha8Rng,
+) -> Vec<u8> {
+    if let Some(whole) = structured(
+        ty,
+        len,
+        dist,
+        matches!(values, Values::Specials { .. }),
+        rng,
+    ) {
         return whole;
     }
     match values {
@@ -149,7 +178,8 @@ pub fn draw_values(ty: ScalarType, len: usize, dist: Resolved, values: Values, r
                 vec![lo, hi]
             };
             forced.truncate(len);
-            let mut at: Vec<usize> = rand::seq::index::sample(rng, len.max(1), forced.len().min(len)).into_vec();
+            let mut at: Vec<usize> =
+                rand::seq::index::sample(rng, len.max(1), forced.len().min(len)).into_vec();
             at.sort_unstable();
             let mut next = 0;
             for i in 0..len {
@@ -179,7 +209,11 @@ pub fn draw_values(ty: ScalarType, len: usize, dist: Resolved, values: Values, r
             let scale = large_scale(dist);
             let mut out = Vec::with_capacity(len * ty.size());
             for _ in 0..len {
-                encode(ty, rng.gen_range(-LARGE_K..=LARGE_K) as f64 * scale, &mut out);
+                encode(
+                    ty,
+                    rng.gen_range(-LARGE_K..=LARGE_K) as f64 * scale,
+                    &mut out,
+                );
             }
             out
         }
@@ -196,7 +230,9 @@ fn int_range(dist: Resolved, len: usize) -> (f64, f64) {
         Resolved::Uniform { lo, hi } => (lo.round(), hi.round()),
         Resolved::Normal { mean, std } => ((mean - 3.0 * std).round(), (mean + 3.0 * std).round()),
         Resolved::Constant { value } => (value.round(), value.round()),
-        Resolved::Integers { .. } | Resolved::Permutation | Resolved::Monotone { .. } => unreachable!("integer_bounds covers them"),
+        Resolved::Integers { .. } | Resolved::Permutation | Resolved::Monotone { .. } => {
+            unreachable!("integer_bounds covers them")
+        }
     }
 }
 
@@ -215,16 +251,30 @@ fn integer_bounds(dist: Resolved, len: usize) -> Option<(i128, i128)> {
 /// the input `name`: an index range wider than the type would wrap, and the kernel see other
 /// indices than declared.
 pub fn fits_elements(name: &str, ty: ScalarType, len: usize, dist: Resolved) -> Result<(), String> {
-    let (Some((min, max)), Some((lo, hi))) = (ty.int_range(), integer_bounds(dist, len)) else { return Ok(()) };
+    let (Some((min, max)), Some((lo, hi))) = (ty.int_range(), integer_bounds(dist, len)) else {
+        return Ok(());
+    };
     if lo < min || hi > max {
-        return Err(format!("input `{name}`: values {lo}..={hi} at these sizes do not fit `{}`", ty.opencl_name()));
+        return Err(format!(
+            "input `{name}`: values {lo}..={hi} at these sizes do not fit `{}`",
+            ty.opencl_name()
+        ));
     }
     Ok(())
 }
 
 /// A float scalar under `values`: zero, minus zero or a large value half of the time.
-pub fn draw_scalar_values(ty: ScalarType, dist: Resolved, values: Values, rng: &mut ChaCha8Rng) -> Scalar {
-    if !ty.is_float() || values == Values::Declared || matches!(dist, Resolved::Constant { .. }) || rng.gen_bool(0.5) {
+pub fn draw_scalar_values(
+    ty: ScalarType,
+    dist: Resolved,
+    values: Values,
+    rng: &mut ChaCha8Rng,
+) -> Scalar {
+    if !ty.is_float()
+        || values == Values::Declared
+        || matches!(dist, Resolved::Constant { .. })
+        || rng.gen_bool(0.5)
+    {
         return draw_scalar(ty, dist, rng);
     }
     let v = match (values, rng.gen_range(0..3)) {
@@ -236,7 +286,12 @@ pub fn draw_scalar_values(ty: ScalarType, dist: Resolved, values: Values, rng: &
 }
 
 /// `len` elements of type `ty` as an output holds them before a run.
-pub fn prefill_buffer(ty: ScalarType, len: usize, prefill: Prefill, rng: &mut ChaCha8Rng) -> Vec<u8> {
+pub fn prefill_buffer(
+    ty: ScalarType,
+    len: usize,
+    prefill: Prefill,
+    rng: &mut ChaCha8Rng,
+) -> Vec<u8> {
     match prefill {
         Prefill::Poison => poison_buffer(ty, len),
         Prefill::Zeros => vec![0u8; len * ty.size()],
@@ -346,32 +401,86 @@ mod tests {
         let x = draw_buffer(ScalarType::F32, 100, d, &mut a);
         assert_eq!(x, draw_buffer(ScalarType::F32, 100, d, &mut b));
         assert!((0..100).all(|i| (2.0..3.0).contains(&decode(ScalarType::F32, &x, i))));
-        let ints = draw_buffer(ScalarType::I32, 100, Resolved::Uniform { lo: -5.0, hi: 5.0 }, &mut a);
+        let ints = draw_buffer(
+            ScalarType::I32,
+            100,
+            Resolved::Uniform { lo: -5.0, hi: 5.0 },
+            &mut a,
+        );
         assert!((0..100).all(|i| decode(ScalarType::I32, &ints, i).abs() <= 5.0));
-        let n = draw_buffer(ScalarType::F64, 2000, Resolved::Normal { mean: 1.0, std: 0.5 }, &mut a);
-        let mean: f64 = (0..2000).map(|i| decode(ScalarType::F64, &n, i)).sum::<f64>() / 2000.0;
+        let n = draw_buffer(
+            ScalarType::F64,
+            2000,
+            Resolved::Normal {
+                mean: 1.0,
+                std: 0.5,
+            },
+            &mut a,
+        );
+        let mean: f64 = (0..2000)
+            .map(|i| decode(ScalarType::F64, &n, i))
+            .sum::<f64>()
+            / 2000.0;
         assert!((mean - 1.0).abs() < 0.05, "{mean}");
     }
 
     #[test]
     fn integer_ranges_permutations_and_monotone_buffers() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let values = |bytes: &[u8], n: usize| (0..n).map(|i| decode(ScalarType::I32, bytes, i) as i64).collect::<Vec<_>>();
-        for v in [Values::Declared, Values::Specials { nonfinite: true }, Values::Large] {
+        let values = |bytes: &[u8], n: usize| {
+            (0..n)
+                .map(|i| decode(ScalarType::I32, bytes, i) as i64)
+                .collect::<Vec<_>>()
+        };
+        for v in [
+            Values::Declared,
+            Values::Specials { nonfinite: true },
+            Values::Large,
+        ] {
             // [lo, hi): never hi itself, both ends in the edge-value case.
-            let ids = values(&draw_values(ScalarType::I32, 4000, Resolved::Integers { lo: 3, hi: 9 }, v, &mut rng), 4000);
+            let ids = values(
+                &draw_values(
+                    ScalarType::I32,
+                    4000,
+                    Resolved::Integers { lo: 3, hi: 9 },
+                    v,
+                    &mut rng,
+                ),
+                4000,
+            );
             assert!(ids.iter().all(|x| (3..9).contains(x)), "{v:?}");
             assert!(ids.contains(&3) && ids.contains(&8), "{v:?}");
-            let mut p = values(&draw_values(ScalarType::I32, 257, Resolved::Permutation, v, &mut rng), 257);
+            let mut p = values(
+                &draw_values(ScalarType::I32, 257, Resolved::Permutation, v, &mut rng),
+                257,
+            );
             assert_ne!(p, (0..257).collect::<Vec<_>>(), "shuffled");
             p.sort_unstable();
             assert_eq!(p, (0..257).collect::<Vec<_>>(), "each index once");
-            let m = values(&draw_values(ScalarType::I32, 33, Resolved::Monotone { lo: 5, hi: 400 }, v, &mut rng), 33);
-            assert!(m.windows(2).all(|w| w[0] <= w[1]) && m[0] == 5 && m[32] == 400, "{m:?}");
+            let m = values(
+                &draw_values(
+                    ScalarType::I32,
+                    33,
+                    Resolved::Monotone { lo: 5, hi: 400 },
+                    v,
+                    &mut rng,
+                ),
+                33,
+            );
+            assert!(
+                m.windows(2).all(|w| w[0] <= w[1]) && m[0] == 5 && m[32] == 400,
+                "{m:?}"
+            );
         }
         // Empty rows (equal neighbours) in the edge-value case.
         let m = values(
-            &draw_values(ScalarType::I32, 100, Resolved::Monotone { lo: 0, hi: 1 << 20 }, Values::Specials { nonfinite: false }, &mut rng),
+            &draw_values(
+                ScalarType::I32,
+                100,
+                Resolved::Monotone { lo: 0, hi: 1 << 20 },
+                Values::Specials { nonfinite: false },
+                &mut rng,
+            ),
             100,
         );
         assert!(m.windows(2).any(|w| w[0] == w[1]));
@@ -379,12 +488,36 @@ mod tests {
 
     #[test]
     fn index_ranges_must_fit_their_buffers_type() {
-        assert!(fits_elements("ids", ScalarType::U8, 10, Resolved::Integers { lo: 0, hi: 256 }).is_ok());
-        let e = fits_elements("ids", ScalarType::U8, 10, Resolved::Integers { lo: 0, hi: 257 }).unwrap_err();
+        assert!(fits_elements(
+            "ids",
+            ScalarType::U8,
+            10,
+            Resolved::Integers { lo: 0, hi: 256 }
+        )
+        .is_ok());
+        let e = fits_elements(
+            "ids",
+            ScalarType::U8,
+            10,
+            Resolved::Integers { lo: 0, hi: 257 },
+        )
+        .unwrap_err();
         assert!(e.contains("values 0..=256") && e.contains("`uchar`"), "{e}");
         assert!(fits_elements("p", ScalarType::I16, 40000, Resolved::Permutation).is_err());
-        assert!(fits_elements("r", ScalarType::I32, 3, Resolved::Monotone { lo: 0, hi: 1 << 40 }).is_err());
-        assert!(fits_elements("x", ScalarType::F32, 3, Resolved::Uniform { lo: 0.0, hi: 1e30 }).is_ok());
+        assert!(fits_elements(
+            "r",
+            ScalarType::I32,
+            3,
+            Resolved::Monotone { lo: 0, hi: 1 << 40 }
+        )
+        .is_err());
+        assert!(fits_elements(
+            "x",
+            ScalarType::F32,
+            3,
+            Resolved::Uniform { lo: 0.0, hi: 1e30 }
+        )
+        .is_ok());
     }
 
     #[test]
@@ -392,27 +525,75 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let d = Resolved::Uniform { lo: -1.0, hi: 1.0 };
         let n = 1 << 16;
-        let x = draw_values(ScalarType::F32, n, d, Values::Specials { nonfinite: true }, &mut rng);
+        let x = draw_values(
+            ScalarType::F32,
+            n,
+            d,
+            Values::Specials { nonfinite: true },
+            &mut rng,
+        );
         let v: Vec<f64> = (0..n).map(|i| decode(ScalarType::F32, &x, i)).collect();
-        assert!(v.iter().any(|x| x.is_nan()) && v.contains(&f64::INFINITY) && v.contains(&f64::NEG_INFINITY));
-        assert!(v.iter().any(|x| *x == 0.0 && x.is_sign_negative()), "minus zero");
-        assert!(v.iter().any(|x| *x != 0.0 && x.abs() < f32::MIN_POSITIVE as f64), "denormals");
+        assert!(
+            v.iter().any(|x| x.is_nan())
+                && v.contains(&f64::INFINITY)
+                && v.contains(&f64::NEG_INFINITY)
+        );
+        assert!(
+            v.iter().any(|x| *x == 0.0 && x.is_sign_negative()),
+            "minus zero"
+        );
+        assert!(
+            v.iter()
+                .any(|x| *x != 0.0 && x.abs() < f32::MIN_POSITIVE as f64),
+            "denormals"
+        );
         let nonfinite = v.iter().filter(|x| !x.is_finite()).count();
-        assert!(nonfinite < n / 512, "{nonfinite}: rare, so that most rows of a reduction stay finite");
-        let finite = draw_values(ScalarType::F32, n, d, Values::Specials { nonfinite: false }, &mut rng);
+        assert!(
+            nonfinite < n / 512,
+            "{nonfinite}: rare, so that most rows of a reduction stay finite"
+        );
+        let finite = draw_values(
+            ScalarType::F32,
+            n,
+            d,
+            Values::Specials { nonfinite: false },
+            &mut rng,
+        );
         assert!((0..n).all(|i| decode(ScalarType::F32, &finite, i).is_finite()));
         let large = draw_values(ScalarType::F32, 1000, d, Values::Large, &mut rng);
         for i in 0..1000 {
             let x = decode(ScalarType::F32, &large, i);
             assert!(x % 1024.0 == 0.0 && x.abs() <= 8.0 * 1024.0, "{x}");
         }
-        assert_eq!(large_scale(Resolved::Uniform { lo: 0.0, hi: 100.0 }), 131072.0);
-        let ints = draw_values(ScalarType::I32, 1000, Resolved::Uniform { lo: 0.0, hi: 9.0 }, Values::Specials { nonfinite: true }, &mut rng);
-        let ends = (0..1000).filter(|i| matches!(decode(ScalarType::I32, &ints, *i) as i64, 0 | 9)).count();
+        assert_eq!(
+            large_scale(Resolved::Uniform { lo: 0.0, hi: 100.0 }),
+            131072.0
+        );
+        let ints = draw_values(
+            ScalarType::I32,
+            1000,
+            Resolved::Uniform { lo: 0.0, hi: 9.0 },
+            Values::Specials { nonfinite: true },
+            &mut rng,
+        );
+        let ends = (0..1000)
+            .filter(|i| matches!(decode(ScalarType::I32, &ints, *i) as i64, 0 | 9))
+            .count();
         assert!(ends > 400, "{ends}: the ends of an index range come often");
-        assert_eq!(prefill_buffer(ScalarType::F32, 4, Prefill::Zeros, &mut rng), vec![0u8; 16]);
-        assert!(decode(ScalarType::F32, &prefill_buffer(ScalarType::F32, 4, Prefill::Poison, &mut rng), 3).is_nan());
-        assert_ne!(prefill_buffer(ScalarType::U8, 64, Prefill::Random, &mut rng), vec![0u8; 64]);
+        assert_eq!(
+            prefill_buffer(ScalarType::F32, 4, Prefill::Zeros, &mut rng),
+            vec![0u8; 16]
+        );
+        assert!(decode(
+            ScalarType::F32,
+            &prefill_buffer(ScalarType::F32, 4, Prefill::Poison, &mut rng),
+            3
+        )
+        .is_nan());
+        assert_ne!(
+            prefill_buffer(ScalarType::U8, 64, Prefill::Random, &mut rng),
+            vec![0u8; 64]
+        );
         assert_eq!(Prefill::Zeros.nth(2), Prefill::Poison);
     }
 

@@ -45,7 +45,9 @@ use rand_chacha::ChaCha8Rng;
 use self::case::{Case, Prefill, Values};
 use self::compare::{compare, Comparison};
 use self::device_data::DeviceData;
-use self::inputs::{decode, draw_scalar_values, draw_values, fits_elements, guard_pattern, prefill_buffer};
+use self::inputs::{
+    decode, draw_scalar_values, draw_values, fits_elements, guard_pattern, prefill_buffer,
+};
 use rand::Rng as _;
 
 /// Elements of guard after every buffer (fewer when the device's allocation limit is near).
@@ -69,7 +71,12 @@ pub struct Measurement {
 
 impl Default for Measurement {
     fn default() -> Self {
-        Measurement { input_sets: 3, warmup: 1, repeats: 5, seed: 0 }
+        Measurement {
+            input_sets: 3,
+            warmup: 1,
+            repeats: 5,
+            seed: 0,
+        }
     }
 }
 
@@ -85,7 +92,10 @@ pub struct ErrorStats {
 
 impl ErrorStats {
     fn worst(self, other: ErrorStats) -> ErrorStats {
-        ErrorStats { max_abs: self.max_abs.max(other.max_abs), rel_norm: self.rel_norm.max(other.rel_norm) }
+        ErrorStats {
+            max_abs: self.max_abs.max(other.max_abs),
+            rel_norm: self.rel_norm.max(other.rel_norm),
+        }
     }
 }
 
@@ -101,7 +111,11 @@ pub struct Validity {
 
 impl Validity {
     pub fn new(spec: KernelSpec, sizes: Sizes, limits: Limits) -> Validity {
-        Validity { spec, sizes, limits }
+        Validity {
+            spec,
+            sizes,
+            limits,
+        }
     }
 
     pub fn check(&self, params: &Params) -> Result<(), String> {
@@ -116,16 +130,28 @@ impl Validity {
 
 /// Whether `params` can be launched at `sizes` on a device with `limits`: constraints,
 /// geometry and the device's work-group limits.
-pub fn check_launchable(spec: &KernelSpec, limits: &Limits, params: &Params, sizes: &Sizes) -> Result<(), String> {
-    let g = spec.geometry(params, sizes, Some(&limits.traits)).map_err(|e| e.to_string())?;
+pub fn check_launchable(
+    spec: &KernelSpec,
+    limits: &Limits,
+    params: &Params,
+    sizes: &Sizes,
+) -> Result<(), String> {
+    let g = spec
+        .geometry(params, sizes, Some(&limits.traits))
+        .map_err(|e| e.to_string())?;
     if let Some(local) = &g.local {
         let total: usize = local.iter().product();
         if total > limits.max_work_group_size {
-            return Err(format!("work-group size {total} exceeds the device's {}", limits.max_work_group_size));
+            return Err(format!(
+                "work-group size {total} exceeds the device's {}",
+                limits.max_work_group_size
+            ));
         }
         for (d, l) in local.iter().enumerate() {
             if limits.max_work_item_sizes.get(d).is_some_and(|m| l > m) {
-                return Err(format!("local size {l} in dimension {d} exceeds the device's limit"));
+                return Err(format!(
+                    "local size {l} in dimension {d} exceeds the device's limit"
+                ));
             }
         }
     }
@@ -137,14 +163,24 @@ pub fn check_launchable(spec: &KernelSpec, limits: &Limits, params: &Params, siz
 /// its global memory, and on a device that is not a GPU (its memory is the host's) within the
 /// memory the host has available. Checked before anything is allocated, with overflow checks:
 /// a workload of 2^62 elements is an error that says so, not an allocation that wraps around.
-fn check_fits(spec: &KernelSpec, sizes: &Sizes, limits: &Limits, host_memory: bool) -> Result<(), SetupError> {
+fn check_fits(
+    spec: &KernelSpec,
+    sizes: &Sizes,
+    limits: &Limits,
+    host_memory: bool,
+) -> Result<(), SetupError> {
     let gib = |b: u128| b as f64 / (1u128 << 30) as f64;
     let mut total: u128 = 0;
     for (arg, role) in spec.args_with_roles() {
-        let (KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) = (arg, role) else { continue };
-        let len = spec
-            .buffer_len(name, &spec.reference, sizes)
-            .map_err(|e| SetupError::TooLarge(format!("buffer `{name}` at sizes {}: {e}", fmt_sizes(sizes))))?;
+        let (KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) = (arg, role) else {
+            continue;
+        };
+        let len = spec.buffer_len(name, &spec.reference, sizes).map_err(|e| {
+            SetupError::TooLarge(format!(
+                "buffer `{name}` at sizes {}: {e}",
+                fmt_sizes(sizes)
+            ))
+        })?;
         let bytes = len as u128 * elem.size() as u128;
         if limits.max_alloc_bytes > 0 && bytes > limits.max_alloc_bytes as u128 {
             return Err(SetupError::TooLarge(format!(
@@ -182,7 +218,12 @@ fn check_fits(spec: &KernelSpec, sizes: &Sizes, limits: &Limits, host_memory: bo
 
 /// `MemAvailable` of `/proc/meminfo`, in bytes (Linux; `None` elsewhere).
 fn host_available_bytes() -> Option<u64> {
-    let text = kfoundry_tooling::files::read_text_bounded(std::path::Path::new("/proc/meminfo"), 1 << 20, "meminfo").ok()?;
+    let text = kfoundry_tooling::files::read_text_bounded(
+        std::path::Path::new("/proc/meminfo"),
+        1 << 20,
+        "meminfo",
+    )
+    .ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
@@ -224,7 +265,11 @@ enum Fill {
     /// Bytes from the host (small buffers).
     Host(Vec<u8>),
     /// Drawn on the device from a distribution with a seed (large inputs).
-    Draw { dist: kfoundry_rt::model::spec::Resolved, values: Values, seed: u64 },
+    Draw {
+        dist: kfoundry_rt::model::spec::Resolved,
+        values: Values,
+        seed: u64,
+    },
     /// Pre-filled on the device (large outputs).
     Prefill { prefill: Prefill, seed: u64 },
     /// The very buffer of the named input (a run in place).
@@ -267,14 +312,30 @@ struct Shape<'a> {
 impl<'a> Shape<'a> {
     /// The search's shape at `sizes`: declared inputs, poisoned outputs, nothing in place.
     fn plain(sizes: &'a Sizes) -> Shape<'a> {
-        static NONE: std::sync::OnceLock<std::collections::BTreeMap<String, i64>> = std::sync::OnceLock::new();
-        Shape { sizes, scalars: NONE.get_or_init(Default::default), prefill: Prefill::Poison, values: Values::Declared, in_place: false, seed: None }
+        static NONE: std::sync::OnceLock<std::collections::BTreeMap<String, i64>> =
+            std::sync::OnceLock::new();
+        Shape {
+            sizes,
+            scalars: NONE.get_or_init(Default::default),
+            prefill: Prefill::Poison,
+            values: Values::Declared,
+            in_place: false,
+            seed: None,
+        }
     }
 
     /// Input set `k` of `case`.
     fn of(case: &'a Case, k: usize) -> Shape<'a> {
-        let seed = (case.seed != 0).then(|| case.seed ^ (k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        Shape { sizes: &case.sizes, scalars: &case.scalars, prefill: case.prefill.nth(k), values: case.values, in_place: case.in_place, seed }
+        let seed = (case.seed != 0)
+            .then(|| case.seed ^ (k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        Shape {
+            sizes: &case.sizes,
+            scalars: &case.scalars,
+            prefill: case.prefill.nth(k),
+            values: case.values,
+            in_place: case.in_place,
+            seed,
+        }
     }
 }
 
@@ -299,7 +360,10 @@ pub struct Untrusted {
 impl Untrusted {
     /// Not the annotation's mistake: a failure of the run (the device, memory, a crash).
     pub fn device(message: String) -> Untrusted {
-        Untrusted { message, annotation_fault: false }
+        Untrusted {
+            message,
+            annotation_fault: false,
+        }
     }
 }
 
@@ -343,7 +407,10 @@ struct Run {
 impl Run {
     /// Buffer `name` of the run.
     fn buffer(&self, name: &str) -> Result<&RunBuffer, RtError> {
-        self.buffers.iter().find(|b| b.name == name).ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
+        self.buffers
+            .iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| RtError::OpenCl(format!("no buffer `{name}`")))
     }
 }
 
@@ -364,7 +431,9 @@ impl Background {
     /// The program, once the build is done.
     fn wait(self) -> Result<Program, RtError> {
         match self {
-            Background::Running(h) => h.join().unwrap_or_else(|_| Err(RtError::OpenCl("the build's thread panicked".into()))),
+            Background::Running(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(RtError::OpenCl("the build's thread panicked".into()))),
             Background::Done(result) => result,
         }
     }
@@ -470,13 +539,21 @@ pub enum Phase {
 
 impl Bench {
     /// A bench on device number `device` of `kfoundry_rt::list_devices()`.
-    pub fn new(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Measurement) -> Result<Bench, SetupError> {
+    pub fn new(
+        spec: &KernelSpec,
+        sizes: &Sizes,
+        device: usize,
+        settings: Measurement,
+    ) -> Result<Bench, SetupError> {
         source_policy::check_protected_names(&spec.source).map_err(SetupError::ProtectedName)?;
         let session = Session::on_device(device)?;
         let mut limits = session.limits()?;
         let program = session.build_spec(spec, &spec.source, &spec.reference)?;
         let reference = session.kernel(&program, &spec.signature.name)?;
-        limits.preferred_multiple = session.kernel_info(&reference).preferred_multiple.map(|m| m as u64);
+        limits.preferred_multiple = session
+            .kernel_info(&reference)
+            .preferred_multiple
+            .map(|m| m as u64);
         let not_gpu = !session.is_gpu();
         check_fits(spec, sizes, &limits, not_gpu)?;
         let device_data = DeviceData::new(&session, &limits)?;
@@ -514,9 +591,16 @@ impl Bench {
             // No room for a front guard under this device's allocation limit: nothing to check.
             return Ok(());
         }
-        for (how, fill) in
-            [("filled from the host", Fill::Host(vec![0u8; LEN * 4])), ("filled on the device", Fill::Prefill { prefill: Prefill::Poison, seed: 0 })]
-        {
+        for (how, fill) in [
+            ("filled from the host", Fill::Host(vec![0u8; LEN * 4])),
+            (
+                "filled on the device",
+                Fill::Prefill {
+                    prefill: Prefill::Poison,
+                    seed: 0,
+                },
+            ),
+        ] {
             let buffer = PreparedBuffer {
                 name: "guard self-test".into(),
                 read_only: false,
@@ -526,7 +610,10 @@ impl Bench {
                 front: vec![0x5A; front],
                 back: vec![0x5A; back * 4],
             };
-            let run = self.upload(&Prepared { buffers: vec![buffer], scalars: Vec::new() })?;
+            let run = self.upload(&Prepared {
+                buffers: vec![buffer],
+                scalars: Vec::new(),
+            })?;
             let view = &run.buffers[0].view;
             self.device_data.write_before(&self.session, view)?;
             self.session.finish()?;
@@ -540,16 +627,34 @@ impl Bench {
     /// The reference can be trusted at `sizes`: it launches, stays within its buffers, and its
     /// outputs react to its inputs (or verification there proves nothing).
     fn check_reference(&self, sizes: &Sizes) -> Result<(), SetupError> {
-        let reference_err = |message: String| SetupError::Reference { sizes: fmt_sizes(sizes), message };
-        self.valid_at(&self.spec.reference, sizes).map_err(reference_err)?;
-        let outside = |message: String| SetupError::ReferenceOutside { sizes: fmt_sizes(sizes), message };
-        let (a, prepared) = self.reference_run(sizes).map_err(reference_err)?.map_err(outside)?;
-        if let Some(output) = self.reference_reads_outside(sizes, &prepared, &a).map_err(|e| reference_err(e.to_string()))? {
+        let reference_err = |message: String| SetupError::Reference {
+            sizes: fmt_sizes(sizes),
+            message,
+        };
+        self.valid_at(&self.spec.reference, sizes)
+            .map_err(reference_err)?;
+        let outside = |message: String| SetupError::ReferenceOutside {
+            sizes: fmt_sizes(sizes),
+            message,
+        };
+        let (a, prepared) = self
+            .reference_run(sizes)
+            .map_err(reference_err)?
+            .map_err(outside)?;
+        if let Some(output) = self
+            .reference_reads_outside(sizes, &prepared, &a)
+            .map_err(|e| reference_err(e.to_string()))?
+        {
             return Err(outside(self.outside_message(&output)));
         }
-        let (b, _) = self.reference_run(sizes).map_err(reference_err)?.map_err(outside)?;
+        let (b, _) = self
+            .reference_run(sizes)
+            .map_err(reference_err)?
+            .map_err(outside)?;
         for check in &self.spec.checks {
-            let same = self.compare_outputs(&check.buffer, &a, &b, 0.0, 0.0).map_err(|e| reference_err(e.to_string()))?;
+            let same = self
+                .compare_outputs(&check.buffer, &a, &b, 0.0, 0.0)
+                .map_err(|e| reference_err(e.to_string()))?;
             if same.ok() {
                 return Err(SetupError::InsensitiveOutput(check.buffer.clone()));
             }
@@ -582,15 +687,33 @@ impl Bench {
     /// and guarded, and the scalars (integer ones the shape gives, the others drawn). Guards
     /// of read-only buffers hold poison (a read past the end sees NaN, or 0xA5 bytes); guards
     /// of the others hold random bytes of this run, which no computation reproduces by chance.
-    fn prepare(&self, params: &Params, shape: &Shape, rng: &mut ChaCha8Rng) -> Result<Prepared, String> {
+    fn prepare(
+        &self,
+        params: &Params,
+        shape: &Shape,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Prepared, String> {
         let sizes = shape.sizes;
         let mut buffers = Vec::new();
         let mut scalars = Vec::new();
         for (arg, role) in self.spec.args_with_roles() {
             match (arg, role) {
-                (KernelArg::Buffer { name, elem, read_only, .. }, ArgRole::CallerBuffer) => {
-                    let len = self.spec.buffer_len(name, params, sizes).map_err(|e| e.to_string())?;
-                    if len.checked_mul(elem.size()).is_none_or(|b| self.limits.max_alloc_bytes > 0 && b as u64 > self.limits.max_alloc_bytes) {
+                (
+                    KernelArg::Buffer {
+                        name,
+                        elem,
+                        read_only,
+                        ..
+                    },
+                    ArgRole::CallerBuffer,
+                ) => {
+                    let len = self
+                        .spec
+                        .buffer_len(name, params, sizes)
+                        .map_err(|e| e.to_string())?;
+                    if len.checked_mul(elem.size()).is_none_or(|b| {
+                        self.limits.max_alloc_bytes > 0 && b as u64 > self.limits.max_alloc_bytes
+                    }) {
                         return Err(format!("buffer `{name}` of {len} element(s) is larger than the device allocates at once"));
                     }
                     if let Some(input) = self.spec.in_place.get(name).filter(|_| shape.in_place) {
@@ -618,25 +741,51 @@ impl Bench {
                     let (front, back) = (guard(front), guard(back * elem.size()));
                     let large = len.saturating_mul(elem.size()) >= device_data::MIN_BYTES;
                     let input = *read_only || self.spec.inputs.contains_key(name);
-                    let dist = self.spec.distribution(name).at(sizes).map_err(|e| format!("input `{name}`: {e}"))?;
+                    let dist = self
+                        .spec
+                        .distribution(name)
+                        .at(sizes)
+                        .map_err(|e| format!("input `{name}`: {e}"))?;
                     fits_elements(name, *elem, len, dist)?;
-                    let on_device = DeviceData::draws(*elem, dist) && (shape.values == Values::Declared || *elem == ScalarType::F32);
+                    let on_device = DeviceData::draws(*elem, dist)
+                        && (shape.values == Values::Declared || *elem == ScalarType::F32);
                     let fill = match (input, large) {
-                        (true, true) if on_device => Fill::Draw { dist, values: shape.values, seed: rng.gen() },
+                        (true, true) if on_device => Fill::Draw {
+                            dist,
+                            values: shape.values,
+                            seed: rng.gen(),
+                        },
                         (true, _) => Fill::Host(draw_values(*elem, len, dist, shape.values, rng)),
-                        (false, true) => Fill::Prefill { prefill: shape.prefill, seed: rng.gen() },
-                        (false, false) => Fill::Host(prefill_buffer(*elem, len, shape.prefill, rng)),
+                        (false, true) => Fill::Prefill {
+                            prefill: shape.prefill,
+                            seed: rng.gen(),
+                        },
+                        (false, false) => {
+                            Fill::Host(prefill_buffer(*elem, len, shape.prefill, rng))
+                        }
                     };
-                    buffers.push(PreparedBuffer { name: name.clone(), read_only: *read_only, ty: *elem, len, fill, front, back });
+                    buffers.push(PreparedBuffer {
+                        name: name.clone(),
+                        read_only: *read_only,
+                        ty: *elem,
+                        len,
+                        fill,
+                        front,
+                        back,
+                    });
                 }
                 (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => {
                     let given = shape.scalars.get(name).filter(|_| !ty.is_float());
                     match given {
-                        Some(v) => {
-                            scalars.push(Scalar::from_int(*ty, *v).ok_or_else(|| format!("`{name}` = {v} does not fit `{}`", ty.opencl_name()))?)
-                        }
+                        Some(v) => scalars.push(Scalar::from_int(*ty, *v).ok_or_else(|| {
+                            format!("`{name}` = {v} does not fit `{}`", ty.opencl_name())
+                        })?),
                         None => {
-                            let dist = self.spec.distribution(name).at(sizes).map_err(|e| format!("input `{name}`: {e}"))?;
+                            let dist = self
+                                .spec
+                                .distribution(name)
+                                .at(sizes)
+                                .map_err(|e| format!("input `{name}`: {e}"))?;
                             scalars.push(draw_scalar_values(*ty, dist, shape.values, rng))
                         }
                     }
@@ -648,10 +797,16 @@ impl Bench {
         for b in &buffers {
             if let Fill::Alias(input) = &b.fill {
                 let Some(source) = buffers.iter().find(|x| &x.name == input) else {
-                    return Err(format!("`in_place({} = {input})`: no buffer `{input}`", b.name));
+                    return Err(format!(
+                        "`in_place({} = {input})`: no buffer `{input}`",
+                        b.name
+                    ));
                 };
                 if source.len < b.len || source.ty != b.ty {
-                    return Err(format!("`{}` ({} elements) cannot run in place in `{input}` ({} elements)", b.name, b.len, source.len));
+                    return Err(format!(
+                        "`{}` ({} elements) cannot run in place in `{input}` ({} elements)",
+                        b.name, b.len, source.len
+                    ));
                 }
             }
         }
@@ -662,9 +817,13 @@ impl Bench {
     /// up to the sub-buffer alignment) and [`GUARD_ELEMS`] elements after it, or what still
     /// fits the device's allocation limit.
     fn guard_lens(&self, len: usize, ty: ScalarType) -> (usize, usize) {
-        let align = usize::try_from(self.limits.base_align_bytes).unwrap_or(1).max(1);
+        let align = usize::try_from(self.limits.base_align_bytes)
+            .unwrap_or(1)
+            .max(1);
         let front = FRONT_GUARD_BYTES.div_ceil(align).saturating_mul(align);
-        let room = usize::try_from(self.limits.max_alloc_bytes).unwrap_or(usize::MAX).saturating_sub(len.saturating_mul(ty.size()));
+        let room = usize::try_from(self.limits.max_alloc_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(len.saturating_mul(ty.size()));
         let front = if room >= front { front } else { 0 };
         let back = GUARD_ELEMS.min(room.saturating_sub(front) / ty.size());
         (front, back)
@@ -689,8 +848,16 @@ impl Bench {
                     let total = front + data + back;
                     let b = self.session.alloc(total)?;
                     match &p.fill {
-                        Fill::Prefill { prefill: Prefill::Zeros, .. } => self.device_data.fill_words(&self.session, &b, total, 0)?,
-                        Fill::Prefill { prefill: Prefill::Random, seed } => self.device_data.random_words(&self.session, &b, total, *seed)?,
+                        Fill::Prefill {
+                            prefill: Prefill::Zeros,
+                            ..
+                        } => self.device_data.fill_words(&self.session, &b, total, 0)?,
+                        Fill::Prefill {
+                            prefill: Prefill::Random,
+                            seed,
+                        } => self
+                            .device_data
+                            .random_words(&self.session, &b, total, *seed)?,
                         // Drawn below over every element, its guards written from the host just
                         // after: nothing of it stays as allocated, so nothing to poison (for a
                         // table of a gigabyte, a pass over it saved per candidate).
@@ -707,9 +874,17 @@ impl Bench {
             let view = whole.sub(front, data + back)?;
             if let Fill::Draw { dist, values, seed } = &p.fill {
                 if p.ty == ScalarType::F32 {
-                    self.device_data.draw_values(&self.session, &view, p.len, *dist, *values, *seed)?;
+                    self.device_data.draw_values(
+                        &self.session,
+                        &view,
+                        p.len,
+                        *dist,
+                        *values,
+                        *seed,
+                    )?;
                 } else {
-                    self.device_data.draw(&self.session, &view, p.ty, p.len, *dist, *seed)?;
+                    self.device_data
+                        .draw(&self.session, &view, p.ty, p.len, *dist, *seed)?;
                 }
             }
             buffers.push(RunBuffer {
@@ -726,16 +901,24 @@ impl Bench {
         // In place: the written buffer is its input's memory.
         for p in &prepared.buffers {
             if let Fill::Alias(input) = &p.fill {
-                let source =
-                    buffers.iter().find(|b| &b.name == input).ok_or_else(|| RtError::OpenCl(format!("no buffer `{input}` to run in place in")))?;
-                let aliased = RunBuffer { name: p.name.clone(), alias: true, ..source.shared() };
+                let source = buffers.iter().find(|b| &b.name == input).ok_or_else(|| {
+                    RtError::OpenCl(format!("no buffer `{input}` to run in place in"))
+                })?;
+                let aliased = RunBuffer {
+                    name: p.name.clone(),
+                    alias: true,
+                    ..source.shared()
+                };
                 buffers.push(aliased);
             }
         }
         // In signature order, as the launch passes them.
         let order: Vec<&str> = prepared.buffers.iter().map(|p| p.name.as_str()).collect();
         buffers.sort_by_key(|b| order.iter().position(|n| *n == b.name));
-        Ok(Run { buffers, scalars: prepared.scalars.clone() })
+        Ok(Run {
+            buffers,
+            scalars: prepared.scalars.clone(),
+        })
     }
 
     /// The first buffer of a finished run whose guard zones were written, if any.
@@ -746,7 +929,10 @@ impl Bench {
             b.whole.read(0, &mut front)?;
             if let Some(at) = front.iter().zip(&b.front).position(|(x, y)| x != y) {
                 let before = (b.front.len() - at).div_ceil(size);
-                return Ok(Some(format!("{GUARD_FAILURE} before the start of `{}`: element -{before}", b.name)));
+                return Ok(Some(format!(
+                    "{GUARD_FAILURE} before the start of `{}`: element -{before}",
+                    b.name
+                )));
             }
             let mut back = vec![0u8; b.back.len()];
             b.whole.read(b.front.len() + b.len * size, &mut back)?;
@@ -764,20 +950,37 @@ impl Bench {
 
     /// Compares output `name` of two finished runs: on the device for large buffers (floats
     /// with tolerances; any type when they must be exactly the same), else on the host.
-    fn compare_outputs(&self, name: &str, cand: &Run, refr: &Run, rtol: f64, atol: f64) -> Result<Comparison, RtError> {
+    fn compare_outputs(
+        &self,
+        name: &str,
+        cand: &Run,
+        refr: &Run,
+        rtol: f64,
+        atol: f64,
+    ) -> Result<Comparison, RtError> {
         let (c, r) = (cand.buffer(name)?, refr.buffer(name)?);
         let (ty, len) = (c.ty, c.len);
         // 16-bit floats are compared on the host (decoded, NaN as NaN, whatever its bits).
         if len.saturating_mul(ty.size()) >= device_data::MIN_BYTES && !ty.is_half() {
             if ty == ScalarType::F32 {
-                return self.device_data.compare(&self.session, &c.view, &r.view, len, rtol, atol);
+                return self
+                    .device_data
+                    .compare(&self.session, &c.view, &r.view, len, rtol, atol);
             }
             if rtol == 0.0 && atol == 0.0 {
-                return self.device_data.same(&self.session, &c.view, &r.view, ty, len);
+                return self
+                    .device_data
+                    .same(&self.session, &c.view, &r.view, ty, len);
             }
         }
         let ((_, _, x), (_, _, y)) = (self.host_copy(cand, name)?, self.host_copy(refr, name)?);
-        Ok(compare(len, |i| decode(ty, &x, i), |i| decode(ty, &y, i), rtol, atol))
+        Ok(compare(
+            len,
+            |i| decode(ty, &x, i),
+            |i| decode(ty, &y, i),
+            rtol,
+            atol,
+        ))
     }
 
     /// Whether buffer `name` holds the very same bits after both runs (an input a candidate must
@@ -786,7 +989,9 @@ impl Bench {
     fn unchanged(&self, name: &str, cand: &Run, refr: &Run) -> Result<Comparison, RtError> {
         let (c, r) = (cand.buffer(name)?, refr.buffer(name)?);
         if c.len.saturating_mul(c.ty.size()) >= device_data::MIN_BYTES {
-            return self.device_data.same(&self.session, &c.view, &r.view, c.ty, c.len);
+            return self
+                .device_data
+                .same(&self.session, &c.view, &r.view, c.ty, c.len);
         }
         let ((ty, len, x), (_, _, y)) = (self.host_copy(cand, name)?, self.host_copy(refr, name)?);
         let size = ty.size();
@@ -795,7 +1000,12 @@ impl Bench {
         let first = differing.next();
         let mismatches = first.map_or(0, |_| 1 + differing.count());
         let first = first.map(|i| (i, decode(ty, &x, i), decode(ty, &y, i)));
-        Ok(Comparison { mismatches, first, max_abs: 0.0, rel_norm: 0.0 })
+        Ok(Comparison {
+            mismatches,
+            first,
+            max_abs: 0.0,
+            rel_norm: 0.0,
+        })
     }
 
     /// Output `name` of a run, read back to the host: its element type, length and bytes.
@@ -809,7 +1019,11 @@ impl Bench {
     /// The cosine similarity of output `name` of two runs (read back to the host).
     fn cosine(&self, name: &str, cand: &Run, refr: &Run) -> Result<f64, RtError> {
         let ((ty, len, x), (_, _, y)) = (self.host_copy(cand, name)?, self.host_copy(refr, name)?);
-        Ok(compare::cosine(len, |i| decode(ty, &x, i), |i| decode(ty, &y, i)))
+        Ok(compare::cosine(
+            len,
+            |i| decode(ty, &x, i),
+            |i| decode(ty, &y, i),
+        ))
     }
 
     /// The reference run on `prepared` at `sizes`, to its end.
@@ -825,7 +1039,9 @@ impl Bench {
     fn reference_run(&self, sizes: &Sizes) -> Result<Result<(Run, Prepared), String>, String> {
         let mut rng = self.fresh_rng();
         let prepared = self.prepare(&self.spec.reference, &Shape::plain(sizes), &mut rng)?;
-        let run = self.run_reference_on(&prepared, sizes).map_err(|e| e.to_string())?;
+        let run = self
+            .run_reference_on(&prepared, sizes)
+            .map_err(|e| e.to_string())?;
         if let Some(why) = self.touched_guard(&run).map_err(|e| e.to_string())? {
             return Ok(Err(self.wrote_outside_message(&why)));
         }
@@ -836,7 +1052,12 @@ impl Bench {
     /// its read-only buffers: the same inputs run again with their guard zones zeroed instead
     /// of poisoned. The first checked output that changed, if any (and only then, once more as
     /// before: a result that changes anyway is not the guards').
-    fn reference_reads_outside(&self, sizes: &Sizes, prepared: &Prepared, first: &Run) -> Result<Option<String>, RtError> {
+    fn reference_reads_outside(
+        &self,
+        sizes: &Sizes,
+        prepared: &Prepared,
+        first: &Run,
+    ) -> Result<Option<String>, RtError> {
         let mut other = prepared.clone();
         let mut any = false;
         for b in other.buffers.iter_mut().filter(|b| b.read_only) {
@@ -849,13 +1070,18 @@ impl Bench {
         }
         let changed = |run: &Run| -> Result<Option<String>, RtError> {
             for check in &self.spec.checks {
-                if !self.compare_outputs(&check.buffer, run, first, 0.0, 0.0)?.ok() {
+                if !self
+                    .compare_outputs(&check.buffer, run, first, 0.0, 0.0)?
+                    .ok()
+                {
                     return Ok(Some(check.buffer.clone()));
                 }
             }
             Ok(None)
         };
-        let Some(output) = changed(&self.run_reference_on(&other, sizes)?)? else { return Ok(None) };
+        let Some(output) = changed(&self.run_reference_on(&other, sizes)?)? else {
+            return Ok(None);
+        };
         // A reference whose result varies from run to run on the same bytes (atomics in
         // another order) says nothing about what it reads.
         if changed(&self.run_reference_on(prepared, sizes)?)?.is_some() {
@@ -874,7 +1100,10 @@ impl Bench {
 
     /// What to fix when the reference wrote outside its buffers (`why`: where).
     fn wrote_outside_message(&self, why: &str) -> String {
-        format!("it {why}; the annotation's `buffers(...)` must cover what the kernel touches{}", self.index_hint())
+        format!(
+            "it {why}; the annotation's `buffers(...)` must cover what the kernel touches{}",
+            self.index_hint()
+        )
     }
 
     /// The integer inputs and how they are drawn: the usual cause of a reference out of
@@ -884,9 +1113,15 @@ impl Bench {
             .spec
             .caller_args()
             .filter_map(|a| match a {
-                KernelArg::Buffer { name, elem, read_only: true, .. } if !elem.is_float() => {
-                    Some(format!("`{name}` is drawn from `{}`", self.spec.distribution(name)))
-                }
+                KernelArg::Buffer {
+                    name,
+                    elem,
+                    read_only: true,
+                    ..
+                } if !elem.is_float() => Some(format!(
+                    "`{name}` is drawn from `{}`",
+                    self.spec.distribution(name)
+                )),
                 _ => None,
             })
             .collect();
@@ -923,13 +1158,18 @@ impl Bench {
                 }
             }
         }
-        self.session.launch(&self.spec, kernel, params, sizes, &args, profile)
+        self.session
+            .launch(&self.spec, kernel, params, sizes, &args, profile)
     }
 
     /// Builds `params` (of `source`, a source-level variant with the same signature, when
     /// given), or reuses one of the last few builds; `None` for the reference itself. A failed
     /// build is logged.
-    fn build(&mut self, params: &Params, source: Option<&str>) -> Result<Option<std::rc::Rc<Kernel>>, (FailureKind, String)> {
+    fn build(
+        &mut self,
+        params: &Params,
+        source: Option<&str>,
+    ) -> Result<Option<std::rc::Rc<Kernel>>, (FailureKind, String)> {
         if *params == self.spec.reference && source.is_none() {
             return Ok(None);
         }
@@ -938,7 +1178,12 @@ impl Bench {
 
     /// The build of `params` (of `source` when given), its work-groups numbered in reverse
     /// when `reversed` ([`REVERSED_GROUPS`]), reused when it is one of the last few.
-    fn build_as(&mut self, params: &Params, source: Option<&str>, reversed: bool) -> Result<std::rc::Rc<Kernel>, (FailureKind, String)> {
+    fn build_as(
+        &mut self,
+        params: &Params,
+        source: Option<&str>,
+        reversed: bool,
+    ) -> Result<std::rc::Rc<Kernel>, (FailureKind, String)> {
         let key = (params.clone(), source.map(str::to_string), reversed);
         if let Some(i) = self.built.iter().position(|(k, _)| *k == key) {
             let entry = self.built.remove(i);
@@ -947,15 +1192,29 @@ impl Bench {
             return Ok(built);
         }
         let text = source.unwrap_or(&self.spec.source);
-        let started = self.building.iter().position(|(k, _)| *k == key).map(|i| self.building.swap_remove(i).1);
+        let started = self
+            .building
+            .iter()
+            .position(|(k, _)| *k == key)
+            .map(|i| self.building.swap_remove(i).1);
         let program = match started {
             Some(background) => background.wait(),
-            None => self.build_input(text, params, reversed).and_then(|(program, options)| self.session.build(&self.spec.id, &program, &options)),
+            None => self
+                .build_input(text, params, reversed)
+                .and_then(|(program, options)| {
+                    self.session.build(&self.spec.id, &program, &options)
+                }),
         };
         // A generated source's diagnostics are kept only where they are about its own text:
         // they go into prompts and logs ([`diagnostics::own_diagnostics`]).
         let generated = source.is_some_and(|s| s != self.spec.source);
-        let own = |log: String| if generated { diagnostics::own_diagnostics(&log, CANDIDATE_FILE) } else { log };
+        let own = |log: String| {
+            if generated {
+                diagnostics::own_diagnostics(&log, CANDIDATE_FILE)
+            } else {
+                log
+            }
+        };
         let built = program.and_then(|p| {
             let log = own(self.session.build_log(&p));
             if !log.is_empty() {
@@ -974,9 +1233,17 @@ impl Bench {
             }
             Err(e) => {
                 let log = own(e.to_string());
-                self.build_failures.push((params.clone(), truncate(&log, 4000)));
+                self.build_failures
+                    .push((params.clone(), truncate(&log, 4000)));
                 let line = build_error_line(&log);
-                Err((FailureKind::Build, if reversed { format!("{line} (built with work-groups in reverse order)") } else { line }))
+                Err((
+                    FailureKind::Build,
+                    if reversed {
+                        format!("{line} (built with work-groups in reverse order)")
+                    } else {
+                        line
+                    },
+                ))
             }
         }
     }
@@ -988,13 +1255,21 @@ impl Bench {
     pub fn build_ahead(&mut self, upcoming: &[Params]) {
         for params in upcoming {
             let key = (params.clone(), None, false);
-            let known = self.built.iter().any(|(k, _)| *k == key) || self.building.iter().any(|(k, _)| *k == key);
+            let known = self.built.iter().any(|(k, _)| *k == key)
+                || self.building.iter().any(|(k, _)| *k == key);
             if *params == self.spec.reference || known || self.valid(params).is_err() {
                 continue;
             }
             // Options that cannot be made fail the same way when the candidate is built.
             if let Ok((program, options)) = self.build_input(&self.spec.source, params, false) {
-                self.building.push((key, Background::Running(self.session.build_in_background(&self.spec.id, &program, &options))));
+                self.building.push((
+                    key,
+                    Background::Running(self.session.build_in_background(
+                        &self.spec.id,
+                        &program,
+                        &options,
+                    )),
+                ));
             }
         }
     }
@@ -1008,25 +1283,46 @@ impl Bench {
     /// from the user ([`source_policy::check`]), then built after
     /// [`source_policy::generated_prelude`], the same a shipped program builds it with (its
     /// reversed flavour when `reversed`: the same names, work-groups in reverse order).
-    fn build_input(&self, source: &str, params: &Params, reversed: bool) -> Result<(String, String), RtError> {
+    fn build_input(
+        &self,
+        source: &str,
+        params: &Params,
+        reversed: bool,
+    ) -> Result<(String, String), RtError> {
         let options = kfoundry_rt::opencl::launch::build_options_for(&self.spec, source, params)?;
         if source == self.spec.source {
-            let program = if reversed { format!("{REVERSED_GROUPS}#line 1\n{source}") } else { source.to_string() };
+            let program = if reversed {
+                format!("{REVERSED_GROUPS}#line 1\n{source}")
+            } else {
+                source.to_string()
+            };
             return Ok((program, options));
         }
-        source_policy::check(source, source_policy::Policy { allow_asm: !self.not_gpu }).map_err(|v| RtError::Build {
+        source_policy::check(
+            source,
+            source_policy::Policy {
+                allow_asm: !self.not_gpu,
+            },
+        )
+        .map_err(|v| RtError::Build {
             kernel: self.spec.id.clone(),
             options: options.clone(),
             log: format!("refused before it was built: {v}"),
         })?;
-        Ok((source_policy::generated_program(source, !self.not_gpu, reversed), options))
+        Ok((
+            source_policy::generated_program(source, !self.not_gpu, reversed),
+            options,
+        ))
     }
 
     /// Waits for the builds under way (on devices where they would compete with a kernel
     /// being timed for the CPU).
     fn quiet(&mut self) {
         if self.not_gpu {
-            self.building = std::mem::take(&mut self.building).into_iter().map(|(k, b)| (k, Background::Done(b.wait()))).collect();
+            self.building = std::mem::take(&mut self.building)
+                .into_iter()
+                .map(|(k, b)| (k, Background::Done(b.wait())))
+                .collect();
         }
     }
 
@@ -1038,7 +1334,10 @@ impl Bench {
         source: Option<&str>,
         local_mem: u64,
     ) -> Result<Option<std::rc::Rc<Kernel>>, (FailureKind, String)> {
-        let local_args = self.spec.args_with_roles().any(|(_, role)| role == ArgRole::LocalMemory);
+        let local_args = self
+            .spec
+            .args_with_roles()
+            .any(|(_, role)| role == ArgRole::LocalMemory);
         if !self.not_gpu || (local_mem == 0 && !local_args) {
             return Ok(None);
         }
@@ -1046,20 +1345,35 @@ impl Bench {
     }
 
     /// Limits that only the built kernel knows: its local memory and work-group limit.
-    fn check_built(&self, kernel: &Kernel, params: &Params, sizes: &Sizes) -> Result<u64, (FailureKind, String)> {
+    fn check_built(
+        &self,
+        kernel: &Kernel,
+        params: &Params,
+        sizes: &Sizes,
+    ) -> Result<u64, (FailureKind, String)> {
         let info = self.session.kernel_info(kernel);
         if info.local_mem_bytes > self.limits.local_mem_bytes {
             return Err((
                 FailureKind::Invalid,
-                format!("uses {} bytes of local memory, the device has {}", info.local_mem_bytes, self.limits.local_mem_bytes),
+                format!(
+                    "uses {} bytes of local memory, the device has {}",
+                    info.local_mem_bytes, self.limits.local_mem_bytes
+                ),
             ));
         }
-        let local: Option<usize> =
-            self.spec.geometry(params, sizes, Some(&self.limits.traits)).ok().and_then(|g| g.local).map(|l| l.iter().product());
+        let local: Option<usize> = self
+            .spec
+            .geometry(params, sizes, Some(&self.limits.traits))
+            .ok()
+            .and_then(|g| g.local)
+            .map(|l| l.iter().product());
         if let Some(local) = local.filter(|l| *l > info.work_group_size) {
             return Err((
                 FailureKind::Invalid,
-                format!("work-group size {local} exceeds this kernel's limit {} on the device", info.work_group_size),
+                format!(
+                    "work-group size {local} exceeds this kernel's limit {} on the device",
+                    info.work_group_size
+                ),
             ));
         }
         Ok(info.local_mem_bytes)
@@ -1068,7 +1382,12 @@ impl Bench {
     /// Builds, verifies and times `params` of the annotated source, or of `source` (a
     /// source-level variant with the same signature) when given. `progress` hears when the
     /// build is done (the supervisor does not charge build time to a candidate's time limit).
-    pub fn evaluate(&mut self, params: &Params, source: Option<&str>, progress: &mut dyn FnMut(Phase)) -> Evaluation {
+    pub fn evaluate(
+        &mut self,
+        params: &Params,
+        source: Option<&str>,
+        progress: &mut dyn FnMut(Phase),
+    ) -> Evaluation {
         let start = Instant::now();
         let cost = |start: Instant| start.elapsed().as_secs_f64();
         let sizes = self.sizes.clone();
@@ -1097,7 +1416,10 @@ impl Bench {
             Ok((seconds, noise)) => Evaluation::Ok {
                 time: seconds,
                 cost: cost(start),
-                descriptors: vec![("local_mem_bytes".to_string(), local_mem as f64), (TIMING_NOISE.to_string(), noise)],
+                descriptors: vec![
+                    ("local_mem_bytes".to_string(), local_mem as f64),
+                    (TIMING_NOISE.to_string(), noise),
+                ],
             },
             Err(e) => Evaluation::failed(FailureKind::Runtime, e.to_string(), cost(start)),
         }
@@ -1107,10 +1429,18 @@ impl Bench {
     /// also at the workload's sizes) without timing it: the proof a finalist needs before it
     /// may be used at those sizes. `Err` when the reference itself cannot be trusted there
     /// (then the case proves nothing either way).
-    pub fn verify_at(&mut self, params: &Params, source: Option<&str>, case: &Case, progress: &mut dyn FnMut(Phase)) -> Result<Verdict, Untrusted> {
+    pub fn verify_at(
+        &mut self,
+        params: &Params,
+        source: Option<&str>,
+        case: &Case,
+        progress: &mut dyn FnMut(Phase),
+    ) -> Result<Verdict, Untrusted> {
         if case.check_reference {
-            self.check_reference(&case.sizes)
-                .map_err(|e| Untrusted { annotation_fault: matches!(e, SetupError::ReferenceOutside { .. }), message: e.to_string() })?;
+            self.check_reference(&case.sizes).map_err(|e| Untrusted {
+                annotation_fault: matches!(e, SetupError::ReferenceOutside { .. }),
+                message: e.to_string(),
+            })?;
         }
         progress(Phase::ReferenceChecked);
         if let Err(reason) = self.valid_at(params, &case.sizes) {
@@ -1140,7 +1470,12 @@ impl Bench {
             let shape = Shape::of(case, set);
             match self.verify(kernel, params, &shape) {
                 SetOutcome::Passed(_, e) => errors = errors.worst(e),
-                SetOutcome::Failed(kind, why) => return Ok(Err((kind, format!("{why}{order}{}", prefill_note(shape.prefill))))),
+                SetOutcome::Failed(kind, why) => {
+                    return Ok(Err((
+                        kind,
+                        format!("{why}{order}{}", prefill_note(shape.prefill)),
+                    )))
+                }
                 SetOutcome::Unproven(why) => return Err(why),
             }
         }
@@ -1150,7 +1485,12 @@ impl Bench {
     /// `sets` verifications at the workload's sizes for the search: on pooled sets when they
     /// fit the device ([`Bench`]), else on fresh ones. The last run (for timing) and the worst
     /// errors.
-    fn verify_search(&self, kernel: &Kernel, params: &Params, sets: usize) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+    fn verify_search(
+        &self,
+        kernel: &Kernel,
+        params: &Params,
+        sets: usize,
+    ) -> Result<(Run, ErrorStats), (FailureKind, String)> {
         let mut last_run = None;
         let mut errors = ErrorStats::default();
         let sizes = self.sizes.clone();
@@ -1168,13 +1508,21 @@ impl Bench {
             last_run = Some(run);
             errors = errors.worst(e);
         }
-        last_run.map(|run| (run, errors)).ok_or((FailureKind::Runtime, "no run".into()))
+        last_run
+            .map(|run| (run, errors))
+            .ok_or((FailureKind::Runtime, "no run".into()))
     }
 
     /// One verification on pooled set number `set` of `sets` (drawn, or renewed once it has
     /// served [`POOL_REUSES`] candidates); `None` when the pool does not fit the device or the
     /// candidate's buffers have other lengths than the set's.
-    fn verify_pooled(&self, set: usize, sets: usize, kernel: &Kernel, params: &Params) -> Result<Option<(Run, ErrorStats)>, (FailureKind, String)> {
+    fn verify_pooled(
+        &self,
+        set: usize,
+        sets: usize,
+        kernel: &Kernel,
+        params: &Params,
+    ) -> Result<Option<(Run, ErrorStats)>, (FailureKind, String)> {
         if self.pool_fits.get() == Some(false) {
             return Ok(None);
         }
@@ -1188,31 +1536,61 @@ impl Bench {
             let renewing = pool[set].take().is_some();
             let reference_params = self.spec.reference.clone();
             let mut rng = self.fresh_rng();
-            let prepared = self.prepare(&reference_params, &Shape::plain(&self.sizes), &mut rng).map_err(runtime)?;
+            let prepared = self
+                .prepare(&reference_params, &Shape::plain(&self.sizes), &mut rng)
+                .map_err(runtime)?;
             if self.pool_fits.get().is_none() {
-                let bytes: usize = prepared.buffers.iter().map(|b| b.front.len() + b.len * b.ty.size() + b.back.len()).sum();
+                let bytes: usize = prepared
+                    .buffers
+                    .iter()
+                    .map(|b| b.front.len() + b.len * b.ty.size() + b.back.len())
+                    .sum();
                 let room = usize::try_from(self.limits.global_mem_bytes / 2).unwrap_or(usize::MAX);
-                let fits = self.limits.global_mem_bytes > 0 && bytes.saturating_mul(sets + 1) <= room;
+                let fits =
+                    self.limits.global_mem_bytes > 0 && bytes.saturating_mul(sets + 1) <= room;
                 self.pool_fits.set(Some(fits));
                 if !fits {
                     return Ok(None);
                 }
             }
             let reference = self.upload(&prepared).map_err(|e| runtime(e.to_string()))?;
-            self.launch(&self.reference, &reference_params, &self.sizes, &reference, false).map_err(|e| runtime(e.to_string()))?;
+            self.launch(
+                &self.reference,
+                &reference_params,
+                &self.sizes,
+                &reference,
+                false,
+            )
+            .map_err(|e| runtime(e.to_string()))?;
             // Staggered: the first draw of each set starts it part-used, so that the sets are
             // not all renewed at once; a renewed set starts afresh.
-            let served = if renewing { 0 } else { set * POOL_REUSES / sets };
-            pool[set] = Some(PooledSet { prepared, reference, served });
+            let served = if renewing {
+                0
+            } else {
+                set * POOL_REUSES / sets
+            };
+            pool[set] = Some(PooledSet {
+                prepared,
+                reference,
+                served,
+            });
         }
-        let Some(entry) = pool[set].as_mut() else { return Ok(None) };
+        let Some(entry) = pool[set].as_mut() else {
+            return Ok(None);
+        };
         for b in &entry.prepared.buffers {
             if self.spec.buffer_len(&b.name, params, &self.sizes).ok() != Some(b.len) {
                 return Ok(None);
             }
         }
         entry.served += 1;
-        let verdict = self.check_candidate(kernel, params, &self.sizes, &entry.prepared, &entry.reference);
+        let verdict = self.check_candidate(
+            kernel,
+            params,
+            &self.sizes,
+            &entry.prepared,
+            &entry.reference,
+        );
         if let Err((kind, why)) = &verdict {
             if *kind == FailureKind::Runtime || why.starts_with(GUARD_FAILURE) {
                 // A candidate that wrote outside its buffers, or broke the run, may have
@@ -1241,14 +1619,31 @@ impl Bench {
             Ok(r) => r,
             Err(e) => return runtime(e),
         };
-        if let Err(e) = self.launch(&self.reference, &reference_params, shape.sizes, &ref_run, false).and_then(|_| self.session.finish()) {
-            return SetOutcome::Unproven(Untrusted::device(format!("the reference failed there: {e}")));
+        if let Err(e) = self
+            .launch(
+                &self.reference,
+                &reference_params,
+                shape.sizes,
+                &ref_run,
+                false,
+            )
+            .and_then(|_| self.session.finish())
+        {
+            return SetOutcome::Unproven(Untrusted::device(format!(
+                "the reference failed there: {e}"
+            )));
         }
         match self.touched_guard(&ref_run) {
             Ok(Some(why)) => {
-                let message =
-                    format!("the reference at sizes {}, on inputs drawn as declared: {}", fmt_sizes(shape.sizes), self.wrote_outside_message(&why));
-                return SetOutcome::Unproven(Untrusted { message, annotation_fault: true });
+                let message = format!(
+                    "the reference at sizes {}, on inputs drawn as declared: {}",
+                    fmt_sizes(shape.sizes),
+                    self.wrote_outside_message(&why)
+                );
+                return SetOutcome::Unproven(Untrusted {
+                    message,
+                    annotation_fault: true,
+                });
             }
             Ok(None) => {}
             Err(e) => return runtime(e),
@@ -1257,14 +1652,23 @@ impl Bench {
             Ok((run, errors)) => SetOutcome::Passed(run, errors),
             // Before a candidate is blamed for differing: is the reference's result its inputs'
             // alone?
-            Err((FailureKind::Wrong, why)) => match self.reference_reads_outside(shape.sizes, &prepared, &ref_run) {
-                Ok(Some(output)) => {
-                    let message = format!("the reference at sizes {}: {}", fmt_sizes(shape.sizes), self.outside_message(&output));
-                    SetOutcome::Unproven(Untrusted { message, annotation_fault: true })
+            Err((FailureKind::Wrong, why)) => {
+                match self.reference_reads_outside(shape.sizes, &prepared, &ref_run) {
+                    Ok(Some(output)) => {
+                        let message = format!(
+                            "the reference at sizes {}: {}",
+                            fmt_sizes(shape.sizes),
+                            self.outside_message(&output)
+                        );
+                        SetOutcome::Unproven(Untrusted {
+                            message,
+                            annotation_fault: true,
+                        })
+                    }
+                    Ok(None) => SetOutcome::Failed(FailureKind::Wrong, why),
+                    Err(e) => runtime(e),
                 }
-                Ok(None) => SetOutcome::Failed(FailureKind::Wrong, why),
-                Err(e) => runtime(e),
-            },
+            }
             Err((kind, why)) => SetOutcome::Failed(kind, why),
         }
     }
@@ -1283,8 +1687,11 @@ impl Bench {
     ) -> Result<(Run, ErrorStats), (FailureKind, String)> {
         let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
         let cand_run = self.upload(prepared).map_err(runtime)?;
-        self.device_data.scrub_local_memory(&self.session).map_err(runtime)?;
-        self.launch(kernel, params, sizes, &cand_run, false).map_err(runtime)?;
+        self.device_data
+            .scrub_local_memory(&self.session)
+            .map_err(runtime)?;
+        self.launch(kernel, params, sizes, &cand_run, false)
+            .map_err(runtime)?;
         self.session.finish().map_err(runtime)?;
         if let Some(why) = self.touched_guard(&cand_run).map_err(runtime)? {
             return Err((FailureKind::Wrong, why));
@@ -1295,14 +1702,28 @@ impl Bench {
             let w = check.whole;
             // Without an element-wise bound, only the special values must match element by
             // element (an infinite absolute tolerance for the finite ones).
-            let (rtol, atol) = if w.only_whole { (0.0, f64::INFINITY) } else { (check.rtol, check.atol) };
-            let cmp: Comparison = self.compare_outputs(name, &cand_run, ref_run, rtol, atol).map_err(runtime)?;
-            let len = ref_run.buffers.iter().find(|b| &b.name == name).map_or(0, |b| b.len);
-            let allowed = w.allclose.map_or(0, |f| ((1.0 - f) * len as f64).floor() as usize);
+            let (rtol, atol) = if w.only_whole {
+                (0.0, f64::INFINITY)
+            } else {
+                (check.rtol, check.atol)
+            };
+            let cmp: Comparison = self
+                .compare_outputs(name, &cand_run, ref_run, rtol, atol)
+                .map_err(runtime)?;
+            let len = ref_run
+                .buffers
+                .iter()
+                .find(|b| &b.name == name)
+                .map_or(0, |b| b.len);
+            let allowed = w
+                .allclose
+                .map_or(0, |f| ((1.0 - f) * len as f64).floor() as usize);
             let wrong = |why: String| Err((FailureKind::Wrong, format!("`{name}`: {why}")));
             if cmp.mismatches > allowed {
                 let (i, x, want) = cmp.first.unwrap_or((0, 0.0, 0.0));
-                let rule = w.allclose.map_or(String::new(), |f| format!(" (the check allows {allowed}: `allclose = {f}`)"));
+                let rule = w.allclose.map_or(String::new(), |f| {
+                    format!(" (the check allows {allowed}: `allclose = {f}`)")
+                });
                 return wrong(format!(
                     "{} of {len} elements differ{rule} (first at {i}: {x} vs {want}); max abs error {:.3e}",
                     cmp.mismatches, cmp.max_abs
@@ -1310,29 +1731,50 @@ impl Bench {
             }
             if w.allclose.is_some() && cmp.mismatches > 0 {
                 // Within the fraction allowed; NaN and infinities must still match.
-                let special = self.compare_outputs(name, &cand_run, ref_run, 0.0, f64::INFINITY).map_err(runtime)?;
+                let special = self
+                    .compare_outputs(name, &cand_run, ref_run, 0.0, f64::INFINITY)
+                    .map_err(runtime)?;
                 if let (false, Some((i, x, want))) = (special.ok(), special.first) {
                     return wrong(format!("{} elements differ where one side is NaN or infinite (first at {i}: {x} vs {want})", special.mismatches));
                 }
             }
             if let Some(n) = w.norm.filter(|n| cmp.rel_norm > *n) {
-                return wrong(format!("relative error norm {:.3e} above the check's `norm = {n}`", cmp.rel_norm));
+                return wrong(format!(
+                    "relative error norm {:.3e} above the check's `norm = {n}`",
+                    cmp.rel_norm
+                ));
             }
             if let Some(c) = w.cosine {
                 let cos = self.cosine(name, &cand_run, ref_run).map_err(runtime)?;
                 if cos.is_nan() || cos < c {
-                    return wrong(format!("cosine similarity {cos:.9} below the check's `cosine = {c}`"));
+                    return wrong(format!(
+                        "cosine similarity {cos:.9} below the check's `cosine = {c}`"
+                    ));
                 }
             }
-            errors = errors.worst(ErrorStats { max_abs: cmp.max_abs, rel_norm: cmp.rel_norm });
+            errors = errors.worst(ErrorStats {
+                max_abs: cmp.max_abs,
+                rel_norm: cmp.rel_norm,
+            });
         }
         // Every other buffer must end exactly as the reference left it: a candidate may not use
         // an input as scratch space (the caller's data would be gone). An input a checked
         // output runs in place in is that output, compared above with its tolerance.
         let checked = |b: &RunBuffer| self.spec.checks.iter().any(|c| c.buffer == b.name);
-        let in_place_output = |b: &RunBuffer| cand_run.buffers.iter().any(|o| o.alias && checked(o) && o.view.same_memory(&b.view));
-        for b in cand_run.buffers.iter().filter(|b| !checked(b) && !in_place_output(b)) {
-            let same = self.unchanged(&b.name, &cand_run, ref_run).map_err(runtime)?;
+        let in_place_output = |b: &RunBuffer| {
+            cand_run
+                .buffers
+                .iter()
+                .any(|o| o.alias && checked(o) && o.view.same_memory(&b.view))
+        };
+        for b in cand_run
+            .buffers
+            .iter()
+            .filter(|b| !checked(b) && !in_place_output(b))
+        {
+            let same = self
+                .unchanged(&b.name, &cand_run, ref_run)
+                .map_err(runtime)?;
             if !same.ok() {
                 return Err((
                     FailureKind::Wrong,
@@ -1348,7 +1790,13 @@ impl Bench {
     /// running), up to [`MAX_REPEATS`] runs or [`TIMING_BUDGET_S`] seconds of kernel time.
     /// Returns the median and the noise: the spread of the middle half of the runs
     /// (interquartile range) relative to the median.
-    fn time(&self, kernel: &Kernel, params: &Params, sizes: &Sizes, run: &Run) -> Result<(f64, f64), RtError> {
+    fn time(
+        &self,
+        kernel: &Kernel,
+        params: &Params,
+        sizes: &Sizes,
+        run: &Run,
+    ) -> Result<(f64, f64), RtError> {
         for _ in 0..self.settings.warmup {
             self.launch(kernel, params, sizes, run, false)?;
         }
@@ -1362,7 +1810,11 @@ impl Bench {
                 times.push(t);
             }
             let now = median(&mut times.clone());
-            steady = if (now - last).abs() <= STABLE * now { steady + 1 } else { 0 };
+            steady = if (now - last).abs() <= STABLE * now {
+                steady + 1
+            } else {
+                0
+            };
             last = now;
             if times.len() >= least && (steady >= 2 || spent >= TIMING_BUDGET_S) {
                 break;
@@ -1395,12 +1847,19 @@ pub fn relative_spread(v: &mut [f64]) -> f64 {
 
 /// The engine's configuration (values in the spec's parameter order) as named parameters.
 pub fn params_of(spec: &KernelSpec, config: &Config) -> Params {
-    spec.params.iter().zip(config).map(|(p, v)| (p.name.clone(), *v)).collect()
+    spec.params
+        .iter()
+        .zip(config)
+        .map(|(p, v)| (p.name.clone(), *v))
+        .collect()
 }
 
 /// The named parameters in the spec's order (the engine's form).
 pub fn config_of(spec: &KernelSpec, params: &Params) -> Config {
-    spec.params.iter().map(|p| params.get(&p.name).copied().unwrap_or(0)).collect()
+    spec.params
+        .iter()
+        .map(|p| params.get(&p.name).copied().unwrap_or(0))
+        .collect()
 }
 
 pub fn median(v: &mut [f64]) -> f64 {
@@ -1431,7 +1890,11 @@ fn prefill_note(prefill: Prefill) -> &'static str {
 
 /// The line of a build log that says what went wrong (the first mentioning an error), cut short.
 fn build_error_line(text: &str) -> String {
-    let line = text.lines().find(|l| l.contains("error")).or_else(|| text.lines().next()).unwrap_or("build failed");
+    let line = text
+        .lines()
+        .find(|l| l.contains("error"))
+        .or_else(|| text.lines().next())
+        .unwrap_or("build failed");
     truncate(line.trim(), 300)
 }
 
@@ -1452,7 +1915,12 @@ pub trait Judge {
     /// Builds, verifies and times `params` (of `source` when given) at the workload's sizes.
     fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation;
     /// Verifies `params` in a case of its proof; `Err` when the reference cannot be trusted there.
-    fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> Result<Verdict, Untrusted>;
+    fn verify(
+        &mut self,
+        params: &Params,
+        case: &Case,
+        source: Option<&str>,
+    ) -> Result<Verdict, Untrusted>;
     /// Output errors of the last evaluation that passed verification.
     fn last_errors(&self) -> Option<ErrorStats>;
     fn limits(&self) -> &Limits;
@@ -1501,10 +1969,16 @@ mod tests {
     fn bench_for(args: &str) -> Bench {
         let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
         let dir = std::env::temp_dir();
-        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: &dir };
-        let spec = kfoundry_tooling::annotation::parse(args.parse().expect("tokens"), &item, &cx).map(|a| a.spec).expect("spec");
+        let cx = kfoundry_tooling::annotation::Context {
+            package: "t",
+            manifest_dir: &dir,
+        };
+        let spec = kfoundry_tooling::annotation::parse(args.parse().expect("tokens"), &item, &cx)
+            .map(|a| a.spec)
+            .expect("spec");
         let sizes = spec.workloads[0].sizes.clone();
-        Bench::new(&spec, &sizes, 0, Measurement::default()).expect("a bench on the first OpenCL device (PoCL in CI)")
+        Bench::new(&spec, &sizes, 0, Measurement::default())
+            .expect("a bench on the first OpenCL device (PoCL in CI)")
     }
 
     /// Builds started ahead are what the evaluation uses (not built again), and an evaluation
@@ -1517,13 +1991,31 @@ mod tests {
         assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
         assert_eq!(b.building.len(), 1);
         let wrong = b.evaluate(&items(4), None, &mut |_| {});
-        assert!(matches!(wrong, Evaluation::Failed { kind: FailureKind::Wrong, .. }), "{wrong:?}");
+        assert!(
+            matches!(
+                wrong,
+                Evaluation::Failed {
+                    kind: FailureKind::Wrong,
+                    ..
+                }
+            ),
+            "{wrong:?}"
+        );
         assert!(b.building.is_empty());
         b.build_ahead(&[items(2)]);
         assert!(b.building.is_empty(), "already built");
         // ITEMS=8, never announced: built now, and wrong where an input exceeds 0.99
         let late = b.evaluate(&items(8), None, &mut |_| {});
-        assert!(matches!(late, Evaluation::Failed { kind: FailureKind::Wrong, .. }), "{late:?}");
+        assert!(
+            matches!(
+                late,
+                Evaluation::Failed {
+                    kind: FailureKind::Wrong,
+                    ..
+                }
+            ),
+            "{late:?}"
+        );
     }
 
     /// P=1 reads a local tile that only work-group 0 fills. On a device where one thread runs
@@ -1545,10 +2037,18 @@ mod tests {
         assert!(b.not_gpu, "PoCL is not a GPU");
         let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
         let sizes = b.sizes.clone();
-        assert!(b.verify_at(&p(0), None, &Case::at(sizes.clone()), &mut |_| {}).unwrap().is_ok());
+        assert!(b
+            .verify_at(&p(0), None, &Case::at(sizes.clone()), &mut |_| {})
+            .unwrap()
+            .is_ok());
         for round in 0..3 {
-            let verdict = b.verify_at(&p(1), None, &Case::at(sizes.clone()), &mut |_| {}).unwrap();
-            assert!(matches!(verdict, Err((FailureKind::Wrong, _))), "round {round}: {verdict:?}");
+            let verdict = b
+                .verify_at(&p(1), None, &Case::at(sizes.clone()), &mut |_| {})
+                .unwrap();
+            assert!(
+                matches!(verdict, Err((FailureKind::Wrong, _))),
+                "round {round}: {verdict:?}"
+            );
             b.built.clear();
         }
     }
@@ -1566,7 +2066,10 @@ mod tests {
         let start = b.draws.get();
         for round in 0..4 {
             for v in [1, 2] {
-                assert!(b.evaluate(&items(v), None, &mut |_| {}).time().is_some(), "ITEMS={v}, round {round}");
+                assert!(
+                    b.evaluate(&items(v), None, &mut |_| {}).time().is_some(),
+                    "ITEMS={v}, round {round}"
+                );
             }
         }
         let pooled = b.draws.get() - start;
@@ -1574,16 +2077,39 @@ mod tests {
         // candidate and set 1 at the 7th (fresh sets every time would be 24)
         assert_eq!(pooled, 5, "8 candidates × 3 sets drew {pooled} sets");
         let wrong = b.evaluate(&items(4), None, &mut |_| {});
-        assert!(matches!(wrong, Evaluation::Failed { kind: FailureKind::Wrong, .. }), "{wrong:?}");
+        assert!(
+            matches!(
+                wrong,
+                Evaluation::Failed {
+                    kind: FailureKind::Wrong,
+                    ..
+                }
+            ),
+            "{wrong:?}"
+        );
         // Verification at the workload's sizes: the reference checked twice, then 3 fresh sets.
         let before = b.draws.get();
-        assert!(b.verify_at(&items(2), None, &Case::at(b.sizes.clone()), &mut |_| {}).unwrap().is_ok());
+        assert!(b
+            .verify_at(&items(2), None, &Case::at(b.sizes.clone()), &mut |_| {})
+            .unwrap()
+            .is_ok());
         assert_eq!(b.draws.get() - before, 5);
         // The value-dependent bug is caught on fresh inputs as on pooled ones (4096 elements,
         // 3 sets: about 60 elements above 0.99).
-        let verdict = b.verify_at(&items(8), None, &Case::at(b.sizes.clone()), &mut |_| {}).unwrap();
-        assert!(matches!(verdict, Err((FailureKind::Wrong, _))), "{verdict:?}");
+        let verdict = b
+            .verify_at(&items(8), None, &Case::at(b.sizes.clone()), &mut |_| {})
+            .unwrap();
+        assert!(
+            matches!(verdict, Err((FailureKind::Wrong, _))),
+            "{verdict:?}"
+        );
         let timed = b.evaluate(&items(1), None, &mut |_| {});
-        assert!(timed.measured().iter().any(|(name, noise)| name == TIMING_NOISE && noise.is_finite() && *noise >= 0.0), "{timed:?}");
+        assert!(
+            timed
+                .measured()
+                .iter()
+                .any(|(name, noise)| name == TIMING_NOISE && noise.is_finite() && *noise >= 0.0),
+            "{timed:?}"
+        );
     }
 }

@@ -44,7 +44,14 @@ const MEMORY_SHARE: f64 = 0.8;
 
 /// Up to `smaller` size sets below `sizes` and `larger` above, at which both `params` and the
 /// reference satisfy the constraints, have a valid launch geometry and fit the device.
-pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits, smaller: usize, larger: usize) -> Vec<Sizes> {
+pub fn probe_sizes(
+    spec: &KernelSpec,
+    params: &Params,
+    sizes: &Sizes,
+    limits: &Limits,
+    smaller: usize,
+    larger: usize,
+) -> Vec<Sizes> {
     let mut out: Vec<Sizes> = Vec::new();
     if sizes.is_empty() {
         return out;
@@ -59,10 +66,18 @@ pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &L
             }
             for step_log2 in 0..=MAX_STEP_LOG2 {
                 let step = 1i64 << step_log2;
-                let Some(probe) = sizes.iter().map(|(k, &v)| scaled(v, num, den, step).map(|s| (k.clone(), s))).collect::<Option<Sizes>>() else {
+                let Some(probe) = sizes
+                    .iter()
+                    .map(|(k, &v)| scaled(v, num, den, step).map(|s| (k.clone(), s)))
+                    .collect::<Option<Sizes>>()
+                else {
                     break;
                 };
-                if probe != *sizes && !out.contains(&probe) && fits(params, &probe) && fits(&spec.reference, &probe) {
+                if probe != *sizes
+                    && !out.contains(&probe)
+                    && fits(params, &probe)
+                    && fits(&spec.reference, &probe)
+                {
                     out.push(probe);
                     found += 1;
                     break;
@@ -78,7 +93,12 @@ pub fn probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &L
 /// values. Together with [`probe_sizes`] they make the proof cover every direction of the box
 /// that dispatch then trusts, not only its diagonal: a kernel that confuses two sizes (indexes
 /// rows by the column count) is right on square shapes only.
-pub fn axis_probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> Vec<Sizes> {
+pub fn axis_probe_sizes(
+    spec: &KernelSpec,
+    params: &Params,
+    sizes: &Sizes,
+    limits: &Limits,
+) -> Vec<Sizes> {
     let mut out: Vec<Sizes> = Vec::new();
     if sizes.len() < 2 {
         return out;
@@ -90,10 +110,16 @@ pub fn axis_probe_sizes(spec: &KernelSpec, params: &Params, sizes: &Sizes, limit
             'factor: for &(num, den) in factors.iter() {
                 for step_log2 in 0..=MAX_STEP_LOG2 {
                     let step = 1i64 << step_log2;
-                    let Some(v) = scaled(sizes[name], num, den, step) else { break };
+                    let Some(v) = scaled(sizes[name], num, den, step) else {
+                        break;
+                    };
                     let mut probe = sizes.clone();
                     probe.insert(name.clone(), v);
-                    if probe != *sizes && !out.contains(&probe) && fits(params, &probe) && fits(&spec.reference, &probe) {
+                    if probe != *sizes
+                        && !out.contains(&probe)
+                        && fits(params, &probe)
+                        && fits(&spec.reference, &probe)
+                    {
                         out.push(probe);
                         break 'factor;
                     }
@@ -120,7 +146,12 @@ pub fn size_box(sets: &[Sizes]) -> BTreeMap<String, (i64, i64)> {
 /// The residues every size of a proof takes: the smallest power of two that is at least every
 /// value of every parameter (a vector width, tile or unroll factor), between 16 and 64.
 pub fn residue_modulus(spec: &KernelSpec) -> i64 {
-    let largest = spec.params.iter().flat_map(|p| p.values.iter().map(|v| v.unsigned_abs())).max().unwrap_or(1);
+    let largest = spec
+        .params
+        .iter()
+        .flat_map(|p| p.values.iter().map(|v| v.unsigned_abs()))
+        .max()
+        .unwrap_or(1);
     (largest.next_power_of_two().clamp(16, 64)) as i64
 }
 
@@ -157,7 +188,10 @@ pub fn corner_sizes(
     reach: Reach,
     rng: &mut ChaCha8Rng,
 ) -> Vec<Sizes> {
-    let names: Vec<&String> = sizes.keys().filter(|k| bounds.get(*k).is_some_and(|(lo, hi)| lo < hi)).collect();
+    let names: Vec<&String> = sizes
+        .keys()
+        .filter(|k| bounds.get(*k).is_some_and(|(lo, hi)| lo < hi))
+        .collect();
     if names.is_empty() {
         return Vec::new();
     }
@@ -187,10 +221,13 @@ pub fn corner_sizes(
                 let corner = if mask & (1 << bit) == 0 { lo } else { hi };
                 let tuned = sizes[*name];
                 // in i128: a claimed bound may be anything an i64 holds
-                let v = tuned as i128 + (corner as i128 - tuned as i128) * num as i128 / den as i128;
+                let v =
+                    tuned as i128 + (corner as i128 - tuned as i128) * num as i128 / den as i128;
                 target.insert((*name).clone(), v.clamp(1, i64::MAX as i128) as i64);
             }
-            if let Some(fit) = fit_near(spec, params, &target, held, limits).filter(|f| affordable(f)) {
+            if let Some(fit) =
+                fit_near(spec, params, &target, held, limits).filter(|f| affordable(f))
+            {
                 if !known.contains(&fit) && !out.contains(&fit) {
                     out.push(fit);
                 }
@@ -203,14 +240,25 @@ pub fn corner_sizes(
 
 /// `target` itself when the candidate and the reference can run there and it fits, else the
 /// nearest set whose sizes are all odd multiples of the smallest power-of-two step that works.
-fn fit_near(spec: &KernelSpec, params: &Params, target: &Sizes, held: Option<u128>, limits: &Limits) -> Option<Sizes> {
-    let ok = |probe: &Sizes| fits(spec, params, probe, held, limits) && fits(spec, &spec.reference, probe, held, limits);
+fn fit_near(
+    spec: &KernelSpec,
+    params: &Params,
+    target: &Sizes,
+    held: Option<u128>,
+    limits: &Limits,
+) -> Option<Sizes> {
+    let ok = |probe: &Sizes| {
+        fits(spec, params, probe, held, limits) && fits(spec, &spec.reference, probe, held, limits)
+    };
     if ok(target) {
         return Some(target.clone());
     }
     for step_log2 in 0..=MAX_STEP_LOG2 {
         let step = 1i64 << step_log2;
-        let probe = target.iter().map(|(k, &v)| scaled(v, 1, 1, step).map(|s| (k.clone(), s))).collect::<Option<Sizes>>()?;
+        let probe = target
+            .iter()
+            .map(|(k, &v)| scaled(v, 1, 1, step).map(|s| (k.clone(), s)))
+            .collect::<Option<Sizes>>()?;
         if ok(&probe) {
             return Some(probe);
         }
@@ -238,7 +286,9 @@ pub fn residue_sizes(
     rng: &mut ChaCha8Rng,
 ) -> Vec<Sizes> {
     let held = footprint(spec, params, sizes, limits);
-    let ok = |probe: &Sizes| fits(spec, params, probe, held, limits) && fits(spec, &spec.reference, probe, held, limits);
+    let ok = |probe: &Sizes| {
+        fits(spec, params, probe, held, limits) && fits(spec, &spec.reference, probe, held, limits)
+    };
     let orders: BTreeMap<&String, Vec<i64>> = sizes
         .keys()
         .map(|k| {
@@ -254,7 +304,9 @@ pub fn residue_sizes(
     // nearest above it; none when the range holds no such value.
     let value_at = |step: i64, residue: i64, target: i64, lo: i64, hi: i64| -> Option<i64> {
         let period = step.checked_mul(m)?;
-        let base = (target / period).checked_mul(period)?.checked_add(residue.checked_mul(step)?)?;
+        let base = (target / period)
+            .checked_mul(period)?
+            .checked_add(residue.checked_mul(step)?)?;
         [base, base.checked_sub(period)?, base.checked_add(period)?]
             .into_iter()
             .filter(|v| (lo.max(1)..=hi).contains(v))
@@ -263,13 +315,23 @@ pub fn residue_sizes(
     let steps: BTreeMap<&String, i64> = sizes
         .keys()
         .map(|name| {
-            let (lo, hi) = bounds.get(name).copied().unwrap_or((sizes[name], sizes[name]));
+            let (lo, hi) = bounds
+                .get(name)
+                .copied()
+                .unwrap_or((sizes[name], sizes[name]));
             // powers of two first, then the small steps a constraint like `n % 3 == 0` needs
             let step = (0..=MAX_STEP_LOG2)
                 .map(|k| 1i64 << k)
                 .chain((3..=64).filter(|s: &i64| s.count_ones() > 1))
                 .find(|&step| {
-                    value_at(step, 1, sizes[name], lo, hi.max(sizes[name].saturating_mul(2))).is_some_and(|v| {
+                    value_at(
+                        step,
+                        1,
+                        sizes[name],
+                        lo,
+                        hi.max(sizes[name].saturating_mul(2)),
+                    )
+                    .is_some_and(|v| {
                         let mut probe = sizes.clone();
                         probe.insert(name.clone(), v);
                         ok(&probe)
@@ -281,20 +343,36 @@ pub fn residue_sizes(
         .collect();
     let mut out = Vec::new();
     // the residue each size takes in each set
-    let by_set: Vec<BTreeMap<&String, i64>> = (0..m as usize).map(|i| orders.iter().map(|(name, order)| (*name, order[i])).collect()).collect();
+    let by_set: Vec<BTreeMap<&String, i64>> = (0..m as usize)
+        .map(|i| {
+            orders
+                .iter()
+                .map(|(name, order)| (*name, order[i]))
+                .collect()
+        })
+        .collect();
     for residues in &by_set {
         let mut set = sizes.clone();
         for name in sizes.keys() {
-            let (lo, hi) = bounds.get(name).copied().unwrap_or((sizes[name], sizes[name]));
+            let (lo, hi) = bounds
+                .get(name)
+                .copied()
+                .unwrap_or((sizes[name], sizes[name]));
             let residue = residues[name];
-            let top = if reach == Reach::Tune { hi.min(sizes[name]).max(lo) } else { hi };
+            let top = if reach == Reach::Tune {
+                hi.min(sizes[name]).max(lo)
+            } else {
+                hi
+            };
             let target = log_uniform(lo.max(1), top.max(1), rng);
             // the size's step, or coarser ones should this residue need them; a range too
             // narrow for every residue is covered value by value instead
             let mut step = steps[name];
             let mut found = false;
             while step <= 1 << MAX_STEP_LOG2 {
-                let Some(v) = value_at(step, residue, target, lo, hi) else { break };
+                let Some(v) = value_at(step, residue, target, lo, hi) else {
+                    break;
+                };
                 let mut probe = set.clone();
                 probe.insert(name.clone(), v);
                 if ok(&probe) {
@@ -354,12 +432,21 @@ fn scaled(v: i64, num: i64, den: i64, step: i64) -> Option<i64> {
 /// zone) within the allocation limit and all of them, twice over (the reference's and the
 /// candidate's copies), next to the tuned workload's (`held`, its [`footprint`], also twice
 /// over) within the memory share.
-fn fits(spec: &KernelSpec, params: &Params, sizes: &Sizes, held: Option<u128>, limits: &Limits) -> bool {
+fn fits(
+    spec: &KernelSpec,
+    params: &Params,
+    sizes: &Sizes,
+    held: Option<u128>,
+    limits: &Limits,
+) -> bool {
     if check_launchable(spec, limits, params, sizes).is_err() {
         return false;
     }
-    let (Some(total), Some(held)) = (footprint(spec, params, sizes, limits), held) else { return false };
-    limits.global_mem_bytes == 0 || (2 * (total + held)) as f64 <= MEMORY_SHARE * limits.global_mem_bytes as f64
+    let (Some(total), Some(held)) = (footprint(spec, params, sizes, limits), held) else {
+        return false;
+    };
+    limits.global_mem_bytes == 0
+        || (2 * (total + held)) as f64 <= MEMORY_SHARE * limits.global_mem_bytes as f64
 }
 
 /// Bytes of the caller's buffers at `sizes`, guard zones included; `None` when a length cannot
@@ -370,9 +457,12 @@ fn footprint(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits)
         if role != ArgRole::CallerBuffer {
             continue;
         }
-        let kfoundry_rt::model::signature::KernelArg::Buffer { name, elem, .. } = arg else { continue };
+        let kfoundry_rt::model::signature::KernelArg::Buffer { name, elem, .. } = arg else {
+            continue;
+        };
         let len = spec.buffer_len(name, params, sizes).ok()?;
-        let bytes = (len as u128 + GUARD_ELEMS as u128) * elem.size() as u128 + FRONT_GUARD_BYTES as u128;
+        let bytes =
+            (len as u128 + GUARD_ELEMS as u128) * elem.size() as u128 + FRONT_GUARD_BYTES as u128;
         if limits.max_alloc_bytes > 0 && bytes > limits.max_alloc_bytes as u128 {
             return None;
         }
@@ -395,7 +485,17 @@ mod tests {
         .expect("tokens");
         let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
         let dir = std::env::temp_dir();
-        parse(args, &item, &Context { package: "t", manifest_dir: &dir }).map(|a| a.spec).map_err(|e| e.to_string()).expect("spec")
+        parse(
+            args,
+            &item,
+            &Context {
+                package: "t",
+                manifest_dir: &dir,
+            },
+        )
+        .map(|a| a.spec)
+        .map_err(|e| e.to_string())
+        .expect("spec")
     }
 
     fn n(s: &Sizes) -> i64 {
@@ -403,7 +503,12 @@ mod tests {
     }
 
     fn roomy() -> Limits {
-        Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 4 << 30, ..Limits::default() }
+        Limits {
+            max_work_group_size: 1024,
+            max_alloc_bytes: 1 << 30,
+            global_mem_bytes: 4 << 30,
+            ..Limits::default()
+        }
     }
 
     #[test]
@@ -434,7 +539,10 @@ mod tests {
         // (OpenCL 1.2 uniform work-groups): geometry() enforces what the device would.
         let probes = probe_sizes(&spec, &params, &sizes, &roomy(), 2, 2);
         assert!(!probes.is_empty());
-        assert!(probes.iter().all(|p| n(p) != 4096 && n(p) % 32 == 16), "{probes:?}");
+        assert!(
+            probes.iter().all(|p| n(p) != 4096 && n(p) % 32 == 16),
+            "{probes:?}"
+        );
     }
 
     #[test]
@@ -444,14 +552,26 @@ mod tests {
         let params = spec.reference.clone();
         // 2 buffers of 4 MiB (+ guards), twice over, next to the workload's 16 MiB: 2× (32 MiB
         // more) does not fit 80% of 56 MiB, 3/2 (24 MiB more) does.
-        let tight = Limits { global_mem_bytes: 56 << 20, ..roomy() };
+        let tight = Limits {
+            global_mem_bytes: 56 << 20,
+            ..roomy()
+        };
         let probes = probe_sizes(&spec, &params, &sizes, &tight, 0, 1);
         assert_eq!(probes.len(), 1);
-        assert!(n(&probes[0]) > 1 << 20 && n(&probes[0]) < 2 << 20, "{probes:?}");
+        assert!(
+            n(&probes[0]) > 1 << 20 && n(&probes[0]) < 2 << 20,
+            "{probes:?}"
+        );
         // Without the workload's buffers 3/2 would fit 80% of 40 MiB; with them nothing larger does.
-        let held = Limits { global_mem_bytes: 40 << 20, ..roomy() };
+        let held = Limits {
+            global_mem_bytes: 40 << 20,
+            ..roomy()
+        };
         assert!(probe_sizes(&spec, &params, &sizes, &held, 0, 2).is_empty());
-        let none = Limits { global_mem_bytes: 16 << 20, ..roomy() };
+        let none = Limits {
+            global_mem_bytes: 16 << 20,
+            ..roomy()
+        };
         assert!(probe_sizes(&spec, &params, &sizes, &none, 0, 2).is_empty());
     }
 
@@ -463,7 +583,11 @@ mod tests {
         assert_eq!(scaled(100, 5, 8, 4), Some(60));
         assert_eq!(scaled(100, 5, 8, 1), Some(63));
         assert_eq!(scaled(i64::MAX, 2, 1, 1), None);
-        assert_eq!(scaled(i64::MAX / 2, 2, 1, 1 << 20), None, "no overflow in the rounding");
+        assert_eq!(
+            scaled(i64::MAX / 2, 2, 1, 1 << 20),
+            None,
+            "no overflow in the rounding"
+        );
     }
 }
 
@@ -475,14 +599,26 @@ mod residue_tests {
 
     fn spec(args: &str) -> KernelSpec {
         let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
-        parse(args.parse().unwrap(), &item, &Context { package: "t", manifest_dir: std::path::Path::new(".") })
-            .map(|a| a.spec)
-            .map_err(|e| e.to_string())
-            .unwrap()
+        parse(
+            args.parse().unwrap(),
+            &item,
+            &Context {
+                package: "t",
+                manifest_dir: std::path::Path::new("."),
+            },
+        )
+        .map(|a| a.spec)
+        .map_err(|e| e.to_string())
+        .unwrap()
     }
 
     fn limits() -> Limits {
-        Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 4 << 30, ..Limits::default() }
+        Limits {
+            max_work_group_size: 1024,
+            max_alloc_bytes: 1 << 30,
+            global_mem_bytes: 4 << 30,
+            ..Limits::default()
+        }
     }
 
     /// A power-of-two workload (n = 65536): every residue modulo 16 is met, inside the box.
@@ -496,21 +632,50 @@ mod residue_tests {
         let sizes: Sizes = [("n".to_string(), 65536)].into();
         let bounds: BTreeMap<String, (i64, i64)> = [("n".to_string(), (24577, 131073))].into();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let sets = residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), Reach::Tune, &mut rng);
+        let sets = residue_sizes(
+            &s,
+            &[("VEC".to_string(), 4)].into(),
+            &sizes,
+            &bounds,
+            16,
+            &limits(),
+            Reach::Tune,
+            &mut rng,
+        );
         assert_eq!(sets.len(), 16);
         let mut residues: Vec<i64> = sets.iter().map(|p| p["n"] % 16).collect();
         residues.sort();
         assert_eq!(residues, (0..16).collect::<Vec<_>>());
-        assert!(sets.iter().all(|p| (24577..=131073).contains(&p["n"])), "{sets:?}");
+        assert!(
+            sets.iter().all(|p| (24577..=131073).contains(&p["n"])),
+            "{sets:?}"
+        );
         // a range narrower than the modulus: every value of it, never one outside
         let tiny: BTreeMap<String, (i64, i64)> = [("n".to_string(), (1, 3))].into();
         let one: Sizes = [("n".to_string(), 1)].into();
-        let sets = residue_sizes(&s, &s.reference, &one, &tiny, 16, &limits(), Reach::Tune, &mut ChaCha8Rng::seed_from_u64(1));
+        let sets = residue_sizes(
+            &s,
+            &s.reference,
+            &one,
+            &tiny,
+            16,
+            &limits(),
+            Reach::Tune,
+            &mut ChaCha8Rng::seed_from_u64(1),
+        );
         let values: std::collections::BTreeSet<i64> = sets.iter().map(|p| p["n"]).collect();
         assert_eq!(values, [1, 2, 3].into(), "{sets:?}");
         // another seed, other sizes
-        let again =
-            residue_sizes(&s, &[("VEC".to_string(), 4)].into(), &sizes, &bounds, 16, &limits(), Reach::Tune, &mut ChaCha8Rng::seed_from_u64(2));
+        let again = residue_sizes(
+            &s,
+            &[("VEC".to_string(), 4)].into(),
+            &sizes,
+            &bounds,
+            16,
+            &limits(),
+            Reach::Tune,
+            &mut ChaCha8Rng::seed_from_u64(2),
+        );
         assert_ne!(sets, again);
     }
 
@@ -525,7 +690,16 @@ mod residue_tests {
         let bounds: BTreeMap<String, (i64, i64)> = [("n".to_string(), (24576, 131072))].into();
         let m = residue_modulus(&s);
         assert_eq!(m, 64);
-        let sets = residue_sizes(&s, &s.reference, &sizes, &bounds, m, &limits(), Reach::Tune, &mut ChaCha8Rng::seed_from_u64(3));
+        let sets = residue_sizes(
+            &s,
+            &s.reference,
+            &sizes,
+            &bounds,
+            m,
+            &limits(),
+            Reach::Tune,
+            &mut ChaCha8Rng::seed_from_u64(3),
+        );
         let mut residues: Vec<i64> = sets.iter().map(|p| (p["n"] / 64) % 64).collect();
         residues.sort();
         residues.dedup();
@@ -541,18 +715,49 @@ mod residue_tests {
                global = (cols, rows), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#,
         );
         let sizes: Sizes = [("rows".to_string(), 256), ("cols".to_string(), 256)].into();
-        let bounds: BTreeMap<String, (i64, i64)> = [("rows".to_string(), (97, 513)), ("cols".to_string(), (97, 513))].into();
-        let corners = corner_sizes(&s, &s.reference, &sizes, &bounds, &limits(), &[], Reach::Tune, &mut ChaCha8Rng::seed_from_u64(0));
+        let bounds: BTreeMap<String, (i64, i64)> = [
+            ("rows".to_string(), (97, 513)),
+            ("cols".to_string(), (97, 513)),
+        ]
+        .into();
+        let corners = corner_sizes(
+            &s,
+            &s.reference,
+            &sizes,
+            &bounds,
+            &limits(),
+            &[],
+            Reach::Tune,
+            &mut ChaCha8Rng::seed_from_u64(0),
+        );
         assert_eq!(corners.len(), 4, "{corners:?}");
-        assert!(corners.iter().any(|c| c["rows"] == 513 && c["cols"] == 97), "{corners:?}");
-        assert!(corners.iter().any(|c| c["rows"] == 97 && c["cols"] == 513), "{corners:?}");
+        assert!(
+            corners.iter().any(|c| c["rows"] == 513 && c["cols"] == 97),
+            "{corners:?}"
+        );
+        assert!(
+            corners.iter().any(|c| c["rows"] == 97 && c["cols"] == 513),
+            "{corners:?}"
+        );
         // a constraint that forbids the corner: moved toward the tuned sizes until it holds
         let tall = spec(
             r#"code = "__kernel void k(const int rows, const int cols, __global float* y) { y[0] = P; }", params(P = [0, 1]), reference(P = 0),
                require(rows <= 3 * cols), global = (cols, rows), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#,
         );
-        let corners = corner_sizes(&tall, &tall.reference, &sizes, &bounds, &limits(), &[], Reach::Tune, &mut ChaCha8Rng::seed_from_u64(0));
-        assert!(corners.iter().all(|c| c["rows"] <= 3 * c["cols"]), "{corners:?}");
+        let corners = corner_sizes(
+            &tall,
+            &tall.reference,
+            &sizes,
+            &bounds,
+            &limits(),
+            &[],
+            Reach::Tune,
+            &mut ChaCha8Rng::seed_from_u64(0),
+        );
+        assert!(
+            corners.iter().all(|c| c["rows"] <= 3 * c["cols"]),
+            "{corners:?}"
+        );
         assert_eq!(corners.len(), 4, "{corners:?}");
     }
 }
@@ -570,17 +775,32 @@ mod axis_tests {
             .parse()
             .unwrap();
         let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
-        let spec = parse(args, &item, &Context { package: "t", manifest_dir: std::path::Path::new(".") })
-            .map(|a| a.spec)
-            .map_err(|e| e.to_string())
-            .unwrap();
-        let limits = Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 4 << 30, ..Limits::default() };
+        let spec = parse(
+            args,
+            &item,
+            &Context {
+                package: "t",
+                manifest_dir: std::path::Path::new("."),
+            },
+        )
+        .map(|a| a.spec)
+        .map_err(|e| e.to_string())
+        .unwrap();
+        let limits = Limits {
+            max_work_group_size: 1024,
+            max_alloc_bytes: 1 << 30,
+            global_mem_bytes: 4 << 30,
+            ..Limits::default()
+        };
         let sizes: Sizes = [("rows".to_string(), 256), ("cols".to_string(), 256)].into();
         let probes = axis_probe_sizes(&spec, &spec.reference, &sizes, &limits);
         assert_eq!(probes.len(), 4, "{probes:?}");
         for p in &probes {
             assert_ne!(p["rows"], p["cols"], "shapes that are not square: {p:?}");
-            assert!(p["rows"] == 256 || p["cols"] == 256, "one size at a time: {p:?}");
+            assert!(
+                p["rows"] == 256 || p["cols"] == 256,
+                "one size at a time: {p:?}"
+            );
         }
         // one size: nothing to vary alone
         let single: Sizes = [("n".to_string(), 64)].into();

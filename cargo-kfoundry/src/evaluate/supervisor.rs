@@ -14,7 +14,9 @@ use kfoundry_search::{Config, Evaluation, FailureKind};
 use super::case::Case;
 use super::diagnostics::{collect, Warnings};
 use super::worker::{Request, Response};
-use super::{params_of, ErrorStats, Judge, Limits, Measurement, Phase, Untrusted, Validity, Verdict};
+use super::{
+    params_of, ErrorStats, Judge, Limits, Measurement, Phase, Untrusted, Validity, Verdict,
+};
 
 /// How long each phase of a request may take.
 #[derive(Debug, Clone, Copy)]
@@ -35,7 +37,12 @@ pub const MAX_LIMIT: Duration = Duration::from_secs(30 * 86400);
 
 impl Default for TimeLimits {
     fn default() -> Self {
-        TimeLimits { reference: Duration::from_secs(300), build: Duration::from_secs(120), factor: 20.0, floor: Duration::from_secs(20) }
+        TimeLimits {
+            reference: Duration::from_secs(300),
+            build: Duration::from_secs(120),
+            factor: 20.0,
+            floor: Duration::from_secs(20),
+        }
     }
 }
 
@@ -71,8 +78,19 @@ pub struct Supervised {
 }
 
 impl Supervised {
-    pub fn start(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Measurement, time: TimeLimits) -> Result<Supervised> {
-        let setup = Request::Setup { spec: Box::new(spec.clone()), sizes: sizes.clone(), device, settings };
+    pub fn start(
+        spec: &KernelSpec,
+        sizes: &Sizes,
+        device: usize,
+        settings: Measurement,
+        time: TimeLimits,
+    ) -> Result<Supervised> {
+        let setup = Request::Setup {
+            spec: Box::new(spec.clone()),
+            sizes: sizes.clone(),
+            device,
+            settings,
+        };
         let mut s = Supervised {
             setup,
             worker: None,
@@ -91,7 +109,8 @@ impl Supervised {
 
     /// Starts a worker and sets it up; the reference is built and checked there.
     fn spawn(&mut self) -> Result<()> {
-        let exe = std::env::current_exe().context("cannot find the cargo-kfoundry executable to start a worker")?;
+        let exe = std::env::current_exe()
+            .context("cannot find the cargo-kfoundry executable to start a worker")?;
         let mut command = Command::new(exe);
         // Its own process group: the terminal's Ctrl-C goes to the tuner only, which stops
         // after the current evaluation instead of seeing its worker killed mid-candidate.
@@ -99,7 +118,9 @@ impl Supervised {
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         // The worker runs candidates, and on a CPU device a candidate is native code in its
         // process: it gets an environment without secrets (see [`worker_environment`]).
-        command.env_clear().envs(worker_environment(std::env::vars_os()));
+        command
+            .env_clear()
+            .envs(worker_environment(std::env::vars_os()));
         let mut child = command
             .arg("__worker")
             .env(super::worker::PARENT_ENV, std::process::id().to_string())
@@ -111,8 +132,14 @@ impl Supervised {
         if let Some(stderr) = child.stderr.take() {
             collect(stderr, self.warnings.clone());
         }
-        let stdin = child.stdin.take().ok_or_else(|| anyhow!("worker without stdin"))?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow!("worker without stdout"))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow!("worker without stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("worker without stdout"))?;
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -122,8 +149,16 @@ impl Supervised {
                 }
             }
         });
-        let mut worker = Worker { child, stdin, lines };
-        let limits = Limits3 { before: self.time.reference, reference_checked: self.time.reference, built: self.time.reference };
+        let mut worker = Worker {
+            child,
+            stdin,
+            lines,
+        };
+        let limits = Limits3 {
+            before: self.time.reference,
+            reference_checked: self.time.reference,
+            built: self.time.reference,
+        };
         match exchange(&mut worker, &self.setup, limits)? {
             Ok((Response::Ready { limits }, _)) => self.limits = limits,
             Ok((Response::SetupFailed { message }, _)) => bail!("{message}"),
@@ -131,7 +166,9 @@ impl Supervised {
             Err((Failure::Timeout(d), _)) => {
                 bail!("the reference did not build and pass its checks within {:.0} s (--reference-timeout; killed)", d.as_secs_f64())
             }
-            Err((failure, _)) => bail!("the worker failed while setting up the reference: {failure}"),
+            Err((failure, _)) => {
+                bail!("the worker failed while setting up the reference: {failure}")
+            }
         }
         self.worker = Some(worker);
         Ok(())
@@ -149,7 +186,13 @@ impl Supervised {
 
     /// Evaluates `params`, containing hangs and crashes.
     pub fn evaluate_params(&mut self, params: &Params) -> Evaluation {
-        let evaluation = self.request(Request::Evaluate { params: params.clone(), source: None }, params);
+        let evaluation = self.request(
+            Request::Evaluate {
+                params: params.clone(),
+                source: None,
+            },
+            params,
+        );
         if self.candidate_limit.is_none() && *params == self.spec.reference {
             if let Evaluation::Ok { cost, .. } = &evaluation {
                 self.calibrate(*cost);
@@ -164,24 +207,54 @@ impl Supervised {
     /// number of seconds gives the floor, and the limit never exceeds [`MAX_LIMIT`].
     pub fn calibrate(&mut self, reference_cost: f64) {
         let secs = reference_cost * self.time.factor;
-        let scaled = if secs.is_finite() && secs > 0.0 { Duration::try_from_secs_f64(secs).unwrap_or(MAX_LIMIT) } else { Duration::ZERO };
+        let scaled = if secs.is_finite() && secs > 0.0 {
+            Duration::try_from_secs_f64(secs).unwrap_or(MAX_LIMIT)
+        } else {
+            Duration::ZERO
+        };
         self.candidate_limit = Some(scaled.max(self.time.floor).min(MAX_LIMIT));
     }
 
     /// Evaluates a source-level variant (`source`, same signature as the reference) at
     /// `params`, contained like any candidate.
     pub fn evaluate_source(&mut self, params: &Params, source: &str) -> Evaluation {
-        self.request(Request::Evaluate { params: params.clone(), source: Some(source.to_string()) }, params)
+        self.request(
+            Request::Evaluate {
+                params: params.clone(),
+                source: Some(source.to_string()),
+            },
+            params,
+        )
     }
 
     /// Verifies `params` (of `source` when given) in a case of its proof without timing it,
     /// contained like any evaluation. `Err` when the reference itself cannot be trusted there
     /// (it proves nothing either way).
-    pub fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> std::result::Result<Verdict, Untrusted> {
-        let request = Request::Verify { params: params.clone(), case: case.clone(), source: source.map(str::to_string) };
-        let limits = Limits3 { before: self.time.reference, reference_checked: self.time.build, built: self.time.reference };
+    pub fn verify(
+        &mut self,
+        params: &Params,
+        case: &Case,
+        source: Option<&str>,
+    ) -> std::result::Result<Verdict, Untrusted> {
+        let request = Request::Verify {
+            params: params.clone(),
+            case: case.clone(),
+            source: source.map(str::to_string),
+        };
+        let limits = Limits3 {
+            before: self.time.reference,
+            reference_checked: self.time.build,
+            built: self.time.reference,
+        };
         match self.exchange(&request, limits) {
-            Ok((Response::Verified { verdict, build_log, warnings }, _)) => {
+            Ok((
+                Response::Verified {
+                    verdict,
+                    build_log,
+                    warnings,
+                },
+                _,
+            )) => {
                 if let Some(log) = build_log {
                     self.build_failures.push((params.clone(), log));
                 }
@@ -194,10 +267,14 @@ impl Supervised {
             Ok((Response::Unverifiable { untrusted }, _)) => Err(untrusted),
             Ok((other, _)) => {
                 self.worker = None;
-                Err(Untrusted::device(format!("unexpected answer from the worker: {other:?}")))
+                Err(Untrusted::device(format!(
+                    "unexpected answer from the worker: {other:?}"
+                )))
             }
             // Before the reference was checked there, a failure is not the candidate's.
-            Err((failure, None)) => Err(Untrusted::device(format!("checking the reference there: {failure}"))),
+            Err((failure, None)) => Err(Untrusted::device(format!(
+                "checking the reference there: {failure}"
+            ))),
             Err((failure, Some(_))) => Ok(Err((failure.kind(), failure.to_string()))),
         }
     }
@@ -215,10 +292,22 @@ impl Supervised {
     fn request(&mut self, request: Request, params: &Params) -> Evaluation {
         self.last_errors = None;
         let run = self.candidate_limit.unwrap_or(self.time.reference);
-        let limits = Limits3 { before: self.time.build, reference_checked: self.time.build, built: run };
+        let limits = Limits3 {
+            before: self.time.build,
+            reference_checked: self.time.build,
+            built: run,
+        };
         let started = Instant::now();
         match self.exchange(&request, limits) {
-            Ok((Response::Evaluated { evaluation, build_log, errors, warnings }, _)) => {
+            Ok((
+                Response::Evaluated {
+                    evaluation,
+                    build_log,
+                    errors,
+                    warnings,
+                },
+                _,
+            )) => {
                 if let Some(log) = build_log {
                     self.build_failures.push((params.clone(), log));
                 }
@@ -229,7 +318,11 @@ impl Supervised {
             }
             Ok((other, _)) => {
                 self.worker = None;
-                Evaluation::failed(FailureKind::Runtime, format!("unexpected answer from the worker: {other:?}"), started.elapsed().as_secs_f64())
+                Evaluation::failed(
+                    FailureKind::Runtime,
+                    format!("unexpected answer from the worker: {other:?}"),
+                    started.elapsed().as_secs_f64(),
+                )
             }
             Err((failure, phase)) => {
                 let reason = match (&failure, phase) {
@@ -251,7 +344,11 @@ impl Supervised {
     /// with CL_OUT_OF_RESOURCES): the worker is replaced before the next request, so that
     /// one bad candidate fails alone, not every candidate after it and the reference.
     fn retire_after(&mut self, evaluation: &Evaluation) {
-        if let Evaluation::Failed { kind: FailureKind::Runtime, .. } = evaluation {
+        if let Evaluation::Failed {
+            kind: FailureKind::Runtime,
+            ..
+        } = evaluation
+        {
             self.worker = None;
         }
     }
@@ -259,10 +356,17 @@ impl Supervised {
     /// Sends `request` to the worker (starting one if needed) and waits for the answer, each
     /// phase under its limit. A worker that hangs is killed; one that hangs or dies is replaced
     /// before the next request. `Err` carries the failure and the last phase reached.
-    fn exchange(&mut self, request: &Request, limits: Limits3) -> std::result::Result<(Response, Option<Phase>), (Failure, Option<Phase>)> {
+    fn exchange(
+        &mut self,
+        request: &Request,
+        limits: Limits3,
+    ) -> std::result::Result<(Response, Option<Phase>), (Failure, Option<Phase>)> {
         if self.worker.is_none() {
             if let Err(e) = self.spawn() {
-                return Err((Failure::Died(format!("cannot restart the worker: {e:#}")), None));
+                return Err((
+                    Failure::Died(format!("cannot restart the worker: {e:#}")),
+                    None,
+                ));
             }
         }
         let Some(worker) = self.worker.as_mut() else {
@@ -284,9 +388,23 @@ impl Supervised {
 /// home and temporary directories, locale), never one that looks like a secret (a key, a
 /// token, a password: the language model's key among them). Everything else (cloud
 /// credentials, tokens of CI systems, a database URL) stays with the tuner.
-pub fn worker_environment(vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    const NAMES: &[&str] =
-        &["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TMP", "TEMP", "LANG", "TZ", "LD_LIBRARY_PATH", "RUST_BACKTRACE", "RUST_LOG"];
+pub fn worker_environment(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    const NAMES: &[&str] = &[
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "LANG",
+        "TZ",
+        "LD_LIBRARY_PATH",
+        "RUST_BACKTRACE",
+        "RUST_LOG",
+    ];
     const PREFIXES: &[&str] = &[
         "LC_",
         "XDG_",
@@ -309,9 +427,21 @@ pub fn worker_environment(vars: impl Iterator<Item = (std::ffi::OsString, std::f
         "CL_",
         "KFOUNDRY_TEST_",
     ];
-    const SECRET: &[&str] = &["KEY", "TOKEN", "SECRET", "PASS", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "PRIVATE"];
+    const SECRET: &[&str] = &[
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASS",
+        "CREDENTIAL",
+        "AUTH",
+        "COOKIE",
+        "SESSION",
+        "PRIVATE",
+    ];
     vars.filter(|(name, _)| {
-        let Some(name) = name.to_str() else { return false };
+        let Some(name) = name.to_str() else {
+            return false;
+        };
         let upper = name.to_ascii_uppercase();
         let allowed = NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p));
         allowed && !SECRET.iter().any(|s| upper.contains(s))
@@ -340,8 +470,15 @@ impl kfoundry_search::Evaluator for Supervised {
     /// (its builds are lost; each candidate is then built when it is evaluated).
     fn prepare(&mut self, upcoming: &[Config]) {
         let params = upcoming.iter().map(|c| params_of(&self.spec, c)).collect();
-        let limits = Limits3 { before: self.time.build, reference_checked: self.time.build, built: self.time.build };
-        if !matches!(self.exchange(&Request::BuildAhead { params }, limits), Ok((Response::Building, _))) {
+        let limits = Limits3 {
+            before: self.time.build,
+            reference_checked: self.time.build,
+            built: self.time.build,
+        };
+        if !matches!(
+            self.exchange(&Request::BuildAhead { params }, limits),
+            Ok((Response::Building, _))
+        ) {
             self.worker = None;
         }
     }
@@ -383,7 +520,12 @@ fn exchange(
 ) -> Result<std::result::Result<(Response, Option<Phase>), (Failure, Option<Phase>)>> {
     let mut line = serde_json::to_string(request)?;
     line.push('\n');
-    if worker.stdin.write_all(line.as_bytes()).and_then(|_| worker.stdin.flush()).is_err() {
+    if worker
+        .stdin
+        .write_all(line.as_bytes())
+        .and_then(|_| worker.stdin.flush())
+        .is_err()
+    {
         return Ok(Err((Failure::Died(exit_status(&mut worker.child)), None)));
     }
     let mut phase = None;
@@ -403,7 +545,10 @@ fn exchange(
                     let _ = worker.child.kill();
                     let _ = worker.child.wait();
                     let line: String = answer.chars().take(200).collect();
-                    return Ok(Err((Failure::Died(format!("it sent an unreadable answer ({e}): {line}")), phase)));
+                    return Ok(Err((
+                        Failure::Died(format!("it sent an unreadable answer ({e}): {line}")),
+                        phase,
+                    )));
                 }
             },
             Err(RecvTimeoutError::Timeout) => {
@@ -411,7 +556,9 @@ fn exchange(
                 let _ = worker.child.wait();
                 return Ok(Err((Failure::Timeout(limit), phase)));
             }
-            Err(RecvTimeoutError::Disconnected) => return Ok(Err((Failure::Died(exit_status(&mut worker.child)), phase))),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Ok(Err((Failure::Died(exit_status(&mut worker.child)), phase)))
+            }
         }
     }
 }
@@ -449,7 +596,12 @@ impl Judge for Supervised {
             None => self.evaluate_params(params),
         }
     }
-    fn verify(&mut self, params: &Params, case: &Case, source: Option<&str>) -> Result<Verdict, Untrusted> {
+    fn verify(
+        &mut self,
+        params: &Params,
+        case: &Case,
+        source: Option<&str>,
+    ) -> Result<Verdict, Untrusted> {
         Supervised::verify(self, params, case, source)
     }
     fn last_errors(&self) -> Option<ErrorStats> {
@@ -466,25 +618,40 @@ mod tests {
 
     /// A stand-in worker: a shell script that answers any request after the given pauses.
     fn scripted(script: &str) -> Worker {
-        let mut child = Command::new("sh").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("sh");
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
+            for line in BufReader::new(stdout)
+                .lines()
+                .map_while(std::result::Result::ok)
+            {
                 if tx.send(line).is_err() {
                     break;
                 }
             }
         });
-        Worker { child, stdin, lines }
+        Worker {
+            child,
+            stdin,
+            lines,
+        }
     }
 
     const BUILT: &str = r#"{"Progress":{"phase":"Built"}}"#;
     const ANSWER: &str = r#"{"Evaluated":{"evaluation":{"Ok":{"time":0.001,"cost":0.1,"descriptors":[]}},"build_log":null,"errors":null}}"#;
 
     fn request() -> Request {
-        Request::Evaluate { params: Params::new(), source: None }
+        Request::Evaluate {
+            params: Params::new(),
+            source: None,
+        }
     }
 
     /// A supervisor of a trivial kernel with `worker` (none: it would start real ones).
@@ -500,7 +667,12 @@ mod tests {
         .map_err(|e| e.to_string())
         .unwrap();
         Supervised {
-            setup: Request::Setup { spec: Box::new(spec.clone()), sizes: Sizes::new(), device: 0, settings: Measurement::default() },
+            setup: Request::Setup {
+                spec: Box::new(spec.clone()),
+                sizes: Sizes::new(),
+                device: 0,
+                settings: Measurement::default(),
+            },
             worker,
             limits: Limits::default(),
             time: TimeLimits::default(),
@@ -518,13 +690,27 @@ mod tests {
         // A candidate that failed to build or was wrong leaves the worker in use...
         let wrong = r#"{"Evaluated":{"evaluation":{"Failed":{"reason":"y[3] differs","kind":"Wrong","cost":0.1}},"build_log":null,"errors":null}}"#;
         let mut s = supervised(Some(scripted(&format!("read _; echo '{wrong}'; sleep 5"))));
-        assert!(matches!(s.request(request(), &Params::new()), Evaluation::Failed { kind: FailureKind::Wrong, .. }));
+        assert!(matches!(
+            s.request(request(), &Params::new()),
+            Evaluation::Failed {
+                kind: FailureKind::Wrong,
+                ..
+            }
+        ));
         assert!(s.worker.is_some());
         // ...one whose launch failed in OpenCL may have poisoned its context (NVIDIA, after an
         // illegal address, fails every later launch): the next request gets a fresh worker.
         let runtime = r#"{"Evaluated":{"evaluation":{"Failed":{"reason":"clEnqueueNDRangeKernel(\"k\"): CL_OUT_OF_RESOURCES (-5)","kind":"Runtime","cost":0.1}},"build_log":null,"errors":null}}"#;
-        let mut s = supervised(Some(scripted(&format!("read _; echo '{runtime}'; sleep 5"))));
-        assert!(matches!(s.request(request(), &Params::new()), Evaluation::Failed { kind: FailureKind::Runtime, .. }));
+        let mut s = supervised(Some(scripted(&format!(
+            "read _; echo '{runtime}'; sleep 5"
+        ))));
+        assert!(matches!(
+            s.request(request(), &Params::new()),
+            Evaluation::Failed {
+                kind: FailureKind::Runtime,
+                ..
+            }
+        ));
         assert!(s.worker.is_none());
     }
 
@@ -547,16 +733,33 @@ mod tests {
             ("MY_KEY", "k"),
         ];
         let kept = worker_environment(vars.iter().map(|(k, v)| ((*k).into(), (*v).into())));
-        let names: Vec<String> = kept.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
-        assert_eq!(names, ["PATH", "HOME", "POCL_DEVICES", "OCL_ICD_VENDORS", "CUDA_VISIBLE_DEVICES", "LC_ALL"]);
+        let names: Vec<String> = kept
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "PATH",
+                "HOME",
+                "POCL_DEVICES",
+                "OCL_ICD_VENDORS",
+                "CUDA_VISIBLE_DEVICES",
+                "LC_ALL"
+            ]
+        );
     }
 
     #[test]
     fn calibration_survives_absurd_costs() {
         let mut s = supervised(None);
-        for (cost, expected) in
-            [(1e300, MAX_LIMIT), (f64::NAN, s.time.floor), (-1.0, s.time.floor), (f64::INFINITY, s.time.floor), (2.0, Duration::from_secs(40))]
-        {
+        for (cost, expected) in [
+            (1e300, MAX_LIMIT),
+            (f64::NAN, s.time.floor),
+            (-1.0, s.time.floor),
+            (f64::INFINITY, s.time.floor),
+            (2.0, Duration::from_secs(40)),
+        ] {
             s.calibrate(cost);
             assert_eq!(s.candidate_limit, Some(expected), "{cost}");
         }
@@ -564,25 +767,46 @@ mod tests {
 
     #[test]
     fn build_time_is_not_charged_to_the_run_time_limit() {
-        let limits = Limits3 { before: Duration::from_secs(5), reference_checked: Duration::from_secs(5), built: Duration::from_millis(800) };
+        let limits = Limits3 {
+            before: Duration::from_secs(5),
+            reference_checked: Duration::from_secs(5),
+            built: Duration::from_millis(800),
+        };
         // a build of 1.5 s, then a run of 0.1 s: within its limit
-        let mut w = scripted(&format!("read _; sleep 1.5; echo '{BUILT}'; sleep 0.1; echo '{ANSWER}'; sleep 5"));
+        let mut w = scripted(&format!(
+            "read _; sleep 1.5; echo '{BUILT}'; sleep 0.1; echo '{ANSWER}'; sleep 5"
+        ));
         let answer = exchange(&mut w, &request(), limits).expect("I/O");
-        assert!(matches!(answer, Ok((Response::Evaluated { .. }, Some(Phase::Built)))), "{answer:?}");
+        assert!(
+            matches!(answer, Ok((Response::Evaluated { .. }, Some(Phase::Built)))),
+            "{answer:?}"
+        );
         // a quick build, then a run that overruns: killed as a time-out after its build
         let mut w = scripted(&format!("read _; echo '{BUILT}'; sleep 3; echo '{ANSWER}'"));
         let started = Instant::now();
         let answer = exchange(&mut w, &request(), limits).expect("I/O");
-        assert!(matches!(answer, Err((Failure::Timeout(d), Some(Phase::Built))) if d == limits.built), "{answer:?}");
+        assert!(
+            matches!(answer, Err((Failure::Timeout(d), Some(Phase::Built))) if d == limits.built),
+            "{answer:?}"
+        );
         assert!(started.elapsed() < Duration::from_secs(2));
         // a build that overruns its own limit
-        let quick_build = Limits3 { before: Duration::from_millis(300), ..limits };
+        let quick_build = Limits3 {
+            before: Duration::from_millis(300),
+            ..limits
+        };
         let mut w = scripted(&format!("read _; sleep 3; echo '{BUILT}'"));
         let answer = exchange(&mut w, &request(), quick_build).expect("I/O");
-        assert!(matches!(answer, Err((Failure::Timeout(_), None))), "{answer:?}");
+        assert!(
+            matches!(answer, Err((Failure::Timeout(_), None))),
+            "{answer:?}"
+        );
         // a worker that dies mid-run
         let mut w = scripted(&format!("read _; echo '{BUILT}'; kill -SEGV $$"));
         let answer = exchange(&mut w, &request(), limits).expect("I/O");
-        assert!(matches!(answer, Err((Failure::Died(ref how), Some(Phase::Built))) if how.contains("SIGSEGV")), "{answer:?}");
+        assert!(
+            matches!(answer, Err((Failure::Died(ref how), Some(Phase::Built))) if how.contains("SIGSEGV")),
+            "{answer:?}"
+        );
     }
 }

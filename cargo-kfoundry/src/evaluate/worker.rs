@@ -16,7 +16,12 @@ use super::{Bench, ErrorStats, Limits, Measurement, Phase, Verdict};
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
     /// First message: what to evaluate, and where (index in `list_devices()` order).
-    Setup { spec: Box<KernelSpec>, sizes: Sizes, device: usize, settings: Measurement },
+    Setup {
+        spec: Box<KernelSpec>,
+        sizes: Sizes,
+        device: usize,
+        settings: Measurement,
+    },
     /// `source`: a source-level variant to build instead of the annotated source.
     Evaluate {
         params: Params,
@@ -84,7 +89,9 @@ pub const PARENT_ENV: &str = "KFOUNDRY_TUNER_PID";
 fn die_with_parent() {
     // SAFETY: prctl(PR_SET_PDEATHSIG, signal) passes no memory; getppid cannot fail.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-    let parent = std::env::var(PARENT_ENV).ok().and_then(|p| p.parse::<i32>().ok());
+    let parent = std::env::var(PARENT_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok());
     // The tuner may have died before the call above: then this process was re-parented.
     if parent.is_some_and(|p| p != unsafe { libc::getppid() }) {
         std::process::exit(0);
@@ -119,7 +126,11 @@ fn protocol_channel() -> anyhow::Result<std::fs::File> {
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(printed).split(b'\n') {
                 let Ok(line) = line else { break };
-                let _ = writeln!(std::io::stderr().lock(), "{KERNEL_OUTPUT}{}", String::from_utf8_lossy(&line));
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "{KERNEL_OUTPUT}{}",
+                    String::from_utf8_lossy(&line)
+                );
             }
         });
         Ok(std::fs::File::from_raw_fd(fd))
@@ -157,7 +168,12 @@ pub fn serve() -> anyhow::Result<()> {
             let _ = send(&mut progress_out, &Response::Progress { phase });
         };
         let response = match serde_json::from_str::<Request>(&line)? {
-            Request::Setup { spec, sizes, device, settings } => match setup(&spec, &sizes, device, settings) {
+            Request::Setup {
+                spec,
+                sizes,
+                device,
+                settings,
+            } => match setup(&spec, &sizes, device, settings) {
                 Ok(b) => {
                     let limits = b.limits().clone();
                     bench = Some(b);
@@ -169,30 +185,55 @@ pub fn serve() -> anyhow::Result<()> {
                 Some(b) => {
                     let failures_before = b.build_failures.len();
                     let evaluation = b.evaluate(&params, source.as_deref(), &mut built);
-                    let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
-                    Response::Evaluated { evaluation, build_log, errors: b.last_errors, warnings: std::mem::take(&mut b.build_warnings) }
+                    let build_log = b
+                        .build_failures
+                        .get(failures_before)
+                        .map(|(_, log)| log.clone());
+                    Response::Evaluated {
+                        evaluation,
+                        build_log,
+                        errors: b.last_errors,
+                        warnings: std::mem::take(&mut b.build_warnings),
+                    }
                 }
-                None => Response::SetupFailed { message: "evaluate before setup".into() },
+                None => Response::SetupFailed {
+                    message: "evaluate before setup".into(),
+                },
             },
             Request::BuildAhead { params } => match bench.as_mut() {
                 Some(b) => {
                     b.build_ahead(&params);
                     Response::Building
                 }
-                None => Response::SetupFailed { message: "build before setup".into() },
+                None => Response::SetupFailed {
+                    message: "build before setup".into(),
+                },
             },
-            Request::Verify { params, case, source } => match bench.as_mut() {
+            Request::Verify {
+                params,
+                case,
+                source,
+            } => match bench.as_mut() {
                 Some(b) => {
                     let failures_before = b.build_failures.len();
                     match b.verify_at(&params, source.as_deref(), &case, &mut built) {
                         Ok(verdict) => {
-                            let build_log = b.build_failures.get(failures_before).map(|(_, log)| log.clone());
-                            Response::Verified { verdict, build_log, warnings: std::mem::take(&mut b.build_warnings) }
+                            let build_log = b
+                                .build_failures
+                                .get(failures_before)
+                                .map(|(_, log)| log.clone());
+                            Response::Verified {
+                                verdict,
+                                build_log,
+                                warnings: std::mem::take(&mut b.build_warnings),
+                            }
                         }
                         Err(untrusted) => Response::Unverifiable { untrusted },
                     }
                 }
-                None => Response::SetupFailed { message: "verify before setup".into() },
+                None => Response::SetupFailed {
+                    message: "verify before setup".into(),
+                },
             },
         };
         send(&mut out, &response)?;
@@ -200,6 +241,11 @@ pub fn serve() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn setup(spec: &KernelSpec, sizes: &Sizes, device: usize, settings: Measurement) -> Result<Bench, String> {
+fn setup(
+    spec: &KernelSpec,
+    sizes: &Sizes,
+    device: usize,
+    settings: Measurement,
+) -> Result<Bench, String> {
     Bench::new(spec, sizes, device, settings).map_err(|e| e.to_string())
 }

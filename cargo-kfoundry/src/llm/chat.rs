@@ -38,10 +38,16 @@ pub struct Message {
 
 impl Message {
     pub fn system(content: impl Into<String>) -> Message {
-        Message { role: Role::System, content: content.into() }
+        Message {
+            role: Role::System,
+            content: content.into(),
+        }
     }
     pub fn user(content: impl Into<String>) -> Message {
-        Message { role: Role::User, content: content.into() }
+        Message {
+            role: Role::User,
+            content: content.into(),
+        }
     }
 }
 
@@ -88,20 +94,57 @@ pub trait Chat {
 pub enum ChatError {
     #[error("cannot reach the language model at {url}: {detail} (check base_url / KFOUNDRY_LLM_URL and that the server is running)")]
     Connect { url: String, detail: String },
-    #[error("the language model at {url} did not answer within {secs:.1} s ({attempts} attempt(s))")]
-    Timeout { url: String, secs: f64, attempts: u32 },
+    #[error(
+        "the language model at {url} did not answer within {secs:.1} s ({attempts} attempt(s))"
+    )]
+    Timeout {
+        url: String,
+        secs: f64,
+        attempts: u32,
+    },
     #[error("the language model at {url} refused the API key (HTTP {status}); check the key in the environment variable {key_env}{}", if *.key_sent { "" } else { " (no key was set)" })]
-    KeyRefused { url: String, status: u16, key_env: String, key_sent: bool },
-    #[error("the language model at {url} does not know the model `{model}` (HTTP {status}): {detail}")]
-    UnknownModel { url: String, model: String, status: u16, detail: String },
+    KeyRefused {
+        url: String,
+        status: u16,
+        key_env: String,
+        key_sent: bool,
+    },
+    #[error(
+        "the language model at {url} does not know the model `{model}` (HTTP {status}): {detail}"
+    )]
+    UnknownModel {
+        url: String,
+        model: String,
+        status: u16,
+        detail: String,
+    },
     #[error("HTTP 404 from {url}: either the model `{model}` is unknown there or there is no chat-completions API at this URL (base_url usually ends in /v1): {detail}")]
-    NotFound { url: String, model: String, detail: String },
-    #[error("the language model at {url} answered HTTP {status} ({attempts} attempt(s)): {detail}")]
-    Http { url: String, status: u16, attempts: u32, detail: String },
+    NotFound {
+        url: String,
+        model: String,
+        detail: String,
+    },
+    #[error(
+        "the language model at {url} answered HTTP {status} ({attempts} attempt(s)): {detail}"
+    )]
+    Http {
+        url: String,
+        status: u16,
+        attempts: u32,
+        detail: String,
+    },
     #[error("malformed answer from {url}: expected {expected}; got: {excerpt}")]
-    Malformed { url: String, expected: String, excerpt: String },
+    Malformed {
+        url: String,
+        expected: String,
+        excerpt: String,
+    },
     #[error("language-model budget exhausted: {used} of {cap} {what} per tune used")]
-    BudgetExhausted { what: &'static str, used: u64, cap: u64 },
+    BudgetExhausted {
+        what: &'static str,
+        used: u64,
+        cap: u64,
+    },
     #[error("cannot set up the HTTP client for {url}: {detail}")]
     Setup { url: String, detail: String },
 }

@@ -172,14 +172,20 @@ impl LlmConfig {
     /// Reads the settings from `layers` (in order, each overriding the one before) and `env`
     /// (a variable lookup, so that tests need not touch the process environment). `None`:
     /// nothing configured, or a layer says `enabled = false`.
-    pub fn resolve(layers: &[Layer], env: impl Fn(&str) -> Option<String>) -> Result<Option<LlmConfig>, ConfigError> {
+    pub fn resolve(
+        layers: &[Layer],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<LlmConfig>, ConfigError> {
         let env_url = env(URL_ENV);
         let tables: Vec<(&serde_json::Map<String, Value>, &Origin)> = layers
             .iter()
             .filter_map(|l| match l.table {
                 Value::Null => None,
                 Value::Object(map) => Some(Ok((map, &l.origin))),
-                other => Some(Err(ConfigError::NotATable { origin: l.origin.to_string(), found: kind_of(other).to_string() })),
+                other => Some(Err(ConfigError::NotATable {
+                    origin: l.origin.to_string(),
+                    found: kind_of(other).to_string(),
+                })),
             })
             .collect::<Result<_, _>>()?;
         if tables.is_empty() && env_url.is_none() {
@@ -192,7 +198,10 @@ impl LlmConfig {
             for (key, value) in map {
                 match key.as_str() {
                     "enabled" => {
-                        if !value.as_bool().ok_or_else(|| at(wrong(key, "true or false", value)))? {
+                        if !value
+                            .as_bool()
+                            .ok_or_else(|| at(wrong(key, "true or false", value)))?
+                        {
                             return Ok(None);
                         }
                     }
@@ -202,26 +211,53 @@ impl LlmConfig {
                     }
                     "model" => config.model = string(key, value).map_err(at)?,
                     "api_key_env" if matches!(origin, Origin::Project(_)) => {
-                        return Err(ConfigError::KeyVariableFromProject { origin: origin.to_string() });
+                        return Err(ConfigError::KeyVariableFromProject {
+                            origin: origin.to_string(),
+                        });
                     }
                     "api_key_env" => config.api_key_env = string(key, value).map_err(at)?,
                     "timeout_secs" => config.timeout_secs = positive(key, value).map_err(at)?,
-                    "max_retries" => config.max_retries = narrow(key, unsigned(key, value).map_err(at)?).map_err(at)?,
-                    "max_requests" => config.max_requests = narrow(key, positive(key, value).map_err(at)?).map_err(at)?,
+                    "max_retries" => {
+                        config.max_retries =
+                            narrow(key, unsigned(key, value).map_err(at)?).map_err(at)?
+                    }
+                    "max_requests" => {
+                        config.max_requests =
+                            narrow(key, positive(key, value).map_err(at)?).map_err(at)?
+                    }
                     "max_tokens" => config.max_tokens = positive(key, value).map_err(at)?,
-                    "max_completion_tokens" => config.max_completion_tokens = positive(key, value).map_err(at)?,
+                    "max_completion_tokens" => {
+                        config.max_completion_tokens = positive(key, value).map_err(at)?
+                    }
                     "temperature" => {
-                        let t = value.as_f64().ok_or_else(|| at(wrong(key, "a number", value)))?;
+                        let t = value
+                            .as_f64()
+                            .ok_or_else(|| at(wrong(key, "a number", value)))?;
                         if !(0.0..=2.0).contains(&t) {
-                            return Err(at(ConfigError::OutOfRange { key: key.clone(), allowed: "0 to 2".into(), value: t.to_string() }));
+                            return Err(at(ConfigError::OutOfRange {
+                                key: key.clone(),
+                                allowed: "0 to 2".into(),
+                                value: t.to_string(),
+                            }));
                         }
                         config.temperature = t;
                     }
-                    "every" => config.every = narrow(key, positive(key, value).map_err(at)?).map_err(at)?,
-                    "meta_every" => config.meta_every = narrow(key, positive(key, value).map_err(at)?).map_err(at)?,
-                    "population" => config.population = narrow(key, positive(key, value).map_err(at)?).map_err(at)?,
+                    "every" => {
+                        config.every = narrow(key, positive(key, value).map_err(at)?).map_err(at)?
+                    }
+                    "meta_every" => {
+                        config.meta_every =
+                            narrow(key, positive(key, value).map_err(at)?).map_err(at)?
+                    }
+                    "population" => {
+                        config.population =
+                            narrow(key, positive(key, value).map_err(at)?).map_err(at)?
+                    }
                     "api_key" | "key" | "token" => {
-                        return Err(at(ConfigError::KeyInFile { key: key.clone(), env: config.api_key_env.clone() }));
+                        return Err(at(ConfigError::KeyInFile {
+                            key: key.clone(),
+                            env: config.api_key_env.clone(),
+                        }));
                     }
                     _ => return Err(at(ConfigError::UnknownKey { key: key.clone() })),
                 }
@@ -236,15 +272,27 @@ impl LlmConfig {
         }
         config.base_url = config.base_url.trim().trim_end_matches('/').to_string();
         if config.base_url.is_empty() {
-            return Err(ConfigError::Missing { what: "base_url", env: URL_ENV });
+            return Err(ConfigError::Missing {
+                what: "base_url",
+                env: URL_ENV,
+            });
         }
-        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) || host_of(&config.base_url).is_none() {
-            return Err(ConfigError::BadUrl { url: config.base_url });
+        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://"))
+            || host_of(&config.base_url).is_none()
+        {
+            return Err(ConfigError::BadUrl {
+                url: config.base_url,
+            });
         }
         if config.model.trim().is_empty() {
-            return Err(ConfigError::Missing { what: "model", env: MODEL_ENV });
+            return Err(ConfigError::Missing {
+                what: "model",
+                env: MODEL_ENV,
+            });
         }
-        config.api_key = env(&config.api_key_env).or_else(|| env(FALLBACK_KEY_ENV)).map(ApiKey);
+        config.api_key = env(&config.api_key_env)
+            .or_else(|| env(FALLBACK_KEY_ENV))
+            .map(ApiKey);
         // An endpoint only a project named gets no key: the project could name any server.
         if url_from_project && config.api_key.is_some() {
             config.api_key = None;
@@ -257,8 +305,14 @@ impl LlmConfig {
     /// A key travels only encrypted, or to this machine: `https://`, or `http://` to a
     /// loopback address (`localhost`, `127.0.0.0/8`, `::1`).
     pub fn check_transport(&self) -> Result<(), ConfigError> {
-        if self.api_key.is_some() && self.base_url.starts_with("http://") && !is_loopback(&self.base_url) {
-            return Err(ConfigError::KeyOverPlainHttp { host: host_of(&self.base_url).unwrap_or_default(), env: self.api_key_env.clone() });
+        if self.api_key.is_some()
+            && self.base_url.starts_with("http://")
+            && !is_loopback(&self.base_url)
+        {
+            return Err(ConfigError::KeyOverPlainHttp {
+                host: host_of(&self.base_url).unwrap_or_default(),
+                env: self.api_key_env.clone(),
+            });
         }
         Ok(())
     }
@@ -277,27 +331,44 @@ pub enum ConfigError {
     #[error("unknown key `{key}` (known: enabled, base_url, model, api_key_env, timeout_secs, max_retries, max_requests, max_tokens, max_completion_tokens, temperature, every, meta_every, population)")]
     UnknownKey { key: String },
     #[error("{key}: expected {expected}, found {found}")]
-    WrongType { key: String, expected: &'static str, found: String },
+    WrongType {
+        key: String,
+        expected: &'static str,
+        found: String,
+    },
     #[error("{key}: {value} is out of range ({allowed})")]
-    OutOfRange { key: String, allowed: String, value: String },
+    OutOfRange {
+        key: String,
+        allowed: String,
+        value: String,
+    },
     #[error("{key}: the API key is never read from a file (it would be committed); set the environment variable {env} instead")]
     KeyInFile { key: String, env: String },
     #[error("{origin} names the variable the API key is read from (`api_key_env`): only your own configuration may (the file `llm.toml` in your kfoundry configuration directory, or `--llm-config FILE`), since a project's table could have the tune send any secret of your environment")]
     KeyVariableFromProject { origin: String },
     #[error("the language model is configured without `{what}`: set it in the configuration or the environment variable {env}")]
-    Missing { what: &'static str, env: &'static str },
+    Missing {
+        what: &'static str,
+        env: &'static str,
+    },
     #[error("base_url (or {URL_ENV}): `{url}` is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8000/v1)")]
     BadUrl { url: String },
     #[error("the API key (from {env}) would travel unencrypted to `{host}` over plain http://: use https://, or a server on this machine (127.0.0.1, localhost, ::1); unset the key for a server that needs none")]
     KeyOverPlainHttp { host: String, env: String },
     #[error("{origin}: {source}")]
-    In { origin: String, source: Box<ConfigError> },
+    In {
+        origin: String,
+        source: Box<ConfigError>,
+    },
 }
 
 impl ConfigError {
     /// The error, said to be in `origin`.
     fn at(self, origin: &Origin) -> ConfigError {
-        ConfigError::In { origin: origin.to_string(), source: Box::new(self) }
+        ConfigError::In {
+            origin: origin.to_string(),
+            source: Box::new(self),
+        }
     }
 }
 
@@ -309,7 +380,11 @@ pub fn host_of(url: &str) -> Option<String> {
     if authority.contains('@') || authority.is_empty() {
         return None;
     }
-    let host = if let Some(v6) = authority.strip_prefix('[') { v6.split(']').next()? } else { authority.split(':').next()? };
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        authority.split(':').next()?
+    };
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
@@ -318,7 +393,9 @@ pub fn host_of(url: &str) -> Option<String> {
 pub fn is_loopback(url: &str) -> bool {
     match host_of(url) {
         Some(h) if h == "localhost" => true,
-        Some(h) => h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()),
+        Some(h) => h
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
         None => false,
     }
 }
@@ -335,26 +412,43 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 fn wrong(key: &str, expected: &'static str, value: &Value) -> ConfigError {
-    ConfigError::WrongType { key: key.to_string(), expected, found: kind_of(value).to_string() }
+    ConfigError::WrongType {
+        key: key.to_string(),
+        expected,
+        found: kind_of(value).to_string(),
+    }
 }
 
 fn string(key: &str, value: &Value) -> Result<String, ConfigError> {
-    value.as_str().map(str::to_string).ok_or_else(|| wrong(key, "a string", value))
+    value
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| wrong(key, "a string", value))
 }
 
 fn unsigned(key: &str, value: &Value) -> Result<u64, ConfigError> {
-    value.as_u64().ok_or_else(|| wrong(key, "a non-negative integer", value))
+    value
+        .as_u64()
+        .ok_or_else(|| wrong(key, "a non-negative integer", value))
 }
 
 fn positive(key: &str, value: &Value) -> Result<u64, ConfigError> {
     match unsigned(key, value)? {
-        0 => Err(ConfigError::OutOfRange { key: key.to_string(), allowed: "at least 1".into(), value: "0".into() }),
+        0 => Err(ConfigError::OutOfRange {
+            key: key.to_string(),
+            allowed: "at least 1".into(),
+            value: "0".into(),
+        }),
         n => Ok(n),
     }
 }
 
 fn narrow<T: TryFrom<u64>>(key: &str, n: u64) -> Result<T, ConfigError> {
-    T::try_from(n).map_err(|_| ConfigError::OutOfRange { key: key.to_string(), allowed: "a smaller number".into(), value: n.to_string() })
+    T::try_from(n).map_err(|_| ConfigError::OutOfRange {
+        key: key.to_string(),
+        allowed: "a smaller number".into(),
+        value: n.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -364,22 +458,34 @@ mod tests {
     use std::collections::HashMap;
 
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |name| map.get(name).cloned()
     }
 
     fn user(table: &Value) -> Vec<Layer<'_>> {
-        vec![Layer { table, origin: Origin::User("~/.config/kfoundry/llm.toml".into()) }]
+        vec![Layer {
+            table,
+            origin: Origin::User("~/.config/kfoundry/llm.toml".into()),
+        }]
     }
 
     fn project(table: &Value) -> Vec<Layer<'_>> {
-        vec![Layer { table, origin: Origin::Project("the workspace's Cargo.toml".into()) }]
+        vec![Layer {
+            table,
+            origin: Origin::Project("the workspace's Cargo.toml".into()),
+        }]
     }
 
     #[test]
     fn nothing_configured_is_offline() {
         assert_eq!(LlmConfig::resolve(&[], env(&[])).unwrap(), None);
-        assert_eq!(LlmConfig::resolve(&user(&Value::Null), env(&[("OPENAI_API_KEY", "k")])).unwrap(), None);
+        assert_eq!(
+            LlmConfig::resolve(&user(&Value::Null), env(&[("OPENAI_API_KEY", "k")])).unwrap(),
+            None
+        );
         let off = json!({"enabled": false, "base_url": "http://x/v1", "model": "m"});
         assert_eq!(LlmConfig::resolve(&user(&off), env(&[])).unwrap(), None);
     }
@@ -391,26 +497,53 @@ mod tests {
             "max_retries": 0, "max_requests": 5, "max_tokens": 1000, "temperature": 0.2,
             "every": 4, "meta_every": 3, "population": 5
         });
-        let c = LlmConfig::resolve(&user(&table), env(&[])).unwrap().unwrap();
+        let c = LlmConfig::resolve(&user(&table), env(&[]))
+            .unwrap()
+            .unwrap();
         assert_eq!(c.base_url, "http://127.0.0.1:8000/v1");
         assert_eq!(c.endpoint(), "http://127.0.0.1:8000/v1/chat/completions");
-        assert_eq!((c.model.as_str(), c.timeout_secs, c.max_retries, c.max_requests), ("qwen", 30, 0, 5));
-        assert_eq!((c.max_tokens, c.every, c.meta_every, c.population), (1000, 4, 3, 5));
+        assert_eq!(
+            (
+                c.model.as_str(),
+                c.timeout_secs,
+                c.max_retries,
+                c.max_requests
+            ),
+            ("qwen", 30, 0, 5)
+        );
+        assert_eq!(
+            (c.max_tokens, c.every, c.meta_every, c.population),
+            (1000, 4, 3, 5)
+        );
         assert_eq!(c.temperature, 0.2);
         assert_eq!(c.api_key, None);
         let e = env(&[(URL_ENV, "https://api.example/v1"), (MODEL_ENV, "big")]);
         let c = LlmConfig::resolve(&user(&table), e).unwrap().unwrap();
-        assert_eq!((c.base_url.as_str(), c.model.as_str()), ("https://api.example/v1", "big"));
+        assert_eq!(
+            (c.base_url.as_str(), c.model.as_str()),
+            ("https://api.example/v1", "big")
+        );
         // a later layer overrides an earlier one, key by key
         let file = json!({"model": "other"});
-        let layers = [Layer { table: &table, origin: Origin::User("u".into()) }, Layer { table: &file, origin: Origin::CommandLine("f".into()) }];
+        let layers = [
+            Layer {
+                table: &table,
+                origin: Origin::User("u".into()),
+            },
+            Layer {
+                table: &file,
+                origin: Origin::CommandLine("f".into()),
+            },
+        ];
         let c = LlmConfig::resolve(&layers, env(&[])).unwrap().unwrap();
         assert_eq!((c.model.as_str(), c.max_requests), ("other", 5));
     }
 
     #[test]
     fn env_alone_configures() {
-        let c = LlmConfig::resolve(&[], env(&[(URL_ENV, "http://h:1/v1"), (MODEL_ENV, "m")])).unwrap().unwrap();
+        let c = LlmConfig::resolve(&[], env(&[(URL_ENV, "http://h:1/v1"), (MODEL_ENV, "m")]))
+            .unwrap()
+            .unwrap();
         assert_eq!(c.max_requests, LlmConfig::new("", "").max_requests);
         let err = LlmConfig::resolve(&[], env(&[(URL_ENV, "http://h:1/v1")])).unwrap_err();
         assert!(err.to_string().contains("KFOUNDRY_LLM_MODEL"), "{err}");
@@ -419,17 +552,30 @@ mod tests {
     #[test]
     fn key_from_env_only_with_fallback() {
         let table = json!({"base_url": "https://h/v1", "model": "m"});
-        let c = LlmConfig::resolve(&user(&table), env(&[(FALLBACK_KEY_ENV, "sk-fallback")])).unwrap().unwrap();
+        let c = LlmConfig::resolve(&user(&table), env(&[(FALLBACK_KEY_ENV, "sk-fallback")]))
+            .unwrap()
+            .unwrap();
         assert_eq!(c.api_key.as_ref().map(ApiKey::expose), Some("sk-fallback"));
-        let both = env(&[(FALLBACK_KEY_ENV, "sk-fallback"), (DEFAULT_KEY_ENV, "sk-main")]);
+        let both = env(&[
+            (FALLBACK_KEY_ENV, "sk-fallback"),
+            (DEFAULT_KEY_ENV, "sk-main"),
+        ]);
         let c = LlmConfig::resolve(&user(&table), both).unwrap().unwrap();
         assert_eq!(c.api_key.as_ref().map(ApiKey::expose), Some("sk-main"));
         let named = json!({"base_url": "https://h/v1", "model": "m", "api_key_env": "MY_KEY"});
-        let c = LlmConfig::resolve(&user(&named), env(&[("MY_KEY", "sk-mine"), (DEFAULT_KEY_ENV, "no")])).unwrap().unwrap();
+        let c = LlmConfig::resolve(
+            &user(&named),
+            env(&[("MY_KEY", "sk-mine"), (DEFAULT_KEY_ENV, "no")]),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(c.api_key.as_ref().map(ApiKey::expose), Some("sk-mine"));
         let in_file = json!({"base_url": "https://h/v1", "model": "m", "api_key": "sk-secret"});
         let err = LlmConfig::resolve(&user(&in_file), env(&[])).unwrap_err();
-        assert!(matches!(err, ConfigError::In { ref source, .. } if matches!(**source, ConfigError::KeyInFile { .. })), "{err:?}");
+        assert!(
+            matches!(err, ConfigError::In { ref source, .. } if matches!(**source, ConfigError::KeyInFile { .. })),
+            "{err:?}"
+        );
         assert!(!err.to_string().contains("sk-secret"));
     }
 
@@ -438,74 +584,147 @@ mod tests {
     #[test]
     fn a_project_never_names_the_key_variable() {
         let evil = json!({"base_url": "https://collector.example/v1", "model": "m", "api_key_env": "AWS_SECRET_ACCESS_KEY"});
-        let err = LlmConfig::resolve(&project(&evil), env(&[("AWS_SECRET_ACCESS_KEY", "aws-secret")])).unwrap_err();
-        assert!(matches!(err, ConfigError::KeyVariableFromProject { .. }), "{err}");
-        assert!(err.to_string().contains(TABLE) && !err.to_string().contains("aws-secret"), "{err}");
+        let err = LlmConfig::resolve(
+            &project(&evil),
+            env(&[("AWS_SECRET_ACCESS_KEY", "aws-secret")]),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ConfigError::KeyVariableFromProject { .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(TABLE) && !err.to_string().contains("aws-secret"),
+            "{err}"
+        );
         // without it, the project's endpoint gets no key at all...
         let plain = json!({"base_url": "https://h.example/v1", "model": "m"});
-        let c = LlmConfig::resolve(&project(&plain), env(&[(DEFAULT_KEY_ENV, "sk")])).unwrap().unwrap();
+        let c = LlmConfig::resolve(&project(&plain), env(&[(DEFAULT_KEY_ENV, "sk")]))
+            .unwrap()
+            .unwrap();
         assert!(c.api_key.is_none() && c.key_withheld, "{c:?}");
         // ...unless the user names the endpoint themselves (here in the environment)
-        let c = LlmConfig::resolve(&project(&plain), env(&[(DEFAULT_KEY_ENV, "sk"), (URL_ENV, "https://h.example/v1")])).unwrap().unwrap();
+        let c = LlmConfig::resolve(
+            &project(&plain),
+            env(&[(DEFAULT_KEY_ENV, "sk"), (URL_ENV, "https://h.example/v1")]),
+        )
+        .unwrap()
+        .unwrap();
         assert!(c.api_key.is_some() && !c.key_withheld);
     }
 
     #[test]
     fn a_key_never_travels_over_plain_http_to_another_host() {
         let remote = json!({"base_url": "http://collector.example:8080/v1", "model": "m"});
-        let err = LlmConfig::resolve(&user(&remote), env(&[(DEFAULT_KEY_ENV, "sk-1")])).unwrap_err();
-        assert!(matches!(err, ConfigError::KeyOverPlainHttp { ref host, .. } if host == "collector.example"), "{err}");
+        let err =
+            LlmConfig::resolve(&user(&remote), env(&[(DEFAULT_KEY_ENV, "sk-1")])).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::KeyOverPlainHttp { ref host, .. } if host == "collector.example"),
+            "{err}"
+        );
         assert!(!err.to_string().contains("sk-1"));
         // keyless: fine; loopback or https with a key: fine
-        assert!(LlmConfig::resolve(&user(&remote), env(&[])).unwrap().is_some());
-        for url in ["http://127.0.0.1:8000/v1", "http://localhost/v1", "http://[::1]:9/v1", "https://collector.example/v1"] {
+        assert!(LlmConfig::resolve(&user(&remote), env(&[]))
+            .unwrap()
+            .is_some());
+        for url in [
+            "http://127.0.0.1:8000/v1",
+            "http://localhost/v1",
+            "http://[::1]:9/v1",
+            "https://collector.example/v1",
+        ] {
             let t = json!({"base_url": url, "model": "m"});
-            assert!(LlmConfig::resolve(&user(&t), env(&[(DEFAULT_KEY_ENV, "sk")])).is_ok(), "{url}");
+            assert!(
+                LlmConfig::resolve(&user(&t), env(&[(DEFAULT_KEY_ENV, "sk")])).is_ok(),
+                "{url}"
+            );
         }
         // not loopback, whatever they look like
-        for url in ["http://127.0.0.1.example.com/v1", "http://127.0.0.1@collector.example/v1", "http://0x7f000001/v1"] {
+        for url in [
+            "http://127.0.0.1.example.com/v1",
+            "http://127.0.0.1@collector.example/v1",
+            "http://0x7f000001/v1",
+        ] {
             assert!(!is_loopback(url), "{url}");
         }
         let t = json!({"base_url": "http://127.0.0.1@collector.example/v1", "model": "m"});
-        assert!(matches!(LlmConfig::resolve(&user(&t), env(&[])), Err(ConfigError::BadUrl { .. })));
+        assert!(matches!(
+            LlmConfig::resolve(&user(&t), env(&[])),
+            Err(ConfigError::BadUrl { .. })
+        ));
     }
 
     #[test]
     fn key_never_printed_nor_serialized() {
         let table = json!({"base_url": "http://h/v1", "model": "m"});
-        let mut c = LlmConfig::resolve(&user(&table), env(&[])).unwrap().unwrap();
+        let mut c = LlmConfig::resolve(&user(&table), env(&[]))
+            .unwrap()
+            .unwrap();
         c.api_key = Some(ApiKey::new("sk-topsecret"));
         assert!(!format!("{c:?}").contains("sk-topsecret"));
         assert!(format!("{c:?}").contains("<redacted>"));
         let json = serde_json::to_string(&c).unwrap();
-        assert!(!json.contains("sk-topsecret") && !json.contains("api_key\""), "{json}");
+        assert!(
+            !json.contains("sk-topsecret") && !json.contains("api_key\""),
+            "{json}"
+        );
     }
 
     #[test]
     fn mistakes_are_named_with_where_they_are() {
         let cases = [
-            (json!({"base_url": "http://h/v1", "model": "m", "timeout": 3}), "unknown key `timeout`"),
-            (json!({"base_url": "http://h/v1", "model": "m", "every": 0}), "every: 0 is out of range"),
-            (json!({"base_url": "http://h/v1", "model": "m", "temperature": 3.5}), "temperature: 3.5"),
-            (json!({"base_url": "http://h/v1", "model": 7}), "model: expected a string, found a number"),
+            (
+                json!({"base_url": "http://h/v1", "model": "m", "timeout": 3}),
+                "unknown key `timeout`",
+            ),
+            (
+                json!({"base_url": "http://h/v1", "model": "m", "every": 0}),
+                "every: 0 is out of range",
+            ),
+            (
+                json!({"base_url": "http://h/v1", "model": "m", "temperature": 3.5}),
+                "temperature: 3.5",
+            ),
+            (
+                json!({"base_url": "http://h/v1", "model": 7}),
+                "model: expected a string, found a number",
+            ),
             (json!([1]), "must be a table"),
         ];
         for (table, needle) in cases {
-            let err = LlmConfig::resolve(&project(&table), env(&[])).unwrap_err().to_string();
+            let err = LlmConfig::resolve(&project(&table), env(&[]))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{err} lacks {needle}");
             assert!(err.contains("workspace.metadata.kfoundry.llm"), "{err}");
         }
-        let err = LlmConfig::resolve(&user(&json!({"base_url": "127.0.0.1:8000/v1", "model": "m"})), env(&[])).unwrap_err().to_string();
+        let err = LlmConfig::resolve(
+            &user(&json!({"base_url": "127.0.0.1:8000/v1", "model": "m"})),
+            env(&[]),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("not an http:// or https:// URL"), "{err}");
-        let err = LlmConfig::resolve(&user(&json!({"model": "m"})), env(&[])).unwrap_err().to_string();
+        let err = LlmConfig::resolve(&user(&json!({"model": "m"})), env(&[]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("without `base_url`"), "{err}");
     }
 
     #[test]
     fn the_users_file_is_found_where_the_environment_says() {
-        assert_eq!(user_config_path(env(&[(CONFIG_DIR_ENV, "/c")])), Some("/c/llm.toml".into()));
-        assert_eq!(user_config_path(env(&[("XDG_CONFIG_HOME", "/x"), ("HOME", "/h")])), Some("/x/kfoundry/llm.toml".into()));
-        assert_eq!(user_config_path(env(&[("HOME", "/h")])), Some("/h/.config/kfoundry/llm.toml".into()));
+        assert_eq!(
+            user_config_path(env(&[(CONFIG_DIR_ENV, "/c")])),
+            Some("/c/llm.toml".into())
+        );
+        assert_eq!(
+            user_config_path(env(&[("XDG_CONFIG_HOME", "/x"), ("HOME", "/h")])),
+            Some("/x/kfoundry/llm.toml".into())
+        );
+        assert_eq!(
+            user_config_path(env(&[("HOME", "/h")])),
+            Some("/h/.config/kfoundry/llm.toml".into())
+        );
         assert_eq!(user_config_path(env(&[])), None);
     }
 }

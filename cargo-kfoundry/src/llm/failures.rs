@@ -62,7 +62,11 @@ impl Default for FailureHistory {
 impl FailureHistory {
     /// At most `max_entries` distinct failures, each cut to `max_chars` characters.
     pub fn new(max_entries: usize, max_chars: usize) -> FailureHistory {
-        FailureHistory { entries: VecDeque::new(), max_entries: max_entries.max(1), max_chars: max_chars.max(40) }
+        FailureHistory {
+            entries: VecDeque::new(),
+            max_entries: max_entries.max(1),
+            max_chars: max_chars.max(40),
+        }
     }
 
     /// Records a failure; a repeat of a known one only raises its count and makes it recent.
@@ -76,7 +80,12 @@ impl FailureHistory {
             }
             return;
         }
-        self.entries.push_back(FailureEntry { kind, text, count: 1, key });
+        self.entries.push_back(FailureEntry {
+            kind,
+            text,
+            count: 1,
+            key,
+        });
         while self.entries.len() > self.max_entries {
             self.entries.pop_front();
         }
@@ -124,9 +133,18 @@ fn normalise(text: &str) -> String {
 
 /// At most `max` characters: lines that mention an error first, then the others in order.
 fn cut(text: &str, max: usize) -> String {
-    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     let is_error = |l: &&str| l.to_lowercase().contains("error");
-    let ordered: Vec<&str> = lines.iter().filter(|l| is_error(l)).chain(lines.iter().filter(|l| !is_error(l))).copied().collect();
+    let ordered: Vec<&str> = lines
+        .iter()
+        .filter(|l| is_error(l))
+        .chain(lines.iter().filter(|l| !is_error(l)))
+        .copied()
+        .collect();
     let mut out = String::new();
     let mut cut_short = false;
     for line in ordered {
@@ -141,7 +159,12 @@ fn cut(text: &str, max: usize) -> String {
     }
     if cut_short {
         const MARK: &str = " […]";
-        out = out.chars().take(max.saturating_sub(MARK.chars().count())).collect::<String>().trim_end().to_string();
+        out = out
+            .chars()
+            .take(max.saturating_sub(MARK.chars().count()))
+            .collect::<String>()
+            .trim_end()
+            .to_string();
         out.push_str(MARK);
     }
     out
@@ -154,8 +177,14 @@ mod tests {
     #[test]
     fn deduplicates_by_normalised_summary() {
         let mut h = FailureHistory::new(4, 200);
-        h.push(FailureKind::Build, "<source>:12:5: error: use of undeclared identifier 'tile'");
-        h.push(FailureKind::Build, "<source>:40:9: ERROR:  use of undeclared identifier 'tile'");
+        h.push(
+            FailureKind::Build,
+            "<source>:12:5: error: use of undeclared identifier 'tile'",
+        );
+        h.push(
+            FailureKind::Build,
+            "<source>:40:9: ERROR:  use of undeclared identifier 'tile'",
+        );
         h.push(FailureKind::Wrong, "y[3]: expected 1.5, got 0");
         assert_eq!(h.len(), 2);
         let first = h.entries().next().unwrap();
@@ -169,15 +198,29 @@ mod tests {
     fn bounded_in_entries_and_size() {
         let mut h = FailureHistory::new(3, 100);
         for i in 0..10 {
-            h.push(FailureKind::Wrong, &format!("mismatch kind {}", "abcdefghij".as_bytes()[i] as char));
+            h.push(
+                FailureKind::Wrong,
+                &format!("mismatch kind {}", "abcdefghij".as_bytes()[i] as char),
+            );
         }
         assert_eq!(h.len(), 3);
-        assert!(h.entries().next().unwrap().text.ends_with('h'), "oldest kept is the 8th");
-        let log = format!("{}\nerror: the real problem\n{}", "warning: noise\n".repeat(50), "x".repeat(500));
+        assert!(
+            h.entries().next().unwrap().text.ends_with('h'),
+            "oldest kept is the 8th"
+        );
+        let log = format!(
+            "{}\nerror: the real problem\n{}",
+            "warning: noise\n".repeat(50),
+            "x".repeat(500)
+        );
         h.push(FailureKind::Build, &log);
         let entry = h.entries().last().unwrap();
         assert!(entry.text.chars().count() <= 100, "{}", entry.text);
-        assert!(entry.text.starts_with("error: the real problem"), "{}", entry.text);
+        assert!(
+            entry.text.starts_with("error: the real problem"),
+            "{}",
+            entry.text
+        );
         assert!(entry.text.ends_with("[…]"));
     }
 
@@ -185,7 +228,8 @@ mod tests {
     fn serde_roundtrip() {
         let mut h = FailureHistory::default();
         h.push(FailureKind::Runtime, "timed out after 2 s");
-        let back: FailureHistory = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
+        let back: FailureHistory =
+            serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
         assert_eq!(back, h);
     }
 }

@@ -51,15 +51,23 @@ const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 impl Client {
     pub fn new(config: &LlmConfig) -> Result<Client, ChatError> {
         let url = config.endpoint();
-        config.check_transport().map_err(|e| ChatError::Setup { url: url.clone(), detail: e.to_string() })?;
+        config.check_transport().map_err(|e| ChatError::Setup {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
         // Redirects are not followed: an OpenAI-compatible API answers where it is asked, and a
         // redirect could take the request (and its key) to another host or to plain http.
-        let mut builder = reqwest::blocking::Client::builder().timeout(None::<Duration>).redirect(reqwest::redirect::Policy::none());
+        let mut builder = reqwest::blocking::Client::builder()
+            .timeout(None::<Duration>)
+            .redirect(reqwest::redirect::Policy::none());
         if is_loopback(&config.base_url) {
             // A local server is never behind the environment's proxy.
             builder = builder.no_proxy();
         }
-        let http = builder.build().map_err(|e| ChatError::Setup { url: url.clone(), detail: e.to_string() })?;
+        let http = builder.build().map_err(|e| ChatError::Setup {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
         Ok(Client {
             http,
             url,
@@ -97,10 +105,18 @@ impl Client {
 
     fn check_budget(&self) -> Result<(), ChatError> {
         if self.spent.requests >= self.max_requests {
-            return Err(ChatError::BudgetExhausted { what: "requests", used: u64::from(self.spent.requests), cap: u64::from(self.max_requests) });
+            return Err(ChatError::BudgetExhausted {
+                what: "requests",
+                used: u64::from(self.spent.requests),
+                cap: u64::from(self.max_requests),
+            });
         }
         if self.spent.tokens >= self.max_tokens {
-            return Err(ChatError::BudgetExhausted { what: "tokens", used: self.spent.tokens, cap: self.max_tokens });
+            return Err(ChatError::BudgetExhausted {
+                what: "tokens",
+                used: self.spent.tokens,
+                cap: self.max_tokens,
+            });
         }
         Ok(())
     }
@@ -129,7 +145,10 @@ impl Client {
     }
 
     fn backoff(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
-        let exp = self.backoff_base.saturating_mul(1u32 << retry.min(16)).min(self.backoff_max);
+        let exp = self
+            .backoff_base
+            .saturating_mul(1u32 << retry.min(16))
+            .min(self.backoff_max);
         match retry_after {
             Some(ra) => exp.max(ra.min(RETRY_AFTER_MAX)),
             None => exp,
@@ -138,7 +157,11 @@ impl Client {
 
     /// One attempt: `Ok(Ok(reply))`, `Ok(Err(retryable))` to try again after the returned
     /// wait, or `Err(final)`.
-    fn attempt(&mut self, body: &Value, attempts: u32) -> Result<Result<Reply, (ChatError, Option<Duration>)>, ChatError> {
+    fn attempt(
+        &mut self,
+        body: &Value,
+        attempts: u32,
+    ) -> Result<Result<Reply, (ChatError, Option<Duration>)>, ChatError> {
         self.spent.requests = self.spent.requests.saturating_add(1);
         let mut request = self.http.post(&self.url).timeout(self.timeout).json(body);
         if let Some(key) = &self.key {
@@ -147,9 +170,21 @@ impl Client {
         let response = match request.send() {
             Ok(r) => r,
             Err(e) if e.is_timeout() => {
-                return Ok(Err((ChatError::Timeout { url: self.url.clone(), secs: self.timeout.as_secs_f64(), attempts }, None)));
+                return Ok(Err((
+                    ChatError::Timeout {
+                        url: self.url.clone(),
+                        secs: self.timeout.as_secs_f64(),
+                        attempts,
+                    },
+                    None,
+                )));
             }
-            Err(e) => return Err(ChatError::Connect { url: self.url.clone(), detail: error_chain(&e) }),
+            Err(e) => {
+                return Err(ChatError::Connect {
+                    url: self.url.clone(),
+                    detail: error_chain(&e),
+                })
+            }
         };
         let status = response.status().as_u16();
         let retry_after = response
@@ -163,19 +198,36 @@ impl Client {
             expected: format!("a response body of at most {} MiB", MAX_BODY_BYTES >> 20),
             excerpt: "the server sent more; it was not read".into(),
         };
-        if response.content_length().is_some_and(|n| n > MAX_BODY_BYTES) {
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_BODY_BYTES)
+        {
             return Err(too_large());
         }
         let mut body = Vec::new();
-        let read = std::io::Read::read_to_end(&mut std::io::Read::take(response, MAX_BODY_BYTES + 1), &mut body);
+        let read = std::io::Read::read_to_end(
+            &mut std::io::Read::take(response, MAX_BODY_BYTES + 1),
+            &mut body,
+        );
         let text = match read {
             Ok(_) if body.len() as u64 > MAX_BODY_BYTES => return Err(too_large()),
             Ok(_) => String::from_utf8_lossy(&body).into_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                return Ok(Err((ChatError::Timeout { url: self.url.clone(), secs: self.timeout.as_secs_f64(), attempts }, None)));
+                return Ok(Err((
+                    ChatError::Timeout {
+                        url: self.url.clone(),
+                        secs: self.timeout.as_secs_f64(),
+                        attempts,
+                    },
+                    None,
+                )));
             }
             Err(e) => {
-                return Err(ChatError::Malformed { url: self.url.clone(), expected: "a complete response body".into(), excerpt: error_chain(&e) });
+                return Err(ChatError::Malformed {
+                    url: self.url.clone(),
+                    expected: "a complete response body".into(),
+                    excerpt: error_chain(&e),
+                });
             }
         };
         if (200..300).contains(&status) {
@@ -198,10 +250,18 @@ impl Client {
     }
 
     fn parse_success(&mut self, text: &str) -> Result<Reply, ChatError> {
-        let malformed = |expected: &str| ChatError::Malformed { url: self.url.clone(), expected: expected.to_string(), excerpt: self.excerpt(text) };
-        let value: Value = serde_json::from_str(text).map_err(|_| malformed("a JSON object (chat completion)"))?;
-        let choice =
-            value.get("choices").and_then(Value::as_array).and_then(|c| c.first()).ok_or_else(|| malformed("a non-empty `choices` array"))?;
+        let malformed = |expected: &str| ChatError::Malformed {
+            url: self.url.clone(),
+            expected: expected.to_string(),
+            excerpt: self.excerpt(text),
+        };
+        let value: Value =
+            serde_json::from_str(text).map_err(|_| malformed("a JSON object (chat completion)"))?;
+        let choice = value
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .ok_or_else(|| malformed("a non-empty `choices` array"))?;
         let content = choice
             .get("message")
             .and_then(|m| m.get("content"))
@@ -215,7 +275,11 @@ impl Client {
                 0 => prompt.saturating_add(completion),
                 t => t,
             };
-            TokenUsage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total }
+            TokenUsage {
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                total_tokens: total,
+            }
         });
         Ok(Reply { content, usage })
     }
@@ -233,7 +297,9 @@ impl Chat for Client {
                     let tokens = match reply.usage {
                         Some(u) if u.total_tokens > 0 => u.total_tokens,
                         _ => {
-                            let chars: usize = messages.iter().map(|m| m.content.len()).sum::<usize>() + reply.content.len();
+                            let chars: usize =
+                                messages.iter().map(|m| m.content.len()).sum::<usize>()
+                                    + reply.content.len();
                             (chars as u64).div_ceil(4)
                         }
                     };
@@ -280,7 +346,10 @@ fn error_message(body: &str) -> String {
     let value: Option<Value> = serde_json::from_str(body).ok();
     let message = value.as_ref().and_then(|v| {
         let e = v.get("error")?;
-        e.get("message").and_then(Value::as_str).or_else(|| e.as_str()).map(str::to_string)
+        e.get("message")
+            .and_then(Value::as_str)
+            .or_else(|| e.as_str())
+            .map(str::to_string)
     });
     message.unwrap_or_else(|| body.trim().to_string())
 }
@@ -290,7 +359,10 @@ fn error_message(body: &str) -> String {
 fn mentions_missing_model(body: &str) -> bool {
     let lower = body.to_lowercase();
     lower.contains("model_not_found")
-        || (lower.contains("model") && (lower.contains("does not exist") || lower.contains("not found") || lower.contains("unknown model")))
+        || (lower.contains("model")
+            && (lower.contains("does not exist")
+                || lower.contains("not found")
+                || lower.contains("unknown model")))
 }
 
 #[cfg(test)]
@@ -313,9 +385,15 @@ mod tests {
 
     #[test]
     fn missing_model_bodies() {
-        assert!(mentions_missing_model(r#"{"error":{"message":"The model `x` does not exist.","code":404}}"#));
-        assert!(mentions_missing_model(r#"{"error":"model \"x\" not found, try pulling it first"}"#));
-        assert!(mentions_missing_model(r#"{"error":{"code":"model_not_found"}}"#));
+        assert!(mentions_missing_model(
+            r#"{"error":{"message":"The model `x` does not exist.","code":404}}"#
+        ));
+        assert!(mentions_missing_model(
+            r#"{"error":"model \"x\" not found, try pulling it first"}"#
+        ));
+        assert!(mentions_missing_model(
+            r#"{"error":{"code":"model_not_found"}}"#
+        ));
         assert!(!mentions_missing_model("Not Found"));
         assert_eq!(error_message(r#"{"error":{"message":"bad"}}"#), "bad");
         assert_eq!(error_message(r#"{"error":"worse"}"#), "worse");
@@ -328,8 +406,14 @@ mod tests {
         assert_eq!(c.backoff(0, None), Duration::from_millis(100));
         assert_eq!(c.backoff(1, None), Duration::from_millis(200));
         assert_eq!(c.backoff(5, None), Duration::from_millis(500));
-        assert_eq!(c.backoff(0, Some(Duration::from_secs(2))), Duration::from_secs(2));
-        assert_eq!(c.backoff(0, Some(Duration::from_secs(600))), RETRY_AFTER_MAX);
+        assert_eq!(
+            c.backoff(0, Some(Duration::from_secs(2))),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            c.backoff(0, Some(Duration::from_secs(600))),
+            RETRY_AFTER_MAX
+        );
     }
 
     #[test]
@@ -342,10 +426,22 @@ mod tests {
         c.spent.tokens = c.max_tokens - 10;
         assert_eq!(c.body(&[])["max_tokens"], 10);
         c.spent.tokens = c.max_tokens;
-        assert!(matches!(c.complete(&[]), Err(ChatError::BudgetExhausted { what: "tokens", .. })));
-        c.spent = Spent { requests: c.max_requests, ..Spent::default() };
+        assert!(matches!(
+            c.complete(&[]),
+            Err(ChatError::BudgetExhausted { what: "tokens", .. })
+        ));
+        c.spent = Spent {
+            requests: c.max_requests,
+            ..Spent::default()
+        };
         let err = c.complete(&[]).unwrap_err();
-        assert!(matches!(err, ChatError::BudgetExhausted { what: "requests", .. }));
+        assert!(matches!(
+            err,
+            ChatError::BudgetExhausted {
+                what: "requests",
+                ..
+            }
+        ));
         assert!(err.is_permanent());
     }
 
@@ -359,10 +455,16 @@ mod tests {
         for (body, expected) in [
             ("not json", "a JSON object"),
             (r#"{"choices":[]}"#, "non-empty `choices`"),
-            (r#"{"choices":[{"message":{"content":null}}]}"#, "choices[0].message.content"),
+            (
+                r#"{"choices":[{"message":{"content":null}}]}"#,
+                "choices[0].message.content",
+            ),
         ] {
             let err = c.parse_success(body).unwrap_err().to_string();
-            assert!(err.contains(expected) && err.contains("127.0.0.1:9"), "{err}");
+            assert!(
+                err.contains(expected) && err.contains("127.0.0.1:9"),
+                "{err}"
+            );
         }
     }
 

@@ -32,13 +32,28 @@ pub struct Sections {
     pub analysis: String,
 }
 
-const HEADINGS: [&str; 4] = ["Optimisation philosophy", "Strategies", "Pitfalls", "Analysis guidance"];
+const HEADINGS: [&str; 4] = [
+    "Optimisation philosophy",
+    "Strategies",
+    "Pitfalls",
+    "Analysis guidance",
+];
 
 impl Sections {
     /// The sections as Markdown, one `##` heading each (the form [`Sections::parse`] reads).
     pub fn render(&self) -> String {
-        let bodies = [&self.philosophy, &self.strategies, &self.pitfalls, &self.analysis];
-        HEADINGS.iter().zip(bodies).map(|(h, b)| format!("## {h}\n{}", b.trim())).collect::<Vec<_>>().join("\n\n")
+        let bodies = [
+            &self.philosophy,
+            &self.strategies,
+            &self.pitfalls,
+            &self.analysis,
+        ];
+        HEADINGS
+            .iter()
+            .zip(bodies)
+            .map(|(h, b)| format!("## {h}\n{}", b.trim()))
+            .collect::<Vec<_>>()
+            .join("\n\n")
     }
 
     /// Reads the four sections from a model's answer: Markdown headings containing
@@ -52,13 +67,18 @@ impl Sections {
             if trimmed.starts_with("```") {
                 continue;
             }
-            let heading = trimmed.starts_with('#') || (trimmed.starts_with("**") && trimmed.ends_with("**") && trimmed.len() > 4);
+            let heading = trimmed.starts_with('#')
+                || (trimmed.starts_with("**") && trimmed.ends_with("**") && trimmed.len() > 4);
             if heading {
                 let lower = trimmed.to_lowercase();
-                current = ["philosophy", "strateg", "pitfall", "analysis"].iter().position(|k| lower.contains(k));
+                current = ["philosophy", "strateg", "pitfall", "analysis"]
+                    .iter()
+                    .position(|k| lower.contains(k));
                 if let Some(i) = current {
                     if bodies[i].is_some() {
-                        return Err(MetaError::Malformed { problem: format!("the section `{}` appears twice", HEADINGS[i]) });
+                        return Err(MetaError::Malformed {
+                            problem: format!("the section `{}` appears twice", HEADINGS[i]),
+                        });
                     }
                     bodies[i] = Some(String::new());
                 }
@@ -73,21 +93,37 @@ impl Sections {
         for (i, body) in bodies.into_iter().enumerate() {
             let text = body.map(|b| b.trim().to_string()).unwrap_or_default();
             if text.is_empty() {
-                return Err(MetaError::Malformed { problem: format!("the section `{}` is missing or empty", HEADINGS[i]) });
+                return Err(MetaError::Malformed {
+                    problem: format!("the section `{}` is missing or empty", HEADINGS[i]),
+                });
             }
             let chars = text.chars().count();
             if chars > MAX_SECTION_CHARS {
-                return Err(MetaError::TooLong { section: HEADINGS[i], chars, max: MAX_SECTION_CHARS });
+                return Err(MetaError::TooLong {
+                    section: HEADINGS[i],
+                    chars,
+                    max: MAX_SECTION_CHARS,
+                });
             }
             texts.push(text);
         }
         let mut it = texts.into_iter();
         let mut next = || it.next().unwrap_or_default();
-        Ok(Sections { philosophy: next(), strategies: next(), pitfalls: next(), analysis: next() })
+        Ok(Sections {
+            philosophy: next(),
+            strategies: next(),
+            pitfalls: next(),
+            analysis: next(),
+        })
     }
 
     fn word_set(&self) -> BTreeSet<String> {
-        self.render().to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect()
+        self.render()
+            .to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
     }
 
     /// Jaccard similarity of the two variants' word sets (1 = the same words).
@@ -104,10 +140,16 @@ impl Sections {
 /// Why a meta-answer was not added.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MetaError {
-    #[error("meta-prompt answer: {problem} (expected the four sections {HEADINGS:?} as `##` headings)")]
+    #[error(
+        "meta-prompt answer: {problem} (expected the four sections {HEADINGS:?} as `##` headings)"
+    )]
     Malformed { problem: String },
     #[error("meta-prompt answer: the section `{section}` has {chars} characters, more than {max}")]
-    TooLong { section: &'static str, chars: usize, max: usize },
+    TooLong {
+        section: &'static str,
+        chars: usize,
+        max: usize,
+    },
     #[error("meta-prompt answer duplicates prompt variant {of} (similarity {similarity:.2})")]
     Duplicate { of: usize, similarity: f64 },
 }
@@ -165,7 +207,11 @@ pub struct Selection {
 
 impl Default for Selection {
     fn default() -> Self {
-        Selection { temperature: 0.5, exploration: 0.2, min_uses: 3 }
+        Selection {
+            temperature: 0.5,
+            exploration: 0.2,
+            min_uses: 3,
+        }
     }
 }
 
@@ -196,9 +242,23 @@ impl Population {
             .into_iter()
             .take(max_size)
             .enumerate()
-            .map(|(id, sections)| PromptVariant { id, sections, fitness: None, uses: 0, accepted: 0, parent: None })
+            .map(|(id, sections)| PromptVariant {
+                id,
+                sections,
+                fitness: None,
+                uses: 0,
+                accepted: 0,
+                parent: None,
+            })
             .collect();
-        Population { next_id: variants.len(), variants, max_size, meta_every, samples_since_meta: 0, selection: Selection::default() }
+        Population {
+            next_id: variants.len(),
+            variants,
+            max_size,
+            meta_every,
+            samples_since_meta: 0,
+            selection: Selection::default(),
+        }
     }
 
     pub fn variants(&self) -> &[PromptVariant] {
@@ -217,7 +277,13 @@ impl Population {
         }
         self.max_size = max_size.max(2);
         self.meta_every = meta_every;
-        self.next_id = self.next_id.max(self.variants.iter().map(|v| v.id.saturating_add(1)).max().unwrap_or(0));
+        self.next_id = self.next_id.max(
+            self.variants
+                .iter()
+                .map(|v| v.id.saturating_add(1))
+                .max()
+                .unwrap_or(0),
+        );
         Ok(self)
     }
 
@@ -231,16 +297,24 @@ impl Population {
 
     /// The variant with the highest fitness (ties: the older).
     pub fn best(&self) -> Option<&PromptVariant> {
-        self.variants.iter().fold(None, |best: Option<&PromptVariant>, v| match best {
-            Some(b) if Self::score(b) >= Self::score(v) => Some(b),
-            _ => Some(v),
-        })
+        self.variants
+            .iter()
+            .fold(None, |best: Option<&PromptVariant>, v| match best {
+                Some(b) if Self::score(b) >= Self::score(v) => Some(b),
+                _ => Some(v),
+            })
     }
 
     fn softmax_pick<R: Rng>(candidates: &[&PromptVariant], temperature: f64, rng: &mut R) -> usize {
-        let max = candidates.iter().map(|v| Self::score(v)).fold(f64::NEG_INFINITY, f64::max);
+        let max = candidates
+            .iter()
+            .map(|v| Self::score(v))
+            .fold(f64::NEG_INFINITY, f64::max);
         let t = temperature.max(1e-6);
-        let weights: Vec<f64> = candidates.iter().map(|v| ((Self::score(v) - max) / t).exp()).collect();
+        let weights: Vec<f64> = candidates
+            .iter()
+            .map(|v| ((Self::score(v) - max) / t).exp())
+            .collect();
         let total: f64 = weights.iter().sum();
         let mut x = rng.gen::<f64>() * total;
         for (i, w) in weights.iter().enumerate() {
@@ -255,7 +329,9 @@ impl Population {
     /// Picks the variant for the next mutation prompt, counts its use and the sample, and
     /// returns its id.
     pub fn select<R: Rng>(&mut self, rng: &mut R) -> usize {
-        let rare: Vec<usize> = (0..self.variants.len()).filter(|&i| self.variants[i].uses < self.selection.min_uses).collect();
+        let rare: Vec<usize> = (0..self.variants.len())
+            .filter(|&i| self.variants[i].uses < self.selection.min_uses)
+            .collect();
         let index = if !rare.is_empty() && rng.gen::<f64>() < self.selection.exploration {
             rare[rng.gen_range(0..rare.len())]
         } else {
@@ -300,15 +376,31 @@ impl Population {
             return None;
         }
         let parent = all[Self::softmax_pick(&all, self.selection.temperature, rng)];
-        let fmt_fit = |v: &PromptVariant| v.fitness.map_or("no accepted kernel yet".to_string(), |f| format!("best score {f:.3}"));
+        let fmt_fit = |v: &PromptVariant| {
+            v.fitness.map_or("no accepted kernel yet".to_string(), |f| {
+                format!("best score {f:.3}")
+            })
+        };
         let mut user = format!(
             "We are tuning {context}. Prompts like the one below guide a model that rewrites OpenCL kernels; each prompt's score is the best speed-up over the reference of the correct kernels it produced.\n\n\
              Scores of the current prompts:\n"
         );
         for v in &self.variants {
-            user.push_str(&format!("- prompt {}: {}, used {} times, {} kernels accepted\n", v.id, fmt_fit(v), v.uses, v.accepted));
+            user.push_str(&format!(
+                "- prompt {}: {}, used {} times, {} kernels accepted\n",
+                v.id,
+                fmt_fit(v),
+                v.uses,
+                v.accepted
+            ));
         }
-        user.push_str(&format!("\n# Prompt {} ({}, used {} times)\n{}\n", parent.id, fmt_fit(parent), parent.uses, parent.sections.render()));
+        user.push_str(&format!(
+            "\n# Prompt {} ({}, used {} times)\n{}\n",
+            parent.id,
+            fmt_fit(parent),
+            parent.uses,
+            parent.sections.render()
+        ));
         let weakest = self
             .variants
             .iter()
@@ -335,22 +427,43 @@ impl Population {
         ));
         let system =
             "You improve the prompts that guide an expert OpenCL C performance engineer. You write concise, concrete, technically correct guidance.";
-        Some(MetaRequest { parent: parent.id, messages: vec![Message::system(system), Message::user(user)] })
+        Some(MetaRequest {
+            parent: parent.id,
+            messages: vec![Message::system(system), Message::user(user)],
+        })
     }
 
     /// Adds a variant rewritten from `parent` unless it nearly duplicates one already there;
     /// evicts the weakest tried variant when the population is over its bound. Returns the
     /// new variant's id.
-    pub fn insert(&mut self, sections: Sections, parent: Option<usize>) -> Result<usize, MetaError> {
+    pub fn insert(
+        &mut self,
+        sections: Sections,
+        parent: Option<usize>,
+    ) -> Result<usize, MetaError> {
         for v in &self.variants {
-            let similarity = if v.sections == sections { 1.0 } else { v.sections.similarity(&sections) };
+            let similarity = if v.sections == sections {
+                1.0
+            } else {
+                v.sections.similarity(&sections)
+            };
             if similarity >= NEAR_DUPLICATE {
-                return Err(MetaError::Duplicate { of: v.id, similarity });
+                return Err(MetaError::Duplicate {
+                    of: v.id,
+                    similarity,
+                });
             }
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.variants.push(PromptVariant { id, sections, fitness: None, uses: 0, accepted: 0, parent });
+        self.variants.push(PromptVariant {
+            id,
+            sections,
+            fitness: None,
+            uses: 0,
+            accepted: 0,
+            parent,
+        });
         while self.variants.len() > self.max_size {
             self.evict(id);
         }
@@ -367,7 +480,11 @@ impl Population {
             .iter()
             .filter(removable)
             .filter(|v| v.uses >= self.selection.min_uses)
-            .min_by(|a, b| Self::score(a).total_cmp(&Self::score(b)).then(a.id.cmp(&b.id)))
+            .min_by(|a, b| {
+                Self::score(a)
+                    .total_cmp(&Self::score(b))
+                    .then(a.id.cmp(&b.id))
+            })
             .map(|v| v.id);
         let victim = tried.or_else(|| self.variants.iter().filter(removable).map(|v| v.id).min());
         match victim {
@@ -407,11 +524,23 @@ mod tests {
     fn malformed_meta_answers() {
         let missing = "## Optimisation philosophy\nx\n## Strategies\ny\n## Pitfalls\nz\n";
         let err = Sections::parse(missing).unwrap_err();
-        assert!(err.to_string().contains("`Analysis guidance` is missing"), "{err}");
+        assert!(
+            err.to_string().contains("`Analysis guidance` is missing"),
+            "{err}"
+        );
         let twice = format!("{}\n## Strategies\nagain\n", variant_text("a"));
-        assert!(Sections::parse(&twice).unwrap_err().to_string().contains("appears twice"));
+        assert!(Sections::parse(&twice)
+            .unwrap_err()
+            .to_string()
+            .contains("appears twice"));
         let long = variant_text("a").replace("tile a", &"t".repeat(MAX_SECTION_CHARS + 1));
-        assert!(matches!(Sections::parse(&long), Err(MetaError::TooLong { section: "Strategies", .. })));
+        assert!(matches!(
+            Sections::parse(&long),
+            Err(MetaError::TooLong {
+                section: "Strategies",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -432,14 +561,19 @@ mod tests {
         }
         assert!(counts[1] > 900, "{counts:?}");
         // A new, unused variant gets the exploration share.
-        let id = p.insert(Sections::parse(&variant_text("novel")).unwrap(), Some(1)).unwrap();
+        let id = p
+            .insert(Sections::parse(&variant_text("novel")).unwrap(), Some(1))
+            .unwrap();
         let mut new_count = 0;
         for _ in 0..100 {
             if p.select(&mut rng) == id {
                 new_count += 1;
             }
         }
-        assert!(new_count >= 1 && p.get(id).unwrap().uses >= p.selection.min_uses, "{new_count}");
+        assert!(
+            new_count >= 1 && p.get(id).unwrap().uses >= p.selection.min_uses,
+            "{new_count}"
+        );
     }
 
     #[test]
@@ -452,10 +586,16 @@ mod tests {
         }
         assert!(p.meta_due());
         p.record_score(2, 5.0);
-        let req = p.meta_request("kernel `saxpy` on NVIDIA H200", &mut rng).unwrap();
+        let req = p
+            .meta_request("kernel `saxpy` on NVIDIA H200", &mut rng)
+            .unwrap();
         assert_eq!(req.messages.len(), 2);
         let user = &req.messages[1].content;
-        assert!(user.contains("saxpy") && user.contains("## Analysis guidance") && user.contains("best score 5.000"));
+        assert!(
+            user.contains("saxpy")
+                && user.contains("## Analysis guidance")
+                && user.contains("best score 5.000")
+        );
         assert!(user.contains(&format!("# Prompt {}", req.parent)));
         p.meta_done();
         assert!(!p.meta_due());
@@ -466,21 +606,36 @@ mod tests {
     fn duplicates_dropped_and_population_bounded() {
         let mut p = Population::seeded(4, 1);
         let seed0 = seed_sections()[0].clone();
-        assert!(matches!(p.insert(seed0.clone(), None), Err(MetaError::Duplicate { of: 0, .. })));
+        assert!(matches!(
+            p.insert(seed0.clone(), None),
+            Err(MetaError::Duplicate { of: 0, .. })
+        ));
         let mut near = seed0;
         near.analysis.push_str(" Really.");
-        assert!(matches!(p.insert(near, None), Err(MetaError::Duplicate { of: 0, .. })));
+        assert!(matches!(
+            p.insert(near, None),
+            Err(MetaError::Duplicate { of: 0, .. })
+        ));
         for v in &mut p.variants {
             v.uses = 5;
         }
         p.record_score(0, 2.0);
         p.record_score(2, 1.0);
-        let a = p.insert(Sections::parse(&variant_text("alpha")).unwrap(), Some(0)).unwrap();
+        let a = p
+            .insert(Sections::parse(&variant_text("alpha")).unwrap(), Some(0))
+            .unwrap();
         assert_eq!(p.variants().len(), 4);
-        let b = p.insert(Sections::parse(&variant_text("bravo zulu")).unwrap(), Some(0)).unwrap();
+        let b = p
+            .insert(
+                Sections::parse(&variant_text("bravo zulu")).unwrap(),
+                Some(0),
+            )
+            .unwrap();
         assert_eq!(p.variants().len(), 4);
         // Variant 1 (tried, no accepted kernel) left first; the best (0) and the new one stay.
-        assert!(p.get(1).is_none() && p.get(0).is_some() && p.get(b).is_some() && p.get(a).is_some());
+        assert!(
+            p.get(1).is_none() && p.get(0).is_some() && p.get(b).is_some() && p.get(a).is_some()
+        );
         assert_eq!(b, a + 1, "ids are never reused");
     }
 

@@ -23,7 +23,10 @@ use super::chat::{Chat, ChatError, Spent};
 use super::config::LlmConfig;
 use super::failures::{FailureHistory, FailureKind};
 use super::meta::Population;
-use super::parse::{declared_params, parse_response, render_signature, source_levels, validate, DeclaredParam, EditForm, SourceLevels, SourceLimits};
+use super::parse::{
+    declared_params, parse_response, render_signature, source_levels, validate, DeclaredParam,
+    EditForm, SourceLevels, SourceLimits,
+};
 use super::prompt::{mutation_messages, MutationContext, PromptLimits};
 
 /// A candidate from the model, ready for the tuner's build + verification.
@@ -117,7 +120,11 @@ pub struct MutatorSettings {
 impl MutatorSettings {
     /// The settings of `config` (at least one evaluation between mutations).
     pub fn of(config: &LlmConfig) -> MutatorSettings {
-        MutatorSettings { every: config.every.max(1), prompt: PromptLimits::default(), source: SourceLimits::default() }
+        MutatorSettings {
+            every: config.every.max(1),
+            prompt: PromptLimits::default(),
+            source: SourceLimits::default(),
+        }
     }
 }
 
@@ -145,7 +152,9 @@ pub struct Mutator {
 
 impl std::fmt::Debug for Mutator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mutator").field("state", &self.state).finish_non_exhaustive()
+        f.debug_struct("Mutator")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
     }
 }
 
@@ -175,9 +184,15 @@ impl Mutator {
     /// Continues a tune from a saved state.
     /// The settings are `config`'s, not the saved ones (a checkpoint is a file anyone could
     /// edit); the saved population must be usable.
-    pub fn resume(mut chat: Box<dyn Chat>, mut state: MutatorState, config: &LlmConfig) -> Result<Mutator, String> {
+    pub fn resume(
+        mut chat: Box<dyn Chat>,
+        mut state: MutatorState,
+        config: &LlmConfig,
+    ) -> Result<Mutator, String> {
         state.settings = MutatorSettings::of(config);
-        state.population = state.population.restored(config.population, config.meta_every)?;
+        state.population = state
+            .population
+            .restored(config.population, config.meta_every)?;
         chat.restore_spent(state.spent);
         Ok(Mutator { chat, state })
     }
@@ -213,7 +228,8 @@ impl Mutator {
     /// Whether the tuner should ask for a mutation after `evaluations` evaluations (one per
     /// `every`, never when disabled).
     pub fn wants(&self, evaluations: u64) -> bool {
-        self.state.disabled.is_none() && evaluations.is_multiple_of(u64::from(self.state.settings.every))
+        self.state.disabled.is_none()
+            && evaluations.is_multiple_of(u64::from(self.state.settings.every))
     }
 
     fn chat_failed(&mut self, error: &ChatError) {
@@ -225,40 +241,87 @@ impl Mutator {
 
     /// Asks the model for a rewrite of `ctx.parent_source`.
     pub fn propose(&mut self, ctx: &MutationContext) -> Result<Proposal, Rejection> {
-        let reject = |kind, reason: String, prompt_variant| Rejection { reason, kind, prompt_variant };
+        let reject = |kind, reason: String, prompt_variant| Rejection {
+            reason,
+            kind,
+            prompt_variant,
+        };
         if let Some(why) = &self.state.disabled {
-            return Err(reject(RejectionKind::Disabled, format!("language model disabled: {why}"), None));
+            return Err(reject(
+                RejectionKind::Disabled,
+                format!("language model disabled: {why}"),
+                None,
+            ));
         }
-        let context = format!("kernel `{}` on {} {} ({})", ctx.kernel, ctx.device.vendor, ctx.device.name, ctx.device.kind);
+        let context = format!(
+            "kernel `{}` on {} {} ({})",
+            ctx.kernel, ctx.device.vendor, ctx.device.name, ctx.device.kind
+        );
         self.state.context = Some(context);
         if self.state.population.meta_due() {
             self.meta();
             if let Some(why) = &self.state.disabled {
-                return Err(reject(RejectionKind::Disabled, format!("language model disabled: {why}"), None));
+                return Err(reject(
+                    RejectionKind::Disabled,
+                    format!("language model disabled: {why}"),
+                    None,
+                ));
             }
         }
-        let reference = find_kernel(&ctx.reference_source, Some(&ctx.kernel))
-            .map_err(|e| reject(RejectionKind::Invalid, format!("the reference signature of `{}` cannot be read: {e}", ctx.kernel), None))?;
+        let reference = find_kernel(&ctx.reference_source, Some(&ctx.kernel)).map_err(|e| {
+            reject(
+                RejectionKind::Invalid,
+                format!(
+                    "the reference signature of `{}` cannot be read: {e}",
+                    ctx.kernel
+                ),
+                None,
+            )
+        })?;
         let variant = self.state.population.select(&mut self.state.rng);
         self.state.counters.proposals = self.state.counters.proposals.saturating_add(1);
         let sections = match self.state.population.get(variant) {
             Some(v) => v.sections.clone(),
-            None => return Err(reject(RejectionKind::Invalid, format!("prompt variant {variant} vanished"), None)),
+            None => {
+                return Err(reject(
+                    RejectionKind::Invalid,
+                    format!("prompt variant {variant} vanished"),
+                    None,
+                ))
+            }
         };
-        let messages = mutation_messages(ctx, &render_signature(&reference), &sections, &self.state.failures, &self.state.settings.prompt);
+        let messages = mutation_messages(
+            ctx,
+            &render_signature(&reference),
+            &sections,
+            &self.state.failures,
+            &self.state.settings.prompt,
+        );
         let reply = match self.chat.complete(&messages) {
             Ok(r) => r,
             Err(e) => {
                 self.chat_failed(&e);
-                return Err(reject(RejectionKind::Chat { permanent: e.is_permanent() }, e.to_string(), Some(variant)));
+                return Err(reject(
+                    RejectionKind::Chat {
+                        permanent: e.is_permanent(),
+                    },
+                    e.to_string(),
+                    Some(variant),
+                ));
             }
         };
         let parsed = match parse_response(&reply.content, &ctx.parent_source) {
             Ok(p) => p,
             Err(e) => {
                 self.state.counters.unparsable = self.state.counters.unparsable.saturating_add(1);
-                self.state.failures.push(FailureKind::Rejected, &e.to_string());
-                return Err(reject(RejectionKind::Unparsable, e.to_string(), Some(variant)));
+                self.state
+                    .failures
+                    .push(FailureKind::Rejected, &e.to_string());
+                return Err(reject(
+                    RejectionKind::Unparsable,
+                    e.to_string(),
+                    Some(variant),
+                ));
             }
         };
         if let Err(reason) = self.check(ctx, &parsed.source, &parsed.declared_params, &reference) {
@@ -285,15 +348,27 @@ impl Mutator {
         if source.trim() == ctx.parent_source.trim() {
             return Err("the answer does not change the kernel".into());
         }
-        let policy = kfoundry_rt::model::source_policy::Policy { allow_asm: ctx.device.kind == "gpu" };
-        validate(source, &ctx.kernel, reference, self.state.settings.source, policy).map_err(|e| e.to_string())?;
+        let policy = kfoundry_rt::model::source_policy::Policy {
+            allow_asm: ctx.device.kind == "gpu",
+        };
+        validate(
+            source,
+            &ctx.kernel,
+            reference,
+            self.state.settings.source,
+            policy,
+        )
+        .map_err(|e| e.to_string())?;
         // A declared parameter may not shadow one of the annotation's (only re-declare what
         // the parent itself declared).
         let parent_declared = declared_params(&ctx.parent_source).unwrap_or_default();
         for p in declared {
             let existing = ctx.parent_params.iter().any(|(n, _)| *n == p.name);
             if existing && !parent_declared.iter().any(|d| d.name == p.name) {
-                return Err(format!("`// kfoundry-params:` declares `{}`, which is already a tuning parameter", p.name));
+                return Err(format!(
+                    "`// kfoundry-params:` declares `{}`, which is already a tuning parameter",
+                    p.name
+                ));
             }
         }
         Ok(())
@@ -331,28 +406,56 @@ impl Mutator {
     /// One meta-request: rewrite a prompt variant and add it to the population.
     fn meta(&mut self) -> MetaEvent {
         self.state.population.meta_done();
-        let context = self.state.context.clone().unwrap_or_else(|| "an OpenCL kernel".into());
-        let Some(request) = self.state.population.meta_request(&context, &mut self.state.rng) else {
-            return MetaEvent::Failed { reason: "no prompt variant to rewrite".into() };
+        let context = self
+            .state
+            .context
+            .clone()
+            .unwrap_or_else(|| "an OpenCL kernel".into());
+        let Some(request) = self
+            .state
+            .population
+            .meta_request(&context, &mut self.state.rng)
+        else {
+            return MetaEvent::Failed {
+                reason: "no prompt variant to rewrite".into(),
+            };
         };
         self.state.counters.meta_requests = self.state.counters.meta_requests.saturating_add(1);
         let event = match self.chat.complete(&request.messages) {
             Err(e) => {
                 self.chat_failed(&e);
-                MetaEvent::Failed { reason: e.to_string() }
+                MetaEvent::Failed {
+                    reason: e.to_string(),
+                }
             }
             Ok(reply) => match super::meta::Sections::parse(&reply.content) {
-                Err(e) => MetaEvent::Failed { reason: e.to_string() },
-                Ok(sections) => match self.state.population.insert(sections, Some(request.parent)) {
-                    Ok(id) => MetaEvent::Added { id, parent: request.parent },
-                    Err(super::meta::MetaError::Duplicate { of, .. }) => MetaEvent::Duplicate { of },
-                    Err(e) => MetaEvent::Failed { reason: e.to_string() },
+                Err(e) => MetaEvent::Failed {
+                    reason: e.to_string(),
                 },
+                Ok(sections) => {
+                    match self.state.population.insert(sections, Some(request.parent)) {
+                        Ok(id) => MetaEvent::Added {
+                            id,
+                            parent: request.parent,
+                        },
+                        Err(super::meta::MetaError::Duplicate { of, .. }) => {
+                            MetaEvent::Duplicate { of }
+                        }
+                        Err(e) => MetaEvent::Failed {
+                            reason: e.to_string(),
+                        },
+                    }
+                }
             },
         };
         match event {
-            MetaEvent::Added { .. } => self.state.counters.meta_added = self.state.counters.meta_added.saturating_add(1),
-            _ => self.state.counters.meta_rejected = self.state.counters.meta_rejected.saturating_add(1),
+            MetaEvent::Added { .. } => {
+                self.state.counters.meta_added = self.state.counters.meta_added.saturating_add(1)
+            }
+            _ => {
+                self.state.counters.meta_rejected =
+                    self.state.counters.meta_rejected.saturating_add(1)
+            }
         }
         event
     }
@@ -380,8 +483,14 @@ mod tests {
         fn complete(&mut self, messages: &[Message]) -> Result<Reply, ChatError> {
             self.seen.borrow_mut().push(messages.to_vec());
             self.spent.requests += 1;
-            let answer = self.answers.pop_front().unwrap_or_else(|| Ok("nothing left".into()))?;
-            Ok(Reply { content: answer, usage: None })
+            let answer = self
+                .answers
+                .pop_front()
+                .unwrap_or_else(|| Ok("nothing left".into()))?;
+            Ok(Reply {
+                content: answer,
+                usage: None,
+            })
         }
         fn spent(&self) -> Spent {
             self.spent
@@ -395,7 +504,11 @@ mod tests {
 
     fn mutator(answers: Vec<Result<String, ChatError>>, meta_every: u32) -> (Mutator, Seen) {
         let seen = Rc::new(RefCell::new(Vec::new()));
-        let chat = Scripted { answers: answers.into(), seen: seen.clone(), spent: Spent::default() };
+        let chat = Scripted {
+            answers: answers.into(),
+            seen: seen.clone(),
+            spent: Spent::default(),
+        };
         let mut config = LlmConfig::new("http://127.0.0.1:1/v1", "m");
         config.meta_every = meta_every;
         config.every = 5;
@@ -414,7 +527,12 @@ mod tests {
             parent_source: REFERENCE.into(),
             parent_params: vec![("WG".into(), 64)],
             geometry: Some("global = n, local = WG".into()),
-            device: DeviceDescription { vendor: "pocl".into(), name: "cpu".into(), kind: "cpu".into(), ..Default::default() },
+            device: DeviceDescription {
+                vendor: "pocl".into(),
+                name: "cpu".into(),
+                kind: "cpu".into(),
+                ..Default::default()
+            },
             time: Some(1e-3),
             reference_time: Some(1e-3),
             roofline_fraction: None,
@@ -432,14 +550,28 @@ mod tests {
         let (mut m, seen) = mutator(vec![Ok(FASTER.into())], 0);
         let p = m.propose(&ctx()).unwrap();
         assert!(p.source.contains("vload4"));
-        assert_eq!(p.declared_params, vec![DeclaredParam { name: "UNROLL".into(), values: vec![1, 2, 4] }]);
+        assert_eq!(
+            p.declared_params,
+            vec![DeclaredParam {
+                name: "UNROLL".into(),
+                values: vec![1, 2, 4]
+            }]
+        );
         assert_eq!(p.levels.memory, MemoryLevel::Vectorised);
         assert!(m.population().get(p.prompt_variant).is_some());
         let prompt = &seen.borrow()[0];
-        assert!(prompt[0].content.contains("__kernel void scale(int n, __global const float* x, __global float* y)"));
+        assert!(prompt[0]
+            .content
+            .contains("__kernel void scale(int n, __global const float* x, __global float* y)"));
         assert!(prompt[1].content.contains("vectorise global loads"));
-        assert_eq!(m.report(p.prompt_variant, Feedback::Accepted { score: 1.8 }), None);
-        assert_eq!(m.population().get(p.prompt_variant).unwrap().fitness, Some(1.8));
+        assert_eq!(
+            m.report(p.prompt_variant, Feedback::Accepted { score: 1.8 }),
+            None
+        );
+        assert_eq!(
+            m.population().get(p.prompt_variant).unwrap().fitness,
+            Some(1.8)
+        );
         assert_eq!(m.counters().accepted, 1);
     }
 
@@ -453,7 +585,11 @@ mod tests {
                 Ok("Sorry, I can't.".into()),
                 Ok(format!("```c\n{REFERENCE}```")),
                 Ok(shadowing.into()),
-                Err(ChatError::Timeout { url: "u".into(), secs: 1.0, attempts: 2 }),
+                Err(ChatError::Timeout {
+                    url: "u".into(),
+                    secs: 1.0,
+                    attempts: 2,
+                }),
                 Ok(FASTER.into()),
             ],
             0,
@@ -461,25 +597,64 @@ mod tests {
         let r = m.propose(&ctx()).unwrap_err();
         assert_eq!(r.kind, RejectionKind::Invalid);
         assert!(r.reason.contains("argument 2 (`x`)"), "{}", r.reason);
-        assert_eq!(m.propose(&ctx()).unwrap_err().kind, RejectionKind::Unparsable);
-        assert!(m.propose(&ctx()).unwrap_err().reason.contains("does not change"));
-        assert!(m.propose(&ctx()).unwrap_err().reason.contains("`WG`, which is already"));
+        assert_eq!(
+            m.propose(&ctx()).unwrap_err().kind,
+            RejectionKind::Unparsable
+        );
+        assert!(m
+            .propose(&ctx())
+            .unwrap_err()
+            .reason
+            .contains("does not change"));
+        assert!(m
+            .propose(&ctx())
+            .unwrap_err()
+            .reason
+            .contains("`WG`, which is already"));
         let t = m.propose(&ctx()).unwrap_err();
         assert_eq!(t.kind, RejectionKind::Chat { permanent: false });
         assert!(m.disabled().is_none(), "a timeout does not disable");
         let p = m.propose(&ctx()).unwrap();
-        m.report(p.prompt_variant, Feedback::BuildFailed { log: "error: use of undeclared identifier 'UNROLL'".into() });
-        m.report(p.prompt_variant, Feedback::Wrong { summary: "y[7]: expected 3.0, got 0.0".into() });
+        m.report(
+            p.prompt_variant,
+            Feedback::BuildFailed {
+                log: "error: use of undeclared identifier 'UNROLL'".into(),
+            },
+        );
+        m.report(
+            p.prompt_variant,
+            Feedback::Wrong {
+                summary: "y[7]: expected 3.0, got 0.0".into(),
+            },
+        );
         assert_eq!(m.failures().len(), 6);
         let last_prompt = &seen.borrow()[5][1].content;
-        assert!(last_prompt.contains("argument 2 (`x`)") && last_prompt.contains("neither SEARCH/REPLACE"));
+        assert!(
+            last_prompt.contains("argument 2 (`x`)")
+                && last_prompt.contains("neither SEARCH/REPLACE")
+        );
         let c = m.counters();
-        assert_eq!((c.proposals, c.invalid, c.unparsable, c.chat_errors, c.build_failed, c.wrong), (6, 3, 1, 1, 1, 1));
+        assert_eq!(
+            (
+                c.proposals,
+                c.invalid,
+                c.unparsable,
+                c.chat_errors,
+                c.build_failed,
+                c.wrong
+            ),
+            (6, 3, 1, 1, 1, 1)
+        );
     }
 
     #[test]
     fn permanent_errors_disable_without_traffic() {
-        let refused = ChatError::KeyRefused { url: "u".into(), status: 401, key_env: "K".into(), key_sent: true };
+        let refused = ChatError::KeyRefused {
+            url: "u".into(),
+            status: 401,
+            key_env: "K".into(),
+            key_sent: true,
+        };
         let (mut m, seen) = mutator(vec![Err(refused)], 0);
         let r = m.propose(&ctx()).unwrap_err();
         assert_eq!(r.kind, RejectionKind::Chat { permanent: true });
@@ -512,19 +687,33 @@ mod tests {
             events.extend(m.report(p.prompt_variant, Feedback::Accepted { score: 1.2 }));
         }
         assert_eq!(events.len(), 3);
-        assert!(matches!(events[0], MetaEvent::Added { id: 3, .. }), "{events:?}");
+        assert!(
+            matches!(events[0], MetaEvent::Added { id: 3, .. }),
+            "{events:?}"
+        );
         assert_eq!(events[1], MetaEvent::Duplicate { of: 0 });
         assert!(matches!(&events[2], MetaEvent::Failed { reason } if reason.contains("missing")));
         assert_eq!(m.population().variants().len(), 4);
         let meta_prompt = &seen.borrow()[2][1].content;
-        assert!(meta_prompt.contains("kernel `scale` on pocl cpu"), "{meta_prompt}");
+        assert!(
+            meta_prompt.contains("kernel `scale` on pocl cpu"),
+            "{meta_prompt}"
+        );
         let c = m.counters();
         assert_eq!((c.meta_requests, c.meta_added, c.meta_rejected), (3, 1, 2));
     }
 
     #[test]
     fn meta_also_runs_from_propose_when_nothing_is_reported() {
-        let (mut m, seen) = mutator(vec![Ok("no".into()), Ok("no".into()), Ok(meta_answer("x")), Ok(FASTER.into())], 2);
+        let (mut m, seen) = mutator(
+            vec![
+                Ok("no".into()),
+                Ok("no".into()),
+                Ok(meta_answer("x")),
+                Ok(FASTER.into()),
+            ],
+            2,
+        );
         m.propose(&ctx()).unwrap_err();
         m.propose(&ctx()).unwrap_err();
         m.propose(&ctx()).unwrap();
@@ -543,26 +732,44 @@ mod tests {
         assert_eq!(state, a.state());
         assert_eq!(state.spent.requests, 1);
         let seen = Rc::new(RefCell::new(Vec::new()));
-        let chat = Scripted { answers: answers().into(), seen, spent: Spent::default() };
+        let chat = Scripted {
+            answers: answers().into(),
+            seen,
+            spent: Spent::default(),
+        };
         let mut config = LlmConfig::new("http://127.0.0.1:1/v1", "m");
         config.meta_every = 0;
         config.every = 5;
         let mut b = Mutator::resume(Box::new(chat), state.clone(), &config).unwrap();
         assert_eq!(b.spent().requests, 1, "spending restored");
         for _ in 0..2 {
-            assert_eq!(a.propose(&ctx()).unwrap().prompt_variant, b.propose(&ctx()).unwrap().prompt_variant);
+            assert_eq!(
+                a.propose(&ctx()).unwrap().prompt_variant,
+                b.propose(&ctx()).unwrap().prompt_variant
+            );
         }
         assert_eq!(a.state(), b.state());
         // An edited state: the settings are the configuration's, an empty population is refused.
         let mut edited = state;
         edited.settings.every = 0;
-        let chat = || Box::new(Scripted { answers: answers().into(), seen: Rc::new(RefCell::new(Vec::new())), spent: Spent::default() });
+        let chat = || {
+            Box::new(Scripted {
+                answers: answers().into(),
+                seen: Rc::new(RefCell::new(Vec::new())),
+                spent: Spent::default(),
+            })
+        };
         let c = Mutator::resume(chat(), edited.clone(), &config).unwrap();
-        assert!(!c.wants(7) && c.wants(10), "one mutation per 5 evaluations, as configured");
+        assert!(
+            !c.wants(7) && c.wants(10),
+            "one mutation per 5 evaluations, as configured"
+        );
         let mut v = serde_json::to_value(&edited).unwrap();
         v["population"]["variants"] = serde_json::json!([]);
         let emptied: MutatorState = serde_json::from_value(v).unwrap();
-        assert!(Mutator::resume(chat(), emptied, &config).unwrap_err().contains("empty"));
+        assert!(Mutator::resume(chat(), emptied, &config)
+            .unwrap_err()
+            .contains("empty"));
     }
 
     #[test]

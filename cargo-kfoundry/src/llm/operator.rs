@@ -27,7 +27,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::mutator::Feedback;
-use super::{source_levels, DeviceDescription, Inspiration, LlmConfig, MutationContext, Mutator, MutatorState};
+use super::{
+    source_levels, DeviceDescription, Inspiration, LlmConfig, MutationContext, Mutator,
+    MutatorState,
+};
 use crate::evaluate::params_of;
 use crate::evaluate::supervisor::Supervised;
 use crate::messages::{LlmSummary, LlmTurn};
@@ -81,7 +84,8 @@ struct Context<'a> {
 
 impl SourceSearch {
     pub fn new(config: &LlmConfig, seed: u64) -> anyhow::Result<SourceSearch> {
-        let mutator = Mutator::from_config(config, seed).map_err(|e| anyhow::anyhow!("language model: {e}"))?;
+        let mutator = Mutator::from_config(config, seed)
+            .map_err(|e| anyhow::anyhow!("language model: {e}"))?;
         Ok(SourceSearch {
             mutator,
             elites: BTreeMap::new(),
@@ -94,7 +98,8 @@ impl SourceSearch {
     pub fn resume(config: &LlmConfig, state: SourceState) -> anyhow::Result<SourceSearch> {
         let client = super::connect(config).map_err(|e| anyhow::anyhow!("language model: {e}"))?;
         Ok(SourceSearch {
-            mutator: Mutator::resume(client, state.mutator, config).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?,
+            mutator: Mutator::resume(client, state.mutator, config)
+                .map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?,
             elites: state.elites.into_iter().map(|e| (e.levels, e)).collect(),
             evaluated: state.evaluated,
             records: state.records,
@@ -133,7 +138,11 @@ impl SourceSearch {
             requests: u64::from(spent.requests),
             tokens: spent.tokens,
             mutations: self.records.len(),
-            accepted: self.records.iter().filter(|r| r.outcome == "accepted").count(),
+            accepted: self
+                .records
+                .iter()
+                .filter(|r| r.outcome == "accepted")
+                .count(),
             elites: self.elites.len(),
             meta_requests: self.mutator.counters().meta_requests,
             prompt_variants: self.mutator.population().variants().len(),
@@ -175,13 +184,25 @@ impl SourceSearch {
                 .into_iter()
                 .filter(|e| e.source != parent_source)
                 .take(2)
-                .map(|e| Inspiration { source: e.source.clone(), params: e.params.iter().map(|(k, v)| (k.clone(), *v)).collect(), time: e.time })
+                .map(|e| Inspiration {
+                    source: e.source.clone(),
+                    params: e.params.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                    time: e.time,
+                })
                 .collect(),
             hints: self.hints(levels, parent_time),
         };
         let proposal = match self.mutator.propose(&ctx) {
             Ok(p) => p,
-            Err(r) => return LlmTurn { prompt_variant: r.prompt_variant, hash: None, outcome: "rejected".into(), detail: r.reason, time: None },
+            Err(r) => {
+                return LlmTurn {
+                    prompt_variant: r.prompt_variant,
+                    hash: None,
+                    outcome: "rejected".into(),
+                    detail: r.reason,
+                    time: None,
+                }
+            }
         };
         let hash = source_hash(&proposal.source);
         if !self.evaluated.insert(hash.clone()) {
@@ -232,12 +253,20 @@ impl SourceSearch {
         let (feedback, record) = match (best, first_failure) {
             (Some((params, time)), _) => {
                 let levels = proposal.levels.indices();
-                let elite = SourceElite { source: proposal.source.clone(), hash: hash.clone(), params, time, levels };
+                let elite = SourceElite {
+                    source: proposal.source.clone(),
+                    hash: hash.clone(),
+                    params,
+                    time,
+                    levels,
+                };
                 if self.elites.get(&levels).is_none_or(|e| time < e.time) {
                     self.elites.insert(levels, elite);
                 }
                 (
-                    Feedback::Accepted { score: cx.reference_time / time },
+                    Feedback::Accepted {
+                        score: cx.reference_time / time,
+                    },
                     LlmTurn {
                         prompt_variant: Some(variant),
                         hash: Some(hash),
@@ -249,14 +278,40 @@ impl SourceSearch {
             }
             (None, Some((kind, detail))) => {
                 let (feedback, label) = match kind {
-                    FailureKind::Build => (Feedback::BuildFailed { log: detail.clone() }, "build"),
-                    FailureKind::Wrong => (Feedback::Wrong { summary: detail.clone() }, "wrong"),
-                    _ => (Feedback::Failed { summary: format!("{kind:?}: {detail}") }, "failed"),
+                    FailureKind::Build => (
+                        Feedback::BuildFailed {
+                            log: detail.clone(),
+                        },
+                        "build",
+                    ),
+                    FailureKind::Wrong => (
+                        Feedback::Wrong {
+                            summary: detail.clone(),
+                        },
+                        "wrong",
+                    ),
+                    _ => (
+                        Feedback::Failed {
+                            summary: format!("{kind:?}: {detail}"),
+                        },
+                        "failed",
+                    ),
                 };
-                (feedback, LlmTurn { prompt_variant: Some(variant), hash: Some(hash), outcome: label.into(), detail, time: None })
+                (
+                    feedback,
+                    LlmTurn {
+                        prompt_variant: Some(variant),
+                        hash: Some(hash),
+                        outcome: label.into(),
+                        detail,
+                        time: None,
+                    },
+                )
             }
             (None, None) => (
-                Feedback::Failed { summary: "nothing was evaluated".into() },
+                Feedback::Failed {
+                    summary: "nothing was evaluated".into(),
+                },
                 LlmTurn {
                     prompt_variant: Some(variant),
                     hash: Some(hash),
@@ -274,10 +329,19 @@ impl SourceSearch {
     /// The fastest elite (source variant or the parameter search's best) with probability
     /// 0.6, else one at random: exploitation and exploration.
     fn parent(&mut self, cx: &Context) -> (String, Params, f64) {
-        let mut pool: Vec<(String, Params, f64)> = vec![(cx.spec.source.clone(), cx.best_params.clone(), cx.best_time)];
-        pool.extend(self.elites.values().map(|e| (e.source.clone(), e.params.clone(), e.time)));
+        let mut pool: Vec<(String, Params, f64)> =
+            vec![(cx.spec.source.clone(), cx.best_params.clone(), cx.best_time)];
+        pool.extend(
+            self.elites
+                .values()
+                .map(|e| (e.source.clone(), e.params.clone(), e.time)),
+        );
         pool.sort_by(|a, b| a.2.total_cmp(&b.2));
-        let i = if self.rng.gen_bool(0.6) { 0 } else { self.rng.gen_range(0..pool.len()) };
+        let i = if self.rng.gen_bool(0.6) {
+            0
+        } else {
+            self.rng.gen_range(0..pool.len())
+        };
         pool.swap_remove(i)
     }
 
@@ -286,14 +350,23 @@ impl SourceSearch {
         let mut out = Vec::new();
         for (d, names) in LEVEL_NAMES.iter().enumerate() {
             let here = levels[d] as usize;
-            let Some(next) = names.get(here + 1) else { continue };
-            let higher: Vec<&SourceElite> = self.elites.values().filter(|e| e.levels[d] as usize > here).collect();
+            let Some(next) = names.get(here + 1) else {
+                continue;
+            };
+            let higher: Vec<&SourceElite> = self
+                .elites
+                .values()
+                .filter(|e| e.levels[d] as usize > here)
+                .collect();
             if higher.iter().any(|e| e.time < parent_time) {
                 out.push(format!("{}: going further ({next}) paid off in another variant; push in that direction", DIMENSIONS[d]));
             } else if higher.is_empty() {
                 out.push(format!("{}: not tried yet: {next}", DIMENSIONS[d]));
             } else {
-                out.push(format!("{}: {next} has not paid off so far; only if you see why it would here", DIMENSIONS[d]));
+                out.push(format!(
+                    "{}: {next} has not paid off so far; only if you see why it would here",
+                    DIMENSIONS[d]
+                ));
             }
         }
         out
@@ -318,12 +391,17 @@ impl ExternalOperator<Supervised> for LanguageModel<'_> {
         self.search.mutator.disabled().is_none()
             && progress.best.is_some()
             && reference_time(self.spec, progress.history).is_some()
-            && (exhausted || self.search.wants(progress.evaluations + progress.external_turns))
+            && (exhausted
+                || self
+                    .search
+                    .wants(progress.evaluations + progress.external_turns))
     }
 
     fn turn(&mut self, bench: &mut Supervised, progress: &Progress) -> f64 {
         let started = Instant::now();
-        let (Some((best, best_time)), Some(reference_time)) = (progress.best, reference_time(self.spec, progress.history)) else {
+        let (Some((best, best_time)), Some(reference_time)) =
+            (progress.best, reference_time(self.spec, progress.history))
+        else {
             return 0.0;
         };
         let cx = Context {
@@ -341,13 +419,26 @@ impl ExternalOperator<Supervised> for LanguageModel<'_> {
 
 /// The reference's measured time in the search history.
 fn reference_time(spec: &KernelSpec, history: &[Record]) -> Option<f64> {
-    history.iter().find(|r| params_of(spec, &r.config) == spec.reference).and_then(|r| r.outcome.time())
+    history
+        .iter()
+        .find(|r| params_of(spec, &r.config) == spec.reference)
+        .and_then(|r| r.outcome.time())
 }
 
 const DIMENSIONS: [&str; 3] = ["memory", "algorithm", "parallelism"];
 const LEVEL_NAMES: [[&str; 4]; 3] = [
-    ["scalar loads", "vector loads (vloadN/floatN) and coalesced accesses", "local-memory tiling with barriers", "register blocking or prefetching"],
-    ["separate passes", "fusing the stages into one kernel", "a single pass with work-group collectives or atomics", "a loop over tiles"],
+    [
+        "scalar loads",
+        "vector loads (vloadN/floatN) and coalesced accesses",
+        "local-memory tiling with barriers",
+        "register blocking or prefetching",
+    ],
+    [
+        "separate passes",
+        "fusing the stages into one kernel",
+        "a single pass with work-group collectives or atomics",
+        "a loop over tiles",
+    ],
     [
         "independent work-items",
         "work-group cooperation (barriers, work_group_reduce)",
@@ -358,10 +449,18 @@ const LEVEL_NAMES: [[&str; 4]; 3] = [
 
 /// The launch geometry as the annotation states it.
 fn geometry(spec: &KernelSpec) -> String {
-    let list = |v: &[kfoundry_rt::model::expr::Expr]| v.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
+    let list = |v: &[kfoundry_rt::model::expr::Expr]| {
+        v.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match &spec.local {
         Some(l) => format!("global = ({}), local = ({})", list(&spec.global), list(l)),
-        None => format!("global = ({}), local chosen by the driver", list(&spec.global)),
+        None => format!(
+            "global = ({}), local chosen by the driver",
+            list(&spec.global)
+        ),
     }
 }
 
@@ -370,7 +469,13 @@ mod tests {
     use super::*;
 
     fn elite(levels: [u8; 3], time: f64) -> SourceElite {
-        SourceElite { source: format!("{levels:?}"), hash: String::new(), params: Params::new(), time, levels }
+        SourceElite {
+            source: format!("{levels:?}"),
+            hash: String::new(),
+            params: Params::new(),
+            time,
+            levels,
+        }
     }
 
     fn search() -> SourceSearch {
@@ -404,7 +509,8 @@ mod tests {
         s.evaluated.insert("abc".into());
         let json = serde_json::to_string(&s.state()).expect("serialize");
         let back: SourceState = serde_json::from_str(&json).expect("deserialize");
-        let r = SourceSearch::resume(&LlmConfig::new("http://127.0.0.1:9", "m"), back).expect("resume");
+        let r =
+            SourceSearch::resume(&LlmConfig::new("http://127.0.0.1:9", "m"), back).expect("resume");
         assert_eq!(r.elites().len(), 1);
         assert!(r.evaluated.contains("abc"));
     }

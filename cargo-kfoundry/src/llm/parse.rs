@@ -41,7 +41,9 @@ pub struct Parsed {
 /// Why an answer was refused; each says what and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    #[error("the answer has neither SEARCH/REPLACE edits nor a fenced code block with a `__kernel`")]
+    #[error(
+        "the answer has neither SEARCH/REPLACE edits nor a fenced code block with a `__kernel`"
+    )]
     NoCode,
     #[error("SEARCH/REPLACE edit {index}: {problem}")]
     BadEdit { index: usize, problem: String },
@@ -50,7 +52,11 @@ pub enum ParseError {
     #[error(
         "SEARCH/REPLACE edit {index}: the SEARCH text occurs {count} times in the parent source (first line: `{first_line}`); include more context"
     )]
-    SearchAmbiguous { index: usize, count: usize, first_line: String },
+    SearchAmbiguous {
+        index: usize,
+        count: usize,
+        first_line: String,
+    },
     #[error("line {line}: bad `kfoundry-params` declaration: {problem} (syntax: `// kfoundry-params: NAME=[1,2,4], OTHER=[8,16]`)")]
     BadParams { line: usize, problem: String },
     #[error("the source is {size} bytes, more than the {max} allowed")]
@@ -71,12 +77,22 @@ pub fn parse_response(answer: &str, parent: &str) -> Result<Parsed, ParseError> 
     let (source, form) = if answer.contains("<<<<<<< SEARCH") {
         let edits = edits(&answer)?;
         let n = edits.len();
-        (apply_edits(&parent.replace("\r\n", "\n"), &edits)?, EditForm::Edits(n))
+        (
+            apply_edits(&parent.replace("\r\n", "\n"), &edits)?,
+            EditForm::Edits(n),
+        )
     } else {
-        (whole_kernel(&answer).ok_or(ParseError::NoCode)?, EditForm::WholeKernel)
+        (
+            whole_kernel(&answer).ok_or(ParseError::NoCode)?,
+            EditForm::WholeKernel,
+        )
     };
     let declared_params = declared_params(&source)?;
-    Ok(Parsed { source, declared_params, form })
+    Ok(Parsed {
+        source,
+        declared_params,
+        form,
+    })
 }
 
 /// The bodies of the fenced blocks (```lang … ```).
@@ -109,7 +125,8 @@ fn whole_kernel(answer: &str) -> Option<String> {
     }
     // No fence: an answer that is nothing but code.
     let trimmed = answer.trim();
-    (has_kernel(trimmed) && trimmed.starts_with(['_', '#', '/', 'k'])).then(|| format!("{trimmed}\n"))
+    (has_kernel(trimmed) && trimmed.starts_with(['_', '#', '/', 'k']))
+        .then(|| format!("{trimmed}\n"))
 }
 
 fn edits(answer: &str) -> Result<Vec<(String, String)>, ParseError> {
@@ -129,13 +146,22 @@ fn edits(answer: &str) -> Result<Vec<(String, String)>, ParseError> {
             State::Outside if marker.starts_with("<<<<<<< SEARCH") => state = State::Search,
             State::Outside => {}
             State::Search if marker == "=======" => state = State::Replace,
-            State::Search if marker.starts_with(">>>>>>> REPLACE") || marker.starts_with("<<<<<<< SEARCH") => {
-                return Err(ParseError::BadEdit { index, problem: "a SEARCH without its `=======`".into() });
+            State::Search
+                if marker.starts_with(">>>>>>> REPLACE")
+                    || marker.starts_with("<<<<<<< SEARCH") =>
+            {
+                return Err(ParseError::BadEdit {
+                    index,
+                    problem: "a SEARCH without its `=======`".into(),
+                });
             }
             State::Search => search.push(line),
             State::Replace if marker.starts_with(">>>>>>> REPLACE") => {
                 if search.iter().all(|l| l.trim().is_empty()) {
-                    return Err(ParseError::BadEdit { index, problem: "an empty SEARCH text".into() });
+                    return Err(ParseError::BadEdit {
+                        index,
+                        problem: "an empty SEARCH text".into(),
+                    });
                 }
                 out.push((search.join("\n"), replace.join("\n")));
                 search.clear();
@@ -143,13 +169,19 @@ fn edits(answer: &str) -> Result<Vec<(String, String)>, ParseError> {
                 state = State::Outside;
             }
             State::Replace if marker.starts_with("<<<<<<< SEARCH") || marker == "=======" => {
-                return Err(ParseError::BadEdit { index, problem: "a REPLACE without its `>>>>>>> REPLACE`".into() });
+                return Err(ParseError::BadEdit {
+                    index,
+                    problem: "a REPLACE without its `>>>>>>> REPLACE`".into(),
+                });
             }
             State::Replace => replace.push(line),
         }
     }
     if state != State::Outside {
-        return Err(ParseError::BadEdit { index: out.len() + 1, problem: "the answer ends inside the edit".into() });
+        return Err(ParseError::BadEdit {
+            index: out.len() + 1,
+            problem: "the answer ends inside the edit".into(),
+        });
     }
     Ok(out)
 }
@@ -158,12 +190,23 @@ fn apply_edits(parent: &str, edits: &[(String, String)]) -> Result<String, Parse
     let mut text = parent.to_string();
     for (i, (search, replace)) in edits.iter().enumerate() {
         let index = i + 1;
-        let first_line = search.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        let first_line = search
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_string();
         let count = text.matches(search.as_str()).count();
         match count {
             0 => return Err(ParseError::SearchNotFound { index, first_line }),
             1 => text = text.replacen(search.as_str(), replace, 1),
-            _ => return Err(ParseError::SearchAmbiguous { index, count, first_line }),
+            _ => {
+                return Err(ParseError::SearchAmbiguous {
+                    index,
+                    count,
+                    first_line,
+                })
+            }
         }
     }
     Ok(text)
@@ -172,7 +215,10 @@ fn apply_edits(parent: &str, edits: &[(String, String)]) -> Result<String, Parse
 /// Reads the `// kfoundry-params:` lines of a source (the model's reader, which the build
 /// of every generated source also uses).
 pub fn declared_params(source: &str) -> Result<Vec<DeclaredParam>, ParseError> {
-    kfoundry_rt::model::declared::declared_params(source).map_err(|e| ParseError::BadParams { line: e.line, problem: e.problem })
+    kfoundry_rt::model::declared::declared_params(source).map_err(|e| ParseError::BadParams {
+        line: e.line,
+        problem: e.problem,
+    })
 }
 
 /// What [`validate`] allows.
@@ -183,7 +229,9 @@ pub struct SourceLimits {
 
 impl Default for SourceLimits {
     fn default() -> Self {
-        SourceLimits { max_bytes: 64 * 1024 }
+        SourceLimits {
+            max_bytes: 64 * 1024,
+        }
     }
 }
 
@@ -218,35 +266,64 @@ pub fn validate(
     policy: kfoundry_rt::model::source_policy::Policy,
 ) -> Result<(), ParseError> {
     if source.len() > limits.max_bytes {
-        return Err(ParseError::TooLarge { size: source.len(), max: limits.max_bytes });
+        return Err(ParseError::TooLarge {
+            size: source.len(),
+            max: limits.max_bytes,
+        });
     }
     kfoundry_rt::model::source_policy::check(source, policy).map_err(ParseError::Refused)?;
     // Comments may say anything; line numbers survive the stripping.
     for (i, line) in strip_comments(source).lines().enumerate() {
-        let directive = line.trim_start().strip_prefix('#').map(|d| format!("#{}", d.trim_start()));
+        let directive = line
+            .trim_start()
+            .strip_prefix('#')
+            .map(|d| format!("#{}", d.trim_start()));
         let checked = directive.as_deref().unwrap_or(line);
         for (token, what) in FOREIGN {
-            let hit = if token.ends_with(' ') { checked.trim_start().starts_with(token) } else { checked.contains(token) };
+            let hit = if token.ends_with(' ') {
+                checked.trim_start().starts_with(token)
+            } else {
+                checked.contains(token)
+            };
             if hit {
-                return Err(ParseError::NotOpenCl { line: i + 1, what: (*what).to_string() });
+                return Err(ParseError::NotOpenCl {
+                    line: i + 1,
+                    what: (*what).to_string(),
+                });
             }
         }
         if line.chars().any(|c| c == '\0') {
-            return Err(ParseError::NotOpenCl { line: i + 1, what: "a NUL character".into() });
+            return Err(ParseError::NotOpenCl {
+                line: i + 1,
+                what: "a NUL character".into(),
+            });
         }
     }
-    let found = find_kernel(source, Some(kernel)).map_err(|e| ParseError::Signature(e.to_string()))?;
+    let found =
+        find_kernel(source, Some(kernel)).map_err(|e| ParseError::Signature(e.to_string()))?;
     if let Some(difference) = signature_difference(reference, &found) {
-        return Err(ParseError::SignatureChanged { kernel: kernel.to_string(), difference });
+        return Err(ParseError::SignatureChanged {
+            kernel: kernel.to_string(),
+            difference,
+        });
     }
     Ok(())
 }
 
 /// How `found` differs from `reference`, in words; `None` when identical.
-pub fn signature_difference(reference: &KernelSignature, found: &KernelSignature) -> Option<String> {
+pub fn signature_difference(
+    reference: &KernelSignature,
+    found: &KernelSignature,
+) -> Option<String> {
     for (i, (r, f)) in reference.args.iter().zip(&found.args).enumerate() {
         if r != f {
-            return Some(format!("argument {} (`{}`): expected `{}`, found `{}`", i + 1, r.name(), render_arg(r), render_arg(f)));
+            return Some(format!(
+                "argument {} (`{}`): expected `{}`, found `{}`",
+                i + 1,
+                r.name(),
+                render_arg(r),
+                render_arg(f)
+            ));
         }
     }
     match found.args.len().cmp(&reference.args.len()) {
@@ -271,13 +348,22 @@ pub fn signature_difference(reference: &KernelSignature, found: &KernelSignature
 /// One argument in OpenCL C.
 pub fn render_arg(arg: &KernelArg) -> String {
     match arg {
-        KernelArg::Buffer { name, space, elem, read_only } => {
+        KernelArg::Buffer {
+            name,
+            space,
+            elem,
+            read_only,
+        } => {
             let space = match space {
                 AddressSpace::Global => "__global",
                 AddressSpace::Constant => "__constant",
                 AddressSpace::Local => "__local",
             };
-            let constness = if *read_only && space != "__constant" { "const " } else { "" };
+            let constness = if *read_only && space != "__constant" {
+                "const "
+            } else {
+                ""
+            };
             format!("{space} {constness}{}* {name}", elem.opencl_name())
         }
         KernelArg::Scalar { name, ty } => format!("{} {name}", ty.opencl_name()),
@@ -342,7 +428,11 @@ pub struct SourceLevels {
 impl SourceLevels {
     /// The levels as numbers 0–3 (memory, algorithm, parallelism), for descriptors.
     pub fn indices(&self) -> [u8; 3] {
-        [self.memory as u8, self.algorithm as u8, self.parallelism as u8]
+        [
+            self.memory as u8,
+            self.algorithm as u8,
+            self.parallelism as u8,
+        ]
     }
 }
 
@@ -382,22 +472,35 @@ fn strip_comments(src: &str) -> String {
 
 /// Identifier-like words of a source.
 fn words(src: &str) -> Vec<&str> {
-    src.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).collect()
+    src.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect()
 }
 
 fn is_vector_type(word: &str) -> bool {
-    const BASES: [&str; 10] = ["char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double"];
-    BASES.iter().any(|b| word.strip_prefix(b).is_some_and(|n| matches!(n, "2" | "3" | "4" | "8" | "16")))
-        || (word.starts_with("vload") || word.starts_with("vstore"))
+    const BASES: [&str; 10] = [
+        "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double",
+    ];
+    BASES.iter().any(|b| {
+        word.strip_prefix(b)
+            .is_some_and(|n| matches!(n, "2" | "3" | "4" | "8" | "16"))
+    }) || (word.starts_with("vload") || word.starts_with("vstore"))
 }
 
 /// A private array declaration: `float acc[4]` (or `float acc[4] = {0}`) without an
 /// address-space qualifier.
 fn has_private_array(src: &str) -> bool {
-    const TYPES: [&str; 8] = ["float", "double", "int", "uint", "long", "ulong", "half", "short"];
+    const TYPES: [&str; 8] = [
+        "float", "double", "int", "uint", "long", "ulong", "half", "short",
+    ];
     src.split([';', '{', '}']).any(|stmt| {
         let w = words(stmt);
-        let qualified = w.iter().any(|x| matches!(*x, "__local" | "local" | "__constant" | "constant" | "__global" | "global"));
+        let qualified = w.iter().any(|x| {
+            matches!(
+                *x,
+                "__local" | "local" | "__constant" | "constant" | "__global" | "global"
+            )
+        });
         let declares = w.len() >= 2 && TYPES.contains(&w[0]) && !stmt.contains('(');
         let bracket_first = match (stmt.find('['), stmt.find('=')) {
             (Some(b), Some(e)) => b < e,
@@ -414,15 +517,22 @@ fn keyword_positions(src: &str, keyword: &str) -> Vec<usize> {
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     src.match_indices(keyword)
         .map(|(i, _)| i)
-        .filter(|&i| (i == 0 || !ident(bytes[i - 1])) && bytes.get(i + keyword.len()).is_none_or(|&b| !ident(b)))
+        .filter(|&i| {
+            (i == 0 || !ident(bytes[i - 1]))
+                && bytes.get(i + keyword.len()).is_none_or(|&b| !ident(b))
+        })
         .collect()
 }
 
 /// Whether some `for`/`while` loop body (in braces) contains a `barrier(`.
 fn loop_with_barrier(src: &str) -> bool {
-    let starts = keyword_positions(src, "for").into_iter().chain(keyword_positions(src, "while"));
+    let starts = keyword_positions(src, "for")
+        .into_iter()
+        .chain(keyword_positions(src, "while"));
     starts.into_iter().any(|pos| {
-        let Some(open) = src[pos..].find('{').map(|p| p + pos) else { return false };
+        let Some(open) = src[pos..].find('{').map(|p| p + pos) else {
+            return false;
+        };
         let mut depth = 0usize;
         for (i, c) in src[open..].char_indices() {
             match c {
@@ -449,7 +559,8 @@ pub fn source_levels(src: &str) -> SourceLevels {
     let local = has("__local") || has("local");
     let barrier = src.contains("barrier(") || src.contains("work_group_barrier(");
     let work_group_fns = has_prefix("work_group_");
-    let sub_group = has_prefix("sub_group_") || has_prefix("get_sub_group") || has_prefix("intel_sub_group");
+    let sub_group =
+        has_prefix("sub_group_") || has_prefix("get_sub_group") || has_prefix("intel_sub_group");
 
     let memory = if has_private_array(&src) || src.contains("prefetch(") {
         MemoryLevel::RegisterBlocked
@@ -461,7 +572,10 @@ pub fn source_levels(src: &str) -> SourceLevels {
         MemoryLevel::Naive
     };
 
-    let kernels = w.iter().filter(|x| **x == "__kernel" || **x == "kernel").count();
+    let kernels = w
+        .iter()
+        .filter(|x| **x == "__kernel" || **x == "kernel")
+        .count();
     let loops = w.iter().filter(|x| **x == "for" || **x == "while").count();
     let collectives = has_prefix("work_group_reduce")
         || has_prefix("work_group_scan")
@@ -486,7 +600,11 @@ pub fn source_levels(src: &str) -> SourceLevels {
         (true, false) => ParallelismLevel::WorkGroup,
         (false, false) => ParallelismLevel::WorkItems,
     };
-    SourceLevels { memory, algorithm, parallelism }
+    SourceLevels {
+        memory,
+        algorithm,
+        parallelism,
+    }
 }
 
 #[cfg(test)]
@@ -508,16 +626,37 @@ mod tests {
         assert!(p.source.ends_with("}\n") && p.source.starts_with("// kfoundry-params"));
         assert_eq!(
             p.declared_params,
-            vec![DeclaredParam { name: "VEC".into(), values: vec![1, 2, 4] }, DeclaredParam { name: "TS".into(), values: vec![8, 16] },]
+            vec![
+                DeclaredParam {
+                    name: "VEC".into(),
+                    values: vec![1, 2, 4]
+                },
+                DeclaredParam {
+                    name: "TS".into(),
+                    values: vec![8, 16]
+                },
+            ]
         );
-        validate(&p.source, "saxpy", &reference(), SourceLimits::default(), Policy::default()).unwrap();
+        validate(
+            &p.source,
+            "saxpy",
+            &reference(),
+            SourceLimits::default(),
+            Policy::default(),
+        )
+        .unwrap();
     }
 
     #[test]
     fn last_kernel_block_wins_and_prose_is_no_code() {
-        let answer = format!("```c\n__kernel void old() {{}}\n```\n```text\nnotes\n```\n```opencl\n{PARENT}```");
+        let answer = format!(
+            "```c\n__kernel void old() {{}}\n```\n```text\nnotes\n```\n```opencl\n{PARENT}```"
+        );
         assert_eq!(parse_response(&answer, PARENT).unwrap().source, PARENT);
-        assert_eq!(parse_response("I cannot improve this kernel.", PARENT), Err(ParseError::NoCode));
+        assert_eq!(
+            parse_response("I cannot improve this kernel.", PARENT),
+            Err(ParseError::NoCode)
+        );
     }
 
     #[test]
@@ -526,33 +665,57 @@ mod tests {
         let p = parse_response(answer, PARENT).unwrap();
         assert_eq!(p.form, EditForm::Edits(2));
         assert!(p.source.contains("const int i") && p.source.contains("fma(a, x[i], y[i])"));
-        validate(&p.source, "saxpy", &reference(), SourceLimits::default(), Policy::default()).unwrap();
+        validate(
+            &p.source,
+            "saxpy",
+            &reference(),
+            SourceLimits::default(),
+            Policy::default(),
+        )
+        .unwrap();
     }
 
     #[test]
     fn search_that_does_not_match_is_named() {
         let answer = "<<<<<<< SEARCH\n  y[i] = a*x[i];\n=======\nz\n>>>>>>> REPLACE\n";
         let err = parse_response(answer, PARENT).unwrap_err();
-        assert_eq!(err, ParseError::SearchNotFound { index: 1, first_line: "y[i] = a*x[i];".into() });
+        assert_eq!(
+            err,
+            ParseError::SearchNotFound {
+                index: 1,
+                first_line: "y[i] = a*x[i];".into()
+            }
+        );
         assert!(err.to_string().contains("edit 1") && err.to_string().contains("y[i] = a*x[i];"));
         let twice = "__kernel void k() {\n  a();\n  a();\n}\n";
         let answer = "<<<<<<< SEARCH\n  a();\n=======\n  b();\n>>>>>>> REPLACE\n";
-        assert!(matches!(parse_response(answer, twice), Err(ParseError::SearchAmbiguous { count: 2, .. })));
+        assert!(matches!(
+            parse_response(answer, twice),
+            Err(ParseError::SearchAmbiguous { count: 2, .. })
+        ));
         let unterminated = "<<<<<<< SEARCH\n  a();\n=======\n  b();\n";
-        assert!(matches!(parse_response(unterminated, twice), Err(ParseError::BadEdit { index: 1, .. })));
+        assert!(matches!(
+            parse_response(unterminated, twice),
+            Err(ParseError::BadEdit { index: 1, .. })
+        ));
     }
 
     #[test]
     fn bad_param_declarations() {
         for (decl, needle) in [
             ("// kfoundry-params: TS=8", "needs a list"),
-            ("// kfoundry-params: TS=[8,x]", "`x` (in `TS`) is not an integer"),
+            (
+                "// kfoundry-params: TS=[8,x]",
+                "`x` (in `TS`) is not an integer",
+            ),
             ("// kfoundry-params: 9TS=[8]", "not a parameter name"),
             ("// kfoundry-params: TS=[1], TS=[2]", "declared twice"),
             ("// kfoundry-params: TS=[]", "needs 1 to"),
             ("int x; kfoundry-params: TS=[1]", "`//` comment"),
         ] {
-            let err = declared_params(&format!("\n{decl}\n")).unwrap_err().to_string();
+            let err = declared_params(&format!("\n{decl}\n"))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle) && err.starts_with("line 2:"), "{err}");
         }
     }
@@ -570,13 +733,26 @@ mod tests {
             ("__kernel void saxpy(const uint n, const float a, __global const float* x, __global float* y) {}", "expected `int n`, found `uint n`"),
         ];
         for (src, needle) in cases {
-            let err = validate(src, "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap_err().to_string();
+            let err = validate(src, "saxpy", &r, SourceLimits::default(), Policy::default())
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{err}");
         }
         let renamed = "__kernel void other(const int n, const float a, __global const float* x, __global float* y) {}";
-        let err = validate(renamed, "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap_err().to_string();
+        let err = validate(
+            renamed,
+            "saxpy",
+            &r,
+            SourceLimits::default(),
+            Policy::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("no kernel named `saxpy`"), "{err}");
-        assert_eq!(render_signature(&r), "__kernel void saxpy(int n, float a, __global const float* x, __global float* y)");
+        assert_eq!(
+            render_signature(&r),
+            "__kernel void saxpy(int n, float a, __global const float* x, __global float* y)"
+        );
     }
 
     #[test]
@@ -594,44 +770,109 @@ mod tests {
             ("int g() { asm(\"nop\"); }\n", "assembly"),
             ("int g() { asm (\"syscall\"); }\n", "assembly"),
         ] {
-            let err = validate(&format!("{prefix}{PARENT}"), "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap_err().to_string();
+            let err = validate(
+                &format!("{prefix}{PARENT}"),
+                "saxpy",
+                &r,
+                SourceLimits::default(),
+                Policy::default(),
+            )
+            .unwrap_err()
+            .to_string();
             assert!(err.contains(needle), "{prefix}: {err}");
         }
         let big = format!("{PARENT}{}", "// pad\n".repeat(20_000));
-        assert!(matches!(validate(&big, "saxpy", &r, SourceLimits::default(), Policy::default()), Err(ParseError::TooLarge { .. })));
-        let commented = format!("/* no #include,\n   no CUDA __global__ */\n// import nothing\n{PARENT}");
-        validate(&commented, "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap();
-        let err = validate(&format!("/* a\n b */\n#include <x>\n{PARENT}"), "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap_err();
+        assert!(matches!(
+            validate(
+                &big,
+                "saxpy",
+                &r,
+                SourceLimits::default(),
+                Policy::default()
+            ),
+            Err(ParseError::TooLarge { .. })
+        ));
+        let commented =
+            format!("/* no #include,\n   no CUDA __global__ */\n// import nothing\n{PARENT}");
+        validate(
+            &commented,
+            "saxpy",
+            &r,
+            SourceLimits::default(),
+            Policy::default(),
+        )
+        .unwrap();
+        let err = validate(
+            &format!("/* a\n b */\n#include <x>\n{PARENT}"),
+            "saxpy",
+            &r,
+            SourceLimits::default(),
+            Policy::default(),
+        )
+        .unwrap_err();
         assert!(err.to_string().starts_with("line 3:"), "{err}");
         // assembly on a GPU (NVIDIA's PTX is how its tensor cores are reached)
         let asm = format!("void g() {{ asm volatile(\"nop\"); }}\n{PARENT}");
-        validate(&asm, "saxpy", &r, SourceLimits::default(), Policy { allow_asm: true }).unwrap();
+        validate(
+            &asm,
+            "saxpy",
+            &r,
+            SourceLimits::default(),
+            Policy { allow_asm: true },
+        )
+        .unwrap();
         let pragma = format!("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n{PARENT}");
-        validate(&pragma, "saxpy", &r, SourceLimits::default(), Policy::default()).unwrap();
+        validate(
+            &pragma,
+            "saxpy",
+            &r,
+            SourceLimits::default(),
+            Policy::default(),
+        )
+        .unwrap();
     }
 
     #[test]
     fn levels_of_typical_kernels() {
         let naive = source_levels(PARENT);
         assert_eq!(naive.indices(), [0, 0, 0]);
-        let vec = source_levels("__kernel void k(__global float4* x) { float4 v = vload4(0, (__global float*)x); }");
+        let vec = source_levels(
+            "__kernel void k(__global float4* x) { float4 v = vload4(0, (__global float*)x); }",
+        );
         assert_eq!(vec.memory, MemoryLevel::Vectorised);
         let tiled = source_levels(
             "__kernel void mm(__global const float* a) {\n __local float tile[16][16];\n float s = 0;\n for (int t = 0; t < n; t += 16) {\n  tile[ly][lx] = a[t];\n  barrier(CLK_LOCAL_MEM_FENCE);\n  s += tile[0][0];\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n}",
         );
-        assert_eq!((tiled.memory, tiled.algorithm, tiled.parallelism), (MemoryLevel::LocalTiled, AlgorithmLevel::Tiled, ParallelismLevel::WorkGroup));
+        assert_eq!(
+            (tiled.memory, tiled.algorithm, tiled.parallelism),
+            (
+                MemoryLevel::LocalTiled,
+                AlgorithmLevel::Tiled,
+                ParallelismLevel::WorkGroup
+            )
+        );
         let blocked = source_levels("__kernel void k() { float acc[4] = {0}; for (;;) {} }");
         assert_eq!(blocked.memory, MemoryLevel::RegisterBlocked);
-        let sub = source_levels("__kernel void r(__global float* x) { float s = sub_group_reduce_add(x[0]); }");
-        assert_eq!((sub.parallelism, sub.algorithm), (ParallelismLevel::SubGroup, AlgorithmLevel::SinglePass));
-        let both = source_levels("__kernel void r() { barrier(CLK_LOCAL_MEM_FENCE); intel_sub_group_shuffle(a, 1); }");
+        let sub = source_levels(
+            "__kernel void r(__global float* x) { float s = sub_group_reduce_add(x[0]); }",
+        );
+        assert_eq!(
+            (sub.parallelism, sub.algorithm),
+            (ParallelismLevel::SubGroup, AlgorithmLevel::SinglePass)
+        );
+        let both = source_levels(
+            "__kernel void r() { barrier(CLK_LOCAL_MEM_FENCE); intel_sub_group_shuffle(a, 1); }",
+        );
         assert_eq!(both.parallelism, ParallelismLevel::Hierarchical);
         let fused = source_levels("__kernel void k() { for (;;) {} for (;;) {} }");
         assert_eq!(fused.algorithm, AlgorithmLevel::Fused);
-        let passes = source_levels("__kernel void a() { for (;;) {} for (;;) {} }\n__kernel void b() {}");
+        let passes =
+            source_levels("__kernel void a() { for (;;) {} for (;;) {} }\n__kernel void b() {}");
         assert_eq!(passes.algorithm, AlgorithmLevel::MultiPass);
         // Comments do not count.
-        let commented = source_levels("// __local barrier( sub_group_reduce\n/* float4 */ __kernel void k() {}");
+        let commented = source_levels(
+            "// __local barrier( sub_group_reduce\n/* float4 */ __kernel void k() {}",
+        );
         assert_eq!(commented.indices(), [0, 0, 0]);
     }
 }

@@ -38,7 +38,11 @@ pub struct DeviceDescription {
 
 impl DeviceDescription {
     /// From the lockfile's device description; the two fields it lacks are set by the caller.
-    pub fn from_info(info: &DeviceInfo, preferred_work_group_multiple: Option<u64>, sub_groups: bool) -> Self {
+    pub fn from_info(
+        info: &DeviceInfo,
+        preferred_work_group_multiple: Option<u64>,
+        sub_groups: bool,
+    ) -> Self {
         DeviceDescription {
             vendor: info.vendor.clone(),
             name: info.name.clone(),
@@ -97,7 +101,11 @@ pub struct PromptLimits {
 
 impl Default for PromptLimits {
     fn default() -> Self {
-        PromptLimits { max_inspirations: 3, max_inspiration_chars: 6000, max_hints: 6 }
+        PromptLimits {
+            max_inspirations: 3,
+            max_inspiration_chars: 6000,
+            max_hints: 6,
+        }
     }
 }
 
@@ -127,7 +135,11 @@ fn defines(params: &[(String, i64)]) -> String {
     if params.is_empty() {
         return "(no defines)".into();
     }
-    params.iter().map(|(n, v)| format!("-D {n}={v}")).collect::<Vec<_>>().join(" ")
+    params
+        .iter()
+        .map(|(n, v)| format!("-D {n}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The fixed rules, with the entry point's signature in OpenCL C.
@@ -165,15 +177,37 @@ pub fn mutation_messages(
     let mut user = String::new();
     let d = &ctx.device;
     user.push_str(&format!("# Kernel `{}`\n\n## Device\n", ctx.kernel));
-    user.push_str(&format!("- {} {} ({})\n", d.vendor, d.name, if d.kind.is_empty() { "unknown type" } else { &d.kind }));
+    user.push_str(&format!(
+        "- {} {} ({})\n",
+        d.vendor,
+        d.name,
+        if d.kind.is_empty() {
+            "unknown type"
+        } else {
+            &d.kind
+        }
+    ));
     user.push_str(&format!("- compute units: {}\n", d.compute_units));
-    user.push_str(&format!("- local memory per work-group: {}\n", format_bytes(d.local_mem_bytes)));
-    user.push_str(&format!("- max work-group size: {}\n", d.max_work_group_size));
+    user.push_str(&format!(
+        "- local memory per work-group: {}\n",
+        format_bytes(d.local_mem_bytes)
+    ));
+    user.push_str(&format!(
+        "- max work-group size: {}\n",
+        d.max_work_group_size
+    ));
     match d.preferred_work_group_multiple {
         Some(m) => user.push_str(&format!("- preferred work-group size multiple: {m}\n")),
         None => user.push_str("- preferred work-group size multiple: unknown\n"),
     }
-    user.push_str(&format!("- sub-groups: {}\n", if d.sub_groups { "supported" } else { "not supported" }));
+    user.push_str(&format!(
+        "- sub-groups: {}\n",
+        if d.sub_groups {
+            "supported"
+        } else {
+            "not supported"
+        }
+    ));
 
     user.push_str("\n## Current kernel\n");
     user.push_str(&format!("Compiled with: {}\n", defines(&ctx.parent_params)));
@@ -181,22 +215,31 @@ pub fn mutation_messages(
         user.push_str(&format!("Launch geometry: {g}\n"));
     }
     match (ctx.time, ctx.reference_time) {
-        (Some(t), Some(r)) if t > 0.0 => {
-            user.push_str(&format!("Measured: {} (reference: {}, speed-up {:.2}x)\n", format_time(t), format_time(r), r / t))
-        }
+        (Some(t), Some(r)) if t > 0.0 => user.push_str(&format!(
+            "Measured: {} (reference: {}, speed-up {:.2}x)\n",
+            format_time(t),
+            format_time(r),
+            r / t
+        )),
         (Some(t), _) => user.push_str(&format!("Measured: {}\n", format_time(t))),
         (None, Some(r)) => user.push_str(&format!("Reference time: {}\n", format_time(r))),
         (None, None) => {}
     }
     if let Some(f) = ctx.roofline_fraction {
-        user.push_str(&format!("Roofline: {:.0}% of the bound for this device\n", f * 100.0));
+        user.push_str(&format!(
+            "Roofline: {:.0}% of the bound for this device\n",
+            f * 100.0
+        ));
     }
     user.push_str(&format!("```c\n{}\n```\n", ctx.parent_source.trim_end()));
 
     let mut inspirations: Vec<&Inspiration> = ctx
         .inspirations
         .iter()
-        .filter(|i| i.source.chars().count() <= limits.max_inspiration_chars && i.source.trim() != ctx.parent_source.trim())
+        .filter(|i| {
+            i.source.chars().count() <= limits.max_inspiration_chars
+                && i.source.trim() != ctx.parent_source.trim()
+        })
         .collect();
     inspirations.sort_by(|a, b| a.time.total_cmp(&b.time));
     inspirations.truncate(limits.max_inspirations);
@@ -212,7 +255,12 @@ pub fn mutation_messages(
             ));
         }
     }
-    let hints: Vec<&String> = ctx.hints.iter().filter(|h| !h.trim().is_empty()).take(limits.max_hints).collect();
+    let hints: Vec<&String> = ctx
+        .hints
+        .iter()
+        .filter(|h| !h.trim().is_empty())
+        .take(limits.max_hints)
+        .collect();
     if !hints.is_empty() {
         user.push_str("\n## Directions suggested by the search\n");
         for h in hints {
@@ -222,8 +270,17 @@ pub fn mutation_messages(
     if !failures.is_empty() {
         user.push_str("\n## Recent failed attempts (do not repeat these mistakes)\n");
         for f in failures.entries() {
-            let times = if f.count > 1 { format!(" ({} times)", f.count) } else { String::new() };
-            user.push_str(&format!("- {}{}:\n```\n{}\n```\n", f.kind.label(), times, f.text));
+            let times = if f.count > 1 {
+                format!(" ({} times)", f.count)
+            } else {
+                String::new()
+            };
+            user.push_str(&format!(
+                "- {}{}:\n```\n{}\n```\n",
+                f.kind.label(),
+                times,
+                f.text
+            ));
         }
     }
     user.push_str("\n## Task\nWrite a faster, still correct version of the current kernel for this device, following the rules.\n");
@@ -240,7 +297,8 @@ mod tests {
         MutationContext {
             kernel: "saxpy".into(),
             reference_source: "__kernel void saxpy(__global float* y) { y[0] = 1; }".into(),
-            parent_source: "__kernel void saxpy(__global float* y) { y[get_global_id(0)] = 2; }".into(),
+            parent_source: "__kernel void saxpy(__global float* y) { y[get_global_id(0)] = 2; }"
+                .into(),
             parent_params: vec![("WG".into(), 64), ("VEC".into(), 2)],
             geometry: Some("global = n / VEC, local = WG".into()),
             device: DeviceDescription {
@@ -257,9 +315,21 @@ mod tests {
             reference_time: Some(1.0e-3),
             roofline_fraction: Some(0.42),
             inspirations: vec![
-                Inspiration { source: "__kernel void slow() {}".into(), params: vec![], time: 2e-3 },
-                Inspiration { source: "__kernel void fast() {}".into(), params: vec![("WG".into(), 128)], time: 1e-4 },
-                Inspiration { source: "x".repeat(10_000), params: vec![], time: 1e-5 },
+                Inspiration {
+                    source: "__kernel void slow() {}".into(),
+                    params: vec![],
+                    time: 2e-3,
+                },
+                Inspiration {
+                    source: "__kernel void fast() {}".into(),
+                    params: vec![("WG".into(), 128)],
+                    time: 1e-4,
+                },
+                Inspiration {
+                    source: "x".repeat(10_000),
+                    params: vec![],
+                    time: 1e-5,
+                },
             ],
             hints: vec!["add local-memory tiling".into(), " ".into()],
         }
@@ -272,11 +342,18 @@ mod tests {
         failures.push(FailureKind::Build, "error: undeclared identifier 'TS'");
         failures.push(FailureKind::Build, "error: undeclared identifier 'TS'");
         let sig = "__kernel void saxpy(__global float* y)";
-        let limits = PromptLimits { max_inspirations: 1, ..PromptLimits::default() };
+        let limits = PromptLimits {
+            max_inspirations: 1,
+            ..PromptLimits::default()
+        };
         let msgs = mutation_messages(&ctx, sig, &seed_sections()[0], &failures, &limits);
         assert_eq!(msgs.len(), 2);
         let (system, user) = (&msgs[0].content, &msgs[1].content);
-        assert!(system.contains(sig) && system.contains("<<<<<<< SEARCH") && system.contains("kfoundry-params:"));
+        assert!(
+            system.contains(sig)
+                && system.contains("<<<<<<< SEARCH")
+                && system.contains("kfoundry-params:")
+        );
         assert!(system.contains(&seed_sections()[0].strategies));
         for needle in [
             "NVIDIA H200",
@@ -298,7 +375,11 @@ mod tests {
             assert!(user.contains(needle), "missing {needle} in\n{user}");
         }
         // Inspirations: too-long ones out, fastest first, bounded count.
-        assert!(user.contains("void fast()") && !user.contains("void slow()") && !user.contains("xxxxxxxxxx"));
+        assert!(
+            user.contains("void fast()")
+                && !user.contains("void slow()")
+                && !user.contains("xxxxxxxxxx")
+        );
         assert!(!user.contains("\n- \n"), "blank hints are dropped");
     }
 
@@ -310,9 +391,19 @@ mod tests {
         ctx.inspirations.clear();
         ctx.hints.clear();
         ctx.geometry = None;
-        let msgs = mutation_messages(&ctx, "sig", &seed_sections()[1], &FailureHistory::default(), &PromptLimits::default());
+        let msgs = mutation_messages(
+            &ctx,
+            "sig",
+            &seed_sections()[1],
+            &FailureHistory::default(),
+            &PromptLimits::default(),
+        );
         let user = &msgs[1].content;
-        assert!(!user.contains("Roofline") && !user.contains("Other correct") && !user.contains("Recent failed"));
+        assert!(
+            !user.contains("Roofline")
+                && !user.contains("Other correct")
+                && !user.contains("Recent failed")
+        );
         assert!(user.contains("Reference time: 1.000 ms"));
     }
 
@@ -322,8 +413,19 @@ mod tests {
         assert_eq!(format_time(1.5), "1.500 s");
         assert_eq!(format_bytes(65536), "64 KiB");
         assert_eq!(format_bytes(1000), "1000 bytes");
-        let info = DeviceInfo { name: "n".into(), compute_units: 4, ..DeviceInfo::default() };
+        let info = DeviceInfo {
+            name: "n".into(),
+            compute_units: 4,
+            ..DeviceInfo::default()
+        };
         let d = DeviceDescription::from_info(&info, Some(8), true);
-        assert_eq!((d.compute_units, d.preferred_work_group_multiple, d.sub_groups), (4, Some(8), true));
+        assert_eq!(
+            (
+                d.compute_units,
+                d.preferred_work_group_multiple,
+                d.sub_groups
+            ),
+            (4, Some(8), true)
+        );
     }
 }

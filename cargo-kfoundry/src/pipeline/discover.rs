@@ -63,32 +63,69 @@ pub struct Sources {
     pub metadata: serde_json::Value,
 }
 
-pub fn sources(ws: &WorkspaceArgs, bundle: Option<&Path>, lockfile: Option<&Path>) -> Result<Sources> {
+pub fn sources(
+    ws: &WorkspaceArgs,
+    bundle: Option<&Path>,
+    lockfile: Option<&Path>,
+) -> Result<Sources> {
     Ok(match bundle {
         Some(bundle) => {
-            let lock = lockfile.map(Path::to_path_buf).unwrap_or_else(|| FILE_NAME.into());
-            let beside = lock.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("target");
+            let lock = lockfile
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| FILE_NAME.into());
+            let beside = lock
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .join("target");
             let mut bundle = Bundle::read(bundle)?;
             // `-p` picks packages of the bundle as it picks workspace members.
             if !ws.packages.is_empty() {
                 let normal = |n: &str| n.to_ascii_lowercase().replace('_', "-");
                 for p in &ws.packages {
-                    if !bundle.kernels.iter().any(|k| normal(&k.package) == normal(p)) {
-                        let mut have: Vec<&str> = bundle.kernels.iter().map(|k| k.package.as_str()).collect();
+                    if !bundle
+                        .kernels
+                        .iter()
+                        .any(|k| normal(&k.package) == normal(p))
+                    {
+                        let mut have: Vec<&str> =
+                            bundle.kernels.iter().map(|k| k.package.as_str()).collect();
                         have.sort_unstable();
                         have.dedup();
-                        return Err(crate::error::usage(format!("-p {p}: the bundle has no package of that name (it has: {})", have.join(", "))));
+                        return Err(crate::error::usage(format!(
+                            "-p {p}: the bundle has no package of that name (it has: {})",
+                            have.join(", ")
+                        )));
                     }
                 }
-                bundle.kernels.retain(|k| ws.packages.iter().any(|p| normal(p) == normal(&k.package)));
+                bundle
+                    .kernels
+                    .retain(|k| ws.packages.iter().any(|p| normal(p) == normal(&k.package)));
             }
-            let metadata = bundle.kfoundry_metadata.map(|k| serde_json::json!({ "kfoundry": k })).unwrap_or(serde_json::Value::Null);
-            Sources { kernels: bundle.kernels, lockfile: lock, state_dir: beside.join("kfoundry"), from_workspace: false, metadata }
+            let metadata = bundle
+                .kfoundry_metadata
+                .map(|k| serde_json::json!({ "kfoundry": k }))
+                .unwrap_or(serde_json::Value::Null);
+            Sources {
+                kernels: bundle.kernels,
+                lockfile: lock,
+                state_dir: beside.join("kfoundry"),
+                from_workspace: false,
+                metadata,
+            }
         }
         None => {
             let w = discover(ws)?;
-            let lock = lockfile.map(Path::to_path_buf).unwrap_or_else(|| w.lockfile());
-            Sources { kernels: w.kernels, lockfile: lock, state_dir: w.target_dir.join("kfoundry"), from_workspace: true, metadata: w.metadata }
+            let lock = lockfile
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| w.lockfile());
+            Sources {
+                kernels: w.kernels,
+                lockfile: lock,
+                state_dir: w.target_dir.join("kfoundry"),
+                from_workspace: true,
+                metadata: w.metadata,
+            }
         }
     })
 }
@@ -114,19 +151,32 @@ impl Bundle {
     /// The bundle of `kernels`, with the `kfoundry` table of the workspace's metadata.
     pub fn new(kernels: Vec<Kernel>, metadata: &serde_json::Value) -> Bundle {
         let kfoundry_metadata = metadata.get("kfoundry").filter(|v| !v.is_null()).cloned();
-        Bundle { format: BUNDLE_FORMAT.into(), version: BUNDLE_VERSION, kernels, kfoundry_metadata }
+        Bundle {
+            format: BUNDLE_FORMAT.into(),
+            version: BUNDLE_VERSION,
+            kernels,
+            kfoundry_metadata,
+        }
     }
 
     /// Reads and checks a bundle: every field where it belongs (an error names the field's
     /// path), and every kernel sound as if its annotation had been parsed here (a bad one is
     /// an error naming the kernel and what is wrong). A bundle can come from anywhere.
     pub fn read(path: &Path) -> Result<Bundle> {
-        let text = kfoundry_tooling::files::read_text_bounded(path, kfoundry_tooling::files::MAX_BUNDLE_BYTES, "bundle")
-            .with_context(|| format!("cannot read bundle {}", path.display()))?;
+        let text = kfoundry_tooling::files::read_text_bounded(
+            path,
+            kfoundry_tooling::files::MAX_BUNDLE_BYTES,
+            "bundle",
+        )
+        .with_context(|| format!("cannot read bundle {}", path.display()))?;
         let de = &mut serde_json::Deserializer::from_str(&text);
         let bundle: Bundle = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
-            anyhow::anyhow!("{}: not a kfoundry bundle: at `{at}`: {}", path.display(), e.into_inner())
+            anyhow::anyhow!(
+                "{}: not a kfoundry bundle: at `{at}`: {}",
+                path.display(),
+                e.into_inner()
+            )
         })?;
         if bundle.format != BUNDLE_FORMAT || bundle.version > BUNDLE_VERSION {
             bail!(
@@ -138,13 +188,20 @@ impl Bundle {
         }
         let mut ids = BTreeSet::new();
         for (i, k) in bundle.kernels.iter().enumerate() {
-            let bad = |what: String| anyhow::anyhow!("{}: kernels[{i}] (`{}`): {what}", path.display(), k.spec.id);
+            let bad = |what: String| {
+                anyhow::anyhow!("{}: kernels[{i}] (`{}`): {what}", path.display(), k.spec.id)
+            };
             if let Some(e) = k.spec.validate().into_iter().next() {
                 bail!(bad(format!("{:?}: {e}", e.part)));
             }
-            match kfoundry_rt::model::signature::find_kernel(&k.spec.source, Some(&k.spec.signature.name)) {
+            match kfoundry_rt::model::signature::find_kernel(
+                &k.spec.source,
+                Some(&k.spec.signature.name),
+            ) {
                 Ok(sig) if k.spec.has_signature(&sig) => {}
-                Ok(_) => bail!(bad("`signature` is not the signature of the kernel in `source`".into())),
+                Ok(_) => bail!(bad(
+                    "`signature` is not the signature of the kernel in `source`".into()
+                )),
                 Err(e) => bail!(bad(format!("`source`: {e}"))),
             }
             if !ids.insert(k.spec.id.as_str()) {
@@ -163,7 +220,9 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
     if let Some(path) = &args.manifest_path {
         cmd.manifest_path(path);
     }
-    let meta = cmd.exec().context("cannot read the workspace with `cargo metadata`")?;
+    let meta = cmd
+        .exec()
+        .context("cannot read the workspace with `cargo metadata`")?;
     let members: Vec<&cargo_metadata::Package> = meta.workspace_packages();
     // `--workspace` (cargo's flag, exclusive with `-p`) says explicitly what no `-p` means.
     let selected: Vec<&cargo_metadata::Package> = if args.workspace || args.packages.is_empty() {
@@ -175,7 +234,10 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
                 Some(p) => out.push(*p),
                 None => {
                     let names: Vec<&str> = members.iter().map(|p| p.name.as_str()).collect();
-                    return Err(usage(format!("package `{name}` is not a member of the workspace (members: {})", names.join(", "))));
+                    return Err(usage(format!(
+                        "package `{name}` is not a member of the workspace (members: {})",
+                        names.join(", ")
+                    )));
                 }
             }
         }
@@ -185,7 +247,11 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
     let mut kernels = Vec::new();
     let mut errors = Vec::new();
     for package in selected {
-        let manifest_dir = package.manifest_path.parent().map(|p| p.as_std_path().to_path_buf()).unwrap_or_default();
+        let manifest_dir = package
+            .manifest_path
+            .parent()
+            .map(|p| p.as_std_path().to_path_buf())
+            .unwrap_or_default();
         for file in source_files(package) {
             match kernels_in_file(&file, package.name.as_str(), &manifest_dir) {
                 Ok(found) => kernels.extend(found),
@@ -196,11 +262,19 @@ pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
     let mut seen = BTreeSet::new();
     for k in &kernels {
         if !seen.insert(k.spec.id.clone()) {
-            errors.push(format!("{}: kernel id `{}` is used twice; give one of them `name = \"...\"`", k.location(), k.spec.id));
+            errors.push(format!(
+                "{}: kernel id `{}` is used twice; give one of them `name = \"...\"`",
+                k.location(),
+                k.spec.id
+            ));
         }
     }
     if !errors.is_empty() {
-        bail!("{}\n{} error(s) in kfoundry annotations", errors.join("\n"), errors.len());
+        bail!(
+            "{}\n{} error(s) in kfoundry annotations",
+            errors.join("\n"),
+            errors.len()
+        );
     }
     kernels.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
     Ok(Workspace {
@@ -235,7 +309,11 @@ fn source_files(package: &cargo_metadata::Package) -> Vec<PathBuf> {
         }
     }
     // A directory inside another is walked once.
-    let dirs: Vec<PathBuf> = dirs.iter().filter(|d| !dirs.iter().any(|o| o != *d && d.starts_with(o))).cloned().collect();
+    let dirs: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|d| !dirs.iter().any(|o| o != *d && d.starts_with(o)))
+        .cloned()
+        .collect();
     let mut files = Vec::new();
     for d in dirs {
         walk(&d, &mut files);
@@ -245,7 +323,9 @@ fn source_files(package: &cargo_metadata::Package) -> Vec<PathBuf> {
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
@@ -262,14 +342,25 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The annotated kernels of one file, or its errors as `file:line:column: message`.
-pub fn kernels_in_file(file: &Path, package: &str, manifest_dir: &Path) -> Result<Vec<Kernel>, Vec<String>> {
-    let text = kfoundry_tooling::files::read_text_bounded(file, kfoundry_tooling::files::MAX_KERNEL_SOURCE_BYTES, "Rust source file")
-        .map_err(|e| vec![e.to_string()])?;
+pub fn kernels_in_file(
+    file: &Path,
+    package: &str,
+    manifest_dir: &Path,
+) -> Result<Vec<Kernel>, Vec<String>> {
+    let text = kfoundry_tooling::files::read_text_bounded(
+        file,
+        kfoundry_tooling::files::MAX_KERNEL_SOURCE_BYTES,
+        "Rust source file",
+    )
+    .map_err(|e| vec![e.to_string()])?;
     if !text.contains("evolve") {
         return Ok(Vec::new());
     }
     let ast = syn::parse_file(&text).map_err(|e| vec![located(file, &e)])?;
-    let cx = Context { package, manifest_dir };
+    let cx = Context {
+        package,
+        manifest_dir,
+    };
     let mut found = Vec::new();
     let mut errors = Vec::new();
     let mut items: Vec<&syn::Item> = ast.items.iter().collect();
@@ -298,7 +389,13 @@ pub fn kernels_in_file(file: &Path, package: &str, manifest_dir: &Path) -> Resul
             match annotation::parse(args, &bare, &cx) {
                 Ok(a) => {
                     let line = a.ident.span().start().line;
-                    found.push(Kernel { package: package.to_string(), file: file.to_path_buf(), line, spec: a.spec, source_path: a.source_path })
+                    found.push(Kernel {
+                        package: package.to_string(),
+                        file: file.to_path_buf(),
+                        line,
+                        spec: a.spec,
+                        source_path: a.source_path,
+                    })
                 }
                 Err(e) => errors.extend(e.into_iter().map(|e| located(file, &e))),
             }
@@ -320,7 +417,12 @@ fn strip_evolve(item: &mut syn::Item) {
 
 fn located(file: &Path, e: &syn::Error) -> String {
     let start = e.span().start();
-    format!("{}:{}:{}: {e}", file.display(), start.line, start.column + 1)
+    format!(
+        "{}:{}:{}: {e}",
+        file.display(),
+        start.line,
+        start.column + 1
+    )
 }
 
 #[cfg(test)]
@@ -348,9 +450,18 @@ pub struct Broken;
         .unwrap();
         let errors = kernels_in_file(&file, "demo", dir.path()).unwrap_err();
         assert_eq!(errors.len(), 1);
-        assert!(errors[0].contains("lib.rs:9:") && errors[0].contains("unknown key `bogus`"), "{errors:?}");
+        assert!(
+            errors[0].contains("lib.rs:9:") && errors[0].contains("unknown key `bogus`"),
+            "{errors:?}"
+        );
 
-        std::fs::write(&file, std::fs::read_to_string(&file).unwrap().replace(", bogus = 1", "")).unwrap();
+        std::fs::write(
+            &file,
+            std::fs::read_to_string(&file)
+                .unwrap()
+                .replace(", bogus = 1", ""),
+        )
+        .unwrap();
         let found = kernels_in_file(&file, "demo", dir.path()).unwrap();
         let ids: Vec<_> = found.iter().map(|k| k.spec.id.as_str()).collect();
         assert_eq!(ids, ["demo::K", "demo::Broken"]);
@@ -369,11 +480,14 @@ pub struct Broken;
         )
         .unwrap();
         let kernels = kernels_in_file(&file, "demo", dir.path()).unwrap();
-        let good = serde_json::to_value(Bundle::new(kernels.clone(), &serde_json::Value::Null)).unwrap();
+        let good =
+            serde_json::to_value(Bundle::new(kernels.clone(), &serde_json::Value::Null)).unwrap();
         let path = dir.path().join("b.json");
         let read = |v: &serde_json::Value| {
             std::fs::write(&path, v.to_string()).unwrap();
-            Bundle::read(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
+            Bundle::read(&path)
+                .map(|_| ())
+                .map_err(|e| format!("{e:#}"))
         };
         assert_eq!(read(&good), Ok(()));
         // The language model's configuration travels with the kernels, and back to a tune.
@@ -385,13 +499,40 @@ pub struct Broken;
         assert_eq!(src.metadata["kfoundry"]["llm"]["model"], "m");
         type Edit = Box<dyn Fn(&mut serde_json::Value)>;
         let cases: Vec<(Edit, &str)> = vec![
-            (Box::new(|v| v["kernels"][0]["spec"]["global"] = serde_json::json!(["n", "n", "n", "n"])), "1 to 3 dimensions"),
-            (Box::new(|v| v["kernels"][0]["spec"]["global"] = serde_json::json!(7)), "at `kernels[0].spec.global`"),
-            (Box::new(|v| v["kernels"][0]["spec"]["params"][0]["name"] = "X -cl-fast-relaxed-math".into()), "not an identifier"),
-            (Box::new(|v| v["kernels"][0]["spec"]["options"] = "-I/etc".into()), "not allowed"),
-            (Box::new(|v| v["kernels"][0]["spec"]["workloads"][0]["name"] = "../../x".into()), "not an identifier"),
-            (Box::new(|v| v["kernels"][0]["spec"]["signature"]["args"][1]["elem"] = "f64".into()), "not the signature"),
-            (Box::new(|v| v["kernels"][0]["spec"]["id"] = "a/b".into()), "kernel id"),
+            (
+                Box::new(|v| {
+                    v["kernels"][0]["spec"]["global"] = serde_json::json!(["n", "n", "n", "n"])
+                }),
+                "1 to 3 dimensions",
+            ),
+            (
+                Box::new(|v| v["kernels"][0]["spec"]["global"] = serde_json::json!(7)),
+                "at `kernels[0].spec.global`",
+            ),
+            (
+                Box::new(|v| {
+                    v["kernels"][0]["spec"]["params"][0]["name"] = "X -cl-fast-relaxed-math".into()
+                }),
+                "not an identifier",
+            ),
+            (
+                Box::new(|v| v["kernels"][0]["spec"]["options"] = "-I/etc".into()),
+                "not allowed",
+            ),
+            (
+                Box::new(|v| v["kernels"][0]["spec"]["workloads"][0]["name"] = "../../x".into()),
+                "not an identifier",
+            ),
+            (
+                Box::new(|v| {
+                    v["kernels"][0]["spec"]["signature"]["args"][1]["elem"] = "f64".into()
+                }),
+                "not the signature",
+            ),
+            (
+                Box::new(|v| v["kernels"][0]["spec"]["id"] = "a/b".into()),
+                "kernel id",
+            ),
             (
                 Box::new(|v| {
                     let k = v["kernels"][0].clone();

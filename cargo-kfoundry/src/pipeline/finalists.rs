@@ -58,9 +58,19 @@ pub struct Decision {
 /// The fastest distinct successful candidates (configurations of the annotated source from
 /// the search's history, and source-level variants with their defines), at most
 /// [`FINALISTS`], then the reference.
-pub fn select(spec: &KernelSpec, history: &[Record], sources: Vec<(f64, Params, Option<String>)>) -> Vec<Finalist> {
-    let mut ok: Vec<(f64, Params, Option<String>)> =
-        history.iter().filter_map(|r| r.outcome.time().map(|t| (t, params_of(spec, &r.config), None))).collect();
+pub fn select(
+    spec: &KernelSpec,
+    history: &[Record],
+    sources: Vec<(f64, Params, Option<String>)>,
+) -> Vec<Finalist> {
+    let mut ok: Vec<(f64, Params, Option<String>)> = history
+        .iter()
+        .filter_map(|r| {
+            r.outcome
+                .time()
+                .map(|t| (t, params_of(spec, &r.config), None))
+        })
+        .collect();
     ok.extend(sources);
     ok.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut out: Vec<Finalist> = Vec::new();
@@ -94,18 +104,27 @@ pub fn decide(
     mut rejected: impl FnMut(&Rejection),
 ) -> Result<Decision, String> {
     let mut rejections = Vec::new();
-    let mut reject = |params: &Params, stage: &'static str, reason: String, rejections: &mut Vec<Rejection>| {
-        let r = Rejection { params: params.clone(), stage, reason };
-        rejected(&r);
-        rejections.push(r);
-    };
+    let mut reject =
+        |params: &Params, stage: &'static str, reason: String, rejections: &mut Vec<Rejection>| {
+            let r = Rejection {
+                params: params.clone(),
+                stage,
+                reason,
+            };
+            rejected(&r);
+            rejections.push(r);
+        };
     let mut slower = None;
     let mut winner = None;
     for (params, source) in finalists {
         if *params == spec.reference && source.is_none() {
             continue;
         }
-        let scope = Scope { sizes: &workload.sizes, claimed: None, seed: proof_seed };
+        let scope = Scope {
+            sizes: &workload.sizes,
+            claimed: None,
+            seed: proof_seed,
+        };
         let proven = match prove(judge, spec, params, source.as_deref(), &scope) {
             Ok(p) => p,
             Err(NotProven::Failed(why)) => {
@@ -114,7 +133,9 @@ pub fn decide(
             }
             // No variant can be proven against a reference that is out of bounds on the
             // inputs the annotation declares: the kernel's error, not a candidate's.
-            Err(NotProven::Annotation(why)) => return Err(format!("the annotation of `{}`: {why}", spec.id)),
+            Err(NotProven::Annotation(why)) => {
+                return Err(format!("the annotation of `{}`: {why}", spec.id))
+            }
         };
         match remeasure(judge, spec, params, source.as_deref())? {
             Err(why) => reject(params, "remeasure", why, &mut rejections),
@@ -172,7 +193,14 @@ pub fn decide(
     };
     if let Some((old_params, old_source)) = existing {
         let same = *old_params == decision.params && *old_source == decision.source;
-        if !same && !beats_existing(judge, &decision.params, decision.source.as_deref(), (old_params, old_source.as_deref())) {
+        if !same
+            && !beats_existing(
+                judge,
+                &decision.params,
+                decision.source.as_deref(),
+                (old_params, old_source.as_deref()),
+            )
+        {
             decision.kept_existing = true;
             decision.note = Some(
                 "this tune's winner did not beat the complete result already in the lockfile, measured against it in this run; that result is kept"
@@ -214,7 +242,12 @@ mod tests {
             }
             Evaluation::ok(self.times[&k], 0.0)
         }
-        fn verify(&mut self, params: &Params, case: &Case, _: Option<&str>) -> Result<Verdict, crate::evaluate::Untrusted> {
+        fn verify(
+            &mut self,
+            params: &Params,
+            case: &Case,
+            _: Option<&str>,
+        ) -> Result<Verdict, crate::evaluate::Untrusted> {
             let sizes = &case.sizes;
             if self.wrong_at_larger.contains(&params["K"]) && sizes["n"] > 4096 {
                 return Ok(Err((FailureKind::Wrong, "differs".into())));
@@ -240,8 +273,14 @@ mod tests {
                 .expect("tokens");
         let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
         let dir = std::env::temp_dir();
-        let cx = kfoundry_tooling::annotation::Context { package: "t", manifest_dir: &dir };
-        kfoundry_tooling::annotation::parse(args, &item, &cx).map(|a| a.spec).map_err(|e| e.to_string()).expect("spec")
+        let cx = kfoundry_tooling::annotation::Context {
+            package: "t",
+            manifest_dir: &dir,
+        };
+        kfoundry_tooling::annotation::parse(args, &item, &cx)
+            .map(|a| a.spec)
+            .map_err(|e| e.to_string())
+            .expect("spec")
     }
 
     fn k(v: i64) -> Finalist {
@@ -255,7 +294,12 @@ mod tests {
             wrong_at_larger: vec![],
             wrong_at_workload: vec![],
             counts: BTreeMap::new(),
-            limits: Limits { max_work_group_size: 1024, max_alloc_bytes: 1 << 30, global_mem_bytes: 1 << 32, ..Limits::default() },
+            limits: Limits {
+                max_work_group_size: 1024,
+                max_alloc_bytes: 1 << 30,
+                global_mem_bytes: 1 << 32,
+                ..Limits::default()
+            },
         }
     }
 
@@ -267,13 +311,32 @@ mod tests {
         judge.fail_after.insert(1, 1); // K=1 fails from its second evaluation on
         judge.wrong_at_larger.push(2); // K=2 is wrong above the tuned size
         let mut heard = Vec::new();
-        let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(3), k(0)], None, 7, |r| heard.push(r.clone())).unwrap();
+        let d = decide(
+            &mut judge,
+            &spec,
+            &w,
+            &[k(1), k(2), k(3), k(0)],
+            None,
+            7,
+            |r| heard.push(r.clone()),
+        )
+        .unwrap();
         assert_eq!(d.params["K"], 3, "{d:?}");
         assert_eq!(d.rejections.len(), 2);
-        assert_eq!((d.rejections[0].params["K"], d.rejections[0].stage), (1, "remeasure"));
-        assert_eq!((d.rejections[1].params["K"], d.rejections[1].stage), (2, "probe"));
+        assert_eq!(
+            (d.rejections[0].params["K"], d.rejections[0].stage),
+            (1, "remeasure")
+        );
+        assert_eq!(
+            (d.rejections[1].params["K"], d.rejections[1].stage),
+            (2, "probe")
+        );
         assert_eq!(heard, d.rejections);
-        assert!(d.proven.len() > 1 && d.proven[0] == w.sizes, "{:?}", d.proven);
+        assert!(
+            d.proven.len() > 1 && d.proven[0] == w.sizes,
+            "{:?}",
+            d.proven
+        );
         assert!(d.proven.iter().any(|s| s["n"] > 4096) && d.proven.iter().any(|s| s["n"] < 4096));
         assert_eq!((d.best_s, d.reference_s), (3.0, 4.0));
     }
@@ -288,8 +351,15 @@ mod tests {
         judge.wrong_at_workload.push(1);
         let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(0)], None, 7, |_| {}).unwrap();
         assert_eq!(d.params["K"], 2, "{d:?}");
-        assert_eq!((d.rejections[0].params["K"], d.rejections[0].stage), (1, "probe"));
-        assert!(d.rejections[0].reason.contains("4096") && d.rejections[0].reason.contains("fresh"), "{:?}", d.rejections[0]);
+        assert_eq!(
+            (d.rejections[0].params["K"], d.rejections[0].stage),
+            (1, "probe")
+        );
+        assert!(
+            d.rejections[0].reason.contains("4096") && d.rejections[0].reason.contains("fresh"),
+            "{:?}",
+            d.rejections[0]
+        );
     }
 
     #[test]
@@ -299,7 +369,13 @@ mod tests {
         let mut judge = script(&[(0, 1.0), (1, 2.0)]);
         let d = decide(&mut judge, &spec, &w, &[k(1), k(0)], None, 7, |_| {}).unwrap();
         assert_eq!(d.params, spec.reference);
-        assert!(d.note.as_deref().is_some_and(|n| n.contains("faster than the reference on re-measure")), "{:?}", d.note);
+        assert!(
+            d.note
+                .as_deref()
+                .is_some_and(|n| n.contains("faster than the reference on re-measure")),
+            "{:?}",
+            d.note
+        );
     }
 
     #[test]

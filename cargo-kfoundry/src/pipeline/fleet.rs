@@ -30,7 +30,10 @@ fn resolve(selectors: &[String]) -> Result<Vec<Selected>> {
     let mut out: Vec<Selected> = if selectors.iter().any(|s| s.eq_ignore_ascii_case("all")) {
         device::all()?
     } else {
-        selectors.iter().map(|s| device::select(Some(s))).collect::<Result<_>>()?
+        selectors
+            .iter()
+            .map(|s| device::select(Some(s)))
+            .collect::<Result<_>>()?
     };
     out.sort_by_key(|d| d.index);
     out.dedup_by_key(|d| d.index);
@@ -85,12 +88,20 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
     }
     interrupt::install()?;
     let json = args.ws.message_format == MessageFormat::Json;
-    let exe = std::env::current_exe().context("cannot find this program to start one tune per device")?;
+    let exe =
+        std::env::current_exe().context("cannot find this program to start one tune per device")?;
     let base = arguments_without_devices(std::env::args_os().skip(1));
     if !args.ws.quiet {
-        eprintln!("tuning on {} device(s) at once, one process each:", devices.len());
+        eprintln!(
+            "tuning on {} device(s) at once, one process each:",
+            devices.len()
+        );
         for (d, i, m) in &devices {
-            let share = if *m > 1 { format!(", share {i}/{m} of the jobs (identical devices split them)") } else { String::new() };
+            let share = if *m > 1 {
+                format!(", share {i}/{m} of the jobs (identical devices split them)")
+            } else {
+                String::new()
+            };
             eprintln!("  [{}] {} ({}){share}", d.index, d.info.name, d.key);
         }
     }
@@ -108,13 +119,18 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
             .spawn()
             .with_context(|| format!("cannot start the tune of device {}", d.index))?;
         let prefix = format!("[{}] ", d.index);
-        let out = child.stdout.take().map(|s| forward(s, if json { String::new() } else { prefix.clone() }, false));
+        let out = child
+            .stdout
+            .take()
+            .map(|s| forward(s, if json { String::new() } else { prefix.clone() }, false));
         let err = child.stderr.take().map(|s| forward(s, prefix, true));
         children.push((d.index, child, out, err));
     }
     let mut exits = Vec::new();
     for (index, mut child, out, err) in children {
-        let status = child.wait().with_context(|| format!("waiting for the tune of device {index}"))?;
+        let status = child
+            .wait()
+            .with_context(|| format!("waiting for the tune of device {index}"))?;
         for t in [out, err].into_iter().flatten() {
             let _ = t.join();
         }
@@ -126,7 +142,12 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
             _ => Exit::Failure,
         };
         if exit != Exit::Success && !args.ws.quiet {
-            eprintln!("[{index}] the tune of this device ended with status {}", status.code().map_or("(a signal)".to_string(), |c| c.to_string()));
+            eprintln!(
+                "[{index}] the tune of this device ended with status {}",
+                status
+                    .code()
+                    .map_or("(a signal)".to_string(), |c| c.to_string())
+            );
         }
         exits.push(exit);
     }
@@ -151,7 +172,11 @@ fn combine(exits: &[Exit]) -> Exit {
 }
 
 /// Copies the lines of `from` to this process's stdout (or stderr), each after `prefix`.
-fn forward(from: impl std::io::Read + Send + 'static, prefix: String, to_stderr: bool) -> std::thread::JoinHandle<()> {
+fn forward(
+    from: impl std::io::Read + Send + 'static,
+    prefix: String,
+    to_stderr: bool,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         for line in BufReader::new(from).lines() {
             let Ok(line) = line else { break };
@@ -168,7 +193,9 @@ fn forward(from: impl std::io::Read + Send + 'static, prefix: String, to_stderr:
 /// `--device` selectors that contradict each other.
 fn check_selectors(selectors: &[String]) -> Result<()> {
     if selectors.iter().any(|s| s.eq_ignore_ascii_case("all")) && selectors.len() > 1 {
-        return Err(usage("`--device all` already selects every device: give it alone"));
+        return Err(usage(
+            "`--device all` already selects every device: give it alone",
+        ));
     }
     Ok(())
 }
@@ -179,24 +206,55 @@ mod tests {
 
     fn device(index: usize, name: &str) -> Selected {
         let key = kfoundry_rt::DeviceKey::from_reported(0x10de, name, "580", "OpenCL 3.0 CUDA");
-        Selected { index, key, info: Default::default(), traits: Default::default() }
+        Selected {
+            index,
+            key,
+            info: Default::default(),
+            traits: Default::default(),
+        }
     }
 
     #[test]
     fn identical_devices_split_their_jobs() {
-        let shares: Vec<(usize, usize, usize)> =
-            assign(vec![device(0, "NVIDIA H200"), device(1, "NVIDIA H200"), device(2, "NVIDIA A100"), device(3, "NVIDIA H200")])
-                .into_iter()
-                .map(|(d, i, m)| (d.index, i, m))
-                .collect();
+        let shares: Vec<(usize, usize, usize)> = assign(vec![
+            device(0, "NVIDIA H200"),
+            device(1, "NVIDIA H200"),
+            device(2, "NVIDIA A100"),
+            device(3, "NVIDIA H200"),
+        ])
+        .into_iter()
+        .map(|(d, i, m)| (d.index, i, m))
+        .collect();
         assert_eq!(shares, [(0, 1, 3), (1, 2, 3), (2, 1, 1), (3, 3, 3)]);
     }
 
     #[test]
     fn each_process_gets_the_command_line_less_its_devices() {
-        let args = ["kfoundry", "tune", "--device", "all", "--budget-evals", "9", "--device=1", "--kernel", "Saxpy"].map(OsString::from);
+        let args = [
+            "kfoundry",
+            "tune",
+            "--device",
+            "all",
+            "--budget-evals",
+            "9",
+            "--device=1",
+            "--kernel",
+            "Saxpy",
+        ]
+        .map(OsString::from);
         let kept: Vec<OsString> = arguments_without_devices(args.into_iter());
-        assert_eq!(kept, ["kfoundry", "tune", "--budget-evals", "9", "--kernel", "Saxpy"].map(OsString::from));
+        assert_eq!(
+            kept,
+            [
+                "kfoundry",
+                "tune",
+                "--budget-evals",
+                "9",
+                "--kernel",
+                "Saxpy"
+            ]
+            .map(OsString::from)
+        );
     }
 
     #[test]
@@ -211,7 +269,13 @@ mod tests {
         assert_eq!(combine(&[Exit::Success, Exit::Success]), Exit::Success);
         assert_eq!(combine(&[Exit::Success, Exit::Failure]), Exit::PartlyFailed);
         assert_eq!(combine(&[Exit::Failure, Exit::Failure]), Exit::Failure);
-        assert_eq!(combine(&[Exit::PartlyFailed, Exit::Success]), Exit::PartlyFailed);
-        assert_eq!(combine(&[Exit::Success, Exit::Interrupted]), Exit::Interrupted);
+        assert_eq!(
+            combine(&[Exit::PartlyFailed, Exit::Success]),
+            Exit::PartlyFailed
+        );
+        assert_eq!(
+            combine(&[Exit::Success, Exit::Interrupted]),
+            Exit::Interrupted
+        );
     }
 }

@@ -43,33 +43,68 @@ pub struct History {
 }
 
 impl History {
-    pub fn of(kernel: &str, workload: &str, device: &str, descriptors: Vec<String>, records: &[Record], note: Option<String>) -> History {
+    pub fn of(
+        kernel: &str,
+        workload: &str,
+        device: &str,
+        descriptors: Vec<String>,
+        records: &[Record],
+        note: Option<String>,
+    ) -> History {
         let points = records
             .iter()
             .take(MAX_POINTS)
             .map(|r| {
                 let (failure, reason) = match &r.outcome {
-                    Evaluation::Failed { kind, reason, .. } => {
-                        (Some(format!("{kind:?}")), Some(reason.lines().next().unwrap_or_default().chars().take(200).collect()))
-                    }
+                    Evaluation::Failed { kind, reason, .. } => (
+                        Some(format!("{kind:?}")),
+                        Some(
+                            reason
+                                .lines()
+                                .next()
+                                .unwrap_or_default()
+                                .chars()
+                                .take(200)
+                                .collect(),
+                        ),
+                    ),
                     _ => (None, None),
                 };
-                Point { elapsed: r.elapsed, time: r.outcome.time(), failure, reason, cell: r.cell.clone() }
+                Point {
+                    elapsed: r.elapsed,
+                    time: r.outcome.time(),
+                    failure,
+                    reason,
+                    cell: r.cell.clone(),
+                }
             })
             .collect();
-        History { kernel: kernel.into(), workload: workload.into(), device: device.into(), descriptors, points, note }
+        History {
+            kernel: kernel.into(),
+            workload: workload.into(),
+            device: device.into(),
+            descriptors,
+            points,
+            note,
+        }
     }
 
     /// Where the history of this search goes under `state_dir`.
     pub fn path(state_dir: &Path, kernel: &str, workload: &str, device: &str) -> PathBuf {
-        state_dir.join("history").join(kfoundry_tooling::files::state_file_name(&[kernel, workload, device], "json"))
+        state_dir
+            .join("history")
+            .join(kfoundry_tooling::files::state_file_name(
+                &[kernel, workload, device],
+                "json",
+            ))
     }
 
     /// Writes it (replacing the last search's of the same kernel, workload and device).
     pub fn save(&self, state_dir: &Path) -> Result<()> {
         let path = History::path(state_dir, &self.kernel, &self.workload, &self.device);
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         kfoundry_tooling::files::write_atomic(&path, serde_json::to_string(self)?.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))
@@ -77,12 +112,22 @@ impl History {
 
     /// Every history under `state_dir` that can be read (others are skipped).
     pub fn load_all(state_dir: &Path) -> Vec<History> {
-        let Ok(entries) = std::fs::read_dir(state_dir.join("history")) else { return Vec::new() };
+        let Ok(entries) = std::fs::read_dir(state_dir.join("history")) else {
+            return Vec::new();
+        };
         let mut out: Vec<History> = entries
             .flatten()
-            .filter_map(|e| serde_json::from_str(&kfoundry_tooling::files::read_text_bounded(&e.path(), 256 << 20, "history").ok()?).ok())
+            .filter_map(|e| {
+                serde_json::from_str(
+                    &kfoundry_tooling::files::read_text_bounded(&e.path(), 256 << 20, "history")
+                        .ok()?,
+                )
+                .ok()
+            })
             .collect();
-        out.sort_by(|a, b| (&a.kernel, &a.workload, &a.device).cmp(&(&b.kernel, &b.workload, &b.device)));
+        out.sort_by(|a, b| {
+            (&a.kernel, &a.workload, &a.device).cmp(&(&b.kernel, &b.workload, &b.device))
+        });
         out
     }
 }

@@ -72,27 +72,41 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
                 tally.interrupted = true;
                 break;
             }
-            let result = match plan::complete_entry(&plan.lockfile, &kernel.spec, &plan.device, workload)
-                .and_then(|existing| tune_one(&plan, &kernel.spec, workload, existing.as_ref()))
-            {
-                Ok(Some(result)) => result,
-                Ok(None) => {
-                    tally.interrupted = true;
-                    break;
-                }
-                Err(e) => {
-                    report::failed(&plan, kernel, workload, &e, &mut tally);
-                    continue;
-                }
-            };
+            let result =
+                match plan::complete_entry(&plan.lockfile, &kernel.spec, &plan.device, workload)
+                    .and_then(|existing| tune_one(&plan, &kernel.spec, workload, existing.as_ref()))
+                {
+                    Ok(Some(result)) => result,
+                    Ok(None) => {
+                        tally.interrupted = true;
+                        break;
+                    }
+                    Err(e) => {
+                        report::failed(&plan, kernel, workload, &e, &mut tally);
+                        continue;
+                    }
+                };
             if plan.output.json {
-                Message::Tuned { result: result.clone() }.emit();
+                Message::Tuned {
+                    result: result.clone(),
+                }
+                .emit();
             }
-            if let Some(variant) = record::variant_of(&plan.lockfile, &plan.device, &kernel.spec, workload, &result)? {
+            if let Some(variant) = record::variant_of(
+                &plan.lockfile,
+                &plan.device,
+                &kernel.spec,
+                workload,
+                &result,
+            )? {
                 variants.push(variant);
             }
             tally.interrupted |= result.interrupted;
-            tally.done.push((kernel.spec.id.clone(), kfoundry_tooling::fingerprint(&kernel.spec)?, workload.name.clone()));
+            tally.done.push((
+                kernel.spec.id.clone(),
+                kfoundry_tooling::fingerprint(&kernel.spec)?,
+                workload.name.clone(),
+            ));
             tally.results.push(result);
             if tally.interrupted {
                 break;
@@ -115,8 +129,14 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
             }
         }
         if !variants.is_empty() {
-            record::record(&plan.lockfile, &kernel.spec, &plan.device, variants, !plan.output.notes)
-                .context(record::RESUME_HINT.trim_start_matches(['\n', ';', ' ']))?;
+            record::record(
+                &plan.lockfile,
+                &kernel.spec,
+                &plan.device,
+                variants,
+                !plan.output.notes,
+            )
+            .context(record::RESUME_HINT.trim_start_matches(['\n', ';', ' ']))?;
         }
         if tally.interrupted {
             break 'kernels;
@@ -130,37 +150,104 @@ pub fn run(args: &TuneArgs) -> Result<Exit> {
 
 /// Tunes one kernel at one workload through stages 3 to 6: `None` when interrupted before
 /// any candidate (the reference included) was measured.
-fn tune_one(plan: &Plan, spec: &KernelSpec, workload: &Workload, existing: Option<&Finalist>) -> Result<Option<TuneResult>> {
+fn tune_one(
+    plan: &Plan,
+    spec: &KernelSpec,
+    workload: &Workload,
+    existing: Option<&Finalist>,
+) -> Result<Option<TuneResult>> {
     let started = std::time::Instant::now();
     let fingerprint = kfoundry_tooling::fingerprint(spec)?;
     let device_key = plan.device.key.to_string();
-    let key = Key { kernel: &spec.id, fingerprint: &fingerprint, workload: &workload.name, device: &device_key, seed: plan.args.seed };
+    let key = Key {
+        kernel: &spec.id,
+        fingerprint: &fingerprint,
+        workload: &workload.name,
+        device: &device_key,
+        seed: plan.args.seed,
+    };
     let (state, operator_state) = match plan::start(plan, spec, workload, &key)? {
         Start::Finished(result) => return Ok(Some(*result)),
-        Start::Search { state, operator_state } => (*state, operator_state),
+        Start::Search {
+            state,
+            operator_state,
+        } => (*state, operator_state),
     };
-    let settings = Measurement { repeats: plan.args.repeats, seed: plan.args.seed, ..Measurement::default() };
+    let settings = Measurement {
+        repeats: plan.args.repeats,
+        seed: plan.args.seed,
+        ..Measurement::default()
+    };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as
     // failed and the search goes on with a fresh worker.
-    let mut bench = Supervised::start(spec, &workload.sizes, plan.device.index, settings, plan.args.limits.time_limits())?;
-    let Some(searched) = search::search(plan, spec, workload, &key, &mut bench, state, operator_state)? else {
+    let mut bench = Supervised::start(
+        spec,
+        &workload.sizes,
+        plan.device.index,
+        settings,
+        plan.args.limits.time_limits(),
+    )?;
+    let Some(searched) = search::search(
+        plan,
+        spec,
+        workload,
+        &key,
+        &mut bench,
+        state,
+        operator_state,
+    )?
+    else {
         return Ok(None);
     };
     let finalists = finalists::select(spec, searched.state.history(), searched.source_finalists());
     // Drawn afresh unless given: the proof's sizes and inputs cannot be known in advance.
     let proof_seed = plan.args.proof_seed.unwrap_or_else(rand::random);
-    let decision = finalists::decide(&mut bench, spec, workload, &finalists, existing, proof_seed, |r| report::rejected(plan, spec, workload, r))
-        .map_err(|e| anyhow::anyhow!(e))?;
-    let result = report::result_of(plan, spec, workload, &searched, &decision, &bench, started.elapsed().as_secs_f64())?;
+    let decision = finalists::decide(
+        &mut bench,
+        spec,
+        workload,
+        &finalists,
+        existing,
+        proof_seed,
+        |r| report::rejected(plan, spec, workload, r),
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    let result = report::result_of(
+        plan,
+        spec,
+        workload,
+        &searched,
+        &decision,
+        &bench,
+        started.elapsed().as_secs_f64(),
+    )?;
     // For `report --html`: a history that cannot be written costs the report its plots, not
     // the tune its result.
-    let descriptors = searched.state.space().descriptors.iter().map(|d| d.name.clone()).collect();
-    let history = history::History::of(&spec.id, &workload.name, &device_key, descriptors, searched.state.history(), result.note.clone());
+    let descriptors = searched
+        .state
+        .space()
+        .descriptors
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    let history = history::History::of(
+        &spec.id,
+        &workload.name,
+        &device_key,
+        descriptors,
+        searched.state.history(),
+        result.note.clone(),
+    );
     if let Err(e) = history.save(&plan.state_dir) {
         eprintln!("warning: {e:#}");
     }
     if !searched.interrupted {
-        plan.checkpoints.save(&key, &searched.state, searched.operator_state().as_ref(), Some(&result))?;
+        plan.checkpoints.save(
+            &key,
+            &searched.state,
+            searched.operator_state().as_ref(),
+            Some(&result),
+        )?;
     }
     Ok(Some(result))
 }

@@ -28,9 +28,13 @@ pub const MAX_SHARES: usize = 10_000;
 impl FromStr for Partition {
     type Err = String;
     fn from_str(text: &str) -> Result<Partition, String> {
-        let bad = || format!("`{text}`: a partition is K/N with 1 <= K <= N <= {MAX_SHARES}, e.g. 2/4");
+        let bad =
+            || format!("`{text}`: a partition is K/N with 1 <= K <= N <= {MAX_SHARES}, e.g. 2/4");
         let (k, n) = text.trim().split_once('/').ok_or_else(bad)?;
-        let (k, n): (usize, usize) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        let (k, n): (usize, usize) = (
+            k.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
         if k == 0 || k > n || n > MAX_SHARES {
             return Err(bad());
         }
@@ -74,11 +78,21 @@ pub fn estimated_cost(spec: &KernelSpec, workload: &Workload) -> f64 {
                 kfoundry_rt::model::signature::KernelArg::Buffer { elem, .. } => elem.size(),
                 _ => return None,
             };
-            Some(spec.buffer_len(arg.name(), &spec.reference, &workload.sizes).ok()? as f64 * elem as f64)
+            Some(
+                spec.buffer_len(arg.name(), &spec.reference, &workload.sizes)
+                    .ok()? as f64
+                    * elem as f64,
+            )
         })
         .sum();
     let env = spec.env(&spec.reference, &workload.sizes);
-    let flops = spec.cost.as_ref().and_then(|c| c.flops.as_ref()).and_then(|e| e.eval(&env).ok()).unwrap_or(0).max(0) as f64;
+    let flops = spec
+        .cost
+        .as_ref()
+        .and_then(|c| c.flops.as_ref())
+        .and_then(|e| e.eval(&env).ok())
+        .unwrap_or(0)
+        .max(0) as f64;
     BUILD_S + LAUNCHES * (bytes / NOMINAL_BYTES_PER_S + flops / NOMINAL_FLOPS)
 }
 
@@ -93,11 +107,18 @@ pub fn share(jobs: &[Job], p: Partition) -> Vec<Job> {
     let mut load = vec![0.0f64; p.n];
     let mut mine = vec![false; sorted.len()];
     for i in order {
-        let least = (0..p.n).min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b))).unwrap_or(0);
+        let least = (0..p.n)
+            .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)))
+            .unwrap_or(0);
         load[least] += sorted[i].cost.max(0.0);
         mine[i] = least + 1 == p.k;
     }
-    sorted.into_iter().zip(mine).filter(|(_, m)| *m).map(|(j, _)| j.clone()).collect()
+    sorted
+        .into_iter()
+        .zip(mine)
+        .filter(|(_, m)| *m)
+        .map(|(j, _)| j.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -105,7 +126,15 @@ mod tests {
     use super::*;
 
     fn jobs(costs: &[f64]) -> Vec<Job> {
-        costs.iter().enumerate().map(|(i, c)| Job { kernel: format!("k{i:02}"), workload: "w".into(), cost: *c }).collect()
+        costs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Job {
+                kernel: format!("k{i:02}"),
+                workload: "w".into(),
+                cost: *c,
+            })
+            .collect()
     }
 
     #[test]
@@ -124,7 +153,11 @@ mod tests {
             let shares: Vec<Vec<Job>> = (1..=n).map(|k| share(&all, Partition { k, n })).collect();
             let mut seen: Vec<String> = shares.iter().flatten().map(|j| j.kernel.clone()).collect();
             seen.sort();
-            assert_eq!(seen, all.iter().map(|j| j.kernel.clone()).collect::<Vec<_>>(), "n = {n}: every job once");
+            assert_eq!(
+                seen,
+                all.iter().map(|j| j.kernel.clone()).collect::<Vec<_>>(),
+                "n = {n}: every job once"
+            );
             // Longest-first greedy: no share exceeds the ideal by more than the largest job.
             let total: f64 = all.iter().map(|j| j.cost).sum();
             for s in &shares {
@@ -134,10 +167,21 @@ mod tests {
         }
         // By cost, not count: the share with the 100 takes many small jobs, the other few large
         // ones, and their costs end within one small job of each other.
-        let (one, two) = (share(&all, Partition { k: 1, n: 2 }), share(&all, Partition { k: 2, n: 2 }));
+        let (one, two) = (
+            share(&all, Partition { k: 1, n: 2 }),
+            share(&all, Partition { k: 2, n: 2 }),
+        );
         let load = |s: &[Job]| s.iter().map(|j| j.cost).sum::<f64>();
-        assert!(one.iter().any(|j| j.cost == 100.0) && one.len() > two.len(), "{one:?} {two:?}");
-        assert!((load(&one) - load(&two)).abs() <= 1.0, "{} vs {}", load(&one), load(&two));
+        assert!(
+            one.iter().any(|j| j.cost == 100.0) && one.len() > two.len(),
+            "{one:?} {two:?}"
+        );
+        assert!(
+            (load(&one) - load(&two)).abs() <= 1.0,
+            "{} vs {}",
+            load(&one),
+            load(&two)
+        );
     }
 
     #[test]
@@ -146,7 +190,10 @@ mod tests {
         let mut reversed = all.clone();
         reversed.reverse();
         for k in 1..=3 {
-            assert_eq!(share(&all, Partition { k, n: 3 }), share(&reversed, Partition { k, n: 3 }));
+            assert_eq!(
+                share(&all, Partition { k, n: 3 }),
+                share(&reversed, Partition { k, n: 3 })
+            );
         }
     }
 }

@@ -68,23 +68,43 @@ pub enum Start {
     /// The interrupted run had finished this one; its result is kept.
     Finished(Box<TuneResult>),
     /// The engine's state (fresh, or resumed) and the external operator's saved state.
-    Search { state: Box<SearchState>, operator_state: Option<serde_json::Value> },
+    Search {
+        state: Box<SearchState>,
+        operator_state: Option<serde_json::Value>,
+    },
 }
 
 /// Plans the run of `args`.
 pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
-    let output = Output { json, quiet, notes: !args.ws.quiet, verbose: args.ws.verbose > 0 && !quiet };
+    let output = Output {
+        json,
+        quiet,
+        notes: !args.ws.quiet,
+        verbose: args.ws.verbose > 0 && !quiet,
+    };
     let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
-    let state_dir = args.state_dir.clone().unwrap_or_else(|| src.state_dir.clone());
+    let state_dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| src.state_dir.clone());
     if src.kernels.is_empty() {
         return Err(anyhow::anyhow!("no annotated kernel found"));
     }
-    let kernels: Vec<Kernel> = crate::filter::KernelFilter::new(&args.kernels)?.select(&src.kernels, |k| &k.spec.id)?.into_iter().cloned().collect();
+    let kernels: Vec<Kernel> = crate::filter::KernelFilter::new(&args.kernels)?
+        .select(&src.kernels, |k| &k.spec.id)?
+        .into_iter()
+        .cloned()
+        .collect();
     for name in &args.workloads {
-        if !kernels.iter().any(|k| k.spec.workloads.iter().any(|w| &w.name == name)) {
-            return Err(usage(format!("no selected kernel declares the workload `{name}` (--workload)")));
+        if !kernels
+            .iter()
+            .any(|k| k.spec.workloads.iter().any(|w| &w.name == name))
+        {
+            return Err(usage(format!(
+                "no selected kernel declares the workload `{name}` (--workload)"
+            )));
         }
     }
     // Fail before tuning (not after an hour) when the lockfile cannot be read or written.
@@ -93,11 +113,20 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
     let device = match args.device.as_slice() {
         [] => device::select(None)?,
         [one] => device::select(Some(one))?,
-        _ => return Err(usage("several devices are tuned by `pipeline::fleet`, not by one plan")),
+        _ => {
+            return Err(usage(
+                "several devices are tuned by `pipeline::fleet`, not by one plan",
+            ))
+        }
     };
     interrupt::install()?;
     if !quiet {
-        eprintln!("tuning {} kernel(s) on {} ({})", kernels.len(), device.info.name, device.key);
+        eprintln!(
+            "tuning {} kernel(s) on {} ({})",
+            kernels.len(),
+            device.info.name,
+            device.key
+        );
     }
     let peaks = if kernels.iter().any(|k| k.spec.cost.is_some()) {
         match peaks::of(&device, false) {
@@ -150,28 +179,50 @@ impl Plan<'_> {
     pub fn workloads<'s>(&self, spec: &'s KernelSpec) -> Vec<&'s Workload> {
         if spec.params.is_empty() {
             if self.output.notes {
-                let at = self.kernels.iter().find(|k| k.spec.id == spec.id).map(Kernel::location).unwrap_or_default();
-                eprintln!("{at}: `{}` declares no parameters: nothing to tune, it runs its reference", spec.id);
+                let at = self
+                    .kernels
+                    .iter()
+                    .find(|k| k.spec.id == spec.id)
+                    .map(Kernel::location)
+                    .unwrap_or_default();
+                eprintln!(
+                    "{at}: `{}` declares no parameters: nothing to tune, it runs its reference",
+                    spec.id
+                );
             }
             return Vec::new();
         }
         selected_workloads(self.args, spec, &self.device.info.kind, self.output.notes)
             .into_iter()
-            .filter(|w| self.jobs.as_ref().is_none_or(|jobs| jobs.contains(&(spec.id.clone(), w.name.clone()))))
+            .filter(|w| {
+                self.jobs
+                    .as_ref()
+                    .is_none_or(|jobs| jobs.contains(&(spec.id.clone(), w.name.clone())))
+            })
             .collect()
     }
 }
 
 /// The workloads of `spec` that `--workload` selects and that are meant for a device of
 /// `kind` (a note for each one that is not, with `notes`).
-fn selected_workloads<'s>(args: &TuneArgs, spec: &'s KernelSpec, kind: &str, notes: bool) -> Vec<&'s Workload> {
+fn selected_workloads<'s>(
+    args: &TuneArgs,
+    spec: &'s KernelSpec,
+    kind: &str,
+    notes: bool,
+) -> Vec<&'s Workload> {
     spec.workloads
         .iter()
         .filter(|w| args.workloads.is_empty() || args.workloads.contains(&w.name))
         .filter(|w| {
             let meant = w.is_for(kind);
             if !meant && notes {
-                eprintln!("note: `{}` workload `{}` is for {} only; skipped on this {kind}", spec.id, w.name, w.on.join(", "));
+                eprintln!(
+                    "note: `{}` workload `{}` is for {} only; skipped on this {kind}",
+                    spec.id,
+                    w.name,
+                    w.on.join(", ")
+                );
             }
             meant
         })
@@ -180,7 +231,12 @@ fn selected_workloads<'s>(args: &TuneArgs, spec: &'s KernelSpec, kind: &str, not
 
 /// With `--partition`: this runner's share of the jobs (each partition taking its share of
 /// what the one before left), and a line saying what it is.
-fn partition_jobs(args: &TuneArgs, kernels: &[Kernel], device: &Selected, quiet: bool) -> Result<Option<BTreeSet<(String, String)>>> {
+fn partition_jobs(
+    args: &TuneArgs,
+    kernels: &[Kernel],
+    device: &Selected,
+    quiet: bool,
+) -> Result<Option<BTreeSet<(String, String)>>> {
     if args.partition.is_empty() {
         return Ok(None);
     }
@@ -188,11 +244,13 @@ fn partition_jobs(args: &TuneArgs, kernels: &[Kernel], device: &Selected, quiet:
         .iter()
         .filter(|k| !k.spec.params.is_empty())
         .flat_map(|k| {
-            selected_workloads(args, &k.spec, &device.info.kind, false).into_iter().map(move |w| Job {
-                kernel: k.spec.id.clone(),
-                workload: w.name.clone(),
-                cost: estimated_cost(&k.spec, w),
-            })
+            selected_workloads(args, &k.spec, &device.info.kind, false)
+                .into_iter()
+                .map(move |w| Job {
+                    kernel: k.spec.id.clone(),
+                    workload: w.name.clone(),
+                    cost: estimated_cost(&k.spec, w),
+                })
         })
         .collect();
     let mut jobs = all.clone();
@@ -200,7 +258,10 @@ fn partition_jobs(args: &TuneArgs, kernels: &[Kernel], device: &Selected, quiet:
         jobs = share(&jobs, *p);
     }
     if !quiet {
-        let (mine, total) = (jobs.iter().map(|j| j.cost).sum::<f64>(), all.iter().map(|j| j.cost).sum::<f64>());
+        let (mine, total) = (
+            jobs.iter().map(|j| j.cost).sum::<f64>(),
+            all.iter().map(|j| j.cost).sum::<f64>(),
+        );
         let parts: Vec<String> = args.partition.iter().map(ToString::to_string).collect();
         eprintln!(
             "partition {}: {} of {} job(s), {:.0}% of the estimated cost",
@@ -210,7 +271,9 @@ fn partition_jobs(args: &TuneArgs, kernels: &[Kernel], device: &Selected, quiet:
             100.0 * mine / total.max(f64::MIN_POSITIVE)
         );
     }
-    Ok(Some(jobs.into_iter().map(|j| (j.kernel, j.workload)).collect()))
+    Ok(Some(
+        jobs.into_iter().map(|j| (j.kernel, j.workload)).collect(),
+    ))
 }
 
 /// Where the search of `spec` at `workload` begins: from its checkpoint with `--resume` (when
@@ -229,7 +292,10 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
         match check_finished(spec, workload, &done) {
             Ok(()) => {
                 if plan.output.notes {
-                    eprintln!("{} @ {}: finished in the interrupted run; kept", spec.id, workload.name);
+                    eprintln!(
+                        "{} @ {}: finished in the interrupted run; kept",
+                        spec.id, workload.name
+                    );
                 }
                 return Ok(Start::Finished(Box::new(done)));
             }
@@ -241,41 +307,79 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     }
     let fresh = fresh_search(spec, args)?;
     let Some(ck) = resumed else {
-        return Ok(Start::Search { state: Box::new(fresh), operator_state: None });
+        return Ok(Start::Search {
+            state: Box::new(fresh),
+            operator_state: None,
+        });
     };
     // The checkpoint must be of this very search: the kernel's space and the engine's settings.
-    let unbudgeted = |s: &SearchSettings| SearchSettings { max_evals: None, max_seconds: None, stagnation: None, ..s.clone() };
-    if ck.state.space() != fresh.space() || unbudgeted(ck.state.settings()) != unbudgeted(fresh.settings()) {
+    let unbudgeted = |s: &SearchSettings| SearchSettings {
+        max_evals: None,
+        max_seconds: None,
+        stagnation: None,
+        ..s.clone()
+    };
+    if ck.state.space() != fresh.space()
+        || unbudgeted(ck.state.settings()) != unbudgeted(fresh.settings())
+    {
         eprintln!("note: the checkpoint of {} @ {} was made for another search space or settings; searching afresh", spec.id, workload.name);
-        return Ok(Start::Search { state: Box::new(fresh), operator_state: None });
+        return Ok(Start::Search {
+            state: Box::new(fresh),
+            operator_state: None,
+        });
     }
     let mut state = ck.state;
     let stagnation = state.settings().stagnation;
     state.set_budgets(Some(args.budget_evals.max(1)), args.budget_secs, stagnation);
     if plan.output.notes {
-        eprintln!("{} @ {}: resuming after {} evaluations", spec.id, workload.name, state.history().len());
+        eprintln!(
+            "{} @ {}: resuming after {} evaluations",
+            spec.id,
+            workload.name,
+            state.history().len()
+        );
     }
-    Ok(Start::Search { state: Box::new(state), operator_state: ck.source_search })
+    Ok(Start::Search {
+        state: Box::new(state),
+        operator_state: ck.source_search,
+    })
 }
 
 /// The complete result the lockfile already holds for this kernel (same fingerprint), device
 /// and workload, if any: what a new winner must beat to replace it. A lockfile that cannot be
 /// read is an error (taken as "no entry", a worse result would replace a better one); an entry
 /// whose generated source is missing or altered is none (it cannot run as recorded).
-pub fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, workload: &Workload) -> Result<Option<Finalist>> {
-    let Some(lock) = Lockfile::read(lock_path).with_context(|| format!("cannot read {}", lock_path.display()))? else {
+pub fn complete_entry(
+    lock_path: &Path,
+    spec: &KernelSpec,
+    device: &Selected,
+    workload: &Workload,
+) -> Result<Option<Finalist>> {
+    let Some(lock) = Lockfile::read(lock_path)
+        .with_context(|| format!("cannot read {}", lock_path.display()))?
+    else {
         return Ok(None);
     };
     let current = kfoundry_tooling::fingerprint(spec)?;
-    let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == current) else {
+    let Some(entry) = lock
+        .kernels
+        .get(&spec.id)
+        .filter(|e| e.fingerprint == current)
+    else {
         return Ok(None);
     };
     let key = device.key.to_string();
-    let Some(v) = entry.variants.iter().find(|v| v.device == key && v.workload == workload.name && !v.partial) else {
+    let Some(v) = entry
+        .variants
+        .iter()
+        .find(|v| v.device == key && v.workload == workload.name && !v.partial)
+    else {
         return Ok(None);
     };
     Ok(match &v.source {
-        Some(hash) => generated::read_verified(lock_path, &spec.id, hash).ok().map(|(_, text)| (v.params.clone(), Some(text))),
+        Some(hash) => generated::read_verified(lock_path, &spec.id, hash)
+            .ok()
+            .map(|(_, text)| (v.params.clone(), Some(text))),
         None => Some((v.params.clone(), None)),
     })
 }
@@ -283,14 +387,29 @@ pub fn complete_entry(lock_path: &Path, spec: &KernelSpec, device: &Selected, wo
 /// The search a tune of `spec` starts with: the annotation's space, the engine's default
 /// settings changed by `--set`, with this run's seed and budgets, the reference first.
 fn fresh_search(spec: &KernelSpec, args: &TuneArgs) -> Result<SearchState> {
-    let space = Space::new(spec.params.iter().map(|p| kfoundry_search::Param { name: p.name.clone(), values: p.values.clone() }).collect())
-        .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
+    let space = Space::new(
+        spec.params
+            .iter()
+            .map(|p| kfoundry_search::Param {
+                name: p.name.clone(),
+                values: p.values.clone(),
+            })
+            .collect(),
+    )
+    .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
     let reference = config_of(spec, &spec.reference);
     let mut settings = SearchSettings::default();
     for assignment in &args.set {
-        settings.set(assignment).map_err(|e| anyhow::anyhow!("--set {e}"))?;
+        settings
+            .set(assignment)
+            .map_err(|e| anyhow::anyhow!("--set {e}"))?;
     }
-    let settings = SearchSettings { seed: args.seed, max_evals: Some(args.budget_evals.max(1)), max_seconds: args.budget_secs, ..settings };
+    let settings = SearchSettings {
+        seed: args.seed,
+        max_evals: Some(args.budget_evals.max(1)),
+        max_seconds: args.budget_secs,
+        ..settings
+    };
     SearchState::new(space, settings, Some(&reference)).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
@@ -303,7 +422,8 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
                 Ok(sig) if spec.has_signature(&sig) => {}
                 _ => return Err("its generated source does not have the kernel's signature".into()),
             }
-            kfoundry_rt::model::declared::declared_params(text).map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?
+            kfoundry_rt::model::declared::declared_params(text)
+                .map_err(|e| format!("its source, line {}: {}", e.line, e.problem))?
         }
         None => Vec::new(),
     };
@@ -333,27 +453,50 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
 /// The language model's settings, in layers ([`crate::llm::config`]): the user's own
 /// `llm.toml`, the project's table only with `--llm-from-project`, `--llm-config FILE`, then
 /// the environment; none with `--no-llm`. A project table that is not used is noted.
-fn llm_config(args: &TuneArgs, metadata: &serde_json::Value, from_bundle: bool, quiet: bool) -> Result<Option<LlmConfig>> {
+fn llm_config(
+    args: &TuneArgs,
+    metadata: &serde_json::Value,
+    from_bundle: bool,
+    quiet: bool,
+) -> Result<Option<LlmConfig>> {
     use crate::llm::config::{user_config_path, Layer, Origin};
     if args.no_llm {
         return Ok(None);
     }
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let read_toml = |path: &std::path::Path| -> Result<serde_json::Value> {
-        let text = kfoundry_tooling::files::read_text_bounded(path, 1 << 20, "language-model configuration")?;
-        let table: toml::Value = toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
+        let text = kfoundry_tooling::files::read_text_bounded(
+            path,
+            1 << 20,
+            "language-model configuration",
+        )?;
+        let table: toml::Value =
+            toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
         Ok(serde_json::to_value(table)?)
     };
     let mut tables: Vec<(serde_json::Value, Origin)> = Vec::new();
     if let Some(path) = user_config_path(env).filter(|p| p.exists()) {
         tables.push((read_toml(&path)?, Origin::User(path.display().to_string())));
     }
-    let project = metadata.get("kfoundry").and_then(|k| k.get("llm")).filter(|t| !t.is_null());
-    let what = if from_bundle { "the bundle" } else { "the workspace's Cargo.toml" };
+    let project = metadata
+        .get("kfoundry")
+        .and_then(|k| k.get("llm"))
+        .filter(|t| !t.is_null());
+    let what = if from_bundle {
+        "the bundle"
+    } else {
+        "the workspace's Cargo.toml"
+    };
     match project {
-        Some(table) if args.llm_from_project => tables.push((table.clone(), Origin::Project(what.into()))),
+        Some(table) if args.llm_from_project => {
+            tables.push((table.clone(), Origin::Project(what.into())))
+        }
         Some(table) if !quiet => {
-            let url = table.get("base_url").or_else(|| table.get("url")).and_then(|u| u.as_str()).unwrap_or("(no base_url)");
+            let url = table
+                .get("base_url")
+                .or_else(|| table.get("url"))
+                .and_then(|u| u.as_str())
+                .unwrap_or("(no base_url)");
             eprintln!(
                 "note: {} of {what} configures a language model at {}; it is not used unless you pass --llm-from-project (or put the settings in your own {})",
                 crate::llm::config::TABLE,
@@ -364,9 +507,18 @@ fn llm_config(args: &TuneArgs, metadata: &serde_json::Value, from_bundle: bool, 
         _ => {}
     }
     if let Some(path) = &args.llm_config {
-        tables.push((read_toml(path)?, Origin::CommandLine(path.display().to_string())));
+        tables.push((
+            read_toml(path)?,
+            Origin::CommandLine(path.display().to_string()),
+        ));
     }
-    let layers: Vec<Layer> = tables.iter().map(|(table, origin)| Layer { table, origin: origin.clone() }).collect();
+    let layers: Vec<Layer> = tables
+        .iter()
+        .map(|(table, origin)| Layer {
+            table,
+            origin: origin.clone(),
+        })
+        .collect();
     let config = LlmConfig::resolve(&layers, env).map_err(|e| anyhow::anyhow!("{e}"))?;
     if config.is_some() && cfg!(not(feature = "llm")) {
         return Err(usage(

@@ -80,10 +80,17 @@ fn candidates(spec: &KernelSpec, variants: &[Variant]) -> Vec<Params> {
 /// Chooses and proves the portfolio of `spec` among this run's `variants` of it and rewrites
 /// the anchors' variants to the buckets' choices. `Ok(None)` when the kernel has no ranges or
 /// fewer than two of its anchors were tuned here.
-pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Result<Option<Portfolio>> {
+pub fn choose(
+    plan: &Plan,
+    spec: &KernelSpec,
+    variants: &mut [Variant],
+) -> Result<Option<Portfolio>> {
     let split = ranges::split_size(&spec.ranges).cloned();
-    let mut anchors: Vec<&Workload> =
-        spec.workloads.iter().filter(|w| ranges::is_anchor(w) && variants.iter().any(|v| v.workload == w.name)).collect();
+    let mut anchors: Vec<&Workload> = spec
+        .workloads
+        .iter()
+        .filter(|w| ranges::is_anchor(w) && variants.iter().any(|v| v.workload == w.name))
+        .collect();
     // In order along the split size (as generated; a bundle's order is not trusted): buckets
     // are stretches of neighbours.
     if let Some(s) = &split {
@@ -95,8 +102,20 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
     let candidates = candidates(spec, variants);
     let reference = candidates.len() - 1;
     // times[c][a]: the median of candidate c at anchor a (`None`: it failed or cannot run there)
-    let settings = Measurement { repeats: plan.args.repeats, seed: plan.args.seed, ..Measurement::default() };
-    let start = |w: &Workload| Supervised::start(spec, &w.sizes, plan.device.index, settings.clone(), plan.args.limits.time_limits());
+    let settings = Measurement {
+        repeats: plan.args.repeats,
+        seed: plan.args.seed,
+        ..Measurement::default()
+    };
+    let start = |w: &Workload| {
+        Supervised::start(
+            spec,
+            &w.sizes,
+            plan.device.index,
+            settings.clone(),
+            plan.args.limits.time_limits(),
+        )
+    };
     let mut times = vec![vec![None; anchors.len()]; candidates.len()];
     // One worker at a time (each holds its anchor's buffers).
     for (a, w) in anchors.iter().enumerate() {
@@ -120,21 +139,37 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
         let mut out: Vec<Proved> = Vec::new();
         for &(first, last, c) in &plan_of {
             let span = split.as_ref().map(|s| span_of(s, &anchors, first, last));
-            let bounds = ranges::bucket_bounds(&spec.ranges, split.as_ref().zip(span).map(|(s, (lo, hi))| (s.size.as_str(), lo, hi)));
+            let bounds = ranges::bucket_bounds(
+                &spec.ranges,
+                split
+                    .as_ref()
+                    .zip(span)
+                    .map(|(s, (lo, hi))| (s.size.as_str(), lo, hi)),
+            );
             let proven = if c == reference {
                 // The reference is what is proven against: nothing to prove.
                 reference_box(spec, &anchors[first..=last], &bounds)
             } else {
                 let home = (first + last) / 2;
-                let scalars = variants.iter().find(|v| v.params == candidates[c]).map(|v| v.scalars.clone()).unwrap_or_default();
-                let scope = Scope { sizes: &anchors[home].sizes, claimed: Some(Claimed { bounds, scalars }), seed: proof_seed };
+                let scalars = variants
+                    .iter()
+                    .find(|v| v.params == candidates[c])
+                    .map(|v| v.scalars.clone())
+                    .unwrap_or_default();
+                let scope = Scope {
+                    sizes: &anchors[home].sizes,
+                    claimed: Some(Claimed { bounds, scalars }),
+                    seed: proof_seed,
+                };
                 let (_, bench) = match proof_bench.take() {
                     Some((at, bench)) if at == home => proof_bench.insert((at, bench)),
                     _ => proof_bench.insert((home, start(anchors[home])?)),
                 };
                 match prove_bucket(bench, spec, &candidates[c], &scope, &anchors[first..=last]) {
                     Ok(p) => p,
-                    Err(NotProven::Annotation(why)) => anyhow::bail!("the annotation of `{}`: {why}", spec.id),
+                    Err(NotProven::Annotation(why)) => {
+                        anyhow::bail!("the annotation of `{}`: {why}", spec.id)
+                    }
                     Err(NotProven::Failed(why)) => {
                         if plan.output.notes {
                             eprintln!(
@@ -149,22 +184,38 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
                     }
                 }
             };
-            out.push(Proved { first, last, candidate: c, span, proven });
+            out.push(Proved {
+                first,
+                last,
+                candidate: c,
+                span,
+                proven,
+            });
         }
         if !proven_all {
             continue;
         }
         let mut buckets = Vec::new();
         let mut kept = Vec::new();
-        for Proved { first, last, candidate: c, span, proven } in out {
+        for Proved {
+            first,
+            last,
+            candidate: c,
+            span,
+            proven,
+        } in out
+        {
             for a in first..=last {
                 let t = times[c][a].unwrap_or(f64::INFINITY);
                 kept.push(best[a] / t);
-                let Some(v) = variants.iter_mut().find(|v| v.workload == anchors[a].name) else { continue };
+                let Some(v) = variants.iter_mut().find(|v| v.workload == anchors[a].name) else {
+                    continue;
+                };
                 v.params = candidates[c].clone();
                 v.source = None;
                 v.time_ns = (t * 1e9).round() as u64;
-                v.reference_time_ns = times[reference][a].map_or(v.reference_time_ns, |r| (r * 1e9).round() as u64);
+                v.reference_time_ns =
+                    times[reference][a].map_or(v.reference_time_ns, |r| (r * 1e9).round() as u64);
                 v.proven = proven.sizes.clone();
                 if !v.proven.contains(&v.sizes) {
                     v.proven.push(v.sizes.clone());
@@ -173,11 +224,23 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
                 v.proof = PROOF_VERSION;
                 v.partial = false;
             }
-            buckets.push(Bucket { span, params: candidates[c].clone(), anchors: anchors[first..=last].iter().map(|w| w.name.clone()).collect() });
+            buckets.push(Bucket {
+                span,
+                params: candidates[c].clone(),
+                anchors: anchors[first..=last]
+                    .iter()
+                    .map(|w| w.name.clone())
+                    .collect(),
+            });
         }
         let kept_geomean = (kept.iter().map(|k| k.ln()).sum::<f64>() / kept.len() as f64).exp();
         let kept_min = kept.iter().copied().fold(1.0, f64::min);
-        return Ok(Some(Portfolio { split: split.map(|s| s.size), buckets, kept_geomean, kept_min }));
+        return Ok(Some(Portfolio {
+            split: split.map(|s| s.size),
+            buckets,
+            kept_geomean,
+            kept_min,
+        }));
     }
     if plan.output.notes {
         eprintln!("note: `{}`: no portfolio could be proven in {MAX_PROOFS} tries; each anchor keeps its own winner", spec.id);
@@ -188,7 +251,14 @@ pub fn choose(plan: &Plan, spec: &KernelSpec, variants: &mut [Variant]) -> Resul
 /// The fastest time measured at each anchor (`times[c][a]`: candidates by anchors).
 fn per_anchor_best(times: &[Vec<Option<f64>>]) -> Vec<f64> {
     let anchors = times.first().map_or(0, Vec::len);
-    (0..anchors).map(|a| times.iter().filter_map(|t| t[a]).fold(f64::INFINITY, f64::min)).collect()
+    (0..anchors)
+        .map(|a| {
+            times
+                .iter()
+                .filter_map(|t| t[a])
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect()
 }
 
 /// The median of [`REPEATS`] evaluations (`None` when one fails).
@@ -207,8 +277,16 @@ fn measure(bench: &mut dyn Judge, params: &Params) -> Option<f64> {
 /// low end for the first bucket) to the cut above its last (the high end for the last).
 fn span_of(split: &SizeRange, anchors: &[&Workload], first: usize, last: usize) -> (i64, i64) {
     let at = |a: usize| anchors[a].sizes[&split.size];
-    let lo = if first == 0 { split.lo } else { ranges::boundary(at(first - 1), at(first)) + 1 };
-    let hi = if last + 1 == anchors.len() { split.hi } else { ranges::boundary(at(last), at(last + 1)) };
+    let lo = if first == 0 {
+        split.lo
+    } else {
+        ranges::boundary(at(first - 1), at(first)) + 1
+    };
+    let hi = if last + 1 == anchors.len() {
+        split.hi
+    } else {
+        ranges::boundary(at(last), at(last + 1))
+    };
     (lo, hi)
 }
 
@@ -229,7 +307,10 @@ fn prove_bucket(
         match judge.verify(params, &Case::at(w.sizes.clone()), None) {
             Ok(Ok(_)) => proven.sizes.push(w.sizes.clone()),
             Ok(Err((kind, why))) => {
-                return Err(NotProven::Failed(format!("{kind:?} at {}: {why}", kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "))))
+                return Err(NotProven::Failed(format!(
+                    "{kind:?} at {}: {why}",
+                    kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", ")
+                )))
             }
             Err(u) if u.annotation_fault => return Err(NotProven::Annotation(u.message)),
             Err(_) => {}
@@ -240,15 +321,25 @@ fn prove_bucket(
 
 /// What a bucket served by the reference records: its box's corners and its anchors (the
 /// reference needs no proof, and dispatch runs it wherever no variant was proven anyway).
-fn reference_box(spec: &KernelSpec, anchors: &[&Workload], bounds: &BTreeMap<String, (i64, i64)>) -> super::verify::Proven {
+fn reference_box(
+    spec: &KernelSpec,
+    anchors: &[&Workload],
+    bounds: &BTreeMap<String, (i64, i64)>,
+) -> super::verify::Proven {
     let mut sizes: Vec<Sizes> = anchors.iter().map(|w| w.sizes.clone()).collect();
     for corner in [false, true] {
-        let set: Sizes = bounds.iter().map(|(k, &(lo, hi))| (k.clone(), if corner { hi } else { lo })).collect();
+        let set: Sizes = bounds
+            .iter()
+            .map(|(k, &(lo, hi))| (k.clone(), if corner { hi } else { lo }))
+            .collect();
         if spec.geometry(&spec.reference, &set, None).is_ok() && !sizes.contains(&set) {
             sizes.push(set);
         }
     }
-    super::verify::Proven { sizes, ..Default::default() }
+    super::verify::Proven {
+        sizes,
+        ..Default::default()
+    }
 }
 
 /// The buckets: contiguous stretches of anchors `(first, last, candidate)` covering them all,
@@ -256,14 +347,21 @@ fn reference_box(spec: &KernelSpec, anchors: &[&Workload], bounds: &BTreeMap<Str
 /// fraction of the per-anchor best kept), with fewer buckets unless one more keeps
 /// [`GAIN_PER_BUCKET`] more. A candidate struck from a stretch (its proof failed there) serves
 /// no stretch that overlaps it.
-pub fn partition(times: &[Vec<Option<f64>>], struck: &BTreeSet<(usize, usize, usize)>) -> Vec<(usize, usize, usize)> {
+pub fn partition(
+    times: &[Vec<Option<f64>>],
+    struck: &BTreeSet<(usize, usize, usize)>,
+) -> Vec<(usize, usize, usize)> {
     let best = per_anchor_best(times);
     let anchors = best.len();
     // the best candidate for a stretch and its score
     let stretch = |first: usize, last: usize| -> Option<(usize, f64)> {
         (0..times.len())
             // a candidate not proven over a stretch serves no stretch that overlaps it
-            .filter(|c| !struck.iter().any(|&(f, l, s)| s == *c && f <= last && first <= l))
+            .filter(|c| {
+                !struck
+                    .iter()
+                    .any(|&(f, l, s)| s == *c && f <= last && first <= l)
+            })
             .filter_map(|c| {
                 let mut score = 0.0;
                 for a in first..=last {
@@ -274,12 +372,15 @@ pub fn partition(times: &[Vec<Option<f64>>], struck: &BTreeSet<(usize, usize, us
             .max_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)))
     };
     // dp[k][j]: the best score of the first j anchors in k stretches, and how it was reached
-    let mut dp: Vec<Vec<Option<(f64, usize, usize)>>> = vec![vec![None; anchors + 1]; MAX_BUCKETS + 1];
+    let mut dp: Vec<Vec<Option<(f64, usize, usize)>>> =
+        vec![vec![None; anchors + 1]; MAX_BUCKETS + 1];
     dp[0][0] = Some((0.0, 0, usize::MAX));
     for k in 1..=MAX_BUCKETS {
         for j in 1..=anchors {
             for i in 0..j {
-                let (Some((prev, _, _)), Some((c, s))) = (dp[k - 1][i], stretch(i, j - 1)) else { continue };
+                let (Some((prev, _, _)), Some((c, s))) = (dp[k - 1][i], stretch(i, j - 1)) else {
+                    continue;
+                };
                 if dp[k][j].is_none_or(|(best, _, _)| prev + s > best) {
                     dp[k][j] = Some((prev + s, i, c));
                 }
@@ -288,7 +389,9 @@ pub fn partition(times: &[Vec<Option<f64>>], struck: &BTreeSet<(usize, usize, us
     }
     let mut chosen: Option<usize> = None;
     for k in 1..=MAX_BUCKETS {
-        let Some((score, _, _)) = dp[k][anchors] else { continue };
+        let Some((score, _, _)) = dp[k][anchors] else {
+            continue;
+        };
         let better = match chosen.and_then(|c| dp[c][anchors]) {
             None => true,
             Some((s, _, _)) => ((score - s) / anchors as f64).exp() > 1.0 + GAIN_PER_BUCKET,
@@ -353,7 +456,11 @@ pub fn describe(spec: &KernelSpec, p: &Portfolio) -> String {
             (Some(name), Some((lo, hi))) => format!("{name} {lo}..={hi}"),
             _ => "the whole range".into(),
         };
-        let reference = if b.params == spec.reference { " (the reference)" } else { "" };
+        let reference = if b.params == spec.reference {
+            " (the reference)"
+        } else {
+            ""
+        };
         s.push_str(&format!("\n  {span}: {}{reference}", fmt_params(&b.params)));
     }
     s
@@ -364,7 +471,13 @@ mod tests {
     use super::*;
 
     fn t(rows: &[&[f64]]) -> Vec<Vec<Option<f64>>> {
-        rows.iter().map(|r| r.iter().map(|&x| if x.is_nan() { None } else { Some(x) }).collect()).collect()
+        rows.iter()
+            .map(|r| {
+                r.iter()
+                    .map(|&x| if x.is_nan() { None } else { Some(x) })
+                    .collect()
+            })
+            .collect()
     }
 
     #[test]
@@ -376,8 +489,15 @@ mod tests {
     #[test]
     fn a_crossover_makes_two_buckets() {
         // candidate 0 wins small, candidate 1 large, by far
-        let times = t(&[&[1.0, 1.0, 10.0, 10.0], &[3.0, 3.0, 1.0, 1.0], &[5.0, 5.0, 5.0, 5.0]]);
-        assert_eq!(partition(&times, &BTreeSet::new()), vec![(0, 1, 0), (2, 3, 1)]);
+        let times = t(&[
+            &[1.0, 1.0, 10.0, 10.0],
+            &[3.0, 3.0, 1.0, 1.0],
+            &[5.0, 5.0, 5.0, 5.0],
+        ]);
+        assert_eq!(
+            partition(&times, &BTreeSet::new()),
+            vec![(0, 1, 0), (2, 3, 1)]
+        );
     }
 
     #[test]
@@ -401,7 +521,13 @@ mod tests {
     fn never_more_than_the_bound() {
         // every anchor has its own clear winner
         let n = 7;
-        let times: Vec<Vec<Option<f64>>> = (0..n).map(|c| (0..n).map(|a| Some(if a == c { 1.0 } else { 3.0 })).collect()).collect();
+        let times: Vec<Vec<Option<f64>>> = (0..n)
+            .map(|c| {
+                (0..n)
+                    .map(|a| Some(if a == c { 1.0 } else { 3.0 }))
+                    .collect()
+            })
+            .collect();
         let p = partition(&times, &BTreeSet::new());
         assert!(p.len() <= MAX_BUCKETS);
         assert_eq!(p.first().map(|b| b.0), Some(0));

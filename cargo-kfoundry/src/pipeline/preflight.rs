@@ -13,7 +13,10 @@ use super::discover::Kernel;
 /// `list_devices()`, and each one's error. `Err` only when the device cannot be opened (the
 /// tune's workers will say why).
 pub fn broken_references(kernels: &[Kernel], index: usize) -> anyhow::Result<Vec<(usize, String)>> {
-    let (platform, device) = kfoundry_rt::list_devices()?.into_iter().nth(index).ok_or_else(|| anyhow::anyhow!("no device {index}"))?;
+    let (platform, device) = kfoundry_rt::list_devices()?
+        .into_iter()
+        .nth(index)
+        .ok_or_else(|| anyhow::anyhow!("no device {index}"))?;
     let session = Session::new(platform, device)?;
     let mut broken = Vec::new();
     for (i, k) in kernels.iter().enumerate() {
@@ -24,7 +27,13 @@ pub fn broken_references(kernels: &[Kernel], index: usize) -> anyhow::Result<Vec
                 Some(path) => path.display().to_string(),
                 None => format!("{} (inline `code`)", k.location()),
             };
-            broken.push((i, format!("the reference does not build: {}", relocate(&e.to_string(), &place))));
+            broken.push((
+                i,
+                format!(
+                    "the reference does not build: {}",
+                    relocate(&e.to_string(), &place)
+                ),
+            ));
         }
     }
     Ok(broken)
@@ -35,7 +44,9 @@ fn quietly<T>(f: impl FnOnce() -> T) -> T {
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
-        let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return f() };
+        let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
+            return f();
+        };
         // SAFETY: dup and dup2 on this process's own descriptors: descriptor 2 is saved, pointed
         // at /dev/null for `f`, then restored and the copy closed. Nothing else in the tuner
         // writes to standard error while the references build (before any search starts).
@@ -79,15 +90,29 @@ pub fn relocate(log: &str, place: &str) -> String {
 
 /// The next compiler name for the source in `s` that is followed by `:<line>`, as a range.
 fn next_name(s: &str) -> Option<(usize, usize)> {
-    let fixed = ["<kernel>", "<source>"].into_iter().flat_map(|f| s.match_indices(f).map(|(at, f)| (at, at + f.len())));
+    let fixed = ["<kernel>", "<source>"]
+        .into_iter()
+        .flat_map(|f| s.match_indices(f).map(|(at, f)| (at, at + f.len())));
     // PoCL's temporary file: a path whose file name starts with `tempfile`, up to its `.cl`.
-    let temporary = s.match_indices(".cl:").map(|(at, _)| at + 3).filter_map(|end| {
-        let start = s[..end].rfind(char::is_whitespace).map_or(0, |w| w + 1);
-        let file = Path::new(&s[start..end]).file_name()?;
-        file.to_string_lossy().starts_with("tempfile").then_some((start, end))
-    });
-    let followed_by_line = |&(_, end): &(usize, usize)| s[end..].strip_prefix(':').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
-    fixed.chain(temporary).filter(followed_by_line).min_by_key(|&(start, _)| start)
+    let temporary = s
+        .match_indices(".cl:")
+        .map(|(at, _)| at + 3)
+        .filter_map(|end| {
+            let start = s[..end].rfind(char::is_whitespace).map_or(0, |w| w + 1);
+            let file = Path::new(&s[start..end]).file_name()?;
+            file.to_string_lossy()
+                .starts_with("tempfile")
+                .then_some((start, end))
+        });
+    let followed_by_line = |&(_, end): &(usize, usize)| {
+        s[end..]
+            .strip_prefix(':')
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    fixed
+        .chain(temporary)
+        .filter(followed_by_line)
+        .min_by_key(|&(start, _)| start)
 }
 
 #[cfg(test)]
@@ -97,10 +122,19 @@ mod tests {
     #[test]
     fn compiler_names_point_into_the_users_file() {
         let pocl = "error: /root/.cache/pocl/kcache/tempfile_amxT0I.cl:4:37: use of undeclared identifier 'x'";
-        assert_eq!(relocate(pocl, "kernels/bad.cl"), "error: kernels/bad.cl:4:37: use of undeclared identifier 'x'");
-        assert_eq!(relocate("<kernel>:3:9: error: expected ';'", "k.cl"), "k.cl:3:9: error: expected ';'");
+        assert_eq!(
+            relocate(pocl, "kernels/bad.cl"),
+            "error: kernels/bad.cl:4:37: use of undeclared identifier 'x'"
+        );
+        assert_eq!(
+            relocate("<kernel>:3:9: error: expected ';'", "k.cl"),
+            "k.cl:3:9: error: expected ';'"
+        );
         let untouched = "note: see other.cl:3 and <kernel> in general\nline two";
         assert_eq!(relocate(untouched, "k.cl"), untouched);
-        assert_eq!(relocate("a <source>:1:2 and tempfile_x.cl:5:6", "k.cl"), "a k.cl:1:2 and k.cl:5:6");
+        assert_eq!(
+            relocate("a <source>:1:2 and tempfile_x.cl:5:6", "k.cl"),
+            "a k.cl:1:2 and k.cl:5:6"
+        );
     }
 }

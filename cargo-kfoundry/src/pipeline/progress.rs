@@ -13,7 +13,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// Seconds between progress lines off a terminal (`KFOUNDRY_PROGRESS_SECS` overrides it; 0: a
 /// line per evaluation).
 pub fn period() -> Duration {
-    let secs = std::env::var("KFOUNDRY_PROGRESS_SECS").ok().and_then(|v| v.parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0);
+    let secs = std::env::var("KFOUNDRY_PROGRESS_SECS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0);
     Duration::from_secs_f64(secs.unwrap_or(10.0))
 }
 
@@ -56,7 +59,13 @@ impl ProgressView {
         } else {
             eprintln!("{label}: searching (budget {total} evaluations)");
             let now = Instant::now();
-            Mode::Lines(Mutex::new(Lines { started: now, last: now, position: 0, message: String::new(), period: period() }))
+            Mode::Lines(Mutex::new(Lines {
+                started: now,
+                last: now,
+                position: 0,
+                message: String::new(),
+                period: period(),
+            }))
         };
         ProgressView { label, total, mode }
     }
@@ -109,7 +118,13 @@ impl ProgressView {
             Mode::Bar(bar) => bar.finish_and_clear(),
             Mode::Lines(lines) => {
                 let l = lines.lock().unwrap_or_else(|p| p.into_inner());
-                eprintln!("{}: search done, {} evaluations{}, {:.0} s", self.label, l.position, with(&l.message), l.started.elapsed().as_secs_f64());
+                eprintln!(
+                    "{}: search done, {} evaluations{}, {:.0} s",
+                    self.label,
+                    l.position,
+                    with(&l.message),
+                    l.started.elapsed().as_secs_f64()
+                );
             }
         }
     }

@@ -29,15 +29,24 @@ pub const RESUME_HINT: &str = "; the results are kept in the checkpoints: fix th
 
 /// The lockfile variant of a tune's result (its generated source stored beside the lockfile);
 /// `None` when the lockfile's earlier complete result is kept.
-pub fn variant_of(lockfile: &Path, device: &Selected, spec: &KernelSpec, workload: &Workload, result: &TuneResult) -> Result<Option<Variant>> {
+pub fn variant_of(
+    lockfile: &Path,
+    device: &Selected,
+    spec: &KernelSpec,
+    workload: &Workload,
+    result: &TuneResult,
+) -> Result<Option<Variant>> {
     if result.kept_existing {
         return Ok(None);
     }
     let source = match &result.generated_source {
-        Some(text) => Some(
-            generated::write(lockfile, &spec.id, text)
-                .with_context(|| format!("cannot store the generated source of `{}` beside {}{RESUME_HINT}", spec.id, lockfile.display()))?,
-        ),
+        Some(text) => Some(generated::write(lockfile, &spec.id, text).with_context(|| {
+            format!(
+                "cannot store the generated source of `{}` beside {}{RESUME_HINT}",
+                spec.id,
+                lockfile.display()
+            )
+        })?),
         None => None,
     };
     Ok(Some(Variant {
@@ -74,11 +83,17 @@ pub fn mark_changed(kernels: &[Kernel]) {
 /// What the advisory lock of `lockfile` is taken on: its directory on Unix (flock works on
 /// directories there), a sibling lock file elsewhere.
 pub fn guard_path(lockfile: &Path) -> PathBuf {
-    let dir = lockfile.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = lockfile
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if cfg!(unix) {
         dir.to_path_buf()
     } else {
-        let name = lockfile.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "Kfoundry.lock".into());
+        let name = lockfile
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "Kfoundry.lock".into());
         dir.join(format!(".{name}.lock"))
     }
 }
@@ -92,17 +107,37 @@ pub struct Guard {
 /// another process holds it.
 pub fn lock(lockfile: &Path, quiet: bool) -> Result<Guard> {
     let path = guard_path(lockfile);
-    let file = if cfg!(unix) { File::open(&path) } else { File::options().create(true).truncate(false).write(true).open(&path) }
-        .with_context(|| format!("cannot open {} to lock {}", path.display(), lockfile.display()))?;
+    let file = if cfg!(unix) {
+        File::open(&path)
+    } else {
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+    }
+    .with_context(|| {
+        format!(
+            "cannot open {} to lock {}",
+            path.display(),
+            lockfile.display()
+        )
+    })?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
             if !quiet {
-                eprintln!("waiting for another cargo kfoundry that is writing {}", lockfile.display());
+                eprintln!(
+                    "waiting for another cargo kfoundry that is writing {}",
+                    lockfile.display()
+                );
             }
-            file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+            file.lock()
+                .with_context(|| format!("cannot lock {}", path.display()))?;
         }
-        Err(TryLockError::Error(e)) => return Err(e).with_context(|| format!("cannot lock {}", path.display())),
+        Err(TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+        }
     }
     Ok(Guard { _file: file })
 }
@@ -117,32 +152,63 @@ pub fn check_writable(lockfile: &Path) -> Result<()> {
         }
         _ => {}
     }
-    let dir = lockfile.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = lockfile
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     tempfile::Builder::new()
         .prefix(".kfoundry-write-test.")
         .tempfile_in(dir)
-        .with_context(|| format!("cannot create files in {}, so {} could not be written; nothing was tuned", dir.display(), lockfile.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot create files in {}, so {} could not be written; nothing was tuned",
+                dir.display(),
+                lockfile.display()
+            )
+        })?;
     Ok(())
 }
 
 /// Writes one kernel's results on one device: under the lock, re-reads the lockfile (so that
 /// entries written meanwhile by anyone are kept), keeps this device's variants of workloads
 /// not tuned now, and replaces the file atomically.
-pub fn record(path: &Path, spec: &KernelSpec, device: &Selected, mut variants: Vec<Variant>, quiet: bool) -> Result<()> {
+pub fn record(
+    path: &Path,
+    spec: &KernelSpec,
+    device: &Selected,
+    mut variants: Vec<Variant>,
+    quiet: bool,
+) -> Result<()> {
     let _guard = lock(path, quiet)?;
     let mut lock = Lockfile::read(path)?.unwrap_or_default();
     let fingerprint = fingerprint(spec)?;
     let tuned: BTreeSet<String> = variants.iter().map(|v| v.workload.clone()).collect();
     let key = device.key.to_string();
-    if let Some(entry) = lock.kernels.get(&spec.id).filter(|e| e.fingerprint == fingerprint) {
+    if let Some(entry) = lock
+        .kernels
+        .get(&spec.id)
+        .filter(|e| e.fingerprint == fingerprint)
+    {
         let declared: BTreeSet<&str> = spec.workloads.iter().map(|w| w.name.as_str()).collect();
         variants.extend(
-            entry.variants.iter().filter(|v| v.device == key && !tuned.contains(&v.workload) && declared.contains(v.workload.as_str())).cloned(),
+            entry
+                .variants
+                .iter()
+                .filter(|v| {
+                    v.device == key
+                        && !tuned.contains(&v.workload)
+                        && declared.contains(v.workload.as_str())
+                })
+                .cloned(),
         );
     }
     let dropped = lock.record(&spec.id, &fingerprint, &key, device.info.clone(), variants);
     if !quiet && !dropped.is_empty() {
-        eprintln!("note: `{}` changed; dropped its stale variants for {}", spec.id, dropped.join(", "));
+        eprintln!(
+            "note: `{}` changed; dropped its stale variants for {}",
+            spec.id,
+            dropped.join(", ")
+        );
     }
     lock.write_atomic(path)?;
     Ok(())
@@ -162,7 +228,11 @@ mod tests {
         drop(held);
         assert!(other.try_lock().is_ok());
         drop(other);
-        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "no lock file in the workspace");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("dir").count(),
+            0,
+            "no lock file in the workspace"
+        );
     }
 
     #[cfg(unix)]
@@ -178,7 +248,14 @@ mod tests {
         assert!(e.contains("read-only"), "{e}");
         std::fs::remove_file(&lockfile).expect("rm");
         std::fs::create_dir(&lockfile).expect("mkdir");
-        assert!(check_writable(&lockfile).unwrap_err().to_string().contains("not a file"));
-        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1, "the probe file is gone");
+        assert!(check_writable(&lockfile)
+            .unwrap_err()
+            .to_string()
+            .contains("not a file"));
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("dir").count(),
+            1,
+            "the probe file is gone"
+        );
     }
 }

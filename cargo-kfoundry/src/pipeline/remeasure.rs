@@ -23,7 +23,10 @@ pub fn remeasure(
     let (mut reference, mut finalist) = (Vec::new(), Vec::new());
     let mut errors = None;
     for _ in 0..REMEASURES {
-        reference.push(time_of(judge.evaluate(&spec.reference, None)).map_err(|why| format!("the reference failed on re-measure: {why}"))?);
+        reference.push(
+            time_of(judge.evaluate(&spec.reference, None))
+                .map_err(|why| format!("the reference failed on re-measure: {why}"))?,
+        );
         match time_of(judge.evaluate(params, source)) {
             Ok(t) => finalist.push(t),
             Err(why) => return Ok(Err(format!("failed on re-measure: {why}"))),
@@ -34,10 +37,16 @@ pub fn remeasure(
 }
 
 /// The reference alone, measured again: its median time and output errors.
-pub fn measure_reference(judge: &mut dyn Judge, spec: &KernelSpec) -> Result<(f64, Option<ErrorStats>), String> {
+pub fn measure_reference(
+    judge: &mut dyn Judge,
+    spec: &KernelSpec,
+) -> Result<(f64, Option<ErrorStats>), String> {
     let mut times = Vec::new();
     for _ in 0..REMEASURES {
-        times.push(time_of(judge.evaluate(&spec.reference, None)).map_err(|why| format!("the reference failed on re-measure: {why}"))?);
+        times.push(
+            time_of(judge.evaluate(&spec.reference, None))
+                .map_err(|why| format!("the reference failed on re-measure: {why}"))?,
+        );
     }
     Ok((median(&mut times), judge.last_errors()))
 }
@@ -45,10 +54,18 @@ pub fn measure_reference(judge: &mut dyn Judge, spec: &KernelSpec) -> Result<(f6
 /// Whether the winner (`params`, `source`) is faster than the existing complete result
 /// (`existing`), measured alternately now. An existing result that cannot be measured is
 /// beaten; a winner that cannot be measured again is not.
-pub fn beats_existing(judge: &mut dyn Judge, params: &Params, source: Option<&str>, existing: (&Params, Option<&str>)) -> bool {
+pub fn beats_existing(
+    judge: &mut dyn Judge,
+    params: &Params,
+    source: Option<&str>,
+    existing: (&Params, Option<&str>),
+) -> bool {
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..REMEASURES {
-        match (time_of(judge.evaluate(params, source)), time_of(judge.evaluate(existing.0, existing.1))) {
+        match (
+            time_of(judge.evaluate(params, source)),
+            time_of(judge.evaluate(existing.0, existing.1)),
+        ) {
             (Ok(a), Ok(b)) => {
                 ours.push(a);
                 theirs.push(b);

@@ -42,9 +42,18 @@ pub fn result_of(
 ) -> Result<TuneResult> {
     let (params, best_s, ref_s) = (&decision.params, decision.best_s, decision.reference_s);
     let env = spec.env(params, &workload.sizes);
-    let per_s = |e: Option<&Expr>| e.and_then(|e| e.eval(&env).ok()).map(|v| v as f64 / best_s / 1e9);
+    let per_s = |e: Option<&Expr>| {
+        e.and_then(|e| e.eval(&env).ok())
+            .map(|v| v as f64 / best_s / 1e9)
+    };
     let result = searched.state.result();
-    let failure_log = write_failure_log(&plan.state_dir, spec, workload, searched.state.history(), &bench.build_failures)?;
+    let failure_log = write_failure_log(
+        &plan.state_dir,
+        spec,
+        workload,
+        searched.state.history(),
+        &bench.build_failures,
+    )?;
     Ok(TuneResult {
         kernel: spec.id.clone(),
         workload: workload.name.clone(),
@@ -67,14 +76,27 @@ pub fn result_of(
         proof_seed: Some(decision.proof_seed),
         proof_cases: decision.proof_cases.0,
         proof_cases_skipped: decision.proof_cases.1,
-        probe_rejections: decision.rejections.iter().map(|r| (r.params.clone(), r.reason.clone())).collect(),
+        probe_rejections: decision
+            .rejections
+            .iter()
+            .map(|r| (r.params.clone(), r.reason.clone()))
+            .collect(),
         note: decision.note.clone(),
         kept_existing: decision.kept_existing,
-        reference_kept: decision.params == spec.reference && decision.source.is_none() && !decision.kept_existing,
-        build_warnings: bench.warnings.lock().map(|w| w.counts.iter().map(|(t, n)| (t.clone(), *n)).collect()).unwrap_or_default(),
+        reference_kept: decision.params == spec.reference
+            && decision.source.is_none()
+            && !decision.kept_existing,
+        build_warnings: bench
+            .warnings
+            .lock()
+            .map(|w| w.counts.iter().map(|(t, n)| (t.clone(), *n)).collect())
+            .unwrap_or_default(),
         failure_log,
         interrupted: searched.interrupted,
-        roofline: plan.peaks.and_then(|p| p.kernel_floor(spec, params, &workload.sizes)).map(|f| f / best_s),
+        roofline: plan
+            .peaks
+            .and_then(|p| p.kernel_floor(spec, params, &workload.sizes))
+            .map(|f| f / best_s),
         generated_source: decision.source.clone(),
         llm: searched.language_model.as_ref().map(|ss| ss.summary()),
     })
@@ -93,16 +115,38 @@ pub fn rejected(plan: &Plan, spec: &KernelSpec, workload: &Workload, r: &Rejecti
         .emit();
     }
     if plan.output.notes {
-        eprintln!("{} @ {}: {} rejected: {}", spec.id, workload.name, fmt_params(&r.params), r.reason);
+        eprintln!(
+            "{} @ {}: {} rejected: {}",
+            spec.id,
+            workload.name,
+            fmt_params(&r.params),
+            r.reason
+        );
     }
 }
 
 /// Says that the tune of `kernel` at `workload` failed; the run goes on.
-pub fn failed(plan: &Plan, kernel: &Kernel, workload: &Workload, e: &anyhow::Error, tally: &mut Tally) {
+pub fn failed(
+    plan: &Plan,
+    kernel: &Kernel,
+    workload: &Workload,
+    e: &anyhow::Error,
+    tally: &mut Tally,
+) {
     if plan.output.json {
-        Message::Failed { kernel: kernel.spec.id.clone(), workload: workload.name.clone(), error: format!("{e:#}") }.emit();
+        Message::Failed {
+            kernel: kernel.spec.id.clone(),
+            workload: workload.name.clone(),
+            error: format!("{e:#}"),
+        }
+        .emit();
     }
-    let what = format!("{}: tuning `{}` at workload `{}`: {e:#}", kernel.location(), kernel.spec.id, workload.name);
+    let what = format!(
+        "{}: tuning `{}` at workload `{}`: {e:#}",
+        kernel.location(),
+        kernel.spec.id,
+        workload.name
+    );
     eprintln!("error: {what}");
     tally.failed.push(what);
 }
@@ -112,7 +156,12 @@ pub fn failed(plan: &Plan, kernel: &Kernel, workload: &Workload, e: &anyhow::Err
 pub fn reference_broken(plan: &Plan, kernel: &Kernel, why: &str, tally: &mut Tally) {
     if plan.output.json {
         for workload in plan.workloads(&kernel.spec) {
-            Message::Failed { kernel: kernel.spec.id.clone(), workload: workload.name.clone(), error: why.to_string() }.emit();
+            Message::Failed {
+                kernel: kernel.spec.id.clone(),
+                workload: workload.name.clone(),
+                error: why.to_string(),
+            }
+            .emit();
         }
     }
     let what = format!("{}: `{}`: {why}", kernel.location(), kernel.spec.id);
@@ -127,7 +176,13 @@ pub fn finish(plan: &Plan, tally: &Tally) -> Exit {
         // The run is complete and recorded: its checkpoints have served.
         let device = plan.device.key.to_string();
         for (kernel, fingerprint, workload) in &tally.done {
-            plan.checkpoints.remove(&crate::checkpoint::Key { kernel, fingerprint, workload, device: &device, seed: plan.args.seed });
+            plan.checkpoints.remove(&crate::checkpoint::Key {
+                kernel,
+                fingerprint,
+                workload,
+                device: &device,
+                seed: plan.args.seed,
+            });
         }
     }
     if plan.output.json {
@@ -152,7 +207,13 @@ pub fn finish(plan: &Plan, tally: &Tally) -> Exit {
                 }
             }
             if let Some(log) = &o.failure_log {
-                eprintln!("{} @ {}: {} failed candidate(s), see {}", o.kernel, o.workload, o.failures, log.display());
+                eprintln!(
+                    "{} @ {}: {} failed candidate(s), see {}",
+                    o.kernel,
+                    o.workload,
+                    o.failures,
+                    log.display()
+                );
             }
         }
         if !plan.output.quiet && !tally.results.is_empty() {
@@ -160,7 +221,11 @@ pub fn finish(plan: &Plan, tally: &Tally) -> Exit {
         }
     }
     if !tally.failed.is_empty() {
-        eprintln!("error: {} of {} tune(s) failed (the others are recorded):", tally.failed.len(), tally.failed.len() + tally.results.len());
+        eprintln!(
+            "error: {} of {} tune(s) failed (the others are recorded):",
+            tally.failed.len(),
+            tally.failed.len() + tally.results.len()
+        );
         for f in &tally.failed {
             eprintln!("  {f}");
         }
@@ -188,28 +253,57 @@ fn write_failure_log(
     history: &[Record],
     build_logs: &[(Params, String)],
 ) -> Result<Option<PathBuf>> {
-    let failed: Vec<&Record> = history.iter().filter(|r| r.outcome.time().is_none()).collect();
+    let failed: Vec<&Record> = history
+        .iter()
+        .filter(|r| r.outcome.time().is_none())
+        .collect();
     if failed.is_empty() {
         return Ok(None);
     }
-    let mut text = format!("# {} at workload {} ({})\n\n", spec.id, workload.name, fmt_sizes(&workload.sizes));
+    let mut text = format!(
+        "# {} at workload {} ({})\n\n",
+        spec.id,
+        workload.name,
+        fmt_sizes(&workload.sizes)
+    );
     for r in failed {
-        text.push_str(&format!("{}: {}\n", fmt_params(&params_of(spec, &r.config)), describe(&r.outcome)));
+        text.push_str(&format!(
+            "{}: {}\n",
+            fmt_params(&params_of(spec, &r.config)),
+            describe(&r.outcome)
+        ));
     }
     for (params, log) in build_logs {
-        text.push_str(&format!("\n## build log of {}\n{log}\n", fmt_params(params)));
+        text.push_str(&format!(
+            "\n## build log of {}\n{log}\n",
+            fmt_params(params)
+        ));
     }
     let dir = state_dir.join("logs");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let path = dir.join(kfoundry_tooling::files::state_file_name(&[&spec.id, &workload.name], "log"));
+    let path = dir.join(kfoundry_tooling::files::state_file_name(
+        &[&spec.id, &workload.name],
+        "log",
+    ));
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(Some(path))
 }
 
 /// The table printed at the end of a tune.
 pub fn summary(results: &[TuneResult]) -> String {
-    let mut t =
-        Table::new(&["kernel", "workload", "reference", "best", "speedup", "evals", "failures", "evals/s", "roofline", "rel err", "parameters"]);
+    let mut t = Table::new(&[
+        "kernel",
+        "workload",
+        "reference",
+        "best",
+        "speedup",
+        "evals",
+        "failures",
+        "evals/s",
+        "roofline",
+        "rel err",
+        "parameters",
+    ]);
     for o in results {
         t.row(vec![
             o.kernel.clone(),
@@ -220,10 +314,20 @@ pub fn summary(results: &[TuneResult]) -> String {
             o.evaluations.to_string(),
             o.failures.to_string(),
             format!("{:.1}", o.evaluations as f64 / o.seconds.max(1e-9)),
-            o.roofline.map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0)),
-            o.rel_error_norm.map_or("-".to_string(), |e| format!("{e:.1e}")),
+            o.roofline
+                .map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0)),
+            o.rel_error_norm
+                .map_or("-".to_string(), |e| format!("{e:.1e}")),
             if o.reference_kept {
-                format!("reference kept ({}): {}", if o.note.is_some() { "see below" } else { "it is the fastest" }, fmt_params(&o.params))
+                format!(
+                    "reference kept ({}): {}",
+                    if o.note.is_some() {
+                        "see below"
+                    } else {
+                        "it is the fastest"
+                    },
+                    fmt_params(&o.params)
+                )
             } else if o.kept_existing {
                 format!("earlier result kept: {}", fmt_params(&o.params))
             } else {

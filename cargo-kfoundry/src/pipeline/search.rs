@@ -35,13 +35,20 @@ impl Searched {
     pub fn source_finalists(&self) -> Vec<(f64, Params, Option<String>)> {
         self.language_model
             .as_ref()
-            .map(|ss| ss.elites().into_iter().map(|e| (e.time, e.params.clone(), Some(e.source.clone()))).collect())
+            .map(|ss| {
+                ss.elites()
+                    .into_iter()
+                    .map(|e| (e.time, e.params.clone(), Some(e.source.clone())))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     /// What the checkpoint keeps of the language model.
     pub fn operator_state(&self) -> Option<serde_json::Value> {
-        self.language_model.as_ref().and_then(|ss| serde_json::to_value(ss.state()).ok())
+        self.language_model
+            .as_ref()
+            .and_then(|ss| serde_json::to_value(ss.state()).ok())
     }
 }
 
@@ -58,27 +65,43 @@ pub fn search(
 ) -> Result<Option<Searched>> {
     let mut language_model = match &plan.llm {
         None => None,
-        Some(cfg) => Some(match operator_state.map(serde_json::from_value::<SourceState>) {
-            None => SourceSearch::new(cfg, plan.args.seed)?,
-            Some(saved) => match saved.map_err(anyhow::Error::from).and_then(|st| SourceSearch::resume(cfg, st)) {
-                Ok(ss) => ss,
-                Err(e) => {
-                    eprintln!(
+        Some(cfg) => Some(
+            match operator_state.map(serde_json::from_value::<SourceState>) {
+                None => SourceSearch::new(cfg, plan.args.seed)?,
+                Some(saved) => match saved
+                    .map_err(anyhow::Error::from)
+                    .and_then(|st| SourceSearch::resume(cfg, st))
+                {
+                    Ok(ss) => ss,
+                    Err(e) => {
+                        eprintln!(
                         "note: {} @ {}: the language model's saved state is not usable ({e:#}); its search starts afresh",
                         spec.id, workload.name
                     );
-                    SourceSearch::new(cfg, plan.args.seed)?
-                }
+                        SourceSearch::new(cfg, plan.args.seed)?
+                    }
+                },
             },
-        }),
+        ),
     };
-    let bar = ProgressView::new(format!("{} @ {}", spec.id, workload.name), plan.args.budget_evals as u64, plan.output.quiet);
+    let bar = ProgressView::new(
+        format!("{} @ {}", spec.id, workload.name),
+        plan.args.budget_evals as u64,
+        plan.output.quiet,
+    );
     let turns = |s: &SearchState| (s.progress().evaluations + s.progress().external_turns) as u64;
     bar.set_position(turns(&state));
     let validity = bench.validity();
     let valid = |c: &kfoundry_search::Config| validity.accepts(c);
-    let floor = |p: &Params| plan.peaks.and_then(|pk| pk.kernel_floor(spec, p, &workload.sizes));
-    let device = DeviceDescription::from_info(&plan.device.info, bench.limits().preferred_multiple, bench.limits().sub_groups);
+    let floor = |p: &Params| {
+        plan.peaks
+            .and_then(|pk| pk.kernel_floor(spec, p, &workload.sizes))
+    };
+    let device = DeviceDescription::from_info(
+        &plan.device.info,
+        bench.limits().preferred_multiple,
+        bench.limits().sub_groups,
+    );
     let mut interrupted = false;
     loop {
         if interrupt::requested() {
@@ -87,7 +110,15 @@ pub fn search(
         }
         let step = match language_model.as_mut() {
             Some(search) => {
-                let mut shown = Shown { inner: LanguageModel { search, spec, device: device.clone(), floor: &floor }, bar: &bar };
+                let mut shown = Shown {
+                    inner: LanguageModel {
+                        search,
+                        spec,
+                        device: device.clone(),
+                        floor: &floor,
+                    },
+                    bar: &bar,
+                };
                 state.step_with(bench, &valid, Some(&mut shown))
             }
             None => state.step_with(bench, &valid, None),
@@ -95,21 +126,38 @@ pub fn search(
         match step {
             Stepped::Done(_) => break,
             Stepped::External => {
-                let operator_state = language_model.as_ref().and_then(|ss| serde_json::to_value(ss.state()).ok());
-                plan.checkpoints.save(key, &state, operator_state.as_ref(), None)?;
+                let operator_state = language_model
+                    .as_ref()
+                    .and_then(|ss| serde_json::to_value(ss.state()).ok());
+                plan.checkpoints
+                    .save(key, &state, operator_state.as_ref(), None)?;
                 bar.set_position(turns(&state));
-                let Some(turn) = language_model.as_ref().and_then(|ss| ss.records.last()) else { continue };
+                let Some(turn) = language_model.as_ref().and_then(|ss| ss.records.last()) else {
+                    continue;
+                };
                 if plan.output.json {
-                    Message::LanguageModel { kernel: spec.id.clone(), workload: workload.name.clone(), turn: turn.clone() }.emit();
+                    Message::LanguageModel {
+                        kernel: spec.id.clone(),
+                        workload: workload.name.clone(),
+                        turn: turn.clone(),
+                    }
+                    .emit();
                 }
                 if plan.output.verbose || (plan.output.notes && turn.outcome == "accepted") {
-                    bar.println(format!("  language model: {} {}", turn.outcome, headline(&turn.detail)));
+                    bar.println(format!(
+                        "  language model: {} {}",
+                        turn.outcome,
+                        headline(&turn.detail)
+                    ));
                 }
             }
             Stepped::Evaluated(i) => {
                 // Saved before it is reported: whatever was reported is never evaluated again.
-                let operator_state = language_model.as_ref().and_then(|ss| serde_json::to_value(ss.state()).ok());
-                plan.checkpoints.save(key, &state, operator_state.as_ref(), None)?;
+                let operator_state = language_model
+                    .as_ref()
+                    .and_then(|ss| serde_json::to_value(ss.state()).ok());
+                plan.checkpoints
+                    .save(key, &state, operator_state.as_ref(), None)?;
                 let r = &state.history()[i];
                 let p = state.progress();
                 if let Some((_, t)) = p.best {
@@ -127,12 +175,22 @@ pub fn search(
                     .emit();
                 }
                 if plan.output.verbose {
-                    bar.println(format!("  {:?} {} → {}", r.operator, fmt_params(&params_of(spec, &r.config)), describe(&r.outcome)));
+                    bar.println(format!(
+                        "  {:?} {} → {}",
+                        r.operator,
+                        fmt_params(&params_of(spec, &r.config)),
+                        describe(&r.outcome)
+                    ));
                 }
                 if roofline_reached(plan, spec, workload, &p) {
                     if plan.output.notes {
                         let target = plan.args.roofline_stop.unwrap_or(1.0);
-                        bar.println(format!("{} @ {}: within {:.0}% of the roofline; stopping", spec.id, workload.name, target * 100.0));
+                        bar.println(format!(
+                            "{} @ {}: within {:.0}% of the roofline; stopping",
+                            spec.id,
+                            workload.name,
+                            target * 100.0
+                        ));
                     }
                     break;
                 }
@@ -143,15 +201,23 @@ pub fn search(
     if state.progress().best.is_none() && interrupted {
         return Ok(None);
     }
-    Ok(Some(Searched { state, language_model, interrupted }))
+    Ok(Some(Searched {
+        state,
+        language_model,
+        interrupted,
+    }))
 }
 
 /// Whether the best so far is within `--roofline-stop` of the device's roofline floor.
 fn roofline_reached(plan: &Plan, spec: &KernelSpec, workload: &Workload, p: &Progress) -> bool {
-    let (Some(target), Some((best, t)), Some(peaks)) = (plan.args.roofline_stop, p.best, plan.peaks) else {
+    let (Some(target), Some((best, t)), Some(peaks)) =
+        (plan.args.roofline_stop, p.best, plan.peaks)
+    else {
         return false;
     };
-    peaks.kernel_floor(spec, &params_of(spec, best), &workload.sizes).is_some_and(|f| f / t >= target)
+    peaks
+        .kernel_floor(spec, &params_of(spec, best), &workload.sizes)
+        .is_some_and(|f| f / t >= target)
 }
 
 /// The language model's operator, saying on the progress bar that it is being asked.

@@ -91,36 +91,68 @@ impl From<NotProven> for String {
 
 /// Proves `params` (of `source` when given) of `spec` in the cases of [`plan`]: what it was
 /// proven at, or why not.
-pub fn prove(judge: &mut dyn Judge, spec: &KernelSpec, params: &Params, source: Option<&str>, scope: &Scope) -> Result<Proven, NotProven> {
+pub fn prove(
+    judge: &mut dyn Judge,
+    spec: &KernelSpec,
+    params: &Params,
+    source: Option<&str>,
+    scope: &Scope,
+) -> Result<Proven, NotProven> {
     let mut proven = Proven::default();
     let mut rng = ChaCha8Rng::seed_from_u64(scope.seed);
     let limits = judge.limits().clone();
     // Stage 1 decides the box (unless one is claimed); the rest is drawn in it.
     let (first, bounds) = match &scope.claimed {
         None => (spanning_cases(spec, params, scope.sizes, &limits), None),
-        Some(claimed) => (vec![Case::at(scope.sizes.clone())], Some(claimed.bounds.clone())),
+        Some(claimed) => (
+            vec![Case::at(scope.sizes.clone())],
+            Some(claimed.bounds.clone()),
+        ),
     };
     for mut case in first {
         case.seed = rng.gen();
         run(judge, params, source, case, scope, &mut proven)?;
     }
     let bounds = bounds.unwrap_or_else(|| probe::size_box(&proven.sizes));
-    for case in drawn_cases(spec, params, scope, &bounds, &limits, &proven.sizes, &mut rng) {
+    for case in drawn_cases(
+        spec,
+        params,
+        scope,
+        &bounds,
+        &limits,
+        &proven.sizes,
+        &mut rng,
+    ) {
         run(judge, params, source, case, scope, &mut proven)?;
     }
     Ok(proven)
 }
 
 /// Runs one case and records what it proved.
-fn run(judge: &mut dyn Judge, params: &Params, source: Option<&str>, case: Case, scope: &Scope, proven: &mut Proven) -> Result<(), NotProven> {
+fn run(
+    judge: &mut dyn Judge,
+    params: &Params,
+    source: Option<&str>,
+    case: Case,
+    scope: &Scope,
+    proven: &mut Proven,
+) -> Result<(), NotProven> {
     proven.cases += 1;
     match judge.verify(params, &case, source) {
         Ok(Ok(_)) => note(proven, &case),
-        Ok(Err((kind, why))) => return Err(NotProven::Failed(format!("{kind:?} at {case}: {why}"))),
-        Err(untrusted) if untrusted.annotation_fault => return Err(NotProven::Annotation(untrusted.message)),
+        Ok(Err((kind, why))) => {
+            return Err(NotProven::Failed(format!("{kind:?} at {case}: {why}")))
+        }
+        Err(untrusted) if untrusted.annotation_fault => {
+            return Err(NotProven::Annotation(untrusted.message))
+        }
         // The workload's sizes are proven by the search when the reference cannot be checked
         // there again (it passed there when the tune began).
-        Err(_) if proven.sizes.is_empty() && case.sizes == *scope.sizes && scope.claimed.is_none() => note(proven, &case),
+        Err(_)
+            if proven.sizes.is_empty() && case.sizes == *scope.sizes && scope.claimed.is_none() =>
+        {
+            note(proven, &case)
+        }
         Err(_) => proven.skipped += 1,
     }
     Ok(())
@@ -141,7 +173,14 @@ fn note(proven: &mut Proven, case: &Case) {
 /// each size alone).
 fn spanning_cases(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> Vec<Case> {
     let mut plan = vec![sizes.clone()];
-    plan.extend(probe_sizes(spec, params, sizes, limits, SMALLER_PROBES, LARGER_PROBES));
+    plan.extend(probe_sizes(
+        spec,
+        params,
+        sizes,
+        limits,
+        SMALLER_PROBES,
+        LARGER_PROBES,
+    ));
     plan.extend(axis_probe_sizes(spec, params, sizes, limits));
     plan.into_iter().map(Case::at).collect()
 }
@@ -168,8 +207,15 @@ fn drawn_cases(
         seed: rng.gen(),
     };
     let mut cases = Vec::new();
-    let reach = if scope.claimed.is_some() { probe::Reach::Claimed } else { probe::Reach::Tune };
-    for (k, corner) in probe::corner_sizes(spec, params, sizes, bounds, limits, known, reach, rng).into_iter().enumerate() {
+    let reach = if scope.claimed.is_some() {
+        probe::Reach::Claimed
+    } else {
+        probe::Reach::Tune
+    };
+    for (k, corner) in probe::corner_sizes(spec, params, sizes, bounds, limits, known, reach, rng)
+        .into_iter()
+        .enumerate()
+    {
         cases.push(one(corner, k, rng));
     }
     let m = probe::residue_modulus(spec);
@@ -178,11 +224,19 @@ fn drawn_cases(
     let in_place = !spec.in_place.is_empty();
     // Every residue set, and every scalar value (at the workload's sizes once the residue
     // sets run out).
-    let count = scalar_values.values().map(Vec::len).max().unwrap_or(0).max(residues.len());
+    let count = scalar_values
+        .values()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(0)
+        .max(residues.len());
     for i in 0..count {
         let set = residues.get(i).cloned().unwrap_or_else(|| sizes.clone());
         let mut case = one(set, i, rng);
-        case.scalars = scalar_values.iter().map(|(name, values)| (name.clone(), values[i % values.len()])).collect();
+        case.scalars = scalar_values
+            .iter()
+            .map(|(name, values)| (name.clone(), values[i % values.len()]))
+            .collect();
         case.in_place = in_place && i % 2 == 1;
         cases.push(case);
     }
@@ -191,12 +245,27 @@ fn drawn_cases(
             && matches!(a, kfoundry_rt::model::signature::KernelArg::Buffer { elem, read_only, name, .. } if elem.is_float() && (*read_only || spec.inputs.contains_key(name)))
     });
     if floats && spec.edges != Edges::None {
-        for (k, values) in [Values::Specials { nonfinite: spec.edges == Edges::All }, Values::Large].into_iter().enumerate() {
-            cases.push(Case { values, ..one(sizes.clone(), k, rng) });
+        for (k, values) in [
+            Values::Specials {
+                nonfinite: spec.edges == Edges::All,
+            },
+            Values::Large,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            cases.push(Case {
+                values,
+                ..one(sizes.clone(), k, rng)
+            });
         }
     }
     if in_place {
-        cases.push(Case { in_place: true, sets: 3, ..one(sizes.clone(), 0, rng) });
+        cases.push(Case {
+            in_place: true,
+            sets: 3,
+            ..one(sizes.clone(), 0, rng)
+        });
     }
     cases
 }
@@ -204,23 +273,43 @@ fn drawn_cases(
 /// For each integer scalar that is not a size: the values to prove with, covering its range
 /// (every value of a range of at most `m` values, else every residue modulo `m` and both
 /// ends), in a seeded order.
-fn scalar_values(spec: &KernelSpec, scope: &Scope, m: i64, rng: &mut ChaCha8Rng) -> BTreeMap<String, Vec<i64>> {
+fn scalar_values(
+    spec: &KernelSpec,
+    scope: &Scope,
+    m: i64,
+    rng: &mut ChaCha8Rng,
+) -> BTreeMap<String, Vec<i64>> {
     let mut out = BTreeMap::new();
     for (name, _) in integer_scalars(spec) {
-        let (lo, hi) = match (scope.claimed.as_ref().and_then(|c| c.scalars.get(name)), spec.distribution(name)) {
+        let (lo, hi) = match (
+            scope.claimed.as_ref().and_then(|c| c.scalars.get(name)),
+            spec.distribution(name),
+        ) {
             (Some([lo, hi]), _) => (*lo, *hi),
             (None, Distribution::Uniform { lo, hi }) => (lo.round() as i64, hi.round() as i64),
-            (None, Distribution::Normal { mean, std }) => ((mean - 3.0 * std).round() as i64, (mean + 3.0 * std).round() as i64),
-            (None, Distribution::Constant { value }) => (value.round() as i64, value.round() as i64),
+            (None, Distribution::Normal { mean, std }) => (
+                (mean - 3.0 * std).round() as i64,
+                (mean + 3.0 * std).round() as i64,
+            ),
+            (None, Distribution::Constant { value }) => {
+                (value.round() as i64, value.round() as i64)
+            }
             // Integer buffers only (the annotation's rules): not a scalar's.
-            (None, Distribution::UniformInt { .. } | Distribution::Permutation | Distribution::Monotone { .. }) => continue,
+            (
+                None,
+                Distribution::UniformInt { .. }
+                | Distribution::Permutation
+                | Distribution::Monotone { .. },
+            ) => continue,
         };
         let (lo, hi) = (lo.min(hi), lo.max(hi));
         let span = hi.saturating_sub(lo);
         let mut values: Vec<i64> = if span < m {
             (lo..=hi).collect()
         } else {
-            let mut v: Vec<i64> = (0..m).map(|r| lo + (r + m * rng.gen_range(0..=(span - m) / m)).min(span)).collect();
+            let mut v: Vec<i64> = (0..m)
+                .map(|r| lo + (r + m * rng.gen_range(0..=(span - m) / m)).min(span))
+                .collect();
             v.extend([lo, hi]);
             v.sort_unstable();
             v.dedup();

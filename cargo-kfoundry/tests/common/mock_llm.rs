@@ -32,7 +32,11 @@ impl MockResponse {
         MockResponse::completion_with_usage(content, 10, 20)
     }
 
-    pub fn completion_with_usage(content: &str, prompt_tokens: u64, completion_tokens: u64) -> MockResponse {
+    pub fn completion_with_usage(
+        content: &str,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) -> MockResponse {
         let body = serde_json::json!({
             "id": "chatcmpl-mock",
             "object": "chat.completion",
@@ -49,12 +53,18 @@ impl MockResponse {
 
     /// Any status with a raw body.
     pub fn status(status: u16, body: &str) -> MockResponse {
-        MockResponse { status, body: body.to_string(), headers: Vec::new(), delay: Duration::ZERO }
+        MockResponse {
+            status,
+            body: body.to_string(),
+            headers: Vec::new(),
+            delay: Duration::ZERO,
+        }
     }
 
     /// An OpenAI-style error body.
     pub fn error(status: u16, message: &str) -> MockResponse {
-        let body = serde_json::json!({"error": {"message": message, "type": "invalid_request_error"}});
+        let body =
+            serde_json::json!({"error": {"message": message, "type": "invalid_request_error"}});
         MockResponse::status(status, &body.to_string())
     }
 
@@ -82,7 +92,10 @@ pub struct RecordedRequest {
 impl RecordedRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn json(&self) -> serde_json::Value {
@@ -108,7 +121,10 @@ impl MockLlm {
     pub fn start(script: Vec<MockResponse>) -> MockLlm {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
-        let shared = Arc::new(Shared { script: Mutex::new(script.into()), requests: Mutex::new(Vec::new()) });
+        let shared = Arc::new(Shared {
+            script: Mutex::new(script.into()),
+            requests: Mutex::new(Vec::new()),
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (shared, stop) = (shared.clone(), stop.clone());
@@ -125,7 +141,12 @@ impl MockLlm {
                 }
             })
         };
-        MockLlm { addr, shared, stop, thread: Some(thread) }
+        MockLlm {
+            addr,
+            shared,
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// `http://127.0.0.1:PORT/v1`, what `base_url` should be.
@@ -135,7 +156,11 @@ impl MockLlm {
 
     /// Appends to the script.
     pub fn push(&self, response: MockResponse) {
-        self.shared.script.lock().expect("script lock").push_back(response);
+        self.shared
+            .script
+            .lock()
+            .expect("script lock")
+            .push_back(response);
     }
 
     /// The requests received so far.
@@ -162,10 +187,16 @@ impl Drop for MockLlm {
 
 fn serve(mut stream: TcpStream, shared: &Shared) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let Some(request) = read_request(&mut stream) else { return };
+    let Some(request) = read_request(&mut stream) else {
+        return;
+    };
     shared.requests.lock().expect("requests lock").push(request);
-    let response =
-        shared.script.lock().expect("script lock").pop_front().unwrap_or_else(|| MockResponse::error(500, "mock: no scripted response left"));
+    let response = shared
+        .script
+        .lock()
+        .expect("script lock")
+        .pop_front()
+        .unwrap_or_else(|| MockResponse::error(500, "mock: no scripted response left"));
     if !response.delay.is_zero() {
         std::thread::sleep(response.delay);
     }
@@ -201,10 +232,19 @@ fn read_request(stream: &mut TcpStream) -> Option<RecordedRequest> {
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
     let mut lines = head.split("\r\n");
     let mut request_line = lines.next()?.split_whitespace();
-    let (method, path) = (request_line.next()?.to_string(), request_line.next()?.to_string());
-    let headers: Vec<(String, String)> =
-        lines.filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string())).collect();
-    let length: usize = headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+    let (method, path) = (
+        request_line.next()?.to_string(),
+        request_line.next()?.to_string(),
+    );
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < length {
         let n = stream.read(&mut chunk).ok()?;
@@ -214,7 +254,12 @@ fn read_request(stream: &mut TcpStream) -> Option<RecordedRequest> {
         body.extend_from_slice(&chunk[..n]);
     }
     body.truncate(length);
-    Some(RecordedRequest { method, path, headers, body: String::from_utf8_lossy(&body).to_string() })
+    Some(RecordedRequest {
+        method,
+        path,
+        headers,
+        body: String::from_utf8_lossy(&body).to_string(),
+    })
 }
 
 fn reason(status: u16) -> &'static str {

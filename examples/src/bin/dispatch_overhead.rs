@@ -38,26 +38,62 @@ fn main() {
 
 fn run() -> Result<()> {
     let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1 << 12);
+    let n: usize = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(1 << 12);
     let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(100);
     let (platform, device) = kfoundry::default_device()?;
-    let context = Context::builder().platform(platform).devices(device).build()?;
+    let context = Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()?;
     let queue = Queue::new(&context, device, None)?;
     let a = 0.5f32;
-    let x = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(1.0).build()?;
-    let y = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(2.0).build()?;
+    let x = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(n)
+        .fill_val(1.0)
+        .build()?;
+    let y = Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(n)
+        .fill_val(2.0)
+        .build()?;
 
     // The variant dispatch runs here, built directly with `ocl` from the same source and options.
     let choice = Saxpy::explain(&device, n)?;
     let spec = Saxpy::evolved().spec()?;
-    if choice.variant.is_some_and(|v| Saxpy::evolved().variants().ok().and_then(|vs| vs.get(v)).is_some_and(|v| v.source.is_some())) {
-        return Err("the chosen variant has a generated source; this benchmark builds the annotated one".into());
+    if choice.variant.is_some_and(|v| {
+        Saxpy::evolved()
+            .variants()
+            .ok()
+            .and_then(|vs| vs.get(v))
+            .is_some_and(|v| v.source.is_some())
+    }) {
+        return Err(
+            "the chosen variant has a generated source; this benchmark builds the annotated one"
+                .into(),
+        );
     }
     let options = spec.build_options(&choice.params, &[])?;
-    let program = Program::builder().src(spec.source.clone()).devices(device).cmplr_opt(options).build(&context)?;
-    let geometry = spec.geometry(&choice.params, &[("n".to_string(), n as i64)].into_iter().collect(), Some(&kfoundry::traits_of(&device)?))?;
+    let program = Program::builder()
+        .src(spec.source.clone())
+        .devices(device)
+        .cmplr_opt(options)
+        .build(&context)?;
+    let geometry = spec.geometry(
+        &choice.params,
+        &[("n".to_string(), n as i64)].into_iter().collect(),
+        Some(&kfoundry::traits_of(&device)?),
+    )?;
     let mut builder = Kernel::builder();
-    builder.program(&program).name("saxpy").queue(queue.clone()).global_work_size(geometry.global[0]);
+    builder
+        .program(&program)
+        .name("saxpy")
+        .queue(queue.clone())
+        .global_work_size(geometry.global[0]);
     if let Some(local) = &geometry.local {
         builder.local_work_size(local[0]);
     }
@@ -82,7 +118,8 @@ fn run() -> Result<()> {
         Saxpy::launch(&queue, n, a, &x, &y)?;
         Ok(())
     };
-    let ways: [(&str, &dyn Fn() -> Result<()>); 3] = [("enq", &enq), ("set+enq", &set_enq), ("launch", &launch)];
+    let ways: [(&str, &dyn Fn() -> Result<()>); 3] =
+        [("enq", &enq), ("set+enq", &set_enq), ("launch", &launch)];
 
     // The first calls build and cache (dispatch's choice and program); not timed.
     for (_, way) in &ways {
@@ -106,7 +143,11 @@ fn run() -> Result<()> {
     }
     let medians: Vec<f64> = per_launch.iter_mut().map(|v| median(v)).collect();
     println!("device: {}", kfoundry::device_key(&device)?);
-    println!("saxpy n = {n}, variant: {} ({})", choice.step, kfoundry::model::spec::fmt_assignments(&choice.params, ", "));
+    println!(
+        "saxpy n = {n}, variant: {} ({})",
+        choice.step,
+        kfoundry::model::spec::fmt_assignments(&choice.params, ", ")
+    );
     println!("{rounds} rounds of {PER_ROUND} launches per way; median over rounds of host time per launch:");
     for ((name, _), m) in ways.iter().zip(&medians) {
         println!("  {name:<8} {:>8.3} µs", m * 1e6);

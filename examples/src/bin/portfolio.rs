@@ -40,34 +40,67 @@ fn main() {
 }
 
 fn run() -> Result<()> {
-    let rounds: usize = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(15);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(15);
     let lockfile = std::env::args().nth(2).map(std::path::PathBuf::from);
     let (platform, device) = kfoundry::default_device()?;
-    let context = Context::builder().platform(platform).devices(device).build()?;
-    let queue = Queue::new(&context, device, Some(kfoundry::ocl::flags::QUEUE_PROFILING_ENABLE))?;
+    let context = Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()?;
+    let queue = Queue::new(
+        &context,
+        device,
+        Some(kfoundry::ocl::flags::QUEUE_PROFILING_ENABLE),
+    )?;
     let spec = RmsNorm::evolved().spec()?;
     let per_spec = RmsNormPerSize::evolved().spec()?;
     let traits = kfoundry::traits_of(&device)?;
     // The variants of a lockfile read now, when one is named.
     let read = match &lockfile {
         Some(path) => {
-            let lock = kfoundry_tooling::lockfile::Lockfile::read(path)?.ok_or_else(|| format!("{} does not exist", path.display()))?;
+            let lock = kfoundry_tooling::lockfile::Lockfile::read(path)?
+                .ok_or_else(|| format!("{} does not exist", path.display()))?;
             let variants = |spec: &KernelSpec| -> Result<Vec<Variant>> {
-                let entry = lock.kernels.get(&spec.id).ok_or_else(|| format!("{} has no entry for `{}`", path.display(), spec.id))?;
+                let entry = lock
+                    .kernels
+                    .get(&spec.id)
+                    .ok_or_else(|| format!("{} has no entry for `{}`", path.display(), spec.id))?;
                 if entry.fingerprint != kfoundry_tooling::fingerprint(spec)? {
-                    return Err(format!("the entry of `{}` in {} is stale (another fingerprint)", spec.id, path.display()).into());
+                    return Err(format!(
+                        "the entry of `{}` in {} is stale (another fingerprint)",
+                        spec.id,
+                        path.display()
+                    )
+                    .into());
                 }
                 Ok(entry.variants.clone())
             };
-            Some((variants(spec)?, variants(per_spec)?, kfoundry::device_key(&device)?))
+            Some((
+                variants(spec)?,
+                variants(per_spec)?,
+                kfoundry::device_key(&device)?,
+            ))
         }
         None => None,
     };
     let pick = |which: usize, rows: usize| -> Result<Choice> {
-        let sizes: Sizes = [("rows".to_string(), rows as i64), ("cols".to_string(), COLS as i64)].into_iter().collect();
+        let sizes: Sizes = [
+            ("rows".to_string(), rows as i64),
+            ("cols".to_string(), COLS as i64),
+        ]
+        .into_iter()
+        .collect();
         Ok(match &read {
             Some((port, per, key)) => {
-                let (spec, variants) = if which == 0 { (spec, port) } else { (per_spec, per) };
+                let (spec, variants) = if which == 0 {
+                    (spec, port)
+                } else {
+                    (per_spec, per)
+                };
                 choose(spec, variants, key, None, Some(&traits), &sizes, None)?
             }
             None if which == 0 => RmsNorm::explain(&device, rows, COLS)?,
@@ -82,21 +115,55 @@ fn run() -> Result<()> {
         let (port, per) = (pick(0, rows)?, pick(1, rows)?);
         all_tuned &= port.step != Step::Reference;
         let n = rows * COLS;
-        let x = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(0.5).build()?;
-        let w = Buffer::<f32>::builder().queue(queue.clone()).len(COLS).fill_val(1.5).build()?;
-        let y = Buffer::<f32>::builder().queue(queue.clone()).len(n).fill_val(0.0).build()?;
-        let sizes = [("rows".to_string(), rows as i64), ("cols".to_string(), COLS as i64)].into_iter().collect();
+        let x = Buffer::<f32>::builder()
+            .queue(queue.clone())
+            .len(n)
+            .fill_val(0.5)
+            .build()?;
+        let w = Buffer::<f32>::builder()
+            .queue(queue.clone())
+            .len(COLS)
+            .fill_val(1.5)
+            .build()?;
+        let y = Buffer::<f32>::builder()
+            .queue(queue.clone())
+            .len(n)
+            .fill_val(0.0)
+            .build()?;
+        let sizes = [
+            ("rows".to_string(), rows as i64),
+            ("cols".to_string(), COLS as i64),
+        ]
+        .into_iter()
+        .collect();
         let build = |params: &Params| -> Result<Kernel> {
-            let program = Program::builder().src(spec.source.clone()).devices(device).cmplr_opt(spec.build_options(params, &[])?).build(&context)?;
+            let program = Program::builder()
+                .src(spec.source.clone())
+                .devices(device)
+                .cmplr_opt(spec.build_options(params, &[])?)
+                .build(&context)?;
             let g = spec.geometry(params, &sizes, Some(&traits))?;
             let mut b = Kernel::builder();
-            b.program(&program).name("rmsnorm").queue(queue.clone()).global_work_size(g.global[0]);
+            b.program(&program)
+                .name("rmsnorm")
+                .queue(queue.clone())
+                .global_work_size(g.global[0]);
             if let Some(local) = &g.local {
                 b.local_work_size(local[0]);
             }
-            Ok(b.arg(rows as i32).arg(COLS as i32).arg(1e-5f32).arg(&x).arg(&w).arg(&y).build()?)
+            Ok(b.arg(rows as i32)
+                .arg(COLS as i32)
+                .arg(1e-5f32)
+                .arg(&x)
+                .arg(&w)
+                .arg(&y)
+                .build()?)
         };
-        let kernels = [build(&spec.reference)?, build(&port.params)?, build(&per.params)?];
+        let kernels = [
+            build(&spec.reference)?,
+            build(&port.params)?,
+            build(&per.params)?,
+        ];
         let mut times: [Vec<f64>; 3] = Default::default();
         for _ in 0..rounds {
             for (k, t) in kernels.iter().zip(times.iter_mut()) {
@@ -107,8 +174,17 @@ fn run() -> Result<()> {
         let frac = s.min(p) / p;
         kept.push(frac);
         let fmt = |params: &Params| kfoundry::model::spec::fmt_assignments(params, ", ");
-        let mark = if port.step == Step::Reference { " (reference: no variant here)" } else { "" };
-        println!("| {rows} | {}{mark} | {} | {r:.1} | {p:.1} | {s:.1} | {:.0}% |", fmt(&port.params), fmt(&per.params), 100.0 * frac);
+        let mark = if port.step == Step::Reference {
+            " (reference: no variant here)"
+        } else {
+            ""
+        };
+        println!(
+            "| {rows} | {}{mark} | {} | {r:.1} | {p:.1} | {s:.1} | {:.0}% |",
+            fmt(&port.params),
+            fmt(&per.params),
+            100.0 * frac
+        );
     }
     let geomean = (kept.iter().map(|k| k.ln()).sum::<f64>() / kept.len() as f64).exp();
     let min = kept.iter().copied().fold(1.0, f64::min);
@@ -131,8 +207,12 @@ fn mean_launch_us(kernel: &Kernel) -> Result<f64> {
         // geometry is the annotation's at these sizes: the kernel touches only those elements.
         unsafe { kernel.cmd().enew(&mut event).enq()? };
         event.wait_for()?;
-        let start = event.profiling_info(kfoundry::ocl::enums::ProfilingInfo::Start)?.time()?;
-        let end = event.profiling_info(kfoundry::ocl::enums::ProfilingInfo::End)?.time()?;
+        let start = event
+            .profiling_info(kfoundry::ocl::enums::ProfilingInfo::Start)?
+            .time()?;
+        let end = event
+            .profiling_info(kfoundry::ocl::enums::ProfilingInfo::End)?
+            .time()?;
         total += end.saturating_sub(start) as f64 / 1e3;
     }
     Ok(total / PER_ROUND as f64)

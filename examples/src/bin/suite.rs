@@ -74,7 +74,9 @@ struct Options {
 fn options() -> Result<Options> {
     let usage = "usage: suite OUT_DIR [--workload NAME] [--problem NAME]... [--seed S] [--runs N] [--warmup N] [--device SEL] [--clblast PATH]";
     let mut args = std::env::args().skip(1);
-    let clock = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u32;
+    let clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos() as u32;
     let mut o = Options {
         out: PathBuf::new(),
         workload: "full".into(),
@@ -116,15 +118,21 @@ fn pick_device(sel: &str) -> Result<(Platform, Device)> {
     let name = |d: &Device| d.name().unwrap_or_default();
     let is = |d: &Device, t: core::DeviceType| matches!(d.info(kfoundry::ocl::enums::DeviceInfo::Type), Ok(kfoundry::ocl::enums::DeviceInfoResult::Type(x)) if x.contains(t));
     let found = match sel {
-        "gpu" => all.iter().find(|(_, d)| is(d, core::DeviceType::GPU)).or(all.first()),
+        "gpu" => all
+            .iter()
+            .find(|(_, d)| is(d, core::DeviceType::GPU))
+            .or(all.first()),
         "cpu" => all.iter().find(|(_, d)| is(d, core::DeviceType::CPU)),
         s if s.parse::<usize>().is_ok() => all.get(s.parse::<usize>()?),
         s => all.iter().find(|(p, d)| {
             let t = s.to_lowercase();
-            name(d).to_lowercase().contains(&t) || p.name().unwrap_or_default().to_lowercase().contains(&t)
+            name(d).to_lowercase().contains(&t)
+                || p.name().unwrap_or_default().to_lowercase().contains(&t)
         }),
     };
-    found.copied().ok_or_else(|| format!("no OpenCL device matches `{sel}`").into())
+    found
+        .copied()
+        .ok_or_else(|| format!("no OpenCL device matches `{sel}`").into())
 }
 
 /// One kernel launch of a problem: the annotated kernel, its sizes and its arguments by name.
@@ -159,7 +167,11 @@ struct Problem {
 
 fn workload(e: &Evolved, name: &str) -> Result<Sizes> {
     let spec = e.spec()?;
-    let w = spec.workloads.iter().find(|w| w.name == name).ok_or_else(|| format!("{} has no workload `{name}`", spec.id))?;
+    let w = spec
+        .workloads
+        .iter()
+        .find(|w| w.name == name)
+        .ok_or_else(|| format!("{} has no workload `{name}`", spec.id))?;
     Ok(w.sizes.clone())
 }
 
@@ -181,7 +193,12 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
         inputs: vec![("a", vec![m, k]), ("b", vec![k, n])],
         temps: vec![],
         output: vec![m, n],
-        stages: vec![Stage { label: "gemm", evolved: SuiteSgemm::evolved(), sizes: s, args: vec![Buf("a"), Buf("b"), Buf("out")] }],
+        stages: vec![Stage {
+            label: "gemm",
+            evolved: SuiteSgemm::evolved(),
+            sizes: s,
+            args: vec![Buf("a"), Buf("b"), Buf("out")],
+        }],
         flops: 2.0 * (m * n * k) as f64,
         tol: tol(SuiteSgemm::evolved())?,
     });
@@ -198,7 +215,12 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
         temps: vec![("pmax", rows * nch), ("psum", rows * nch)],
         output: vec![rows, cols],
         stages: vec![
-            Stage { label: "stats", evolved: SoftmaxStats::evolved(), sizes: s.clone(), args: vec![Buf("x"), Buf("pmax"), Buf("psum")] },
+            Stage {
+                label: "stats",
+                evolved: SoftmaxStats::evolved(),
+                sizes: s.clone(),
+                args: vec![Buf("x"), Buf("pmax"), Buf("psum")],
+            },
             Stage {
                 label: "apply",
                 evolved: SoftmaxApply::evolved(),
@@ -214,20 +236,41 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
     let (nn, d, chunk) = (u(&s, "n"), u(&s, "d"), u(&s, "chunk"));
     let nch = d.div_ceil(chunk);
     // KernelBench: x is 16 x 64 x 256 x 256, normalised over the last three dims.
-    let inner = if d == 64 * 256 * 256 { vec![64, 256, 256] } else { vec![d] };
+    let inner = if d == 64 * 256 * 256 {
+        vec![64, 256, 256]
+    } else {
+        vec![d]
+    };
     out.push(Problem {
         name: "layernorm",
         what: "LayerNorm over all but the first dim, affine",
-        inputs: vec![("x", [vec![nn], inner.clone()].concat()), ("weight", inner.clone()), ("bias", inner)],
+        inputs: vec![
+            ("x", [vec![nn], inner.clone()].concat()),
+            ("weight", inner.clone()),
+            ("bias", inner),
+        ],
         temps: vec![("mean", nn * nch), ("m2", nn * nch)],
         output: vec![nn, d],
         stages: vec![
-            Stage { label: "stats", evolved: LayerNormStats::evolved(), sizes: s.clone(), args: vec![Buf("x"), Buf("mean"), Buf("m2")] },
+            Stage {
+                label: "stats",
+                evolved: LayerNormStats::evolved(),
+                sizes: s.clone(),
+                args: vec![Buf("x"), Buf("mean"), Buf("m2")],
+            },
             Stage {
                 label: "apply",
                 evolved: LayerNormApply::evolved(),
                 sizes: workload(LayerNormApply::evolved(), wl)?,
-                args: vec![F32(1e-5), Buf("x"), Buf("mean"), Buf("m2"), Buf("weight"), Buf("bias"), Buf("out")],
+                args: vec![
+                    F32(1e-5),
+                    Buf("x"),
+                    Buf("mean"),
+                    Buf("m2"),
+                    Buf("weight"),
+                    Buf("bias"),
+                    Buf("out"),
+                ],
             },
         ],
         flops: 8.0 * (nn * d) as f64,
@@ -242,7 +285,12 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
         inputs: vec![("x", vec![b, r, c])],
         temps: vec![],
         output: vec![b, 1, c],
-        stages: vec![Stage { label: "sum", evolved: SumDim1::evolved(), sizes: s, args: vec![Buf("x"), Buf("out")] }],
+        stages: vec![Stage {
+            label: "sum",
+            evolved: SumDim1::evolved(),
+            sizes: s,
+            args: vec![Buf("x"), Buf("out")],
+        }],
         flops: (b * r * c) as f64,
         tol: (1e-4, 1e-3),
     });
@@ -256,7 +304,12 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
         temps: vec![("h", m * n)],
         output: vec![m, n],
         stages: vec![
-            Stage { label: "linear_gelu", evolved: LinearGelu::evolved(), sizes: s, args: vec![Buf("x"), Buf("weight"), Buf("bias"), Buf("h")] },
+            Stage {
+                label: "linear_gelu",
+                evolved: LinearGelu::evolved(),
+                sizes: s,
+                args: vec![Buf("x"), Buf("weight"), Buf("bias"), Buf("h")],
+            },
             Stage {
                 label: "softmax",
                 evolved: LinearSoftmax::evolved(),
@@ -269,7 +322,13 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
     });
 
     let s = workload(ConvGroupNorm::evolved(), wl)?;
-    let (n, cin, h, w, cout) = (u(&s, "n"), u(&s, "cin"), u(&s, "h"), u(&s, "w"), u(&s, "cout"));
+    let (n, cin, h, w, cout) = (
+        u(&s, "n"),
+        u(&s, "cin"),
+        u(&s, "h"),
+        u(&s, "w"),
+        u(&s, "cout"),
+    );
     out.push(Problem {
         name: "conv_groupnorm",
         what: "Conv2d 3x3 (+conv bias) + bias, × scale, sigmoid, GroupNorm affine",
@@ -288,7 +347,17 @@ fn problems(wl: &str) -> Result<Vec<Problem>> {
             label: "conv_gn",
             evolved: ConvGroupNorm::evolved(),
             sizes: s,
-            args: vec![F32(1e-5), Buf("x"), Buf("weight"), Buf("conv_bias"), Buf("bias"), Buf("scale"), Buf("gamma"), Buf("beta"), Buf("out")],
+            args: vec![
+                F32(1e-5),
+                Buf("x"),
+                Buf("weight"),
+                Buf("conv_bias"),
+                Buf("bias"),
+                Buf("scale"),
+                Buf("gamma"),
+                Buf("beta"),
+                Buf("out"),
+            ],
         }],
         flops: 2.0 * (n * cout * (h - 2) * (w - 2) * cin * 9) as f64,
         tol: tol(ConvGroupNorm::evolved())?,
@@ -300,18 +369,31 @@ fn run() -> Result<()> {
     let o = options()?;
     std::fs::create_dir_all(&o.out)?;
     let (platform, device) = pick_device(&o.device)?;
-    let context = Context::builder().platform(platform).devices(device).build()?;
-    let queue = Queue::new(&context, device, Some(CommandQueueProperties::new().profiling()))?;
+    let context = Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()?;
+    let queue = Queue::new(
+        &context,
+        device,
+        Some(CommandQueueProperties::new().profiling()),
+    )?;
     let key = kfoundry::device_key(&device)?;
     eprintln!("device: {} ({key})", device.name()?);
-    let util = Program::builder().src(UTIL).devices(device).build(&context)?;
+    let util = Program::builder()
+        .src(UTIL)
+        .devices(device)
+        .build(&context)?;
     let mut clblast = match &o.clblast {
         Some(p) => Some(ClBlast::load(p)?),
         None => None,
     };
 
     let mut results = Vec::new();
-    println!("{:<20} {:>12} {:>12} {:>8} {:>10}  dispatch (params)", "problem", "ref ms", "tuned ms", "speedup", "rel err");
+    println!(
+        "{:<20} {:>12} {:>12} {:>8} {:>10}  dispatch (params)",
+        "problem", "ref ms", "tuned ms", "speedup", "rel err"
+    );
     for p in problems(&o.workload)? {
         if !o.problems.is_empty() && !o.problems.iter().any(|n| n == p.name) {
             continue;
@@ -322,7 +404,15 @@ fn run() -> Result<()> {
         let dispatch: Vec<String> = r["stages"]
             .as_array()
             .map(|a| {
-                a.iter().map(|s| format!("{} ({})", s["dispatch"].as_str().unwrap_or("?"), s["tuned_params_text"].as_str().unwrap_or(""))).collect()
+                a.iter()
+                    .map(|s| {
+                        format!(
+                            "{} ({})",
+                            s["dispatch"].as_str().unwrap_or("?"),
+                            s["tuned_params_text"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
             })
             .unwrap_or_default();
         println!(
@@ -352,7 +442,13 @@ fn run() -> Result<()> {
     Ok(())
 }
 
-fn write_json(dir: &Path, o: &Options, device: &Device, key: &str, results: &[Value]) -> Result<()> {
+fn write_json(
+    dir: &Path,
+    o: &Options,
+    device: &Device,
+    key: &str,
+    results: &[Value],
+) -> Result<()> {
     let doc = json!({
         "version": 1,
         "device": device.name()?,
@@ -371,11 +467,15 @@ fn write_json(dir: &Path, o: &Options, device: &Device, key: &str, results: &[Va
 }
 
 fn buffer(queue: &Queue, len: usize) -> Result<Buffer<f32>> {
-    Ok(Buffer::<f32>::builder().queue(queue.clone()).len(len).build()?)
+    Ok(Buffer::<f32>::builder()
+        .queue(queue.clone())
+        .len(len)
+        .build()?)
 }
 
 fn tensor_seed(seed: u32, problem: usize, tensor: usize) -> u32 {
-    seed.wrapping_mul(1000).wrapping_add((problem * 16 + tensor) as u32)
+    seed.wrapping_mul(1000)
+        .wrapping_add((problem * 16 + tensor) as u32)
 }
 
 fn fill(queue: &Queue, util: &Program, buf: &Buffer<f32>, seed: u32) -> Result<()> {
@@ -395,18 +495,32 @@ fn fill(queue: &Queue, util: &Program, buf: &Buffer<f32>, seed: u32) -> Result<(
 
 /// NaN into every element (a grid-stride kernel: see `nan_fill` in suite_util.cl).
 fn poison(queue: &Queue, util: &Program, buf: &Buffer<f32>) -> Result<()> {
-    let k = Kernel::builder().program(util).name("nan_fill").queue(queue.clone()).global_work_size(1 << 18).arg(buf.len() as u64).arg(buf).build()?;
+    let k = Kernel::builder()
+        .program(util)
+        .name("nan_fill")
+        .queue(queue.clone())
+        .global_work_size(1 << 18)
+        .arg(buf.len() as u64)
+        .arg(buf)
+        .build()?;
     unsafe { k.enq()? };
     Ok(())
 }
 
-fn args<'a>(stage: &Stage, bufs: &'a BTreeMap<&'static str, Buffer<f32>>, out: &'a Buffer<f32>) -> Result<Vec<Arg<'a>>> {
+fn args<'a>(
+    stage: &Stage,
+    bufs: &'a BTreeMap<&'static str, Buffer<f32>>,
+    out: &'a Buffer<f32>,
+) -> Result<Vec<Arg<'a>>> {
     stage
         .args
         .iter()
         .map(|a| match a {
             ArgRef::Buf("out") => Ok(Arg::Buffer(out.as_core())),
-            ArgRef::Buf(name) => bufs.get(name).map(|b| Arg::Buffer(b.as_core())).ok_or_else(|| format!("no buffer `{name}`").into()),
+            ArgRef::Buf(name) => bufs
+                .get(name)
+                .map(|b| Arg::Buffer(b.as_core()))
+                .ok_or_else(|| format!("no buffer `{name}`").into()),
             ArgRef::F32(v) => Ok(Arg::Scalar(Scalar::F32(*v))),
         })
         .collect()
@@ -417,7 +531,13 @@ fn size_list(s: &Sizes) -> Vec<(&str, usize)> {
 }
 
 /// Runs every stage once: the reference parameters, or through dispatch.
-fn run_once(queue: &Queue, p: &Problem, bufs: &BTreeMap<&'static str, Buffer<f32>>, out: &Buffer<f32>, tuned: bool) -> Result<Vec<String>> {
+fn run_once(
+    queue: &Queue,
+    p: &Problem,
+    bufs: &BTreeMap<&'static str, Buffer<f32>>,
+    out: &Buffer<f32>,
+    tuned: bool,
+) -> Result<Vec<String>> {
     let mut steps = Vec::new();
     for st in &p.stages {
         let a = args(st, bufs, out)?;
@@ -434,8 +554,12 @@ fn run_once(queue: &Queue, p: &Problem, bufs: &BTreeMap<&'static str, Buffer<f32
 
 fn stats(v: &[f64]) -> Value {
     let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let med = if s.len() % 2 == 1 { s[s.len() / 2] } else { (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0 };
+    s.sort_by(|a, b| a.total_cmp(b));
+    let med = if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    };
     json!({ "median_ms": med, "min_ms": s[0], "max_ms": s[s.len() - 1], "runs_ms": v })
 }
 
@@ -452,8 +576,12 @@ fn time_variants(
 ) -> Result<Vec<(Value, Vec<f64>)>> {
     let mut configured = Vec::new();
     for (params, _) in variants {
-        let stages: Vec<_> =
-            p.stages.iter().zip(params.iter()).map(|(st, pr)| st.evolved.configure(queue, pr)).collect::<std::result::Result<Vec<_>, _>>()?;
+        let stages: Vec<_> = p
+            .stages
+            .iter()
+            .zip(params.iter())
+            .map(|(st, pr)| st.evolved.configure(queue, pr))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         configured.push(stages);
     }
     let mut totals = vec![Vec::new(); variants.len()];
@@ -465,7 +593,9 @@ fn time_variants(
                 let a = args(st, bufs, out)?;
                 // SAFETY: the variants timed are each stage's reference and its tuned winners,
                 // which the tuner verified; the buffers have the annotations' lengths.
-                timings.push(unsafe { configured[v][i].enqueue_profiled(queue, &size_list(&st.sizes), &a)? });
+                timings.push(unsafe {
+                    configured[v][i].enqueue_profiled(queue, &size_list(&st.sizes), &a)?
+                });
             }
             queue.finish()?;
             let mut total = 0.0;
@@ -480,7 +610,14 @@ fn time_variants(
     Ok(totals
         .iter()
         .zip(&per_stage)
-        .map(|(t, ps)| (stats(t), ps.iter().map(|v| stats(v)["median_ms"].as_f64().unwrap_or(f64::NAN)).collect()))
+        .map(|(t, ps)| {
+            (
+                stats(t),
+                ps.iter()
+                    .map(|v| stats(v)["median_ms"].as_f64().unwrap_or(f64::NAN))
+                    .collect(),
+            )
+        })
         .collect())
 }
 
@@ -538,7 +675,12 @@ fn compare(got: &Buffer<f32>, want: &Buffer<f32>, tol: (f64, f64)) -> Result<Val
 }
 
 fn smallest_prime_at_least(n: usize) -> usize {
-    let is_prime = |k: usize| k >= 2 && (2..).take_while(|d| d * d <= k).all(|d| !k.is_multiple_of(d));
+    let is_prime = |k: usize| {
+        k >= 2
+            && (2..)
+                .take_while(|d| d * d <= k)
+                .all(|d| !k.is_multiple_of(d))
+    };
     (n.max(2)..).find(|k| is_prime(*k)).unwrap_or(n)
 }
 
@@ -559,7 +701,13 @@ fn write_f32(path: &Path, b: &Buffer<f32>) -> Result<()> {
 }
 
 /// Writes the output, or a strided sample of it; returns its description.
-fn save_output(o: &Options, queue: &Queue, util: &Program, name: &str, out: &Buffer<f32>) -> Result<Value> {
+fn save_output(
+    o: &Options,
+    queue: &Queue,
+    util: &Program,
+    name: &str,
+    out: &Buffer<f32>,
+) -> Result<Value> {
     let len = out.len();
     if len * 4 <= o.sample_above {
         let file = format!("{name}.out.f32");
@@ -588,8 +736,10 @@ fn save_output(o: &Options, queue: &Queue, util: &Program, name: &str, out: &Buf
         f.write_all(&(j * stride as u64).to_le_bytes())?;
     }
     f.flush()?;
-    Ok(json!({ "kind": "strided_sample", "file": file, "index_file": idx_file, "len": len, "stride": stride, "count": count,
-               "note": "sample[j] = output[j * stride] (flat index), j < count" }))
+    Ok(
+        json!({ "kind": "strided_sample", "file": file, "index_file": idx_file, "len": len, "stride": stride, "count": count,
+               "note": "sample[j] = output[j * stride] (flat index), j < count" }),
+    )
 }
 
 fn cost_of(spec: &KernelSpec, params: &Params, sizes: &Sizes) -> (Option<i64>, Option<i64>) {
@@ -601,9 +751,24 @@ fn cost_of(spec: &KernelSpec, params: &Params, sizes: &Sizes) -> (Option<i64>, O
     }
 }
 
-fn run_problem(o: &Options, queue: &Queue, util: &Program, p: &Problem, clblast: Option<&mut ClBlast>) -> Result<Value> {
-    let index =
-        ["sgemm", "softmax", "layernorm", "sum_dim1", "linear_gelu_softmax", "conv_groupnorm"].iter().position(|n| *n == p.name).unwrap_or(99);
+fn run_problem(
+    o: &Options,
+    queue: &Queue,
+    util: &Program,
+    p: &Problem,
+    clblast: Option<&mut ClBlast>,
+) -> Result<Value> {
+    let index = [
+        "sgemm",
+        "softmax",
+        "layernorm",
+        "sum_dim1",
+        "linear_gelu_softmax",
+        "conv_groupnorm",
+    ]
+    .iter()
+    .position(|n| *n == p.name)
+    .unwrap_or(99);
     let device = queue.device();
     eprintln!("{}: allocating and filling inputs", p.name);
     let mut bufs: BTreeMap<&'static str, Buffer<f32>> = BTreeMap::new();
@@ -624,7 +789,11 @@ fn run_problem(o: &Options, queue: &Queue, util: &Program, p: &Problem, clblast:
     let out_tuned = buffer(queue, out_len)?;
     queue.finish()?;
 
-    let ref_params: Vec<Params> = p.stages.iter().map(|s| Ok(s.evolved.spec()?.reference.clone())).collect::<Result<_>>()?;
+    let ref_params: Vec<Params> = p
+        .stages
+        .iter()
+        .map(|s| Ok(s.evolved.spec()?.reference.clone()))
+        .collect::<Result<_>>()?;
     let mut tuned_params = Vec::new();
     let mut stages_json = Vec::new();
     for st in &p.stages {
@@ -648,7 +817,13 @@ fn run_problem(o: &Options, queue: &Queue, util: &Program, p: &Problem, clblast:
     }
     queue.finish()?;
     eprintln!("{}: timing", p.name);
-    let mut timed = time_variants(queue, p, &[(&ref_params, &out_ref), (&tuned_params, &out_tuned)], &bufs, o.runs)?;
+    let mut timed = time_variants(
+        queue,
+        p,
+        &[(&ref_params, &out_ref), (&tuned_params, &out_tuned)],
+        &bufs,
+        o.runs,
+    )?;
     let (tuned_t, tuned_stage) = timed.pop().ok_or("timing")?;
     let (ref_t, ref_stage) = timed.pop().ok_or("timing")?;
     for (i, s) in stages_json.iter_mut().enumerate() {
@@ -669,7 +844,11 @@ fn run_problem(o: &Options, queue: &Queue, util: &Program, p: &Problem, clblast:
     // against FP64 at most twice the reference's) is judged by bench/torch_suite.py.
     let reference_output = save_output(o, queue, util, &format!("{}.ref", p.name), &out_ref)?;
 
-    let input_bytes: usize = p.inputs.iter().map(|(_, s)| s.iter().product::<usize>() * 4).sum();
+    let input_bytes: usize = p
+        .inputs
+        .iter()
+        .map(|(_, s)| s.iter().product::<usize>() * 4)
+        .sum();
     let mut r = json!({
         "name": p.name, "what": p.what,
         "inputs": inputs_json, "output_shape": p.output,
@@ -721,14 +900,31 @@ const CLBLAST_NO_TRANS: i32 = 111;
 impl ClBlast {
     fn load(path: &str) -> Result<ClBlast> {
         // SAFETY: loading a shared library runs its initialisers; CLBlast's are benign.
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("cannot load CLBlast from {path}: {e}"))?;
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| format!("cannot load CLBlast from {path}: {e}"))?;
         // SAFETY: the symbol has the C signature declared by `SgemmFn` (clblast_c.h, 1.5).
-        let sgemm = unsafe { *lib.get::<SgemmFn>(b"CLBlastSgemm\0").map_err(|e| format!("CLBlastSgemm: {e}"))? };
-        Ok(ClBlast { _lib: lib, sgemm, path: path.into() })
+        let sgemm = unsafe {
+            *lib.get::<SgemmFn>(b"CLBlastSgemm\0")
+                .map_err(|e| format!("CLBlastSgemm: {e}"))?
+        };
+        Ok(ClBlast {
+            _lib: lib,
+            sgemm,
+            path: path.into(),
+        })
     }
 
     #[expect(clippy::too_many_arguments, reason = "the arguments of CLBlastSgemm")]
-    fn call(&self, queue: &Queue, m: usize, n: usize, k: usize, a: &Buffer<f32>, b: &Buffer<f32>, c: &Buffer<f32>) -> Result<()> {
+    fn call(
+        &self,
+        queue: &Queue,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &Buffer<f32>,
+        b: &Buffer<f32>,
+        c: &Buffer<f32>,
+    ) -> Result<()> {
         let mut q = queue.as_core().as_ptr();
         // SAFETY: live buffers of the right lengths (m·k, k·n, m·n) on this queue's context;
         // row-major leading dimensions k, n, n.
@@ -773,7 +969,10 @@ impl ClBlast {
         let (m, n, k) = (s["m"] as usize, s["n"] as usize, s["k"] as usize);
         let (a, b) = (&bufs["a"], &bufs["b"]);
         let c = buffer(queue, m * n)?;
-        eprintln!("sgemm: CLBlast from {} (the first call compiles its kernels)", self.path);
+        eprintln!(
+            "sgemm: CLBlast from {} (the first call compiles its kernels)",
+            self.path
+        );
         for _ in 0..o.warmup.max(1) {
             self.call(queue, m, n, k, a, b, &c)?;
         }
@@ -790,7 +989,8 @@ impl ClBlast {
         queue.finish()?;
         let check = compare(&c, out_ref, p.tol)?;
         let mut r = stats(&times);
-        r["timing"] = json!("host wall time per call (enqueue + finish), CLBlast may launch several kernels");
+        r["timing"] =
+            json!("host wall time per call (enqueue + finish), CLBlast may launch several kernels");
         r["library"] = json!(self.path);
         r["rel_l2_vs_reference"] = check["rel_l2"].clone();
         r["check_vs_reference"] = check;

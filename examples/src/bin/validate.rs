@@ -46,7 +46,11 @@ fn space(spec: &KernelSpec) -> Vec<Params> {
 }
 
 fn sizes(spec: &KernelSpec, values: &[usize]) -> Sizes {
-    spec.sizes.iter().cloned().zip(values.iter().map(|v| *v as i64)).collect()
+    spec.sizes
+        .iter()
+        .cloned()
+        .zip(values.iter().map(|v| *v as i64))
+        .collect()
 }
 
 /// xorshift64*: a dependency-free seeded stream for sampling.
@@ -61,8 +65,18 @@ impl Rng {
 }
 
 /// Valid configurations at `first` sizes: all of them, or `sample` edge ones and `sample` others.
-fn configs(spec: &KernelSpec, first: &Sizes, device: &DeviceTraits, sample: usize, exhaustive_max: usize, rng: &mut Rng) -> (usize, Vec<Params>) {
-    let valid: Vec<Params> = space(spec).into_iter().filter(|p| spec.geometry(p, first, Some(device)).is_ok()).collect();
+fn configs(
+    spec: &KernelSpec,
+    first: &Sizes,
+    device: &DeviceTraits,
+    sample: usize,
+    exhaustive_max: usize,
+    rng: &mut Rng,
+) -> (usize, Vec<Params>) {
+    let valid: Vec<Params> = space(spec)
+        .into_iter()
+        .filter(|p| spec.geometry(p, first, Some(device)).is_ok())
+        .collect();
     let total = valid.len();
     if total <= exhaustive_max {
         return (total, valid);
@@ -70,7 +84,7 @@ fn configs(spec: &KernelSpec, first: &Sizes, device: &DeviceTraits, sample: usiz
     let edge = |p: &Params| {
         spec.params.iter().all(|d| {
             let v = p[&d.name];
-            v == *d.values.iter().min().unwrap() || v == *d.values.iter().max().unwrap()
+            Some(&v) == d.values.iter().min() || Some(&v) == d.values.iter().max()
         })
     };
     let (mut edges, mut rest): (Vec<Params>, Vec<Params>) = valid.into_iter().partition(edge);
@@ -96,17 +110,29 @@ fn run() -> Result<()> {
         match a.as_str() {
             "--sample" => sample = args.next().ok_or("--sample N")?.parse()?,
             "--seed" => seed = args.next().ok_or("--seed S")?.parse()?,
-            "--exhaustive-max" => exhaustive_max = args.next().ok_or("--exhaustive-max N")?.parse()?,
+            "--exhaustive-max" => {
+                exhaustive_max = args.next().ok_or("--exhaustive-max N")?.parse()?
+            }
             _ => only.push(a),
         }
     }
     let (platform, device) = kfoundry::default_device()?;
-    let context = Context::builder().platform(platform).devices(device).build()?;
+    let context = Context::builder()
+        .platform(platform)
+        .devices(device)
+        .build()?;
     let queue = Queue::new(&context, device, None)?;
     eprintln!("device: {}", kfoundry::device_key(&device)?);
     let traits = kfoundry::traits_of(&device)?;
 
-    let conv = |s: &[usize]| ConvShape { n: s[0], cin: s[1], h: s[2], w: s[3], cout: s[4], groups: s[5] };
+    let conv = |s: &[usize]| ConvShape {
+        n: s[0],
+        cin: s[1],
+        h: s[2],
+        w: s[3],
+        cout: s[4],
+        groups: s[5],
+    };
     let (sm, sn, sk) = small::SGEMM;
     let (lm, ln, lk) = small::LINEAR;
     let (nn, nd, nc) = small::LAYERNORM;
@@ -124,19 +150,33 @@ fn run() -> Result<()> {
         (
             "softmax",
             Softmax::evolved().spec()?,
-            vec![vec![small::SOFTMAX.0, small::SOFTMAX.1], vec![5, 1000], vec![3, 7]],
+            vec![
+                vec![small::SOFTMAX.0, small::SOFTMAX.1],
+                vec![5, 1000],
+                vec![3, 7],
+            ],
             Box::new(|q, h, s| checks::softmax(q, h, s[0], s[1])),
         ),
         (
             "softmax_stats",
             SoftmaxStats::evolved().spec()?,
-            vec![vec![ssr, ssc, ssch], vec![5, 1000, 96], vec![3, 7, 3], vec![1, 33, 64]],
+            vec![
+                vec![ssr, ssc, ssch],
+                vec![5, 1000, 96],
+                vec![3, 7, 3],
+                vec![1, 33, 64],
+            ],
             Box::new(|q, h, s| checks::softmax_stats(q, h, s[0], s[1], s[2])),
         ),
         (
             "softmax_apply",
             SoftmaxApply::evolved().spec()?,
-            vec![vec![ssr, ssc, ssch], vec![5, 1000, 96], vec![3, 7, 3], vec![1, 33, 64]],
+            vec![
+                vec![ssr, ssc, ssch],
+                vec![5, 1000, 96],
+                vec![3, 7, 3],
+                vec![1, 33, 64],
+            ],
             Box::new(|q, h, s| checks::softmax_apply(q, h, s[0], s[1], s[2])),
         ),
         (
@@ -172,7 +212,11 @@ fn run() -> Result<()> {
         (
             "conv_gn",
             ConvGroupNorm::evolved().spec()?,
-            vec![vec![c.n, c.cin, c.h, c.w, c.cout, c.groups], vec![1, 3, 9, 13, 8, 4], vec![1, 2, 5, 40, 8, 2]],
+            vec![
+                vec![c.n, c.cin, c.h, c.w, c.cout, c.groups],
+                vec![1, 3, 9, 13, 8, 4],
+                vec![1, 2, 5, 40, 8, 2],
+            ],
             Box::new(move |q, h, s| checks::conv_gn(q, h, conv(s))),
         ),
     ];
@@ -198,18 +242,29 @@ fn run() -> Result<()> {
                     Ok(o) if o.ok() => {}
                     Ok(o) => {
                         failed += 1;
-                        eprintln!("{name} {s:?} {}: {} of {} wrong", o.ran, o.mismatches, o.len);
+                        eprintln!(
+                            "{name} {s:?} {}: {} of {} wrong",
+                            o.ran, o.mismatches, o.len
+                        );
                     }
                     Err(e) => {
                         failed += 1;
-                        eprintln!("{name} {s:?} {}: {e}", kfoundry::model::spec::fmt_assignments(p, ", "));
+                        eprintln!(
+                            "{name} {s:?} {}: {e}",
+                            kfoundry::model::spec::fmt_assignments(p, ", ")
+                        );
                     }
                 }
             }
         }
         failed_total += failed;
         let sets: Vec<String> = size_sets.iter().map(|s| format!("{s:?}")).collect();
-        println!("{name:<17} {total:>5}  {:>6}  {runs:>4}  {failed:>6}  {}  ({:.0} s)", cfgs.len(), sets.join(" "), started.elapsed().as_secs_f64());
+        println!(
+            "{name:<17} {total:>5}  {:>6}  {runs:>4}  {failed:>6}  {}  ({:.0} s)",
+            cfgs.len(),
+            sets.join(" "),
+            started.elapsed().as_secs_f64()
+        );
     }
     if failed_total > 0 {
         return Err(format!("{failed_total} runs failed").into());

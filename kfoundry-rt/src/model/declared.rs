@@ -22,38 +22,61 @@ pub struct DeclarationError {
 pub fn declared_params(source: &str) -> Result<Vec<Param>, DeclarationError> {
     let mut params: Vec<Param> = Vec::new();
     for (i, line) in source.lines().enumerate() {
-        let Some(pos) = line.find(PARAMS_MARKER) else { continue };
-        let bad = |problem: String| DeclarationError { line: i + 1, problem };
+        let Some(pos) = line.find(PARAMS_MARKER) else {
+            continue;
+        };
+        let bad = |problem: String| DeclarationError {
+            line: i + 1,
+            problem,
+        };
         if !line[..pos].trim_end().ends_with("//") {
             return Err(bad("the declaration must be a `//` comment".into()));
         }
         let mut rest = line[pos + PARAMS_MARKER.len()..].trim();
         while !rest.is_empty() {
-            let eq = rest.find('=').ok_or_else(|| bad(format!("`{rest}` has no `=`")))?;
+            let eq = rest
+                .find('=')
+                .ok_or_else(|| bad(format!("`{rest}` has no `=`")))?;
             let name = rest[..eq].trim();
             if let Err(why) = check_macro_name(name) {
                 return Err(bad(format!("`{name}` is not a parameter name: it {why}")));
             }
             let after = rest[eq + 1..].trim_start();
-            let list = after.strip_prefix('[').ok_or_else(|| bad(format!("`{name}` needs a list `[…]`")))?;
-            let close = list.find(']').ok_or_else(|| bad(format!("the list of `{name}` is not closed")))?;
+            let list = after
+                .strip_prefix('[')
+                .ok_or_else(|| bad(format!("`{name}` needs a list `[…]`")))?;
+            let close = list
+                .find(']')
+                .ok_or_else(|| bad(format!("the list of `{name}` is not closed")))?;
             let inner = list[..close].trim();
             let values = inner
                 .split(',')
                 .filter(|_| !inner.is_empty())
-                .map(|v| v.trim().parse::<i64>().map_err(|_| bad(format!("`{}` (in `{name}`) is not an integer", v.trim()))))
+                .map(|v| {
+                    v.trim()
+                        .parse::<i64>()
+                        .map_err(|_| bad(format!("`{}` (in `{name}`) is not an integer", v.trim())))
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             if values.is_empty() || values.len() > MAX_DECLARED_VALUES {
-                return Err(bad(format!("`{name}` needs 1 to {MAX_DECLARED_VALUES} values")));
+                return Err(bad(format!(
+                    "`{name}` needs 1 to {MAX_DECLARED_VALUES} values"
+                )));
             }
             if params.iter().any(|p| p.name == name) {
                 return Err(bad(format!("`{name}` is declared twice")));
             }
-            params.push(Param { name: name.to_string(), values });
+            params.push(Param {
+                name: name.to_string(),
+                values,
+            });
             if params.len() > MAX_DECLARED_PARAMS {
                 return Err(bad(format!("more than {MAX_DECLARED_PARAMS} parameters")));
             }
-            rest = list[close + 1..].trim_start().trim_start_matches(',').trim_start();
+            rest = list[close + 1..]
+                .trim_start()
+                .trim_start_matches(',')
+                .trim_start();
         }
     }
     Ok(params)

@@ -22,18 +22,32 @@ pub struct DeviceKey {
 
 /// Lower-cases, trims and collapses whitespace; `|` (the key separator) becomes `/`.
 pub fn normalise(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase().replace('|', "/")
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+        .replace('|', "/")
 }
 
 impl DeviceKey {
     /// Builds the key from the raw strings OpenCL reports.
-    pub fn from_reported(vendor_id: u32, name: &str, driver: &str, device_version: &str) -> DeviceKey {
+    pub fn from_reported(
+        vendor_id: u32,
+        name: &str,
+        driver: &str,
+        device_version: &str,
+    ) -> DeviceKey {
         let opencl = device_version
             .split_whitespace()
             .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
             .unwrap_or("")
             .to_string();
-        DeviceKey { vendor_id, name: normalise(name), driver: normalise(driver), opencl }
+        DeviceKey {
+            vendor_id,
+            name: normalise(name),
+            driver: normalise(driver),
+            opencl,
+        }
     }
 
     /// Parses the `Display` form `vendor|name|driver|opencl` (vendor in hex).
@@ -47,7 +61,12 @@ impl DeviceKey {
         if parts.next().is_some() || name.is_empty() {
             return None;
         }
-        Some(DeviceKey { vendor_id, name, driver, opencl })
+        Some(DeviceKey {
+            vendor_id,
+            name,
+            driver,
+            opencl,
+        })
     }
 
     /// Same hardware (vendor and device name), any driver.
@@ -65,8 +84,14 @@ impl DeviceKey {
     /// (dispatch still checks every variant against the call and the device's limits).
     pub fn family(&self) -> String {
         let packaging = |w: &str| {
-            ["pcie", "sxm", "sxm2", "sxm4", "sxm5", "nvl", "hbm2", "hbm2e", "hbm3", "hbm3e", "graphics", "gpu"].contains(&w)
-                || (w.ends_with("gb") && w[..w.len() - 2].chars().all(|c| c.is_ascii_digit()) && w.len() > 2)
+            [
+                "pcie", "sxm", "sxm2", "sxm4", "sxm5", "nvl", "hbm2", "hbm2e", "hbm3", "hbm3e",
+                "graphics", "gpu",
+            ]
+            .contains(&w)
+                || (w.ends_with("gb")
+                    && w[..w.len() - 2].chars().all(|c| c.is_ascii_digit())
+                    && w.len() > 2)
         };
         let series = |w: &str| -> String {
             let letters: String = w.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
@@ -97,7 +122,11 @@ impl DeviceKey {
 
 impl fmt::Display for DeviceKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04x}|{}|{}|{}", self.vendor_id, self.name, self.driver, self.opencl)
+        write!(
+            f,
+            "{:04x}|{}|{}|{}",
+            self.vendor_id, self.name, self.driver, self.opencl
+        )
     }
 }
 
@@ -131,9 +160,13 @@ impl DeviceInfo {
             return None;
         }
         let ratio = |a: u64, b: u64| ((a.max(1) as f64) / (b.max(1) as f64)).log2().abs();
-        let mut d = ratio(u64::from(self.compute_units), u64::from(other.compute_units))
-            + ratio(u64::from(self.max_clock_mhz), u64::from(other.max_clock_mhz))
-            + ratio(self.local_mem_bytes, other.local_mem_bytes)
+        let mut d = ratio(
+            u64::from(self.compute_units),
+            u64::from(other.compute_units),
+        ) + ratio(
+            u64::from(self.max_clock_mhz),
+            u64::from(other.max_clock_mhz),
+        ) + ratio(self.local_mem_bytes, other.local_mem_bytes)
             + ratio(self.max_work_group_size, other.max_work_group_size)
             + 0.5 * ratio(self.global_mem_bytes, other.global_mem_bytes);
         if self.vendor != other.vendor {
@@ -200,7 +233,11 @@ impl DeviceTraits {
         let flag = |b: bool| Some(i64::from(b));
         let big = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
         if let Some(ext) = name.strip_prefix(EXTENSION_PREFIX) {
-            return if ext.is_empty() { None } else { flag(self.extensions.contains(ext)) };
+            return if ext.is_empty() {
+                None
+            } else {
+                flag(self.extensions.contains(ext))
+            };
         }
         match name {
             "device_vendor" => Some(i64::from(self.vendor_id)),
@@ -213,9 +250,12 @@ impl DeviceTraits {
             "device_local_mem" => big(self.local_mem_bytes),
             "device_max_work_group" => big(self.max_work_group_size),
             "device_compute_units" => Some(i64::from(self.compute_units)),
-            "device_sub_groups" => {
-                Some(self.sub_group_sizes.iter().filter(|s| s.is_power_of_two() && **s < 1 << 30).fold(0i64, |m, s| m | i64::from(*s)))
-            }
+            "device_sub_groups" => Some(
+                self.sub_group_sizes
+                    .iter()
+                    .filter(|s| s.is_power_of_two() && **s < 1 << 30)
+                    .fold(0i64, |m, s| m | i64::from(*s)),
+            ),
             "device_sm" => Some(i64::from(self.nv_compute_capability)),
             _ => None,
         }
@@ -223,7 +263,11 @@ impl DeviceTraits {
 
     /// Every property with its value here, for `cargo kfoundry devices` (extensions apart).
     pub fn values(&self) -> Vec<(&'static str, i64)> {
-        DEVICE_PROPERTIES.iter().filter(|(name, _)| !name.contains('<')).filter_map(|(name, _)| self.value(name).map(|v| (*name, v))).collect()
+        DEVICE_PROPERTIES
+            .iter()
+            .filter(|(name, _)| !name.contains('<'))
+            .filter_map(|(name, _)| self.value(name).map(|v| (*name, v)))
+            .collect()
     }
 }
 
@@ -250,17 +294,44 @@ mod tests {
 
     #[test]
     fn families() {
-        let fam = |vendor: u32, name: &str| DeviceKey::from_reported(vendor, name, "1", "OpenCL 3.0").family();
-        assert_eq!(fam(0x10de, "NVIDIA H200"), fam(0x10de, "NVIDIA H100 80GB HBM3"));
+        let fam = |vendor: u32, name: &str| {
+            DeviceKey::from_reported(vendor, name, "1", "OpenCL 3.0").family()
+        };
+        assert_eq!(
+            fam(0x10de, "NVIDIA H200"),
+            fam(0x10de, "NVIDIA H100 80GB HBM3")
+        );
         assert_eq!(fam(0x10de, "NVIDIA H200"), "10de|nvidia h");
-        assert_eq!(fam(0x10de, "NVIDIA A100-PCIE-40GB"), fam(0x10de, "NVIDIA A100-SXM4-80GB"));
-        assert_ne!(fam(0x10de, "NVIDIA A100-PCIE-40GB"), fam(0x10de, "NVIDIA H100 PCIe"));
-        assert_eq!(fam(0x10de, "NVIDIA GeForce RTX 4090"), fam(0x10de, "NVIDIA GeForce RTX 4070"));
-        assert_ne!(fam(0x10de, "NVIDIA GeForce RTX 4090"), fam(0x10de, "NVIDIA GeForce RTX 3090"));
-        assert_ne!(fam(0x10de, "NVIDIA H200"), fam(0x1002, "NVIDIA H200"), "the vendor is part of the family");
+        assert_eq!(
+            fam(0x10de, "NVIDIA A100-PCIE-40GB"),
+            fam(0x10de, "NVIDIA A100-SXM4-80GB")
+        );
+        assert_ne!(
+            fam(0x10de, "NVIDIA A100-PCIE-40GB"),
+            fam(0x10de, "NVIDIA H100 PCIe")
+        );
+        assert_eq!(
+            fam(0x10de, "NVIDIA GeForce RTX 4090"),
+            fam(0x10de, "NVIDIA GeForce RTX 4070")
+        );
+        assert_ne!(
+            fam(0x10de, "NVIDIA GeForce RTX 4090"),
+            fam(0x10de, "NVIDIA GeForce RTX 3090")
+        );
+        assert_ne!(
+            fam(0x10de, "NVIDIA H200"),
+            fam(0x1002, "NVIDIA H200"),
+            "the vendor is part of the family"
+        );
         // PoCL's CPU names carry the LLVM target: the whole name is the family
-        assert_eq!(fam(0x8086, "pthread-haswell-AMD EPYC"), "8086|pthread-haswell-amd epyc");
-        assert_ne!(fam(0x8086, "pthread-haswell-AMD EPYC"), fam(0x8086, "cpu-skylake-avx512-Intel(R) Xeon(R) Processor"));
+        assert_eq!(
+            fam(0x8086, "pthread-haswell-AMD EPYC"),
+            "8086|pthread-haswell-amd epyc"
+        );
+        assert_ne!(
+            fam(0x8086, "pthread-haswell-AMD EPYC"),
+            fam(0x8086, "cpu-skylake-avx512-Intel(R) Xeon(R) Processor")
+        );
     }
 
     #[test]
@@ -280,9 +351,15 @@ mod tests {
         let h100 = gpu(114, 1755);
         let small = gpu(28, 1500);
         assert!(h200.distance(&h100).unwrap() < h200.distance(&small).unwrap());
-        let cpu = DeviceInfo { kind: "cpu".into(), ..h200.clone() };
+        let cpu = DeviceInfo {
+            kind: "cpu".into(),
+            ..h200.clone()
+        };
         assert_eq!(h200.distance(&cpu), None);
-        let other_vendor = DeviceInfo { vendor: "Advanced Micro Devices, Inc.".into(), ..h200.clone() };
+        let other_vendor = DeviceInfo {
+            vendor: "Advanced Micro Devices, Inc.".into(),
+            ..h200.clone()
+        };
         assert_eq!(h200.distance(&other_vendor), Some(1.0));
     }
 
@@ -327,7 +404,11 @@ mod tests {
             compute_units: 132,
             sub_group_sizes: vec![32],
             nv_compute_capability: 90,
-            extensions: ["cl_khr_fp64".to_string(), "cl_nv_device_attribute_query".to_string()].into(),
+            extensions: [
+                "cl_khr_fp64".to_string(),
+                "cl_nv_device_attribute_query".to_string(),
+            ]
+            .into(),
         };
         assert_eq!(h200.value("device_nvidia"), Some(1));
         assert_eq!(h200.value("device_amd"), Some(0));
@@ -341,10 +422,21 @@ mod tests {
         assert_eq!(h200.value("device_has_cl_khr_subgroups"), Some(0));
         assert_eq!(h200.value("device_has_"), None);
         assert_eq!(h200.value("device_colour"), None);
-        let intel = DeviceTraits { sub_group_sizes: vec![8, 16, 32, 3], ..Default::default() };
-        assert_eq!(intel.value("device_sub_groups"), Some(8 | 16 | 32), "sizes that are not powers of two are left out of the mask");
+        let intel = DeviceTraits {
+            sub_group_sizes: vec![8, 16, 32, 3],
+            ..Default::default()
+        };
+        assert_eq!(
+            intel.value("device_sub_groups"),
+            Some(8 | 16 | 32),
+            "sizes that are not powers of two are left out of the mask"
+        );
         assert!(is_device_property("device_sm") && is_device_property("device_has_cl_khr_fp64"));
-        assert!(!is_device_property("device_colour") && !is_device_property("device_has_") && !is_device_property("sm"));
+        assert!(
+            !is_device_property("device_colour")
+                && !is_device_property("device_has_")
+                && !is_device_property("sm")
+        );
         // every listed name but the extension pattern has a value
         for (name, _) in DEVICE_PROPERTIES.iter().filter(|(n, _)| !n.contains('<')) {
             assert!(h200.value(name).is_some(), "{name}");

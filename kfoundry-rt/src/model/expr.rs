@@ -164,20 +164,29 @@ impl Expr {
     /// Parses an expression from text.
     pub fn parse(text: &str) -> Result<Expr, ParseError> {
         let tokens = lex(text)?;
-        let mut parser = Parser { text, tokens, pos: 0 };
+        let mut parser = Parser {
+            text,
+            tokens,
+            pos: 0,
+        };
         let node = parser.expr(0)?;
         if let Some(tok) = parser.tokens.get(parser.pos) {
             return Err(parser.error_at(tok.offset, format!("unexpected `{}`", tok.kind)));
         }
         if tree_depth(&node) > MAX_TREE_DEPTH {
-            return Err(parser.error_at(0, format!("expression nested too deeply (more than {MAX_TREE_DEPTH} levels)")));
+            return Err(parser.error_at(
+                0,
+                format!("expression nested too deeply (more than {MAX_TREE_DEPTH} levels)"),
+            ));
         }
         Ok(Expr { node })
     }
 
     /// A literal expression.
     pub fn literal(value: i64) -> Expr {
-        Expr { node: Node::Lit(value) }
+        Expr {
+            node: Node::Lit(value),
+        }
     }
 
     /// Evaluates with the given bindings.
@@ -249,11 +258,17 @@ fn eval(node: &Node, env: &Env, whole: &Expr) -> Result<i64, EvalError> {
     let overflow = || EvalError::Overflow(whole.to_string());
     Ok(match node {
         Node::Lit(v) => *v,
-        Node::Var(name) => *env.get(name).ok_or_else(|| EvalError::UnknownVariable(name.clone()))?,
+        Node::Var(name) => *env
+            .get(name)
+            .ok_or_else(|| EvalError::UnknownVariable(name.clone()))?,
         Node::Unary(UnOp::Neg, a) => eval(a, env, whole)?.checked_neg().ok_or_else(overflow)?,
         Node::Unary(UnOp::Not, a) => (eval(a, env, whole)? == 0) as i64,
-        Node::Binary(BinOp::And, a, b) => (eval(a, env, whole)? != 0 && eval(b, env, whole)? != 0) as i64,
-        Node::Binary(BinOp::Or, a, b) => (eval(a, env, whole)? != 0 || eval(b, env, whole)? != 0) as i64,
+        Node::Binary(BinOp::And, a, b) => {
+            (eval(a, env, whole)? != 0 && eval(b, env, whole)? != 0) as i64
+        }
+        Node::Binary(BinOp::Or, a, b) => {
+            (eval(a, env, whole)? != 0 || eval(b, env, whole)? != 0) as i64
+        }
         Node::Binary(op, a, b) => {
             let (x, y) = (eval(a, env, whole)?, eval(b, env, whole)?);
             let div0 = || EvalError::DivisionByZero(whole.to_string());
@@ -268,7 +283,10 @@ fn eval(node: &Node, env: &Env, whole: &Expr) -> Result<i64, EvalError> {
                 BinOp::BitXor => x ^ y,
                 BinOp::BitAnd => x & y,
                 BinOp::Shl | BinOp::Shr => {
-                    let shift = u32::try_from(y).ok().filter(|s| *s < 64).ok_or_else(|| EvalError::Domain(whole.to_string()))?;
+                    let shift = u32::try_from(y)
+                        .ok()
+                        .filter(|s| *s < 64)
+                        .ok_or_else(|| EvalError::Domain(whole.to_string()))?;
                     if *op == BinOp::Shl {
                         let r = x.checked_shl(shift).ok_or_else(overflow)?;
                         if r >> shift != x {
@@ -287,11 +305,16 @@ fn eval(node: &Node, env: &Env, whole: &Expr) -> Result<i64, EvalError> {
                 BinOp::Rem if y == 0 => return Err(div0()),
                 BinOp::Rem => x.checked_rem(y).ok_or_else(overflow)?,
                 // Handled above, where they short-circuit.
-                BinOp::And | BinOp::Or => (x != 0 && y != 0 || *op == BinOp::Or && (x != 0 || y != 0)) as i64,
+                BinOp::And | BinOp::Or => {
+                    (x != 0 && y != 0 || *op == BinOp::Or && (x != 0 || y != 0)) as i64
+                }
             }
         }
         Node::Call(func, args) => {
-            let vals = args.iter().map(|a| eval(a, env, whole)).collect::<Result<Vec<_>, _>>()?;
+            let vals = args
+                .iter()
+                .map(|a| eval(a, env, whole))
+                .collect::<Result<Vec<_>, _>>()?;
             match func {
                 Func::Min => vals[0].min(vals[1]),
                 Func::Max => vals[0].max(vals[1]),
@@ -336,7 +359,9 @@ fn write_node(node: &Node, f: &mut fmt::Formatter<'_>, parent_prec: u8) -> fmt::
         Node::Lit(v) => write!(f, "{v}"),
         Node::Var(v) => f.write_str(v),
         // `-(5)` keeps its parentheses: `-5` would read back as the literal -5.
-        Node::Unary(UnOp::Neg, a) if matches!(**a, Node::Lit(v) if v >= 0) => write!(f, "-({a})", a = DisplayNode(a)),
+        Node::Unary(UnOp::Neg, a) if matches!(**a, Node::Lit(v) if v >= 0) => {
+            write!(f, "-({a})", a = DisplayNode(a))
+        }
         Node::Unary(op, a) => {
             f.write_str(if *op == UnOp::Neg { "-" } else { "!" })?;
             write_node(a, f, 10)
@@ -430,12 +455,21 @@ struct Token {
     offset: usize,
 }
 
-const OPERATORS: [&str; 20] = ["||", "&&", "==", "!=", "<=", ">=", "<<", ">>", "<", ">", "|", "^", "&", "+", "-", "*", "/", "%", "!", "="];
+const OPERATORS: [&str; 20] = [
+    "||", "&&", "==", "!=", "<=", ">=", "<<", ">>", "<", ">", "|", "^", "&", "+", "-", "*", "/",
+    "%", "!", "=",
+];
 
-const INT_SUFFIXES: [&str; 12] = ["i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize"];
+const INT_SUFFIXES: [&str; 12] = [
+    "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
+];
 
 fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
-    let err = |offset: usize, message: String| ParseError { message, offset, text: text.to_string() };
+    let err = |offset: usize, message: String| ParseError {
+        message,
+        offset,
+        text: text.to_string(),
+    };
     let bytes = text.as_bytes();
     let mut tokens = Vec::new();
     let mut i = 0;
@@ -468,27 +502,48 @@ fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
             .ok()
             .filter(|v| *v <= i64::MAX as i128 + 1)
             .ok_or_else(|| err(start, format!("invalid integer literal `{raw}`")))?;
-            tokens.push(Token { kind: TokKind::Int(value), offset: start });
+            tokens.push(Token {
+                kind: TokKind::Int(value),
+                offset: start,
+            });
         } else if c.is_ascii_alphabetic() || c == b'_' {
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
                 i += 1;
             }
-            tokens.push(Token { kind: TokKind::Ident(text[start..i].to_string()), offset: start });
+            tokens.push(Token {
+                kind: TokKind::Ident(text[start..i].to_string()),
+                offset: start,
+            });
         } else if c == b'(' {
             i += 1;
-            tokens.push(Token { kind: TokKind::LParen, offset: start });
+            tokens.push(Token {
+                kind: TokKind::LParen,
+                offset: start,
+            });
         } else if c == b')' {
             i += 1;
-            tokens.push(Token { kind: TokKind::RParen, offset: start });
+            tokens.push(Token {
+                kind: TokKind::RParen,
+                offset: start,
+            });
         } else if c == b',' {
             i += 1;
-            tokens.push(Token { kind: TokKind::Comma, offset: start });
+            tokens.push(Token {
+                kind: TokKind::Comma,
+                offset: start,
+            });
         } else if let Some(op) = OPERATORS.iter().find(|op| text[i..].starts_with(**op)) {
             if *op == "=" {
-                return Err(err(start, "`=` is not an operator here; write `==` to compare".into()));
+                return Err(err(
+                    start,
+                    "`=` is not an operator here; write `==` to compare".into(),
+                ));
             }
             i += op.len();
-            tokens.push(Token { kind: TokKind::Op(op), offset: start });
+            tokens.push(Token {
+                kind: TokKind::Op(op),
+                offset: start,
+            });
         } else {
             let ch = text[i..].chars().next().unwrap_or('?');
             return Err(err(start, format!("unexpected character `{ch}`")));
@@ -513,7 +568,11 @@ const MAX_DEPTH: usize = 3 * MAX_TREE_DEPTH + 8;
 
 impl Parser<'_> {
     fn error_at(&self, offset: usize, message: String) -> ParseError {
-        ParseError { message, offset, text: self.text.to_string() }
+        ParseError {
+            message,
+            offset,
+            text: self.text.to_string(),
+        }
     }
 
     fn end_error(&self, what: &str) -> ParseError {
@@ -557,7 +616,10 @@ impl Parser<'_> {
 
     fn expr_bp(&mut self, min_prec: u8, depth: usize) -> Result<Node, ParseError> {
         if depth > MAX_DEPTH {
-            let offset = self.tokens.get(self.pos).map_or(self.text.len(), |t| t.offset);
+            let offset = self
+                .tokens
+                .get(self.pos)
+                .map_or(self.text.len(), |t| t.offset);
             return Err(self.error_at(offset, "expression nested too deeply".into()));
         }
         let mut lhs = self.unary(depth)?;
@@ -572,7 +634,10 @@ impl Parser<'_> {
             chained += 1;
             if chained > MAX_TREE_DEPTH {
                 let offset = self.tokens[self.pos].offset;
-                return Err(self.error_at(offset, format!("expression nested too deeply (more than {MAX_TREE_DEPTH} levels)")));
+                return Err(self.error_at(
+                    offset,
+                    format!("expression nested too deeply (more than {MAX_TREE_DEPTH} levels)"),
+                ));
             }
             self.pos += 1;
             let rhs = self.expr_bp(prec, depth + 1)?;
@@ -599,7 +664,9 @@ impl Parser<'_> {
                     let offset = self.tokens[self.pos].offset;
                     self.pos += 1;
                     // The lexer bounds v by 2^63, so -v always fits (i64::MIN included).
-                    let value = i64::try_from(-v).map_err(|_| self.error_at(offset, format!("integer literal -{v} is out of range")))?;
+                    let value = i64::try_from(-v).map_err(|_| {
+                        self.error_at(offset, format!("integer literal -{v} is out of range"))
+                    })?;
                     return Ok(Node::Lit(value));
                 }
                 Ok(Node::Unary(UnOp::Neg, Box::new(self.unary_nested(depth)?)))
@@ -614,7 +681,10 @@ impl Parser<'_> {
 
     fn unary_nested(&mut self, depth: usize) -> Result<Node, ParseError> {
         if depth > MAX_DEPTH {
-            let offset = self.tokens.get(self.pos).map_or(self.text.len(), |t| t.offset);
+            let offset = self
+                .tokens
+                .get(self.pos)
+                .map_or(self.text.len(), |t| t.offset);
             return Err(self.error_at(offset, "expression nested too deeply".into()));
         }
         self.unary(depth + 1)
@@ -628,7 +698,12 @@ impl Parser<'_> {
         match tok.kind.clone() {
             TokKind::Int(v) => {
                 self.pos += 1;
-                let v = i64::try_from(v).map_err(|_| self.error_at(offset, format!("integer literal {v} is out of range (only -{v} is)")))?;
+                let v = i64::try_from(v).map_err(|_| {
+                    self.error_at(
+                        offset,
+                        format!("integer literal {v} is out of range (only -{v} is)"),
+                    )
+                })?;
                 Ok(Node::Lit(v))
             }
             TokKind::Ident(name) => {
@@ -636,8 +711,14 @@ impl Parser<'_> {
                 if self.peek() != Some(&TokKind::LParen) {
                     return Ok(Node::Var(name));
                 }
-                let func = Func::from_name(&name)
-                    .ok_or_else(|| self.error_at(offset, format!("unknown function `{name}` (known: min, max, ceil_div, round_up, log2)")))?;
+                let func = Func::from_name(&name).ok_or_else(|| {
+                    self.error_at(
+                        offset,
+                        format!(
+                            "unknown function `{name}` (known: min, max, ceil_div, round_up, log2)"
+                        ),
+                    )
+                })?;
                 self.pos += 1;
                 let mut args = Vec::new();
                 if self.peek() != Some(&TokKind::RParen) {
@@ -651,7 +732,15 @@ impl Parser<'_> {
                 }
                 self.expect_rparen()?;
                 if args.len() != func.arity() {
-                    return Err(self.error_at(offset, format!("`{}` takes {} argument(s), found {}", func.name(), func.arity(), args.len())));
+                    return Err(self.error_at(
+                        offset,
+                        format!(
+                            "`{}` takes {} argument(s), found {}",
+                            func.name(),
+                            func.arity(),
+                            args.len()
+                        ),
+                    ));
                 }
                 Ok(Node::Call(func, args))
             }
@@ -667,11 +756,16 @@ impl Parser<'_> {
 
     fn expect_rparen(&mut self) -> Result<(), ParseError> {
         match self.tokens.get(self.pos) {
-            Some(Token { kind: TokKind::RParen, .. }) => {
+            Some(Token {
+                kind: TokKind::RParen,
+                ..
+            }) => {
                 self.pos += 1;
                 Ok(())
             }
-            Some(tok) => Err(self.error_at(tok.offset, format!("expected `)`, found `{}`", tok.kind))),
+            Some(tok) => {
+                Err(self.error_at(tok.offset, format!("expected `)`, found `{}`", tok.kind)))
+            }
             None => Err(self.end_error("`)`")),
         }
     }
@@ -696,8 +790,20 @@ mod tests {
         assert_eq!(ev("1 << 4 + 1", &[]), 32);
         assert_eq!(ev("10 - 4 - 3", &[]), 3);
         assert_eq!(ev("100 / 10 / 5", &[]), 2);
-        assert_eq!(ev("n % (VEC * ITEMS) == 0", &[("n", 64), ("VEC", 4), ("ITEMS", 8)]), 1);
-        assert_eq!(ev("n % (VEC * ITEMS) == 0", &[("n", 60), ("VEC", 4), ("ITEMS", 8)]), 0);
+        assert_eq!(
+            ev(
+                "n % (VEC * ITEMS) == 0",
+                &[("n", 64), ("VEC", 4), ("ITEMS", 8)]
+            ),
+            1
+        );
+        assert_eq!(
+            ev(
+                "n % (VEC * ITEMS) == 0",
+                &[("n", 60), ("VEC", 4), ("ITEMS", 8)]
+            ),
+            0
+        );
         assert_eq!(ev("1 < 2 && 3 > 4 || 1", &[]), 1);
         assert_eq!(ev("6 & 3 | 8 ^ 1", &[]), 11);
         assert_eq!(ev("-3 * -2", &[]), 6);
@@ -732,7 +838,10 @@ mod tests {
             assert_eq!(e, again, "{text} printed as {e}");
         }
         assert_eq!(Expr::parse("(a) + ((b))").unwrap().to_string(), "a + b");
-        assert_eq!(Expr::parse("a - (b - c)").unwrap().to_string(), "a - (b - c)");
+        assert_eq!(
+            Expr::parse("a - (b - c)").unwrap().to_string(),
+            "a - (b - c)"
+        );
     }
 
     #[test]
@@ -763,15 +872,27 @@ mod tests {
     #[test]
     fn evaluation_errors_are_values() {
         let e = Expr::parse("a / b").unwrap();
-        assert_eq!(e.eval(&env(&[("a", 1), ("b", 0)])), Err(EvalError::DivisionByZero("a / b".into())));
-        assert_eq!(e.eval(&env(&[("a", 1)])), Err(EvalError::UnknownVariable("b".into())));
+        assert_eq!(
+            e.eval(&env(&[("a", 1), ("b", 0)])),
+            Err(EvalError::DivisionByZero("a / b".into()))
+        );
+        assert_eq!(
+            e.eval(&env(&[("a", 1)])),
+            Err(EvalError::UnknownVariable("b".into()))
+        );
         let e = Expr::parse("x * x").unwrap();
-        assert!(matches!(e.eval(&env(&[("x", i64::MAX)])), Err(EvalError::Overflow(_))));
+        assert!(matches!(
+            e.eval(&env(&[("x", i64::MAX)])),
+            Err(EvalError::Overflow(_))
+        ));
         assert!(matches!(ev_err("1 << 64"), EvalError::Domain(_)));
         assert!(matches!(ev_err("1 << 63"), EvalError::Overflow(_)));
         assert!(matches!(ev_err("log2(0)"), EvalError::Domain(_)));
         assert!(matches!(ev_err("ceil_div(1, 0)"), EvalError::Domain(_)));
-        assert!(matches!(ev_err("(-9223372036854775807 - 1) / -1"), EvalError::Overflow(_)));
+        assert!(matches!(
+            ev_err("(-9223372036854775807 - 1) / -1"),
+            EvalError::Overflow(_)
+        ));
     }
 
     fn ev_err(text: &str) -> EvalError {
@@ -780,12 +901,26 @@ mod tests {
 
     #[test]
     fn tricky_prints_read_back_equal() {
-        for text in ["-(5)", "-(-5)", "(a == b) == c", "(a < b) != (c < d)", "-9223372036854775808", "x - -(0)"] {
+        for text in [
+            "-(5)",
+            "-(-5)",
+            "(a == b) == c",
+            "(a < b) != (c < d)",
+            "-9223372036854775808",
+            "x - -(0)",
+        ] {
             let e = Expr::parse(text).unwrap();
-            assert_eq!(Expr::parse(&e.to_string()).unwrap(), e, "`{text}` printed as `{e}`");
+            assert_eq!(
+                Expr::parse(&e.to_string()).unwrap(),
+                e,
+                "`{text}` printed as `{e}`"
+            );
         }
         let min = Expr::literal(i64::MIN);
-        assert_eq!(Expr::parse(&min.to_string()).unwrap().eval(&Env::new()), Ok(i64::MIN));
+        assert_eq!(
+            Expr::parse(&min.to_string()).unwrap().eval(&Env::new()),
+            Ok(i64::MIN)
+        );
         assert!(Expr::parse("9223372036854775808").is_err());
     }
 
@@ -794,7 +929,10 @@ mod tests {
         let fine = "1 + ".repeat(60) + "1";
         assert_eq!(Expr::parse(&fine).unwrap().eval(&Env::new()), Ok(61));
         let hostile = "1 + ".repeat(100_000) + "1";
-        assert!(Expr::parse(&hostile).unwrap_err().message.contains("deeply"));
+        assert!(Expr::parse(&hostile)
+            .unwrap_err()
+            .message
+            .contains("deeply"));
     }
 
     #[test]

@@ -52,7 +52,11 @@ impl std::fmt::Display for SizeRange {
 
 /// The ranges as an annotation writes them: `rows = 1..=8192, cols = 2048`.
 pub fn display(ranges: &[SizeRange]) -> String {
-    ranges.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    ranges
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The size a range is split into buckets along: the one with the largest ratio of its bounds
@@ -61,7 +65,11 @@ pub fn split_size(ranges: &[SizeRange]) -> Option<&SizeRange> {
     ranges
         .iter()
         .filter(|r| !r.extent && r.lo < r.hi)
-        .max_by(|a, b| (a.hi as f64 / a.lo as f64).total_cmp(&(b.hi as f64 / b.lo as f64)).then_with(|| b.size.cmp(&a.size)))
+        .max_by(|a, b| {
+            (a.hi as f64 / a.lo as f64)
+                .total_cmp(&(b.hi as f64 / b.lo as f64))
+                .then_with(|| b.size.cmp(&a.size))
+        })
 }
 
 /// Whether `w` is an anchor of the kernel's ranges (generated, not declared).
@@ -79,21 +87,41 @@ pub fn anchors(spec: &KernelSpec) -> Vec<Workload> {
     let split = split_size(&spec.ranges);
     let mut base = Sizes::new();
     for r in &spec.ranges {
-        base.insert(r.size.clone(), if r.lo == r.hi { r.lo } else { nearest_power_of_two(geometric_middle(r.lo, r.hi), r.lo, r.hi) });
+        base.insert(
+            r.size.clone(),
+            if r.lo == r.hi {
+                r.lo
+            } else {
+                nearest_power_of_two(geometric_middle(r.lo, r.hi), r.lo, r.hi)
+            },
+        );
     }
     let runs = |sizes: &Sizes| spec.geometry(&spec.reference, sizes, None).is_ok();
     let Some(split) = split else {
-        return fit(&base, None, &spec.ranges, runs).map(|sizes| Workload { name: ANCHOR_PREFIX.into(), sizes, on: vec![] }).into_iter().collect();
+        return fit(&base, None, &spec.ranges, runs)
+            .map(|sizes| Workload {
+                name: ANCHOR_PREFIX.into(),
+                sizes,
+                on: vec![],
+            })
+            .into_iter()
+            .collect();
     };
     let mut out: Vec<Workload> = Vec::new();
     for v in split_values(split.lo, split.hi) {
         let mut sizes = base.clone();
         sizes.insert(split.size.clone(), v);
-        let Some(sizes) = fit(&sizes, Some(&split.size), &spec.ranges, runs) else { continue };
+        let Some(sizes) = fit(&sizes, Some(&split.size), &spec.ranges, runs) else {
+            continue;
+        };
         if out.iter().any(|w| w.sizes == sizes) {
             continue;
         }
-        out.push(Workload { name: format!("{ANCHOR_PREFIX}_{}_{}", split.size, sizes[&split.size]), sizes, on: vec![] });
+        out.push(Workload {
+            name: format!("{ANCHOR_PREFIX}_{}_{}", split.size, sizes[&split.size]),
+            sizes,
+            on: vec![],
+        });
     }
     out
 }
@@ -125,7 +153,11 @@ fn nearest_power_of_two(v: i64, lo: i64, hi: i64) -> i64 {
     let v = v.clamp(lo.max(1), hi);
     let down = 1i64 << (63 - v.leading_zeros());
     let up = down.saturating_mul(2);
-    let pick = if (v as f64 / down as f64) <= (up as f64 / v as f64) { down } else { up };
+    let pick = if (v as f64 / down as f64) <= (up as f64 / v as f64) {
+        down
+    } else {
+        up
+    };
     if (lo..=hi).contains(&pick) {
         pick
     } else if (lo..=hi).contains(&down) {
@@ -139,7 +171,12 @@ fn nearest_power_of_two(v: i64, lo: i64, hi: i64) -> i64 {
 
 /// `sizes` itself when the reference runs there, else the nearest set (each size in its range,
 /// `keep` unchanged when possible) whose values are rounded to a multiple of a power of two.
-fn fit(sizes: &Sizes, keep: Option<&str>, ranges: &[SizeRange], runs: impl Fn(&Sizes) -> bool) -> Option<Sizes> {
+fn fit(
+    sizes: &Sizes,
+    keep: Option<&str>,
+    ranges: &[SizeRange],
+    runs: impl Fn(&Sizes) -> bool,
+) -> Option<Sizes> {
     if runs(sizes) {
         return Some(sizes.clone());
     }
@@ -154,7 +191,11 @@ fn fit(sizes: &Sizes, keep: Option<&str>, ranges: &[SizeRange], runs: impl Fn(&S
                         continue;
                     }
                     let r = range(name)?;
-                    let rounded = if up { (*v + step - 1) / step * step } else { *v / step * step };
+                    let rounded = if up {
+                        (*v + step - 1) / step * step
+                    } else {
+                        *v / step * step
+                    };
                     if r.contains(rounded) {
                         *v = rounded;
                     }
@@ -170,7 +211,10 @@ fn fit(sizes: &Sizes, keep: Option<&str>, ranges: &[SizeRange], runs: impl Fn(&S
 
 /// One bucket of a range: the stretch `lo..=hi` of the split size (the whole range of every
 /// other size), as the sizes' bounds a proof covers.
-pub fn bucket_bounds(ranges: &[SizeRange], split: Option<(&str, i64, i64)>) -> std::collections::BTreeMap<String, (i64, i64)> {
+pub fn bucket_bounds(
+    ranges: &[SizeRange],
+    split: Option<(&str, i64, i64)>,
+) -> std::collections::BTreeMap<String, (i64, i64)> {
     ranges
         .iter()
         .map(|r| match split {
@@ -197,23 +241,41 @@ pub fn describe_buckets(spec: &KernelSpec, variants: &[&super::variant::Variant]
     };
     let mut stretches: Vec<(i64, i64, &super::spec::Params)> = variants
         .iter()
-        .filter(|v| spec.workloads.iter().any(|w| w.name == v.workload && is_anchor(w)))
-        .filter_map(|v| v.proven_range().get(&split.size).map(|&(lo, hi)| (lo, hi, &v.params)))
+        .filter(|v| {
+            spec.workloads
+                .iter()
+                .any(|w| w.name == v.workload && is_anchor(w))
+        })
+        .filter_map(|v| {
+            v.proven_range()
+                .get(&split.size)
+                .map(|&(lo, hi)| (lo, hi, &v.params))
+        })
         .collect();
     stretches.sort_by_key(|s| (s.0, s.1));
     stretches.dedup();
     let mut merged: Vec<(i64, i64, &super::spec::Params)> = Vec::new();
     for s in stretches {
         match merged.last_mut() {
-            Some(last) if last.2 == s.2 && s.0 <= last.1.saturating_add(1) => last.1 = last.1.max(s.1),
+            Some(last) if last.2 == s.2 && s.0 <= last.1.saturating_add(1) => {
+                last.1 = last.1.max(s.1)
+            }
             _ => merged.push(s),
         }
     }
     merged
         .into_iter()
         .map(|(lo, hi, params)| {
-            let reference = if *params == spec.reference { " (the reference)" } else { "" };
-            format!("{} {lo}..={hi}: {}{reference}", split.size, super::spec::fmt_assignments(params, ", "))
+            let reference = if *params == spec.reference {
+                " (the reference)"
+            } else {
+                ""
+            };
+            format!(
+                "{} {lo}..={hi}: {}{reference}",
+                split.size,
+                super::spec::fmt_assignments(params, ", ")
+            )
         })
         .collect()
 }
@@ -223,7 +285,12 @@ mod tests {
     use super::*;
 
     fn range(size: &str, lo: i64, hi: i64) -> SizeRange {
-        SizeRange { size: size.into(), lo, hi, extent: false }
+        SizeRange {
+            size: size.into(),
+            lo,
+            hi,
+            extent: false,
+        }
     }
 
     #[test]
@@ -235,14 +302,24 @@ mod tests {
         // Every value lies in the range, strictly increasing.
         for (lo, hi) in [(1, 2), (3, 1000), (7, 1 << 30), (1000, 1001)] {
             let v = split_values(lo, hi);
-            assert!(v.windows(2).all(|w| w[0] < w[1]) && v[0] == lo && *v.last().unwrap() == hi, "{lo}..={hi}: {v:?}");
+            assert!(
+                v.windows(2).all(|w| w[0] < w[1]) && v[0] == lo && *v.last().unwrap() == hi,
+                "{lo}..={hi}: {v:?}"
+            );
             assert!(v.len() <= MAX_ANCHORS);
         }
     }
 
     #[test]
     fn the_widest_working_size_is_split() {
-        let ranges = vec![range("cols", 2048, 2048), range("rows", 1, 8192), SizeRange { extent: true, ..range("vocab", 1, 1 << 20) }];
+        let ranges = vec![
+            range("cols", 2048, 2048),
+            range("rows", 1, 8192),
+            SizeRange {
+                extent: true,
+                ..range("vocab", 1, 1 << 20)
+            },
+        ];
         assert_eq!(split_size(&ranges).map(|r| r.size.as_str()), Some("rows"));
         assert_eq!(split_size(&ranges[..1]), None);
         assert_eq!(split_size(&[ranges[2].clone()]), None);

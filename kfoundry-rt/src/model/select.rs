@@ -64,7 +64,12 @@ pub struct Choice {
 
 impl fmt::Display for Choice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "chosen: {} ({})", self.step, fmt_assignments(&self.params, ", "))?;
+        writeln!(
+            f,
+            "chosen: {} ({})",
+            self.step,
+            fmt_assignments(&self.params, ", ")
+        )?;
         for r in &self.reasons {
             writeln!(f, "  - {r}")?;
         }
@@ -104,7 +109,10 @@ pub fn choose(
     sizes: &Sizes,
     scalars: Option<&Scalars>,
 ) -> Result<Choice, LaunchError> {
-    let mut reasons = vec![format!("device key `{device}`; call sizes {}", fmt_sizes(sizes))];
+    let mut reasons = vec![format!(
+        "device key `{device}`; call sizes {}",
+        fmt_sizes(sizes)
+    )];
     if let Some(values) = scalars.filter(|s| !s.is_empty()) {
         reasons.push(format!("integer scalars {}", fmt_assignments(values, ", ")));
     }
@@ -113,10 +121,17 @@ pub fn choose(
     // the reference's constraints or geometry do not hold, no variant is eligible, and the
     // call is invalid (as it would be for the reference).
     if let Err(e) = spec.geometry(&spec.reference, sizes, traits) {
-        reasons.push(format!("reference: cannot run at these sizes ({e}), so no variant was proven here"));
+        reasons.push(format!(
+            "reference: cannot run at these sizes ({e}), so no variant was proven here"
+        ));
         return Err(e);
     }
-    for step in [Step::ExactDevice, Step::SameDeviceOtherDriver, Step::SameFamily, Step::NearestDevice] {
+    for step in [
+        Step::ExactDevice,
+        Step::SameDeviceOtherDriver,
+        Step::SameFamily,
+        Step::NearestDevice,
+    ] {
         let mut eligible: Vec<(usize, f64)> = Vec::new();
         let mut considered = 0;
         for (i, v) in variants.iter().enumerate() {
@@ -133,7 +148,11 @@ pub fn choose(
                 continue;
             }
             if let Some(why) = outside_scalars(spec, v, scalars) {
-                reasons.push(format!("{step}: variant for workload `{}` ({}) skipped: {why}", v.workload, fmt_params(&v.params)));
+                reasons.push(format!(
+                    "{step}: variant for workload `{}` ({}) skipped: {why}",
+                    v.workload,
+                    fmt_params(&v.params)
+                ));
                 continue;
             }
             match spec.geometry(&v.params, sizes, traits) {
@@ -149,12 +168,18 @@ pub fn choose(
                         _ => eligible.push((i, distance(&v.sizes, sizes))),
                     }
                 }
-                Err(e) => reasons.push(format!("{step}: variant for workload `{}` ({}) skipped: {e}", v.workload, fmt_params(&v.params))),
+                Err(e) => reasons.push(format!(
+                    "{step}: variant for workload `{}` ({}) skipped: {e}",
+                    v.workload,
+                    fmt_params(&v.params)
+                )),
             }
         }
         if step == Step::NearestDevice {
             if let Some((d, dist)) = &nearest {
-                reasons.push(format!("{step}: `{d}` is the most similar known device (distance {dist:.2})"));
+                reasons.push(format!(
+                    "{step}: `{d}` is the most similar known device (distance {dist:.2})"
+                ));
             } else if info.is_none() {
                 reasons.push(format!("{step}: this device's description is unknown"));
             }
@@ -163,7 +188,10 @@ pub fn choose(
             reasons.push(format!("{step}: no variant in the lockfile"));
             continue;
         }
-        let best = eligible.iter().min_by(|a, b| a.1.total_cmp(&b.1).then(variants[a.0].time_ns.cmp(&variants[b.0].time_ns)));
+        let best = eligible.iter().min_by(|a, b| {
+            a.1.total_cmp(&b.1)
+                .then(variants[a.0].time_ns.cmp(&variants[b.0].time_ns))
+        });
         if let Some(&(i, d)) = best {
             let v = &variants[i];
             reasons.push(format!(
@@ -182,31 +210,55 @@ pub fn choose(
                 }
             }
             if !spec.ranges.is_empty() {
-                let same_device: Vec<&Variant> = variants.iter().filter(|o| o.device == v.device).collect();
+                let same_device: Vec<&Variant> =
+                    variants.iter().filter(|o| o.device == v.device).collect();
                 let buckets = super::ranges::describe_buckets(spec, &same_device);
                 if !buckets.is_empty() {
-                    reasons.push(format!("{step}: the buckets of `ranges` on `{}`: {}", v.device, buckets.join("; ")));
+                    reasons.push(format!(
+                        "{step}: the buckets of `ranges` on `{}`: {}",
+                        v.device,
+                        buckets.join("; ")
+                    ));
                 }
             }
-            return Ok(Choice { step, variant: Some(i), params: v.params.clone(), reasons });
+            return Ok(Choice {
+                step,
+                variant: Some(i),
+                params: v.params.clone(),
+                reasons,
+            });
         }
     }
     reasons.push("reference: the plain kernel, valid at these sizes".into());
-    Ok(Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons })
+    Ok(Choice {
+        step: Step::Reference,
+        variant: None,
+        params: spec.reference.clone(),
+        reasons,
+    })
 }
 
 /// The step of the dispatch chain at which a call on `device` (described by `info` when known)
 /// considers each variant (`None`: never, whatever the sizes), and the nearest known device
 /// of the same kind with its distance. Whichever variant a call on `device` may run is one
 /// with a step here: what `cargo kfoundry check --verify` re-proves on the device.
-pub fn steps_and_nearest(variants: &[Variant], device: &DeviceKey, info: Option<&DeviceInfo>) -> (Vec<Option<Step>>, Option<(String, f64)>) {
+pub fn steps_and_nearest(
+    variants: &[Variant],
+    device: &DeviceKey,
+    info: Option<&DeviceInfo>,
+) -> (Vec<Option<Step>>, Option<(String, f64)>) {
     let family = device.family();
     // the nearest known device of the same kind, by hardware description
     let nearest: Option<(String, f64)> = info.and_then(|me| {
         variants
             .iter()
             .filter(|v| DeviceKey::parse(&v.device).is_some_and(|k| k.family() != family))
-            .filter_map(|v| v.device_info.as_ref().and_then(|d| me.distance(d)).map(|d| (v.device.clone(), d)))
+            .filter_map(|v| {
+                v.device_info
+                    .as_ref()
+                    .and_then(|d| me.distance(d))
+                    .map(|d| (v.device.clone(), d))
+            })
             .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
     });
     let steps = variants
@@ -236,21 +288,33 @@ pub fn steps_and_nearest(variants: &[Variant], device: &DeviceKey, info: Option<
 
 /// The kernel's integer scalar arguments that are not sizes: dispatch runs a variant only at
 /// values it was verified with.
-pub fn integer_scalars(spec: &KernelSpec) -> impl Iterator<Item = (&str, crate::model::signature::ScalarType)> {
+pub fn integer_scalars(
+    spec: &KernelSpec,
+) -> impl Iterator<Item = (&str, crate::model::signature::ScalarType)> {
     spec.drawn_scalars().filter(|(_, ty)| !ty.is_float())
 }
 
 /// Why the call's integer scalars lie outside the values `variant` was verified with, if they
 /// do (`None` also when the values are not known).
-fn outside_scalars(spec: &KernelSpec, variant: &Variant, scalars: Option<&Scalars>) -> Option<String> {
+fn outside_scalars(
+    spec: &KernelSpec,
+    variant: &Variant,
+    scalars: Option<&Scalars>,
+) -> Option<String> {
     let values = scalars?;
     integer_scalars(spec).find_map(|(name, _)| {
         let v = values.get(name);
         match (variant.scalars.get(name), v) {
             (Some([lo, hi]), Some(v)) if (lo..=hi).contains(&v) => None,
-            (Some([lo, hi]), Some(v)) => Some(format!("`{name}` = {v} is outside {lo}..={hi}, the values it was verified with")),
-            (Some([lo, hi]), None) => Some(format!("`{name}` does not fit the values it was verified with ({lo}..={hi})")),
-            (None, _) => Some(format!("it was never verified with a value of the integer argument `{name}` (re-tune it)")),
+            (Some([lo, hi]), Some(v)) => Some(format!(
+                "`{name}` = {v} is outside {lo}..={hi}, the values it was verified with"
+            )),
+            (Some([lo, hi]), None) => Some(format!(
+                "`{name}` does not fit the values it was verified with ({lo}..={hi})"
+            )),
+            (None, _) => Some(format!(
+                "it was never verified with a value of the integer argument `{name}` (re-tune it)"
+            )),
         }
     })
 }
@@ -260,7 +324,9 @@ fn outside_proven(variant: &Variant, sizes: &Sizes) -> Option<String> {
     let range = variant.proven_range();
     sizes.iter().find_map(|(name, &v)| match range.get(name) {
         Some(&(lo, hi)) if (lo..=hi).contains(&v) => None,
-        Some(&(lo, hi)) => Some(format!("{name}={v} is outside {lo}..={hi}, the range it was verified at")),
+        Some(&(lo, hi)) => Some(format!(
+            "{name}={v} is outside {lo}..={hi}, the range it was verified at"
+        )),
         None => Some(format!("it was never verified with a size `{name}`")),
     })
 }
@@ -278,19 +344,32 @@ mod tests {
         DeviceKey::from_reported(0x10de, "NVIDIA H200", driver, "OpenCL 3.0 CUDA")
     }
 
-    fn variant(device: &DeviceKey, workload: &str, n: i64, wg: i64, vec: i64, time_ns: u64) -> Variant {
+    fn variant(
+        device: &DeviceKey,
+        workload: &str,
+        n: i64,
+        wg: i64,
+        vec: i64,
+        time_ns: u64,
+    ) -> Variant {
         Variant {
             device: device.to_string(),
             workload: workload.into(),
             sizes: [("n".to_string(), n)].into_iter().collect(),
-            params: [("WG".to_string(), wg), ("VEC".to_string(), vec)].into_iter().collect(),
+            params: [("WG".to_string(), wg), ("VEC".to_string(), vec)]
+                .into_iter()
+                .collect(),
             time_ns,
             reference_time_ns: 10 * time_ns,
             evaluations: 10,
             failures: 0,
             source: None,
             // verified from 64 to twice the tuned size
-            proven: vec![[("n".to_string(), 64)].into(), [("n".to_string(), n)].into(), [("n".to_string(), n * 2)].into()],
+            proven: vec![
+                [("n".to_string(), 64)].into(),
+                [("n".to_string(), n)].into(),
+                [("n".to_string(), n * 2)].into(),
+            ],
             scalars: Default::default(),
             proof: crate::model::variant::PROOF_VERSION,
             partial: false,
@@ -306,7 +385,10 @@ mod tests {
     fn exact_device_nearest_workload() {
         let spec = saxpy();
         let dev = key("580");
-        let variants = vec![variant(&dev, "small", 1 << 12, 32, 2, 100), variant(&dev, "large", 1 << 20, 128, 4, 900)];
+        let variants = vec![
+            variant(&dev, "small", 1 << 12, 32, 2, 100),
+            variant(&dev, "large", 1 << 20, 128, 4, 900),
+        ];
         let c = choose(&spec, &variants, &dev, None, None, &n(1 << 19), None).unwrap();
         assert_eq!(c.step, Step::ExactDevice);
         assert_eq!(c.variant, Some(1));
@@ -334,7 +416,10 @@ mod tests {
         let spec = saxpy();
         let dev = key("580");
         // WG=128, VEC=4 needs n % 512 == 0; WG=32,VEC=2 needs n % 64 == 0.
-        let variants = vec![variant(&dev, "large", 1 << 20, 128, 4, 900), variant(&dev, "small", 1 << 12, 32, 2, 100)];
+        let variants = vec![
+            variant(&dev, "large", 1 << 20, 128, 4, 900),
+            variant(&dev, "small", 1 << 12, 32, 2, 100),
+        ];
         let c = choose(&spec, &variants, &dev, None, None, &n(64 * 3), None).unwrap();
         assert_eq!(c.variant, Some(1), "{c}");
         assert!(c.reasons.iter().any(|r| r.contains("skipped")), "{c}");
@@ -357,22 +442,57 @@ mod tests {
     #[test]
     fn device_constraints_are_rechecked_on_the_device_that_runs() {
         let mut spec = saxpy();
-        spec.require.push(crate::model::expr::Expr::parse("VEC == 1 || device_sm >= 80").unwrap());
+        spec.require
+            .push(crate::model::expr::Expr::parse("VEC == 1 || device_sm >= 80").unwrap());
         // Tuned on an H100 (same family as the H200 that runs here), with VEC = 4.
         let h100 = DeviceKey::from_reported(0x10de, "NVIDIA H100", "580", "OpenCL 3.0 CUDA");
         let h200 = DeviceKey::from_reported(0x10de, "NVIDIA H200", "580", "OpenCL 3.0 CUDA");
         let variants = vec![variant(&h100, "large", 1 << 20, 128, 4, 900)];
-        let here = |sm: u32| DeviceTraits { vendor_id: 0x10de, kind: "gpu".into(), nv_compute_capability: sm, ..Default::default() };
-        let c = choose(&spec, &variants, &h200, None, Some(&here(90)), &n(1 << 20), None).unwrap();
+        let here = |sm: u32| DeviceTraits {
+            vendor_id: 0x10de,
+            kind: "gpu".into(),
+            nv_compute_capability: sm,
+            ..Default::default()
+        };
+        let c = choose(
+            &spec,
+            &variants,
+            &h200,
+            None,
+            Some(&here(90)),
+            &n(1 << 20),
+            None,
+        )
+        .unwrap();
         assert_eq!(c.step, Step::SameFamily, "{c}");
         // A device that cannot run the path: the variant is skipped with the reason, the reference runs.
-        let c = choose(&spec, &variants, &h200, None, Some(&here(75)), &n(1 << 20), None).unwrap();
+        let c = choose(
+            &spec,
+            &variants,
+            &h200,
+            None,
+            Some(&here(75)),
+            &n(1 << 20),
+            None,
+        )
+        .unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
-        assert!(c.to_string().contains("constraint `VEC == 1 || device_sm >= 80` does not hold on this device"), "{c}");
+        assert!(
+            c.to_string()
+                .contains("constraint `VEC == 1 || device_sm >= 80` does not hold on this device"),
+            "{c}"
+        );
         // A reference that cannot run on the device is an error, not a wrong launch.
-        spec.require.push(crate::model::expr::Expr::parse("device_gpu == 1").unwrap());
-        let cpu = DeviceTraits { kind: "cpu".into(), ..Default::default() };
-        assert!(matches!(choose(&spec, &variants, &h200, None, Some(&cpu), &n(1 << 20), None), Err(LaunchError::DeviceConstraint(_))));
+        spec.require
+            .push(crate::model::expr::Expr::parse("device_gpu == 1").unwrap());
+        let cpu = DeviceTraits {
+            kind: "cpu".into(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            choose(&spec, &variants, &h200, None, Some(&cpu), &n(1 << 20), None),
+            Err(LaunchError::DeviceConstraint(_))
+        ));
     }
 
     #[test]
@@ -384,20 +504,55 @@ mod tests {
         let variants = vec![verified];
         // verified from 2^18 to 2^21
         for inside in [1 << 18, 1 << 20, 1 << 21] {
-            assert_eq!(choose(&spec, &variants, &dev, None, None, &n(inside), None).unwrap().step, Step::ExactDevice);
+            assert_eq!(
+                choose(&spec, &variants, &dev, None, None, &n(inside), None)
+                    .unwrap()
+                    .step,
+                Step::ExactDevice
+            );
         }
         for outside in [1 << 17, 1 << 22] {
             let c = choose(&spec, &variants, &dev, None, None, &n(outside), None).unwrap();
             assert_eq!(c.step, Step::Reference, "{c}");
-            assert!(c.to_string().contains("outside 262144..=2097152, the range it was verified at"), "{c}");
+            assert!(
+                c.to_string()
+                    .contains("outside 262144..=2097152, the range it was verified at"),
+                "{c}"
+            );
         }
         spec.extrapolate = true;
-        assert_eq!(choose(&spec, &variants, &dev, None, None, &n(1 << 22), None).unwrap().step, Step::ExactDevice);
+        assert_eq!(
+            choose(&spec, &variants, &dev, None, None, &n(1 << 22), None)
+                .unwrap()
+                .step,
+            Step::ExactDevice
+        );
         // A version 1 entry (no `proven`) counts as verified at its tuned sizes only.
         spec.extrapolate = false;
-        let old = Variant { proven: vec![], ..variants[0].clone() };
-        assert_eq!(choose(&spec, std::slice::from_ref(&old), &dev, None, None, &n(1 << 20), None).unwrap().step, Step::ExactDevice);
-        assert_eq!(choose(&spec, &[old], &dev, None, None, &n(1 << 19), None).unwrap().step, Step::Reference);
+        let old = Variant {
+            proven: vec![],
+            ..variants[0].clone()
+        };
+        assert_eq!(
+            choose(
+                &spec,
+                std::slice::from_ref(&old),
+                &dev,
+                None,
+                None,
+                &n(1 << 20),
+                None
+            )
+            .unwrap()
+            .step,
+            Step::ExactDevice
+        );
+        assert_eq!(
+            choose(&spec, &[old], &dev, None, None, &n(1 << 19), None)
+                .unwrap()
+                .step,
+            Step::Reference
+        );
     }
 
     #[test]
@@ -424,34 +579,71 @@ mod tests {
     }
 
     fn described(v: Variant, info: DeviceInfo) -> Variant {
-        Variant { device_info: Some(info), ..v }
+        Variant {
+            device_info: Some(info),
+            ..v
+        }
     }
 
     #[test]
     fn same_family_then_nearest_device_of_the_same_kind() {
         let spec = saxpy();
-        let h100 = DeviceKey::from_reported(0x10de, "NVIDIA H100 80GB HBM3", "570", "OpenCL 3.0 CUDA");
-        let a100 = DeviceKey::from_reported(0x10de, "NVIDIA A100-PCIE-40GB", "570", "OpenCL 3.0 CUDA");
+        let h100 =
+            DeviceKey::from_reported(0x10de, "NVIDIA H100 80GB HBM3", "570", "OpenCL 3.0 CUDA");
+        let a100 =
+            DeviceKey::from_reported(0x10de, "NVIDIA A100-PCIE-40GB", "570", "OpenCL 3.0 CUDA");
         let l4 = DeviceKey::from_reported(0x10de, "NVIDIA L4", "570", "OpenCL 3.0 CUDA");
-        let cpu = DeviceKey::from_reported(0x8086, "pthread-haswell-AMD EPYC", "3.1", "OpenCL 3.0 PoCL");
-        let cpu_info = DeviceInfo { kind: "cpu".into(), compute_units: 132, ..gpu("cpu", 132, 4096) };
+        let cpu =
+            DeviceKey::from_reported(0x8086, "pthread-haswell-AMD EPYC", "3.1", "OpenCL 3.0 PoCL");
+        let cpu_info = DeviceInfo {
+            kind: "cpu".into(),
+            compute_units: 132,
+            ..gpu("cpu", 132, 4096)
+        };
         let h200 = key("580");
         let me = gpu("NVIDIA H200", 132, 1024);
         let variants = vec![
-            described(variant(&a100, "large", 1 << 20, 64, 2, 900), gpu("A100", 108, 1024)),
-            described(variant(&l4, "large", 1 << 20, 32, 1, 900), gpu("L4", 58, 1024)),
+            described(
+                variant(&a100, "large", 1 << 20, 64, 2, 900),
+                gpu("A100", 108, 1024),
+            ),
+            described(
+                variant(&l4, "large", 1 << 20, 32, 1, 900),
+                gpu("L4", 58, 1024),
+            ),
             described(variant(&cpu, "large", 1 << 20, 256, 8, 900), cpu_info),
-            described(variant(&h100, "large", 1 << 20, 128, 4, 900), gpu("H100", 114, 1024)),
+            described(
+                variant(&h100, "large", 1 << 20, 128, 4, 900),
+                gpu("H100", 114, 1024),
+            ),
         ];
         // H100 is of the H200's family
         let c = choose(&spec, &variants, &h200, Some(&me), None, &n(1 << 20), None).unwrap();
         assert_eq!((c.step, c.variant), (Step::SameFamily, Some(3)), "{c}");
         // without it: the most similar GPU (A100: 108 units), never the CPU (132 units)
-        let c = choose(&spec, &variants[..3], &h200, Some(&me), None, &n(1 << 20), None).unwrap();
+        let c = choose(
+            &spec,
+            &variants[..3],
+            &h200,
+            Some(&me),
+            None,
+            &n(1 << 20),
+            None,
+        )
+        .unwrap();
         assert_eq!((c.step, c.variant), (Step::NearestDevice, Some(0)), "{c}");
         assert!(c.to_string().contains("most similar known device"), "{c}");
         // only the CPU's variant: the reference
-        let c = choose(&spec, &variants[2..3], &h200, Some(&me), None, &n(1 << 20), None).unwrap();
+        let c = choose(
+            &spec,
+            &variants[2..3],
+            &h200,
+            Some(&me),
+            None,
+            &n(1 << 20),
+            None,
+        )
+        .unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         // this device's description unknown: no nearest-device step
         let c = choose(&spec, &variants[..3], &h200, None, None, &n(1 << 20), None).unwrap();
@@ -463,11 +655,27 @@ mod tests {
     fn foreign_variants_must_fit_the_work_group_limit() {
         let spec = saxpy();
         let h100 = DeviceKey::from_reported(0x10de, "NVIDIA H100 PCIe", "570", "OpenCL 3.0 CUDA");
-        let variants = vec![described(variant(&h100, "large", 1 << 20, 128, 4, 900), gpu("H100", 114, 1024))];
+        let variants = vec![described(
+            variant(&h100, "large", 1 << 20, 128, 4, 900),
+            gpu("H100", 114, 1024),
+        )];
         let small_wg = gpu("NVIDIA H200", 132, 64);
-        let c = choose(&spec, &variants, &key("580"), Some(&small_wg), None, &n(1 << 20), None).unwrap();
+        let c = choose(
+            &spec,
+            &variants,
+            &key("580"),
+            Some(&small_wg),
+            None,
+            &n(1 << 20),
+            None,
+        )
+        .unwrap();
         assert_eq!(c.step, Step::Reference, "{c}");
         assert!(c.to_string().contains("exceeds this device's 64"), "{c}");
-        assert!(Step::SameFamily.is_foreign() && Step::NearestDevice.is_foreign() && !Step::ExactDevice.is_foreign());
+        assert!(
+            Step::SameFamily.is_foreign()
+                && Step::NearestDevice.is_foreign()
+                && !Step::ExactDevice.is_foreign()
+        );
     }
 }

@@ -66,7 +66,10 @@ impl ScalarType {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, ScalarType::F32 | ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16)
+        matches!(
+            self,
+            ScalarType::F32 | ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16
+        )
     }
 
     /// The smallest and largest value of an integer type (`None` for floats).
@@ -185,15 +188,29 @@ pub fn kernels(source: &str) -> Result<Vec<KernelSignature>, SignatureError> {
     let mut found = Vec::new();
     let mut search_from = 0;
     while let Some((kw_start, kw_end)) = find_kernel_keyword(&clean, search_from) {
-        let open = parameter_list_start(&clean, kw_end)
-            .ok_or_else(|| SignatureError { line: line_of(kw_start), message: "`__kernel` without a parameter list".into() })?;
+        let open = parameter_list_start(&clean, kw_end).ok_or_else(|| SignatureError {
+            line: line_of(kw_start),
+            message: "`__kernel` without a parameter list".into(),
+        })?;
         let head = clean[kw_end..open].rsplit("))").next().unwrap_or("");
-        let name = head.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).rfind(|w| !w.is_empty()).unwrap_or("").to_string();
-        let close = matching_paren(&clean, open)
-            .ok_or_else(|| SignatureError { line: line_of(open), message: format!("unclosed parameter list of kernel `{name}`") })?;
+        let name = head
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .rfind(|w| !w.is_empty())
+            .unwrap_or("")
+            .to_string();
+        let close = matching_paren(&clean, open).ok_or_else(|| SignatureError {
+            line: line_of(open),
+            message: format!("unclosed parameter list of kernel `{name}`"),
+        })?;
         // The return type may come before or after `__attribute__((...))`.
-        if !clean[kw_end..open].split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| w == "void") {
-            return Err(SignatureError { line: line_of(kw_start), message: format!("kernel `{name}` must return `void`") });
+        if !clean[kw_end..open]
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == "void")
+        {
+            return Err(SignatureError {
+                line: line_of(kw_start),
+                message: format!("kernel `{name}` must return `void`"),
+            });
         }
         let params = &clean[open + 1..close];
         let args = parse_params(params, open + 1, &line_of, &name)?;
@@ -206,20 +223,41 @@ pub fn kernels(source: &str) -> Result<Vec<KernelSignature>, SignatureError> {
 /// Finds the kernel `entry`, or the only kernel when `entry` is `None`.
 pub fn find_kernel(source: &str, entry: Option<&str>) -> Result<KernelSignature, SignatureError> {
     let all = kernels(source)?;
-    let names = || all.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ");
+    let names = || {
+        all.iter()
+            .map(|k| k.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match entry {
-        Some(entry) => all.iter().find(|k| k.name == entry).cloned().ok_or_else(|| SignatureError {
-            line: 0,
-            message: if all.is_empty() {
-                format!("no `__kernel` function in the source (looked for `{entry}`)")
-            } else {
-                format!("no kernel named `{entry}` in the source (found: {})", names())
-            },
-        }),
+        Some(entry) => all
+            .iter()
+            .find(|k| k.name == entry)
+            .cloned()
+            .ok_or_else(|| SignatureError {
+                line: 0,
+                message: if all.is_empty() {
+                    format!("no `__kernel` function in the source (looked for `{entry}`)")
+                } else {
+                    format!(
+                        "no kernel named `{entry}` in the source (found: {})",
+                        names()
+                    )
+                },
+            }),
         None => match all.len() {
             1 => Ok(all[0].clone()),
-            0 => Err(SignatureError { line: 0, message: "no `__kernel` function in the source".into() }),
-            _ => Err(SignatureError { line: 0, message: format!("the source has several kernels ({}); name one with `kernel = \"...\"`", names()) }),
+            0 => Err(SignatureError {
+                line: 0,
+                message: "no `__kernel` function in the source".into(),
+            }),
+            _ => Err(SignatureError {
+                line: 0,
+                message: format!(
+                    "the source has several kernels ({}); name one with `kernel = \"...\"`",
+                    names()
+                ),
+            }),
         },
     }
 }
@@ -349,7 +387,12 @@ fn strip_comments_and_directives(source: &str) -> String {
     out
 }
 
-fn parse_params(params: &str, base: usize, line_of: &dyn Fn(usize) -> usize, kernel: &str) -> Result<Vec<KernelArg>, SignatureError> {
+fn parse_params(
+    params: &str,
+    base: usize,
+    line_of: &dyn Fn(usize) -> usize,
+    kernel: &str,
+) -> Result<Vec<KernelArg>, SignatureError> {
     let mut args = Vec::new();
     if params.trim().is_empty() || params.trim() == "void" {
         return Ok(args);
@@ -358,17 +401,26 @@ fn parse_params(params: &str, base: usize, line_of: &dyn Fn(usize) -> usize, ker
     for raw in params.split(',') {
         let line = line_of(offset + raw.len() - raw.trim_start().len());
         offset += raw.len() + 1;
-        let err = |message: String| SignatureError { line, message: format!("kernel `{kernel}`: {message}") };
+        let err = |message: String| SignatureError {
+            line,
+            message: format!("kernel `{kernel}`: {message}"),
+        };
         let spaced = raw.replace('*', " * ");
         let words: Vec<&str> = spaced.split_whitespace().collect();
         if words.is_empty() {
             return Err(err("empty parameter".into()));
         }
         if raw.contains('[') {
-            return Err(err(format!("array parameter `{}` is not supported; use a pointer", raw.trim())));
+            return Err(err(format!(
+                "array parameter `{}` is not supported; use a pointer",
+                raw.trim()
+            )));
         }
         let name = *words.last().unwrap_or(&"");
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || name.chars().next().is_none_or(|c| c.is_ascii_digit()) || name == "*" {
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || name.chars().next().is_none_or(|c| c.is_ascii_digit())
+            || name == "*"
+        {
             return Err(err(format!("parameter `{}` has no name", raw.trim())));
         }
         let mut space = None;
@@ -385,7 +437,8 @@ fn parse_params(params: &str, base: usize, line_of: &dyn Fn(usize) -> usize, ker
                 // the pointer is).
                 "const" if pointers == 0 => is_const = true,
                 "const" => {}
-                "restrict" | "__restrict" | "__restrict__" | "volatile" | "__read_only" | "read_only" | "__write_only" | "write_only" => {}
+                "restrict" | "__restrict" | "__restrict__" | "volatile" | "__read_only"
+                | "read_only" | "__write_only" | "write_only" => {}
                 "*" => pointers += 1,
                 other => type_words.push(other),
             }
@@ -444,11 +497,32 @@ void saxpy(const int n, const float a,
         assert_eq!(
             k.args,
             vec![
-                KernelArg::Scalar { name: "n".into(), ty: ScalarType::I32 },
-                KernelArg::Scalar { name: "a".into(), ty: ScalarType::F32 },
-                KernelArg::Buffer { name: "x".into(), space: AddressSpace::Global, elem: ScalarType::F32, read_only: true },
-                KernelArg::Buffer { name: "y".into(), space: AddressSpace::Global, elem: ScalarType::F32, read_only: false },
-                KernelArg::Buffer { name: "scratch".into(), space: AddressSpace::Local, elem: ScalarType::F32, read_only: false },
+                KernelArg::Scalar {
+                    name: "n".into(),
+                    ty: ScalarType::I32
+                },
+                KernelArg::Scalar {
+                    name: "a".into(),
+                    ty: ScalarType::F32
+                },
+                KernelArg::Buffer {
+                    name: "x".into(),
+                    space: AddressSpace::Global,
+                    elem: ScalarType::F32,
+                    read_only: true
+                },
+                KernelArg::Buffer {
+                    name: "y".into(),
+                    space: AddressSpace::Global,
+                    elem: ScalarType::F32,
+                    read_only: false
+                },
+                KernelArg::Buffer {
+                    name: "scratch".into(),
+                    space: AddressSpace::Local,
+                    elem: ScalarType::F32,
+                    read_only: false
+                },
             ]
         );
     }
@@ -461,8 +535,18 @@ void saxpy(const int n, const float a,
         assert_eq!(
             k.args,
             vec![
-                KernelArg::Buffer { name: "x".into(), space: AddressSpace::Global, elem: ScalarType::F32, read_only: true },
-                KernelArg::Buffer { name: "y".into(), space: AddressSpace::Global, elem: ScalarType::F32, read_only: false },
+                KernelArg::Buffer {
+                    name: "x".into(),
+                    space: AddressSpace::Global,
+                    elem: ScalarType::F32,
+                    read_only: true
+                },
+                KernelArg::Buffer {
+                    name: "y".into(),
+                    space: AddressSpace::Global,
+                    elem: ScalarType::F32,
+                    read_only: false
+                },
             ]
         );
     }
@@ -476,8 +560,16 @@ void saxpy(const int n, const float a,
         assert_eq!(
             b.args,
             vec![
-                KernelArg::Buffer { name: "q".into(), space: AddressSpace::Constant, elem: ScalarType::F64, read_only: true },
-                KernelArg::Scalar { name: "m".into(), ty: ScalarType::U32 },
+                KernelArg::Buffer {
+                    name: "q".into(),
+                    space: AddressSpace::Constant,
+                    elem: ScalarType::F64,
+                    read_only: true
+                },
+                KernelArg::Scalar {
+                    name: "m".into(),
+                    ty: ScalarType::U32
+                },
             ]
         );
         let err = find_kernel(src, Some("c")).unwrap_err();
@@ -509,7 +601,10 @@ void saxpy(const int n, const float a,
         let err = find_kernel("int f(int a) { return a; }", None).unwrap_err();
         assert!(err.message.contains("no `__kernel`"), "{err}");
         let err = find_kernel("__kernel void k(__global float* x, int) {}", None).unwrap_err();
-        assert!(err.message.contains("unsupported type") || err.message.contains("no name"), "{err}");
+        assert!(
+            err.message.contains("unsupported type") || err.message.contains("no name"),
+            "{err}"
+        );
     }
 
     #[test]

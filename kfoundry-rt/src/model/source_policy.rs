@@ -39,11 +39,21 @@
 use std::fmt;
 
 /// Directives a source may use.
-const DIRECTIVES: &[&str] = &["define", "undef", "if", "ifdef", "ifndef", "elif", "else", "endif", "pragma"];
+const DIRECTIVES: &[&str] = &[
+    "define", "undef", "if", "ifdef", "ifndef", "elif", "else", "endif", "pragma",
+];
 
 /// Identifiers that let the preprocessor look at the host's files.
-const HOST_WINDOWS: &[&str] =
-    &["__has_include", "__has_include_next", "__has_embed", "__FILE__", "__BASE_FILE__", "__FILE_NAME__", "__INCLUDE_LEVEL__", "__TIMESTAMP__"];
+const HOST_WINDOWS: &[&str] = &[
+    "__has_include",
+    "__has_include_next",
+    "__has_embed",
+    "__FILE__",
+    "__BASE_FILE__",
+    "__FILE_NAME__",
+    "__INCLUDE_LEVEL__",
+    "__TIMESTAMP__",
+];
 
 /// Identifiers whose value differs between builds of one source (the tune's and a shipped
 /// program's, today's and tomorrow's): a kernel could tell its proof from its use.
@@ -137,7 +147,11 @@ pub fn generated_prelude(gpu: bool, reversed: bool) -> String {
     if !gpu {
         out.push_str(NO_ASM);
     }
-    out.push_str(if reversed { WORK_ITEMS_REVERSED } else { WORK_ITEMS_FORWARD });
+    out.push_str(if reversed {
+        WORK_ITEMS_REVERSED
+    } else {
+        WORK_ITEMS_FORWARD
+    });
     out.push_str(WORK_ITEM_MACROS);
     out.push_str(&format!("#line 1 \"{CANDIDATE_FILE}\"\n"));
     out
@@ -177,7 +191,10 @@ pub fn check(source: &str, policy: Policy) -> Result<(), Violation> {
     while i < tokens.len() {
         let t = &tokens[i];
         if t.starts_directive {
-            let end = tokens[i..].iter().position(|x| x.ends_line).map_or(tokens.len(), |p| i + p + 1);
+            let end = tokens[i..]
+                .iter()
+                .position(|x| x.ends_line)
+                .map_or(tokens.len(), |p| i + p + 1);
             directive(&tokens[i..end])?;
             // Inside a directive's line, `#` and `##` are the operators of a macro: what pasting
             // spells is defined away by the prelude every build of the source starts with
@@ -189,7 +206,10 @@ pub fn check(source: &str, policy: Policy) -> Result<(), Violation> {
             continue;
         }
         if t.is_hash() || t.kind == Kind::Other("##".into()) {
-            return Err(Violation { line: t.line, what: "a `#` outside a directive".into() });
+            return Err(Violation {
+                line: t.line,
+                what: "a `#` outside a directive".into(),
+            });
         }
         word(t, policy)?;
         i += 1;
@@ -206,7 +226,10 @@ pub fn check_protected_names(source: &str) -> Result<(), Violation> {
     let mut i = 0;
     while i < tokens.len() {
         if tokens[i].starts_directive {
-            let end = tokens[i..].iter().position(|x| x.ends_line).map_or(tokens.len(), |p| i + p + 1);
+            let end = tokens[i..]
+                .iter()
+                .position(|x| x.ends_line)
+                .map_or(tokens.len(), |p| i + p + 1);
             protected_definition(&tokens[i..end])?;
             i = end;
         } else {
@@ -218,19 +241,27 @@ pub fn check_protected_names(source: &str) -> Result<(), Violation> {
 }
 
 fn word(t: &Token, policy: Policy) -> Result<(), Violation> {
-    let Kind::Ident(name) = &t.kind else { return Ok(()) };
+    let Kind::Ident(name) = &t.kind else {
+        return Ok(());
+    };
     let refuse = |what: String| Err(Violation { line: t.line, what });
     if HOST_WINDOWS.contains(&name.as_str()) {
-        return refuse(format!("`{name}` is not allowed (it reads the host's files)"));
+        return refuse(format!(
+            "`{name}` is not allowed (it reads the host's files)"
+        ));
     }
     if name == "_Pragma" {
         return refuse("`_Pragma` is not allowed (write `#pragma`)".into());
     }
     if VARYING.contains(&name.as_str()) {
-        return refuse(format!("`{name}` is not allowed (its value differs from one build to another)"));
+        return refuse(format!(
+            "`{name}` is not allowed (its value differs from one build to another)"
+        ));
     }
     if !policy.allow_asm && ASM.contains(&name.as_str()) {
-        return refuse(format!("inline assembly (`{name}`) is not allowed on this kind of device"));
+        return refuse(format!(
+            "inline assembly (`{name}`) is not allowed on this kind of device"
+        ));
     }
     mangled(t)
 }
@@ -238,11 +269,20 @@ fn word(t: &Token, policy: Policy) -> Result<(), Violation> {
 /// A mangled built-in called by its symbol (`_Z12get_group_idj`) would bypass the verifier's
 /// reversed build.
 fn mangled(t: &Token) -> Result<(), Violation> {
-    let Kind::Ident(name) = &t.kind else { return Ok(()) };
-    let digits = name.strip_prefix("_Z").map(|r| r.trim_start_matches(|c: char| c.is_ascii_digit()));
+    let Kind::Ident(name) = &t.kind else {
+        return Ok(());
+    };
+    let digits = name
+        .strip_prefix("_Z")
+        .map(|r| r.trim_start_matches(|c: char| c.is_ascii_digit()));
     match digits {
-        Some(rest) if rest.len() + 2 < name.len() && PROTECTED.iter().any(|p| rest.starts_with(p)) => {
-            Err(Violation { line: t.line, what: format!("`{name}` names a built-in function by its mangled symbol") })
+        Some(rest)
+            if rest.len() + 2 < name.len() && PROTECTED.iter().any(|p| rest.starts_with(p)) =>
+        {
+            Err(Violation {
+                line: t.line,
+                what: format!("`{name}` names a built-in function by its mangled symbol"),
+            })
         }
         _ => Ok(()),
     }
@@ -251,16 +291,31 @@ fn mangled(t: &Token) -> Result<(), Violation> {
 fn directive(line: &[Token]) -> Result<(), Violation> {
     let at = line[0].line;
     let refuse = |what: String| Err(Violation { line: at, what });
-    let Some(name) = line.get(1) else { return Ok(()) };
+    let Some(name) = line.get(1) else {
+        return Ok(());
+    };
     let Kind::Ident(name) = &name.kind else {
         return refuse("a directive without a name".into());
     };
     if !DIRECTIVES.contains(&name.as_str()) {
-        return refuse(format!("`#{name}` is not allowed (directives may be {})", DIRECTIVES.join(", ")));
+        return refuse(format!(
+            "`#{name}` is not allowed (directives may be {})",
+            DIRECTIVES.join(", ")
+        ));
     }
     protected_definition(line)?;
     if name == "pragma" {
-        let words: Vec<&str> = line[2..].iter().take(2).filter_map(|t| if let Kind::Ident(w) = &t.kind { Some(w.as_str()) } else { None }).collect();
+        let words: Vec<&str> = line[2..]
+            .iter()
+            .take(2)
+            .filter_map(|t| {
+                if let Kind::Ident(w) = &t.kind {
+                    Some(w.as_str())
+                } else {
+                    None
+                }
+            })
+            .collect();
         let allowed = match words.as_slice() {
             ["OPENCL", ..] | ["STDC", ..] | ["unroll", ..] | ["nounroll", ..] => true,
             ["clang", second] => matches!(*second, "loop" | "fp"),
@@ -296,8 +351,12 @@ fn protected_definition(line: &[Token]) -> Result<(), Violation> {
     }
     let tested = match directive {
         "ifdef" | "ifndef" => ident(2).filter(|n| PROTECTED.contains(n)),
-        "if" | "elif" => (2..line.len())
-            .find_map(|i| (ident(i) == Some("defined")).then(|| ident(i + 1).or_else(|| ident(i + 2))).flatten().filter(|n| PROTECTED.contains(n))),
+        "if" | "elif" => (2..line.len()).find_map(|i| {
+            (ident(i) == Some("defined"))
+                .then(|| ident(i + 1).or_else(|| ident(i + 2)))
+                .flatten()
+                .filter(|n| PROTECTED.contains(n))
+        }),
         _ => None,
     };
     if let Some(name) = tested {
@@ -354,18 +413,30 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
     while i < raw.len() {
         let c = raw[i];
         if c == '\0' {
-            return Err(Violation { line, what: "a NUL character".into() });
+            return Err(Violation {
+                line,
+                what: "a NUL character".into(),
+            });
         }
         if c == '\r' {
             // A carriage return ends a line for clang: only as part of `\r\n` is it allowed.
             if raw.get(i + 1) != Some(&'\n') {
-                return Err(Violation { line, what: "a carriage return that is not part of a line ending (`\\r\\n`)".into() });
+                return Err(Violation {
+                    line,
+                    what: "a carriage return that is not part of a line ending (`\\r\\n`)".into(),
+                });
             }
             i += 1;
             continue;
         }
-        if c == '?' && raw.get(i + 1) == Some(&'?') && raw.get(i + 2).is_some_and(|c| "=/'()!<>-".contains(*c)) {
-            return Err(Violation { line, what: format!("the trigraph `??{}` is not allowed", raw[i + 2]) });
+        if c == '?'
+            && raw.get(i + 1) == Some(&'?')
+            && raw.get(i + 2).is_some_and(|c| "=/'()!<>-".contains(*c))
+        {
+            return Err(Violation {
+                line,
+                what: format!("the trigraph `??{}` is not allowed", raw[i + 2]),
+            });
         }
         if c == '\\' {
             // `\`, optional spaces, then a newline: a splice (clang and GCC allow the spaces).
@@ -399,7 +470,12 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
     let c = |i: usize| chars.get(i).map(|x| x.0);
     let push = |out: &mut Vec<Token>, kind: Kind, line: usize, at_line_start: &mut bool| {
         let starts_directive = *at_line_start && kind == Kind::Hash;
-        out.push(Token { kind, line, starts_directive, ends_line: false });
+        out.push(Token {
+            kind,
+            line,
+            starts_directive,
+            ends_line: false,
+        });
         *at_line_start = false;
     };
     let end_line = |out: &mut Vec<Token>, at_line_start: &mut bool| {
@@ -430,7 +506,10 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
                     i += 1;
                 }
                 if i >= n {
-                    return Err(Violation { line: ln, what: "a comment that is never closed".into() });
+                    return Err(Violation {
+                        line: ln,
+                        what: "a comment that is never closed".into(),
+                    });
                 }
                 i += 2;
                 if newline && !in_directive {
@@ -445,7 +524,10 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
                     i += if chars[i].0 == '\\' { 2 } else { 1 };
                 }
                 if i >= n || chars[i].0 != quote {
-                    return Err(Violation { line: ln, what: "a string or character literal that is never closed".into() });
+                    return Err(Violation {
+                        line: ln,
+                        what: "a string or character literal that is never closed".into(),
+                    });
                 }
                 i += 1;
                 let text: String = chars[start..i].iter().map(|x| x.0).collect();
@@ -454,30 +536,56 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
             '#' => {
                 let paste = c(i + 1) == Some('#');
                 in_directive |= at_line_start && !paste;
-                push(&mut out, if paste { Kind::Other("##".into()) } else { Kind::Hash }, ln, &mut at_line_start);
+                push(
+                    &mut out,
+                    if paste {
+                        Kind::Other("##".into())
+                    } else {
+                        Kind::Hash
+                    },
+                    ln,
+                    &mut at_line_start,
+                );
                 i += if paste { 2 } else { 1 };
             }
             '%' if c(i + 1) == Some(':') => {
                 let paste = c(i + 2) == Some('%') && c(i + 3) == Some(':');
                 in_directive |= at_line_start && !paste;
-                push(&mut out, if paste { Kind::Other("##".into()) } else { Kind::Hash }, ln, &mut at_line_start);
+                push(
+                    &mut out,
+                    if paste {
+                        Kind::Other("##".into())
+                    } else {
+                        Kind::Hash
+                    },
+                    ln,
+                    &mut at_line_start,
+                );
                 i += if paste { 4 } else { 2 };
             }
             c0 if c0.is_ascii_alphabetic() || c0 == '_' || c0 == '$' || !c0.is_ascii() => {
                 let start = i;
-                while i < n && (chars[i].0.is_ascii_alphanumeric() || chars[i].0 == '_' || chars[i].0 == '$' || !chars[i].0.is_ascii()) {
+                while i < n
+                    && (chars[i].0.is_ascii_alphanumeric()
+                        || chars[i].0 == '_'
+                        || chars[i].0 == '$'
+                        || !chars[i].0.is_ascii())
+                {
                     i += 1;
                 }
                 let text: String = chars[start..i].iter().map(|x| x.0).collect();
                 push(&mut out, Kind::Ident(text), ln, &mut at_line_start);
             }
-            c0 if c0.is_ascii_digit() || (c0 == '.' && c(i + 1).is_some_and(|d| d.is_ascii_digit())) => {
+            c0 if c0.is_ascii_digit()
+                || (c0 == '.' && c(i + 1).is_some_and(|d| d.is_ascii_digit())) =>
+            {
                 // a preprocessing number: digits, letters, `_`, `.`, and a sign after an exponent
                 let start = i;
                 i += 1;
                 while i < n {
                     let d = chars[i].0;
-                    let signed = (d == '+' || d == '-') && matches!(chars[i - 1].0, 'e' | 'E' | 'p' | 'P');
+                    let signed =
+                        (d == '+' || d == '-') && matches!(chars[i - 1].0, 'e' | 'E' | 'p' | 'P');
                     if d.is_ascii_alphanumeric() || d == '_' || d == '.' || signed {
                         i += 1;
                     } else {
@@ -488,7 +596,12 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
                 push(&mut out, Kind::Other(text), ln, &mut at_line_start);
             }
             other => {
-                push(&mut out, Kind::Other(other.to_string()), ln, &mut at_line_start);
+                push(
+                    &mut out,
+                    Kind::Other(other.to_string()),
+                    ln,
+                    &mut at_line_start,
+                );
                 i += 1;
             }
         }
@@ -506,7 +619,9 @@ mod tests {
     const KERNEL: &str = "__kernel void k(__global float* y) { y[get_global_id(0)] = 1.0f; }\n";
 
     fn refused(prefix: &str) -> String {
-        check(&format!("{prefix}{KERNEL}"), Policy::default()).expect_err(prefix).to_string()
+        check(&format!("{prefix}{KERNEL}"), Policy::default())
+            .expect_err(prefix)
+            .to_string()
     }
 
     #[test]
@@ -555,9 +670,16 @@ mod tests {
     #[test]
     fn varying_names_and_tests_of_protected_ones_are_refused() {
         // pasting and stringizing are allowed: what they could spell, the prelude defines away
-        check(&format!("#define C(a, b) a##b\n#define S(x) #x\n{KERNEL}"), Policy::default()).unwrap();
+        check(
+            &format!("#define C(a, b) a##b\n#define S(x) #x\n{KERNEL}"),
+            Policy::default(),
+        )
+        .unwrap();
         for name in ["__DATE__", "__TIME__", "__LINE__", "__COUNTER__"] {
-            assert!(refused(&format!("int v = {name};\n")).contains("differs from one build"), "{name}");
+            assert!(
+                refused(&format!("int v = {name};\n")).contains("differs from one build"),
+                "{name}"
+            );
         }
         for test in [
             "#ifdef get_group_id\n#endif\n",
@@ -566,7 +688,10 @@ mod tests {
             "#if 1 && defined get_local_id\n#endif\n",
         ] {
             assert!(refused(test).contains("tests `get_"), "{test}");
-            assert!(check_protected_names(&format!("{test}{KERNEL}")).is_err(), "{test}");
+            assert!(
+                check_protected_names(&format!("{test}{KERNEL}")).is_err(),
+                "{test}"
+            );
         }
     }
 
@@ -588,12 +713,29 @@ mod tests {
 
     #[test]
     fn protected_names_and_assembly() {
-        for prefix in ["#undef get_group_id\n", "#define get_global_id(d) 0\n", "#undef asm\n", "#  def\\\nine get_group_id 0\n"] {
-            assert!(refused(prefix).contains("may not be redefined"), "{prefix:?}");
-            assert!(check_protected_names(&format!("{prefix}{KERNEL}")).is_err(), "{prefix:?}");
+        for prefix in [
+            "#undef get_group_id\n",
+            "#define get_global_id(d) 0\n",
+            "#undef asm\n",
+            "#  def\\\nine get_group_id 0\n",
+        ] {
+            assert!(
+                refused(prefix).contains("may not be redefined"),
+                "{prefix:?}"
+            );
+            assert!(
+                check_protected_names(&format!("{prefix}{KERNEL}")).is_err(),
+                "{prefix:?}"
+            );
         }
         assert!(refused("size_t _Z12get_group_idj(uint);\n").contains("mangled"));
-        assert!(check_protected_names(&format!("#include <x.h>\nvoid f() {{ asm(\"nop\"); }}\n{KERNEL}")).is_ok(), "the user's own choices");
+        assert!(
+            check_protected_names(&format!(
+                "#include <x.h>\nvoid f() {{ asm(\"nop\"); }}\n{KERNEL}"
+            ))
+            .is_ok(),
+            "the user's own choices"
+        );
         let asm = "void f() { asm volatile(\"nop\"); }\n";
         assert!(refused(asm).contains("inline assembly"));
         assert!(refused("void f() { __asm__ (\"syscall\"); }\n").contains("inline assembly"));
@@ -604,9 +746,19 @@ mod tests {
 
     #[test]
     fn lines_are_counted_as_an_editor_does() {
-        let e = check("int a;\n/* one\ntwo */\nint b; \\\n\n#include <x>\n", Policy::default()).unwrap_err();
+        let e = check(
+            "int a;\n/* one\ntwo */\nint b; \\\n\n#include <x>\n",
+            Policy::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.line, 6, "{e}");
-        assert!(check("int a; /* never closed", Policy::default()).unwrap_err().what.contains("never closed"));
-        assert!(check("int a;\0", Policy::default()).unwrap_err().what.contains("NUL"));
+        assert!(check("int a; /* never closed", Policy::default())
+            .unwrap_err()
+            .what
+            .contains("never closed"));
+        assert!(check("int a;\0", Policy::default())
+            .unwrap_err()
+            .what
+            .contains("NUL"));
     }
 }

@@ -17,7 +17,11 @@ pub type Sizes = BTreeMap<String, i64>;
 
 /// `a=1, b=2`: parameters or sizes for messages (`sep` between the pairs).
 pub fn fmt_assignments(values: &std::collections::BTreeMap<String, i64>, sep: &str) -> String {
-    values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(sep)
+    values
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 /// A tunable parameter and its domain, in the order the annotation gives.
@@ -96,12 +100,17 @@ impl Distribution {
         let eval = |e: &Expr| e.eval(sizes).map_err(|err| format!("`{e}`: {err}"));
         Ok(match self {
             Distribution::Uniform { lo, hi } => Resolved::Uniform { lo: *lo, hi: *hi },
-            Distribution::Normal { mean, std } => Resolved::Normal { mean: *mean, std: *std },
+            Distribution::Normal { mean, std } => Resolved::Normal {
+                mean: *mean,
+                std: *std,
+            },
             Distribution::Constant { value } => Resolved::Constant { value: *value },
             Distribution::UniformInt { lo, hi } => {
                 let (l, h) = (eval(lo)?, eval(hi)?);
                 if l >= h {
-                    return Err(format!("`uniform_int({lo}, {hi})` is empty at these sizes ({l} >= {h})"));
+                    return Err(format!(
+                        "`uniform_int({lo}, {hi})` is empty at these sizes ({l} >= {h})"
+                    ));
                 }
                 Resolved::Integers { lo: l, hi: h }
             }
@@ -109,7 +118,9 @@ impl Distribution {
             Distribution::Monotone { lo, hi } => {
                 let (l, h) = (eval(lo)?, eval(hi)?);
                 if l > h {
-                    return Err(format!("`monotone({lo}, {hi})` decreases at these sizes ({l} > {h})"));
+                    return Err(format!(
+                        "`monotone({lo}, {hi})` decreases at these sizes ({l} > {h})"
+                    ));
                 }
                 Resolved::Monotone { lo: l, hi: h }
             }
@@ -119,7 +130,12 @@ impl Distribution {
     /// Whether it draws the values of integer buffers only (`uniform_int`, `permutation`,
     /// `monotone`).
     pub fn is_integer_only(&self) -> bool {
-        matches!(self, Distribution::UniformInt { .. } | Distribution::Permutation | Distribution::Monotone { .. })
+        matches!(
+            self,
+            Distribution::UniformInt { .. }
+                | Distribution::Permutation
+                | Distribution::Monotone { .. }
+        )
     }
 }
 
@@ -168,7 +184,12 @@ pub struct Check {
 impl Check {
     /// Every element within `rtol` and `atol`, no rule on the whole output.
     pub fn elementwise(buffer: impl Into<String>, rtol: f64, atol: f64) -> Check {
-        Check { buffer: buffer.into(), rtol, atol, whole: Whole::default() }
+        Check {
+            buffer: buffer.into(),
+            rtol,
+            atol,
+            whole: Whole::default(),
+        }
     }
 }
 
@@ -348,7 +369,11 @@ pub enum LaunchError {
     #[error("{what} evaluates to {value}, which is not a positive size")]
     NotPositive { what: String, value: i64 },
     #[error("global size {global} of dimension {dim} is not a multiple of local size {local}")]
-    NotMultiple { dim: usize, global: usize, local: usize },
+    NotMultiple {
+        dim: usize,
+        global: usize,
+        local: usize,
+    },
     #[error("size `{0}` is 0: an empty problem is not launched (whether doing nothing is right depends on the kernel: skip the call)")]
     ZeroSize(String),
     #[error("the sizes given are {{{given}}} but the kernel's sizes are {{{expected}}}")]
@@ -374,8 +399,13 @@ impl KernelSpec {
     /// those `declared` by the generated source being built, see
     /// [`super::generated::declared_params`]); values are integers. So nothing else reaches the
     /// OpenCL compiler from a lockfile or a bundle.
-    pub fn build_options(&self, params: &Params, declared: &[Param]) -> Result<String, LaunchError> {
-        self.check_param_names(params, declared).map_err(LaunchError::Params)?;
+    pub fn build_options(
+        &self,
+        params: &Params,
+        declared: &[Param],
+    ) -> Result<String, LaunchError> {
+        self.check_param_names(params, declared)
+            .map_err(LaunchError::Params)?;
         let mut out: Vec<String> = params.iter().map(|(k, v)| format!("-D {k}={v}")).collect();
         if !self.options.trim().is_empty() {
             out.push(self.options.trim().to_string());
@@ -386,15 +416,23 @@ impl KernelSpec {
     /// `params` names exactly the annotation's parameters and those in `declared`, and no
     /// declared parameter is named like a size or a kernel argument.
     pub fn check_param_names(&self, params: &Params, declared: &[Param]) -> Result<(), String> {
-        if let Some(d) = declared.iter().find(|d| self.sizes.contains(&d.name) || self.signature.args.iter().any(|a| a.name() == d.name)) {
+        if let Some(d) = declared.iter().find(|d| {
+            self.sizes.contains(&d.name) || self.signature.args.iter().any(|a| a.name() == d.name)
+        }) {
             return Err(format!("the generated source declares a parameter `{}`, which is a size or an argument of kernel `{}`", d.name, self.id));
         }
         let all = || self.params.iter().chain(declared);
         if let Some(unknown) = params.keys().find(|k| !all().any(|p| &p.name == *k)) {
-            return Err(format!("`{unknown}` is not a parameter of kernel `{}`", self.id));
+            return Err(format!(
+                "`{unknown}` is not a parameter of kernel `{}`",
+                self.id
+            ));
         }
         if let Some(missing) = all().find(|p| !params.contains_key(&p.name)) {
-            return Err(format!("no value for parameter `{}` of kernel `{}`", missing.name, self.id));
+            return Err(format!(
+                "no value for parameter `{}` of kernel `{}`",
+                missing.name, self.id
+            ));
         }
         Ok(())
     }
@@ -405,7 +443,11 @@ impl KernelSpec {
     pub fn check_params(&self, params: &Params, declared: &[Param]) -> Result<(), String> {
         self.check_param_names(params, declared)?;
         for (name, v) in params {
-            let domain = declared.iter().chain(&self.params).find(|p| &p.name == name).map(|p| &p.values);
+            let domain = declared
+                .iter()
+                .chain(&self.params)
+                .find(|p| &p.name == name)
+                .map(|p| &p.values);
             if !domain.is_some_and(|d| d.contains(v)) {
                 return Err(format!("{name}={v} is not in the parameter's domain"));
             }
@@ -416,7 +458,10 @@ impl KernelSpec {
     /// Who supplies `arg` at a launch (see [`ArgRole`]).
     pub fn role(&self, arg: &KernelArg) -> ArgRole {
         match arg {
-            KernelArg::Buffer { space: AddressSpace::Local, .. } => ArgRole::LocalMemory,
+            KernelArg::Buffer {
+                space: AddressSpace::Local,
+                ..
+            } => ArgRole::LocalMemory,
             KernelArg::Buffer { .. } => ArgRole::CallerBuffer,
             KernelArg::Scalar { name, .. } if self.sizes.contains(name) => ArgRole::Size,
             KernelArg::Scalar { .. } => ArgRole::CallerScalar,
@@ -431,7 +476,9 @@ impl KernelSpec {
     /// The arguments a caller passes, in signature order (buffers and scalars that are not
     /// sizes; `__local` memory is sized by the launcher).
     pub fn caller_args(&self) -> impl Iterator<Item = &KernelArg> {
-        self.args_with_roles().filter(|(_, r)| matches!(r, ArgRole::CallerBuffer | ArgRole::CallerScalar)).map(|(a, _)| a)
+        self.args_with_roles()
+            .filter(|(_, r)| matches!(r, ArgRole::CallerBuffer | ArgRole::CallerScalar))
+            .map(|(a, _)| a)
     }
 
     /// Checks the constraints and computes the launch geometry of `params` at `sizes`.
@@ -439,14 +486,27 @@ impl KernelSpec {
     /// Constraints that read device properties (`device_*`, see [`DEVICE_PROPERTIES`]) are
     /// checked against `device`; with `None` (no device at hand: the macro, `list`) they are
     /// not checked, so the result then means "launchable on some device".
-    pub fn geometry(&self, params: &Params, sizes: &Sizes, device: Option<&DeviceTraits>) -> Result<Geometry, LaunchError> {
+    pub fn geometry(
+        &self,
+        params: &Params,
+        sizes: &Sizes,
+        device: Option<&DeviceTraits>,
+    ) -> Result<Geometry, LaunchError> {
         if sizes.len() != self.sizes.len() || !self.sizes.iter().all(|s| sizes.contains_key(s)) {
-            return Err(LaunchError::SizeNames { given: sizes.keys().cloned().collect::<Vec<_>>().join(", "), expected: self.sizes.join(", ") });
+            return Err(LaunchError::SizeNames {
+                given: sizes.keys().cloned().collect::<Vec<_>>().join(", "),
+                expected: self.sizes.join(", "),
+            });
         }
         for name in &self.sizes {
             match sizes[name] {
                 0 => return Err(LaunchError::ZeroSize(name.clone())),
-                v if v < 0 => return Err(LaunchError::NotPositive { what: format!("size `{name}`"), value: v }),
+                v if v < 0 => {
+                    return Err(LaunchError::NotPositive {
+                        what: format!("size `{name}`"),
+                        value: v,
+                    })
+                }
                 _ => {}
             }
         }
@@ -459,8 +519,14 @@ impl KernelSpec {
                 continue;
             }
             let Some(device) = device else { continue };
-            for name in req.variables().into_iter().filter(|v| v.starts_with(DEVICE_PREFIX)) {
-                let value = device.value(&name).ok_or_else(|| EvalError::UnknownVariable(name.clone()))?;
+            for name in req
+                .variables()
+                .into_iter()
+                .filter(|v| v.starts_with(DEVICE_PREFIX))
+            {
+                let value = device
+                    .value(&name)
+                    .ok_or_else(|| EvalError::UnknownVariable(name.clone()))?;
                 env.insert(name, value);
             }
             if !req.holds(&env)? {
@@ -473,7 +539,13 @@ impl KernelSpec {
                 .enumerate()
                 .map(|(d, e)| {
                     let v = e.eval(&env)?;
-                    usize::try_from(v).ok().filter(|v| *v > 0).ok_or(LaunchError::NotPositive { what: format!("{what}[{d}] = `{e}`"), value: v })
+                    usize::try_from(v)
+                        .ok()
+                        .filter(|v| *v > 0)
+                        .ok_or(LaunchError::NotPositive {
+                            what: format!("{what}[{d}] = `{e}`"),
+                            value: v,
+                        })
                 })
                 .collect()
         };
@@ -485,7 +557,11 @@ impl KernelSpec {
         if let Some(local) = &local {
             for (dim, (g, l)) in global.iter().zip(local).enumerate() {
                 if g % l != 0 {
-                    return Err(LaunchError::NotMultiple { dim, global: *g, local: *l });
+                    return Err(LaunchError::NotMultiple {
+                        dim,
+                        global: *g,
+                        local: *l,
+                    });
                 }
             }
         }
@@ -493,15 +569,31 @@ impl KernelSpec {
     }
 
     /// Length in elements of a pointer argument at given parameters and sizes.
-    pub fn buffer_len(&self, name: &str, params: &Params, sizes: &Sizes) -> Result<usize, LaunchError> {
-        let expr = self.buffers.get(name).ok_or_else(|| EvalError::UnknownVariable(name.to_string()))?;
+    pub fn buffer_len(
+        &self,
+        name: &str,
+        params: &Params,
+        sizes: &Sizes,
+    ) -> Result<usize, LaunchError> {
+        let expr = self
+            .buffers
+            .get(name)
+            .ok_or_else(|| EvalError::UnknownVariable(name.to_string()))?;
         let v = expr.eval(&self.env(params, sizes))?;
-        usize::try_from(v).ok().filter(|v| *v > 0).ok_or(LaunchError::NotPositive { what: format!("length of `{name}` = `{expr}`"), value: v })
+        usize::try_from(v)
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or(LaunchError::NotPositive {
+                what: format!("length of `{name}` = `{expr}`"),
+                value: v,
+            })
     }
 
     /// The whole search space size (product of the domains), saturating.
     pub fn space_size(&self) -> u128 {
-        self.params.iter().fold(1u128, |acc, p| acc.saturating_mul(p.values.len() as u128))
+        self.params
+            .iter()
+            .fold(1u128, |acc, p| acc.saturating_mul(p.values.len() as u128))
     }
 
     /// Whether `found` (a signature read from a source) is this kernel's: the same, but where
@@ -509,14 +601,26 @@ impl KernelSpec {
     /// `ushort`.
     pub fn has_signature(&self, found: &KernelSignature) -> bool {
         let as_source = |a: &KernelArg| match a {
-            KernelArg::Buffer { name, space, elem: ScalarType::Bf16, read_only } => {
-                KernelArg::Buffer { name: name.clone(), space: *space, elem: ScalarType::U16, read_only: *read_only }
-            }
+            KernelArg::Buffer {
+                name,
+                space,
+                elem: ScalarType::Bf16,
+                read_only,
+            } => KernelArg::Buffer {
+                name: name.clone(),
+                space: *space,
+                elem: ScalarType::U16,
+                read_only: *read_only,
+            },
             other => other.clone(),
         };
         found.name == self.signature.name
             && found.args.len() == self.signature.args.len()
-            && found.args.iter().zip(&self.signature.args).all(|(f, s)| *f == as_source(s))
+            && found
+                .args
+                .iter()
+                .zip(&self.signature.args)
+                .all(|(f, s)| *f == as_source(s))
     }
 
     /// The distribution used for an input (buffer or scalar), with the default.
@@ -537,10 +641,18 @@ impl KernelSpec {
         let mut errors = Vec::new();
         macro_rules! err {
             ($part:expr, token $token:expr, $message:expr $(,)?) => {
-                errors.push(SpecError { part: $part, token: Some($token), message: $message })
+                errors.push(SpecError {
+                    part: $part,
+                    token: Some($token),
+                    message: $message,
+                })
             };
             ($part:expr, $message:expr $(,)?) => {
-                errors.push(SpecError { part: $part, token: None, message: $message })
+                errors.push(SpecError {
+                    part: $part,
+                    token: None,
+                    message: $message,
+                })
             };
         }
 
@@ -553,13 +665,22 @@ impl KernelSpec {
         let mut seen = BTreeSet::new();
         for p in &self.params {
             if !seen.insert(p.name.as_str()) {
-                err!(Part::Param(p.name.clone()), format!("parameter `{}` is declared twice", p.name));
+                err!(
+                    Part::Param(p.name.clone()),
+                    format!("parameter `{}` is declared twice", p.name)
+                );
             }
             if p.values.is_empty() {
-                err!(Part::Param(p.name.clone()), format!("parameter `{}` has no values", p.name));
+                err!(
+                    Part::Param(p.name.clone()),
+                    format!("parameter `{}` has no values", p.name)
+                );
             }
             if size_names.contains(p.name.as_str()) {
-                err!(Part::Param(p.name.clone()), format!("`{}` is both a parameter and a size", p.name));
+                err!(
+                    Part::Param(p.name.clone()),
+                    format!("`{}` is both a parameter and a size", p.name)
+                );
             }
             if arg(&p.name).is_some() {
                 err!(
@@ -568,7 +689,10 @@ impl KernelSpec {
                 );
             }
             if let Err(why) = check_macro_name(&p.name) {
-                err!(Part::Param(p.name.clone()), format!("parameter `{}` {why}", p.name));
+                err!(
+                    Part::Param(p.name.clone()),
+                    format!("parameter `{}` {why}", p.name)
+                );
             }
             if p.name.starts_with(DEVICE_PREFIX) {
                 err!(Part::Param(p.name.clone()), format!("parameter `{}` starts with `{DEVICE_PREFIX}`, which names device properties", p.name));
@@ -583,12 +707,23 @@ impl KernelSpec {
                 err!(Part::Kernel, format!("size `{s}` is not an identifier"));
             }
             if s.starts_with(DEVICE_PREFIX) {
-                err!(Part::Kernel, format!("size `{s}` starts with `{DEVICE_PREFIX}`, which names device properties"));
+                err!(
+                    Part::Kernel,
+                    format!(
+                        "size `{s}` starts with `{DEVICE_PREFIX}`, which names device properties"
+                    )
+                );
             }
         }
         for w in &self.workloads {
             if !is_identifier(&w.name) || w.name.len() > MAX_NAME {
-                err!(Part::Workload(w.name.clone()), format!("workload name `{}` is not an identifier of at most {MAX_NAME} characters", w.name));
+                err!(
+                    Part::Workload(w.name.clone()),
+                    format!(
+                        "workload name `{}` is not an identifier of at most {MAX_NAME} characters",
+                        w.name
+                    )
+                );
             }
         }
         let tokens: Vec<&str> = self.options.split_whitespace().collect();
@@ -599,17 +734,28 @@ impl KernelSpec {
             }
         }
         if tokens.last() == Some(&"-D") {
-            err!(Part::Options, "build option `-D` at the end names no macro".into());
+            err!(
+                Part::Options,
+                "build option `-D` at the end names no macro".into()
+            );
         }
         // A parameter must matter somewhere: in the source (as a preprocessor name), or in the
         // launch geometry or a buffer's length. One that does not (a typo like `UNROL`) would
         // multiply the space with identical kernels.
         let in_source = source_identifiers(&self.source);
-        let in_exprs: BTreeSet<String> =
-            self.global.iter().chain(self.local.iter().flatten()).chain(self.buffers.values()).flat_map(Expr::variables).collect();
+        let in_exprs: BTreeSet<String> = self
+            .global
+            .iter()
+            .chain(self.local.iter().flatten())
+            .chain(self.buffers.values())
+            .flat_map(Expr::variables)
+            .collect();
         for p in &self.params {
             // (a name refused above is not reported twice)
-            if check_macro_name(&p.name).is_ok() && !in_source.contains(p.name.as_str()) && !in_exprs.contains(&p.name) {
+            if check_macro_name(&p.name).is_ok()
+                && !in_source.contains(p.name.as_str())
+                && !in_exprs.contains(&p.name)
+            {
                 err!(
                     Part::Param(p.name.clone()),
                     format!(
@@ -622,7 +768,10 @@ impl KernelSpec {
         // Reference: a value in the domain for every parameter.
         for p in &self.params {
             match self.reference.get(&p.name) {
-                None => err!(Part::Reference, format!("`reference(...)` gives no value for parameter `{}`", p.name)),
+                None => err!(
+                    Part::Reference,
+                    format!("`reference(...)` gives no value for parameter `{}`", p.name)
+                ),
                 Some(v) if !p.values.contains(v) => err!(
                     Part::Reference,
                     token p.name.clone(),
@@ -633,12 +782,17 @@ impl KernelSpec {
         }
         for name in self.reference.keys() {
             if !param_names.contains(name.as_str()) {
-                err!(Part::Reference, format!("`reference(...)` names `{name}`, which is not a parameter"));
+                err!(
+                    Part::Reference,
+                    format!("`reference(...)` names `{name}`, which is not a parameter")
+                );
             }
         }
         // Expressions read only parameters and sizes.
         let known = |e: &Expr| -> Option<String> {
-            e.variables().into_iter().find(|v| !param_names.contains(v.as_str()) && !size_names.contains(v.as_str()))
+            e.variables()
+                .into_iter()
+                .find(|v| !param_names.contains(v.as_str()) && !size_names.contains(v.as_str()))
         };
         let unknown_msg = |v: String, what: &str| {
             if v.starts_with(DEVICE_PREFIX) {
@@ -652,21 +806,35 @@ impl KernelSpec {
                 format!("{what} reads the device property `{v}`: only `require(...)` may read device properties")
             } else {
                 let names: Vec<&str> = DEVICE_PROPERTIES.iter().map(|(n, _)| *n).collect();
-                format!("{what} reads `{v}`, which is not a device property (they are {})", names.join(", "))
+                format!(
+                    "{what} reads `{v}`, which is not a device property (they are {})",
+                    names.join(", ")
+                )
             }
         };
         for (i, r) in self.require.iter().enumerate() {
             // Constraints may also read the device they run on.
-            let unknown =
-                r.variables().into_iter().find(|v| !param_names.contains(v.as_str()) && !size_names.contains(v.as_str()) && !is_device_property(v));
+            let unknown = r.variables().into_iter().find(|v| {
+                !param_names.contains(v.as_str())
+                    && !size_names.contains(v.as_str())
+                    && !is_device_property(v)
+            });
             match unknown {
-                Some(v) if v.starts_with(DEVICE_PREFIX) => err!(Part::Require(i), token v.clone(), device_msg(&v, "constraint")),
+                Some(v) if v.starts_with(DEVICE_PREFIX) => {
+                    err!(Part::Require(i), token v.clone(), device_msg(&v, "constraint"))
+                }
                 Some(v) => err!(Part::Require(i), token v.clone(), unknown_msg(v, "constraint")),
                 None => {}
             }
         }
         if self.global.is_empty() || self.global.len() > 3 {
-            err!(Part::Global, format!("`global` needs 1 to 3 dimensions, found {}", self.global.len()));
+            err!(
+                Part::Global,
+                format!(
+                    "`global` needs 1 to 3 dimensions, found {}",
+                    self.global.len()
+                )
+            );
         }
         for g in &self.global {
             if let Some(v) = known(g) {
@@ -675,7 +843,14 @@ impl KernelSpec {
         }
         if let Some(local) = &self.local {
             if local.len() != self.global.len() {
-                err!(Part::Local, format!("`local` has {} dimension(s) but `global` has {}", local.len(), self.global.len()),);
+                err!(
+                    Part::Local,
+                    format!(
+                        "`local` has {} dimension(s) but `global` has {}",
+                        local.len(),
+                        self.global.len()
+                    ),
+                );
             }
             for l in local {
                 if let Some(v) = known(l) {
@@ -687,7 +862,10 @@ impl KernelSpec {
         for a in args {
             if let KernelArg::Buffer { name, .. } = a {
                 if !self.buffers.contains_key(name) {
-                    err!(Part::Buffer(name.clone()), format!("`buffers(...)` gives no length for pointer argument `{name}`"));
+                    err!(
+                        Part::Buffer(name.clone()),
+                        format!("`buffers(...)` gives no length for pointer argument `{name}`")
+                    );
                 }
             }
         }
@@ -695,9 +873,15 @@ impl KernelSpec {
             match arg(name) {
                 Some(KernelArg::Buffer { .. }) => {}
                 Some(KernelArg::Scalar { .. }) => {
-                    err!(Part::Buffer(name.clone()), format!("`{name}` is a scalar argument, not a buffer"))
+                    err!(
+                        Part::Buffer(name.clone()),
+                        format!("`{name}` is a scalar argument, not a buffer")
+                    )
                 }
-                None => err!(Part::Buffer(name.clone()), format!("the kernel has no argument `{name}`")),
+                None => err!(
+                    Part::Buffer(name.clone()),
+                    format!("the kernel has no argument `{name}`")
+                ),
             }
             if let Some(v) = known(len) {
                 err!(Part::Buffer(name.clone()), token v.clone(), unknown_msg(v, &format!("the length of `{name}`")));
@@ -705,7 +889,11 @@ impl KernelSpec {
             // The caller allocates its buffers before dispatch picks a variant: their lengths
             // may depend on sizes only (local memory may depend on parameters).
             if matches!(arg(name), Some(a) if self.role(a) == ArgRole::CallerBuffer) {
-                if let Some(p) = len.variables().into_iter().find(|v| param_names.contains(v.as_str())) {
+                if let Some(p) = len
+                    .variables()
+                    .into_iter()
+                    .find(|v| param_names.contains(v.as_str()))
+                {
                     err!(
                         Part::Buffer(name.clone()),
                         token p.clone(),
@@ -717,29 +905,55 @@ impl KernelSpec {
         // Inputs: existing, non-local arguments; constants only for scalars.
         for (name, dist) in &self.inputs {
             match arg(name) {
-                None => err!(Part::Input(name.clone()), format!("the kernel has no argument `{name}`")),
-                Some(KernelArg::Buffer { space: AddressSpace::Local, .. }) => {
-                    err!(Part::Input(name.clone()), format!("`{name}` is local memory; it has no input"))
+                None => err!(
+                    Part::Input(name.clone()),
+                    format!("the kernel has no argument `{name}`")
+                ),
+                Some(KernelArg::Buffer {
+                    space: AddressSpace::Local,
+                    ..
+                }) => {
+                    err!(
+                        Part::Input(name.clone()),
+                        format!("`{name}` is local memory; it has no input")
+                    )
                 }
                 Some(KernelArg::Buffer { .. }) if matches!(dist, Distribution::Constant { .. }) => {
                     err!(Part::Input(name.clone()), format!("buffer `{name}` cannot be constant: constant inputs hide indexing mistakes"),)
                 }
                 Some(KernelArg::Scalar { .. }) if size_names.contains(name.as_str()) => {
-                    err!(Part::Input(name.clone()), format!("`{name}` is a size; its value comes from the workload"),)
+                    err!(
+                        Part::Input(name.clone()),
+                        format!("`{name}` is a size; its value comes from the workload"),
+                    )
                 }
                 Some(_) => {}
             }
             match dist {
-                Distribution::Uniform { lo, hi } if !lo.is_finite() || !hi.is_finite() || *lo >= *hi => {
-                    err!(Part::Input(name.clone()), format!("`uniform({lo}, {hi})` needs finite lo < hi"))
+                Distribution::Uniform { lo, hi }
+                    if !lo.is_finite() || !hi.is_finite() || *lo >= *hi =>
+                {
+                    err!(
+                        Part::Input(name.clone()),
+                        format!("`uniform({lo}, {hi})` needs finite lo < hi")
+                    )
                 }
-                Distribution::Normal { std, mean } if !mean.is_finite() || !std.is_finite() || *std <= 0.0 => {
-                    err!(Part::Input(name.clone()), format!("`normal({mean}, {std})` needs a positive finite std"))
+                Distribution::Normal { std, mean }
+                    if !mean.is_finite() || !std.is_finite() || *std <= 0.0 =>
+                {
+                    err!(
+                        Part::Input(name.clone()),
+                        format!("`normal({mean}, {std})` needs a positive finite std")
+                    )
                 }
                 Distribution::UniformInt { lo, hi } | Distribution::Monotone { lo, hi } => {
                     // The caller's values cannot depend on a variant: sizes only.
                     for e in [lo, hi] {
-                        if let Some(v) = e.variables().into_iter().find(|v| !size_names.contains(v.as_str())) {
+                        if let Some(v) = e
+                            .variables()
+                            .into_iter()
+                            .find(|v| !size_names.contains(v.as_str()))
+                        {
                             err!(
                                 Part::Input(name.clone()),
                                 format!("`{e}` reads `{v}`, which is not a size: an input's range may read the sizes only")
@@ -749,7 +963,9 @@ impl KernelSpec {
                 }
                 _ => {}
             }
-            if dist.is_integer_only() && !matches!(arg(name), Some(KernelArg::Buffer { elem, .. }) if !elem.is_float()) {
+            if dist.is_integer_only()
+                && !matches!(arg(name), Some(KernelArg::Buffer { elem, .. }) if !elem.is_float())
+            {
                 err!(
                     Part::Input(name.clone()),
                     format!("`{name}` is not an integer buffer: `uniform_int`, `permutation` and `monotone` draw the values of integer buffers")
@@ -785,12 +1001,18 @@ impl KernelSpec {
                 _ => err!(part(), format!("`in_place({written} = ...)`: `{written}` is not a written `__global` buffer argument")),
             }
             if !aliased.insert(read.as_str()) || self.in_place.contains_key(read) {
-                err!(part(), format!("`in_place`: `{read}` is aliased twice (one written buffer per input)"));
+                err!(
+                    part(),
+                    format!("`in_place`: `{read}` is aliased twice (one written buffer per input)")
+                );
             }
         }
         // Checks: writable global buffers.
         if self.checks.is_empty() {
-            err!(Part::Kernel, "`check(...)` names no output: the tuner could not verify candidates".into());
+            err!(
+                Part::Kernel,
+                "`check(...)` names no output: the tuner could not verify candidates".into()
+            );
         }
         for c in &self.checks {
             match arg(&c.buffer) {
@@ -802,19 +1024,31 @@ impl KernelSpec {
                 _ => err!(Part::Check(c.buffer.clone()), format!("the kernel has no buffer argument `{}`", c.buffer)),
             }
             if !(c.rtol >= 0.0 && c.atol >= 0.0 && c.rtol.is_finite() && c.atol.is_finite()) {
-                err!(Part::Check(c.buffer.clone()), "tolerances must be finite and non-negative".into());
+                err!(
+                    Part::Check(c.buffer.clone()),
+                    "tolerances must be finite and non-negative".into()
+                );
             }
             let w = c.whole;
             if w.norm.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
-                err!(Part::Check(c.buffer.clone()), "`norm` must be a positive finite relative error".into());
+                err!(
+                    Part::Check(c.buffer.clone()),
+                    "`norm` must be a positive finite relative error".into()
+                );
             }
             for (name, v) in [("allclose", w.allclose), ("cosine", w.cosine)] {
                 if v.is_some_and(|v| !(v > 0.0 && v <= 1.0)) {
-                    err!(Part::Check(c.buffer.clone()), format!("`{name}` must be in (0, 1]"));
+                    err!(
+                        Part::Check(c.buffer.clone()),
+                        format!("`{name}` must be in (0, 1]")
+                    );
                 }
             }
             if w.only_whole && w.norm.is_none() && w.cosine.is_none() {
-                err!(Part::Check(c.buffer.clone()), "a check without element-wise tolerances needs `norm` or `cosine`".into());
+                err!(
+                    Part::Check(c.buffer.clone()),
+                    "a check without element-wise tolerances needs `norm` or `cosine`".into()
+                );
             }
         }
         // Scalars that are not sizes: integers need an input.
@@ -835,18 +1069,35 @@ impl KernelSpec {
             if !size_names.contains(r.size.as_str()) {
                 err!(
                     Part::Range(r.size.clone()),
-                    format!("`ranges` names `{}`, which no workload binds (the sizes are {})", r.size, self.sizes.join(", "))
+                    format!(
+                        "`ranges` names `{}`, which no workload binds (the sizes are {})",
+                        r.size,
+                        self.sizes.join(", ")
+                    )
                 );
             } else if r.lo < 1 || r.lo > r.hi {
-                err!(Part::Range(r.size.clone()), format!("the range of `{}` is {}..={}: it needs 1 <= low <= high", r.size, r.lo, r.hi));
+                err!(
+                    Part::Range(r.size.clone()),
+                    format!(
+                        "the range of `{}` is {}..={}: it needs 1 <= low <= high",
+                        r.size, r.lo, r.hi
+                    )
+                );
             }
             // at the second occurrence only
             if self.ranges[..i].iter().any(|o| o.size == r.size) {
-                err!(Part::Range(r.size.clone()), format!("`ranges` gives `{}` twice", r.size));
+                err!(
+                    Part::Range(r.size.clone()),
+                    format!("`ranges` gives `{}` twice", r.size)
+                );
             }
         }
         if !self.ranges.is_empty() {
-            if let Some(missing) = self.sizes.iter().find(|s| !self.ranges.iter().any(|r| r.size == **s)) {
+            if let Some(missing) = self
+                .sizes
+                .iter()
+                .find(|s| !self.ranges.iter().any(|r| r.size == **s))
+            {
                 err!(
                     Part::Kernel,
                     format!("`ranges(...)` gives no range for size `{missing}`: give every size a range or a value (`{missing} = 1024`)")
@@ -859,7 +1110,10 @@ impl KernelSpec {
         let mut names = BTreeSet::new();
         for w in &self.workloads {
             if !names.insert(w.name.as_str()) {
-                err!(Part::Workload(w.name.clone()), format!("workload `{}` is declared twice", w.name));
+                err!(
+                    Part::Workload(w.name.clone()),
+                    format!("workload `{}` is declared twice", w.name)
+                );
             }
             let bound: BTreeSet<&str> = w.sizes.keys().map(String::as_str).collect();
             if bound != size_names {
@@ -878,10 +1132,16 @@ impl KernelSpec {
                     format!("workload `{}` is `on` `{kind}`, which is not a kind of device (they are {})", w.name, DEVICE_KINDS.join(", ")),
                 );
             } else if let Some((k, v)) = w.sizes.iter().find(|(_, v)| **v <= 0) {
-                err!(Part::Workload(w.name.clone()), format!("size `{k}` = {v} must be positive"));
+                err!(
+                    Part::Workload(w.name.clone()),
+                    format!("size `{k}` = {v} must be positive")
+                );
             } else if reference_checkable {
                 if let Err(e) = self.geometry(&self.reference, &w.sizes, None) {
-                    err!(Part::Workload(w.name.clone()), format!("the reference cannot run workload `{}`: {e}", w.name));
+                    err!(
+                        Part::Workload(w.name.clone()),
+                        format!("the reference cannot run workload `{}`: {e}", w.name)
+                    );
                 }
             }
         }
@@ -889,10 +1149,18 @@ impl KernelSpec {
         for s in &self.sizes {
             if let Some(KernelArg::Scalar { ty, .. }) = arg(s) {
                 if ty.is_float() {
-                    err!(Part::Kernel, format!("size `{s}` is a floating-point kernel argument; sizes are integers"));
+                    err!(
+                        Part::Kernel,
+                        format!(
+                            "size `{s}` is a floating-point kernel argument; sizes are integers"
+                        )
+                    );
                 }
             } else if arg(s).is_some() {
-                err!(Part::Kernel, format!("size `{s}` is a buffer argument of the kernel"));
+                err!(
+                    Part::Kernel,
+                    format!("size `{s}` is a buffer argument of the kernel")
+                );
             }
         }
         if let Some(cost) = &self.cost {
@@ -946,7 +1214,9 @@ pub fn source_identifiers(source: &str) -> BTreeSet<&str> {
             }
             c if c.is_ascii_digit() => {
                 // a number, suffixes included (`1u`, `0x1F`, `1e5f`)
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.') {
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.')
+                {
                     i += 1;
                 }
             }
@@ -958,7 +1228,10 @@ pub fn source_identifiers(source: &str) -> BTreeSet<&str> {
 
 pub fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Whether `name` can be a preprocessor macro of an OpenCL C kernel without breaking the
@@ -1024,14 +1297,20 @@ pub fn check_macro_name(name: &str) -> Result<(), String> {
         "NULL",
         "defined",
     ];
-    const VECTOR_BASES: &[&str] = &["char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double", "half", "bool"];
+    const VECTOR_BASES: &[&str] = &[
+        "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double",
+        "half", "bool",
+    ];
     if !is_identifier(name) {
         return Err("is not an identifier".into());
     }
     if name.starts_with("__") || name.starts_with("CL_") || name.starts_with("cl_") {
         return Err("is a reserved name of OpenCL C (`__`, `CL_` and `cl_` prefixes)".into());
     }
-    let vector = VECTOR_BASES.iter().any(|b| name.strip_prefix(b).is_some_and(|width| ["2", "3", "4", "8", "16"].contains(&width)));
+    let vector = VECTOR_BASES.iter().any(|b| {
+        name.strip_prefix(b)
+            .is_some_and(|width| ["2", "3", "4", "8", "16"].contains(&width))
+    });
     if KEYWORDS.contains(&name) || vector {
         return Err("is a keyword or built-in type of OpenCL C".into());
     }
@@ -1042,7 +1321,11 @@ pub fn check_macro_name(name: &str) -> Result<(), String> {
 /// at most 128 characters (`<package>::<Item>` always is).
 pub fn check_kernel_id(id: &str) -> Result<(), String> {
     let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
-    if id.is_empty() || id.len() > MAX_NAME || !id.chars().all(ok_char) || !id.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+    if id.is_empty()
+        || id.len() > MAX_NAME
+        || !id.chars().all(ok_char)
+        || !id.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+    {
         return Err(format!("must be 1 to {MAX_NAME} ASCII letters, digits, `_`, `-`, `.` or `:`, starting with a letter or `_`"));
     }
     Ok(())
@@ -1052,18 +1335,33 @@ pub fn check_kernel_id(id: &str) -> Result<(), String> {
 /// kernel is compiled, never what is read (no `-I`, no `-include`, no input file): `-cl-...`,
 /// `-w`, `-Werror`, `-O0`..`-O3` and `-D NAME[=VALUE]` (a `-D` may not redefine a parameter).
 /// `after_d`: the token follows a separate `-D`, so it is the macro's name.
-pub fn check_build_option(token: &str, after_d: bool, params: &BTreeSet<&str>) -> Result<(), String> {
-    let value_ok = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+'));
+pub fn check_build_option(
+    token: &str,
+    after_d: bool,
+    params: &BTreeSet<&str>,
+) -> Result<(), String> {
+    let value_ok = |v: &str| {
+        !v.is_empty()
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+'))
+    };
     let ok = match token {
         "-w" | "-Werror" | "-O0" | "-O1" | "-O2" | "-O3" | "-D" => true,
         t if t.starts_with("-cl-") => {
             let (name, value) = t.split_once('=').map_or((t, None), |(n, v)| (n, Some(v)));
-            name[4..].chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') && value.is_none_or(value_ok)
+            name[4..]
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && value.is_none_or(value_ok)
         }
         t if t.starts_with("-D") => {
-            let (name, value) = t[2..].split_once('=').map_or((&t[2..], None), |(n, v)| (n, Some(v)));
+            let (name, value) = t[2..]
+                .split_once('=')
+                .map_or((&t[2..], None), |(n, v)| (n, Some(v)));
             if params.contains(name) {
-                return Err(format!("build option `{token}` redefines parameter `{name}`, which the tuner sets"));
+                return Err(format!(
+                    "build option `{token}` redefines parameter `{name}`, which the tuner sets"
+                ));
             }
             is_identifier(name) && value.is_none_or(value_ok)
         }
@@ -1071,7 +1369,9 @@ pub fn check_build_option(token: &str, after_d: bool, params: &BTreeSet<&str>) -
         t if after_d => {
             let (name, value) = t.split_once('=').map_or((t, None), |(n, v)| (n, Some(v)));
             if params.contains(name) {
-                return Err(format!("build option `-D {token}` redefines parameter `{name}`, which the tuner sets"));
+                return Err(format!(
+                    "build option `-D {token}` redefines parameter `{name}`, which the tuner sets"
+                ));
             }
             is_identifier(name) && value.is_none_or(value_ok)
         }
@@ -1098,20 +1398,46 @@ pub(crate) mod tests {
             id: "demo::Saxpy".into(),
             source,
             signature,
-            params: vec![Param { name: "WG".into(), values: vec![32, 64, 128] }, Param { name: "VEC".into(), values: vec![1, 2, 4] }],
-            reference: [("WG".to_string(), 64), ("VEC".to_string(), 1)].into_iter().collect(),
+            params: vec![
+                Param {
+                    name: "WG".into(),
+                    values: vec![32, 64, 128],
+                },
+                Param {
+                    name: "VEC".into(),
+                    values: vec![1, 2, 4],
+                },
+            ],
+            reference: [("WG".to_string(), 64), ("VEC".to_string(), 1)]
+                .into_iter()
+                .collect(),
             sizes: vec!["n".into()],
             require: vec![e("n % (VEC * WG) == 0")],
             global: vec![e("n / VEC")],
             local: Some(vec![e("WG")]),
-            buffers: [("x".to_string(), e("n")), ("y".to_string(), e("n"))].into_iter().collect(),
-            inputs: [("y".to_string(), Distribution::Uniform { lo: -1.0, hi: 1.0 })].into_iter().collect(),
+            buffers: [("x".to_string(), e("n")), ("y".to_string(), e("n"))]
+                .into_iter()
+                .collect(),
+            inputs: [("y".to_string(), Distribution::Uniform { lo: -1.0, hi: 1.0 })]
+                .into_iter()
+                .collect(),
             checks: vec![Check::elementwise("y", 1e-5, 0.0)],
             workloads: vec![
-                Workload { name: "small".into(), sizes: [("n".to_string(), 1 << 12)].into_iter().collect(), on: vec![] },
-                Workload { name: "large".into(), sizes: [("n".to_string(), 1 << 20)].into_iter().collect(), on: vec![] },
+                Workload {
+                    name: "small".into(),
+                    sizes: [("n".to_string(), 1 << 12)].into_iter().collect(),
+                    on: vec![],
+                },
+                Workload {
+                    name: "large".into(),
+                    sizes: [("n".to_string(), 1 << 20)].into_iter().collect(),
+                    on: vec![],
+                },
             ],
-            cost: Some(Cost { bytes: Some(e("12 * n")), flops: Some(e("2 * n")) }),
+            cost: Some(Cost {
+                bytes: Some(e("12 * n")),
+                flops: Some(e("2 * n")),
+            }),
             options: String::new(),
             extrapolate: false,
             in_place: BTreeMap::new(),
@@ -1128,7 +1454,8 @@ pub(crate) mod tests {
     fn sound_spec_validates() {
         assert_eq!(saxpy().validate(), vec![]);
         let mut s = saxpy();
-        s.options = "-cl-mad-enable -cl-std=CL2.0 -w -O3 -DTRACE -D DEPTH=2 -cl-nv-maxrregcount=64".into();
+        s.options =
+            "-cl-mad-enable -cl-std=CL2.0 -w -O3 -DTRACE -D DEPTH=2 -cl-nv-maxrregcount=64".into();
         assert_eq!(s.validate(), vec![]);
     }
 
@@ -1137,8 +1464,12 @@ pub(crate) mod tests {
         let mut s = saxpy();
         // Wide vectors only on NVIDIA devices of compute capability 8.0 or later, and work-groups
         // the device can hold.
-        s.require.push(Expr::parse("VEC == 1 || device_nvidia && device_sm >= 80").unwrap());
-        s.require.push(Expr::parse("WG <= device_max_work_group && (device_has_cl_khr_fp64 || VEC < 4)").unwrap());
+        s.require
+            .push(Expr::parse("VEC == 1 || device_nvidia && device_sm >= 80").unwrap());
+        s.require.push(
+            Expr::parse("WG <= device_max_work_group && (device_has_cl_khr_fp64 || VEC < 4)")
+                .unwrap(),
+        );
         assert_eq!(s.validate(), vec![]);
         let sizes = p(&[("n", 4096)]);
         let wide = p(&[("WG", 64), ("VEC", 4)]);
@@ -1151,18 +1482,43 @@ pub(crate) mod tests {
             ..Default::default()
         };
         assert!(s.geometry(&wide, &sizes, Some(&h200)).is_ok());
-        let cpu = DeviceTraits { vendor_id: 0x8086, kind: "cpu".into(), max_work_group_size: 4096, ..Default::default() };
+        let cpu = DeviceTraits {
+            vendor_id: 0x8086,
+            kind: "cpu".into(),
+            max_work_group_size: 4096,
+            ..Default::default()
+        };
         let e = s.geometry(&wide, &sizes, Some(&cpu)).unwrap_err();
-        assert_eq!(e, LaunchError::DeviceConstraint("VEC == 1 || device_nvidia && device_sm >= 80".into()));
-        assert!(e.to_string().contains("does not hold on this device"), "{e}");
-        assert!(s.geometry(&p(&[("WG", 64), ("VEC", 1)]), &sizes, Some(&cpu)).is_ok());
-        let old = DeviceTraits { nv_compute_capability: 75, ..h200.clone() };
+        assert_eq!(
+            e,
+            LaunchError::DeviceConstraint("VEC == 1 || device_nvidia && device_sm >= 80".into())
+        );
+        assert!(
+            e.to_string().contains("does not hold on this device"),
+            "{e}"
+        );
+        assert!(s
+            .geometry(&p(&[("WG", 64), ("VEC", 1)]), &sizes, Some(&cpu))
+            .is_ok());
+        let old = DeviceTraits {
+            nv_compute_capability: 75,
+            ..h200.clone()
+        };
         assert!(s.geometry(&wide, &sizes, Some(&old)).is_err());
-        let small = DeviceTraits { max_work_group_size: 32, ..h200.clone() };
-        assert!(matches!(s.geometry(&wide, &sizes, Some(&small)), Err(LaunchError::DeviceConstraint(_))));
+        let small = DeviceTraits {
+            max_work_group_size: 32,
+            ..h200.clone()
+        };
+        assert!(matches!(
+            s.geometry(&wide, &sizes, Some(&small)),
+            Err(LaunchError::DeviceConstraint(_))
+        ));
         // No device at hand: only what does not depend on one is checked.
         assert!(s.geometry(&wide, &sizes, None).is_ok());
-        assert!(matches!(s.geometry(&wide, &p(&[("n", 100)]), None), Err(LaunchError::Constraint(_))));
+        assert!(matches!(
+            s.geometry(&wide, &p(&[("n", 100)]), None),
+            Err(LaunchError::Constraint(_))
+        ));
     }
 
     #[test]
@@ -1172,18 +1528,27 @@ pub(crate) mod tests {
             // UNROL is a misspelling: this comment and the string below do not use it\n\
             /* nor UNROL here */ const char* t = \"UNROL\"; for (int u = 0; u < UNROLL; u++) {} }"
             .into();
-        s.params.push(Param { name: "UNROL".into(), values: vec![1, 2] });
+        s.params.push(Param {
+            name: "UNROL".into(),
+            values: vec![1, 2],
+        });
         s.reference.insert("UNROL".into(), 1);
         let errors = s.validate();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].part, Part::Param("UNROL".into()));
-        assert!(errors[0].message.contains("appears nowhere"), "{}", errors[0].message);
+        assert!(
+            errors[0].message.contains("appears nowhere"),
+            "{}",
+            errors[0].message
+        );
         // In the source, or only in the geometry: it matters.
         s.params.last_mut().unwrap().name = "UNROLL".into();
         s.reference.remove("UNROL");
         s.reference.insert("UNROLL".into(), 1);
         assert_eq!(s.validate(), vec![]);
-        assert!(source_identifiers("int a = B1 + 0x1Fu; // C\n/* D */ E").iter().eq(["B1", "E", "a", "int"].iter()));
+        assert!(source_identifiers("int a = B1 + 0x1Fu; // C\n/* D */ E")
+            .iter()
+            .eq(["B1", "E", "a", "int"].iter()));
     }
 
     #[test]
@@ -1191,18 +1556,37 @@ pub(crate) mod tests {
         let with = |f: &dyn Fn(&mut KernelSpec)| {
             let mut s = saxpy();
             f(&mut s);
-            s.validate().into_iter().map(|e| e.message).collect::<Vec<_>>().join("\n")
+            s.validate()
+                .into_iter()
+                .map(|e| e.message)
+                .collect::<Vec<_>>()
+                .join("\n")
         };
         let e = with(&|s| s.require.push(Expr::parse("device_colour == 1").unwrap()));
-        assert!(e.contains("`device_colour`, which is not a device property (they are device_vendor"), "{e}");
+        assert!(
+            e.contains("`device_colour`, which is not a device property (they are device_vendor"),
+            "{e}"
+        );
         let e = with(&|s| s.global = vec![Expr::parse("n / VEC + device_sm").unwrap()]);
-        assert!(e.contains("`global` reads `device_sm`: only `require(...)` may read device properties"), "{e}");
+        assert!(
+            e.contains(
+                "`global` reads `device_sm`: only `require(...)` may read device properties"
+            ),
+            "{e}"
+        );
         let e = with(&|s| {
-            s.buffers.insert("x".into(), Expr::parse("n * device_gpu").unwrap());
+            s.buffers
+                .insert("x".into(), Expr::parse("n * device_gpu").unwrap());
         });
-        assert!(e.contains("only `require(...)` may read device properties"), "{e}");
+        assert!(
+            e.contains("only `require(...)` may read device properties"),
+            "{e}"
+        );
         let e = with(&|s| {
-            s.params.push(Param { name: "device_x".into(), values: vec![1] });
+            s.params.push(Param {
+                name: "device_x".into(),
+                values: vec![1],
+            });
             s.reference.insert("device_x".into(), 1);
         });
         assert!(e.contains("starts with `device_`"), "{e}");
@@ -1212,7 +1596,15 @@ pub(crate) mod tests {
     fn one_rule_says_who_supplies_each_argument() {
         let s = saxpy();
         let roles: Vec<(&str, ArgRole)> = s.args_with_roles().map(|(a, r)| (a.name(), r)).collect();
-        assert_eq!(roles, vec![("n", ArgRole::Size), ("a", ArgRole::CallerScalar), ("x", ArgRole::CallerBuffer), ("y", ArgRole::CallerBuffer)]);
+        assert_eq!(
+            roles,
+            vec![
+                ("n", ArgRole::Size),
+                ("a", ArgRole::CallerScalar),
+                ("x", ArgRole::CallerBuffer),
+                ("y", ArgRole::CallerBuffer)
+            ]
+        );
         let callers: Vec<&str> = s.caller_args().map(|a| a.name()).collect();
         assert_eq!(callers, ["a", "x", "y"]);
     }
@@ -1221,34 +1613,90 @@ pub(crate) mod tests {
     fn geometry_and_constraints() {
         let s = saxpy();
         let sizes = p(&[("n", 4096)]);
-        let g = s.geometry(&p(&[("WG", 64), ("VEC", 4)]), &sizes, None).unwrap();
-        assert_eq!(g, Geometry { global: vec![1024], local: Some(vec![64]) });
-        let e = s.geometry(&p(&[("WG", 64), ("VEC", 4)]), &p(&[("n", 100)]), None).unwrap_err();
+        let g = s
+            .geometry(&p(&[("WG", 64), ("VEC", 4)]), &sizes, None)
+            .unwrap();
+        assert_eq!(
+            g,
+            Geometry {
+                global: vec![1024],
+                local: Some(vec![64])
+            }
+        );
+        let e = s
+            .geometry(&p(&[("WG", 64), ("VEC", 4)]), &p(&[("n", 100)]), None)
+            .unwrap_err();
         assert!(matches!(e, LaunchError::Constraint(_)), "{e}");
-        assert_eq!(s.buffer_len("x", &p(&[("WG", 64), ("VEC", 4)]), &sizes).unwrap(), 4096);
-        assert_eq!(s.build_options(&p(&[("WG", 64), ("VEC", 4)]), &[]).unwrap(), "-D VEC=4 -D WG=64");
+        assert_eq!(
+            s.buffer_len("x", &p(&[("WG", 64), ("VEC", 4)]), &sizes)
+                .unwrap(),
+            4096
+        );
+        assert_eq!(
+            s.build_options(&p(&[("WG", 64), ("VEC", 4)]), &[]).unwrap(),
+            "-D VEC=4 -D WG=64"
+        );
         // Nothing but declared parameters reaches the compiler.
         let injected = p(&[("WG", 64), ("VEC", 4), ("X -cl-fast-relaxed-math -DVEC", 1)]);
-        assert!(matches!(s.build_options(&injected, &[]), Err(LaunchError::Params(m)) if m.contains("not a parameter")));
-        assert!(s.build_options(&p(&[("WG", 64)]), &[]).is_err(), "a missing parameter");
-        assert_eq!(s.check_params(&p(&[("WG", 3), ("VEC", 4)]), &[]).unwrap_err(), "WG=3 is not in the parameter's domain");
+        assert!(
+            matches!(s.build_options(&injected, &[]), Err(LaunchError::Params(m)) if m.contains("not a parameter"))
+        );
+        assert!(
+            s.build_options(&p(&[("WG", 64)]), &[]).is_err(),
+            "a missing parameter"
+        );
+        assert_eq!(
+            s.check_params(&p(&[("WG", 3), ("VEC", 4)]), &[])
+                .unwrap_err(),
+            "WG=3 is not in the parameter's domain"
+        );
         // A generated source may declare more parameters, or other values for one.
-        let declared = [Param { name: "TS".into(), values: vec![8, 16] }, Param { name: "WG".into(), values: vec![3] }];
+        let declared = [
+            Param {
+                name: "TS".into(),
+                values: vec![8, 16],
+            },
+            Param {
+                name: "WG".into(),
+                values: vec![3],
+            },
+        ];
         let with_ts = p(&[("WG", 3), ("VEC", 4), ("TS", 16)]);
-        assert_eq!(s.build_options(&with_ts, &declared).unwrap(), "-D TS=16 -D VEC=4 -D WG=3");
+        assert_eq!(
+            s.build_options(&with_ts, &declared).unwrap(),
+            "-D TS=16 -D VEC=4 -D WG=3"
+        );
         assert!(s.check_params(&with_ts, &declared).is_ok());
-        assert!(s.check_params(&p(&[("WG", 3), ("VEC", 4), ("TS", 4)]), &declared).is_err());
-        assert!(s.build_options(&p(&[("WG", 64), ("VEC", 4)]), &declared).is_err(), "TS missing");
+        assert!(s
+            .check_params(&p(&[("WG", 3), ("VEC", 4), ("TS", 4)]), &declared)
+            .is_err());
+        assert!(
+            s.build_options(&p(&[("WG", 64), ("VEC", 4)]), &declared)
+                .is_err(),
+            "TS missing"
+        );
         // ...but never one named like a size or an argument, and sizes always win in expressions.
-        let shadow = [Param { name: "n".into(), values: vec![16] }];
-        let e = s.build_options(&p(&[("WG", 64), ("VEC", 4), ("n", 16)]), &shadow).unwrap_err();
-        assert!(e.to_string().contains("declares a parameter `n`, which is a size"), "{e}");
+        let shadow = [Param {
+            name: "n".into(),
+            values: vec![16],
+        }];
+        let e = s
+            .build_options(&p(&[("WG", 64), ("VEC", 4), ("n", 16)]), &shadow)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("declares a parameter `n`, which is a size"),
+            "{e}"
+        );
         let env = s.env(&p(&[("WG", 64), ("n", 16)]), &p(&[("n", 4096)]));
         assert_eq!(env["n"], 4096);
         // Zero and unknown sizes are errors that say so.
         let e = s.geometry(&s.reference, &p(&[("n", 0)]), None).unwrap_err();
         assert!(matches!(e, LaunchError::ZeroSize(ref n) if n == "n"), "{e}");
-        assert!(matches!(s.geometry(&s.reference, &p(&[("m", 64)]), None), Err(LaunchError::SizeNames { .. })));
+        assert!(matches!(
+            s.geometry(&s.reference, &p(&[("m", 64)]), None),
+            Err(LaunchError::SizeNames { .. })
+        ));
     }
 
     /// An edit of a specification.
@@ -1271,7 +1719,11 @@ pub(crate) mod tests {
                 Part::Reference,
                 "not in its domain",
             ),
-            (Box::new(|s| s.require.push(Expr::parse("m > 0").unwrap())), Part::Require(1), "reads `m`"),
+            (
+                Box::new(|s| s.require.push(Expr::parse("m > 0").unwrap())),
+                Part::Require(1),
+                "reads `m`",
+            ),
             (
                 Box::new(|s| {
                     s.buffers.remove("x");
@@ -1286,7 +1738,11 @@ pub(crate) mod tests {
                 Part::Buffer("a".into()),
                 "scalar",
             ),
-            (Box::new(|s| s.checks[0].buffer = "x".into()), Part::Check("x".into()), "read-only"),
+            (
+                Box::new(|s| s.checks[0].buffer = "x".into()),
+                Part::Check("x".into()),
+                "read-only",
+            ),
             (
                 Box::new(|s| {
                     s.inputs.insert("z".into(), Distribution::default());
@@ -1296,31 +1752,136 @@ pub(crate) mod tests {
             ),
             (
                 Box::new(|s| {
-                    s.inputs.insert("x".into(), Distribution::Constant { value: 1.0 });
+                    s.inputs
+                        .insert("x".into(), Distribution::Constant { value: 1.0 });
                 }),
                 Part::Input("x".into()),
                 "cannot be constant",
             ),
-            (Box::new(|s| s.workloads[0].sizes.insert("m".into(), 3).map_or((), |_| ())), Part::Workload("small".into()), "binds"),
-            (Box::new(|s| s.workloads[0].sizes.insert("n".into(), 100).map_or((), |_| ())), Part::Workload("small".into()), "reference cannot run"),
-            (Box::new(|s| s.params.push(Param { name: "a".into(), values: vec![1] })), Part::Param("a".into()), "name of a kernel argument"),
-            (Box::new(|s| s.local = Some(vec![])), Part::Local, "dimension"),
-            (Box::new(|s| s.checks.clear()), Part::Kernel, "names no output"),
-            (Box::new(|s| s.params.push(Param { name: "float".into(), values: vec![1] })), Part::Param("float".into()), "keyword"),
-            (Box::new(|s| s.params.push(Param { name: "float4".into(), values: vec![1] })), Part::Param("float4".into()), "built-in type"),
-            (Box::new(|s| s.params.push(Param { name: "__X".into(), values: vec![1] })), Part::Param("__X".into()), "reserved"),
-            (Box::new(|s| s.params.push(Param { name: "X -DY".into(), values: vec![1] })), Part::Param("X -DY".into()), "not an identifier"),
-            (Box::new(|s| s.id = "../../etc".into()), Part::Name, "kernel id"),
-            (Box::new(|s| s.workloads[0].name = "a/b".into()), Part::Workload("a/b".into()), "not an identifier"),
-            (Box::new(|s| s.options = "-cl-mad-enable -I/etc".into()), Part::Options, "`-I/etc` is not allowed"),
-            (Box::new(|s| s.options = "-include x.h".into()), Part::Options, "`-include` is not allowed"),
-            (Box::new(|s| s.options = "-DWG=3".into()), Part::Options, "redefines parameter `WG`"),
-            (Box::new(|s| s.options = "-D VEC".into()), Part::Options, "redefines parameter `VEC`"),
-            (Box::new(|s| s.options = "-w FOO".into()), Part::Options, "`FOO` is not allowed"),
-            (Box::new(|s| s.options = "-w -D".into()), Part::Options, "names no macro"),
             (
                 Box::new(|s| {
-                    s.buffers.insert("x".into(), Expr::parse("n * VEC").unwrap());
+                    s.workloads[0]
+                        .sizes
+                        .insert("m".into(), 3)
+                        .map_or((), |_| ())
+                }),
+                Part::Workload("small".into()),
+                "binds",
+            ),
+            (
+                Box::new(|s| {
+                    s.workloads[0]
+                        .sizes
+                        .insert("n".into(), 100)
+                        .map_or((), |_| ())
+                }),
+                Part::Workload("small".into()),
+                "reference cannot run",
+            ),
+            (
+                Box::new(|s| {
+                    s.params.push(Param {
+                        name: "a".into(),
+                        values: vec![1],
+                    })
+                }),
+                Part::Param("a".into()),
+                "name of a kernel argument",
+            ),
+            (
+                Box::new(|s| s.local = Some(vec![])),
+                Part::Local,
+                "dimension",
+            ),
+            (
+                Box::new(|s| s.checks.clear()),
+                Part::Kernel,
+                "names no output",
+            ),
+            (
+                Box::new(|s| {
+                    s.params.push(Param {
+                        name: "float".into(),
+                        values: vec![1],
+                    })
+                }),
+                Part::Param("float".into()),
+                "keyword",
+            ),
+            (
+                Box::new(|s| {
+                    s.params.push(Param {
+                        name: "float4".into(),
+                        values: vec![1],
+                    })
+                }),
+                Part::Param("float4".into()),
+                "built-in type",
+            ),
+            (
+                Box::new(|s| {
+                    s.params.push(Param {
+                        name: "__X".into(),
+                        values: vec![1],
+                    })
+                }),
+                Part::Param("__X".into()),
+                "reserved",
+            ),
+            (
+                Box::new(|s| {
+                    s.params.push(Param {
+                        name: "X -DY".into(),
+                        values: vec![1],
+                    })
+                }),
+                Part::Param("X -DY".into()),
+                "not an identifier",
+            ),
+            (
+                Box::new(|s| s.id = "../../etc".into()),
+                Part::Name,
+                "kernel id",
+            ),
+            (
+                Box::new(|s| s.workloads[0].name = "a/b".into()),
+                Part::Workload("a/b".into()),
+                "not an identifier",
+            ),
+            (
+                Box::new(|s| s.options = "-cl-mad-enable -I/etc".into()),
+                Part::Options,
+                "`-I/etc` is not allowed",
+            ),
+            (
+                Box::new(|s| s.options = "-include x.h".into()),
+                Part::Options,
+                "`-include` is not allowed",
+            ),
+            (
+                Box::new(|s| s.options = "-DWG=3".into()),
+                Part::Options,
+                "redefines parameter `WG`",
+            ),
+            (
+                Box::new(|s| s.options = "-D VEC".into()),
+                Part::Options,
+                "redefines parameter `VEC`",
+            ),
+            (
+                Box::new(|s| s.options = "-w FOO".into()),
+                Part::Options,
+                "`FOO` is not allowed",
+            ),
+            (
+                Box::new(|s| s.options = "-w -D".into()),
+                Part::Options,
+                "names no macro",
+            ),
+            (
+                Box::new(|s| {
+                    s.buffers
+                        .insert("x".into(), Expr::parse("n * VEC").unwrap());
                 }),
                 Part::Buffer("x".into()),
                 "reads parameter `VEC`",
@@ -1331,7 +1892,9 @@ pub(crate) mod tests {
             mutate(&mut s);
             let errors = s.validate();
             assert!(
-                errors.iter().any(|e| e.part == part && e.message.contains(needle)),
+                errors
+                    .iter()
+                    .any(|e| e.part == part && e.message.contains(needle)),
                 "case {i}: expected {part:?} containing {needle:?}, got {errors:?}"
             );
         }

@@ -83,13 +83,17 @@ mod columns {
             for (name, &v) in set {
                 let column = columns.entry(name.as_str()).or_default();
                 if column.len() != i {
-                    return Err(serde::ser::Error::custom("proven size sets must all name the same sizes"));
+                    return Err(serde::ser::Error::custom(
+                        "proven size sets must all name the same sizes",
+                    ));
                 }
                 column.push(v);
             }
         }
         if columns.values().any(|c| c.len() != sets.len()) {
-            return Err(serde::ser::Error::custom("proven size sets must all name the same sizes"));
+            return Err(serde::ser::Error::custom(
+                "proven size sets must all name the same sizes",
+            ));
         }
         columns.serialize(s)
     }
@@ -98,9 +102,13 @@ mod columns {
         let columns: BTreeMap<String, Vec<i64>> = BTreeMap::deserialize(d)?;
         let len = columns.values().next().map_or(0, Vec::len);
         if columns.values().any(|c| c.len() != len) {
-            return Err(D::Error::custom("every size in `proven` needs the same number of values"));
+            return Err(D::Error::custom(
+                "every size in `proven` needs the same number of values",
+            ));
         }
-        Ok((0..len).map(|i| columns.iter().map(|(k, c)| (k.clone(), c[i])).collect()).collect())
+        Ok((0..len)
+            .map(|i| columns.iter().map(|(k, c)| (k.clone(), c[i])).collect())
+            .collect())
     }
 }
 
@@ -152,7 +160,8 @@ pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Resu
         return Err("its proven sizes do not include the tuned ones".into());
     }
     for sizes in v.proven_sizes() {
-        spec.geometry(&v.params, sizes, None).map_err(|e| format!("cannot run at sizes {}: {e}", fmt_assignments(sizes, ", ")))?;
+        spec.geometry(&v.params, sizes, None)
+            .map_err(|e| format!("cannot run at sizes {}: {e}", fmt_assignments(sizes, ", ")))?;
     }
     Ok(())
 }

@@ -25,7 +25,10 @@ pub fn list_devices() -> Result<Vec<(Platform, Device)>, Error> {
     }
     // ...unless no platform could list any.
     if out.is_empty() && !failures.is_empty() {
-        return Err(Error::OpenCl(format!("no platform could list its devices: {}", failures.join("; "))));
+        return Err(Error::OpenCl(format!(
+            "no platform could list its devices: {}",
+            failures.join("; ")
+        )));
     }
     Ok(out)
 }
@@ -43,18 +46,28 @@ fn platform_ids() -> Result<Vec<ocl::core::PlatformId>, Error> {
         PLATFORM_NOT_FOUND => return Err(Error::NoPlatform),
         0 if count == 0 => return Err(Error::NoPlatform),
         0 => {}
-        other => return Err(Error::OpenCl(format!("clGetPlatformIDs failed with status {other}"))),
+        other => {
+            return Err(Error::OpenCl(format!(
+                "clGetPlatformIDs failed with status {other}"
+            )))
+        }
     }
     let mut ids: Vec<ffi::cl_platform_id> = vec![std::ptr::null_mut(); count as usize];
     let mut written: ffi::cl_uint = 0;
     // SAFETY: `ids` has room for `count` platform ids; `written` is a live local.
     let status = unsafe { ffi::clGetPlatformIDs(count, ids.as_mut_ptr(), &mut written) };
     if status != 0 {
-        return Err(Error::OpenCl(format!("clGetPlatformIDs failed with status {status}")));
+        return Err(Error::OpenCl(format!(
+            "clGetPlatformIDs failed with status {status}"
+        )));
     }
     ids.truncate((written as usize).min(count as usize));
     // SAFETY: each id was just returned by the ICD loader for this process.
-    Ok(ids.into_iter().filter(|p| !p.is_null()).map(|p| unsafe { ocl::core::PlatformId::from_raw(p) }).collect())
+    Ok(ids
+        .into_iter()
+        .filter(|p| !p.is_null())
+        .map(|p| unsafe { ocl::core::PlatformId::from_raw(p) })
+        .collect())
 }
 
 fn info(device: &Device, what: Info) -> Result<R, Error> {
@@ -76,13 +89,22 @@ pub fn device_key(device: &Device) -> Result<DeviceKey, Error> {
         _ => String::new(),
     };
     let version_text = raw_string(device, Info::Version).unwrap_or(version);
-    Ok(DeviceKey::from_reported(vendor_id, &device.name()?, &driver, &version_text))
+    Ok(DeviceKey::from_reported(
+        vendor_id,
+        &device.name()?,
+        &driver,
+        &version_text,
+    ))
 }
 
 /// `CL_DEVICE_VERSION` as the raw string ("OpenCL 3.0 CUDA").
 fn raw_string(device: &Device, what: Info) -> Option<String> {
     let bytes = device.info_raw(what as u32).ok()?;
-    Some(String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_string())
+    Some(
+        String::from_utf8_lossy(&bytes)
+            .trim_end_matches('\0')
+            .to_string(),
+    )
 }
 
 /// The hardware description stored in the lockfile.
@@ -134,7 +156,8 @@ pub fn traits_from(device: &Device, described: &DeviceInfo) -> Result<DeviceTrai
     };
     // Raw queries of vendor extensions: `ocl` has no names for them.
     let raw = |what: u32| device.info_raw(what).ok();
-    let uint = |what: u32| raw(what).and_then(|b| Some(u32::from_ne_bytes(b.get(..4)?.try_into().ok()?)));
+    let uint =
+        |what: u32| raw(what).and_then(|b| Some(u32::from_ne_bytes(b.get(..4)?.try_into().ok()?)));
     let mut sub_group_sizes = Vec::new();
     let mut nv_compute_capability = 0;
     if extensions.contains("cl_nv_device_attribute_query") {
@@ -152,7 +175,11 @@ pub fn traits_from(device: &Device, described: &DeviceInfo) -> Result<DeviceTrai
         // CL_DEVICE_SUB_GROUP_SIZES_INTEL: an array of size_t
         if let Some(bytes) = raw(0x4108) {
             let word = std::mem::size_of::<usize>();
-            sub_group_sizes.extend(bytes.chunks_exact(word).filter_map(|c| u32::try_from(usize::from_ne_bytes(c.try_into().ok()?)).ok()));
+            sub_group_sizes.extend(
+                bytes
+                    .chunks_exact(word)
+                    .filter_map(|c| u32::try_from(usize::from_ne_bytes(c.try_into().ok()?)).ok()),
+            );
         }
     }
     sub_group_sizes.retain(|s| *s > 0);
@@ -174,7 +201,11 @@ pub fn traits_from(device: &Device, described: &DeviceInfo) -> Result<DeviceTrai
 pub fn describe(device: &Device) -> Result<DeviceInfo, Error> {
     let platform = match info(device, Info::Platform)? {
         R::Platform(id) => Platform::new(id),
-        _ => return Err(Error::OpenCl("the device did not report its platform".into())),
+        _ => {
+            return Err(Error::OpenCl(
+                "the device did not report its platform".into(),
+            ))
+        }
     };
     device_info(&platform, device)
 }
@@ -243,7 +274,10 @@ pub fn limits_from(device: &Device, traits: DeviceTraits) -> Result<Limits, Erro
         R::MaxComputeUnits(v) => v,
         _ => 1,
     };
-    let sub_groups = traits.extensions.iter().any(|e| e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"));
+    let sub_groups = traits
+        .extensions
+        .iter()
+        .any(|e| e.contains("cl_khr_subgroups") || e.contains("cl_intel_subgroups"));
     Ok(Limits {
         max_work_group_size,
         max_work_item_sizes,
@@ -261,6 +295,10 @@ pub fn limits_from(device: &Device, traits: DeviceTraits) -> Result<Limits, Erro
 /// The device a program would use by default: the first GPU, else the first device.
 pub fn default_device() -> Result<(Platform, Device), Error> {
     let all = list_devices()?;
-    let gpu = all.iter().position(|(_, d)| matches!(info(d, Info::Type), Ok(R::Type(t)) if t.contains(ocl::DeviceType::GPU)));
-    all.into_iter().nth(gpu.unwrap_or(0)).ok_or(Error::NoPlatform)
+    let gpu = all.iter().position(
+        |(_, d)| matches!(info(d, Info::Type), Ok(R::Type(t)) if t.contains(ocl::DeviceType::GPU)),
+    );
+    all.into_iter()
+        .nth(gpu.unwrap_or(0))
+        .ok_or(Error::NoPlatform)
 }

@@ -13,17 +13,38 @@ pub enum Error {
     Sizes { kernel: String, source: LaunchError },
     /// A value given to the launcher does not fit the kernel argument's type.
     #[error("kernel `{kernel}`: argument `{arg}`: {message}")]
-    Argument { kernel: String, arg: String, message: String },
+    Argument {
+        kernel: String,
+        arg: String,
+        message: String,
+    },
     /// A buffer given to the launcher is shorter than the annotation says the call needs.
     #[error("kernel `{kernel}`: buffer `{arg}` holds {given} element(s) of `{elem}`, the call needs at least {needed}{length}")]
-    BufferTooSmall { kernel: String, arg: String, elem: &'static str, needed: usize, given: usize, length: String },
+    BufferTooSmall {
+        kernel: String,
+        arg: String,
+        elem: &'static str,
+        needed: usize,
+        given: usize,
+        length: String,
+    },
     /// A buffer the kernel writes is, or overlaps, another buffer argument of the call (the
     /// annotation's `in_place(...)` allows exactly the same buffer for the pairs it names).
     #[error("kernel `{kernel}`: buffer `{written}` {how} `{other}`; the kernel writes `{written}`, and no variant was verified with them sharing memory: pass separate buffers{hint}")]
-    Aliasing { kernel: String, written: String, other: String, how: &'static str, hint: String },
+    Aliasing {
+        kernel: String,
+        written: String,
+        other: String,
+        how: &'static str,
+        hint: String,
+    },
     /// The OpenCL compiler rejected a variant.
     #[error("kernel `{kernel}`: build failed with options `{options}`:\n{log}")]
-    Build { kernel: String, options: String, log: String },
+    Build {
+        kernel: String,
+        options: String,
+        log: String,
+    },
     /// No OpenCL platform (driver) is installed, or none has a device.
     #[error("no OpenCL device found: install an OpenCL driver (an ICD): on Debian or Ubuntu `apt-get install pocl-opencl-icd` for the CPU, or your GPU vendor's OpenCL driver; `clinfo -l` lists what the ICD loader sees")]
     NoPlatform,
@@ -36,7 +57,13 @@ impl Error {
     /// A mistake of the caller (sizes, arguments, buffers): running another variant would not
     /// help, and nothing was run.
     pub fn is_callers(&self) -> bool {
-        matches!(self, Error::Sizes { .. } | Error::Argument { .. } | Error::BufferTooSmall { .. } | Error::Aliasing { .. })
+        matches!(
+            self,
+            Error::Sizes { .. }
+                | Error::Argument { .. }
+                | Error::BufferTooSmall { .. }
+                | Error::Aliasing { .. }
+        )
     }
 }
 
@@ -57,10 +84,22 @@ impl From<ocl::OclCoreError> for Error {
 /// said in one line, `clEnqueueNDRangeKernel("k"): CL_OUT_OF_RESOURCES (-5)`. Any other
 /// text is kept, its lines joined.
 fn one_line(text: &str) -> String {
-    let field = |name: &str| text.lines().find_map(|l| l.trim().strip_prefix(name)).map(str::trim);
-    match (field("Error executing function:"), field("Status error code:")) {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .map(str::trim)
+    };
+    match (
+        field("Error executing function:"),
+        field("Status error code:"),
+    ) {
         (Some(function), Some(status)) => format!("{function}: {status}"),
-        _ => text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" "),
+        _ => text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
     }
 }
 
@@ -69,7 +108,10 @@ mod tests {
     #[test]
     fn ocl_banners_become_one_line() {
         let banner = "\n\n################################ OPENCL ERROR ############################### \n\nError executing function: clEnqueueNDRangeKernel(\"scale\")  \n\nStatus error code: CL_OUT_OF_RESOURCES (-5)  \n\nPlease visit the following url for more information: \n\nhttps://www.khronos.org/registry/cl/sdk/1.2/docs/man/xhtml/clEnqueueNDRangeKernel.html#errors  \n\n############################################################################# \n";
-        assert_eq!(super::one_line(banner), "clEnqueueNDRangeKernel(\"scale\"): CL_OUT_OF_RESOURCES (-5)");
+        assert_eq!(
+            super::one_line(banner),
+            "clEnqueueNDRangeKernel(\"scale\"): CL_OUT_OF_RESOURCES (-5)"
+        );
         assert_eq!(super::one_line("plain\n  text "), "plain text");
     }
 }

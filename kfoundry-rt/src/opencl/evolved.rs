@@ -71,15 +71,27 @@ struct Ready {
 }
 
 impl Built {
-    fn ready(&self, context: Handle, device: Handle, sizes: &[(&str, usize)], scalars: &[i64]) -> Option<&Ready> {
+    fn ready(
+        &self,
+        context: Handle,
+        device: Handle,
+        sizes: &[(&str, usize)],
+        scalars: &[i64],
+    ) -> Option<&Ready> {
         let same = |r: &&Ready| {
             r.context == context
                 && r.device == device
                 && r.scalars == scalars
                 && r.sizes.len() == sizes.len()
-                && r.sizes.iter().zip(sizes).all(|((a, x), (b, y))| a == b && x == y)
+                && r.sizes
+                    .iter()
+                    .zip(sizes)
+                    .all(|((a, x), (b, y))| a == b && x == y)
         };
-        self.ready.get(&ready_hash(context, device, sizes, scalars))?.iter().find(same)
+        self.ready
+            .get(&ready_hash(context, device, sizes, scalars))?
+            .iter()
+            .find(same)
     }
 
     fn remember(&mut self, ready: Ready) {
@@ -95,7 +107,11 @@ impl Built {
 }
 
 /// Keeps a dispatch decision, starting the cache afresh once it holds [`MAX_CACHED_SIZES`].
-fn remember_choice(choices: &mut BTreeMap<ChoiceKey, Arc<Choice>>, key: ChoiceKey, choice: Arc<Choice>) {
+fn remember_choice(
+    choices: &mut BTreeMap<ChoiceKey, Arc<Choice>>,
+    key: ChoiceKey,
+    choice: Arc<Choice>,
+) {
     if choices.len() >= MAX_CACHED_SIZES && !choices.contains_key(&key) {
         choices.clear();
     }
@@ -116,7 +132,9 @@ fn call_scalars(spec: &KernelSpec, args: &[Arg<'_>]) -> Vec<i64> {
     use super::launch::Scalar;
     let mut out = Vec::new();
     for (arg, given) in spec.caller_args().zip(args) {
-        if let (crate::model::signature::KernelArg::Scalar { ty, .. }, Arg::Scalar(s)) = (arg, given) {
+        if let (crate::model::signature::KernelArg::Scalar { ty, .. }, Arg::Scalar(s)) =
+            (arg, given)
+        {
             if ty.is_float() {
                 continue;
             }
@@ -139,7 +157,10 @@ fn call_scalars(spec: &KernelSpec, args: &[Arg<'_>]) -> Vec<i64> {
 
 /// The integer scalars of a call by name, for the dispatch rules.
 fn scalars_by_name(spec: &KernelSpec, values: &[i64]) -> Scalars {
-    integer_scalars(spec).map(|(name, _)| name.to_string()).zip(values.iter().copied()).collect()
+    integer_scalars(spec)
+        .map(|(name, _)| name.to_string())
+        .zip(values.iter().copied())
+        .collect()
 }
 
 struct Decoded {
@@ -174,8 +195,15 @@ fn identity(device: &ocl::Device) -> Result<Identity, Error> {
         Some(described) => traits_from(device, described)?,
         None => traits_of(device)?,
     };
-    let id = Identity { key: device_key(device)?, info, traits };
-    identities().lock().map_err(poisoned)?.insert(handle, id.clone());
+    let id = Identity {
+        key: device_key(device)?,
+        info,
+        traits,
+    };
+    identities()
+        .lock()
+        .map_err(poisoned)?
+        .insert(handle, id.clone());
     Ok(id)
 }
 
@@ -198,7 +226,10 @@ fn sizes_of(spec: &KernelSpec, sizes: &[(&str, usize)]) -> Result<Sizes, Error> 
 /// unwrap inside `ocl`).
 fn queue_parts(queue: &ocl::Queue) -> Result<(ocl::Device, ocl::Context), Error> {
     let core = queue.as_core();
-    Ok((ocl::Device::from(core.device()?), ocl::Context::from(core.context()?)))
+    Ok((
+        ocl::Device::from(core.device()?),
+        ocl::Context::from(core.context()?),
+    ))
 }
 
 fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
@@ -225,10 +256,21 @@ impl Configuration<'_> {
     /// As for [`Evolved::launch_params`]: unless the configuration is the reference or a
     /// variant the tuner verified at these sizes, the caller promises that it stays within the
     /// buffers the annotation declares.
-    pub unsafe fn enqueue_profiled(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Timing, Error> {
+    pub unsafe fn enqueue_profiled(
+        &self,
+        queue: &ocl::Queue,
+        sizes: &[(&str, usize)],
+        args: &[Arg<'_>],
+    ) -> Result<Timing, Error> {
         let sizes = sizes_of(self.spec, sizes)?;
         let mut event = core::Event::null();
-        LaunchPlan::new(self.spec, &self.params, &sizes, Some(&self.traits))?.enqueue(self.spec, &self.kernel, queue, args, Some(&mut event))?;
+        LaunchPlan::new(self.spec, &self.params, &sizes, Some(&self.traits))?.enqueue(
+            self.spec,
+            &self.kernel,
+            queue,
+            args,
+            Some(&mut event),
+        )?;
         Ok(Timing::of(event))
     }
 }
@@ -242,42 +284,68 @@ impl Evolved {
 
     /// Used by generated code: as [`Evolved::new`], plus the generated sources that
     /// source-level variants reference (a JSON object hash → OpenCL C text).
-    pub const fn with_sources(spec_json: &'static str, variants_json: &'static str, sources_json: &'static str) -> Evolved {
+    pub const fn with_sources(
+        spec_json: &'static str,
+        variants_json: &'static str,
+        sources_json: &'static str,
+    ) -> Evolved {
         Evolved {
             spec_json,
             variants_json,
             sources_json,
             decoded: OnceLock::new(),
             choices: Mutex::new(BTreeMap::new()),
-            built: Mutex::new(Built { programs: BTreeMap::new(), ready: BTreeMap::new(), ready_count: 0 }),
+            built: Mutex::new(Built {
+                programs: BTreeMap::new(),
+                ready: BTreeMap::new(),
+                ready_count: 0,
+            }),
         }
     }
 
     fn decoded(&self) -> Result<&Decoded, Error> {
         let d = self.decoded.get_or_init(|| {
-            let spec: KernelSpec = serde_json::from_str(self.spec_json).map_err(|e| ("?".to_string(), format!("spec: {e}")))?;
+            let spec: KernelSpec = serde_json::from_str(self.spec_json)
+                .map_err(|e| ("?".to_string(), format!("spec: {e}")))?;
             let fail = |message: String| (spec.id.clone(), message);
             if let Some(e) = spec.validate().into_iter().next() {
                 return Err(fail(format!("spec: {e}")));
             }
-            let variants: Vec<Variant> = serde_json::from_str(self.variants_json).map_err(|e| fail(format!("variants: {e}")))?;
-            let sources: BTreeMap<String, String> = serde_json::from_str(self.sources_json).map_err(|e| fail(format!("generated sources: {e}")))?;
+            let variants: Vec<Variant> = serde_json::from_str(self.variants_json)
+                .map_err(|e| fail(format!("variants: {e}")))?;
+            let sources: BTreeMap<String, String> = serde_json::from_str(self.sources_json)
+                .map_err(|e| fail(format!("generated sources: {e}")))?;
             // The macro embeds only checked variants; checked again here for `Evolved`s built by hand.
             for v in &variants {
-                let located = |e: String| fail(format!("variant for `{}` at `{}`: {e}", v.device, v.workload));
+                let located = |e: String| {
+                    fail(format!(
+                        "variant for `{}` at `{}`: {e}",
+                        v.device, v.workload
+                    ))
+                };
                 let declared = match v.source.as_ref().and_then(|h| sources.get(h)) {
-                    Some(text) => declared_params(text).map_err(|e| located(format!("generated source, line {}: {}", e.line, e.problem)))?,
+                    Some(text) => declared_params(text).map_err(|e| {
+                        located(format!("generated source, line {}: {}", e.line, e.problem))
+                    })?,
                     None => Vec::new(),
                 };
                 check_variant(&spec, v, &declared).map_err(located)?;
                 if let Some(text) = v.source.as_ref().and_then(|h| sources.get(h)) {
                     let gpu = v.device_info.as_ref().is_some_and(|d| d.kind == "gpu");
-                    source_policy::check(text, Policy { allow_asm: gpu }).map_err(|e| located(format!("generated source, {e}")))?;
+                    source_policy::check(text, Policy { allow_asm: gpu })
+                        .map_err(|e| located(format!("generated source, {e}")))?;
                 }
             }
-            Ok(Decoded { spec, variants, sources })
+            Ok(Decoded {
+                spec,
+                variants,
+                sources,
+            })
         });
-        d.as_ref().map_err(|(kernel, message)| Error::Embedded { kernel: kernel.clone(), message: message.clone() })
+        d.as_ref().map_err(|(kernel, message)| Error::Embedded {
+            kernel: kernel.clone(),
+            message: message.clone(),
+        })
     }
 
     /// The kernel's specification.
@@ -293,11 +361,17 @@ impl Evolved {
     /// The source a variant runs: its generated source, or the annotated one.
     fn source_of(&self, variant: Option<usize>) -> Result<(String, &str), Error> {
         let d = self.decoded()?;
-        match variant.and_then(|i| d.variants.get(i)).and_then(|v| v.source.as_ref()) {
+        match variant
+            .and_then(|i| d.variants.get(i))
+            .and_then(|v| v.source.as_ref())
+        {
             None => Ok((String::new(), d.spec.source.as_str())),
             Some(hash) => match d.sources.get(hash) {
                 Some(text) => Ok((hash.clone(), text.as_str())),
-                None => Err(Error::Embedded { kernel: d.spec.id.clone(), message: format!("generated source {hash} was not embedded") }),
+                None => Err(Error::Embedded {
+                    kernel: d.spec.id.clone(),
+                    message: format!("generated source {hash} was not embedded"),
+                }),
             },
         }
     }
@@ -317,10 +391,20 @@ impl Evolved {
     /// A kernel without integer scalars has one decision per device and sizes, whether a call
     /// or `explain` asks.
     fn choice_key(device: &ocl::Device, sizes: &Sizes, scalars: Option<&[i64]>) -> ChoiceKey {
-        (device.as_core().as_ptr() as Handle, sizes.values().copied().collect(), scalars.filter(|s| !s.is_empty()).map(<[i64]>::to_vec))
+        (
+            device.as_core().as_ptr() as Handle,
+            sizes.values().copied().collect(),
+            scalars.filter(|s| !s.is_empty()).map(<[i64]>::to_vec),
+        )
     }
 
-    fn choice(&self, device: &ocl::Device, spec: &KernelSpec, sizes: &Sizes, scalars: Option<&[i64]>) -> Result<Arc<Choice>, Error> {
+    fn choice(
+        &self,
+        device: &ocl::Device,
+        spec: &KernelSpec,
+        sizes: &Sizes,
+        scalars: Option<&[i64]>,
+    ) -> Result<Arc<Choice>, Error> {
         let cache_key = Self::choice_key(device, sizes, scalars);
         if let Some(c) = self.choices.lock().map_err(poisoned)?.get(&cache_key) {
             return Ok(c.clone());
@@ -328,10 +412,25 @@ impl Evolved {
         let here = identity(device)?;
         let named = scalars.map(|v| scalars_by_name(spec, v));
         let choice = Arc::new(
-            choose(spec, self.variants()?, &here.key, here.info.as_ref(), Some(&here.traits), sizes, named.as_ref())
-                .map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?,
+            choose(
+                spec,
+                self.variants()?,
+                &here.key,
+                here.info.as_ref(),
+                Some(&here.traits),
+                sizes,
+                named.as_ref(),
+            )
+            .map_err(|source| Error::Sizes {
+                kernel: spec.id.clone(),
+                source,
+            })?,
         );
-        remember_choice(&mut *self.choices.lock().map_err(poisoned)?, cache_key, choice.clone());
+        remember_choice(
+            &mut *self.choices.lock().map_err(poisoned)?,
+            cache_key,
+            choice.clone(),
+        );
         Ok(choice)
     }
 
@@ -341,10 +440,18 @@ impl Evolved {
     /// sizes (`explain` says why); one whose launch fails is replaced for this call. A mistake
     /// of the caller (a short buffer, a wrong argument, invalid sizes) is returned as an error,
     /// never run. Returns the dispatch step.
-    pub fn launch(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<Step, Error> {
+    pub fn launch(
+        &self,
+        queue: &ocl::Queue,
+        sizes: &[(&str, usize)],
+        args: &[Arg<'_>],
+    ) -> Result<Step, Error> {
         let spec = self.spec()?;
         // The queue's context and device as handles (no reference counts touched).
-        let handles = (queue.as_core().context_ptr()? as Handle, queue.as_core().device()?.as_ptr() as Handle);
+        let handles = (
+            queue.as_core().context_ptr()? as Handle,
+            queue.as_core().device()?.as_ptr() as Handle,
+        );
         let scalars = call_scalars(spec, args);
         {
             // After the first call with these sizes (and integer scalars) on this device: the
@@ -360,7 +467,16 @@ impl Evolved {
                         drop(built);
                         let (device, context) = queue_parts(queue)?;
                         let sizes = sizes_of(spec, sizes)?;
-                        self.run(queue, &context, &device, spec, None, &spec.reference, &sizes, args)?;
+                        self.run(
+                            queue,
+                            &context,
+                            &device,
+                            spec,
+                            None,
+                            &spec.reference,
+                            &sizes,
+                            args,
+                        )?;
                         return Ok(Step::Reference);
                     }
                 }
@@ -378,8 +494,19 @@ impl Evolved {
             let kernel = self.kernel(&context, &device, spec, variant, params)?;
             let mut built = self.built.lock().map_err(poisoned)?;
             let result = plan.enqueue(spec, &kernel, queue, args, None);
-            let sizes = call_sizes.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-            built.remember(Ready { context: handles.0, device: handles.1, sizes, scalars: scalars.clone(), step, kernel, plan });
+            let sizes = call_sizes
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect();
+            built.remember(Ready {
+                context: handles.0,
+                device: handles.1,
+                sizes,
+                scalars: scalars.clone(),
+                step,
+                kernel,
+                plan,
+            });
             result
         };
         let chosen = first(choice.step, choice.variant, &choice.params);
@@ -390,17 +517,42 @@ impl Evolved {
                 // only.
                 if matches!(e, Error::Build { .. }) {
                     let mut reasons = choice.reasons.clone();
-                    reasons.push(format!("{}: failed to build on this device ({e}); the reference runs instead", choice.step));
-                    let fallback = Choice { step: Step::Reference, variant: None, params: spec.reference.clone(), reasons };
+                    reasons.push(format!(
+                        "{}: failed to build on this device ({e}); the reference runs instead",
+                        choice.step
+                    ));
+                    let fallback = Choice {
+                        step: Step::Reference,
+                        variant: None,
+                        params: spec.reference.clone(),
+                        reasons,
+                    };
                     let fallback = Arc::new(fallback);
                     let mut choices = self.choices.lock().map_err(poisoned)?;
-                    remember_choice(&mut choices, Self::choice_key(&device, &sizes, Some(&scalars)), fallback.clone());
+                    remember_choice(
+                        &mut choices,
+                        Self::choice_key(&device, &sizes, Some(&scalars)),
+                        fallback.clone(),
+                    );
                     // `explain` (which knows no scalars) says so too
-                    remember_choice(&mut choices, Self::choice_key(&device, &sizes, None), fallback);
+                    remember_choice(
+                        &mut choices,
+                        Self::choice_key(&device, &sizes, None),
+                        fallback,
+                    );
                     drop(choices);
                     return first(Step::Reference, None, &spec.reference).map(|()| Step::Reference);
                 }
-                self.run(queue, &context, &device, spec, None, &spec.reference, &sizes, args)?;
+                self.run(
+                    queue,
+                    &context,
+                    &device,
+                    spec,
+                    None,
+                    &spec.reference,
+                    &sizes,
+                    args,
+                )?;
                 Ok(Step::Reference)
             }
             result => result.map(|()| choice.step),
@@ -409,7 +561,12 @@ impl Evolved {
 
     /// Runs the plain reference kernel (for tests and benchmarks that compare against it). The
     /// reference is the annotation's own promise: it stays within the declared buffers.
-    pub fn launch_reference(&self, queue: &ocl::Queue, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
+    pub fn launch_reference(
+        &self,
+        queue: &ocl::Queue,
+        sizes: &[(&str, usize)],
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
         let spec = self.spec()?;
         // SAFETY: the reference parameters are the annotation's; what the reference kernel
         // touches is what its `buffers(...)` declare.
@@ -426,9 +583,20 @@ impl Evolved {
     /// by the tuner to stay within its buffers at these sizes. The caller promises that the
     /// kernel compiled with these parameters touches only what the annotation's `buffers(...)`
     /// declare (and writes nothing it should not).
-    pub unsafe fn launch_params(&self, queue: &ocl::Queue, params: &Params, sizes: &[(&str, usize)], args: &[Arg<'_>]) -> Result<(), Error> {
+    pub unsafe fn launch_params(
+        &self,
+        queue: &ocl::Queue,
+        params: &Params,
+        sizes: &[(&str, usize)],
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
         let spec = self.spec()?;
-        spec.check_params(params, &[]).map_err(|message| Error::Argument { kernel: spec.id.clone(), arg: "params".into(), message })?;
+        spec.check_params(params, &[])
+            .map_err(|message| Error::Argument {
+                kernel: spec.id.clone(),
+                arg: "params".into(),
+                message,
+            })?;
         let sizes = sizes_of(spec, sizes)?;
         let (device, context) = queue_parts(queue)?;
         self.run(queue, &context, &device, spec, None, params, &sizes, args)
@@ -437,13 +605,34 @@ impl Evolved {
     /// Builds configuration `params` (exactly the kernel's parameters, each of its domain) for
     /// `queue`'s device, to launch it again and again with profiling (benchmarks that time
     /// configurations; dispatch does not use it).
-    pub fn configure(&self, queue: &ocl::Queue, params: &Params) -> Result<Configuration<'_>, Error> {
+    pub fn configure(
+        &self,
+        queue: &ocl::Queue,
+        params: &Params,
+    ) -> Result<Configuration<'_>, Error> {
         let spec = self.spec()?;
-        spec.check_params(params, &[]).map_err(|message| Error::Argument { kernel: spec.id.clone(), arg: "params".into(), message })?;
+        spec.check_params(params, &[])
+            .map_err(|message| Error::Argument {
+                kernel: spec.id.clone(),
+                arg: "params".into(),
+                message,
+            })?;
         let (device, context) = queue_parts(queue)?;
-        let program = build_program_from(spec, &spec.source, params, context.as_core(), device.as_core())?;
+        let program = build_program_from(
+            spec,
+            &spec.source,
+            params,
+            context.as_core(),
+            device.as_core(),
+        )?;
         let kernel = create_kernel(spec, &program)?;
-        Ok(Configuration { spec, params: params.clone(), kernel, traits: identity(&device)?.traits, _program: program })
+        Ok(Configuration {
+            spec,
+            params: params.clone(),
+            kernel,
+            traits: identity(&device)?.traits,
+            _program: program,
+        })
     }
 
     /// Launch plans kept (one per context, device and call sizes, at most
@@ -470,7 +659,12 @@ impl Evolved {
     ) -> Result<core::Kernel, Error> {
         let (hash, source) = self.source_of(variant)?;
         let generated = !hash.is_empty();
-        let key = (context.as_core().as_ptr() as Handle, device.as_core().as_ptr() as Handle, hash, params.values().copied().collect::<Vec<_>>());
+        let key = (
+            context.as_core().as_ptr() as Handle,
+            device.as_core().as_ptr() as Handle,
+            hash,
+            params.values().copied().collect::<Vec<_>>(),
+        );
         if let Some((_, kernel)) = self.built.lock().map_err(poisoned)?.programs.get(&key) {
             return Ok(kernel.clone());
         }
@@ -480,7 +674,11 @@ impl Evolved {
         // on a device that is not a GPU), exactly as the tuner built it when it verified it.
         let guarded;
         let text = if generated {
-            guarded = source_policy::generated_program(source, identity(device)?.traits.kind == "gpu", false);
+            guarded = source_policy::generated_program(
+                source,
+                identity(device)?.traits.kind == "gpu",
+                false,
+            );
             guarded.as_str()
         } else {
             source
@@ -488,7 +686,12 @@ impl Evolved {
         let program = build_program_from(spec, text, params, context.as_core(), device.as_core())?;
         let kernel = create_kernel(spec, &program)?;
         let mut built = self.built.lock().map_err(poisoned)?;
-        Ok(built.programs.entry(key).or_insert((program, kernel)).1.clone())
+        Ok(built
+            .programs
+            .entry(key)
+            .or_insert((program, kernel))
+            .1
+            .clone())
     }
 
     /// Launches `params` of `variant` once (no plan kept).

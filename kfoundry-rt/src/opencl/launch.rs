@@ -111,26 +111,50 @@ pub fn build_program_from(
 
 /// Compiles `source` with `options` for `device` (through `ocl`'s core calls, which return
 /// every failure, the compiler's log included, as a value).
-pub fn build_source(context: &core::Context, device: &core::DeviceId, id: &str, source: &str, options: &str) -> Result<core::Program, Error> {
-    let build_error = |log: String| Error::Build { kernel: id.to_string(), options: options.to_string(), log };
-    let text = std::ffi::CString::new(source).map_err(|_| build_error("the source contains a NUL byte".into()))?;
-    let opts = std::ffi::CString::new(options).map_err(|_| build_error("the options contain a NUL byte".into()))?;
-    let program = core::create_program_with_source(context, &[text]).map_err(|e| build_error(e.to_string()))?;
-    core::build_program(&program, Some(&[*device]), &opts, None, None).map_err(|e| build_error(e.to_string()))?;
+pub fn build_source(
+    context: &core::Context,
+    device: &core::DeviceId,
+    id: &str,
+    source: &str,
+    options: &str,
+) -> Result<core::Program, Error> {
+    let build_error = |log: String| Error::Build {
+        kernel: id.to_string(),
+        options: options.to_string(),
+        log,
+    };
+    let text = std::ffi::CString::new(source)
+        .map_err(|_| build_error("the source contains a NUL byte".into()))?;
+    let opts = std::ffi::CString::new(options)
+        .map_err(|_| build_error("the options contain a NUL byte".into()))?;
+    let program = core::create_program_with_source(context, &[text])
+        .map_err(|e| build_error(e.to_string()))?;
+    core::build_program(&program, Some(&[*device]), &opts, None, None)
+        .map_err(|e| build_error(e.to_string()))?;
     Ok(program)
 }
 
 /// The build options of configuration `params` of `spec` built from `source`: `params` must
 /// name exactly the spec's parameters and those `source` itself declares
 /// (`// kfoundry-params:`), so nothing else reaches the compiler's options.
-pub fn build_options_for(spec: &KernelSpec, source: &str, params: &Params) -> Result<String, Error> {
+pub fn build_options_for(
+    spec: &KernelSpec,
+    source: &str,
+    params: &Params,
+) -> Result<String, Error> {
     let declared = if source == spec.source {
         Vec::new()
     } else {
-        declared_params(source)
-            .map_err(|e| Error::Embedded { kernel: spec.id.clone(), message: format!("generated source, line {}: {}", e.line, e.problem) })?
+        declared_params(source).map_err(|e| Error::Embedded {
+            kernel: spec.id.clone(),
+            message: format!("generated source, line {}: {}", e.line, e.problem),
+        })?
     };
-    spec.build_options(params, &declared).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })
+    spec.build_options(params, &declared)
+        .map_err(|source| Error::Sizes {
+            kernel: spec.id.clone(),
+            source,
+        })
 }
 
 /// Creates the kernel object of the spec's entry point.
@@ -147,7 +171,14 @@ enum Slot {
     /// The caller's next buffer: it must hold at least `bytes` (`len` elements of `elem`).
     /// `written`: the kernel may write it (not `const`); `in_place`: the buffer argument it may
     /// be exactly (`in_place(...)` of the annotation).
-    Buffer { name: String, elem: ScalarType, len: usize, bytes: usize, written: bool, in_place: Option<String> },
+    Buffer {
+        name: String,
+        elem: ScalarType,
+        len: usize,
+        bytes: usize,
+        written: bool,
+        in_place: Option<String>,
+    },
     /// The caller's next scalar: it must have type `ty`.
     Scalar { name: String, ty: ScalarType },
 }
@@ -179,35 +210,81 @@ impl LaunchPlan {
     /// The plan of `params` at `sizes` on a device with `device`'s properties (`None`: the
     /// constraints that read device properties are not checked), or why it cannot be launched
     /// there.
-    pub fn new(spec: &KernelSpec, params: &Params, sizes: &Sizes, device: Option<&DeviceTraits>) -> Result<LaunchPlan, Error> {
-        let geometry = spec.geometry(params, sizes, device).map_err(|source| Error::Sizes { kernel: spec.id.clone(), source })?;
+    pub fn new(
+        spec: &KernelSpec,
+        params: &Params,
+        sizes: &Sizes,
+        device: Option<&DeviceTraits>,
+    ) -> Result<LaunchPlan, Error> {
+        let geometry = spec
+            .geometry(params, sizes, device)
+            .map_err(|source| Error::Sizes {
+                kernel: spec.id.clone(),
+                source,
+            })?;
         let geometry = FixedGeometry::of(spec, &geometry)?;
-        let arg_error = |arg: &str, message: String| Error::Argument { kernel: spec.id.clone(), arg: arg.to_string(), message };
+        let arg_error = |arg: &str, message: String| Error::Argument {
+            kernel: spec.id.clone(),
+            arg: arg.to_string(),
+            message,
+        };
         let mut slots = Vec::with_capacity(spec.signature.args.len());
         for (arg, role) in spec.args_with_roles() {
             let name = arg.name();
             let bytes_of = |elem: &ScalarType| -> Result<(usize, usize), Error> {
-                let len = spec.buffer_len(name, params, sizes).map_err(|e| arg_error(name, e.to_string()))?;
-                let bytes = len.checked_mul(elem.size()).ok_or_else(|| arg_error(name, format!("{len} elements overflow a byte count")))?;
+                let len = spec
+                    .buffer_len(name, params, sizes)
+                    .map_err(|e| arg_error(name, e.to_string()))?;
+                let bytes = len.checked_mul(elem.size()).ok_or_else(|| {
+                    arg_error(name, format!("{len} elements overflow a byte count"))
+                })?;
                 Ok((len, bytes))
             };
             slots.push(match (arg, role) {
-                (KernelArg::Buffer { elem, .. }, ArgRole::LocalMemory) => Slot::Local(bytes_of(elem)?.1),
+                (KernelArg::Buffer { elem, .. }, ArgRole::LocalMemory) => {
+                    Slot::Local(bytes_of(elem)?.1)
+                }
                 (KernelArg::Scalar { ty, .. }, ArgRole::Size) => {
-                    let v = sizes.get(name).copied().ok_or_else(|| arg_error(name, "size not given".into()))?;
-                    let s = Scalar::from_int(*ty, v)
-                        .ok_or_else(|| arg_error(name, format!("size {v} does not fit the kernel's `{}`", ty.opencl_name())))?;
+                    let v = sizes
+                        .get(name)
+                        .copied()
+                        .ok_or_else(|| arg_error(name, "size not given".into()))?;
+                    let s = Scalar::from_int(*ty, v).ok_or_else(|| {
+                        arg_error(
+                            name,
+                            format!("size {v} does not fit the kernel's `{}`", ty.opencl_name()),
+                        )
+                    })?;
                     Slot::Size(s)
                 }
-                (KernelArg::Buffer { elem, read_only, .. }, _) => {
+                (
+                    KernelArg::Buffer {
+                        elem, read_only, ..
+                    },
+                    _,
+                ) => {
                     let (len, bytes) = bytes_of(elem)?;
                     let in_place = spec.in_place.get(name).cloned();
-                    Slot::Buffer { name: name.to_string(), elem: *elem, len, bytes, written: !read_only, in_place }
+                    Slot::Buffer {
+                        name: name.to_string(),
+                        elem: *elem,
+                        len,
+                        bytes,
+                        written: !read_only,
+                        in_place,
+                    }
                 }
-                (KernelArg::Scalar { ty, .. }, _) => Slot::Scalar { name: name.to_string(), ty: *ty },
+                (KernelArg::Scalar { ty, .. }, _) => Slot::Scalar {
+                    name: name.to_string(),
+                    ty: *ty,
+                },
             });
         }
-        Ok(LaunchPlan { geometry, slots, checked: std::sync::Mutex::new(None) })
+        Ok(LaunchPlan {
+            geometry,
+            slots,
+            checked: std::sync::Mutex::new(None),
+        })
     }
 
     /// Checks `args` (the caller's arguments in signature order) against the plan, then sets
@@ -226,12 +303,17 @@ impl LaunchPlan {
         self.check_memory(spec, queue, args)?;
         let mut supplied = args.iter();
         for (index, slot) in self.slots.iter().enumerate() {
-            let index = u32::try_from(index).map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
+            let index = u32::try_from(index)
+                .map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
             match slot {
-                Slot::Local(bytes) => core::set_kernel_arg(kernel, index, ArgVal::local::<u8>(bytes))?,
+                Slot::Local(bytes) => {
+                    core::set_kernel_arg(kernel, index, ArgVal::local::<u8>(bytes))?
+                }
                 Slot::Size(s) => core::set_kernel_arg(kernel, index, s.arg_val())?,
                 Slot::Buffer { .. } | Slot::Scalar { .. } => match supplied.next() {
-                    Some(Arg::Buffer(mem)) => core::set_kernel_arg(kernel, index, ArgVal::mem(mem))?,
+                    Some(Arg::Buffer(mem)) => {
+                        core::set_kernel_arg(kernel, index, ArgVal::mem(mem))?
+                    }
                     Some(Arg::Scalar(s)) => core::set_kernel_arg(kernel, index, s.arg_val())?,
                     None => return Err(Error::OpenCl("fewer arguments than checked".into())),
                 },
@@ -248,7 +330,16 @@ impl LaunchPlan {
         // run at; for `launch_params`, the promise its `unsafe` caller made.
         unsafe {
             let g = &self.geometry;
-            core::enqueue_kernel(queue.as_core(), kernel, g.dims, None, &g.global, g.local, None::<core::Event>, event)?;
+            core::enqueue_kernel(
+                queue.as_core(),
+                kernel,
+                g.dims,
+                None,
+                &g.global,
+                g.local,
+                None::<core::Event>,
+                event,
+            )?;
         }
         Ok(())
     }
@@ -256,23 +347,44 @@ impl LaunchPlan {
     /// `args` are exactly the caller's arguments of the plan: their number, each scalar's
     /// type, and each buffer's size (as OpenCL reports the memory object's size).
     fn check(&self, spec: &KernelSpec, args: &[Arg<'_>]) -> Result<(), Error> {
-        let arg_error = |arg: &str, message: String| Error::Argument { kernel: spec.id.clone(), arg: arg.to_string(), message };
+        let arg_error = |arg: &str, message: String| Error::Argument {
+            kernel: spec.id.clone(),
+            arg: arg.to_string(),
+            message,
+        };
         let callers = self.slots.iter().filter(|s| s.is_callers()).count();
         if args.len() != callers {
             return Err(arg_error(
                 "(all)",
-                format!("{} argument(s) given, the kernel takes {callers} from the caller ({})", args.len(), caller_names(spec)),
+                format!(
+                    "{} argument(s) given, the kernel takes {callers} from the caller ({})",
+                    args.len(),
+                    caller_names(spec)
+                ),
             ));
         }
         for (slot, arg) in self.slots.iter().filter(|s| s.is_callers()).zip(args) {
             match (slot, arg) {
-                (Slot::Buffer { name, elem, len, bytes, .. }, Arg::Buffer(mem)) => {
+                (
+                    Slot::Buffer {
+                        name,
+                        elem,
+                        len,
+                        bytes,
+                        ..
+                    },
+                    Arg::Buffer(mem),
+                ) => {
                     let given = match core::get_mem_object_info(mem, core::MemInfo::Size)? {
                         core::MemInfoResult::Size(bytes) => bytes,
                         _ => 0,
                     };
                     if given < *bytes {
-                        let length = spec.buffers.get(name).map(|e| format!(" (`{e}`)")).unwrap_or_default();
+                        let length = spec
+                            .buffers
+                            .get(name)
+                            .map(|e| format!(" (`{e}`)"))
+                            .unwrap_or_default();
                         return Err(Error::BufferTooSmall {
                             kernel: spec.id.clone(),
                             arg: name.clone(),
@@ -284,13 +396,28 @@ impl LaunchPlan {
                     }
                 }
                 (Slot::Buffer { name, elem, .. }, Arg::Scalar(_)) => {
-                    return Err(arg_error(name, format!("expected a buffer of `{}`", elem.opencl_name())))
+                    return Err(arg_error(
+                        name,
+                        format!("expected a buffer of `{}`", elem.opencl_name()),
+                    ))
                 }
                 (Slot::Scalar { ty, .. }, Arg::Scalar(s)) if s.ty() == *ty => {}
                 (Slot::Scalar { name, ty }, Arg::Scalar(s)) => {
-                    return Err(arg_error(name, format!("expected a `{}`, given a `{}`", ty.opencl_name(), s.ty().opencl_name())))
+                    return Err(arg_error(
+                        name,
+                        format!(
+                            "expected a `{}`, given a `{}`",
+                            ty.opencl_name(),
+                            s.ty().opencl_name()
+                        ),
+                    ))
                 }
-                (Slot::Scalar { name, ty }, Arg::Buffer(_)) => return Err(arg_error(name, format!("expected a scalar `{}`", ty.opencl_name()))),
+                (Slot::Scalar { name, ty }, Arg::Buffer(_)) => {
+                    return Err(arg_error(
+                        name,
+                        format!("expected a scalar `{}`", ty.opencl_name()),
+                    ))
+                }
                 (Slot::Local(_) | Slot::Size(_), _) => {}
             }
         }
@@ -302,15 +429,32 @@ impl LaunchPlan {
     /// place can be wrong in place. Overlap is of the bytes the call uses (the annotation's
     /// lengths) within one memory object (sub-buffers share their parent's), or of the host
     /// memory two buffers were created over (`CL_MEM_USE_HOST_PTR`).
-    fn check_memory(&self, spec: &KernelSpec, queue: &ocl::Queue, args: &[Arg<'_>]) -> Result<(), Error> {
+    fn check_memory(
+        &self,
+        spec: &KernelSpec,
+        queue: &ocl::Queue,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
         let context = queue.as_core().context_ptr()? as usize;
         // The same buffers as the last call that passed, none destroyed since: what was
         // checked still holds (a memory object's context, parent, offset and host memory never
         // change).
-        let mut key: Vec<usize> = args.iter().filter_map(|a| if let Arg::Buffer(m) = a { Some(m.as_ptr() as usize) } else { None }).collect();
+        let mut key: Vec<usize> = args
+            .iter()
+            .filter_map(|a| {
+                if let Arg::Buffer(m) = a {
+                    Some(m.as_ptr() as usize)
+                } else {
+                    None
+                }
+            })
+            .collect();
         key.push(context);
         let generation = watch::generation();
-        if self.checked.lock().ok().is_some_and(|c| c.as_ref().is_some_and(|(k, g)| *k == key && *g == generation)) {
+        if self.checked.lock().ok().is_some_and(|c| {
+            c.as_ref()
+                .is_some_and(|(k, g)| *k == key && *g == generation)
+        }) {
             return Ok(());
         }
         self.check_memory_now(spec, context, args)?;
@@ -325,7 +469,12 @@ impl LaunchPlan {
         Ok(())
     }
 
-    fn check_memory_now(&self, spec: &KernelSpec, context: usize, args: &[Arg<'_>]) -> Result<(), Error> {
+    fn check_memory_now(
+        &self,
+        spec: &KernelSpec,
+        context: usize,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
         let buffers: Vec<(&Slot, &core::Mem)> = self
             .slots
             .iter()
@@ -338,7 +487,9 @@ impl LaunchPlan {
             .collect();
         let mut regions = Vec::with_capacity(buffers.len());
         for (slot, mem) in &buffers {
-            let Slot::Buffer { name, bytes, .. } = slot else { continue };
+            let Slot::Buffer { name, bytes, .. } = slot else {
+                continue;
+            };
             let owner = match core::get_mem_object_info(mem, core::MemInfo::Context)? {
                 core::MemInfoResult::Context(c) => c.as_ptr() as usize,
                 _ => 0,
@@ -352,13 +503,29 @@ impl LaunchPlan {
             }
             regions.push(Region::of(mem, *bytes)?);
         }
-        if !buffers.iter().any(|(s, _)| matches!(s, Slot::Buffer { written: true, .. })) {
+        if !buffers
+            .iter()
+            .any(|(s, _)| matches!(s, Slot::Buffer { written: true, .. }))
+        {
             return Ok(());
         }
         for (i, (slot, _)) in buffers.iter().enumerate() {
-            let Slot::Buffer { name: written, written: true, in_place, .. } = slot else { continue };
+            let Slot::Buffer {
+                name: written,
+                written: true,
+                in_place,
+                ..
+            } = slot
+            else {
+                continue;
+            };
             for (j, (other, _)) in buffers.iter().enumerate() {
-                let Slot::Buffer { name: other_name, .. } = other else { continue };
+                let Slot::Buffer {
+                    name: other_name, ..
+                } = other
+                else {
+                    continue;
+                };
                 if i == j {
                     continue;
                 }
@@ -370,8 +537,8 @@ impl LaunchPlan {
                 } else {
                     continue;
                 };
-                let declared =
-                    in_place.as_deref() == Some(other_name.as_str()) || matches!(other, Slot::Buffer { in_place: Some(w), .. } if w == written);
+                let declared = in_place.as_deref() == Some(other_name.as_str())
+                    || matches!(other, Slot::Buffer { in_place: Some(w), .. } if w == written);
                 if declared && how == "is the same memory as" {
                     continue;
                 }
@@ -380,7 +547,13 @@ impl LaunchPlan {
                 } else {
                     format!(", or declare `in_place({written} = {other_name})` in the annotation if the kernel is written to run in place")
                 };
-                return Err(Error::Aliasing { kernel: spec.id.clone(), written: written.clone(), other: other_name.clone(), how, hint });
+                return Err(Error::Aliasing {
+                    kernel: spec.id.clone(),
+                    written: written.clone(),
+                    other: other_name.clone(),
+                    how,
+                    hint,
+                });
             }
         }
         Ok(())
@@ -414,7 +587,13 @@ mod watch {
         }
         // SAFETY: `mem` is a live memory object (borrowed for the call); the callback is a
         // plain function that touches only this module's statics, and no user data.
-        let status = unsafe { ffi::clSetMemObjectDestructorCallback(mem.as_ptr(), Some(destroyed), std::ptr::null_mut()) };
+        let status = unsafe {
+            ffi::clSetMemObjectDestructorCallback(
+                mem.as_ptr(),
+                Some(destroyed),
+                std::ptr::null_mut(),
+            )
+        };
         if status != 0 {
             if let Some(s) = set.as_mut() {
                 s.remove(&handle);
@@ -457,16 +636,26 @@ impl Region {
             },
             None => 0,
         };
-        let root = parent.as_ref().map_or(mem.as_ptr() as usize, |p| p.as_ptr() as usize);
+        let root = parent
+            .as_ref()
+            .map_or(mem.as_ptr() as usize, |p| p.as_ptr() as usize);
         let host = match core::get_mem_object_info(mem, core::MemInfo::HostPtr)? {
-            core::MemInfoResult::HostPtr(Some((ptr, _))) => Some((ptr as usize, (ptr as usize).saturating_add(used))),
+            core::MemInfoResult::HostPtr(Some((ptr, _))) => {
+                Some((ptr as usize, (ptr as usize).saturating_add(used)))
+            }
             _ => None,
         };
-        Ok(Region { root, start: offset, end: offset.saturating_add(used), host })
+        Ok(Region {
+            root,
+            start: offset,
+            end: offset.saturating_add(used),
+            host,
+        })
     }
 
     fn same_start(&self, other: &Region) -> bool {
-        (self.root == other.root && self.start == other.start) || matches!((self.host, other.host), (Some(a), Some(b)) if a.0 == b.0)
+        (self.root == other.root && self.start == other.start)
+            || matches!((self.host, other.host), (Some(a), Some(b)) if a.0 == b.0)
     }
 
     fn overlaps(&self, other: &Region) -> bool {
@@ -477,7 +666,10 @@ impl Region {
 }
 
 fn caller_names(spec: &KernelSpec) -> String {
-    spec.caller_args().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+    spec.caller_args()
+        .map(|a| a.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A launch's geometry as OpenCL takes it: the number of dimensions and three of each.
@@ -491,7 +683,10 @@ impl FixedGeometry {
     fn of(spec: &KernelSpec, g: &Geometry) -> Result<FixedGeometry, Error> {
         let dims = g.global.len();
         if !(1..=3).contains(&dims) || g.local.as_ref().is_some_and(|l| l.len() != dims) {
-            return Err(Error::Embedded { kernel: spec.id.clone(), message: format!("a launch needs 1 to 3 dimensions, the spec has {dims}") });
+            return Err(Error::Embedded {
+                kernel: spec.id.clone(),
+                message: format!("a launch needs 1 to 3 dimensions, the spec has {dims}"),
+            });
         }
         let mut global = [1usize; 3];
         global[..dims].copy_from_slice(&g.global);
@@ -500,6 +695,10 @@ impl FixedGeometry {
             out[..dims].copy_from_slice(l);
             out
         });
-        Ok(FixedGeometry { dims: dims as u32, global, local })
+        Ok(FixedGeometry {
+            dims: dims as u32,
+            global,
+            local,
+        })
     }
 }

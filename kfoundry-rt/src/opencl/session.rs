@@ -4,7 +4,10 @@
 //! time launches with profiling events. The tuner's worker, the device-peak benchmarks and the
 //! data kernels of the evaluator use only this; none of them calls `ocl` itself.
 
-use ocl::core::{self, ArgVal, KernelWorkGroupInfo, KernelWorkGroupInfoResult, ProfilingInfo, ProfilingInfoResult};
+use ocl::core::{
+    self, ArgVal, KernelWorkGroupInfo, KernelWorkGroupInfoResult, ProfilingInfo,
+    ProfilingInfoResult,
+};
 
 use super::device::{limits_from, traits_of, Limits};
 use super::error::Error;
@@ -61,15 +64,30 @@ impl Session {
     /// A session on device number `index` of [`super::device::list_devices`].
     pub fn on_device(index: usize) -> Result<Session, Error> {
         let devices = super::device::list_devices()?;
-        let (platform, device) = devices.get(index).copied().ok_or_else(|| Error::OpenCl(format!("no device #{index}")))?;
+        let (platform, device) = devices
+            .get(index)
+            .copied()
+            .ok_or_else(|| Error::OpenCl(format!("no device #{index}")))?;
         Session::new(platform, device)
     }
 
     pub fn new(platform: ocl::Platform, device: ocl::Device) -> Result<Session, Error> {
-        let context = ocl::Context::builder().platform(platform).devices(device).build()?;
-        let queue = ocl::Queue::new(&context, device, Some(ocl::CommandQueueProperties::PROFILING_ENABLE))?;
+        let context = ocl::Context::builder()
+            .platform(platform)
+            .devices(device)
+            .build()?;
+        let queue = ocl::Queue::new(
+            &context,
+            device,
+            Some(ocl::CommandQueueProperties::PROFILING_ENABLE),
+        )?;
         let traits = traits_of(&device)?;
-        Ok(Session { device, context, queue, traits })
+        Ok(Session {
+            device,
+            context,
+            queue,
+            traits,
+        })
     }
 
     /// Whether the device is a GPU (`CL_DEVICE_TYPE` says so).
@@ -84,12 +102,24 @@ impl Session {
 
     /// Builds `source` with `options` for the device. A failure carries the compiler's log.
     pub fn build(&self, id: &str, source: &str, options: &str) -> Result<Program, Error> {
-        Ok(Program { program: build_source(self.context.as_core(), self.device.as_core(), id, source, options)? })
+        Ok(Program {
+            program: build_source(
+                self.context.as_core(),
+                self.device.as_core(),
+                id,
+                source,
+                options,
+            )?,
+        })
     }
 
     /// The compiler's log of a program that built (its warnings; empty when there were none).
     pub fn build_log(&self, program: &Program) -> String {
-        match core::get_program_build_info(&program.program, self.device.as_core(), core::ProgramBuildInfo::BuildLog) {
+        match core::get_program_build_info(
+            &program.program,
+            self.device.as_core(),
+            core::ProgramBuildInfo::BuildLog,
+        ) {
             Ok(core::ProgramBuildInfoResult::BuildLog(log)) => log.trim().to_string(),
             _ => String::new(),
         }
@@ -97,29 +127,47 @@ impl Session {
 
     /// [`Session::build`] on a thread of its own: the handle gives the program (or the
     /// compiler's log) when joined. OpenCL lets programs be built from several threads at once.
-    pub fn build_in_background(&self, id: &str, source: &str, options: &str) -> std::thread::JoinHandle<Result<Program, Error>> {
+    pub fn build_in_background(
+        &self,
+        id: &str,
+        source: &str,
+        options: &str,
+    ) -> std::thread::JoinHandle<Result<Program, Error>> {
         let (context, device) = (self.context.as_core().clone(), *self.device.as_core());
         let (id, source, options) = (id.to_string(), source.to_string(), options.to_string());
-        std::thread::spawn(move || Ok(Program { program: build_source(&context, &device, &id, &source, &options)? }))
+        std::thread::spawn(move || {
+            Ok(Program {
+                program: build_source(&context, &device, &id, &source, &options)?,
+            })
+        })
     }
 
     /// Builds configuration `params` of `spec` from `source` (the annotated source, or a
     /// generated source-level variant with the same signature): only declared parameters reach
     /// the options (see [`super::launch::build_options_for`]).
-    pub fn build_spec(&self, spec: &KernelSpec, source: &str, params: &Params) -> Result<Program, Error> {
+    pub fn build_spec(
+        &self,
+        spec: &KernelSpec,
+        source: &str,
+        params: &Params,
+    ) -> Result<Program, Error> {
         let options = super::launch::build_options_for(spec, source, params)?;
         self.build(&spec.id, source, &options)
     }
 
     /// The kernel `name` of `program`.
     pub fn kernel(&self, program: &Program, name: &str) -> Result<Kernel, Error> {
-        Ok(Kernel { kernel: core::create_kernel(&program.program, name)?, _program: program.program.clone() })
+        Ok(Kernel {
+            kernel: core::create_kernel(&program.program, name)?,
+            _program: program.program.clone(),
+        })
     }
 
     /// What `kernel` reports about itself on this device (entries it cannot answer are left at
     /// their least committal value).
     pub fn kernel_info(&self, kernel: &Kernel) -> KernelInfo {
-        let info = |what| core::get_kernel_work_group_info(&kernel.kernel, self.device.as_core(), what);
+        let info =
+            |what| core::get_kernel_work_group_info(&kernel.kernel, self.device.as_core(), what);
         KernelInfo {
             work_group_size: match info(KernelWorkGroupInfo::WorkGroupSize) {
                 Ok(KernelWorkGroupInfoResult::WorkGroupSize(n)) => n,
@@ -141,8 +189,19 @@ impl Session {
         let len = bytes.max(1);
         // SAFETY: no host memory is involved; the device memory is only ever read back into
         // byte vectors.
-        let mem = unsafe { core::create_buffer::<_, u8>(self.context.as_core(), core::MemFlags::new().read_write(), len, None)? };
-        Ok(DeviceBuffer { mem, len, queue: self.queue.as_core().clone() })
+        let mem = unsafe {
+            core::create_buffer::<_, u8>(
+                self.context.as_core(),
+                core::MemFlags::new().read_write(),
+                len,
+                None,
+            )?
+        };
+        Ok(DeviceBuffer {
+            mem,
+            len,
+            queue: self.queue.as_core().clone(),
+        })
     }
 
     /// A copy of `data` on the device: allocated, then written. Not `CL_MEM_COPY_HOST_PTR`:
@@ -190,7 +249,13 @@ impl Session {
         traits: &DeviceTraits,
     ) -> Result<Option<Timing>, Error> {
         let mut event = core::Event::null();
-        LaunchPlan::new(spec, params, sizes, Some(traits))?.enqueue(spec, &kernel.kernel, &self.queue, args, profile.then_some(&mut event))?;
+        LaunchPlan::new(spec, params, sizes, Some(traits))?.enqueue(
+            spec,
+            &kernel.kernel,
+            &self.queue,
+            args,
+            profile.then_some(&mut event),
+        )?;
         Ok(profile.then_some(Timing { event }))
     }
 
@@ -210,11 +275,15 @@ impl Session {
         profile: bool,
     ) -> Result<Option<Timing>, Error> {
         let dims = global.len();
-        if !(1..=3).contains(&dims) || local.is_some_and(|l| l.len() != dims) || global.contains(&0) {
-            return Err(Error::OpenCl(format!("a launch needs 1 to 3 positive dimensions, given {global:?}")));
+        if !(1..=3).contains(&dims) || local.is_some_and(|l| l.len() != dims) || global.contains(&0)
+        {
+            return Err(Error::OpenCl(format!(
+                "a launch needs 1 to 3 positive dimensions, given {global:?}"
+            )));
         }
         for (index, arg) in args.iter().enumerate() {
-            let index = u32::try_from(index).map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
+            let index = u32::try_from(index)
+                .map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
             match arg {
                 Arg::Buffer(mem) => core::set_kernel_arg(&kernel.kernel, index, ArgVal::mem(mem))?,
                 Arg::Scalar(s) => core::set_kernel_arg(&kernel.kernel, index, s.arg_val())?,
@@ -231,7 +300,16 @@ impl Session {
         // SAFETY: every argument was set above; the geometry has 1 to 3 positive dimensions;
         // what the kernel touches is the caller's promise.
         unsafe {
-            core::enqueue_kernel(self.queue.as_core(), &kernel.kernel, dims as u32, None, &g, l, None::<core::Event>, profile.then_some(&mut event))?;
+            core::enqueue_kernel(
+                self.queue.as_core(),
+                &kernel.kernel,
+                dims as u32,
+                None,
+                &g,
+                l,
+                None::<core::Event>,
+                profile.then_some(&mut event),
+            )?;
         }
         Ok(profile.then_some(Timing { event }))
     }
@@ -259,7 +337,17 @@ impl DeviceBuffer {
         }
         self.check(offset, out.len())?;
         // SAFETY: a blocking read into a live slice, within the buffer (checked above).
-        unsafe { core::enqueue_read_buffer(&self.queue, &self.mem, true, offset, out, None::<core::Event>, None::<&mut core::Event>)? };
+        unsafe {
+            core::enqueue_read_buffer(
+                &self.queue,
+                &self.mem,
+                true,
+                offset,
+                out,
+                None::<core::Event>,
+                None::<&mut core::Event>,
+            )?
+        };
         Ok(())
     }
 
@@ -270,7 +358,17 @@ impl DeviceBuffer {
         }
         self.check(offset, data.len())?;
         // SAFETY: a blocking write from a live slice, within the buffer (checked above).
-        unsafe { core::enqueue_write_buffer(&self.queue, &self.mem, true, offset, data, None::<core::Event>, None::<&mut core::Event>)? };
+        unsafe {
+            core::enqueue_write_buffer(
+                &self.queue,
+                &self.mem,
+                true,
+                offset,
+                data,
+                None::<core::Event>,
+                None::<&mut core::Event>,
+            )?
+        };
         Ok(())
     }
 
@@ -280,8 +378,16 @@ impl DeviceBuffer {
     pub fn sub(&self, offset: usize, len: usize) -> Result<DeviceBuffer, Error> {
         let len = len.max(1);
         self.check(offset, len)?;
-        let mem = core::create_sub_buffer::<u8>(&self.mem, core::MemFlags::new().read_write(), &core::BufferRegion::new(offset, len))?;
-        Ok(DeviceBuffer { mem, len, queue: self.queue.clone() })
+        let mem = core::create_sub_buffer::<u8>(
+            &self.mem,
+            core::MemFlags::new().read_write(),
+            &core::BufferRegion::new(offset, len),
+        )?;
+        Ok(DeviceBuffer {
+            mem,
+            len,
+            queue: self.queue.clone(),
+        })
     }
 
     /// The buffer as a kernel argument.
@@ -292,7 +398,10 @@ impl DeviceBuffer {
     fn check(&self, offset: usize, len: usize) -> Result<(), Error> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::OpenCl(format!("bytes {offset}..+{len} lie outside a buffer of {} bytes", self.len))),
+            _ => Err(Error::OpenCl(format!(
+                "bytes {offset}..+{len} lie outside a buffer of {} bytes",
+                self.len
+            ))),
         }
     }
 }

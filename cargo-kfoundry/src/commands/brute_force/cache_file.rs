@@ -18,7 +18,11 @@ const COST_NOTE: &str = "benchmark_time holds the whole evaluation's cost";
 
 /// The cache key of a configuration: its values joined by commas, in parameter order.
 pub fn cache_key(config: &Config) -> String {
-    config.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+    config
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Kernel Tuner's name for a failure in the `time` field.
@@ -32,7 +36,11 @@ pub fn failure_name(kind: FailureKind) -> &'static str {
 
 /// The first line of `text`, at most [`REASON_CHARS`] characters.
 pub fn short(text: &str) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     if line.chars().count() > REASON_CHARS {
         format!("{}…", line.chars().take(REASON_CHARS).collect::<String>())
     } else {
@@ -49,10 +57,20 @@ pub fn record(names: &[String], config: &Config, evaluation: &Evaluation) -> Val
     for (name, value) in names.iter().zip(config) {
         r.insert(name.clone(), json!(value));
     }
-    let failure = |kind: FailureKind, reason: String| (json!(failure_name(kind)), Some(json!({ "kind": kind.name(), "reason": reason })));
+    let failure = |kind: FailureKind, reason: String| {
+        (
+            json!(failure_name(kind)),
+            Some(json!({ "kind": kind.name(), "reason": reason })),
+        )
+    };
     let (time, failure) = match evaluation {
-        Evaluation::Ok { time, .. } if time.is_finite() && *time > 0.0 => (json!(time * 1000.0), None),
-        Evaluation::Ok { time, .. } => failure(FailureKind::Runtime, format!("the measured time {time} s is not usable")),
+        Evaluation::Ok { time, .. } if time.is_finite() && *time > 0.0 => {
+            (json!(time * 1000.0), None)
+        }
+        Evaluation::Ok { time, .. } => failure(
+            FailureKind::Runtime,
+            format!("the measured time {time} s is not usable"),
+        ),
         Evaluation::Failed { kind, reason, .. } => failure(*kind, short(reason)),
     };
     r.insert("time".into(), time);
@@ -94,7 +112,11 @@ impl Header {
             kernel: spec.id.clone(),
             fingerprint: kfoundry_tooling::fingerprint(spec)?,
             params: spec.params.clone(),
-            sizes: spec.sizes.iter().filter_map(|s| workload.sizes.get(s).map(|v| (s.clone(), *v))).collect(),
+            sizes: spec
+                .sizes
+                .iter()
+                .filter_map(|s| workload.sizes.get(s).map(|v| (s.clone(), *v)))
+                .collect(),
             workload: workload.name.clone(),
             device_name: device_name.to_string(),
             device_key: device_key.to_string(),
@@ -114,11 +136,18 @@ impl Header {
         for p in &self.params {
             tune_params.insert(p.name.clone(), json!(p.values));
         }
-        let sizes: Map<String, Value> = self.sizes.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        let sizes: Map<String, Value> = self
+            .sizes
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
         let mut m = Map::new();
         m.insert("device_name".into(), json!(self.device_name));
         m.insert("kernel_name".into(), json!(self.kernel));
-        m.insert("problem_size".into(), json!(self.sizes.iter().map(|(_, v)| *v).collect::<Vec<_>>()));
+        m.insert(
+            "problem_size".into(),
+            json!(self.sizes.iter().map(|(_, v)| *v).collect::<Vec<_>>()),
+        );
         m.insert("tune_params_keys".into(), json!(self.names()));
         m.insert("tune_params".into(), Value::Object(tune_params));
         m.insert("objective".into(), json!("time"));
@@ -155,7 +184,11 @@ impl Header {
 /// The records of an earlier file (`existing`) that this run can keep: those of configurations
 /// still valid. `Err` saying what differs when the file is of another kernel version, workload,
 /// device or measurement settings.
-pub fn resumable(existing: &Value, header: &Header, valid: &BTreeSet<String>) -> Result<Map<String, Value>, String> {
+pub fn resumable(
+    existing: &Value,
+    header: &Header,
+    valid: &BTreeSet<String>,
+) -> Result<Map<String, Value>, String> {
     let ours = Value::Object(header.fields());
     let same = |field: &str, pointer: &str| {
         let (theirs, mine) = (existing.pointer(pointer), ours.pointer(pointer));
@@ -163,11 +196,18 @@ pub fn resumable(existing: &Value, header: &Header, valid: &BTreeSet<String>) ->
             Ok(())
         } else {
             let show = |v: Option<&Value>| v.map_or("missing".to_string(), Value::to_string);
-            Err(format!("its {field} is {}, this run's is {}", show(theirs), show(mine)))
+            Err(format!(
+                "its {field} is {}, this run's is {}",
+                show(theirs),
+                show(mine)
+            ))
         }
     };
     same("kernel", "/kernel_name")?;
-    same("kernel fingerprint (source and annotation)", "/kfoundry/fingerprint")?;
+    same(
+        "kernel fingerprint (source and annotation)",
+        "/kfoundry/fingerprint",
+    )?;
     same("parameters", "/tune_params_keys")?;
     same("parameter values", "/tune_params")?;
     same("device key", "/kfoundry/device_key")?;
@@ -175,10 +215,17 @@ pub fn resumable(existing: &Value, header: &Header, valid: &BTreeSet<String>) ->
     same("sizes", "/kfoundry/sizes")?;
     same("--repeats", "/kfoundry/repeats")?;
     same("--seed", "/kfoundry/seed")?;
-    let cache = existing.get("cache").and_then(Value::as_object).ok_or("it has no `cache` object")?;
+    let cache = existing
+        .get("cache")
+        .and_then(Value::as_object)
+        .ok_or("it has no `cache` object")?;
     Ok(cache
         .iter()
-        .filter(|(k, r)| valid.contains(k.as_str()) && r.get("time").is_some_and(|t| t.is_number() || t.is_string()))
+        .filter(|(k, r)| {
+            valid.contains(k.as_str())
+                && r.get("time")
+                    .is_some_and(|t| t.is_number() || t.is_string())
+        })
         .map(|(k, r)| (k.clone(), r.clone()))
         .collect())
 }
@@ -225,20 +272,41 @@ pub fn file_name(kernel: &str, workload: &str, device_key: &str) -> String {
 /// Kernel Tuner's order with `cache` last, one record per line, ending in `}\n}` (Kernel Tuner
 /// reopens a cache file for appending by cutting those three characters).
 pub fn kernel_tuner_text(document: &Value) -> Result<String> {
-    const ORDER: [&str; 7] = ["device_name", "kernel_name", "problem_size", "tune_params_keys", "tune_params", "objective", "kfoundry"];
-    let Value::Object(fields) = document else { bail!("a cache document is a JSON object") };
+    const ORDER: [&str; 7] = [
+        "device_name",
+        "kernel_name",
+        "problem_size",
+        "tune_params_keys",
+        "tune_params",
+        "objective",
+        "kfoundry",
+    ];
+    let Value::Object(fields) = document else {
+        bail!("a cache document is a JSON object")
+    };
     let mut out = String::from("{\n");
     for key in ORDER {
         if let Some(v) = fields.get(key) {
-            out += &format!("{}: {},\n", serde_json::to_string(key)?, serde_json::to_string(v)?);
+            out += &format!(
+                "{}: {},\n",
+                serde_json::to_string(key)?,
+                serde_json::to_string(v)?
+            );
         }
     }
     out += "\"cache\": {";
     let empty = Map::new();
-    let cache = fields.get("cache").and_then(Value::as_object).unwrap_or(&empty);
+    let cache = fields
+        .get("cache")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
     for (i, (key, record)) in cache.iter().enumerate() {
         out += if i == 0 { "\n" } else { ",\n" };
-        out += &format!("{}: {}", serde_json::to_string(key)?, serde_json::to_string(record)?);
+        out += &format!(
+            "{}: {}",
+            serde_json::to_string(key)?,
+            serde_json::to_string(record)?
+        );
     }
     out += "\n}\n}";
     Ok(out)
@@ -271,14 +339,33 @@ mod tests {
             (FailureKind::Invalid, "InvalidConfig", "invalid"),
         ];
         for (kind, name, ours) in cases {
-            let r = record(&names, &c, &Evaluation::failed(kind, format!("\nwhy it failed\nsecond line {}", "x".repeat(500)), 0.25));
+            let r = record(
+                &names,
+                &c,
+                &Evaluation::failed(
+                    kind,
+                    format!("\nwhy it failed\nsecond line {}", "x".repeat(500)),
+                    0.25,
+                ),
+            );
             assert_eq!(r["time"], name);
             assert_eq!(r["kfoundry_failure"]["kind"], ours);
             assert_eq!(r["kfoundry_failure"]["reason"], "why it failed");
             assert!((r["benchmark_time"].as_f64().unwrap() - 250.0).abs() < 1e-9);
         }
-        let long = record(&names, &c, &Evaluation::failed(FailureKind::Wrong, "y".repeat(500), 0.0));
-        assert_eq!(long["kfoundry_failure"]["reason"].as_str().unwrap().chars().count(), REASON_CHARS + 1);
+        let long = record(
+            &names,
+            &c,
+            &Evaluation::failed(FailureKind::Wrong, "y".repeat(500), 0.0),
+        );
+        assert_eq!(
+            long["kfoundry_failure"]["reason"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .count(),
+            REASON_CHARS + 1
+        );
         // A zero time would make the file unreadable: it is a runtime failure.
         let zero = record(&names, &c, &Evaluation::ok(0.0, 0.1));
         assert_eq!(zero["time"], "RuntimeFailedConfig");
@@ -286,7 +373,15 @@ mod tests {
     }
 
     fn header() -> Header {
-        Header::new(&spec(), &spec().workloads[0], "Some Device", "1|some device|1.0|3.0", 5, 0).unwrap()
+        Header::new(
+            &spec(),
+            &spec().workloads[0],
+            "Some Device",
+            "1|some device|1.0|3.0",
+            5,
+            0,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -294,25 +389,56 @@ mod tests {
         let h = header();
         let names = h.names();
         let mut cache = Map::new();
-        cache.insert("16,1".into(), record(&names, &vec![16, 1], &Evaluation::ok(0.002, 0.1)));
-        cache.insert("64,2".into(), record(&names, &vec![64, 2], &Evaluation::ok(0.001, 0.1)));
-        cache.insert("16,2".into(), record(&names, &vec![16, 2], &Evaluation::failed(FailureKind::Build, "no", 0.05)));
+        cache.insert(
+            "16,1".into(),
+            record(&names, &vec![16, 1], &Evaluation::ok(0.002, 0.1)),
+        );
+        cache.insert(
+            "64,2".into(),
+            record(&names, &vec![64, 2], &Evaluation::ok(0.001, 0.1)),
+        );
+        cache.insert(
+            "16,2".into(),
+            record(
+                &names,
+                &vec![16, 2],
+                &Evaluation::failed(FailureKind::Build, "no", 0.05),
+            ),
+        );
         let doc = h.document(&cache);
         assert_eq!(doc["tune_params_keys"], json!(["WG", "V"]));
         assert_eq!(doc["problem_size"], json!([4096]));
         assert_eq!(doc["kfoundry"]["sizes"], json!({ "n": 4096 }));
         assert_eq!(doc["kfoundry"]["note"], COST_NOTE);
         assert_eq!(doc["kfoundry"]["complete"], true);
-        assert_eq!(Header { valid: 4, ..header() }.document(&cache)["kfoundry"]["complete"], false);
+        assert_eq!(
+            Header {
+                valid: 4,
+                ..header()
+            }
+            .document(&cache)["kfoundry"]["complete"],
+            false
+        );
         // Kernel Tuner's layout: `cache` last, the text ending in `}\n}`, the same document
         let text = kernel_tuner_text(&doc).unwrap();
         assert!(text.ends_with("}\n}"), "{text}");
         let cache_at = text.find("\"cache\"").unwrap();
-        assert!(["\"device_name\"", "\"tune_params\"", "\"kfoundry\""].iter().all(|k| text.find(k).unwrap() < cache_at));
+        assert!(["\"device_name\"", "\"tune_params\"", "\"kfoundry\""]
+            .iter()
+            .all(|k| text.find(k).unwrap() < cache_at));
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), doc);
         // Kernel Tuner reopens a closed file for appending by cutting `}\n}` and adding `,`
-        let reopened = format!("{},\n\"99,9\": {{\"time\": 1.0}}}}\n}}", &text[..text.len() - 3]);
-        assert_eq!(serde_json::from_str::<Value>(&reopened).unwrap()["cache"].as_object().unwrap().len(), 4);
+        let reopened = format!(
+            "{},\n\"99,9\": {{\"time\": 1.0}}}}\n}}",
+            &text[..text.len() - 3]
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&reopened).unwrap()["cache"]
+                .as_object()
+                .unwrap()
+                .len(),
+            4
+        );
         let space = kfoundry_search::CacheSpace::parse(Path::new("t.json"), &text).unwrap();
         assert_eq!(space.entries.len(), 3);
         assert_eq!(space.kernel_name, "t::K");
@@ -324,7 +450,12 @@ mod tests {
         assert_eq!(t.best, Some(("64,2".to_string(), 1.0)));
         assert_eq!(fmt_key(&names, "64,2"), "WG=64 V=2");
         let name = file_name("t::K", "w", "1|some device|1.0|3.0");
-        assert!(name.starts_with("t__K-") && name.contains("@w@1_some_device_1_0_3_0-") && name.ends_with(".json"), "{name}");
+        assert!(
+            name.starts_with("t__K-")
+                && name.contains("@w@1_some_device_1_0_3_0-")
+                && name.ends_with(".json"),
+            "{name}"
+        );
     }
 
     #[test]
@@ -332,33 +463,66 @@ mod tests {
         let h = header();
         let names = h.names();
         let mut cache = Map::new();
-        cache.insert("16,1".into(), record(&names, &vec![16, 1], &Evaluation::ok(0.002, 0.1)));
-        cache.insert("64,4".into(), record(&names, &vec![64, 4], &Evaluation::failed(FailureKind::Timeout, "slow", 20.0)));
-        cache.insert("256,4".into(), record(&names, &vec![256, 4], &Evaluation::ok(0.002, 0.1)));
+        cache.insert(
+            "16,1".into(),
+            record(&names, &vec![16, 1], &Evaluation::ok(0.002, 0.1)),
+        );
+        cache.insert(
+            "64,4".into(),
+            record(
+                &names,
+                &vec![64, 4],
+                &Evaluation::failed(FailureKind::Timeout, "slow", 20.0),
+            ),
+        );
+        cache.insert(
+            "256,4".into(),
+            record(&names, &vec![256, 4], &Evaluation::ok(0.002, 0.1)),
+        );
         let doc = h.document(&cache);
         let valid: Vec<Config> = vec![vec![16, 1], vec![16, 2], vec![64, 4]];
         let keys: BTreeSet<String> = valid.iter().map(cache_key).collect();
         let kept = resumable(&doc, &h, &keys).unwrap();
         // A configuration no longer valid is dropped; the failure is kept (not retried).
-        assert_eq!(kept.keys().cloned().collect::<Vec<_>>(), vec!["16,1".to_string(), "64,4".to_string()]);
-        let todo: Vec<Config> = evaluation_order(valid, &vec![16, 1]).into_iter().filter(|c| !kept.contains_key(&cache_key(c))).collect();
+        assert_eq!(
+            kept.keys().cloned().collect::<Vec<_>>(),
+            vec!["16,1".to_string(), "64,4".to_string()]
+        );
+        let todo: Vec<Config> = evaluation_order(valid, &vec![16, 1])
+            .into_iter()
+            .filter(|c| !kept.contains_key(&cache_key(c)))
+            .collect();
         assert_eq!(todo, vec![vec![16, 2]]);
         // Everything done: nothing to do.
         let mut all = kept.clone();
-        all.insert("16,2".into(), record(&names, &vec![16, 2], &Evaluation::ok(0.003, 0.1)));
+        all.insert(
+            "16,2".into(),
+            record(&names, &vec![16, 2], &Evaluation::ok(0.003, 0.1)),
+        );
         let again = resumable(&h.document(&all), &h, &keys).unwrap();
-        assert!(evaluation_order(vec![vec![16, 1], vec![16, 2], vec![64, 4]], &vec![16, 1]).iter().all(|c| again.contains_key(&cache_key(c))));
+        assert!(
+            evaluation_order(vec![vec![16, 1], vec![16, 2], vec![64, 4]], &vec![16, 1])
+                .iter()
+                .all(|c| again.contains_key(&cache_key(c)))
+        );
 
         let mut other = header();
         other.seed = 7;
         let e = resumable(&doc, &other, &keys).unwrap_err();
-        assert!(e.contains("--seed") && e.contains('0') && e.contains('7'), "{e}");
+        assert!(
+            e.contains("--seed") && e.contains('0') && e.contains('7'),
+            "{e}"
+        );
         let mut other = header();
         other.device_key = "2|other|1|3.0".into();
-        assert!(resumable(&doc, &other, &keys).unwrap_err().contains("device key"));
+        assert!(resumable(&doc, &other, &keys)
+            .unwrap_err()
+            .contains("device key"));
         let mut other = header();
         other.fingerprint = "0000".into();
-        assert!(resumable(&doc, &other, &keys).unwrap_err().contains("fingerprint"));
+        assert!(resumable(&doc, &other, &keys)
+            .unwrap_err()
+            .contains("fingerprint"));
         assert!(resumable(&json!({}), &h, &keys).is_err());
     }
 }

@@ -14,7 +14,10 @@
 mod cache_file;
 mod enumerate;
 
-pub use cache_file::{cache_key, failure_name, file_name, kernel_tuner_text, record, resumable, short, tally, Header, Tally};
+pub use cache_file::{
+    cache_key, failure_name, file_name, kernel_tuner_text, record, resumable, short, tally, Header,
+    Tally,
+};
 pub use enumerate::{evaluation_order, product, valid_configs, Product};
 
 use std::collections::BTreeSet;
@@ -44,7 +47,12 @@ const ENUMERATION_LIMIT: u128 = 10_000_000;
 
 /// `A=1 B=2` from a cache key, in parameter order.
 pub(crate) fn fmt_key(names: &[String], key: &str) -> String {
-    names.iter().zip(key.split(',')).map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ")
+    names
+        .iter()
+        .zip(key.split(','))
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// What brute-forcing one kernel at one workload gave.
@@ -63,14 +71,29 @@ struct Done {
 impl Done {
     fn line(&self) -> String {
         let failed: usize = self.tally.failures.values().sum();
-        let kinds: Vec<String> = self.tally.failures.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let failures = if failed == 0 { "no failures".to_string() } else { format!("{failed} failed ({})", kinds.join(", ")) };
+        let kinds: Vec<String> = self
+            .tally
+            .failures
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let failures = if failed == 0 {
+            "no failures".to_string()
+        } else {
+            format!("{failed} failed ({})", kinds.join(", "))
+        };
         let best = match &self.tally.best {
-            Some((key, ms)) => format!("best {} at {}", fmt_ns(ms * 1e6), fmt_key(&self.names, key)),
+            Some((key, ms)) => {
+                format!("best {} at {}", fmt_ns(ms * 1e6), fmt_key(&self.names, key))
+            }
             None => "no configuration succeeded".to_string(),
         };
         let done = self.evaluated + self.resumed;
-        let progress = if done < self.valid { format!(", {done} done") } else { String::new() };
+        let progress = if done < self.valid {
+            format!(", {done} done")
+        } else {
+            String::new()
+        };
         format!(
             "{} @ {}: {} valid configurations ({} evaluated, {} resumed{progress}), {failures}, {best} → {}",
             self.kernel,
@@ -83,11 +106,13 @@ impl Done {
     }
 
     fn message(&self, device_key: &str) -> Message {
-        let best = self
-            .tally
-            .best
-            .as_ref()
-            .map(|(key, _)| self.names.iter().zip(key.split(',')).filter_map(|(n, v)| Some((n.clone(), v.parse().ok()?))).collect());
+        let best = self.tally.best.as_ref().map(|(key, _)| {
+            self.names
+                .iter()
+                .zip(key.split(','))
+                .filter_map(|(n, v)| Some((n.clone(), v.parse().ok()?)))
+                .collect()
+        });
         Message::BruteForced(BruteForced {
             kernel: self.kernel.clone(),
             workload: self.workload.clone(),
@@ -110,7 +135,8 @@ pub fn run(args: &BruteForceArgs) -> Result<Exit> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
     let src = sources(&args.ws, args.bundle.as_deref(), None)?;
-    let kernels: Vec<&Kernel> = crate::filter::KernelFilter::new(&args.kernels)?.select(&src.kernels, |k| &k.spec.id)?;
+    let kernels: Vec<&Kernel> =
+        crate::filter::KernelFilter::new(&args.kernels)?.select(&src.kernels, |k| &k.spec.id)?;
     let jobs: Vec<(&Kernel, &Workload)> = kernels
         .iter()
         .flat_map(|k| k.spec.workloads.iter().map(move |w| (*k, w)))
@@ -122,24 +148,45 @@ pub fn run(args: &BruteForceArgs) -> Result<Exit> {
             if kernels.is_empty() {
                 "no annotated kernel found".to_string()
             } else {
-                format!("no kernel has a workload named {}", args.workloads.join(" or "))
+                format!(
+                    "no kernel has a workload named {}",
+                    args.workloads.join(" or ")
+                )
             }
         );
     }
-    let out_dir = args.out.clone().unwrap_or_else(|| src.state_dir.join("spaces"));
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| src.state_dir.join("spaces"));
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let device = devices::select(args.device.as_deref())?;
     interrupt::install()?;
     if !quiet {
-        eprintln!("brute-forcing {} kernel/workload pair(s) on {} ({}) into {}", jobs.len(), device.info.name, device.key, out_dir.display());
+        eprintln!(
+            "brute-forcing {} kernel/workload pair(s) on {} ({}) into {}",
+            jobs.len(),
+            device.info.name,
+            device.key,
+            out_dir.display()
+        );
     }
     let device_key = device.key.to_string();
     for (kernel, workload) in jobs {
         if interrupt::requested() {
             return Ok(interrupted(None));
         }
-        let done = brute_one(args, &device, &kernel.spec, workload, &out_dir, quiet)
-            .with_context(|| format!("{}: brute-forcing `{}` at workload `{}`", kernel.location(), kernel.spec.id, workload.name))?;
+        let done = brute_one(args, &device, &kernel.spec, workload, &out_dir, quiet).with_context(
+            || {
+                format!(
+                    "{}: brute-forcing `{}` at workload `{}`",
+                    kernel.location(),
+                    kernel.spec.id,
+                    workload.name
+                )
+            },
+        )?;
         if json {
             done.message(&device_key).emit();
         } else {
@@ -170,9 +217,19 @@ fn write(path: &Path, header: &Header, cache: &Map<String, Value>) -> Result<()>
     write_atomic(path, text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, workload: &Workload, out_dir: &Path, quiet: bool) -> Result<Done> {
+fn brute_one(
+    args: &BruteForceArgs,
+    device: &Selected,
+    spec: &KernelSpec,
+    workload: &Workload,
+    out_dir: &Path,
+    quiet: bool,
+) -> Result<Done> {
     if spec.params.is_empty() {
-        bail!("`{}` has no tunable parameters: there is no space to brute-force", spec.id);
+        bail!(
+            "`{}` has no tunable parameters: there is no space to brute-force",
+            spec.id
+        );
     }
     let product_size = spec.space_size();
     if product_size > ENUMERATION_LIMIT {
@@ -184,7 +241,11 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
     }
     let device_key = device.key.to_string();
     let path = out_dir.join(file_name(&spec.id, &workload.name, &device_key));
-    let settings = Measurement { repeats: args.repeats, seed: args.seed, ..Measurement::default() };
+    let settings = Measurement {
+        repeats: args.repeats,
+        seed: args.seed,
+        ..Measurement::default()
+    };
     let time = args.limits.time_limits();
     // The worker builds and checks the reference, and knows the device's limits.
     let mut bench = Supervised::start(spec, &workload.sizes, device.index, settings, time)?;
@@ -197,38 +258,76 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
             args.max_configs
         )
     })?;
-    let header = Header { valid: valid.len(), ..Header::new(spec, workload, &device.info.name, &device_key, args.repeats, args.seed)? };
+    let header = Header {
+        valid: valid.len(),
+        ..Header::new(
+            spec,
+            workload,
+            &device.info.name,
+            &device_key,
+            args.repeats,
+            args.seed,
+        )?
+    };
     let names = header.names();
     let valid_keys: BTreeSet<String> = valid.iter().map(cache_key).collect();
     let mut cache = Map::new();
     if args.resume {
-        match kfoundry_tooling::files::read_text_bounded(&path, 256 << 20, "Kernel Tuner cache file") {
+        match kfoundry_tooling::files::read_text_bounded(
+            &path,
+            256 << 20,
+            "Kernel Tuner cache file",
+        ) {
             Ok(text) => {
-                let existing: Value = serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))?;
-                cache = resumable(&existing, &header, &valid_keys)
-                    .map_err(|why| anyhow!("cannot resume from {}: {why}; run without --resume to start over", path.display()))?;
+                let existing: Value = serde_json::from_str(&text)
+                    .with_context(|| format!("{}: not valid JSON", path.display()))?;
+                cache = resumable(&existing, &header, &valid_keys).map_err(|why| {
+                    anyhow!(
+                        "cannot resume from {}: {why}; run without --resume to start over",
+                        path.display()
+                    )
+                })?;
             }
             Err(e) if e.is_not_found() => {
                 if !args.ws.quiet {
-                    eprintln!("note: {} does not exist yet; nothing to resume", path.display());
+                    eprintln!(
+                        "note: {} does not exist yet; nothing to resume",
+                        path.display()
+                    );
                 }
             }
             Err(e) => return Err(e.into()),
         }
     } else if path.exists() && !args.ws.quiet {
-        eprintln!("note: {} exists and will be replaced (`--resume` keeps what it holds)", path.display());
+        eprintln!(
+            "note: {} exists and will be replaced (`--resume` keeps what it holds)",
+            path.display()
+        );
     }
     let resumed = cache.len();
     let reference = config_of(spec, &spec.reference);
     if let Some(r) = cache.get(&cache_key(&reference)) {
         // The reference's cost from the earlier run sets the time limit, as evaluating it would.
-        let cost_ms = if r.get("time").is_some_and(Value::is_number) { r.get("benchmark_time").and_then(Value::as_f64).unwrap_or(0.0) } else { 0.0 };
+        let cost_ms = if r.get("time").is_some_and(Value::is_number) {
+            r.get("benchmark_time")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0)
+        } else {
+            0.0
+        };
         bench.calibrate(cost_ms / 1000.0);
     }
-    let todo: Vec<Config> = evaluation_order(valid, &reference).into_iter().filter(|c| !cache.contains_key(&cache_key(c))).collect();
+    let todo: Vec<Config> = evaluation_order(valid, &reference)
+        .into_iter()
+        .filter(|c| !cache.contains_key(&cache_key(c)))
+        .collect();
 
     let total = valid_keys.len();
-    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(total as u64) };
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total as u64)
+    };
     bar.set_style(
         ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} configs  {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -237,7 +336,12 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
     bar.set_prefix(format!("{} @ {}", spec.id, workload.name));
     bar.set_position(resumed as u64);
     if resumed > 0 && !args.ws.quiet {
-        eprintln!("{} @ {}: resuming: {resumed} of {total} configurations already in {}", spec.id, workload.name, path.display());
+        eprintln!(
+            "{} @ {}: resuming: {resumed} of {total} configurations already in {}",
+            spec.id,
+            workload.name,
+            path.display()
+        );
     }
     let verbose = args.ws.verbose > 0 && !quiet;
     let (mut evaluated, mut since_write, mut interrupted) = (0usize, 0usize, false);
@@ -253,7 +357,9 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
         if verbose {
             let outcome = match &evaluation {
                 Evaluation::Ok { time, .. } => fmt_ns(time * 1e9),
-                Evaluation::Failed { kind, reason, .. } => format!("{}: {}", kind.name(), short(reason)),
+                Evaluation::Failed { kind, reason, .. } => {
+                    format!("{}: {}", kind.name(), short(reason))
+                }
             };
             bar.println(format!("  {} → {outcome}", fmt_key(&names, &key)));
         }
@@ -265,7 +371,10 @@ fn brute_one(args: &BruteForceArgs, device: &Selected, spec: &KernelSpec, worklo
         evaluated += 1;
         since_write += 1;
         bar.inc(1);
-        bar.set_message(format!("best {}  failures {failures}", best.map_or("-".to_string(), |ms| fmt_ns(ms * 1e6))));
+        bar.set_message(format!(
+            "best {}  failures {failures}",
+            best.map_or("-".to_string(), |ms| fmt_ns(ms * 1e6))
+        ));
         if since_write >= WRITE_EVERY {
             write(&path, &header, &cache)?;
             since_write = 0;
@@ -298,5 +407,14 @@ fn test_spec() -> KernelSpec {
     .unwrap();
     let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
     let dir = std::env::temp_dir();
-    parse(args, &item, &Context { package: "t", manifest_dir: &dir }).unwrap().spec
+    parse(
+        args,
+        &item,
+        &Context {
+            package: "t",
+            manifest_dir: &dir,
+        },
+    )
+    .unwrap()
+    .spec
 }

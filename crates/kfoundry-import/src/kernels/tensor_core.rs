@@ -1,0 +1,103 @@
+//! The suite's 3xTF32 tensor-core GEMM (`templates/tensor_core_3xtf32.cl`, the text of
+//! `examples/kernels/gemm.cl`, kept equal by a suite test) as parts for generated kernels:
+//! its machinery (macros, helpers, the tile loader), then its main loop, which leaves
+//! `acc[KM_MI][KM_NJ][4]`.
+//!
+//! A matrix product takes it as it is ([`Loader::Tiles`]: whole tiles copied by `cp.async`).
+//! An implicit-GEMM convolution ([`Loader::Gather`]) brings its own `KM_LOAD_TILE` (an im2col
+//! gather, zero outside the input and past the ends of m, n and k), its work-groups laid out as
+//! the convolution's launch (pixels along dimension 0, channels along 1) and a ragged last
+//! k-tile.
+
+use super::Precision;
+
+const TEMPLATE: &str = include_str!("../../templates/tensor_core_3xtf32.cl");
+
+/// The loop over an item's accumulators after the main loop: for each `acc[i][j][r]`, its
+/// row (m) and column (n) in the whole product, by the m16n8 fragment layout of `mma.sync`,
+/// declared as `row` and `col`, then `body` (lines indented for the loop's inside).
+pub(super) fn for_each_accumulator(row: &str, col: &str, body: &str) -> String {
+    format!(
+        "#pragma unroll
+    for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+        for (int j = 0; j < KM_NJ; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {{
+                const int {row} = bm0 + wm0 + i * 16 + g + 8 * (r >> 1), {col} = bn0 + wn0 + j * 8 + 2 * t + (r & 1);
+{body}            }}
+"
+    )
+}
+
+/// Where the main loop's tiles come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Loader {
+    /// The template's own: full tiles of A (m x k) and B, 16-byte rows, through `cp.async`.
+    Tiles,
+    /// The kernel defines `KM_LOAD_TILE(st, kt)` itself; rows (m) are tiled along work-group
+    /// dimension 0 and columns (n) along 1; `k` need not be a multiple of `TK`.
+    Gather,
+}
+
+/// Where the template's tile loader starts (its `KM_LOAD_TILE` and `KM_LOAD_B`, the end of
+/// the machinery).
+const LOADER: &str = "/* Issues the copies of k-tile";
+
+/// The template's two parts (machinery, main loop), without its `#error` guards (the
+/// annotation's `require` states the same conditions, and generated sources carry no directive
+/// beyond the allow-list).
+pub(super) fn parts(precision: Precision, loader: Loader) -> (String, String) {
+    let strip = |t: &str| {
+        t.lines()
+            .filter(|l| !l.trim_start().starts_with("#error"))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    };
+    let (_, rest) = TEMPLATE
+        .split_once("/* ==== machinery ==== */\n")
+        .expect("the template's machinery");
+    let (machinery, main_loop) = rest
+        .split_once("/* ==== main loop ==== */\n")
+        .expect("the template's main loop");
+    let mut machinery = strip(machinery);
+    let mut main_loop = strip(main_loop);
+    if precision == Precision::Tf32 {
+        // One product of the TF32 parts per step: the two products with a small part go (the
+        // compiler drops the small parts then unused).
+        for small in [
+            "KM_MMA(part[i][j], asm_[i], bb[j]);\n",
+            "KM_MMA(part[i][j], ab[i], bsm[j]);\n",
+        ] {
+            let at = main_loop
+                .find(small)
+                .expect("the template's small-part products");
+            let start = main_loop[..at].rfind('\n').map_or(0, |p| p + 1);
+            main_loop.replace_range(start..at + small.len(), "");
+        }
+        main_loop = main_loop.replace(
+            "KM_MMA(part[i][j], ab[i], bb[j]);",
+            "KM_MMA(part[i][j], ab[i], bb[j]); /* TF32: one product */",
+        );
+    }
+    if loader == Loader::Gather {
+        machinery.truncate(machinery.find(LOADER).expect("the template's tile loader"));
+        for (from, to) in [
+            (
+                "const int bn0 = (int)get_group_id(0) * KM_BN, bm0 = (int)get_group_id(1) * KM_BM;",
+                "const int bn0 = (int)get_group_id(1) * KM_BN, bm0 = (int)get_group_id(0) * KM_BM;",
+            ),
+            (
+                "const int KT = k / TK;",
+                "const int KT = (k + TK - 1) / TK;",
+            ),
+        ] {
+            assert!(
+                main_loop.contains(from),
+                "the template's main loop has `{from}`"
+            );
+            main_loop = main_loop.replace(from, to);
+        }
+    }
+    (machinery, main_loop)
+}

@@ -37,6 +37,7 @@ fn copy_workspace(dst: &Path) {
         "kfoundry-rt",
         "kfoundry-macros",
         "cargo-kfoundry",
+        "crates",
         "examples",
     ] {
         copy_dir(&repo().join(d), &dst.join(d));

@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use kfoundry_tune::evaluate::supervisor::TimeLimits;
+use kfoundry_tune::pipeline::partition::Partition;
+use kfoundry_tune::{TuneOptions, WorkspaceOptions};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,7 +45,7 @@ pub enum Command {
     /// Run an ONNX model once through its imported kernels on a device, each kernel in the variant dispatch would choose from a lockfile (or its reference): outputs to files, times.
     Run(RunArgs),
     /// Internal: the evaluation worker process the tuner starts (JSON lines on stdin/stdout).
-    #[command(name = "__worker", hide = true)]
+    #[command(name = kfoundry_tune::WORKER_COMMAND, hide = true)]
     Worker,
 }
 
@@ -75,6 +78,29 @@ pub enum MessageFormat {
     Json,
 }
 
+impl From<MessageFormat> for kfoundry_tune::MessageFormat {
+    fn from(format: MessageFormat) -> Self {
+        match format {
+            MessageFormat::Human => kfoundry_tune::MessageFormat::Human,
+            MessageFormat::Json => kfoundry_tune::MessageFormat::Json,
+        }
+    }
+}
+
+impl WorkspaceArgs {
+    /// The engine's options from these flags.
+    pub fn options(&self) -> WorkspaceOptions {
+        WorkspaceOptions {
+            manifest_path: self.manifest_path.clone(),
+            packages: self.packages.clone(),
+            workspace: self.workspace,
+            message_format: self.message_format.into(),
+            quiet: self.quiet,
+            verbose: self.verbose,
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct TuneArgs {
     #[command(flatten)]
@@ -84,7 +110,7 @@ pub struct TuneArgs {
     pub device: Vec<String>,
     /// Tune only share K of N of the (kernel, workload) jobs, balanced by estimated cost, so that N runners together tune each job once (a CI matrix, a Slurm array). Repeatable: each takes its share of what the one before left.
     #[arg(long, value_name = "K/N")]
-    pub partition: Vec<crate::pipeline::partition::Partition>,
+    pub partition: Vec<Partition>,
     /// Evaluations per kernel and workload (the reference included).
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = count)]
     pub budget_evals: usize,
@@ -137,6 +163,34 @@ pub struct TuneArgs {
     pub state_dir: Option<PathBuf>,
 }
 
+impl TuneArgs {
+    /// The engine's options from this command line.
+    pub fn options(&self) -> TuneOptions {
+        TuneOptions {
+            ws: self.ws.options(),
+            device: self.device.clone(),
+            partition: self.partition.clone(),
+            budget_evals: self.budget_evals,
+            budget_secs: self.budget_secs,
+            seed: self.seed,
+            proof_seed: self.proof_seed,
+            set: self.set.clone(),
+            kernels: self.kernels.clone(),
+            workloads: self.workloads.clone(),
+            repeats: self.repeats,
+            limits: self.limits.time_limits(),
+            bundle: self.bundle.clone(),
+            lockfile: self.lockfile.clone(),
+            roofline_stop: self.roofline_stop,
+            no_llm: self.no_llm,
+            llm_config: self.llm_config.clone(),
+            llm_from_project: self.llm_from_project,
+            resume: self.resume,
+            state_dir: self.state_dir.clone(),
+        }
+    }
+}
+
 /// Time limits of evaluations (each candidate runs in a worker process that is killed when it
 /// overruns).
 #[derive(Args, Debug, Clone)]
@@ -153,9 +207,9 @@ pub struct TimeLimitArgs {
 }
 
 impl TimeLimitArgs {
-    pub fn time_limits(&self) -> crate::evaluate::supervisor::TimeLimits {
+    pub fn time_limits(&self) -> TimeLimits {
         use std::time::Duration;
-        crate::evaluate::supervisor::TimeLimits {
+        TimeLimits {
             reference: Duration::from_secs_f64(self.reference_timeout),
             build: Duration::from_secs_f64(self.build_timeout),
             floor: Duration::from_secs_f64(self.candidate_timeout),

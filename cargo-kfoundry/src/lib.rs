@@ -1,42 +1,35 @@
-//! The engine behind `cargo kfoundry`: the binary (`main.rs`) parses the command line and
-//! calls [`run`]; everything else is here, so that tools and tests use it as a library.
+//! `cargo kfoundry`: the command line over the `kfoundry-tune` engine. The binary
+//! (`main.rs`) parses the command line and calls [`run`]; tests use this crate as a library.
 //!
-//! - [`pipeline`]: `tune`, as stages: discover → plan → search → verify → re-measure →
-//!   record → report.
-//! - [`commands`]: the other commands (`list`, `devices`, `check`, `report`, `simulate`,
-//!   `brute-force`, `bundle`, `merge`, `import`).
-//! - [`evaluate`]: building, verifying and timing candidates on a device, in a supervised
-//!   worker process; [`device`]: choosing the device and measuring its peaks.
-//! - [`llm`]: the optional language model (its HTTP client behind the cargo feature `llm`).
-//! - [`checkpoint`]: resumable searches; [`interrupt`]: Ctrl-C as "write what was found".
-//! - [`error`]: the one error type and the exit statuses; [`messages`]: the typed,
-//!   versioned JSON output; [`text`]: human-readable tables; [`cli`]: the command line.
+//! - [`cli`]: the command line (clap), and the engine's options from it.
+//! - [`commands`]: the commands other than `tune` (`list`, `devices`, `check`, `report`,
+//!   `simulate`, `brute-force`, `bundle`, `merge`, `import`, `run`).
+//! - [`fleet`]: `tune` on several devices at once, one process of this program each.
 //!
-//! The search engine (`kfoundry-search`) and the tooling (`kfoundry-tooling`: annotations,
-//! fingerprints, the lockfile file) are crates of their own; the OpenCL calls all go through
-//! `kfoundry_rt::opencl`.
+//! The engine (`kfoundry-tune`: discover, plan, search, verify, record), the search
+//! (`kfoundry-search`), the tooling (`kfoundry-tooling`: annotations, fingerprints, the
+//! lockfile file) and the importer (`kfoundry-import`) are crates of their own; the OpenCL
+//! calls all go through `kfoundry_rt::opencl`.
 
-pub mod checkpoint;
 pub mod cli;
 pub mod commands;
-pub mod device;
-pub mod error;
-pub mod evaluate;
-pub mod filter;
-pub mod interrupt;
-pub mod llm;
-pub mod messages;
-pub mod pipeline;
-pub mod text;
+pub mod fleet;
 
 use cli::{Cli, Command};
-pub use error::{Error, ErrorKind, Exit};
+pub use kfoundry_tune::{Error, ErrorKind, Exit};
 
 /// Runs a parsed command line: how it ended, or the error that stopped it.
 pub fn run(cli: &Cli) -> Result<Exit, Error> {
     let done = |r: anyhow::Result<()>| r.map(|()| Exit::Success);
     let result = match &cli.command {
-        Command::Tune(args) => pipeline::run(args),
+        Command::Tune(args) => {
+            let options = args.options();
+            if fleet::is_fleet(&options) {
+                fleet::run(&options)
+            } else {
+                kfoundry_tune::tune(&options)
+            }
+        }
         Command::List(args) => done(commands::list::run(args)),
         Command::Devices(args) => done(commands::devices::run(args)),
         Command::Check(args) => commands::check::run(args),
@@ -47,7 +40,7 @@ pub fn run(cli: &Cli) -> Result<Exit, Error> {
         Command::Merge(args) => done(commands::merge::run(args)),
         Command::Import(args) => done(commands::import::run(args)),
         Command::Run(args) => done(commands::run::run(args)),
-        Command::Worker => done(evaluate::worker::serve()),
+        Command::Worker => done(kfoundry_tune::evaluate::worker::serve()),
     };
     result.map_err(Error::from)
 }

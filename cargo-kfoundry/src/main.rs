@@ -7,7 +7,7 @@ fn main() {
     let exit = match cargo_kfoundry::run(&cli) {
         Ok(exit) => exit,
         Err(e) => {
-            eprintln!("error: {}", cargo_kfoundry::text::printable(&e.to_string()));
+            eprintln!("error: {}", kfoundry_tune::text::printable(&e.to_string()));
             e.exit()
         }
     };

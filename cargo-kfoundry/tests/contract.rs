@@ -8,14 +8,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use cargo_kfoundry::messages::{
-    BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, PortfolioBucket,
-    Simulated, SimulatedRun, TuneResult, VERSION,
-};
 use kfoundry_rt::model::spec::{Params, Workload};
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_rt::DeviceInfo;
 use kfoundry_search::{Evaluation, FailureKind, Operator};
+use kfoundry_tune::messages::{
+    BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, PortfolioBucket,
+    Simulated, SimulatedRun, TuneResult, VERSION,
+};
 
 mod common;
 
@@ -419,14 +419,14 @@ fn the_table_marks_a_kept_reference() {
     else {
         panic!("a tuned message")
     };
-    let plain = cargo_kfoundry::pipeline::report::summary(std::slice::from_ref(&result));
+    let plain = kfoundry_tune::pipeline::report::summary(std::slice::from_ref(&result));
     assert!(!plain.contains("reference kept"), "{plain}");
     let kept = TuneResult {
         reference_kept: true,
         note: Some("no finalist was faster than the reference on re-measure".into()),
         ..result
     };
-    let table = cargo_kfoundry::pipeline::report::summary(&[kept]);
+    let table = kfoundry_tune::pipeline::report::summary(&[kept]);
     assert!(
         table.contains("reference kept (see below): VEC=4 WG=64"),
         "{table}"

@@ -9,12 +9,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use cargo_kfoundry::llm::chat::{Chat, ChatError, Message};
-use cargo_kfoundry::llm::config::{ApiKey, LlmConfig};
-use cargo_kfoundry::llm::http::Client;
-use cargo_kfoundry::llm::mutator::{Feedback, Mutator, RejectionKind};
-use cargo_kfoundry::llm::prompt::{DeviceDescription, MutationContext};
 use common::mock_llm::{MockLlm, MockResponse};
+use kfoundry_tune::llm::chat::{Chat, ChatError, Message};
+use kfoundry_tune::llm::config::{ApiKey, LlmConfig};
+use kfoundry_tune::llm::http::Client;
+use kfoundry_tune::llm::mutator::{Feedback, Mutator, RejectionKind};
+use kfoundry_tune::llm::prompt::{DeviceDescription, MutationContext};
 
 const KEY: &str = "sk-test-very-secret-123";
 
@@ -352,7 +352,7 @@ fn mutator_over_the_real_client() {
     assert!(
         matches!(
             event,
-            Some(cargo_kfoundry::llm::mutator::MetaEvent::Added { .. })
+            Some(kfoundry_tune::llm::mutator::MetaEvent::Added { .. })
         ),
         "{event:?}"
     );
@@ -374,7 +374,7 @@ fn mutator_over_the_real_client() {
     );
 
     // The state resumes: spending and population carry over.
-    let state: cargo_kfoundry::llm::mutator::MutatorState =
+    let state: kfoundry_tune::llm::mutator::MutatorState =
         serde_json::from_str(&serde_json::to_string(&m.state()).unwrap()).unwrap();
     let resumed = Mutator::resume(Box::new(client(&cfg)), state, &cfg).unwrap();
     assert_eq!(resumed.spent().requests, 6);
@@ -386,7 +386,7 @@ fn mutator_over_the_real_client() {
 /// read past the limit, nothing panics.
 #[test]
 fn hostile_servers_are_bounded() {
-    let huge = "x".repeat((cargo_kfoundry::llm::http::MAX_BODY_BYTES + 1024) as usize);
+    let huge = "x".repeat((kfoundry_tune::llm::http::MAX_BODY_BYTES + 1024) as usize);
     let overflow = r#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":18446744073709551615}}"#;
     let server = MockLlm::start(vec![
         MockResponse::status(200, &huge),

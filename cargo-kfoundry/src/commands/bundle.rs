@@ -5,10 +5,10 @@
 use anyhow::{Context as _, Result};
 
 use crate::cli::BundleArgs;
-use crate::pipeline::discover::{discover, Bundle};
+use kfoundry_tune::pipeline::discover::{discover, Bundle};
 
 pub fn run(args: &BundleArgs) -> Result<()> {
-    let ws = discover(&args.ws)?;
+    let ws = discover(&args.ws.options())?;
     let text = serde_json::to_string_pretty(&Bundle::new(ws.kernels, &ws.metadata))?;
     std::fs::write(&args.output, text)
         .with_context(|| format!("cannot write {}", args.output.display()))?;

@@ -10,9 +10,9 @@ use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::cli::{CheckArgs, MessageFormat};
-use crate::error::Exit;
-use crate::messages::Message;
-use crate::pipeline::discover::sources;
+use kfoundry_tune::error::Exit;
+use kfoundry_tune::messages::Message;
+use kfoundry_tune::pipeline::discover::sources;
 
 /// One way the lockfile disagrees with the sources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,7 +218,11 @@ pub fn findings(
 
 /// `Exit::Drift` when `--locked` and the lockfile is out of date with the sources.
 pub fn run(args: &CheckArgs) -> Result<Exit> {
-    let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
+    let src = sources(
+        &args.ws.options(),
+        args.bundle.as_deref(),
+        args.lockfile.as_deref(),
+    )?;
     let lock = Lockfile::read(&src.lockfile)?;
     let specs: Vec<&KernelSpec> = src.kernels.iter().map(|k| &k.spec).collect();
     let mut found = findings(&specs, lock.as_ref())?;

@@ -4,8 +4,8 @@
 use anyhow::Result;
 
 use crate::cli::{DevicesArgs, MessageFormat};
-use crate::device::{all, peaks};
-use crate::messages::Message;
+use kfoundry_tune::device::{all, peaks};
+use kfoundry_tune::messages::Message;
 
 /// `cargo kfoundry devices`.
 pub fn run(args: &DevicesArgs) -> Result<()> {

@@ -17,11 +17,11 @@ use kfoundry_rt::model::variant::Variant;
 use kfoundry_rt::DeviceKey;
 use kfoundry_tooling::lockfile::Lockfile;
 
-use crate::device::peaks::Peaks;
-use crate::messages::CrossCell;
-use crate::pipeline::discover::Kernel;
-use crate::pipeline::history::History;
-use crate::text::fmt_ns;
+use kfoundry_tune::device::peaks::Peaks;
+use kfoundry_tune::messages::CrossCell;
+use kfoundry_tune::pipeline::discover::Kernel;
+use kfoundry_tune::pipeline::history::History;
+use kfoundry_tune::text::fmt_ns;
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}\
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ccc}h3{font-size:1.05em;margin:1.4em 0 .4em}\
@@ -46,7 +46,7 @@ pub fn write(
     out: &Path,
 ) -> Result<()> {
     let histories = History::load_all(state_dir);
-    let peaks = crate::device::peaks::cached();
+    let peaks = kfoundry_tune::device::peaks::cached();
     let mut html = String::new();
     let _ = write!(
         html,
@@ -589,7 +589,7 @@ mod tests {
             },
             vec![variant],
         );
-        let point = |time| crate::pipeline::history::Point {
+        let point = |time| kfoundry_tune::pipeline::history::Point {
             elapsed: 1.0,
             time,
             failure: None,

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{Context as _, Result};
 
 use crate::cli::ImportArgs;
-use crate::error::usage;
+use kfoundry_tune::error::usage;
 
 /// Reads and imports the model at `model` with `--dim` values `dims` (what `import` and `run`
 /// share).
@@ -115,13 +115,14 @@ pub fn run(args: &ImportArgs) -> Result<()> {
     write_dir(&dir, &files, args.force)?;
     if let Some(path) = &args.bundle {
         // The annotations read back from the written crate, as `bundle` reads a workspace.
-        let kernels = crate::pipeline::discover::kernels_in_file(
+        let kernels = kfoundry_tune::pipeline::discover::kernels_in_file(
             &dir.join("src/lib.rs"),
             &args.name,
             &dir,
         )
         .map_err(|e| anyhow::anyhow!("the generated crate's annotations: {}", e.join("; ")))?;
-        let bundle = crate::pipeline::discover::Bundle::new(kernels, &serde_json::Value::Null);
+        let bundle =
+            kfoundry_tune::pipeline::discover::Bundle::new(kernels, &serde_json::Value::Null);
         std::fs::write(path, serde_json::to_string_pretty(&bundle)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }

@@ -3,10 +3,10 @@
 use anyhow::Result;
 
 use crate::cli::{MessageFormat, WorkspaceArgs};
-use crate::messages::{KernelListing, Message};
-use crate::pipeline::discover::discover;
 use kfoundry_rt::model::device::DEVICE_PREFIX;
 use kfoundry_rt::KernelSpec;
+use kfoundry_tune::messages::{KernelListing, Message};
+use kfoundry_tune::pipeline::discover::discover;
 
 /// The device properties a kernel's constraints read.
 fn device_properties(spec: &KernelSpec) -> std::collections::BTreeSet<String> {
@@ -18,7 +18,7 @@ fn device_properties(spec: &KernelSpec) -> std::collections::BTreeSet<String> {
 }
 
 pub fn run(args: &WorkspaceArgs) -> Result<()> {
-    let ws = discover(args)?;
+    let ws = discover(&args.options())?;
     for k in &ws.kernels {
         let s = &k.spec;
         if args.message_format == MessageFormat::Json {

@@ -17,8 +17,8 @@ use kfoundry_tooling::lockfile::Lockfile;
 use kfoundry_tooling::merge::merge;
 
 use crate::cli::MergeArgs;
-use crate::error::usage;
-use crate::pipeline::discover::sources;
+use kfoundry_tune::error::usage;
+use kfoundry_tune::pipeline::discover::sources;
 
 pub fn run(args: &MergeArgs) -> Result<()> {
     let (inputs, output, base): (&[PathBuf], Option<&Path>, Option<&Path>) = if args.git {
@@ -58,7 +58,7 @@ pub fn run(args: &MergeArgs) -> Result<()> {
     }
     // The current fingerprints, when the sources can be read.
     let current: Option<BTreeMap<String, String>> = match sources(
-        &args.ws,
+        &args.ws.options(),
         args.bundle.as_deref(),
         None,
     ) {
@@ -86,13 +86,13 @@ pub fn run(args: &MergeArgs) -> Result<()> {
     })?;
     if !args.ws.quiet {
         for n in &result.notes {
-            eprintln!("note: {}", crate::text::printable(n));
+            eprintln!("note: {}", kfoundry_tune::text::printable(n));
         }
     }
     let conflicts: Vec<String> = result
         .conflicts
         .iter()
-        .map(|c| crate::text::printable(&c.to_string()).into_owned())
+        .map(|c| kfoundry_tune::text::printable(&c.to_string()).into_owned())
         .collect();
     if !conflicts.is_empty() && !args.git {
         anyhow::bail!(

@@ -1,4 +1,4 @@
-//! One module per command besides `tune` (which is the [`pipeline`](crate::pipeline)).
+//! One module per command besides `tune` (which is the [`pipeline`](kfoundry_tune::pipeline)).
 
 pub mod brute_force;
 pub mod bundle;

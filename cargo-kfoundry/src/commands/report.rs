@@ -6,19 +6,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cli::{MessageFormat, ReportArgs};
-use crate::device::{self as devices, Selected};
-use crate::evaluate::supervisor::{Supervised, TimeLimits};
-use crate::evaluate::Measurement;
-use crate::messages::{CrossCell, Message};
-use crate::pipeline::discover::sources;
-use crate::text::{fmt_ns, Table};
 use anyhow::{bail, Context as _, Result};
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_search::Evaluation;
 use kfoundry_tooling::lockfile::Lockfile;
+use kfoundry_tune::device::{self as devices, Selected};
+use kfoundry_tune::evaluate::supervisor::{Supervised, TimeLimits};
+use kfoundry_tune::evaluate::Measurement;
+use kfoundry_tune::messages::{CrossCell, Message};
+use kfoundry_tune::pipeline::discover::sources;
+use kfoundry_tune::text::{fmt_ns, Table};
 
 pub fn run(args: &ReportArgs) -> Result<()> {
-    let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
+    let src = sources(
+        &args.ws.options(),
+        args.bundle.as_deref(),
+        args.lockfile.as_deref(),
+    )?;
     let lock = Lockfile::read(&src.lockfile)?
         .with_context(|| format!("no lockfile at {}", src.lockfile.display()))?;
     let json = args.ws.message_format == MessageFormat::Json;
@@ -61,8 +65,8 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             .collect::<Result<_>>()?
     };
     let mut cells = Vec::new();
-    for kernel in
-        crate::filter::KernelFilter::new(&args.kernels)?.select(&src.kernels, |k| &k.spec.id)?
+    for kernel in kfoundry_tune::filter::KernelFilter::new(&args.kernels)?
+        .select(&src.kernels, |k| &k.spec.id)?
     {
         let spec = &kernel.spec;
         let Some(entry) = lock.kernels.get(&spec.id) else {

@@ -19,7 +19,7 @@ use kfoundry_rt::opencl::session::Session;
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::cli::RunArgs;
-use crate::error::usage;
+use kfoundry_tune::error::usage;
 
 pub fn run(args: &RunArgs) -> Result<()> {
     super::import::check_name(&args.name)?;
@@ -46,7 +46,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         std::fs::create_dir_all(p.parent().unwrap_or(tmp.path()))?;
         std::fs::write(&p, data)?;
     }
-    let kernels = crate::pipeline::discover::kernels_in_file(
+    let kernels = kfoundry_tune::pipeline::discover::kernels_in_file(
         &tmp.path().join("src/lib.rs"),
         &args.name,
         tmp.path(),
@@ -67,7 +67,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         )),
     };
 
-    let device = crate::device::select(args.device.as_deref())?;
+    let device = kfoundry_tune::device::select(args.device.as_deref())?;
     let (platform, cl_device) = kfoundry_rt::list_devices()?
         .into_iter()
         .nth(device.index)
@@ -100,7 +100,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                         "--input {}: {} bytes where input {i} `{}` of shape {:?} needs {} (float32)",
                         path.display(),
                         raw.len(),
-                        crate::text::printable(&g.values[v].name),
+                        kfoundry_tune::text::printable(&g.values[v].name),
                         g.values[v].shape,
                         4 * n
                     )));
@@ -204,7 +204,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let n = g.values[v].numel();
         let mut raw = vec![0u8; 4 * n];
         buffers[slot].read(0, &mut raw)?;
-        let mut entry = serde_json::json!({ "name": crate::text::printable(&g.values[v].name), "shape": g.values[v].shape });
+        let mut entry = serde_json::json!({ "name": kfoundry_tune::text::printable(&g.values[v].name), "shape": g.values[v].shape });
         if let Some(dir) = &args.output_dir {
             let path = dir.join(format!("{o}.bin"));
             std::fs::write(&path, &raw)

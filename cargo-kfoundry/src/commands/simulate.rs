@@ -5,8 +5,8 @@ use anyhow::Result;
 use kfoundry_search::{simulate, SimulateOptions};
 
 use crate::cli::{MessageFormat, SimulateArgs};
-use crate::error::usage;
-use crate::messages::{Message, Simulated, SimulatedRun};
+use kfoundry_tune::error::usage;
+use kfoundry_tune::messages::{Message, Simulated, SimulatedRun};
 
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let mut options = SimulateOptions {

@@ -4,7 +4,7 @@
 //! tell. So every entry that dispatch could run on a device present (its own key, the same
 //! device under another driver, its family, the nearest known device: the steps of
 //! [`steps_and_nearest`]) is proven there again as the tune proves a finalist
-//! ([`crate::pipeline::verify::prove`]), over the box of sizes and the scalar values the entry
+//! ([`kfoundry_tune::pipeline::verify::prove`]), over the box of sizes and the scalar values the entry
 //! claims, with a seed drawn afresh; one that does not hold fails the command (exit 6).
 
 use std::path::Path;
@@ -17,13 +17,13 @@ use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::cli::{CheckArgs, MessageFormat};
-use crate::device::Selected;
-use crate::error::Exit;
-use crate::evaluate::supervisor::{Supervised, TimeLimits};
-use crate::evaluate::Measurement;
-use crate::messages::Message;
-use crate::pipeline::verify::{prove, Claimed, Scope};
-use crate::text::{fmt_params, printable};
+use kfoundry_tune::device::Selected;
+use kfoundry_tune::error::Exit;
+use kfoundry_tune::evaluate::supervisor::{Supervised, TimeLimits};
+use kfoundry_tune::evaluate::Measurement;
+use kfoundry_tune::messages::Message;
+use kfoundry_tune::pipeline::verify::{prove, Claimed, Scope};
+use kfoundry_tune::text::{fmt_params, printable};
 
 /// Re-proves every entry of `lock` that could run on the selected devices.
 pub fn run(
@@ -110,11 +110,11 @@ pub fn run(
 /// The devices `--device` names (each as `tune --device` reads it), or every one.
 fn selected(selectors: &[String]) -> Result<Vec<Selected>> {
     if selectors.is_empty() {
-        return crate::device::all();
+        return kfoundry_tune::device::all();
     }
     let mut out: Vec<Selected> = Vec::new();
     for s in selectors {
-        let d = crate::device::select(Some(s))?;
+        let d = kfoundry_tune::device::select(Some(s))?;
         if !out.iter().any(|o| o.index == d.index) {
             out.push(d);
         }
@@ -172,7 +172,7 @@ fn verify_one(
     // Every size must have been proven at both ends of the range the entry claims: one that
     // cannot be run here (it does not fit the device, the reference cannot run there) leaves
     // the claim unverified.
-    let reached = crate::evaluate::probe::size_box(&proven.sizes);
+    let reached = kfoundry_tune::evaluate::probe::size_box(&proven.sizes);
     for (name, (lo, hi)) in &bounds {
         let got = reached.get(name).copied().unwrap_or((i64::MAX, i64::MIN));
         if got.0 > *lo || got.1 < *hi {

@@ -31,14 +31,14 @@ use kfoundry_tooling::files::write_atomic;
 use serde_json::{Map, Value};
 
 use crate::cli::{BruteForceArgs, MessageFormat};
-use crate::device::{self as devices, Selected};
-use crate::error::Exit;
-use crate::evaluate::supervisor::Supervised;
-use crate::evaluate::{config_of, params_of, Measurement};
-use crate::interrupt;
-use crate::messages::{BruteForced, Message};
-use crate::pipeline::discover::{sources, Kernel};
-use crate::text::fmt_ns;
+use kfoundry_tune::device::{self as devices, Selected};
+use kfoundry_tune::error::Exit;
+use kfoundry_tune::evaluate::supervisor::Supervised;
+use kfoundry_tune::evaluate::{config_of, params_of, Measurement};
+use kfoundry_tune::interrupt;
+use kfoundry_tune::messages::{BruteForced, Message};
+use kfoundry_tune::pipeline::discover::{sources, Kernel};
+use kfoundry_tune::text::fmt_ns;
 
 /// The file is rewritten after this many new evaluations (and at the end).
 const WRITE_EVERY: usize = 25;
@@ -134,9 +134,9 @@ impl Done {
 pub fn run(args: &BruteForceArgs) -> Result<Exit> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
-    let src = sources(&args.ws, args.bundle.as_deref(), None)?;
-    let kernels: Vec<&Kernel> =
-        crate::filter::KernelFilter::new(&args.kernels)?.select(&src.kernels, |k| &k.spec.id)?;
+    let src = sources(&args.ws.options(), args.bundle.as_deref(), None)?;
+    let kernels: Vec<&Kernel> = kfoundry_tune::filter::KernelFilter::new(&args.kernels)?
+        .select(&src.kernels, |k| &k.spec.id)?;
     let jobs: Vec<(&Kernel, &Workload)> = kernels
         .iter()
         .flat_map(|k| k.spec.workloads.iter().map(move |w| (*k, w)))

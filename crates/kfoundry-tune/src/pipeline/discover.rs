@@ -11,8 +11,8 @@ use kfoundry_rt::model::spec::KernelSpec;
 use kfoundry_tooling::annotation::{self, Context};
 use kfoundry_tooling::lockfile::FILE_NAME;
 
-use crate::cli::WorkspaceArgs;
 use crate::error::usage;
+use crate::options::WorkspaceOptions;
 
 /// An annotated kernel found in the sources.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -64,7 +64,7 @@ pub struct Sources {
 }
 
 pub fn sources(
-    ws: &WorkspaceArgs,
+    ws: &WorkspaceOptions,
     bundle: Option<&Path>,
     lockfile: Option<&Path>,
 ) -> Result<Sources> {
@@ -214,7 +214,7 @@ impl Bundle {
 
 /// Reads the workspace and every annotated kernel of the selected packages. Every malformed
 /// annotation is reported (file:line:column: message) before failing.
-pub fn discover(args: &WorkspaceArgs) -> Result<Workspace> {
+pub fn discover(args: &WorkspaceOptions) -> Result<Workspace> {
     let mut cmd = cargo_metadata::MetadataCommand::new();
     cmd.no_deps();
     if let Some(path) = &args.manifest_path {

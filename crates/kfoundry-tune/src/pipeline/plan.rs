@@ -19,7 +19,6 @@ use super::finalists::Finalist;
 use super::partition::{estimated_cost, share, Job};
 use super::record::check_writable;
 use crate::checkpoint::{Checkpoints, Key};
-use crate::cli::{MessageFormat, TuneArgs};
 use crate::device::peaks::{self, Peaks};
 use crate::device::{self, Selected};
 use crate::error::usage;
@@ -27,10 +26,11 @@ use crate::evaluate::config_of;
 use crate::interrupt;
 use crate::llm::LlmConfig;
 use crate::messages::TuneResult;
+use crate::options::{MessageFormat, TuneOptions};
 
 /// Everything the later stages read: decided once, never changed during the run.
 pub struct Plan<'a> {
-    pub args: &'a TuneArgs,
+    pub options: &'a TuneOptions,
     /// The kernels to tune (those without parameters are skipped with a note).
     pub kernels: Vec<Kernel>,
     /// With `--partition`: the (kernel id, workload) jobs of this runner's share.
@@ -75,7 +75,7 @@ pub enum Start {
 }
 
 /// Plans the run of `args`.
-pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
+pub fn plan(args: &TuneOptions) -> Result<Plan<'_>> {
     let json = args.ws.message_format == MessageFormat::Json;
     let quiet = args.ws.quiet || json;
     let output = Output {
@@ -115,7 +115,7 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
         [one] => device::select(Some(one))?,
         _ => {
             return Err(usage(
-                "several devices are tuned by `pipeline::fleet`, not by one plan",
+                "several devices are tuned by one process each (cargo-kfoundry's `fleet`), not by one plan",
             ))
         }
     };
@@ -158,7 +158,7 @@ pub fn plan(args: &TuneArgs) -> Result<Plan<'_>> {
     }
     let jobs = partition_jobs(args, &kernels, &device, quiet)?;
     Ok(Plan {
-        args,
+        options: args,
         kernels,
         jobs,
         lockfile: src.lockfile,
@@ -192,21 +192,26 @@ impl Plan<'_> {
             }
             return Vec::new();
         }
-        selected_workloads(self.args, spec, &self.device.info.kind, self.output.notes)
-            .into_iter()
-            .filter(|w| {
-                self.jobs
-                    .as_ref()
-                    .is_none_or(|jobs| jobs.contains(&(spec.id.clone(), w.name.clone())))
-            })
-            .collect()
+        selected_workloads(
+            self.options,
+            spec,
+            &self.device.info.kind,
+            self.output.notes,
+        )
+        .into_iter()
+        .filter(|w| {
+            self.jobs
+                .as_ref()
+                .is_none_or(|jobs| jobs.contains(&(spec.id.clone(), w.name.clone())))
+        })
+        .collect()
     }
 }
 
 /// The workloads of `spec` that `--workload` selects and that are meant for a device of
 /// `kind` (a note for each one that is not, with `notes`).
 fn selected_workloads<'s>(
-    args: &TuneArgs,
+    args: &TuneOptions,
     spec: &'s KernelSpec,
     kind: &str,
     notes: bool,
@@ -232,7 +237,7 @@ fn selected_workloads<'s>(
 /// With `--partition`: this runner's share of the jobs (each partition taking its share of
 /// what the one before left), and a line saying what it is.
 fn partition_jobs(
-    args: &TuneArgs,
+    args: &TuneOptions,
     kernels: &[Kernel],
     device: &Selected,
     quiet: bool,
@@ -279,7 +284,7 @@ fn partition_jobs(
 /// Where the search of `spec` at `workload` begins: from its checkpoint with `--resume` (when
 /// it belongs to this very search), else afresh with the reference first.
 pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> Result<Start> {
-    let args = plan.args;
+    let args = plan.options;
     let mut resumed = None;
     if args.resume {
         let (ck, why) = plan.checkpoints.load(key)?;
@@ -386,7 +391,7 @@ pub fn complete_entry(
 
 /// The search a tune of `spec` starts with: the annotation's space, the engine's default
 /// settings changed by `--set`, with this run's seed and budgets, the reference first.
-fn fresh_search(spec: &KernelSpec, args: &TuneArgs) -> Result<SearchState> {
+fn fresh_search(spec: &KernelSpec, args: &TuneOptions) -> Result<SearchState> {
     let space = Space::new(
         spec.params
             .iter()
@@ -454,7 +459,7 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
 /// `llm.toml`, the project's table only with `--llm-from-project`, `--llm-config FILE`, then
 /// the environment; none with `--no-llm`. A project table that is not used is noted.
 fn llm_config(
-    args: &TuneArgs,
+    args: &TuneOptions,
     metadata: &serde_json::Value,
     from_bundle: bool,
     quiet: bool,

@@ -5,7 +5,8 @@
 //! 2. [`plan`]: what this run will do, decided before anything runs: kernels and workloads
 //!    (this runner's [`partition`] of them), the device, its peaks, the language model, and that
 //!    the lockfile can be written; for each search, where it starts (afresh, or from its
-//!    checkpoint). Several devices at once: [`fleet`] runs one such pipeline per device.
+//!    checkpoint). Several devices at once: the command line runs one such pipeline per device
+//!    (`cargo-kfoundry`'s `fleet`).
 //! 3. [`search`]: the engine over a supervised [`Bench`](crate::evaluate::Bench) on the
 //!    device, with the language model as its external operator (one loop, one budget),
 //!    checkpointed after every evaluation.
@@ -22,7 +23,6 @@
 
 pub mod discover;
 pub mod finalists;
-pub mod fleet;
 pub mod history;
 pub mod partition;
 pub mod plan;
@@ -39,21 +39,17 @@ use anyhow::{Context as _, Result};
 use kfoundry_rt::model::spec::{KernelSpec, Workload};
 
 use crate::checkpoint::Key;
-use crate::cli::TuneArgs;
 use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::Measurement;
 use crate::interrupt;
 use crate::messages::{Message, TuneResult};
+use crate::options::TuneOptions;
 use finalists::Finalist;
 use plan::{Plan, Start};
 
-/// Runs the whole pipeline for the command line's selection (several devices: one pipeline per
-/// device, see [`fleet`]).
-pub fn run(args: &TuneArgs) -> Result<Exit> {
-    if fleet::is_fleet(args) {
-        return fleet::run(args);
-    }
+/// Runs the whole pipeline for the selection of `args`, on one device.
+pub fn run(args: &TuneOptions) -> Result<Exit> {
     let plan = plan::plan(args)?;
     let mut tally = report::Tally::default();
     // Stage 0: a reference that does not build is reported now, not when its turn comes. (A
@@ -164,7 +160,7 @@ fn tune_one(
         fingerprint: &fingerprint,
         workload: &workload.name,
         device: &device_key,
-        seed: plan.args.seed,
+        seed: plan.options.seed,
     };
     let (state, operator_state) = match plan::start(plan, spec, workload, &key)? {
         Start::Finished(result) => return Ok(Some(*result)),
@@ -174,8 +170,8 @@ fn tune_one(
         } => (*state, operator_state),
     };
     let settings = Measurement {
-        repeats: plan.args.repeats,
-        seed: plan.args.seed,
+        repeats: plan.options.repeats,
+        seed: plan.options.seed,
         ..Measurement::default()
     };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as
@@ -185,7 +181,7 @@ fn tune_one(
         &workload.sizes,
         plan.device.index,
         settings,
-        plan.args.limits.time_limits(),
+        plan.options.limits,
     )?;
     let Some(searched) = search::search(
         plan,
@@ -201,7 +197,7 @@ fn tune_one(
     };
     let finalists = finalists::select(spec, searched.state.history(), searched.source_finalists());
     // Drawn afresh unless given: the proof's sizes and inputs cannot be known in advance.
-    let proof_seed = plan.args.proof_seed.unwrap_or_else(rand::random);
+    let proof_seed = plan.options.proof_seed.unwrap_or_else(rand::random);
     let decision = finalists::decide(
         &mut bench,
         spec,

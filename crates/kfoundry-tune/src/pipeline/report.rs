@@ -181,7 +181,7 @@ pub fn finish(plan: &Plan, tally: &Tally) -> Exit {
                 fingerprint,
                 workload,
                 device: &device,
-                seed: plan.args.seed,
+                seed: plan.options.seed,
             });
         }
     }

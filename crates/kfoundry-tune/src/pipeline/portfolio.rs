@@ -103,8 +103,8 @@ pub fn choose(
     let reference = candidates.len() - 1;
     // times[c][a]: the median of candidate c at anchor a (`None`: it failed or cannot run there)
     let settings = Measurement {
-        repeats: plan.args.repeats,
-        seed: plan.args.seed,
+        repeats: plan.options.repeats,
+        seed: plan.options.seed,
         ..Measurement::default()
     };
     let start = |w: &Workload| {
@@ -113,7 +113,7 @@ pub fn choose(
             &w.sizes,
             plan.device.index,
             settings.clone(),
-            plan.args.limits.time_limits(),
+            plan.options.limits,
         )
     };
     let mut times = vec![vec![None; anchors.len()]; candidates.len()];
@@ -131,7 +131,7 @@ pub fn choose(
     let best = per_anchor_best(&times);
     // The worker of the anchor the last proof ran at, kept for the next one there.
     let mut proof_bench: Option<(usize, Supervised)> = None;
-    let proof_seed = plan.args.proof_seed.unwrap_or_else(rand::random);
+    let proof_seed = plan.options.proof_seed.unwrap_or_else(rand::random);
     let mut struck: BTreeSet<(usize, usize, usize)> = BTreeSet::new();
     for _ in 0..MAX_PROOFS {
         let plan_of = partition(&times, &struck);

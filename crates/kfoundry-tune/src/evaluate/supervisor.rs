@@ -18,6 +18,9 @@ use super::{
     params_of, ErrorStats, Judge, Limits, Measurement, Phase, Untrusted, Validity, Verdict,
 };
 
+/// The first argument that makes the current executable a worker (`cargo kfoundry __worker`).
+pub const WORKER_COMMAND: &str = "__worker";
+
 /// How long each phase of a request may take.
 #[derive(Debug, Clone, Copy)]
 pub struct TimeLimits {
@@ -122,7 +125,7 @@ impl Supervised {
             .env_clear()
             .envs(worker_environment(std::env::vars_os()));
         let mut child = command
-            .arg("__worker")
+            .arg(WORKER_COMMAND)
             .env(super::worker::PARENT_ENV, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

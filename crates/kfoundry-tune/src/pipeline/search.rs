@@ -67,7 +67,7 @@ pub fn search(
         None => None,
         Some(cfg) => Some(
             match operator_state.map(serde_json::from_value::<SourceState>) {
-                None => SourceSearch::new(cfg, plan.args.seed)?,
+                None => SourceSearch::new(cfg, plan.options.seed)?,
                 Some(saved) => match saved
                     .map_err(anyhow::Error::from)
                     .and_then(|st| SourceSearch::resume(cfg, st))
@@ -78,7 +78,7 @@ pub fn search(
                         "note: {} @ {}: the language model's saved state is not usable ({e:#}); its search starts afresh",
                         spec.id, workload.name
                     );
-                        SourceSearch::new(cfg, plan.args.seed)?
+                        SourceSearch::new(cfg, plan.options.seed)?
                     }
                 },
             },
@@ -86,7 +86,7 @@ pub fn search(
     };
     let bar = ProgressView::new(
         format!("{} @ {}", spec.id, workload.name),
-        plan.args.budget_evals as u64,
+        plan.options.budget_evals as u64,
         plan.output.quiet,
     );
     let turns = |s: &SearchState| (s.progress().evaluations + s.progress().external_turns) as u64;
@@ -184,7 +184,7 @@ pub fn search(
                 }
                 if roofline_reached(plan, spec, workload, &p) {
                     if plan.output.notes {
-                        let target = plan.args.roofline_stop.unwrap_or(1.0);
+                        let target = plan.options.roofline_stop.unwrap_or(1.0);
                         bar.println(format!(
                             "{} @ {}: within {:.0}% of the roofline; stopping",
                             spec.id,
@@ -211,7 +211,7 @@ pub fn search(
 /// Whether the best so far is within `--roofline-stop` of the device's roofline floor.
 fn roofline_reached(plan: &Plan, spec: &KernelSpec, workload: &Workload, p: &Progress) -> bool {
     let (Some(target), Some((best, t)), Some(peaks)) =
-        (plan.args.roofline_stop, p.best, plan.peaks)
+        (plan.options.roofline_stop, p.best, plan.peaks)
     else {
         return false;
     };

@@ -6,7 +6,7 @@
 //! twice: they split them instead, device i of m taking `--partition i/m` (after any
 //! `--partition` of the command line). Every process records its results into the same
 //! lockfile as each kernel finishes (under the lockfile's advisory lock, see
-//! [`super::record`]). Each line a process prints is shown with its device's index in front
+//! `kfoundry_tune::pipeline::record`). Each line a process prints is shown with its device's index in front
 //! (JSON messages on stdout pass through unchanged: each names its device).
 
 use std::ffi::OsString;
@@ -15,13 +15,13 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, Result};
 
-use crate::cli::{MessageFormat, TuneArgs};
-use crate::device::{self, Selected};
-use crate::error::{usage, Exit};
-use crate::interrupt;
+use kfoundry_tune::device::{self, Selected};
+use kfoundry_tune::error::{usage, Exit};
+use kfoundry_tune::interrupt;
+use kfoundry_tune::{MessageFormat, TuneOptions};
 
 /// Whether `args` selects several devices.
-pub fn is_fleet(args: &TuneArgs) -> bool {
+pub fn is_fleet(args: &TuneOptions) -> bool {
     args.device.len() > 1 || args.device.iter().any(|d| d.eq_ignore_ascii_case("all"))
 }
 
@@ -77,14 +77,14 @@ fn arguments_without_devices(args: impl Iterator<Item = OsString>) -> Vec<OsStri
 }
 
 /// Tunes every selected device at once, one process each; the exit status is the worst.
-pub fn run(args: &TuneArgs) -> Result<Exit> {
+pub fn run(args: &TuneOptions) -> Result<Exit> {
     check_selectors(&args.device)?;
     let devices = assign(resolve(&args.device)?);
     if devices.len() == 1 && devices[0].2 == 1 {
         // One device after all: no need for another process.
         let mut single = args.clone();
         single.device = vec![devices[0].0.index.to_string()];
-        return super::run(&single);
+        return kfoundry_tune::tune(&single);
     }
     interrupt::install()?;
     let json = args.ws.message_format == MessageFormat::Json;

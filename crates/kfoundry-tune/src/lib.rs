@@ -1,0 +1,38 @@
+//! kfoundry's tuning engine, the library behind `cargo kfoundry` (whose crate keeps the
+//! command line, the other commands and the exit statuses): [`tune`] takes
+//! [`TuneOptions`] and runs the stages of a tune.
+//!
+//! - [`pipeline`]: `tune`, as stages: discover → plan → search → verify → re-measure →
+//!   record → report.
+//! - [`evaluate`]: building, verifying and timing candidates on a device, in a supervised
+//!   worker process; [`device`]: choosing the device and measuring its peaks.
+//! - [`llm`]: the optional language model (its HTTP client behind the cargo feature `llm`).
+//! - [`checkpoint`]: resumable searches; [`interrupt`]: Ctrl-C as "write what was found".
+//! - [`error`]: the one error type and the exit statuses; [`messages`]: the typed,
+//!   versioned JSON output; [`text`]: human-readable tables; [`filter`]: kernel patterns.
+//!
+//! A program that calls [`tune`] must answer [`WORKER_COMMAND`] as its first argument by
+//! calling [`evaluate::worker::serve`]: candidates run in a child process of the current
+//! executable, so that a crash or a hang costs a candidate, not the tune.
+
+pub mod checkpoint;
+pub mod device;
+pub mod error;
+pub mod evaluate;
+pub mod filter;
+pub mod interrupt;
+pub mod llm;
+pub mod messages;
+pub mod options;
+pub mod pipeline;
+pub mod text;
+
+pub use error::{Error, ErrorKind, Exit};
+pub use evaluate::supervisor::WORKER_COMMAND;
+pub use options::{MessageFormat, TuneOptions, WorkspaceOptions};
+
+/// Tunes what `options` select on one device (at most one selector in `options.device`);
+/// how it ended.
+pub fn tune(options: &TuneOptions) -> anyhow::Result<Exit> {
+    pipeline::run(options)
+}

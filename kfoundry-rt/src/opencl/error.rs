@@ -48,10 +48,17 @@ pub enum Error {
     /// No OpenCL platform (driver) is installed, or none has a device.
     #[error("no OpenCL device found: install an OpenCL driver (an ICD): on Debian or Ubuntu `apt-get install pocl-opencl-icd` for the CPU, or your GPU vendor's OpenCL driver; `clinfo -l` lists what the ICD loader sees")]
     NoPlatform,
-    /// Any other OpenCL error.
+    /// An OpenCL call failed with a status (`CL_OUT_OF_RESOURCES` is -5): kept as a number, so
+    /// that a decision never reads the message.
+    #[error("OpenCL: {message}")]
+    Status { status: i32, message: String },
+    /// Any other OpenCL error (one without a status: a wrapper's or kfoundry's own check).
     #[error("OpenCL: {0}")]
     OpenCl(String),
 }
+
+/// `CL_MEM_OBJECT_ALLOCATION_FAILURE`, `CL_OUT_OF_RESOURCES`, `CL_OUT_OF_HOST_MEMORY`.
+const EXHAUSTED: [i32; 3] = [-4, -5, -6];
 
 impl Error {
     /// A mistake of the caller (sizes, arguments, buffers): running another variant would not
@@ -67,15 +74,41 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The OpenCL status of the call that failed, when it returned one.
+    pub fn status(&self) -> Option<i32> {
+        match self {
+            Error::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The device (or host) ran out of memory or resources: a limit of the machine at that
+    /// moment, not a fault of the kernel that was being set up.
+    pub fn is_exhausted(&self) -> bool {
+        self.status().is_some_and(|s| EXHAUSTED.contains(&s))
+    }
+
+    fn with_status(status: Option<ocl::enums::Status>, message: String) -> Self {
+        match status {
+            Some(status) => Error::Status {
+                status: status as i32,
+                message,
+            },
+            None => Error::OpenCl(message),
+        }
+    }
+}
+
 impl From<ocl::Error> for Error {
     fn from(e: ocl::Error) -> Self {
-        Error::OpenCl(one_line(&e.to_string()))
+        Error::with_status(e.api_status(), one_line(&e.to_string()))
     }
 }
 
 impl From<ocl::OclCoreError> for Error {
     fn from(e: ocl::OclCoreError) -> Self {
-        Error::OpenCl(one_line(&e.to_string()))
+        Error::with_status(e.api_status(), one_line(&e.to_string()))
     }
 }
 
@@ -113,5 +146,27 @@ mod tests {
             "clEnqueueNDRangeKernel(\"scale\"): CL_OUT_OF_RESOURCES (-5)"
         );
         assert_eq!(super::one_line("plain\n  text "), "plain text");
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+
+    #[test]
+    fn an_opencl_failure_keeps_its_status() {
+        let session = crate::opencl::session::Session::on_device(0).expect("an OpenCL device");
+        // Larger than any device allocates at once: CL_INVALID_BUFFER_SIZE (-61).
+        let Err(e) = session.alloc(1 << 62) else {
+            panic!("a buffer of 2^62 bytes was allocated");
+        };
+        assert_eq!(e.status(), Some(-61), "{e}");
+        assert!(!e.is_exhausted());
+        let exhausted = Error::Status {
+            status: -4,
+            message: "CL_MEM_OBJECT_ALLOCATION_FAILURE".into(),
+        };
+        assert!(exhausted.is_exhausted());
+        assert!(!Error::OpenCl("CL_OUT_OF_RESOURCES".into()).is_exhausted());
     }
 }

@@ -342,7 +342,7 @@ impl<'a> Shape<'a> {
 /// How one verification on a fresh input set ended.
 enum SetOutcome {
     Passed(Run, ErrorStats),
-    Failed(FailureKind, String),
+    Failed(Rejection),
     /// The reference itself misbehaved on these inputs: they prove nothing.
     Unproven(Untrusted),
 }
@@ -525,7 +525,80 @@ pub enum SetupError {
 }
 
 /// A verdict on a candidate at some sizes: its output errors, or why it failed.
-pub type Verdict = Result<ErrorStats, (FailureKind, String)>;
+pub type Verdict = Result<ErrorStats, Rejection>;
+
+/// Why a candidate was refused: the variant decides what happens next (a pool of inputs drawn
+/// afresh, a worker restarted, the search's failure kind), the text says it to people.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Rejection {
+    /// It did not build: the compiler's first error line.
+    Build(String),
+    /// It broke a limit known only after its build (local memory, work-group size), or its
+    /// configuration cannot run at these sizes.
+    Invalid(String),
+    /// The run broke: a launch, a read or the device failed, or the worker died.
+    Runtime(String),
+    /// It ran past its time limit (its worker was killed).
+    Timeout(String),
+    /// It wrote outside its buffers (into a guard zone), where other runs' data may live.
+    OutOfBounds(String),
+    /// Its outputs differ from the reference's, or it changed what it must leave alone.
+    Wrong(String),
+}
+
+impl Rejection {
+    /// The search's kind of failure (writing out of bounds is a wrong result to it).
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            Rejection::Build(_) => FailureKind::Build,
+            Rejection::Invalid(_) => FailureKind::Invalid,
+            Rejection::Runtime(_) => FailureKind::Runtime,
+            Rejection::Timeout(_) => FailureKind::Timeout,
+            Rejection::OutOfBounds(_) | Rejection::Wrong(_) => FailureKind::Wrong,
+        }
+    }
+
+    /// What was wrong, for people.
+    pub fn why(&self) -> &str {
+        match self {
+            Rejection::Build(w)
+            | Rejection::Invalid(w)
+            | Rejection::Runtime(w)
+            | Rejection::Timeout(w)
+            | Rejection::OutOfBounds(w)
+            | Rejection::Wrong(w) => w,
+        }
+    }
+
+    /// The same rejection with its text changed by `f` (context added).
+    pub fn map_why(self, f: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Rejection::Build(w) => Rejection::Build(f(w)),
+            Rejection::Invalid(w) => Rejection::Invalid(f(w)),
+            Rejection::Runtime(w) => Rejection::Runtime(f(w)),
+            Rejection::Timeout(w) => Rejection::Timeout(f(w)),
+            Rejection::OutOfBounds(w) => Rejection::OutOfBounds(f(w)),
+            Rejection::Wrong(w) => Rejection::Wrong(f(w)),
+        }
+    }
+
+    /// The search's failed evaluation of this rejection, at `cost` seconds.
+    pub fn evaluation(self, cost: f64) -> Evaluation {
+        let kind = self.kind();
+        Evaluation::failed(kind, self.into_why(), cost)
+    }
+
+    pub fn into_why(self) -> String {
+        match self {
+            Rejection::Build(w)
+            | Rejection::Invalid(w)
+            | Rejection::Runtime(w)
+            | Rejection::Timeout(w)
+            | Rejection::OutOfBounds(w)
+            | Rejection::Wrong(w) => w,
+        }
+    }
+}
 
 /// How far a request got, reported to the supervisor as it happens: it charges each phase to
 /// the right time limit and blames a failure on the right party.
@@ -1169,7 +1242,7 @@ impl Bench {
         &mut self,
         params: &Params,
         source: Option<&str>,
-    ) -> Result<Option<std::rc::Rc<Kernel>>, (FailureKind, String)> {
+    ) -> Result<Option<std::rc::Rc<Kernel>>, Rejection> {
         if *params == self.spec.reference && source.is_none() {
             return Ok(None);
         }
@@ -1183,7 +1256,7 @@ impl Bench {
         params: &Params,
         source: Option<&str>,
         reversed: bool,
-    ) -> Result<std::rc::Rc<Kernel>, (FailureKind, String)> {
+    ) -> Result<std::rc::Rc<Kernel>, Rejection> {
         let key = (params.clone(), source.map(str::to_string), reversed);
         if let Some(i) = self.built.iter().position(|(k, _)| *k == key) {
             let entry = self.built.remove(i);
@@ -1236,14 +1309,11 @@ impl Bench {
                 self.build_failures
                     .push((params.clone(), truncate(&log, 4000)));
                 let line = build_error_line(&log);
-                Err((
-                    FailureKind::Build,
-                    if reversed {
-                        format!("{line} (built with work-groups in reverse order)")
-                    } else {
-                        line
-                    },
-                ))
+                Err(Rejection::Build(if reversed {
+                    format!("{line} (built with work-groups in reverse order)")
+                } else {
+                    line
+                }))
             }
         }
     }
@@ -1333,7 +1403,7 @@ impl Bench {
         params: &Params,
         source: Option<&str>,
         local_mem: u64,
-    ) -> Result<Option<std::rc::Rc<Kernel>>, (FailureKind, String)> {
+    ) -> Result<Option<std::rc::Rc<Kernel>>, Rejection> {
         let local_args = self
             .spec
             .args_with_roles()
@@ -1350,16 +1420,13 @@ impl Bench {
         kernel: &Kernel,
         params: &Params,
         sizes: &Sizes,
-    ) -> Result<u64, (FailureKind, String)> {
+    ) -> Result<u64, Rejection> {
         let info = self.session.kernel_info(kernel);
         if info.local_mem_bytes > self.limits.local_mem_bytes {
-            return Err((
-                FailureKind::Invalid,
-                format!(
-                    "uses {} bytes of local memory, the device has {}",
-                    info.local_mem_bytes, self.limits.local_mem_bytes
-                ),
-            ));
+            return Err(Rejection::Invalid(format!(
+                "uses {} bytes of local memory, the device has {}",
+                info.local_mem_bytes, self.limits.local_mem_bytes
+            )));
         }
         let local: Option<usize> = self
             .spec
@@ -1368,13 +1435,10 @@ impl Bench {
             .and_then(|g| g.local)
             .map(|l| l.iter().product());
         if let Some(local) = local.filter(|l| *l > info.work_group_size) {
-            return Err((
-                FailureKind::Invalid,
-                format!(
-                    "work-group size {local} exceeds this kernel's limit {} on the device",
-                    info.work_group_size
-                ),
-            ));
+            return Err(Rejection::Invalid(format!(
+                "work-group size {local} exceeds this kernel's limit {} on the device",
+                info.work_group_size
+            )));
         }
         Ok(info.local_mem_bytes)
     }
@@ -1396,7 +1460,7 @@ impl Bench {
         }
         let candidate = match self.build(params, source) {
             Ok(b) => b,
-            Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
+            Err(rejection) => return rejection.evaluation(cost(start)),
         };
         // On a CPU device the builds ahead are done before this candidate runs and is timed.
         self.quiet();
@@ -1404,12 +1468,12 @@ impl Bench {
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
         let local_mem = match self.check_built(kernel, params, &sizes) {
             Ok(bytes) => bytes,
-            Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
+            Err(rejection) => return rejection.evaluation(cost(start)),
         };
         self.last_errors = None;
         let (run, errors) = match self.verify_search(kernel, params, self.settings.input_sets) {
             Ok(r) => r,
-            Err((kind, reason)) => return Evaluation::failed(kind, reason, cost(start)),
+            Err(rejection) => return rejection.evaluation(cost(start)),
         };
         self.last_errors = Some(errors);
         match self.time(kernel, params, &sizes, &run) {
@@ -1444,7 +1508,7 @@ impl Bench {
         }
         progress(Phase::ReferenceChecked);
         if let Err(reason) = self.valid_at(params, &case.sizes) {
-            return Ok(Err((FailureKind::Invalid, reason)));
+            return Ok(Err(Rejection::Invalid(reason)));
         }
         let candidate = match self.build(params, source) {
             Ok(b) => b,
@@ -1470,11 +1534,10 @@ impl Bench {
             let shape = Shape::of(case, set);
             match self.verify(kernel, params, &shape) {
                 SetOutcome::Passed(_, e) => errors = errors.worst(e),
-                SetOutcome::Failed(kind, why) => {
-                    return Ok(Err((
-                        kind,
-                        format!("{why}{order}{}", prefill_note(shape.prefill)),
-                    )))
+                SetOutcome::Failed(rejection) => {
+                    return Ok(Err(rejection.map_why(|why| {
+                        format!("{why}{order}{}", prefill_note(shape.prefill))
+                    })))
                 }
                 SetOutcome::Unproven(why) => return Err(why),
             }
@@ -1490,7 +1553,7 @@ impl Bench {
         kernel: &Kernel,
         params: &Params,
         sets: usize,
-    ) -> Result<(Run, ErrorStats), (FailureKind, String)> {
+    ) -> Result<(Run, ErrorStats), Rejection> {
         let mut last_run = None;
         let mut errors = ErrorStats::default();
         let sizes = self.sizes.clone();
@@ -1499,8 +1562,8 @@ impl Bench {
                 Ok(Some(verified)) => Ok(verified),
                 Ok(None) => match self.verify(kernel, params, &Shape::plain(&sizes)) {
                     SetOutcome::Passed(run, e) => Ok((run, e)),
-                    SetOutcome::Failed(kind, why) => Err((kind, why)),
-                    SetOutcome::Unproven(why) => Err((FailureKind::Runtime, why.message)),
+                    SetOutcome::Failed(rejection) => Err(rejection),
+                    SetOutcome::Unproven(why) => Err(Rejection::Runtime(why.message)),
                 },
                 Err(e) => Err(e),
             };
@@ -1510,7 +1573,7 @@ impl Bench {
         }
         last_run
             .map(|run| (run, errors))
-            .ok_or((FailureKind::Runtime, "no run".into()))
+            .ok_or(Rejection::Runtime("no run".into()))
     }
 
     /// One verification on pooled set number `set` of `sets` (drawn, or renewed once it has
@@ -1522,11 +1585,11 @@ impl Bench {
         sets: usize,
         kernel: &Kernel,
         params: &Params,
-    ) -> Result<Option<(Run, ErrorStats)>, (FailureKind, String)> {
+    ) -> Result<Option<(Run, ErrorStats)>, Rejection> {
         if self.pool_fits.get() == Some(false) {
             return Ok(None);
         }
-        let runtime = |e: String| (FailureKind::Runtime, e);
+        let runtime = |e: String| Rejection::Runtime(e);
         let mut pool = self.pool.borrow_mut();
         if pool.len() <= set {
             pool.resize_with(set + 1, || None);
@@ -1591,8 +1654,8 @@ impl Bench {
             &entry.prepared,
             &entry.reference,
         );
-        if let Err((kind, why)) = &verdict {
-            if *kind == FailureKind::Runtime || why.starts_with(GUARD_FAILURE) {
+        if let Err(Rejection::Runtime(_) | Rejection::OutOfBounds(_)) = &verdict {
+            {
                 // A candidate that wrote outside its buffers, or broke the run, may have
                 // reached the pooled reference runs too: every set is drawn afresh.
                 pool.clear();
@@ -1605,7 +1668,7 @@ impl Bench {
     /// inputs (the reference checked to stay within its buffers on them), then
     /// [`Bench::check_candidate`].
     fn verify(&self, kernel: &Kernel, params: &Params, shape: &Shape) -> SetOutcome {
-        let runtime = |e: RtError| SetOutcome::Failed(FailureKind::Runtime, e.to_string());
+        let runtime = |e: RtError| SetOutcome::Failed(Rejection::Runtime(e.to_string()));
         let mut rng = match shape.seed {
             Some(seed) => ChaCha8Rng::seed_from_u64(seed),
             None => self.fresh_rng(),
@@ -1613,10 +1676,18 @@ impl Bench {
         let reference_params = self.spec.reference.clone();
         let prepared = match self.prepare(params, shape, &mut rng) {
             Ok(p) => p,
-            Err(e) => return SetOutcome::Failed(FailureKind::Invalid, e),
+            Err(e) => return SetOutcome::Failed(Rejection::Invalid(e)),
         };
         let ref_run = match self.upload(&prepared) {
             Ok(r) => r,
+            // Nothing has run yet: a device that cannot hold these buffers now proves
+            // nothing either way (the tuned workload's buffers may be holding its memory).
+            Err(e) if e.is_exhausted() => {
+                return SetOutcome::Unproven(Untrusted::device(format!(
+                    "the device could not hold the buffers at sizes {}: {e}",
+                    fmt_sizes(shape.sizes)
+                )))
+            }
             Err(e) => return runtime(e),
         };
         if let Err(e) = self
@@ -1652,7 +1723,7 @@ impl Bench {
             Ok((run, errors)) => SetOutcome::Passed(run, errors),
             // Before a candidate is blamed for differing: is the reference's result its inputs'
             // alone?
-            Err((FailureKind::Wrong, why)) => {
+            Err(Rejection::Wrong(why)) => {
                 match self.reference_reads_outside(shape.sizes, &prepared, &ref_run) {
                     Ok(Some(output)) => {
                         let message = format!(
@@ -1665,11 +1736,11 @@ impl Bench {
                             annotation_fault: true,
                         })
                     }
-                    Ok(None) => SetOutcome::Failed(FailureKind::Wrong, why),
+                    Ok(None) => SetOutcome::Failed(Rejection::Wrong(why)),
                     Err(e) => runtime(e),
                 }
             }
-            Err((kind, why)) => SetOutcome::Failed(kind, why),
+            Err(rejection) => SetOutcome::Failed(rejection),
         }
     }
 
@@ -1684,8 +1755,8 @@ impl Bench {
         sizes: &Sizes,
         prepared: &Prepared,
         ref_run: &Run,
-    ) -> Result<(Run, ErrorStats), (FailureKind, String)> {
-        let runtime = |e: RtError| (FailureKind::Runtime, e.to_string());
+    ) -> Result<(Run, ErrorStats), Rejection> {
+        let runtime = |e: RtError| Rejection::Runtime(e.to_string());
         let cand_run = self.upload(prepared).map_err(runtime)?;
         self.device_data
             .scrub_local_memory(&self.session)
@@ -1694,7 +1765,7 @@ impl Bench {
             .map_err(runtime)?;
         self.session.finish().map_err(runtime)?;
         if let Some(why) = self.touched_guard(&cand_run).map_err(runtime)? {
-            return Err((FailureKind::Wrong, why));
+            return Err(Rejection::OutOfBounds(why));
         }
         let mut errors = ErrorStats::default();
         for check in &self.spec.checks {
@@ -1718,7 +1789,7 @@ impl Bench {
             let allowed = w
                 .allclose
                 .map_or(0, |f| ((1.0 - f) * len as f64).floor() as usize);
-            let wrong = |why: String| Err((FailureKind::Wrong, format!("`{name}`: {why}")));
+            let wrong = |why: String| Err(Rejection::Wrong(format!("`{name}`: {why}")));
             if cmp.mismatches > allowed {
                 let (i, x, want) = cmp.first.unwrap_or((0, 0.0, 0.0));
                 let rule = w.allclose.map_or(String::new(), |f| {
@@ -1776,10 +1847,10 @@ impl Bench {
                 .unchanged(&b.name, &cand_run, ref_run)
                 .map_err(runtime)?;
             if !same.ok() {
-                return Err((
-                    FailureKind::Wrong,
-                    format!("changes `{}`, which it must leave as the reference does ({} elements differ)", b.name, same.mismatches),
-                ));
+                return Err(Rejection::Wrong(format!(
+                    "changes `{}`, which it must leave as the reference does ({} elements differ)",
+                    b.name, same.mismatches
+                )));
             }
         }
         Ok((cand_run, errors))
@@ -2046,7 +2117,7 @@ mod tests {
                 .verify_at(&p(1), None, &Case::at(sizes.clone()), &mut |_| {})
                 .unwrap();
             assert!(
-                matches!(verdict, Err((FailureKind::Wrong, _))),
+                matches!(verdict, Err(Rejection::Wrong(_))),
                 "round {round}: {verdict:?}"
             );
             b.built.clear();
@@ -2099,10 +2170,7 @@ mod tests {
         let verdict = b
             .verify_at(&items(8), None, &Case::at(b.sizes.clone()), &mut |_| {})
             .unwrap();
-        assert!(
-            matches!(verdict, Err((FailureKind::Wrong, _))),
-            "{verdict:?}"
-        );
+        assert!(matches!(verdict, Err(Rejection::Wrong(_))), "{verdict:?}");
         let timed = b.evaluate(&items(1), None, &mut |_| {});
         assert!(
             timed

@@ -14,6 +14,7 @@ use kfoundry_search::{Config, Evaluation, FailureKind};
 use super::case::Case;
 use super::diagnostics::{collect, Warnings};
 use super::worker::{Request, Response};
+use super::Rejection;
 use super::{
     params_of, ErrorStats, Judge, Limits, Measurement, Phase, Untrusted, Validity, Verdict,
 };
@@ -262,7 +263,7 @@ impl Supervised {
                     self.build_failures.push((params.clone(), log));
                 }
                 self.note_warnings(&warnings);
-                if let Err((FailureKind::Runtime, _)) = &verdict {
+                if let Err(Rejection::Runtime(_)) = &verdict {
                     self.worker = None;
                 }
                 Ok(verdict)
@@ -278,7 +279,7 @@ impl Supervised {
             Err((failure, None)) => Err(Untrusted::device(format!(
                 "checking the reference there: {failure}"
             ))),
-            Err((failure, Some(_))) => Ok(Err((failure.kind(), failure.to_string()))),
+            Err((failure, Some(_))) => Ok(Err(failure.rejection())),
         }
     }
 
@@ -499,6 +500,14 @@ impl Failure {
         match self {
             Failure::Timeout(_) => FailureKind::Timeout,
             Failure::Died(_) => FailureKind::Runtime,
+        }
+    }
+
+    /// The candidate's rejection when it failed this way.
+    fn rejection(&self) -> Rejection {
+        match self {
+            Failure::Timeout(_) => Rejection::Timeout(self.to_string()),
+            Failure::Died(_) => Rejection::Runtime(self.to_string()),
         }
     }
 }

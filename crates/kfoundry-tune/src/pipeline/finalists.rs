@@ -216,7 +216,7 @@ pub fn decide(
 mod tests {
     use super::*;
     use crate::evaluate::case::Case;
-    use crate::evaluate::{Limits, Verdict};
+    use crate::evaluate::{Limits, Rejection, Verdict};
     use kfoundry_search::{Evaluation, FailureKind};
     use std::collections::BTreeMap;
 
@@ -250,10 +250,10 @@ mod tests {
         ) -> Result<Verdict, crate::evaluate::Untrusted> {
             let sizes = &case.sizes;
             if self.wrong_at_larger.contains(&params["K"]) && sizes["n"] > 4096 {
-                return Ok(Err((FailureKind::Wrong, "differs".into())));
+                return Ok(Err(Rejection::Wrong("differs".into())));
             }
             if self.wrong_at_workload.contains(&params["K"]) && sizes["n"] == 4096 {
-                return Ok(Err((FailureKind::Wrong, "differs on fresh inputs".into())));
+                return Ok(Err(Rejection::Wrong("differs on fresh inputs".into())));
             }
             Ok(Ok(ErrorStats::default()))
         }

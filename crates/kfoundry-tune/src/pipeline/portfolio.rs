@@ -306,10 +306,12 @@ fn prove_bucket(
         }
         match judge.verify(params, &Case::at(w.sizes.clone()), None) {
             Ok(Ok(_)) => proven.sizes.push(w.sizes.clone()),
-            Ok(Err((kind, why))) => {
+            Ok(Err(rejection)) => {
                 return Err(NotProven::Failed(format!(
-                    "{kind:?} at {}: {why}",
-                    kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", ")
+                    "{:?} at {}: {}",
+                    rejection.kind(),
+                    kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "),
+                    rejection.why()
                 )))
             }
             Err(u) if u.annotation_fault => return Err(NotProven::Annotation(u.message)),

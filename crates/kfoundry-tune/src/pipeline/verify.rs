@@ -140,8 +140,12 @@ fn run(
     proven.cases += 1;
     match judge.verify(params, &case, source) {
         Ok(Ok(_)) => note(proven, &case),
-        Ok(Err((kind, why))) => {
-            return Err(NotProven::Failed(format!("{kind:?} at {case}: {why}")))
+        Ok(Err(rejection)) => {
+            return Err(NotProven::Failed(format!(
+                "{:?} at {case}: {}",
+                rejection.kind(),
+                rejection.why()
+            )))
         }
         Err(untrusted) if untrusted.annotation_fault => {
             return Err(NotProven::Annotation(untrusted.message))

@@ -62,26 +62,32 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
         if broken.iter().any(|(b, _)| *b == i) {
             continue;
         }
+        let fingerprint = &plan.fingerprints[i];
+        let existing =
+            plan::complete_entries(&plan.lockfile, &kernel.spec, fingerprint, &plan.device);
         let mut variants = Vec::new();
         for workload in plan.workloads(&kernel.spec) {
             if interrupt::requested() {
                 tally.interrupted = true;
                 break;
             }
-            let result =
-                match plan::complete_entry(&plan.lockfile, &kernel.spec, &plan.device, workload)
-                    .and_then(|existing| tune_one(&plan, &kernel.spec, workload, existing.as_ref()))
-                {
-                    Ok(Some(result)) => result,
-                    Ok(None) => {
-                        tally.interrupted = true;
-                        break;
-                    }
-                    Err(e) => {
-                        report::failed(&plan, kernel, workload, &e, &mut tally);
-                        continue;
-                    }
-                };
+            let result = match existing
+                .as_ref()
+                .map_err(|e| anyhow::anyhow!("{e:#}"))
+                .and_then(|existing| {
+                    let existing = existing.get(&workload.name);
+                    tune_one(&plan, &kernel.spec, fingerprint, workload, existing)
+                }) {
+                Ok(Some(result)) => result,
+                Ok(None) => {
+                    tally.interrupted = true;
+                    break;
+                }
+                Err(e) => {
+                    report::failed(&plan, kernel, workload, &e, &mut tally);
+                    continue;
+                }
+            };
             if plan.output.json {
                 Message::Tuned {
                     result: result.clone(),
@@ -100,7 +106,7 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
             tally.interrupted |= result.interrupted;
             tally.done.push((
                 kernel.spec.id.clone(),
-                kfoundry_tooling::fingerprint(&kernel.spec)?,
+                fingerprint.clone(),
                 workload.name.clone(),
             ));
             tally.results.push(result);
@@ -128,6 +134,7 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
             record::record(
                 &plan.lockfile,
                 &kernel.spec,
+                fingerprint,
                 &plan.device,
                 variants,
                 !plan.output.notes,
@@ -149,15 +156,15 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
 fn tune_one(
     plan: &Plan,
     spec: &KernelSpec,
+    fingerprint: &str,
     workload: &Workload,
     existing: Option<&Finalist>,
 ) -> Result<Option<TuneResult>> {
     let started = std::time::Instant::now();
-    let fingerprint = kfoundry_tooling::fingerprint(spec)?;
     let device_key = plan.device.key.to_string();
     let key = Key {
         kernel: &spec.id,
-        fingerprint: &fingerprint,
+        fingerprint,
         workload: &workload.name,
         device: &device_key,
         seed: plan.options.seed,

@@ -4,7 +4,7 @@
 //! before it starts, not after an hour. For each search, [`start`] says where it begins:
 //! afresh, from its checkpoint, or already finished in an interrupted run.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
@@ -33,6 +33,8 @@ pub struct Plan<'a> {
     pub options: &'a TuneOptions,
     /// The kernels to tune (those without parameters are skipped with a note).
     pub kernels: Vec<Kernel>,
+    /// Each kernel's fingerprint (by position in `kernels`), computed once.
+    pub fingerprints: Vec<String>,
     /// With `--partition`: the (kernel id, workload) jobs of this runner's share.
     pub jobs: Option<BTreeSet<(String, String)>>,
     pub lockfile: PathBuf,
@@ -157,9 +159,14 @@ pub fn plan(args: &TuneOptions) -> Result<Plan<'_>> {
         );
     }
     let jobs = partition_jobs(args, &kernels, &device, quiet)?;
+    let fingerprints = kernels
+        .iter()
+        .map(|k| kfoundry_tooling::fingerprint(&k.spec))
+        .collect::<Result<_, _>>()?;
     Ok(Plan {
         options: args,
         kernels,
+        fingerprints,
         jobs,
         lockfile: src.lockfile,
         had_lockfile,
@@ -350,43 +357,49 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     })
 }
 
-/// The complete result the lockfile already holds for this kernel (same fingerprint), device
-/// and workload, if any: what a new winner must beat to replace it. A lockfile that cannot be
-/// read is an error (taken as "no entry", a worse result would replace a better one); an entry
-/// whose generated source is missing or altered is none (it cannot run as recorded).
-pub fn complete_entry(
+/// The complete results the lockfile already holds for this kernel (at `fingerprint`) on
+/// this device, by workload: what a new winner must beat to replace it. Read once per kernel.
+/// A lockfile that cannot be read is an error (taken as "no entry", a worse result would
+/// replace a better one); an entry whose generated source is missing or altered is none (it
+/// cannot run as recorded).
+pub fn complete_entries(
     lock_path: &Path,
     spec: &KernelSpec,
+    fingerprint: &str,
     device: &Selected,
-    workload: &Workload,
-) -> Result<Option<Finalist>> {
+) -> Result<BTreeMap<String, Finalist>> {
     let Some(lock) = Lockfile::read(lock_path)
         .with_context(|| format!("cannot read {}", lock_path.display()))?
     else {
-        return Ok(None);
+        return Ok(BTreeMap::new());
     };
-    let current = kfoundry_tooling::fingerprint(spec)?;
     let Some(entry) = lock
         .kernels
         .get(&spec.id)
-        .filter(|e| e.fingerprint == current)
+        .filter(|e| e.fingerprint == fingerprint)
     else {
-        return Ok(None);
+        return Ok(BTreeMap::new());
     };
     let key = device.key.to_string();
-    let Some(v) = entry
+    let mut out = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    // The first complete variant of each workload decides, as dispatch reads them.
+    for v in entry
         .variants
         .iter()
-        .find(|v| v.device == key && v.workload == workload.name && !v.partial)
-    else {
-        return Ok(None);
-    };
-    Ok(match &v.source {
-        Some(hash) => generated::read_verified(lock_path, &spec.id, hash)
-            .ok()
-            .map(|(_, text)| (v.params.clone(), Some(text))),
-        None => Some((v.params.clone(), None)),
-    })
+        .filter(|v| v.device == key && !v.partial && seen.insert(v.workload.clone()))
+    {
+        let finalist = match &v.source {
+            Some(hash) => generated::read_verified(lock_path, &spec.id, hash)
+                .ok()
+                .map(|(_, text)| (v.params.clone(), Some(text))),
+            None => Some((v.params.clone(), None)),
+        };
+        if let Some(f) = finalist {
+            out.insert(v.workload.clone(), f);
+        }
+    }
+    Ok(out)
 }
 
 /// The search a tune of `spec` starts with: the annotation's space, the engine's default

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context as _, Result};
 use kfoundry_rt::model::spec::{KernelSpec, Workload};
 use kfoundry_rt::model::variant::Variant;
-use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::generated;
 use kfoundry_tooling::lockfile::Lockfile;
 
@@ -175,13 +174,13 @@ pub fn check_writable(lockfile: &Path) -> Result<()> {
 pub fn record(
     path: &Path,
     spec: &KernelSpec,
+    fingerprint: &str,
     device: &Selected,
     mut variants: Vec<Variant>,
     quiet: bool,
 ) -> Result<()> {
     let _guard = lock(path, quiet)?;
     let mut lock = Lockfile::read(path)?.unwrap_or_default();
-    let fingerprint = fingerprint(spec)?;
     let tuned: BTreeSet<String> = variants.iter().map(|v| v.workload.clone()).collect();
     let key = device.key.to_string();
     if let Some(entry) = lock
@@ -202,7 +201,7 @@ pub fn record(
                 .cloned(),
         );
     }
-    let dropped = lock.record(&spec.id, &fingerprint, &key, device.info.clone(), variants);
+    let dropped = lock.record(&spec.id, fingerprint, &key, device.info.clone(), variants);
     if !quiet && !dropped.is_empty() {
         eprintln!(
             "note: `{}` changed; dropped its stale variants for {}",

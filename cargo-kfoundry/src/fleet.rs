@@ -84,7 +84,7 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
         // One device after all: no need for another process.
         let mut single = args.clone();
         single.device = vec![devices[0].0.index.to_string()];
-        return kfoundry_tune::tune(&single);
+        return kfoundry_tune::tune(&single, &crate::reporter::TuneReporter::new(&single.ws));
     }
     interrupt::install()?;
     let json = args.ws.message_format == MessageFormat::Json;

@@ -2,9 +2,10 @@
 //! (`main.rs`) parses the command line and calls [`run`]; tests use this crate as a library.
 //!
 //! - [`cli`]: the command line (clap), and the engine's options from it.
-//! - [`commands`]: the commands other than `tune` (`list`, `devices`, `check`, `report`,
+//! - `commands`: the commands other than `tune` (`list`, `devices`, `check`, `report`,
 //!   `simulate`, `brute-force`, `bundle`, `merge`, `import`, `run`).
-//! - [`fleet`]: `tune` on several devices at once, one process of this program each.
+//! - `fleet`: `tune` on several devices at once, one process of this program each.
+//! - `reporter`: what `tune` shows (its events as text, a progress bar or JSON messages).
 //!
 //! The engine (`kfoundry-tune`: discover, plan, search, verify, record), the search
 //! (`kfoundry-search`), the tooling (`kfoundry-tooling`: annotations, fingerprints, the
@@ -12,8 +13,9 @@
 //! calls all go through `kfoundry_rt::opencl`.
 
 pub mod cli;
-pub mod commands;
-pub mod fleet;
+mod commands;
+mod fleet;
+mod reporter;
 
 use cli::{Cli, Command};
 pub use kfoundry_tune::{Error, ErrorKind, Exit};
@@ -27,7 +29,7 @@ pub fn run(cli: &Cli) -> Result<Exit, Error> {
             if fleet::is_fleet(&options) {
                 fleet::run(&options)
             } else {
-                kfoundry_tune::tune(&options)
+                kfoundry_tune::tune(&options, &reporter::TuneReporter::new(&options.ws))
             }
         }
         Command::List(args) => done(commands::list::run(args)),

@@ -409,26 +409,3 @@ fn usage_errors_exit_with_2_and_say_what_is_wrong() {
     }
     assert!(!std::path::Path::new(lock).exists(), "nothing was written");
 }
-
-/// The summary table says when the reference ships and where to read why.
-#[test]
-fn the_table_marks_a_kept_reference() {
-    let Some(Message::Tuned { result }) = every_message()
-        .into_iter()
-        .find(|m| matches!(m, Message::Tuned { .. }))
-    else {
-        panic!("a tuned message")
-    };
-    let plain = kfoundry_tune::pipeline::report::summary(std::slice::from_ref(&result));
-    assert!(!plain.contains("reference kept"), "{plain}");
-    let kept = TuneResult {
-        reference_kept: true,
-        note: Some("no finalist was faster than the reference on re-measure".into()),
-        ..result
-    };
-    let table = kfoundry_tune::pipeline::report::summary(&[kept]);
-    assert!(
-        table.contains("reference kept (see below): VEC=4 WG=64"),
-        "{table}"
-    );
-}

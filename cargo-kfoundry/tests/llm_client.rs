@@ -13,7 +13,7 @@ use common::mock_llm::{MockLlm, MockResponse};
 use kfoundry_tune::llm::chat::{Chat, ChatError, Message};
 use kfoundry_tune::llm::config::{ApiKey, LlmConfig};
 use kfoundry_tune::llm::http::Client;
-use kfoundry_tune::llm::mutator::{Feedback, Mutator, RejectionKind};
+use kfoundry_tune::llm::mutator::{Feedback, Mutator, RefusalKind};
 use kfoundry_tune::llm::prompt::{DeviceDescription, MutationContext};
 
 const KEY: &str = "sk-test-very-secret-123";
@@ -338,7 +338,7 @@ fn mutator_over_the_real_client() {
     assert_eq!(p.declared_params[0].name, "UNROLL");
     m.report(p.prompt_variant, Feedback::Accepted { score: 1.9 });
     let r = m.propose(&ctx()).unwrap_err();
-    assert_eq!(r.kind, RejectionKind::Invalid);
+    assert_eq!(r.kind, RefusalKind::Invalid);
     assert!(r.reason.contains("argument 2 (`x`)"), "{}", r.reason);
     let p = m.propose(&ctx()).unwrap(); // after a 429
     assert!(p.source.contains("x[i] + x[i] + x[i]"));
@@ -358,7 +358,7 @@ fn mutator_over_the_real_client() {
     );
     assert_eq!(m.population().variants().len(), 4);
     let r = m.propose(&ctx()).unwrap_err();
-    assert_eq!(r.kind, RejectionKind::Chat { permanent: false });
+    assert_eq!(r.kind, RefusalKind::Chat { permanent: false });
     assert!(m.disabled().is_none());
 
     let requests = server.requests();

@@ -1,6 +1,7 @@
 //! kfoundry's tuning engine, the library behind `cargo kfoundry` (whose crate keeps the
-//! command line, the other commands and the exit statuses): [`tune`] takes
-//! [`TuneOptions`] and runs the stages of a tune.
+//! command line, its reporters, the other commands and the exit statuses): [`tune`] takes
+//! [`TuneOptions`], runs the stages of a tune and sends what happens, as typed
+//! [`TuneEvent`]s, to a [`Reporter`] ([`events`]).
 //!
 //! - [`pipeline`]: `tune`, as stages: discover → plan → search → verify → re-measure →
 //!   record → report.
@@ -9,7 +10,7 @@
 //! - [`llm`]: the optional language model (its HTTP client behind the cargo feature `llm`).
 //! - [`checkpoint`]: resumable searches; [`interrupt`]: Ctrl-C as "write what was found".
 //! - [`error`]: the one error type and the exit statuses; [`messages`]: the typed,
-//!   versioned JSON output; [`text`]: human-readable tables; [`filter`]: kernel patterns.
+//!   versioned JSON output (the `kfoundry-messages` crate); [`text`]: human-readable tables; [`filter`]: kernel patterns.
 //!
 //! A program that calls [`tune`] must answer [`WORKER_COMMAND`] as its first argument by
 //! calling [`evaluate::worker::serve`]: candidates run in a child process of the current
@@ -19,20 +20,24 @@ pub mod checkpoint;
 pub mod device;
 pub mod error;
 pub mod evaluate;
+pub mod events;
 pub mod filter;
 pub mod interrupt;
 pub mod llm;
-pub mod messages;
 pub mod options;
 pub mod pipeline;
 pub mod text;
 
+/// The JSON messages, a crate of their own (for the tools that read them).
+pub use kfoundry_messages as messages;
+
 pub use error::{Error, ErrorKind, Exit};
 pub use evaluate::supervisor::WORKER_COMMAND;
+pub use events::{Reporter, TuneEvent};
 pub use options::{MessageFormat, TuneOptions, WorkspaceOptions};
 
-/// Tunes what `options` select on one device (at most one selector in `options.device`);
-/// how it ended.
-pub fn tune(options: &TuneOptions) -> anyhow::Result<Exit> {
-    pipeline::run(options)
+/// Tunes what `options` select on one device (at most one selector in `options.device`),
+/// telling `reporter` what happens; how it ended.
+pub fn tune(options: &TuneOptions, reporter: &dyn Reporter) -> anyhow::Result<Exit> {
+    pipeline::run(options, reporter)
 }

@@ -14,11 +14,10 @@
 mod cache_file;
 mod enumerate;
 
-pub use cache_file::{
-    cache_key, failure_name, file_name, kernel_tuner_text, record, resumable, short, tally, Header,
-    Tally,
+use cache_file::{
+    cache_key, file_name, kernel_tuner_text, record, resumable, short, tally, Header, Tally,
 };
-pub use enumerate::{evaluation_order, product, valid_configs, Product};
+use enumerate::{evaluation_order, valid_configs};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,7 @@ use kfoundry_rt::{
 use crate::error::usage;
 
 /// A device with its identity.
+#[derive(Debug)]
 pub struct Selected {
     /// Position in `list_devices()` order (how a worker process finds the same device).
     pub index: usize,

@@ -10,42 +10,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kfoundry_rt::model::expr::Expr;
-use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_rt::opencl::session::{Session, Timing};
 use kfoundry_rt::{Arg, Scalar};
-use serde::{Deserialize, Serialize};
 
 use super::Selected;
 
-/// What the micro-benchmarks measured on one device.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Peaks {
-    /// Bytes read + written per second by a float4 copy kernel, in GB/s.
-    pub copy_gbytes_per_s: f64,
-    /// FP32 rate of independent `mad` chains, in GFLOP/s (a mad counts 2).
-    pub gflops: f64,
-}
-
-impl Peaks {
-    /// The roofline floor in seconds of `bytes` moved and `flops` computed.
-    pub fn floor_seconds(&self, bytes: Option<f64>, flops: Option<f64>) -> Option<f64> {
-        let b = bytes.map(|b| b / (self.copy_gbytes_per_s * 1e9));
-        let f = flops.map(|f| f / (self.gflops * 1e9));
-        match (b, f) {
-            (None, None) => None,
-            (b, f) => Some(b.unwrap_or(0.0).max(f.unwrap_or(0.0))),
-        }
-    }
-
-    /// The floor of a kernel at `params` and `sizes`, from its `cost(...)`.
-    pub fn kernel_floor(&self, spec: &KernelSpec, params: &Params, sizes: &Sizes) -> Option<f64> {
-        let cost = spec.cost.as_ref()?;
-        let env = spec.env(params, sizes);
-        let eval = |e: Option<&Expr>| e.and_then(|e| e.eval(&env).ok()).map(|v| v as f64);
-        self.floor_seconds(eval(cost.bytes.as_ref()), eval(cost.flops.as_ref()))
-    }
-}
+pub use kfoundry_messages::Peaks;
 
 fn cache_path() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("KFOUNDRY_CACHE_DIR") {

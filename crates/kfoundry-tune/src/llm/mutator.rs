@@ -2,7 +2,7 @@
 //!
 //! [`Mutator::propose`] picks a prompt variant, builds the mutation prompt, asks the model,
 //! parses and validates the answer, and returns a [`Proposal`] (a full source that keeps the
-//! reference signature, with any parameters it declares) or a [`Rejection`] saying why not.
+//! reference signature, with any parameters it declares) or a [`Refusal`] saying why not.
 //! The tuner then builds and verifies the proposal like any candidate and calls
 //! [`Mutator::report`] with the [`Feedback`]: accepted kernels raise their prompt variant's
 //! fitness, failures go to the [`FailureHistory`] shown in later prompts. Every
@@ -43,9 +43,9 @@ pub struct Proposal {
     pub form: EditForm,
 }
 
-/// What kind of refusal a [`Rejection`] is.
+/// What kind of refusal a [`Refusal`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RejectionKind {
+pub enum RefusalKind {
     /// The mutator is disabled (see [`Mutator::disabled`]); nothing was sent.
     Disabled,
     /// The request failed; `permanent` ones disable the mutator.
@@ -58,14 +58,14 @@ pub enum RejectionKind {
 
 /// Why no proposal came.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
+pub struct Refusal {
     pub reason: String,
-    pub kind: RejectionKind,
+    pub kind: RefusalKind,
     /// The prompt variant used, when a request was made.
     pub prompt_variant: Option<usize>,
 }
 
-impl std::fmt::Display for Rejection {
+impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.reason)
     }
@@ -240,15 +240,15 @@ impl Mutator {
     }
 
     /// Asks the model for a rewrite of `ctx.parent_source`.
-    pub fn propose(&mut self, ctx: &MutationContext) -> Result<Proposal, Rejection> {
-        let reject = |kind, reason: String, prompt_variant| Rejection {
+    pub fn propose(&mut self, ctx: &MutationContext) -> Result<Proposal, Refusal> {
+        let reject = |kind, reason: String, prompt_variant| Refusal {
             reason,
             kind,
             prompt_variant,
         };
         if let Some(why) = &self.state.disabled {
             return Err(reject(
-                RejectionKind::Disabled,
+                RefusalKind::Disabled,
                 format!("language model disabled: {why}"),
                 None,
             ));
@@ -262,7 +262,7 @@ impl Mutator {
             self.meta();
             if let Some(why) = &self.state.disabled {
                 return Err(reject(
-                    RejectionKind::Disabled,
+                    RefusalKind::Disabled,
                     format!("language model disabled: {why}"),
                     None,
                 ));
@@ -270,7 +270,7 @@ impl Mutator {
         }
         let reference = find_kernel(&ctx.reference_source, Some(&ctx.kernel)).map_err(|e| {
             reject(
-                RejectionKind::Invalid,
+                RefusalKind::Invalid,
                 format!(
                     "the reference signature of `{}` cannot be read: {e}",
                     ctx.kernel
@@ -284,7 +284,7 @@ impl Mutator {
             Some(v) => v.sections.clone(),
             None => {
                 return Err(reject(
-                    RejectionKind::Invalid,
+                    RefusalKind::Invalid,
                     format!("prompt variant {variant} vanished"),
                     None,
                 ))
@@ -302,7 +302,7 @@ impl Mutator {
             Err(e) => {
                 self.chat_failed(&e);
                 return Err(reject(
-                    RejectionKind::Chat {
+                    RefusalKind::Chat {
                         permanent: e.is_permanent(),
                     },
                     e.to_string(),
@@ -318,7 +318,7 @@ impl Mutator {
                     .failures
                     .push(FailureKind::Rejected, &e.to_string());
                 return Err(reject(
-                    RejectionKind::Unparsable,
+                    RefusalKind::Unparsable,
                     e.to_string(),
                     Some(variant),
                 ));
@@ -327,7 +327,7 @@ impl Mutator {
         if let Err(reason) = self.check(ctx, &parsed.source, &parsed.declared_params, &reference) {
             self.state.counters.invalid = self.state.counters.invalid.saturating_add(1);
             self.state.failures.push(FailureKind::Rejected, &reason);
-            return Err(reject(RejectionKind::Invalid, reason, Some(variant)));
+            return Err(reject(RefusalKind::Invalid, reason, Some(variant)));
         }
         Ok(Proposal {
             levels: source_levels(&parsed.source),
@@ -595,12 +595,9 @@ mod tests {
             0,
         );
         let r = m.propose(&ctx()).unwrap_err();
-        assert_eq!(r.kind, RejectionKind::Invalid);
+        assert_eq!(r.kind, RefusalKind::Invalid);
         assert!(r.reason.contains("argument 2 (`x`)"), "{}", r.reason);
-        assert_eq!(
-            m.propose(&ctx()).unwrap_err().kind,
-            RejectionKind::Unparsable
-        );
+        assert_eq!(m.propose(&ctx()).unwrap_err().kind, RefusalKind::Unparsable);
         assert!(m
             .propose(&ctx())
             .unwrap_err()
@@ -612,7 +609,7 @@ mod tests {
             .reason
             .contains("`WG`, which is already"));
         let t = m.propose(&ctx()).unwrap_err();
-        assert_eq!(t.kind, RejectionKind::Chat { permanent: false });
+        assert_eq!(t.kind, RefusalKind::Chat { permanent: false });
         assert!(m.disabled().is_none(), "a timeout does not disable");
         let p = m.propose(&ctx()).unwrap();
         m.report(
@@ -657,11 +654,11 @@ mod tests {
         };
         let (mut m, seen) = mutator(vec![Err(refused)], 0);
         let r = m.propose(&ctx()).unwrap_err();
-        assert_eq!(r.kind, RejectionKind::Chat { permanent: true });
+        assert_eq!(r.kind, RefusalKind::Chat { permanent: true });
         assert!(m.disabled().unwrap().contains("refused the API key"));
         assert!(!m.wants(0));
         let again = m.propose(&ctx()).unwrap_err();
-        assert_eq!(again.kind, RejectionKind::Disabled);
+        assert_eq!(again.kind, RefusalKind::Disabled);
         assert_eq!(seen.borrow().len(), 1, "no second request");
     }
 

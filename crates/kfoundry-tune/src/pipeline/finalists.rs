@@ -23,7 +23,7 @@ pub type Finalist = (Params, Option<String>);
 
 /// A finalist that was not shipped, and why.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rejection {
+pub struct Unshipped {
     pub params: Params,
     /// `probe` (wrong or failing on fresh inputs or at another size) or `remeasure` (failed
     /// when measured again).
@@ -48,7 +48,7 @@ pub struct Decision {
     pub best_s: f64,
     pub reference_s: f64,
     pub errors: Option<ErrorStats>,
-    pub rejections: Vec<Rejection>,
+    pub rejections: Vec<Unshipped>,
     /// Why the reference (or an earlier complete entry) is shipped rather than a finalist.
     pub note: Option<String>,
     /// The lockfile's complete earlier entry stays: the interrupted search did not beat it.
@@ -101,12 +101,12 @@ pub fn decide(
     finalists: &[Finalist],
     existing: Option<&Finalist>,
     proof_seed: u64,
-    mut rejected: impl FnMut(&Rejection),
+    mut rejected: impl FnMut(&Unshipped),
 ) -> Result<Decision, String> {
     let mut rejections = Vec::new();
     let mut reject =
-        |params: &Params, stage: &'static str, reason: String, rejections: &mut Vec<Rejection>| {
-            let r = Rejection {
+        |params: &Params, stage: &'static str, reason: String, rejections: &mut Vec<Unshipped>| {
+            let r = Unshipped {
                 params: params.clone(),
                 stage,
                 reason,

@@ -16,10 +16,12 @@
 //!    proven over a bucket of the range.
 //! 5. [`record`]: the winners into `Kfoundry.lock` (merged under an advisory lock, replaced
 //!    atomically) and their generated sources beside it.
-//! 6. [`report`]: the result of each tune, the messages, the summary table.
+//! 6. [`tally`]: the result of each tune, what failed, the end of the run and its exit status.
 //!
-//! A kernel or workload whose tune fails is reported and the run goes on with the others;
-//! whatever finished is recorded, and the exit status says that something failed.
+//! Every stage tells the run's [`Reporter`](crate::events::Reporter) what happens, as typed
+//! [`TuneEvent`]s; none prints. A kernel or workload whose tune fails is reported and the run
+//! goes on with the others; whatever finished is recorded, and the exit status says that
+//! something failed.
 
 pub mod discover;
 pub mod finalists;
@@ -28,11 +30,10 @@ pub mod partition;
 pub mod plan;
 pub mod portfolio;
 pub mod preflight;
-pub mod progress;
 pub mod record;
 pub mod remeasure;
-pub mod report;
 pub mod search;
+pub mod tally;
 pub mod verify;
 
 use anyhow::{Context as _, Result};
@@ -42,21 +43,22 @@ use crate::checkpoint::Key;
 use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::Measurement;
+use crate::events::{Reporter, TuneEvent};
 use crate::interrupt;
-use crate::messages::{Message, TuneResult};
+use crate::messages::TuneResult;
 use crate::options::TuneOptions;
 use finalists::Finalist;
 use plan::{Plan, Start};
 
-/// Runs the whole pipeline for the selection of `args`, on one device.
-pub fn run(args: &TuneOptions) -> Result<Exit> {
-    let plan = plan::plan(args)?;
-    let mut tally = report::Tally::default();
+/// Runs the whole pipeline for the selection of `args`, on one device, telling `reporter`.
+pub fn run(args: &TuneOptions, reporter: &dyn Reporter) -> Result<Exit> {
+    let plan = plan::plan(args, reporter)?;
+    let mut tally = tally::Tally::default();
     // Stage 0: a reference that does not build is reported now, not when its turn comes. (A
     // device that cannot be opened here is left to the workers to report.)
     let broken = preflight::broken_references(&plan.kernels, plan.device.index).unwrap_or_default();
     for (i, why) in &broken {
-        report::reference_broken(&plan, &plan.kernels[*i], why, &mut tally);
+        tally::reference_broken(&plan, &plan.kernels[*i], why, &mut tally);
     }
     'kernels: for (i, kernel) in plan.kernels.iter().enumerate() {
         if broken.iter().any(|(b, _)| *b == i) {
@@ -84,16 +86,11 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
                     break;
                 }
                 Err(e) => {
-                    report::failed(&plan, kernel, workload, &e, &mut tally);
+                    tally::failed(&plan, kernel, workload, &e, &mut tally);
                     continue;
                 }
             };
-            if plan.output.json {
-                Message::Tuned {
-                    result: result.clone(),
-                }
-                .emit();
-            }
+            plan.report(TuneEvent::Tuned { result: &result });
             if let Some(variant) = record::variant_of(
                 &plan.lockfile,
                 &plan.device,
@@ -118,16 +115,12 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
         // over its bucket (interrupted runs record what they have, as tuned).
         if !tally.interrupted && !kernel.spec.ranges.is_empty() {
             match portfolio::choose(&plan, &kernel.spec, &mut variants) {
-                Ok(Some(p)) => {
-                    if plan.output.json {
-                        portfolio::message(&kernel.spec, &p).emit();
-                    }
-                    if plan.output.notes {
-                        eprintln!("portfolio {}", portfolio::describe(&kernel.spec, &p));
-                    }
-                }
+                Ok(Some(p)) => plan.report(TuneEvent::Portfolio {
+                    spec: &kernel.spec,
+                    portfolio: &p,
+                }),
                 Ok(None) => {}
-                Err(e) => report::failed(&plan, kernel, &kernel.spec.workloads[0], &e, &mut tally),
+                Err(e) => tally::failed(&plan, kernel, &kernel.spec.workloads[0], &e, &mut tally),
             }
         }
         if !variants.is_empty() {
@@ -137,7 +130,7 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
                 fingerprint,
                 &plan.device,
                 variants,
-                !plan.output.notes,
+                reporter,
             )
             .context(record::RESUME_HINT.trim_start_matches(['\n', ';', ' ']))?;
         }
@@ -148,7 +141,7 @@ pub fn run(args: &TuneOptions) -> Result<Exit> {
     if !plan.had_lockfile && plan.from_workspace && !tally.results.is_empty() {
         record::mark_changed(&plan.kernels);
     }
-    Ok(report::finish(&plan, &tally))
+    Ok(tally::finish(&plan, &tally))
 }
 
 /// Tunes one kernel at one workload through stages 3 to 6: `None` when interrupted before
@@ -212,10 +205,10 @@ fn tune_one(
         &finalists,
         existing,
         proof_seed,
-        |r| report::rejected(plan, spec, workload, r),
+        |r| tally::rejected(plan, spec, workload, r),
     )
     .map_err(|e| anyhow::anyhow!(e))?;
-    let result = report::result_of(
+    let result = tally::result_of(
         plan,
         spec,
         workload,
@@ -242,7 +235,9 @@ fn tune_one(
         result.note.clone(),
     );
     if let Err(e) = history.save(&plan.state_dir) {
-        eprintln!("warning: {e:#}");
+        plan.report(TuneEvent::Warning {
+            text: format!("{e:#}"),
+        });
     }
     if !searched.interrupted {
         plan.checkpoints.save(

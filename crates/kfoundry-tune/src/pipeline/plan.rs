@@ -23,10 +23,11 @@ use crate::device::peaks::{self, Peaks};
 use crate::device::{self, Selected};
 use crate::error::usage;
 use crate::evaluate::config_of;
+use crate::events::{Reporter, TuneEvent};
 use crate::interrupt;
 use crate::llm::LlmConfig;
 use crate::messages::TuneResult;
-use crate::options::{MessageFormat, TuneOptions};
+use crate::options::TuneOptions;
 
 /// Everything the later stages read: decided once, never changed during the run.
 pub struct Plan<'a> {
@@ -49,20 +50,20 @@ pub struct Plan<'a> {
     pub peaks: Option<Peaks>,
     /// The language model, when one is configured (and not `--no-llm`).
     pub llm: Option<LlmConfig>,
-    pub output: Output,
+    /// Where the run's events go.
+    pub reporter: &'a dyn Reporter,
 }
 
-/// How the run talks.
-#[derive(Debug, Clone, Copy)]
-pub struct Output {
-    /// JSON messages on stdout.
-    pub json: bool,
-    /// No progress bars and no informational lines on stdout (-q or JSON messages).
-    pub quiet: bool,
-    /// Notes on stderr (resuming, waiting for the lock, rejections): all but -q.
-    pub notes: bool,
-    /// A line per evaluation (-v, not with JSON).
-    pub verbose: bool,
+impl Plan<'_> {
+    /// Sends `event` to the run's reporter.
+    pub fn report(&self, event: TuneEvent<'_>) {
+        self.reporter.report(event);
+    }
+
+    /// Sends a note to the run's reporter.
+    pub fn note(&self, text: String) {
+        self.reporter.report(TuneEvent::Note { text });
+    }
 }
 
 /// Where one search begins.
@@ -76,16 +77,8 @@ pub enum Start {
     },
 }
 
-/// Plans the run of `args`.
-pub fn plan(args: &TuneOptions) -> Result<Plan<'_>> {
-    let json = args.ws.message_format == MessageFormat::Json;
-    let quiet = args.ws.quiet || json;
-    let output = Output {
-        json,
-        quiet,
-        notes: !args.ws.quiet,
-        verbose: args.ws.verbose > 0 && !quiet,
-    };
+/// Plans the run of `args`, whose events go to `reporter`.
+pub fn plan<'a>(args: &'a TuneOptions, reporter: &'a dyn Reporter) -> Result<Plan<'a>> {
     let src = sources(&args.ws, args.bundle.as_deref(), args.lockfile.as_deref())?;
     let state_dir = args
         .state_dir
@@ -122,43 +115,28 @@ pub fn plan(args: &TuneOptions) -> Result<Plan<'_>> {
         }
     };
     interrupt::install()?;
-    if !quiet {
-        eprintln!(
-            "tuning {} kernel(s) on {} ({})",
-            kernels.len(),
-            device.info.name,
-            device.key
-        );
-    }
+    reporter.report(TuneEvent::Planned {
+        kernels: kernels.len(),
+        device: &device,
+    });
     let peaks = if kernels.iter().any(|k| k.spec.cost.is_some()) {
         match peaks::of(&device, false) {
             Ok(p) => Some(p),
             Err(e) => {
-                eprintln!("warning: cannot measure the device's peaks, no roofline figures: {e:#}");
+                reporter.report(TuneEvent::Warning {
+                    text: format!("cannot measure the device's peaks, no roofline figures: {e:#}"),
+                });
                 None
             }
         }
     } else {
         None
     };
-    let llm = llm_config(args, &src.metadata, !src.from_workspace, args.ws.quiet)?;
-    if let (Some(cfg), true) = (&llm, !args.ws.quiet) {
-        eprintln!(
-            "language model: {} at {} (one mutation per {} evaluations, at most {} requests{})",
-            crate::text::printable(&cfg.model),
-            crate::text::printable(&cfg.base_url),
-            cfg.every,
-            cfg.max_requests,
-            if cfg.api_key.is_some() {
-                format!(", the key from {}", cfg.api_key_env)
-            } else if cfg.key_withheld {
-                ", no key: the endpoint comes from the project's table, and your key goes only where you say".into()
-            } else {
-                ", no key".into()
-            }
-        );
+    let llm = llm_config(args, &src.metadata, !src.from_workspace, reporter)?;
+    if let Some(config) = &llm {
+        reporter.report(TuneEvent::LanguageModel { config });
     }
-    let jobs = partition_jobs(args, &kernels, &device, quiet)?;
+    let jobs = partition_jobs(args, &kernels, &device, reporter)?;
     let fingerprints = kernels
         .iter()
         .map(|k| kfoundry_tooling::fingerprint(&k.spec))
@@ -176,7 +154,7 @@ pub fn plan(args: &TuneOptions) -> Result<Plan<'_>> {
         device,
         peaks,
         llm,
-        output,
+        reporter,
     })
 }
 
@@ -185,25 +163,23 @@ impl Plan<'_> {
     /// reference, and a note says so).
     pub fn workloads<'s>(&self, spec: &'s KernelSpec) -> Vec<&'s Workload> {
         if spec.params.is_empty() {
-            if self.output.notes {
-                let at = self
-                    .kernels
-                    .iter()
-                    .find(|k| k.spec.id == spec.id)
-                    .map(Kernel::location)
-                    .unwrap_or_default();
-                eprintln!(
-                    "{at}: `{}` declares no parameters: nothing to tune, it runs its reference",
-                    spec.id
-                );
-            }
+            let at = self
+                .kernels
+                .iter()
+                .find(|k| k.spec.id == spec.id)
+                .map(Kernel::location)
+                .unwrap_or_default();
+            self.note(format!(
+                "{at}: `{}` declares no parameters: nothing to tune, it runs its reference",
+                spec.id
+            ));
             return Vec::new();
         }
         selected_workloads(
             self.options,
             spec,
             &self.device.info.kind,
-            self.output.notes,
+            Some(self.reporter),
         )
         .into_iter()
         .filter(|w| {
@@ -216,25 +192,27 @@ impl Plan<'_> {
 }
 
 /// The workloads of `spec` that `--workload` selects and that are meant for a device of
-/// `kind` (a note for each one that is not, with `notes`).
+/// `kind` (a note to `notes` for each one that is not).
 fn selected_workloads<'s>(
     args: &TuneOptions,
     spec: &'s KernelSpec,
     kind: &str,
-    notes: bool,
+    notes: Option<&dyn Reporter>,
 ) -> Vec<&'s Workload> {
     spec.workloads
         .iter()
         .filter(|w| args.workloads.is_empty() || args.workloads.contains(&w.name))
         .filter(|w| {
             let meant = w.is_for(kind);
-            if !meant && notes {
-                eprintln!(
-                    "note: `{}` workload `{}` is for {} only; skipped on this {kind}",
-                    spec.id,
-                    w.name,
-                    w.on.join(", ")
-                );
+            if let (false, Some(reporter)) = (meant, notes) {
+                reporter.report(TuneEvent::Note {
+                    text: format!(
+                        "note: `{}` workload `{}` is for {} only; skipped on this {kind}",
+                        spec.id,
+                        w.name,
+                        w.on.join(", ")
+                    ),
+                });
             }
             meant
         })
@@ -242,12 +220,12 @@ fn selected_workloads<'s>(
 }
 
 /// With `--partition`: this runner's share of the jobs (each partition taking its share of
-/// what the one before left), and a line saying what it is.
+/// what the one before left), reported.
 fn partition_jobs(
     args: &TuneOptions,
     kernels: &[Kernel],
     device: &Selected,
-    quiet: bool,
+    reporter: &dyn Reporter,
 ) -> Result<Option<BTreeSet<(String, String)>>> {
     if args.partition.is_empty() {
         return Ok(None);
@@ -256,7 +234,7 @@ fn partition_jobs(
         .iter()
         .filter(|k| !k.spec.params.is_empty())
         .flat_map(|k| {
-            selected_workloads(args, &k.spec, &device.info.kind, false)
+            selected_workloads(args, &k.spec, &device.info.kind, None)
                 .into_iter()
                 .map(move |w| Job {
                     kernel: k.spec.id.clone(),
@@ -269,20 +247,16 @@ fn partition_jobs(
     for p in &args.partition {
         jobs = share(&jobs, *p);
     }
-    if !quiet {
-        let (mine, total) = (
-            jobs.iter().map(|j| j.cost).sum::<f64>(),
-            all.iter().map(|j| j.cost).sum::<f64>(),
-        );
-        let parts: Vec<String> = args.partition.iter().map(ToString::to_string).collect();
-        eprintln!(
-            "partition {}: {} of {} job(s), {:.0}% of the estimated cost",
-            parts.join(" then "),
-            jobs.len(),
-            all.len(),
-            100.0 * mine / total.max(f64::MIN_POSITIVE)
-        );
-    }
+    let (mine, total) = (
+        jobs.iter().map(|j| j.cost).sum::<f64>(),
+        all.iter().map(|j| j.cost).sum::<f64>(),
+    );
+    reporter.report(TuneEvent::Partitioned {
+        partition: &args.partition,
+        jobs: jobs.len(),
+        of: all.len(),
+        cost_share: mine / total.max(f64::MIN_POSITIVE),
+    });
     Ok(Some(
         jobs.into_iter().map(|j| (j.kernel, j.workload)).collect(),
     ))
@@ -295,24 +269,25 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     let mut resumed = None;
     if args.resume {
         let (ck, why) = plan.checkpoints.load(key)?;
-        if let (Some(why), true) = (why, plan.output.notes) {
-            eprintln!("note: {why}");
+        if let Some(why) = why {
+            plan.note(format!("note: {why}"));
         }
         resumed = ck;
     }
     if let Some(done) = resumed.as_mut().and_then(|ck| ck.finished.take()) {
         match check_finished(spec, workload, &done) {
             Ok(()) => {
-                if plan.output.notes {
-                    eprintln!(
-                        "{} @ {}: finished in the interrupted run; kept",
-                        spec.id, workload.name
-                    );
-                }
+                plan.note(format!(
+                    "{} @ {}: finished in the interrupted run; kept",
+                    spec.id, workload.name
+                ));
                 return Ok(Start::Finished(Box::new(done)));
             }
             Err(why) => {
-                eprintln!("note: the checkpoint's result of {} @ {} is not usable ({why}); searching afresh", spec.id, workload.name);
+                plan.note(format!(
+                    "note: the checkpoint's result of {} @ {} is not usable ({why}); searching afresh",
+                    spec.id, workload.name
+                ));
                 resumed = None;
             }
         }
@@ -334,7 +309,10 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     if ck.state.space() != fresh.space()
         || unbudgeted(ck.state.settings()) != unbudgeted(fresh.settings())
     {
-        eprintln!("note: the checkpoint of {} @ {} was made for another search space or settings; searching afresh", spec.id, workload.name);
+        plan.note(format!(
+            "note: the checkpoint of {} @ {} was made for another search space or settings; searching afresh",
+            spec.id, workload.name
+        ));
         return Ok(Start::Search {
             state: Box::new(fresh),
             operator_state: None,
@@ -343,14 +321,12 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     let mut state = ck.state;
     let stagnation = state.settings().stagnation;
     state.set_budgets(Some(args.budget_evals.max(1)), args.budget_secs, stagnation);
-    if plan.output.notes {
-        eprintln!(
-            "{} @ {}: resuming after {} evaluations",
-            spec.id,
-            workload.name,
-            state.history().len()
-        );
-    }
+    plan.note(format!(
+        "{} @ {}: resuming after {} evaluations",
+        spec.id,
+        workload.name,
+        state.history().len()
+    ));
     Ok(Start::Search {
         state: Box::new(state),
         operator_state: ck.source_search,
@@ -475,7 +451,7 @@ fn llm_config(
     args: &TuneOptions,
     metadata: &serde_json::Value,
     from_bundle: bool,
-    quiet: bool,
+    reporter: &dyn Reporter,
 ) -> Result<Option<LlmConfig>> {
     use crate::llm::config::{user_config_path, Layer, Origin};
     if args.no_llm {
@@ -509,18 +485,21 @@ fn llm_config(
         Some(table) if args.llm_from_project => {
             tables.push((table.clone(), Origin::Project(what.into())))
         }
-        Some(table) if !quiet => {
+        Some(table) => {
             let url = table
                 .get("base_url")
                 .or_else(|| table.get("url"))
                 .and_then(|u| u.as_str())
                 .unwrap_or("(no base_url)");
-            eprintln!(
-                "note: {} of {what} configures a language model at {}; it is not used unless you pass --llm-from-project (or put the settings in your own {})",
-                crate::llm::config::TABLE,
-                crate::text::printable(url),
-                user_config_path(env).map_or_else(|| "llm.toml".to_string(), |p| p.display().to_string())
-            );
+            reporter.report(TuneEvent::Note {
+                text: format!(
+                    "note: {} of {what} configures a language model at {}; it is not used unless you pass --llm-from-project (or put the settings in your own {})",
+                    crate::llm::config::TABLE,
+                    crate::text::printable(url),
+                    user_config_path(env)
+                        .map_or_else(|| "llm.toml".to_string(), |p| p.display().to_string())
+                ),
+            });
         }
         _ => {}
     }

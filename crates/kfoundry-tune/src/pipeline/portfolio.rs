@@ -171,13 +171,11 @@ pub fn choose(
                         anyhow::bail!("the annotation of `{}`: {why}", spec.id)
                     }
                     Err(NotProven::Failed(why)) => {
-                        if plan.output.notes {
-                            eprintln!(
-                                "note: `{}` portfolio: {} is not proven over its bucket ({why}); choosing again",
-                                spec.id,
-                                fmt_params(&candidates[c])
-                            );
-                        }
+                        plan.note(format!(
+                            "note: `{}` portfolio: {} is not proven over its bucket ({why}); choosing again",
+                            spec.id,
+                            fmt_params(&candidates[c])
+                        ));
                         struck.insert((first, last, c));
                         proven_all = false;
                         break;
@@ -242,9 +240,10 @@ pub fn choose(
             kept_min,
         }));
     }
-    if plan.output.notes {
-        eprintln!("note: `{}`: no portfolio could be proven in {MAX_PROOFS} tries; each anchor keeps its own winner", spec.id);
-    }
+    plan.note(format!(
+        "note: `{}`: no portfolio could be proven in {MAX_PROOFS} tries; each anchor keeps its own winner",
+        spec.id
+    ));
     Ok(None)
 }
 

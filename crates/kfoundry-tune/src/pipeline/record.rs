@@ -21,6 +21,7 @@ use kfoundry_tooling::lockfile::Lockfile;
 
 use super::discover::Kernel;
 use crate::device::Selected;
+use crate::events::{Reporter, TuneEvent};
 use crate::messages::TuneResult;
 
 /// Said when results cannot be written: they are not lost.
@@ -102,9 +103,9 @@ pub struct Guard {
     _file: File,
 }
 
-/// Takes the advisory lock of `lockfile`, waiting (and saying so, unless `quiet`) while
-/// another process holds it.
-pub fn lock(lockfile: &Path, quiet: bool) -> Result<Guard> {
+/// Takes the advisory lock of `lockfile`, waiting (and telling `reporter`) while another
+/// process holds it.
+pub fn lock(lockfile: &Path, reporter: &dyn Reporter) -> Result<Guard> {
     let path = guard_path(lockfile);
     let file = if cfg!(unix) {
         File::open(&path)
@@ -125,12 +126,12 @@ pub fn lock(lockfile: &Path, quiet: bool) -> Result<Guard> {
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
-            if !quiet {
-                eprintln!(
+            reporter.report(TuneEvent::Note {
+                text: format!(
                     "waiting for another cargo kfoundry that is writing {}",
                     lockfile.display()
-                );
-            }
+                ),
+            });
             file.lock()
                 .with_context(|| format!("cannot lock {}", path.display()))?;
         }
@@ -177,9 +178,9 @@ pub fn record(
     fingerprint: &str,
     device: &Selected,
     mut variants: Vec<Variant>,
-    quiet: bool,
+    reporter: &dyn Reporter,
 ) -> Result<()> {
-    let _guard = lock(path, quiet)?;
+    let _guard = lock(path, reporter)?;
     let mut lock = Lockfile::read(path)?.unwrap_or_default();
     let tuned: BTreeSet<String> = variants.iter().map(|v| v.workload.clone()).collect();
     let key = device.key.to_string();
@@ -202,12 +203,14 @@ pub fn record(
         );
     }
     let dropped = lock.record(&spec.id, fingerprint, &key, device.info.clone(), variants);
-    if !quiet && !dropped.is_empty() {
-        eprintln!(
-            "note: `{}` changed; dropped its stale variants for {}",
-            spec.id,
-            dropped.join(", ")
-        );
+    if !dropped.is_empty() {
+        reporter.report(TuneEvent::Note {
+            text: format!(
+                "note: `{}` changed; dropped its stale variants for {}",
+                spec.id,
+                dropped.join(", ")
+            ),
+        });
     }
     lock.write_atomic(path)?;
     Ok(())
@@ -221,7 +224,7 @@ mod tests {
     fn the_guard_is_exclusive_released_on_drop_and_leaves_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let lockfile = dir.path().join("Kfoundry.lock");
-        let held = lock(&lockfile, true).expect("lock");
+        let held = lock(&lockfile, &crate::events::Silent).expect("lock");
         let other = File::open(guard_path(&lockfile)).expect("open");
         assert!(matches!(other.try_lock(), Err(TryLockError::WouldBlock)));
         drop(held);

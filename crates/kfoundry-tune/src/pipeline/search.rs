@@ -11,15 +11,13 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
 use kfoundry_search::{ExternalOperator, Progress, SearchState, Stepped};
 
 use super::plan::Plan;
-use super::progress::ProgressView;
 use crate::checkpoint::Key;
 use crate::evaluate::params_of;
 use crate::evaluate::supervisor::Supervised;
+use crate::events::{Reporter, Search, TuneEvent};
 use crate::interrupt;
 use crate::llm::operator::{LanguageModel, SourceSearch, SourceState};
 use crate::llm::DeviceDescription;
-use crate::messages::Message;
-use crate::text::{describe, fmt_ns, fmt_params, headline};
 
 /// A finished (or interrupted) search.
 pub struct Searched {
@@ -74,23 +72,26 @@ pub fn search(
                 {
                     Ok(ss) => ss,
                     Err(e) => {
-                        eprintln!(
-                        "note: {} @ {}: the language model's saved state is not usable ({e:#}); its search starts afresh",
-                        spec.id, workload.name
-                    );
+                        plan.note(format!(
+                            "note: {} @ {}: the language model's saved state is not usable ({e:#}); its search starts afresh",
+                            spec.id, workload.name
+                        ));
                         SourceSearch::new(cfg, plan.options.seed)?
                     }
                 },
             },
         ),
     };
-    let bar = ProgressView::new(
-        format!("{} @ {}", spec.id, workload.name),
-        plan.options.budget_evals as u64,
-        plan.output.quiet,
-    );
+    let search = Search {
+        kernel: &spec.id,
+        workload: &workload.name,
+    };
     let turns = |s: &SearchState| (s.progress().evaluations + s.progress().external_turns) as u64;
-    bar.set_position(turns(&state));
+    plan.report(TuneEvent::SearchStarted {
+        search,
+        budget: plan.options.budget_evals as u64,
+        done: turns(&state),
+    });
     let validity = bench.validity();
     let valid = |c: &kfoundry_search::Config| validity.accepts(c);
     let floor = |p: &Params| {
@@ -109,15 +110,16 @@ pub fn search(
             break;
         }
         let step = match language_model.as_mut() {
-            Some(search) => {
+            Some(model) => {
                 let mut shown = Shown {
                     inner: LanguageModel {
-                        search,
+                        search: model,
                         spec,
                         device: device.clone(),
                         floor: &floor,
                     },
-                    bar: &bar,
+                    reporter: plan.reporter,
+                    search,
                 };
                 state.step_with(bench, &valid, Some(&mut shown))
             }
@@ -131,25 +133,14 @@ pub fn search(
                     .and_then(|ss| serde_json::to_value(ss.state()).ok());
                 plan.checkpoints
                     .save(key, &state, operator_state.as_ref(), None)?;
-                bar.set_position(turns(&state));
                 let Some(turn) = language_model.as_ref().and_then(|ss| ss.records.last()) else {
                     continue;
                 };
-                if plan.output.json {
-                    Message::LanguageModel {
-                        kernel: spec.id.clone(),
-                        workload: workload.name.clone(),
-                        turn: turn.clone(),
-                    }
-                    .emit();
-                }
-                if plan.output.verbose || (plan.output.notes && turn.outcome == "accepted") {
-                    bar.println(format!(
-                        "  language model: {} {}",
-                        turn.outcome,
-                        headline(&turn.detail)
-                    ));
-                }
+                plan.report(TuneEvent::LanguageModelTurn {
+                    search,
+                    turn,
+                    done: turns(&state),
+                });
             }
             Stepped::Evaluated(i) => {
                 // Saved before it is reported: whatever was reported is never evaluated again.
@@ -158,46 +149,27 @@ pub fn search(
                     .and_then(|ss| serde_json::to_value(ss.state()).ok());
                 plan.checkpoints
                     .save(key, &state, operator_state.as_ref(), None)?;
-                let r = &state.history()[i];
+                let record = &state.history()[i];
                 let p = state.progress();
-                if let Some((_, t)) = p.best {
-                    bar.set_message(format!("best {}, failures {}", fmt_ns(t * 1e9), p.failures));
-                }
-                bar.set_position(turns(&state));
-                if plan.output.json {
-                    Message::Evaluation {
-                        kernel: spec.id.clone(),
-                        workload: workload.name.clone(),
-                        params: params_of(spec, &r.config),
-                        operator: r.operator,
-                        outcome: r.outcome.clone(),
-                    }
-                    .emit();
-                }
-                if plan.output.verbose {
-                    bar.println(format!(
-                        "  {:?} {} → {}",
-                        r.operator,
-                        fmt_params(&params_of(spec, &r.config)),
-                        describe(&r.outcome)
-                    ));
-                }
+                plan.report(TuneEvent::Evaluated {
+                    search,
+                    params: params_of(spec, &record.config),
+                    record,
+                    done: turns(&state),
+                    best: p.best.map(|(_, t)| t),
+                    failures: p.failures,
+                });
                 if roofline_reached(plan, spec, workload, &p) {
-                    if plan.output.notes {
-                        let target = plan.options.roofline_stop.unwrap_or(1.0);
-                        bar.println(format!(
-                            "{} @ {}: within {:.0}% of the roofline; stopping",
-                            spec.id,
-                            workload.name,
-                            target * 100.0
-                        ));
-                    }
+                    plan.report(TuneEvent::RooflineReached {
+                        search,
+                        target: plan.options.roofline_stop.unwrap_or(1.0),
+                    });
                     break;
                 }
             }
         }
     }
-    bar.finish();
+    plan.report(TuneEvent::SearchFinished { search });
     if state.progress().best.is_none() && interrupted {
         return Ok(None);
     }
@@ -220,10 +192,11 @@ fn roofline_reached(plan: &Plan, spec: &KernelSpec, workload: &Workload, p: &Pro
         .is_some_and(|f| f / t >= target)
 }
 
-/// The language model's operator, saying on the progress bar that it is being asked.
+/// The language model's operator, telling the reporter that it is being asked.
 struct Shown<'a, O> {
     inner: O,
-    bar: &'a ProgressView,
+    reporter: &'a dyn Reporter,
+    search: Search<'a>,
 }
 
 impl<O: ExternalOperator<Supervised>> ExternalOperator<Supervised> for Shown<'_, O> {
@@ -232,7 +205,9 @@ impl<O: ExternalOperator<Supervised>> ExternalOperator<Supervised> for Shown<'_,
     }
 
     fn turn(&mut self, evaluator: &mut Supervised, progress: &Progress) -> f64 {
-        self.bar.set_message("asking the language model".into());
+        self.reporter.report(TuneEvent::Asking {
+            search: self.search,
+        });
         self.inner.turn(evaluator, progress)
     }
 }

@@ -1,18 +1,18 @@
-//! The machine-readable output of `--message-format json`: one JSON object per line, each a
-//! [`Message`] with `"version"` and `"reason"` fields, as typed structs. This is a contract
-//! with tools and CI: a field is only ever added within a version; renaming or removing one,
-//! or changing its meaning, raises [`VERSION`]. The README documents every message, and a
-//! snapshot test (`tests/messages.rs`) pins their shape.
+//! The machine-readable output of `cargo kfoundry --message-format json`: one JSON object per
+//! line, each a [`Message`] with `"version"` and `"reason"` fields, as typed structs that a
+//! tool can deserialize (as `nextest-metadata` is for cargo-nextest). This is a contract with
+//! tools and CI: a field is only ever added within a version; renaming or removing one, or
+//! changing its meaning, raises [`VERSION`]. The README documents every message, and a
+//! snapshot test (`cargo-kfoundry/tests/contract.rs`) pins their shape.
 
 use std::path::PathBuf;
 
-use kfoundry_rt::model::spec::{Params, Sizes, Workload};
+use kfoundry_rt::model::expr::Expr;
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_rt::{DeviceInfo, DeviceTraits};
 use kfoundry_search::{Config, Evaluation, Operator};
 use serde::{Deserialize, Serialize};
-
-use crate::device::peaks::Peaks;
 
 /// The version of the message schema, in every message.
 pub const VERSION: u32 = 1;
@@ -312,4 +312,34 @@ pub struct BruteForced {
     pub best_time_ms: Option<f64>,
     pub best: Option<Params>,
     pub interrupted: bool,
+}
+
+/// What the micro-benchmarks measured on one device (`cargo kfoundry devices`), the roofline's
+/// two slopes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Peaks {
+    /// Bytes read + written per second by a float4 copy kernel, in GB/s.
+    pub copy_gbytes_per_s: f64,
+    /// FP32 rate of independent `mad` chains, in GFLOP/s (a mad counts 2).
+    pub gflops: f64,
+}
+
+impl Peaks {
+    /// The roofline floor in seconds of `bytes` moved and `flops` computed.
+    pub fn floor_seconds(&self, bytes: Option<f64>, flops: Option<f64>) -> Option<f64> {
+        let b = bytes.map(|b| b / (self.copy_gbytes_per_s * 1e9));
+        let f = flops.map(|f| f / (self.gflops * 1e9));
+        match (b, f) {
+            (None, None) => None,
+            (b, f) => Some(b.unwrap_or(0.0).max(f.unwrap_or(0.0))),
+        }
+    }
+
+    /// The floor of a kernel at `params` and `sizes`, from its `cost(...)`.
+    pub fn kernel_floor(&self, spec: &KernelSpec, params: &Params, sizes: &Sizes) -> Option<f64> {
+        let cost = spec.cost.as_ref()?;
+        let env = spec.env(params, sizes);
+        let eval = |e: Option<&Expr>| e.and_then(|e| e.eval(&env).ok()).map(|v| v as f64);
+        self.floor_seconds(eval(cost.bytes.as_ref()), eval(cost.flops.as_ref()))
+    }
 }

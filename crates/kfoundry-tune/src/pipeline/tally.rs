@@ -1,6 +1,6 @@
-//! Stage 6, report: the result of each tune (times, speedup, errors, roofline, what was
-//! rejected and why), the failure logs, the messages and the summary table, and the exit
-//! status of the run.
+//! Stage 6, tally: the result of each tune (times, speedup, errors, roofline, what was
+//! rejected and why), the failure logs, what failed, and the end of the run with its exit
+//! status; each reported to the run's reporter.
 
 use std::path::{Path, PathBuf};
 
@@ -10,14 +10,15 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
 use kfoundry_search::Record;
 
 use super::discover::Kernel;
-use super::finalists::{Decision, Rejection};
+use super::finalists::{Decision, Unshipped};
 use super::plan::Plan;
 use super::search::Searched;
 use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::{fmt_sizes, params_of};
-use crate::messages::{Message, TuneResult};
-use crate::text::{describe, fmt_ns, fmt_params, Table};
+use crate::events::{Failure, Search, TuneEvent};
+use crate::messages::TuneResult;
+use crate::text::{describe, fmt_params};
 
 /// What the run did so far.
 #[derive(Default)]
@@ -26,7 +27,7 @@ pub struct Tally {
     /// (kernel, fingerprint, workload) of each finished tune: their checkpoints have served.
     pub done: Vec<(String, String, String)>,
     /// What failed, with where.
-    pub failed: Vec<String>,
+    pub failed: Vec<Failure>,
     pub interrupted: bool,
 }
 
@@ -103,26 +104,14 @@ pub fn result_of(
 }
 
 /// Says that a finalist was rejected.
-pub fn rejected(plan: &Plan, spec: &KernelSpec, workload: &Workload, r: &Rejection) {
-    if plan.output.json {
-        Message::Rejected {
-            kernel: spec.id.clone(),
-            workload: workload.name.clone(),
-            stage: r.stage.to_string(),
-            params: r.params.clone(),
-            why: r.reason.clone(),
-        }
-        .emit();
-    }
-    if plan.output.notes {
-        eprintln!(
-            "{} @ {}: {} rejected: {}",
-            spec.id,
-            workload.name,
-            fmt_params(&r.params),
-            r.reason
-        );
-    }
+pub fn rejected(plan: &Plan, spec: &KernelSpec, workload: &Workload, unshipped: &Unshipped) {
+    plan.report(TuneEvent::Rejected {
+        search: Search {
+            kernel: &spec.id,
+            workload: &workload.name,
+        },
+        unshipped,
+    });
 }
 
 /// Says that the tune of `kernel` at `workload` failed; the run goes on.
@@ -133,44 +122,37 @@ pub fn failed(
     e: &anyhow::Error,
     tally: &mut Tally,
 ) {
-    if plan.output.json {
-        Message::Failed {
-            kernel: kernel.spec.id.clone(),
-            workload: workload.name.clone(),
-            error: format!("{e:#}"),
-        }
-        .emit();
-    }
-    let what = format!(
-        "{}: tuning `{}` at workload `{}`: {e:#}",
-        kernel.location(),
-        kernel.spec.id,
-        workload.name
-    );
-    eprintln!("error: {what}");
-    tally.failed.push(what);
+    let failure = Failure {
+        location: kernel.location(),
+        kernel: kernel.spec.id.clone(),
+        workloads: vec![workload.name.clone()],
+        reference: false,
+        error: format!("{e:#}"),
+    };
+    plan.report(TuneEvent::Failed { failure: &failure });
+    tally.failed.push(failure);
 }
 
 /// A kernel whose reference does not build (found before any search): failed at every
 /// workload it would have been tuned at, said once.
 pub fn reference_broken(plan: &Plan, kernel: &Kernel, why: &str, tally: &mut Tally) {
-    if plan.output.json {
-        for workload in plan.workloads(&kernel.spec) {
-            Message::Failed {
-                kernel: kernel.spec.id.clone(),
-                workload: workload.name.clone(),
-                error: why.to_string(),
-            }
-            .emit();
-        }
-    }
-    let what = format!("{}: `{}`: {why}", kernel.location(), kernel.spec.id);
-    eprintln!("error: {what}");
-    tally.failed.push(what);
+    let failure = Failure {
+        location: kernel.location(),
+        kernel: kernel.spec.id.clone(),
+        workloads: plan
+            .workloads(&kernel.spec)
+            .iter()
+            .map(|w| w.name.clone())
+            .collect(),
+        reference: true,
+        error: why.to_string(),
+    };
+    plan.report(TuneEvent::Failed { failure: &failure });
+    tally.failed.push(failure);
 }
 
-/// The end of the run: removes the checkpoints of a complete run, prints the summary (or the
-/// last message), and returns the exit status.
+/// The end of the run: removes the checkpoints of a complete run, reports the end, and
+/// returns the exit status.
 pub fn finish(plan: &Plan, tally: &Tally) -> Exit {
     if !tally.interrupted {
         // The run is complete and recorded: its checkpoints have served.
@@ -185,63 +167,20 @@ pub fn finish(plan: &Plan, tally: &Tally) -> Exit {
             });
         }
     }
-    if plan.output.json {
-        Message::Finished {
-            lockfile: plan.lockfile.clone(),
-            results: tally.results.len(),
-            failed: tally.failed.len(),
-            interrupted: tally.interrupted,
-        }
-        .emit();
-    } else {
-        print!("{}", summary(&tally.results));
-        for o in &tally.results {
-            if let Some(note) = &o.note {
-                eprintln!("{} @ {}: {note}", o.kernel, o.workload);
-            }
-            if !o.build_warnings.is_empty() {
-                let builds: usize = o.build_warnings.iter().map(|(_, n)| n).sum();
-                eprintln!("{} @ {}: the OpenCL compiler warned {builds} time(s) while building candidates; each warning once:", o.kernel, o.workload);
-                for (text, n) in &o.build_warnings {
-                    eprintln!("  ({n}x) {text}");
-                }
-            }
-            if let Some(log) = &o.failure_log {
-                eprintln!(
-                    "{} @ {}: {} failed candidate(s), see {}",
-                    o.kernel,
-                    o.workload,
-                    o.failures,
-                    log.display()
-                );
-            }
-        }
-        if !plan.output.quiet && !tally.results.is_empty() {
-            eprintln!("wrote {}", plan.lockfile.display());
-        }
-    }
-    if !tally.failed.is_empty() {
-        eprintln!(
-            "error: {} of {} tune(s) failed (the others are recorded):",
-            tally.failed.len(),
-            tally.failed.len() + tally.results.len()
-        );
-        for f in &tally.failed {
-            eprintln!("  {f}");
-        }
-    }
+    plan.report(TuneEvent::Finished {
+        lockfile: &plan.lockfile,
+        checkpoints: plan.checkpoints.dir(),
+        results: &tally.results,
+        failed: &tally.failed,
+        interrupted: tally.interrupted,
+    });
     if tally.interrupted {
-        eprintln!(
-            "interrupted: what was found so far is in {}; `cargo kfoundry tune --resume` (same arguments) continues from {}",
-            plan.lockfile.display(),
-            plan.checkpoints.dir().display()
-        );
-        return Exit::Interrupted;
+        Exit::Interrupted
+    } else if !tally.failed.is_empty() {
+        Exit::PartlyFailed
+    } else {
+        Exit::Success
     }
-    if !tally.failed.is_empty() {
-        return Exit::PartlyFailed;
-    }
-    Exit::Success
 }
 
 /// Writes every failed candidate (parameters, kind, reason) and the build logs of those that
@@ -287,53 +226,4 @@ fn write_failure_log(
     ));
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(Some(path))
-}
-
-/// The table printed at the end of a tune.
-pub fn summary(results: &[TuneResult]) -> String {
-    let mut t = Table::new(&[
-        "kernel",
-        "workload",
-        "reference",
-        "best",
-        "speedup",
-        "evals",
-        "failures",
-        "evals/s",
-        "roofline",
-        "rel err",
-        "parameters",
-    ]);
-    for o in results {
-        t.row(vec![
-            o.kernel.clone(),
-            o.workload.clone(),
-            fmt_ns(o.reference_ns as f64),
-            fmt_ns(o.best_ns as f64),
-            format!("{:.2}x", o.speedup),
-            o.evaluations.to_string(),
-            o.failures.to_string(),
-            format!("{:.1}", o.evaluations as f64 / o.seconds.max(1e-9)),
-            o.roofline
-                .map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0)),
-            o.rel_error_norm
-                .map_or("-".to_string(), |e| format!("{e:.1e}")),
-            if o.reference_kept {
-                format!(
-                    "reference kept ({}): {}",
-                    if o.note.is_some() {
-                        "see below"
-                    } else {
-                        "it is the fastest"
-                    },
-                    fmt_params(&o.params)
-                )
-            } else if o.kept_existing {
-                format!("earlier result kept: {}", fmt_params(&o.params))
-            } else {
-                fmt_params(&o.params)
-            },
-        ]);
-    }
-    t.render()
 }

@@ -1,0 +1,70 @@
+//! The JSON messages of a tune's events (`--message-format json`): one per event that has one,
+//! one per workload for a failure of several.
+
+use kfoundry_tune::events::TuneEvent;
+use kfoundry_tune::messages::Message;
+use kfoundry_tune::pipeline::portfolio;
+
+/// The messages `event` is printed as (none for the events that are only shown to people).
+pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
+    match event {
+        TuneEvent::Evaluated {
+            search,
+            params,
+            record,
+            ..
+        } => vec![Message::Evaluation {
+            kernel: search.kernel.to_string(),
+            workload: search.workload.to_string(),
+            params: params.clone(),
+            operator: record.operator,
+            outcome: record.outcome.clone(),
+        }],
+        TuneEvent::LanguageModelTurn { search, turn, .. } => vec![Message::LanguageModel {
+            kernel: search.kernel.to_string(),
+            workload: search.workload.to_string(),
+            turn: (*turn).clone(),
+        }],
+        TuneEvent::Rejected { search, unshipped } => vec![Message::Rejected {
+            kernel: search.kernel.to_string(),
+            workload: search.workload.to_string(),
+            stage: unshipped.stage.to_string(),
+            params: unshipped.params.clone(),
+            why: unshipped.reason.clone(),
+        }],
+        TuneEvent::Tuned { result } => vec![Message::Tuned {
+            result: (*result).clone(),
+        }],
+        TuneEvent::Failed { failure } => failure
+            .workloads
+            .iter()
+            .map(|workload| Message::Failed {
+                kernel: failure.kernel.clone(),
+                workload: workload.clone(),
+                error: failure.error.clone(),
+            })
+            .collect(),
+        TuneEvent::Portfolio { spec, portfolio: p } => vec![portfolio::message(spec, p)],
+        TuneEvent::Finished {
+            lockfile,
+            results,
+            failed,
+            interrupted,
+            ..
+        } => vec![Message::Finished {
+            lockfile: lockfile.to_path_buf(),
+            results: results.len(),
+            failed: failed.len(),
+            interrupted: *interrupted,
+        }],
+        TuneEvent::Planned { .. }
+        | TuneEvent::Partitioned { .. }
+        | TuneEvent::LanguageModel { .. }
+        | TuneEvent::Note { .. }
+        | TuneEvent::Warning { .. }
+        | TuneEvent::SearchStarted { .. }
+        | TuneEvent::Asking { .. }
+        | TuneEvent::RooflineReached { .. }
+        | TuneEvent::SearchFinished { .. } => Vec::new(),
+    }
+}

@@ -112,13 +112,13 @@ pub struct TuneArgs {
     #[arg(long, value_name = "K/N")]
     pub partition: Vec<Partition>,
     /// Evaluations per kernel and workload (the reference included).
-    #[arg(long, value_name = "N", default_value_t = 60, value_parser = count)]
+    #[arg(long, value_name = "N", default_value_t = TuneOptions::default().budget_evals, value_parser = count)]
     pub budget_evals: usize,
     /// Seconds per kernel and workload (whichever budget ends first).
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub budget_secs: Option<f64>,
     /// Seed of the search and of the random inputs.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = TuneOptions::default().seed)]
     pub seed: u64,
     /// Seed of the finalists' proof (its sizes, scalars and inputs): by default drawn afresh for every tune, so that nobody can predict where a variant will be proven; the result says which was used (JSON: `proof_seed`).
     #[arg(long, value_name = "N")]
@@ -133,7 +133,7 @@ pub struct TuneArgs {
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
     /// Timed runs per candidate (median taken), after one warm-up run.
-    #[arg(long, default_value_t = 5, value_parser = repeats)]
+    #[arg(long, default_value_t = TuneOptions::default().repeats, value_parser = repeats)]
     pub repeats: usize,
     #[command(flatten)]
     pub limits: TimeLimitArgs,
@@ -196,13 +196,13 @@ impl TuneArgs {
 #[derive(Args, Debug, Clone)]
 pub struct TimeLimitArgs {
     /// Seconds a candidate may always run after its build before it is killed (the limit is otherwise 20 times the reference's evaluation).
-    #[arg(long, value_name = "SECS", default_value_t = 20.0, value_parser = seconds)]
+    #[arg(long, value_name = "SECS", default_value_t = TimeLimits::default().floor.as_secs_f64(), value_parser = seconds)]
     pub candidate_timeout: f64,
     /// Seconds one candidate may take to build (not charged to its run time).
-    #[arg(long, value_name = "SECS", default_value_t = 120.0, value_parser = seconds)]
+    #[arg(long, value_name = "SECS", default_value_t = TimeLimits::default().build.as_secs_f64(), value_parser = seconds)]
     pub build_timeout: f64,
     /// Seconds the reference may take to build and pass its checks (at the workload, and again at each probe size).
-    #[arg(long, value_name = "SECS", default_value_t = 300.0, value_parser = seconds)]
+    #[arg(long, value_name = "SECS", default_value_t = TimeLimits::default().reference.as_secs_f64(), value_parser = seconds)]
     pub reference_timeout: f64,
 }
 

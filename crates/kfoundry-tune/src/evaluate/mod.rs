@@ -571,15 +571,10 @@ impl Rejection {
     }
 
     /// The same rejection with its text changed by `f` (context added).
-    pub fn map_why(self, f: impl FnOnce(String) -> String) -> Self {
-        match self {
-            Rejection::Build(w) => Rejection::Build(f(w)),
-            Rejection::Invalid(w) => Rejection::Invalid(f(w)),
-            Rejection::Runtime(w) => Rejection::Runtime(f(w)),
-            Rejection::Timeout(w) => Rejection::Timeout(f(w)),
-            Rejection::OutOfBounds(w) => Rejection::OutOfBounds(f(w)),
-            Rejection::Wrong(w) => Rejection::Wrong(f(w)),
-        }
+    pub fn map_why(mut self, f: impl FnOnce(String) -> String) -> Self {
+        let why = std::mem::take(self.why_mut());
+        *self.why_mut() = f(why);
+        self
     }
 
     /// The search's failed evaluation of this rejection, at `cost` seconds.
@@ -588,7 +583,12 @@ impl Rejection {
         Evaluation::failed(kind, self.into_why(), cost)
     }
 
-    pub fn into_why(self) -> String {
+    /// What was wrong, for people, taken out of the rejection.
+    pub fn into_why(mut self) -> String {
+        std::mem::take(self.why_mut())
+    }
+
+    fn why_mut(&mut self) -> &mut String {
         match self {
             Rejection::Build(w)
             | Rejection::Invalid(w)
@@ -1655,11 +1655,9 @@ impl Bench {
             &entry.reference,
         );
         if let Err(Rejection::Runtime(_) | Rejection::OutOfBounds(_)) = &verdict {
-            {
-                // A candidate that wrote outside its buffers, or broke the run, may have
-                // reached the pooled reference runs too: every set is drawn afresh.
-                pool.clear();
-            }
+            // A candidate that wrote outside its buffers, or broke the run, may have reached
+            // the pooled reference runs too: every set is drawn afresh.
+            pool.clear();
         }
         verdict.map(Some)
     }

@@ -338,7 +338,11 @@ impl Supervised {
                     ),
                     _ => failure.to_string(),
                 };
-                Evaluation::failed(failure.kind(), reason, started.elapsed().as_secs_f64())
+                Evaluation::failed(
+                    failure.rejection().kind(),
+                    reason,
+                    started.elapsed().as_secs_f64(),
+                )
             }
         }
     }
@@ -496,13 +500,6 @@ enum Failure {
 }
 
 impl Failure {
-    fn kind(&self) -> FailureKind {
-        match self {
-            Failure::Timeout(_) => FailureKind::Timeout,
-            Failure::Died(_) => FailureKind::Runtime,
-        }
-    }
-
     /// The candidate's rejection when it failed this way.
     fn rejection(&self) -> Rejection {
         match self {

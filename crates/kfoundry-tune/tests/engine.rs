@@ -1,0 +1,127 @@
+//! The engine as a library: `kfoundry_tune::tune` with a reporter of its own, on the default
+//! OpenCL device (PoCL in CI). The events arrive typed and in order, and nothing is printed by
+//! the engine itself. A program that calls `tune` answers `WORKER_COMMAND` with the worker, so
+//! this test is its own `main` (`harness = false`): the candidates run in a child process of it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed test says where
+
+use std::sync::Mutex;
+
+use kfoundry_tune::events::{Reporter, TuneEvent};
+use kfoundry_tune::{Exit, TuneOptions};
+
+const COPY: &str = r#"__kernel void copy(const int n, __global const float* x, __global float* y) {
+    int i = get_global_id(0) * U;
+    for (int u = 0; u < U; u++) y[i + u] = 2.0f * x[i + u];
+}"#;
+
+/// The events of a run, by name, with what a test checks of them.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<String>>,
+}
+
+impl Reporter for Recorder {
+    fn report(&self, event: TuneEvent<'_>) {
+        let line = match &event {
+            TuneEvent::Planned { kernels, .. } => format!("planned {kernels}"),
+            TuneEvent::SearchStarted { search, budget, .. } => {
+                format!("started {search} {budget}")
+            }
+            TuneEvent::Evaluated { done, .. } => format!("evaluated {done}"),
+            TuneEvent::SearchFinished { search } => format!("finished {search}"),
+            TuneEvent::Tuned { result } => format!("tuned {} {}", result.kernel, result.workload),
+            TuneEvent::Failed { failure } => format!("failed {failure}"),
+            TuneEvent::Finished {
+                results, failed, ..
+            } => format!("end {} {}", results.len(), failed.len()),
+            TuneEvent::Note { .. } => "note".into(),
+            TuneEvent::Warning { text } => format!("warning {text}"),
+            TuneEvent::Rejected { .. } => "rejected".into(),
+            other => format!("other {other:?}").chars().take(40).collect(),
+        };
+        self.events.lock().unwrap().push(line);
+    }
+}
+
+fn bundle(dir: &std::path::Path) -> std::path::PathBuf {
+    let args = format!(
+        r#"code = {COPY:?}, params(U = [1, 2, 4]), reference(U = 1), global = n / U, local = 16, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    );
+    let tokens: proc_macro2::TokenStream = args.parse().unwrap();
+    let item: syn::Item = syn::parse_str("pub struct Copy;").unwrap();
+    let cx = kfoundry_tooling::annotation::Context {
+        package: "test",
+        manifest_dir: dir,
+    };
+    let spec = match kfoundry_tooling::annotation::parse(tokens, &item, &cx) {
+        Ok(a) => a.spec,
+        Err(e) => panic!("{e}"),
+    };
+    let bundle = serde_json::json!({
+        "format": "kfoundry-bundle", "version": 1,
+        "kernels": [{ "package": "test", "file": "inline", "line": 1, "spec": spec }],
+    });
+    let path = dir.join("bundle.json");
+    std::fs::write(&path, bundle.to_string()).unwrap();
+    path
+}
+
+/// A tune reports, in order: the plan, the search's start, each evaluation (counted), its end,
+/// the result, and the end of the run; the result is in the lockfile.
+fn events_arrive_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = TuneOptions {
+        bundle: Some(bundle(dir.path())),
+        lockfile: Some(dir.path().join("Kfoundry.lock")),
+        state_dir: Some(dir.path().join("state")),
+        budget_evals: 3,
+        repeats: 2,
+        no_llm: true,
+        ..TuneOptions::default()
+    };
+    let recorder = Recorder::default();
+    let exit = kfoundry_tune::tune(&options, &recorder).unwrap();
+    let events = recorder.events.into_inner().unwrap();
+    assert_eq!(exit, Exit::Success, "{events:#?}");
+    let search = "test::Copy @ w";
+    let evaluated: Vec<&String> = events
+        .iter()
+        .filter(|e| e.starts_with("evaluated"))
+        .collect();
+    assert_eq!(
+        evaluated,
+        ["evaluated 1", "evaluated 2", "evaluated 3"],
+        "{events:#?}"
+    );
+    let order: Vec<&str> = events
+        .iter()
+        .map(String::as_str)
+        .filter(|e| !e.starts_with("evaluated") && *e != "note" && !e.starts_with("rejected"))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "planned 1",
+            &format!("started {search} 3"),
+            &format!("finished {search}"),
+            "tuned test::Copy w",
+            "end 1 0",
+        ],
+        "{events:#?}"
+    );
+    let lock = std::fs::read_to_string(dir.path().join("Kfoundry.lock")).unwrap();
+    assert!(lock.contains("test::Copy"), "{lock}");
+}
+
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some(kfoundry_tune::WORKER_COMMAND) {
+        if let Err(e) = kfoundry_tune::evaluate::worker::serve() {
+            eprintln!("worker: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    events_arrive_in_order();
+    println!("test events_arrive_in_order ... ok");
+}

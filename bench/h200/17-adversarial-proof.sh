@@ -4,7 +4,7 @@
 # Carried in .device/: cargo-kfoundry (release, built here), the workspace's bundle
 # (`cargo kfoundry bundle -o .device/k.json`), ../shared/gpu/opencl-setup.sh, the lockfile to
 # merge into (.device/K.lock), the adversarial bundles
-# (`KFOUNDRY_EXPORT_DIR=.device/adv cargo test -p cargo-kfoundry --test adversarial -- --ignored export`)
+# (`cargo run -p cargo-kfoundry --example export_bundles -- .device/adv`)
 # and .device/linetest.py.
 # Usage: bash bench/h200/17-adversarial-proof.sh line|tune WORKLOADS...|verify|adversarial  (results in $OUT)
 set -u
@@ -34,7 +34,7 @@ verify)
     tail -3 $OUT/verify.txt
     ;;
 adversarial)
-    # The bundles of cargo-kfoundry/tests/adversarial.rs whose bad variant (P=1) must never
+    # The bundles of cargo-kfoundry/tests/cli/adversarial.rs whose bad variant (P=1) must never
     # ship, 3 seeds each, on the GPU.
     J=$OUT/adversarial.jsonl
     mkdir -p $D/a

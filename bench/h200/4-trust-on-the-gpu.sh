@@ -2,7 +2,7 @@
 # Issue 11/12 on the H200 (2026-11-30): the trust work checked on NVIDIA's OpenCL.
 # Carried in .device/: cargo-kfoundry and kfoundry-examples (release, built here), the
 # examples' bundle (`cargo kfoundry bundle -o .device/k.json`), the hostile bundles
-# (`KFOUNDRY_EXPORT_DIR=.device cargo test -p cargo-kfoundry --test hostile -- --ignored export`),
+# (`cargo run -p cargo-kfoundry --example export_bundles -- .device`),
 # Kfoundry.lock copied to .device/K.lock, ../shared/gpu/opencl-setup.sh, and the probes of
 # bench/dynamic_opencl (as .device/probe-linked, .device/probe-dynamic).
 # Usage: bash bench/h200/4-trust-on-the-gpu.sh examples|hostile|dispatch   (results in $OUT)
@@ -23,7 +23,7 @@ examples)
     cp $D/K.lock $OUT/K.lock
     ;;
 hostile)
-    # The bundles of cargo-kfoundry/tests/hostile.rs, with the test's budgets, 20 + 3 seeds.
+    # The bundles of cargo-kfoundry/tests/cli/hostile.rs, with the test's budgets, 20 + 3 seeds.
     J=$OUT/hostile.jsonl
     mkdir -p $D/h
     tune() { # bundle seed budget

@@ -3,7 +3,7 @@
 //! tool can deserialize (as `nextest-metadata` is for cargo-nextest). This is a contract with
 //! tools and CI: a field is only ever added within a version; renaming or removing one, or
 //! changing its meaning, raises [`VERSION`]. The README documents every message, and a
-//! snapshot test (`cargo-kfoundry/tests/contract.rs`) pins their shape.
+//! snapshot test (`cargo-kfoundry/tests/cli/contract.rs`) pins their shape.
 
 use std::path::PathBuf;
 

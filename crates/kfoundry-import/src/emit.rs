@@ -205,10 +205,26 @@ tract-onnx = {{ version = "0.23", default-features = false }}
 }
 
 /// The annotation of one kernel.
-fn annotation(k: &Kernel) -> String {
+/// Where an annotation's kernel source is: the crate's file `kernels/<entry>.cl`, or inline
+/// (`code = "..."`, to parse the annotation before any file is written).
+#[derive(Clone, Copy)]
+enum SourceAt {
+    File,
+    Inline,
+}
+
+/// The inside of the kernel's `#[kfoundry::evolve(...)]`, one key per line.
+fn annotation(k: &Kernel, at: SourceAt) -> String {
     let mut a = String::new();
     let list = |items: Vec<String>| items.join(", ");
-    let _ = writeln!(a, "    source = \"kernels/{}.cl\",", k.entry);
+    match at {
+        SourceAt::File => {
+            let _ = writeln!(a, "    source = \"kernels/{}.cl\",", k.entry);
+        }
+        SourceAt::Inline => {
+            let _ = writeln!(a, "    code = {:?},", k.source);
+        }
+    }
     let _ = writeln!(
         a,
         "    params({}),",
@@ -288,6 +304,28 @@ fn annotation(k: &Kernel) -> String {
     a
 }
 
+/// Reads the annotation of `k` back with kfoundry's own parser (the one the macro and the tuner
+/// use) and checks the specification it gives: the text written here and the language the
+/// parser reads cannot drift apart unnoticed. An annotation refused here is the importer's bug,
+/// reported as an error (naming the kernel) rather than as a crate that does not build.
+pub fn check_annotation(k: &Kernel) -> Result<(), String> {
+    let tokens: proc_macro2::TokenStream = annotation(k, SourceAt::Inline)
+        .parse()
+        .map_err(|e| format!("not Rust tokens: {e}"))?;
+    let item: syn::Item = syn::parse_str(&format!("pub struct {};", k.struct_name))
+        .map_err(|e| format!("`{}` is not a struct name: {e}", k.struct_name))?;
+    let cx = kfoundry_tooling::annotation::Context {
+        package: "imported",
+        manifest_dir: std::path::Path::new("."),
+    };
+    let annotated =
+        kfoundry_tooling::annotation::parse(tokens, &item, &cx).map_err(|e| e.to_string())?;
+    match annotated.spec.validate().first() {
+        Some(e) => Err(e.message.clone()),
+        None => Ok(()),
+    }
+}
+
 fn lib_rs(
     imported: &Imported,
     slots: &Slots,
@@ -310,7 +348,7 @@ fn lib_rs(
         let _ = writeln!(
             s,
             "#[kfoundry::evolve(\n{})]\npub struct {};\n",
-            annotation(k),
+            annotation(k, SourceAt::File),
             k.struct_name
         );
     }

@@ -16,9 +16,14 @@ pub enum ImportError {
         op: String,
         message: String,
     },
-    /// A node whose operator kfoundry does not import.
-    #[error("node `{node}`: operator `{op}` is not supported; supported operators: {}", crate::graph::SUPPORTED.join(", "))]
-    Unsupported { node: String, op: String },
+    /// A node whose operator kfoundry does not import; `supported` lists those it does
+    /// (`graph::SUPPORTED`).
+    #[error("node `{node}`: operator `{op}` is not supported; supported operators: {}", supported.join(", "))]
+    Unsupported {
+        node: String,
+        op: String,
+        supported: &'static [&'static str],
+    },
 }
 
 impl ImportError {
@@ -26,8 +31,8 @@ impl ImportError {
         // The message may quote the model's text (names, attribute strings): printable only.
         ImportError::Node {
             node: node.to_string(),
-            op: crate::kernels::printable(op, 80),
-            message: crate::kernels::printable(&message.into(), 2000),
+            op: crate::text::printable(op, 80),
+            message: crate::text::printable(&message.into(), 2000),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! The flow, one module each:
 //! [`onnx`] (the file format) → [`graph`] (operators with checked attributes and static shapes)
 //! → [`fuse`] (groups: an anchor and its element-wise chain) → [`kernels`] (OpenCL C and its
-//! tunable space per group) → [`emit`] (the crate's files).
+//! tunable space per group) → [`emit`] (the crate's files). [`error`] and [`text`] (the model's
+//! text made safe to show) serve them all and import none of them.
 
 // A malformed model is an error (`ImportError`), never a panic; the `expect`s left state
 // invariants of the importer's own data (a template's markers, a rank already counted).
@@ -16,6 +17,7 @@ pub mod fuse;
 pub mod graph;
 pub mod kernels;
 pub mod onnx;
+pub mod text;
 
 use std::collections::BTreeMap;
 
@@ -75,6 +77,14 @@ pub fn import(bytes: &[u8], options: &Options) -> Result<Imported, ImportError> 
     let graph = graph::from_model(model, options)?;
     let fused = fuse::fuse(graph);
     let kernels = kernels::generate(&fused, options.index64, options.precision);
+    for k in &kernels {
+        emit::check_annotation(k).map_err(|why| {
+            ImportError::Model(format!(
+                "internal error: the annotation generated for `{}` ({}) is refused by kfoundry's own parser: {why}; please report it with the model",
+                k.struct_name, k.doc
+            ))
+        })?;
+    }
     Ok(Imported {
         fused,
         kernels,

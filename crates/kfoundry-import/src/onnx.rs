@@ -245,7 +245,7 @@ pub fn load_external(model: &mut ModelProto, dir: &Path) -> Result<(), String> {
         if t.data_location != 1 {
             continue;
         }
-        let what = |m: String| format!("tensor `{}`: {m}", crate::kernels::printable(&t.name, 80));
+        let what = |m: String| format!("tensor `{}`: {m}", crate::text::printable(&t.name, 80));
         let get = |key: &str| {
             t.external_data
                 .iter()

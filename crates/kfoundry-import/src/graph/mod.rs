@@ -960,13 +960,14 @@ impl Builder {
             name: if node.name.is_empty() {
                 format!("#{index}")
             } else {
-                crate::kernels::printable(&node.name, 80)
+                crate::text::printable(&node.name, 80)
             },
         };
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
             return Err(ImportError::Unsupported {
                 node: cx.name.clone(),
-                op: crate::kernels::printable(&format!("{}.{}", node.domain, node.op_type), 80),
+                op: crate::text::printable(&format!("{}.{}", node.domain, node.op_type), 80),
+                supported: SUPPORTED,
             });
         }
         // Extra outputs are allowed only where nothing may read them (Dropout's mask).
@@ -1062,7 +1063,8 @@ impl Builder {
             "GroupNormalization" | "InstanceNormalization" => self.group_norm(&cx),
             _ => Err(ImportError::Unsupported {
                 node: cx.name.clone(),
-                op: crate::kernels::printable(op, 80),
+                op: crate::text::printable(op, 80),
+                supported: SUPPORTED,
             }),
         }
     }

@@ -766,7 +766,7 @@ impl Builder {
         let unsupported = |why: &str| {
             cx.err(format!(
                 "equation `{}`: {why}",
-                crate::kernels::printable(&equation, 80)
+                crate::text::printable(&equation, 80)
             ))
         };
         if cx.node.input.len() != 2 {

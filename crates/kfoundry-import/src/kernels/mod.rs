@@ -160,26 +160,6 @@ fn generate_one(
     k
 }
 
-/// Text from the model, safe inside a comment of Rust or C: printable ASCII only (a name with a
-/// line break could otherwise end the comment and inject code), at most `max` characters.
-pub fn printable(text: &str, max: usize) -> String {
-    let mut out: String = text
-        .chars()
-        .take(max)
-        .map(|c| {
-            if c.is_ascii_graphic() || c == ' ' {
-                c
-            } else {
-                '?'
-            }
-        })
-        .collect();
-    if text.chars().count() > max {
-        out.push_str("...");
-    }
-    out.replace("*/", "*?").replace("/*", "?*")
-}
-
 fn kind_name(a: &Anchor) -> &'static str {
     match a {
         Anchor::Map => "map",
@@ -247,7 +227,7 @@ impl Cx<'_> {
                 .group
                 .nodes
                 .iter()
-                .map(|n| printable(n, 80))
+                .map(|n| crate::text::printable(n, 80))
                 .collect::<Vec<_>>()
                 .join(", "),
             params: Vec::new(),

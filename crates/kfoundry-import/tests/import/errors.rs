@@ -444,3 +444,26 @@ fn external_data_is_read_from_the_models_folder_only() {
         .to_string();
     assert!(e.contains("not a regular file"), "{e}");
 }
+
+/// Every annotation the importer writes is read back by kfoundry's own parser before the crate
+/// exists; one the parser refuses (here a parameter that appears nowhere, as a generator bug
+/// would leave it) is an error naming the kernel, not a crate that fails to build.
+#[test]
+fn generated_annotations_are_read_back_by_the_parser() {
+    let g = G::new()
+        .input("x", &[4, 256])
+        .node("Relu", &["x"], &["y"], vec![])
+        .output("y");
+    let imported = import(&g.bytes(), &Default::default()).unwrap();
+    let mut kernel = imported.kernels[0].clone();
+    assert_eq!(kfoundry_import::emit::check_annotation(&kernel), Ok(()));
+    kernel.params.push(("UNUSED".into(), "[1, 2]".into()));
+    kernel.reference.push(("UNUSED".into(), 1));
+    let refused = kfoundry_import::emit::check_annotation(&kernel).unwrap_err();
+    assert!(refused.contains("`UNUSED` appears nowhere"), "{refused}");
+    kernel.params.pop();
+    kernel.reference.pop();
+    kernel.global = vec!["n_missing".into()];
+    let refused = kfoundry_import::emit::check_annotation(&kernel).unwrap_err();
+    assert!(refused.contains("n_missing"), "{refused}");
+}

@@ -34,11 +34,13 @@ fn kernel_bundle(dir: &Path, file: &str, item: &str) -> PathBuf {
     bundle::write(dir, file, item, &args)
 }
 
-/// A running tune whose JSON messages arrive on a channel.
+/// A running tune whose JSON messages arrive on a channel; its stderr so far can be read while
+/// it runs.
 struct Tune {
     child: Child,
     lines: mpsc::Receiver<serde_json::Value>,
     stderr: std::thread::JoinHandle<String>,
+    stderr_so_far: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 fn start(bundle: &Path, lock: &Path, budget: usize, extra: &[&str]) -> Tune {
@@ -74,19 +76,55 @@ fn start(bundle: &Path, lock: &Path, budget: usize, extra: &[&str]) -> Tune {
             }
         }
     });
+    let stderr_so_far = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let so_far = stderr_so_far.clone();
     let stderr = std::thread::spawn(move || {
-        let mut all = String::new();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut all = so_far.lock().unwrap();
             all.push_str(&line);
             all.push('\n');
         }
+        let all = so_far.lock().unwrap().clone();
         all
     });
     Tune {
         child,
         lines,
         stderr,
+        stderr_so_far,
     }
+}
+
+/// Polls until `what` holds or `within` has passed; whether it held.
+fn eventually(within: Duration, mut what: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if what() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Seconds of CPU time process `pid` has used (user + system, from /proc), 0 when it is gone.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) start after its `)`.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the `)`; 100 ticks a
+    // second on Linux.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 type Config = (i64, i64, i64);
@@ -272,6 +310,7 @@ fn concurrent_tunes_of_one_lockfile_keep_each_others_entries() {
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut tuned = 0;
     let mut rx = [ta.lines, tb.lines];
+    let so_far = [ta.stderr_so_far.clone(), tb.stderr_so_far.clone()];
     let mut done = [false, false];
     while tuned < 2 && Instant::now() < deadline {
         for (i, r) in rx.iter_mut().enumerate() {
@@ -284,7 +323,13 @@ fn concurrent_tunes_of_one_lockfile_keep_each_others_entries() {
         }
     }
     assert_eq!(tuned, 2, "both tunes finished their search");
-    std::thread::sleep(Duration::from_millis(500));
+    // Both are blocked on the lock (they say so) and nothing was written meanwhile.
+    let both_wait = eventually(Duration::from_secs(120), || {
+        so_far
+            .iter()
+            .all(|s| s.lock().unwrap().contains("waiting for"))
+    });
+    assert!(both_wait, "both tunes wait for the lock");
     assert!(!lock.exists(), "nobody writes while the lock is held");
     guard.unlock().unwrap();
     let wait = |mut child: Child, stderr: std::thread::JoinHandle<String>| {
@@ -336,15 +381,17 @@ __kernel void slow(const int n, __global const float* x, __global float* y) {
     let pid = tune.child.id();
     // Wait until the worker is up (it then builds and runs the slow reference).
     let mut workers = Vec::new();
-    for _ in 0..100 {
+    eventually(Duration::from_secs(10), || {
         workers = live_workers(pid);
-        if !workers.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        !workers.is_empty()
+    });
     assert!(!workers.is_empty(), "no worker started");
-    std::thread::sleep(Duration::from_secs(2));
+    // Killed once the worker is busy (building, then inside the slow reference).
+    let worker = workers[0];
+    assert!(
+        eventually(Duration::from_secs(120), || cpu_seconds(worker) >= 1.0),
+        "the worker never got to work"
+    );
     Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()

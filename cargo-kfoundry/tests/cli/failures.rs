@@ -54,8 +54,9 @@ fn without_opencl_the_error_is_immediate_and_says_what_to_install() {
             .env("OCL_ICD_VENDORS", dir.path())
             .output()
             .unwrap();
+        // A guard against a hang (waiting on a driver that is not there), not a timing test.
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(60),
             "{args:?} took {:?}",
             started.elapsed()
         );

@@ -109,7 +109,8 @@ fn server_errors_until_retries_run_out() {
 
 #[test]
 fn slow_answers_time_out() {
-    let slow = MockResponse::completion("late").delayed(Duration::from_secs(3));
+    let delay = Duration::from_secs(20);
+    let slow = MockResponse::completion("late").delayed(delay);
     let server = MockLlm::start(vec![slow.clone(), slow]);
     let mut cfg = config(&server);
     cfg.max_retries = 1;
@@ -124,11 +125,8 @@ fn slow_answers_time_out() {
         err.to_string().contains("did not answer within 0.3 s"),
         "{err}"
     );
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
+    // Both attempts given up long before the server would have answered either.
+    assert!(start.elapsed() < delay / 2, "{:?}", start.elapsed());
 }
 
 #[test]

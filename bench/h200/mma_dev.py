@@ -8,6 +8,11 @@ ctx = cl.Context([dev]); q = cl.CommandQueue(ctx, properties=cl.command_queue_pr
 mf = cl.mem_flags
 rng = np.random.default_rng(0)
 RUNS = 10
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kt_opencl"))
+from kernels import expand_includes  # noqa: E402  (the tooling's #include expansion)
+def kernel_source(name):
+    """An example kernel as kfoundry builds it: its library includes expanded."""
+    return expand_includes(open(f"examples/kernels/{name}").read(), "examples/kernels")
 def bench(name, src, kname, args, gsz, lsz, opts):
     t0 = time.time()
     try:
@@ -28,7 +33,7 @@ def bench(name, src, kname, args, gsz, lsz, opts):
     return float(np.median(ts)), bt
 
 def gemm_suite(m, n, k, configs):
-    src = open("examples/kernels/gemm.cl").read()
+    src = kernel_source("gemm.cl")
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32); b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
     da = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a); db = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b)
     dc = cl.Buffer(ctx, mf.READ_WRITE, m * n * 4)
@@ -47,7 +52,7 @@ def gemm_suite(m, n, k, configs):
         print(f"gemm {m}x{n}x{k} {cfg}: {r[0]:.3f} ms = {fl / r[0] / 1e9:.1f} TFLOP/s, rel err {err:.2e}, nan {np.isnan(c).sum()}, build {r[1]:.1f}s", flush=True)
 
 def linear_suite(m, n, k, configs):
-    src = open("examples/kernels/linear_gelu.cl").read()
+    src = kernel_source("linear_gelu.cl")
     x = rng.uniform(-1, 1, (m, k)).astype(np.float32); w = (rng.uniform(-1, 1, (n, k)) / 90).astype(np.float32); bias = rng.uniform(-1, 1, n).astype(np.float32)
     dx = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x); dw = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=w)
     dbias = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=bias); dy = cl.Buffer(ctx, mf.READ_WRITE, m * n * 4)

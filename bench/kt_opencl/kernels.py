@@ -397,17 +397,35 @@ def sizes_of(kdef: KernelDef, workload: str) -> dict:
     return dict(kdef.workloads[workload])
 
 
+LIBRARY_DIR = os.path.join(REPO, "crates", "kfoundry-tooling", "library")
+
+
+def expand_includes(text: str, base_dir: str, depth: int = 0) -> str:
+    """`text` with each `#include <kfoundry/NAME>` (kfoundry's template library) and
+    `#include "file"` (relative to `base_dir`) line replaced by the file's text, as kfoundry's
+    tooling expands them when it reads an annotation (crates/kfoundry-tooling/src/library.rs)."""
+    if depth > 8:
+        raise SystemExit("includes nest deeper than 8")
+    out = []
+    for line in text.splitlines(keepends=True):
+        m = re.match(r'\s*#\s*include\s*(<kfoundry/[^>]+>|"[^"]+")\s*$', line)
+        if not m:
+            out.append(line)
+            continue
+        target = m.group(1)
+        if target.startswith("<"):
+            path = os.path.join(LIBRARY_DIR, target[1:-1])
+        else:
+            path = os.path.join(base_dir, target[1:-1])
+        body = expand_includes(open(path).read(), os.path.dirname(path), depth + 1)
+        out.append(body if body.endswith("\n") or not line.endswith("\n") else body + "\n")
+    return "".join(out)
+
+
 def load_source(kdef: KernelDef) -> str:
-    """The kernel source as kfoundry builds it. A local `#include "file"` would be inlined (kfoundry's
-    sources are self-contained, so none is expected)."""
+    """The kernel source as kfoundry builds it: its includes expanded."""
     path = os.path.join(KERNEL_DIR, kdef.source)
-    text = open(path).read()
-
-    def inline(m):
-        inc = os.path.join(KERNEL_DIR, m.group(1))
-        return open(inc).read()
-
-    return re.sub(r'^\s*#\s*include\s+"([^"]+)"\s*$', inline, text, flags=re.M)
+    return expand_includes(open(path).read(), KERNEL_DIR)
 
 
 def restrictions(kdef: KernelDef, sizes: dict, max_work_group: int | None = None, max_item_sizes=None) -> list:

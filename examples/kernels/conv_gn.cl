@@ -179,32 +179,7 @@
 #define KC_COMMIT()
 #define KC_WAIT1()
 #define KC_WAIT0()
-/* mma.sync.m16n8k8 through local memory: each lane publishes its fragments, then computes
-   its four accumulators from the others'. Barriers are work-group wide: every item calls
-   this the same number of times. */
-#define KM_MMA(D, A, B) km_mma_emulated((D), (A), (B), scratch + (tid / 32) * 32 * 6, tid % 32)
-inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint* s, const int lane)
-{
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int r = 0; r < 4; ++r)
-        s[lane * 6 + r] = a[r];
-    s[lane * 6 + 4] = b[0];
-    s[lane * 6 + 5] = b[1];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const int g = lane >> 2, t = lane & 3;
-    for (int r = 0; r < 4; ++r) {
-        const int row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
-        float acc = d[r];
-        for (int kk = 0; kk < 8; ++kk) {
-            /* A[row][kk] is a[(row >= 8) + 2 * (kk >= 4)] of lane (row % 8) * 4 + kk % 4;
-               B[kk][col] is b[kk >= 4] of lane col * 4 + kk % 4. */
-            const float av = as_float(s[((row % 8) * 4 + kk % 4) * 6 + (row >= 8) + 2 * (kk >= 4)]);
-            const float bv = as_float(s[(col * 4 + kk % 4) * 6 + 4 + (kk >= 4)]);
-            acc = fma(av, bv, acc);
-        }
-        d[r] = acc;
-    }
-}
+#include <kfoundry/mma_emulated.cl>
 #else
 #define KC_CP16(dst, src) \
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint)(size_t)(dst)), "l"((size_t)(src)) : "memory")
@@ -214,10 +189,7 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 #define KC_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define KC_WAIT1() asm volatile("cp.async.wait_group 1;" ::: "memory")
 #define KC_WAIT0() asm volatile("cp.async.wait_group 0;" ::: "memory")
-#define KM_MMA(D, A, B)                                                                              \
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
-                 : "+f"((D)[0]), "+f"((D)[1]), "+f"((D)[2]), "+f"((D)[3])                           \
-                 : "r"((A)[0]), "r"((A)[1]), "r"((A)[2]), "r"((A)[3]), "r"((B)[0]), "r"((B)[1]))
+#include <kfoundry/mma_ptx.cl>
 #endif
 
 /* Issues the copies of patch p (tile and chunk of input channels, see the kernel) into

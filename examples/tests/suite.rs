@@ -12,6 +12,17 @@ use kfoundry_examples::checks::{self, small, How, Outcome, Result};
 use kfoundry_examples::cpu::{self, ConvShape};
 use kfoundry_examples::suite::*;
 
+/// An example kernel's source as the annotation reads it: its `#include`s (kfoundry's template
+/// library) expanded.
+fn kernel_source(file: &str) -> String {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    kfoundry_tooling::library::expand(&text, Some(&path), &dir)
+        .unwrap()
+        .text
+}
+
 fn queue() -> Queue {
     let (platform, device) = kfoundry::default_device().expect("an OpenCL device");
     let context = Context::builder()
@@ -551,8 +562,8 @@ fn generator_matches_golden_values_and_opencl() -> Result<()> {
 fn tensor_core_path_emulated_matches_fp64() {
     let q = queue();
     for (kernel, source) in [
-        ("gemm", include_str!("../kernels/gemm.cl")),
-        ("linear_gelu", include_str!("../kernels/linear_gelu.cl")),
+        ("gemm", kernel_source("gemm.cl")),
+        ("linear_gelu", kernel_source("linear_gelu.cl")),
     ] {
         // (WGX, WGY, TM, TN, WM, TK, STAGES, FLUSH, m, n, k): one warp; 2 warps along m, each
         // with two n8 pieces, two steps per flush; 4 warps in 2 x 2, each with two m16 pieces.
@@ -566,7 +577,7 @@ fn tensor_core_path_emulated_matches_fp64() {
                 "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush}"
             );
             let program = Program::builder()
-                .src(source)
+                .src(source.as_str())
                 .devices(q.device())
                 .cmplr_opt(options.clone())
                 .build(&q.context())
@@ -684,46 +695,70 @@ fn tensor_core_path_is_refused_where_the_device_cannot_run_it() {
     );
 }
 
-/// The tensor-core machinery is the same text in gemm.cl, linear_gelu.cl and the importer's
-/// template (an annotation reads one source file): the copies must not drift apart.
+/// The tensor-core path has one copy: kfoundry's template library, which gemm.cl, linear_gelu.cl
+/// and conv_gn.cl include (and the importer's generated kernels take). No kernel file of the
+/// examples or the importer holds the instructions or the machinery itself.
 #[test]
-fn tensor_core_blocks_of_the_two_gemm_kernels_are_identical() {
-    let block = |source: &'static str| -> &'static str {
-        let start = source
-            .find("/* ---- The 3xTF32 tensor-core path")
-            .expect("the block's first line");
-        let end = source[start..]
-            .find("#else /* the portable path */")
-            .expect("the block's end")
-            + start;
-        &source[start..end]
-    };
-    let gemm = block(include_str!("../kernels/gemm.cl"));
-    let linear = block(include_str!("../kernels/linear_gelu.cl"));
-    assert!(
-        gemm.contains("KM_B_KMAJOR") && gemm.len() > 4000,
-        "the block was found whole"
-    );
-    assert_eq!(
-        gemm, linear,
-        "the tensor-core blocks of gemm.cl and linear_gelu.cl differ"
-    );
-    // The importer's matrix products use the same text (its template: machinery, main loop).
-    let template = include_str!("../../crates/kfoundry-import/templates/tensor_core_3xtf32.cl");
-    let (_, parts) = template
-        .split_once("/* ==== machinery ==== */\n")
-        .expect("the template's machinery");
-    let (machinery, main_loop) = parts
-        .split_once("/* ==== main loop ==== */\n")
-        .expect("the template's main loop");
-    assert_eq!(
-        machinery, gemm,
-        "the importer's tensor-core machinery is not gemm.cl's"
-    );
-    assert!(
-        main_loop.len() > 2000 && include_str!("../kernels/gemm.cl").contains(main_loop),
-        "the importer's main loop is not gemm.cl's"
-    );
+fn the_tensor_core_path_is_one_copy_in_the_template_library() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (file, includes) in [
+        (
+            "gemm.cl",
+            &[
+                "tensor_core_3xtf32.cl",
+                "tensor_core_3xtf32_tiles.cl",
+                "tensor_core_3xtf32_loop.cl",
+            ][..],
+        ),
+        (
+            "linear_gelu.cl",
+            &[
+                "tensor_core_3xtf32.cl",
+                "tensor_core_3xtf32_tiles.cl",
+                "tensor_core_3xtf32_loop.cl",
+            ][..],
+        ),
+        ("conv_gn.cl", &["mma_emulated.cl", "mma_ptx.cl"][..]),
+    ] {
+        let text = std::fs::read_to_string(dir.join("kernels").join(file)).unwrap();
+        for name in includes {
+            assert!(
+                text.contains(&format!("#include <kfoundry/{name}>\n")),
+                "{file} includes {name}"
+            );
+        }
+        let whole = kernel_source(file);
+        assert!(whole.contains("mma.sync.aligned.m16n8k8") && !whole.contains("#include"));
+    }
+    // The instructions' text is nowhere else: not in a kernel file, not in the importer.
+    let mut files = Vec::new();
+    for sub in [
+        "kernels",
+        "../crates/kfoundry-import/src",
+        "../crates/kfoundry-import/src/kernels",
+    ] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap().flatten() {
+            let code = e.path().extension().is_some_and(|x| x == "cl" || x == "rs");
+            if e.path().is_file() && code {
+                files.push(e.path());
+            }
+        }
+    }
+    assert!(files.len() > 20, "{files:?}");
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for copy in [
+            "asm volatile(\"mma.sync.aligned.m16n8k8",
+            "inline void km_mma_emulated",
+            "asm(\"cvt.rna.tf32.f32",
+        ] {
+            assert!(
+                !text.contains(copy),
+                "{} holds a copy of the tensor-core path (`{copy}`)",
+                path.display()
+            );
+        }
+    }
 }
 
 /// Builds `conv_gn.cl` with `options` (none: the reference) and runs it on the inputs of
@@ -736,9 +771,9 @@ fn conv_gn_built(
     wg: usize,
     truth: bool,
 ) -> (Vec<f32>, Vec<f64>) {
-    let source = include_str!("../kernels/conv_gn.cl");
+    let source = kernel_source("conv_gn.cl");
     let program = Program::builder()
-        .src(source)
+        .src(source.as_str())
         .devices(q.device())
         .cmplr_opt(options)
         .build(&q.context())
@@ -916,42 +951,4 @@ fn conv_tensor_core_path_is_refused_where_the_device_cannot_run_it() {
         e.contains("does not hold on this device") && e.contains("device_sm >= 80"),
         "{e}"
     );
-}
-
-/// conv_gn.cl's warp-wide mma.sync (the PTX and its emulation) is gemm.cl's and
-/// linear_gelu.cl's text: the copies must not drift apart. (Its tiles, cp.async staging and
-/// split, with integer operations instead of cvt, are its own.)
-#[test]
-fn conv_tensor_core_instructions_are_the_gemm_kernels() {
-    let conv = include_str!("../kernels/conv_gn.cl");
-    let piece = |start: &str, end: &str| -> &'static str {
-        let a = conv
-            .find(start)
-            .unwrap_or_else(|| panic!("conv_gn.cl has `{start}`"));
-        let b = conv[a..]
-            .find(end)
-            .unwrap_or_else(|| panic!("conv_gn.cl has `{end}` after `{start}`"))
-            + a
-            + end.len();
-        &conv[a..b]
-    };
-    let emulated = piece("/* mma.sync.m16n8k8 through local memory", "\n}\n");
-    let ptx = piece("#define KM_MMA(D, A, B)    ", "\"r\"((B)[1]))\n");
-    assert!(
-        emulated.contains("inline void km_mma_emulated")
-            && ptx.contains("mma.sync.aligned.m16n8k8")
-    );
-    for (name, other) in [
-        ("gemm.cl", include_str!("../kernels/gemm.cl")),
-        ("linear_gelu.cl", include_str!("../kernels/linear_gelu.cl")),
-    ] {
-        assert!(
-            other.contains(emulated),
-            "the emulated instructions of conv_gn.cl and {name} differ"
-        );
-        assert!(
-            other.contains(ptx),
-            "the PTX instructions of conv_gn.cl and {name} differ"
-        );
-    }
 }

@@ -97,6 +97,7 @@ fn generate(
     let tracked: Vec<String> = lockfile
         .into_iter()
         .chain(a.source_path.as_deref())
+        .chain(a.included.iter().map(PathBuf::as_path))
         .chain(sources.iter().map(|s| s.path.as_path()))
         .map(|p| p.display().to_string())
         .collect();

@@ -59,6 +59,8 @@ pub struct Annotated {
     pub vis: syn::Visibility,
     /// The kernel source file read, if the source came from a file.
     pub source_path: Option<PathBuf>,
+    /// The files its `#include "..."` lines read (for rebuilds; the library's are built in).
+    pub included: Vec<PathBuf>,
 }
 
 /// Is `attr` a `#[kfoundry::evolve(...)]` (or `#[evolve(...)]`) attribute?
@@ -459,6 +461,10 @@ impl Builder {
                 Err(e) => return err(source_lit.span(), format!("cannot read kernel source: {e}")),
             }
         };
+        // `#include`s are replaced by what they name now: the specification holds the whole text.
+        let expanded = crate::library::expand(&source, source_path.as_deref(), cx.manifest_dir)
+            .map_err(|e| syn::Error::new(source_lit.span(), e))?;
+        let (source, included) = (expanded.text, expanded.files);
         let entry = self.kernel.as_ref().map(LitStr::value);
         let mut signature = find_kernel(&source, entry.as_deref()).map_err(|e| {
             let span = self.kernel.as_ref().map_or(source_lit.span(), LitStr::span);
@@ -670,6 +676,7 @@ impl Builder {
                 ident,
                 vis,
                 source_path,
+                included,
             }),
         }
     }

@@ -7,6 +7,8 @@
 //! - [`generated`]: source-level variants stored beside the lockfile by hash.
 //! - [`embed`]: where a crate's lockfile is and which of its entries the macro embeds.
 //! - [`files`]: atomic writes and file-name-safe forms of ids and keys.
+//! - [`library`]: kfoundry's template library of kernel source text, and `#include` in kernel
+//!   sources (expanded when the annotation is read).
 //!
 //! [`KernelSpec`]: kfoundry_rt::model::spec::KernelSpec
 
@@ -15,6 +17,7 @@ pub mod embed;
 pub mod files;
 pub mod fingerprint;
 pub mod generated;
+pub mod library;
 pub mod lockfile;
 pub mod merge;
 

@@ -15,7 +15,7 @@
 //!   FLUSH      MMA: 8-deep steps summed in the tensor     [1, 2, 4]       ref 1
 //!              cores before the FP32 add
 //!
-//! The tensor-core path is `templates/tensor_core_3xtf32.cl`, the text of the suite's
+//! The tensor-core path is kfoundry's template library (`kfoundry_tooling::library`), the text of the suite's
 //! `examples/kernels/gemm.cl` (a test there keeps the two equal).
 
 use super::tensor_core::{self, Loader};

@@ -1,7 +1,7 @@
-//! The suite's 3xTF32 tensor-core GEMM (`templates/tensor_core_3xtf32.cl`, the text of
-//! `examples/kernels/gemm.cl`, kept equal by a suite test) as parts for generated kernels:
-//! its machinery (macros, helpers, the tile loader), then its main loop, which leaves
-//! `acc[KM_MI][KM_NJ][4]`.
+//! The suite's 3xTF32 tensor-core GEMM, from kfoundry's template library
+//! (`kfoundry_tooling::library`, the text `examples/kernels/gemm.cl` includes) as parts for
+//! generated kernels: its machinery (macros, helpers, the tile loader), then its main loop,
+//! which leaves `acc[KM_MI][KM_NJ][4]`.
 //!
 //! A matrix product takes it as it is ([`Loader::Tiles`]: whole tiles copied by `cp.async`).
 //! An implicit-GEMM convolution ([`Loader::Gather`]) brings its own `KM_LOAD_TILE` (an im2col
@@ -10,8 +10,6 @@
 //! k-tile.
 
 use super::Precision;
-
-const TEMPLATE: &str = include_str!("../../templates/tensor_core_3xtf32.cl");
 
 /// The loop over an item's accumulators after the main loop: for each `acc[i][j][r]`, its
 /// row (m) and column (n) in the whole product, by the m16n8 fragment layout of `mma.sync`,
@@ -54,14 +52,16 @@ pub(super) fn parts(precision: Precision, loader: Loader) -> (String, String) {
             .map(|l| format!("{l}\n"))
             .collect::<String>()
     };
-    let (_, rest) = TEMPLATE
-        .split_once("/* ==== machinery ==== */\n")
-        .expect("the template's machinery");
-    let (machinery, main_loop) = rest
-        .split_once("/* ==== main loop ==== */\n")
-        .expect("the template's main loop");
-    let mut machinery = strip(machinery);
-    let mut main_loop = strip(main_loop);
+    let library = |name: &str| {
+        kfoundry_tooling::library::file(name).expect("a file of kfoundry's template library")
+    };
+    let mut machinery = strip(&library("tensor_core_3xtf32.cl"));
+    // The generated kernels name their operands `a` and `b`, as gemm.cl does.
+    let mut main_loop = strip(&format!(
+        "{}#define KM_A a\n#define KM_B b\n{}",
+        library("tensor_core_3xtf32_tiles.cl"),
+        library("tensor_core_3xtf32_loop.cl")
+    ));
     if precision == Precision::Tf32 {
         // One product of the TF32 parts per step: the two products with a small part go (the
         // compiler drops the small parts then unused).

@@ -1,0 +1,223 @@
+//! Kernel source text shared between kernels, and `#include` in annotated kernel sources.
+//!
+//! A kernel source may hold lines `#include <kfoundry/NAME>` (a file of kfoundry's template
+//! library, [`FILES`], built into this crate) and `#include "PATH"` (a file relative to the
+//! including one, or to the crate for an inline `code = "..."`). [`expand`] replaces each such
+//! line by the file's text, recursively, when the annotation is read: the specification holds
+//! the whole text, so the fingerprint, bundles, the lockfile's checks and the embedded kernel
+//! all carry it and nothing reads a file at run time. No other `#include` reaches the OpenCL
+//! compiler (it would resolve against the process's directory).
+//!
+//! The library holds the tensor-core GEMM of the suite, in pieces that the suite's kernels
+//! (`examples/kernels/gemm.cl`, `linear_gelu.cl`, `conv_gn.cl`) and the importer's generated
+//! matrix products and convolutions take, so that there is one copy of it: the `mma.sync`
+//! instructions (`mma_ptx.cl`) and their emulation through local memory (`mma_emulated.cl`), the
+//! 3xTF32 machinery (macros, fragment loads, the tile loader; `tensor_core_3xtf32.cl`), and the
+//! main loop around a kernel's own `#define KM_A` / `KM_B` (`tensor_core_3xtf32_tiles.cl` before
+//! them, `tensor_core_3xtf32_loop.cl` after, leaving `acc[KM_MI][KM_NJ][4]`).
+
+use std::path::{Path, PathBuf};
+
+/// The library's files: `#include <kfoundry/NAME>` names them.
+pub const FILES: &[(&str, &str)] = &[
+    (
+        "mma_emulated.cl",
+        include_str!("../library/kfoundry/mma_emulated.cl"),
+    ),
+    ("mma_ptx.cl", include_str!("../library/kfoundry/mma_ptx.cl")),
+    (
+        "tensor_core_3xtf32.cl",
+        include_str!("../library/kfoundry/tensor_core_3xtf32.cl"),
+    ),
+    (
+        "tensor_core_3xtf32_tiles.cl",
+        include_str!("../library/kfoundry/tensor_core_3xtf32_tiles.cl"),
+    ),
+    (
+        "tensor_core_3xtf32_loop.cl",
+        include_str!("../library/kfoundry/tensor_core_3xtf32_loop.cl"),
+    ),
+];
+
+/// How deep includes may nest.
+const MAX_DEPTH: usize = 8;
+
+/// A source with its includes replaced, and the files of the crate it read (for rebuilds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expanded {
+    pub text: String,
+    pub files: Vec<PathBuf>,
+}
+
+/// A library file with its own includes expanded; `None` for a name the library lacks.
+pub fn file(name: &str) -> Option<String> {
+    let text = FILES.iter().find(|(n, _)| *n == name)?.1;
+    // The library's includes are of the library only, so this cannot fail on a file read.
+    expand(text, None, Path::new(".")).ok().map(|e| e.text)
+}
+
+/// `text` (read from `from`, or inline when `None`) with every `#include` line replaced by the
+/// file it names; relative paths are resolved from `from`'s folder, or from `crate_dir` for
+/// inline text. The error says which line of which file is at fault.
+pub fn expand(text: &str, from: Option<&Path>, crate_dir: &Path) -> Result<Expanded, String> {
+    let mut out = Expanded {
+        text: String::with_capacity(text.len()),
+        files: Vec::new(),
+    };
+    let mut stack = from.map(Path::to_path_buf).into_iter().collect();
+    expand_into(text, from, crate_dir, &mut stack, &mut out)?;
+    Ok(out)
+}
+
+fn expand_into(
+    text: &str,
+    from: Option<&Path>,
+    crate_dir: &Path,
+    stack: &mut Vec<PathBuf>,
+    out: &mut Expanded,
+) -> Result<(), String> {
+    let place = |line: usize| match from {
+        Some(p) => format!("{}, line {line}", p.display()),
+        None => format!("line {line}"),
+    };
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let Some(target) = include_target(line) else {
+            out.text.push_str(line);
+            continue;
+        };
+        let at = place(i + 1);
+        if stack.len() > MAX_DEPTH {
+            return Err(format!(
+                "{at}: includes nest deeper than {MAX_DEPTH} (a cycle?)"
+            ));
+        }
+        match target {
+            Target::Library(name) => {
+                let Some((_, body)) = FILES.iter().find(|(n, _)| *n == name) else {
+                    let names: Vec<&str> = FILES.iter().map(|(n, _)| *n).collect();
+                    return Err(format!(
+                        "{at}: kfoundry's library has no `{name}` (it has {})",
+                        names.join(", ")
+                    ));
+                };
+                let key = PathBuf::from(format!("<kfoundry/{name}>"));
+                if stack.contains(&key) {
+                    return Err(format!("{at}: `<kfoundry/{name}>` includes itself"));
+                }
+                stack.push(key);
+                expand_into(body, None, crate_dir, stack, out)?;
+                stack.pop();
+            }
+            Target::File(rel) => {
+                let base = from.and_then(Path::parent).unwrap_or(crate_dir);
+                let path = base.join(rel);
+                if stack.contains(&path) {
+                    return Err(format!("{at}: `{}` includes itself", path.display()));
+                }
+                let body = crate::files::read_text_bounded(
+                    &path,
+                    crate::files::MAX_KERNEL_SOURCE_BYTES,
+                    "included kernel source",
+                )
+                .map_err(|e| format!("{at}: cannot include `{rel}`: {e}"))?;
+                out.files.push(path.clone());
+                stack.push(path.clone());
+                expand_into(&body, Some(&path), crate_dir, stack, out)?;
+                stack.pop();
+                // The included text ends its last line, as the directive's line did.
+                if !body.is_empty() && !body.ends_with('\n') && line.ends_with('\n') {
+                    out.text.push('\n');
+                }
+            }
+            Target::Other(what) => {
+                return Err(format!(
+                    "{at}: `#include {what}`: only `#include <kfoundry/NAME>` (kfoundry's library) and `#include \"PATH\"` (a file beside this one) are read; the OpenCL compiler is given the whole text"
+                ))
+            }
+        }
+        if out.text.len() as u64 > crate::files::MAX_KERNEL_SOURCE_BYTES {
+            return Err(format!(
+                "{at}: the source with its includes passes {} bytes",
+                crate::files::MAX_KERNEL_SOURCE_BYTES
+            ));
+        }
+    }
+    Ok(())
+}
+
+enum Target<'a> {
+    Library(&'a str),
+    File(&'a str),
+    Other(&'a str),
+}
+
+/// What a line `#include ...` includes (`None` for any other line).
+fn include_target(line: &str) -> Option<Target<'_>> {
+    let rest = line.trim_start().strip_prefix('#')?.trim_start();
+    let what = rest.strip_prefix("include")?.trim();
+    if let Some(name) = what
+        .strip_prefix("<kfoundry/")
+        .and_then(|n| n.strip_suffix('>'))
+    {
+        return Some(Target::Library(name));
+    }
+    if let Some(path) = what
+        .strip_prefix('"')
+        .and_then(|p| p.strip_suffix('"'))
+        .filter(|p| !p.is_empty() && !p.contains('"'))
+    {
+        return Some(Target::File(path));
+    }
+    Some(Target::Other(what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_includes_are_replaced_by_their_text_exactly() {
+        let text = "a\n#include <kfoundry/mma_ptx.cl>\nb\n";
+        let e = expand(text, None, Path::new(".")).unwrap();
+        let ptx = FILES.iter().find(|(n, _)| *n == "mma_ptx.cl").unwrap().1;
+        assert_eq!(e.text, format!("a\n{ptx}b\n"));
+        assert!(e.files.is_empty());
+        // nested: the machinery includes the instructions
+        let machinery = file("tensor_core_3xtf32.cl").unwrap();
+        assert!(machinery.contains("mma.sync.aligned.m16n8k8") && !machinery.contains("#include"));
+    }
+
+    #[test]
+    fn relative_includes_are_read_tracked_and_refused_in_cycles() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("lib")).unwrap();
+        std::fs::write(dir.path().join("lib/h.cl"), "#define H 1\n").unwrap();
+        std::fs::write(dir.path().join("k.cl"), "#include \"lib/h.cl\"\nkernel\n").unwrap();
+        let k = dir.path().join("k.cl");
+        let text = std::fs::read_to_string(&k).unwrap();
+        let e = expand(&text, Some(&k), dir.path()).unwrap();
+        assert_eq!(e.text, "#define H 1\nkernel\n");
+        assert_eq!(e.files, vec![dir.path().join("lib/h.cl")]);
+        // inline text: relative to the crate
+        let e = expand("#include \"lib/h.cl\"", None, dir.path()).unwrap();
+        assert_eq!(e.text, "#define H 1\n");
+        // a cycle
+        std::fs::write(dir.path().join("a.cl"), "#include \"a.cl\"\n").unwrap();
+        let a = dir.path().join("a.cl");
+        let err = expand("#include \"a.cl\"\n", Some(&a), dir.path()).unwrap_err();
+        assert!(err.contains("includes itself"), "{err}");
+    }
+
+    #[test]
+    fn other_includes_and_unknown_names_are_errors_with_their_line() {
+        let err = expand("x\n#include <stdio.h>\n", None, Path::new(".")).unwrap_err();
+        assert!(err.starts_with("line 2: `#include <stdio.h>`"), "{err}");
+        let err = expand("# include <kfoundry/nothing.cl>\n", None, Path::new(".")).unwrap_err();
+        assert!(err.contains("has no `nothing.cl`"), "{err}");
+        let err = expand("#include \"missing.cl\"\n", None, Path::new("/nonexistent")).unwrap_err();
+        assert!(err.contains("cannot include `missing.cl`"), "{err}");
+        // a line that merely mentions include is left alone
+        let e = expand("int include = 1;\n// #include <x>?\n", None, Path::new(".")).unwrap();
+        assert_eq!(e.text, "int include = 1;\n// #include <x>?\n");
+    }
+}

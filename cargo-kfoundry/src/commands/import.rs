@@ -105,7 +105,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
     };
     let files = kfoundry_import::emit::files(
         &imported,
-        &kfoundry_import::emit::Options {
+        &kfoundry_import::emit::CrateOptions {
             name: &args.name,
             kfoundry: &place.dependency,
             model_file: &model_file,

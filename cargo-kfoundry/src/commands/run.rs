@@ -30,7 +30,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let tmp = tempfile::tempdir().context("a temporary folder")?;
     let files = kfoundry_import::emit::files(
         &imported,
-        &kfoundry_import::emit::Options {
+        &kfoundry_import::emit::CrateOptions {
             name: &args.name,
             kfoundry: "\"0\"",
             model_file: "model.onnx",

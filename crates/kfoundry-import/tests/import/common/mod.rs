@@ -280,7 +280,7 @@ impl G {
 pub fn specs(imported: &Imported, dir: &Path) -> Vec<KernelSpec> {
     let files = emit::files(
         imported,
-        &emit::Options {
+        &emit::CrateOptions {
             name: "imported",
             kfoundry: "{ path = \"../..\" }",
             model_file: "model.onnx",

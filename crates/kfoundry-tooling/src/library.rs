@@ -42,6 +42,9 @@ pub const FILES: &[(&str, &str)] = &[
 /// How deep includes may nest.
 const MAX_DEPTH: usize = 8;
 
+/// How many includes one source may expand in all (a file included many times counts each time).
+const MAX_INCLUDES: usize = 256;
+
 /// A source with its includes replaced, and the files of the crate it read (for rebuilds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expanded {
@@ -64,8 +67,12 @@ pub fn expand(text: &str, from: Option<&Path>, crate_dir: &Path) -> Result<Expan
         text: String::with_capacity(text.len()),
         files: Vec::new(),
     };
-    let mut stack = from.map(Path::to_path_buf).into_iter().collect();
-    expand_into(text, from, crate_dir, &mut stack, &mut out)?;
+    let mut stack = from
+        .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
+        .into_iter()
+        .collect();
+    let mut count = 0;
+    expand_into(text, from, crate_dir, &mut stack, &mut count, &mut out)?;
     Ok(out)
 }
 
@@ -74,6 +81,7 @@ fn expand_into(
     from: Option<&Path>,
     crate_dir: &Path,
     stack: &mut Vec<PathBuf>,
+    count: &mut usize,
     out: &mut Expanded,
 ) -> Result<(), String> {
     let place = |line: usize| match from {
@@ -86,6 +94,12 @@ fn expand_into(
             continue;
         };
         let at = place(i + 1);
+        *count += 1;
+        if *count > MAX_INCLUDES {
+            return Err(format!(
+                "{at}: more than {MAX_INCLUDES} includes in one source"
+            ));
+        }
         if stack.len() > MAX_DEPTH {
             return Err(format!(
                 "{at}: includes nest deeper than {MAX_DEPTH} (a cycle?)"
@@ -105,12 +119,15 @@ fn expand_into(
                     return Err(format!("{at}: `<kfoundry/{name}>` includes itself"));
                 }
                 stack.push(key);
-                expand_into(body, None, crate_dir, stack, out)?;
+                expand_into(body, None, crate_dir, stack, count, out)?;
                 stack.pop();
+                if !body.ends_with('\n') && line.ends_with('\n') {
+                    out.text.push('\n');
+                }
             }
             Target::File(rel) => {
                 let base = from.and_then(Path::parent).unwrap_or(crate_dir);
-                let path = base.join(rel);
+                let path = resolve_within(base, rel, crate_dir).map_err(|why| format!("{at}: {why}"))?;
                 if stack.contains(&path) {
                     return Err(format!("{at}: `{}` includes itself", path.display()));
                 }
@@ -120,9 +137,11 @@ fn expand_into(
                     "included kernel source",
                 )
                 .map_err(|e| format!("{at}: cannot include `{rel}`: {e}"))?;
-                out.files.push(path.clone());
+                if !out.files.contains(&path) {
+                    out.files.push(path.clone());
+                }
                 stack.push(path.clone());
-                expand_into(&body, Some(&path), crate_dir, stack, out)?;
+                expand_into(&body, Some(&path), crate_dir, stack, count, out)?;
                 stack.pop();
                 // The included text ends its last line, as the directive's line did.
                 if !body.is_empty() && !body.ends_with('\n') && line.ends_with('\n') {
@@ -143,6 +162,32 @@ fn expand_into(
         }
     }
     Ok(())
+}
+
+/// `rel` from `base`, as a canonical path inside `crate_dir`: no absolute path, nothing outside
+/// the crate (its text would be built into binaries, bundles and prompts).
+fn resolve_within(base: &Path, rel: &str, crate_dir: &Path) -> Result<PathBuf, String> {
+    if Path::new(rel).is_absolute() {
+        return Err(format!("`#include \"{rel}\"`: an absolute path; include files of the crate, relative to this one"));
+    }
+    let path = base.join(rel);
+    let real = path
+        .canonicalize()
+        .map_err(|e| format!("cannot include `{rel}`: {}: {e}", path.display()))?;
+    let root = crate_dir.canonicalize().map_err(|e| {
+        format!(
+            "cannot read the crate's folder {}: {e}",
+            crate_dir.display()
+        )
+    })?;
+    if !real.starts_with(&root) {
+        return Err(format!(
+            "`#include \"{rel}\"` names {}, outside the crate ({}): include files of the crate only",
+            real.display(),
+            root.display()
+        ));
+    }
+    Ok(real)
 }
 
 enum Target<'a> {
@@ -205,6 +250,21 @@ mod tests {
         std::fs::write(dir.path().join("a.cl"), "#include \"a.cl\"\n").unwrap();
         let a = dir.path().join("a.cl");
         let err = expand("#include \"a.cl\"\n", Some(&a), dir.path()).unwrap_err();
+        assert!(err.contains("includes itself"), "{err}");
+        // nothing outside the crate, nothing absolute
+        let krate = dir.path().join("lib");
+        let err = expand("#include \"../k.cl\"\n", None, &krate).unwrap_err();
+        assert!(err.contains("outside the crate"), "{err}");
+        let err = expand("#include \"/etc/passwd\"\n", None, &krate).unwrap_err();
+        assert!(err.contains("absolute path"), "{err}");
+        // a file that includes itself by another spelling, many times: refused, not expanded
+        std::fs::write(
+            dir.path().join("b.cl"),
+            "#include \"lib/../b.cl\"\n".repeat(4),
+        )
+        .unwrap();
+        let b = dir.path().join("b.cl");
+        let err = expand("#include \"b.cl\"\n", Some(&b), dir.path()).unwrap_err();
         assert!(err.contains("includes itself"), "{err}");
     }
 

@@ -37,18 +37,21 @@ impl Human {
         }
     }
 
+    /// The running search's progress (none between searches).
+    fn view(&self) -> std::sync::MutexGuard<'_, Option<ProgressView>> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Runs `f` on the running search's progress, if any.
     fn with_progress(&self, f: impl FnOnce(&ProgressView)) {
-        let progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(view) = progress.as_ref() {
+        if let Some(view) = self.view().as_ref() {
             f(view);
         }
     }
 
     /// A line of its own on stderr: above the progress bar while a search runs.
     fn line(&self, line: String) {
-        let progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
-        match progress.as_ref() {
+        match self.view().as_ref() {
             Some(view) => view.println(line),
             None => eprintln!("{line}"),
         }
@@ -97,7 +100,7 @@ impl Human {
             } => {
                 let view = ProgressView::new(search.to_string(), *budget, !shown.progress);
                 view.set_position(*done);
-                *self.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
+                *self.view() = Some(view);
             }
             TuneEvent::Evaluated {
                 params,

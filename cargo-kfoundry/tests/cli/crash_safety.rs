@@ -169,20 +169,18 @@ fn evaluations_until(tune: &mut Tune, n: Option<usize>, signal: &str) -> Vec<Con
     seen
 }
 
-/// Live processes (not zombies) started as workers by the tuner `pid` (read from /proc).
 /// The workers of tuner `pid` still alive once none is, or `within` has passed (a poll, not a
 /// fixed sleep: a worker that notices its tuner's death may take a moment to exit).
 fn workers_left(pid: u32, within: Duration) -> Vec<u32> {
-    let deadline = Instant::now() + within;
-    loop {
-        let left = live_workers(pid);
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut left = Vec::new();
+    eventually(within, || {
+        left = live_workers(pid);
+        left.is_empty()
+    });
+    left
 }
 
+/// Live processes (not zombies) started as workers by the tuner `pid` (read from /proc).
 fn live_workers(pid: u32) -> Vec<u32> {
     let marker = format!("KFOUNDRY_TUNER_PID={pid}\0");
     let Ok(dir) = std::fs::read_dir("/proc") else {

@@ -1,4 +1,4 @@
-# Issue 28, 2026-12-03: the split-once tensor-core path (PRESPLIT) on the H200, then the two GEMM
+# Issue 28, 2026-12-03 (with bench/h200/presplit.patch applied, binaries built from that tree): the split-once tensor-core path (PRESPLIT) on the H200, then the two GEMM
 # kernels tuned at `full` with it in their space. Carry target/release/cargo-kfoundry, .device
 # (bundle.json from `cargo kfoundry bundle -o .device/bundle.json`, opencl-setup.sh) and .whl.
 set -u

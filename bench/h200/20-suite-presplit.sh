@@ -1,4 +1,4 @@
-# Issue 28, 2026-12-03, after 19-presplit.sh: the two GEMM kernels tuned at `small` on the H200,
+# Issue 28, 2026-12-03 (with bench/h200/presplit.patch applied), after 19-presplit.sh: the two GEMM kernels tuned at `small` on the H200,
 # then the suite harness (built here with 19's lockfile) and PyTorch in one run. Carry
 # target/release/{cargo-kfoundry,suite}, .device (bundle.json, opencl-setup.sh, clblast/).
 set -u

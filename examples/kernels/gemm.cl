@@ -30,9 +30,6 @@
  *   FLUSH     MMA = 1: 8-deep steps summed in the tensor
  *             cores before the FP32 add (accuracy vs
  *             instructions)                               [1, 2, 4]       ref 1
- *   PRESPLIT  MMA = 1: 0: each warp splits what it loads;
- *             1: each element split once when staged,
- *             fragments by ldmatrix                       [0, 1]          ref 0
  *
  * A work-group computes BM x BN outputs, BM = WGY * TM, BN = WGX * TN. Item (tx, ty) owns the
  * 2-D tile of rows bm0 + i * WGY + ty (i < TM) and column vectors starting at
@@ -93,9 +90,6 @@
 #endif
 #ifndef FLUSH
 #define FLUSH 1
-#endif
-#ifndef PRESPLIT
-#define PRESPLIT 0
 #endif
 
 #if MMA

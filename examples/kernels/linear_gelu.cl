@@ -29,9 +29,6 @@
  *   FLUSH     MMA = 1: 8-deep steps summed in the tensor
  *             cores before the FP32 add (accuracy vs
  *             instructions)                               [1, 2, 4]       ref 1
- *   PRESPLIT  MMA = 1: 0: each warp splits what it loads;
- *             1: each element split once when staged,
- *             fragments by ldmatrix                       [0, 1]          ref 0
  *
  * Launch (2-D): global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY),
  *               local  = (WGX, WGY).
@@ -86,9 +83,6 @@
 #endif
 #ifndef FLUSH
 #define FLUSH 1
-#endif
-#ifndef PRESPLIT
-#define PRESPLIT 0
 #endif
 
 #if MMA

@@ -25,11 +25,10 @@
         WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], VEC = [1, 2, 4],
         USE_LOCAL = [0, 1], TK = [8, 16, 32], PAD = [0, 1, 4], LVEC = [1, 4], UNROLL = [1, 2, 4, 8],
         PREFETCH = [0, 1], MMA = [0, 1], WM = [1, 2, 4], STAGES = [2, 3, 4], FLUSH = [1, 2, 4],
-        PRESPLIT = [0, 1],
     ),
     reference(
         WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1, PREFETCH = 0,
-        MMA = 0, WM = 1, STAGES = 2, FLUSH = 1, PRESPLIT = 0,
+        MMA = 0, WM = 1, STAGES = 2, FLUSH = 1,
     ),
     require(
         WGX * WGY <= 256,
@@ -43,18 +42,15 @@
         // The tensor-core path: NVIDIA's inline PTX (mma.sync with TF32, cp.async) needs compute
         // capability 8.0; whole warps, warp tiles of whole 16 x 8 pieces, full tiles, 16-byte
         // rows, its tiles in 48 KiB (TM * TN accumulators an item, as in the portable path). It ignores the portable
-        // path's VEC, USE_LOCAL, PAD, LVEC, UNROLL and PREFETCH; the portable path ignores WM, STAGES, FLUSH and
-        // PRESPLIT. PRESPLIT = 1 (split once when staged) loads B fragments of two n8 pieces at once and
-        // keeps one more tile (the small parts) in local memory.
+        // path's VEC, USE_LOCAL, PAD, LVEC, UNROLL and PREFETCH; the portable path ignores WM, STAGES and FLUSH.
         MMA == 0 || device_nvidia && device_sm >= 80,
-        MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1 && PRESPLIT == 0),
-        PRESPLIT == 0 || WGX * TN * WM * 32 % (16 * WGX * WGY) == 0,
+        MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1),
         TK % (8 * FLUSH) == 0,
         MMA == 0 || (VEC == 1 && USE_LOCAL == 0 && PAD == 0 && LVEC == 1 && UNROLL == 1 && PREFETCH == 0),
         MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
         MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0),
         MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0),
-        MMA * (STAGES + PRESPLIT) * (WGY * TM * (TK + 4) + TK * (WGX * TN + 8)) <= 12288,
+        MMA * STAGES * (WGY * TM * (TK + 4) + TK * (WGX * TN + 8)) <= 12288,
     ),
     global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
     buffers(a = m * k, b = k * n, c = m * n),
@@ -187,11 +183,10 @@ pub struct SumDim1;
         WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], VEC = [1, 2, 4],
         USE_LOCAL = [0, 1], TK = [8, 16, 32], PAD = [0, 1, 4], LVEC = [1, 4], UNROLL = [1, 2, 4, 8],
         PREFETCH = [0, 1], MMA = [0, 1], WM = [1, 2, 4], STAGES = [2, 3, 4], FLUSH = [1, 2, 4],
-        PRESPLIT = [0, 1],
     ),
     reference(
         WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1, PREFETCH = 0,
-        MMA = 0, WM = 1, STAGES = 2, FLUSH = 1, PRESPLIT = 0,
+        MMA = 0, WM = 1, STAGES = 2, FLUSH = 1,
     ),
     require(
         WGX * WGY <= 256,
@@ -203,18 +198,15 @@ pub struct SumDim1;
         // The tensor-core path: NVIDIA's inline PTX (mma.sync with TF32, cp.async) needs compute
         // capability 8.0; whole warps, warp tiles of whole 16 x 8 pieces, full tiles, 16-byte
         // rows, its tiles in 48 KiB (TM * TN accumulators an item, as in the portable path). It ignores the portable
-        // path's VEC, USE_LOCAL, PAD, LVEC, UNROLL and PREFETCH; the portable path ignores WM, STAGES, FLUSH and
-        // PRESPLIT. PRESPLIT = 1 (split once when staged) loads B fragments of two n8 pieces at once and
-        // keeps one more tile (the small parts) in local memory.
+        // path's VEC, USE_LOCAL, PAD, LVEC, UNROLL and PREFETCH; the portable path ignores WM, STAGES and FLUSH.
         MMA == 0 || device_nvidia && device_sm >= 80,
-        MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1 && PRESPLIT == 0),
-        PRESPLIT == 0 || WGX * TN * WM * 32 % (16 * WGX * WGY) == 0,
+        MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1),
         TK % (8 * FLUSH) == 0,
         MMA == 0 || (VEC == 1 && USE_LOCAL == 0 && PAD == 0 && LVEC == 1 && UNROLL == 1 && PREFETCH == 0),
         MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
         MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0),
         MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0),
-        MMA * (STAGES + PRESPLIT) * (WGY * TM + WGX * TN) * (TK + 4) <= 12288,
+        MMA * STAGES * (WGY * TM + WGX * TN) * (TK + 4) <= 12288,
     ),
     global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
     buffers(x = m * k, w = n * k, bias = n, y = m * n),

@@ -1,9 +1,5 @@
     __local float As[STAGES * KM_ASZ] __attribute__((aligned(16)));
     __local float Bs[STAGES * KM_BSZ] __attribute__((aligned(16)));
-#if PRESPLIT
-    __local float As_lo[KM_ASZ] __attribute__((aligned(16)));
-    __local float Bs_lo[KM_BSZ] __attribute__((aligned(16)));
-#endif
 #ifdef KM_EMULATE
     __local uint scratch[KM_WARPS * 32 * 6];
 #endif

@@ -4,6 +4,8 @@
 # .device, where .device holds opencl-setup.sh and the kernels' bundle, written here with
 #   target/release/cargo-kfoundry kfoundry bundle --manifest-path bench/dev-kernels/Cargo.toml -o .device/dev-bundle.json
 # Usage (device tool): bash bench/h200/5-dev-spaces.sh            results: $OUT/spaces/*.json, $OUT/log.txt
+# KERNELS (default "PnPoly Histogram Stencil2D") names the kernels, in order; issue 29's
+# convolution and stencil spaces: KERNELS="Conv2D15 Conv2D5 Stencil3D".
 # Stays under 9 minutes (LIMIT seconds of brute force, default 470, plus setup and a 30 s grace
 # to write the file after SIGINT). One call does not finish all three spaces: call it again.
 # Each call continues where the last stopped (--resume): from the files of a warm machine's
@@ -31,7 +33,7 @@ for f in glob.glob(sys.argv[1] + "/*" + sys.argv[2] + "@full@*.json"):
 sys.exit(1)
 PY
 }
-for k in PnPoly Histogram Stencil2D; do
+for k in ${KERNELS:-PnPoly Histogram Stencil2D}; do
     if complete "$k"; then echo "$k: complete, skipped" | tee -a "$L"; continue; fi
     left=$((LIMIT - ($(date +%s) - START)))
     if [ "$left" -lt 40 ]; then echo "$k: no time left this call" | tee -a "$L"; continue; fi

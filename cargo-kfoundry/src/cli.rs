@@ -158,6 +158,9 @@ pub struct TuneArgs {
     /// Continue an interrupted tune (Ctrl-C, SIGTERM, kill -9) from its checkpoints: nothing already evaluated is evaluated again.
     #[arg(long)]
     pub resume: bool,
+    /// Search from the reference and random samples only: do not start from what the lockfile knows (this kernel's winners on other workloads, devices or earlier sources, and those of kernels with the same parameters).
+    #[arg(long)]
+    pub no_warm_start: bool,
     /// Where checkpoints and failure logs go (default: `kfoundry/` under cargo's target directory; with --bundle, `target/kfoundry/` beside the lockfile).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -186,6 +189,7 @@ impl TuneArgs {
             llm_config: self.llm_config.clone(),
             llm_from_project: self.llm_from_project,
             resume: self.resume,
+            warm_start: !self.no_warm_start,
             state_dir: self.state_dir.clone(),
         }
     }

@@ -83,3 +83,67 @@ pub struct Stencil2D;
     cost(bytes = 4 * n, flops = n),
 )]
 pub struct Histogram;
+
+/// A 2-D convolution with a 15 x 15 filter (no image padding: the caller passes the halo),
+/// after Kernel Tuner's convolution example: work-group shape, outputs per work item in x and
+/// y, a local-memory input tile (with row padding) or not, the filter staged in local memory or
+/// read from global memory. Compute-bound.
+#[kfoundry::evolve(
+    source = "kernels/conv2d_15.cl",
+    params(
+        BX = [16, 32, 64, 128], BY = [1, 2, 4, 8, 16], TX = [1, 2, 4], TY = [1, 2, 4, 8],
+        USE_LOCAL = [0, 1], PAD = [0, 1], FLOCAL = [0, 1],
+    ),
+    reference(BX = 16, BY = 16, TX = 1, TY = 1, USE_LOCAL = 0, PAD = 0, FLOCAL = 0),
+    require(
+        BX * BY <= 1024,
+        USE_LOCAL == 1 || PAD == 0,
+        // Tiles up to 80 KiB: over NVIDIA's 48 KiB a work-group, a failing region there.
+        USE_LOCAL * (BY * TY + 14) * (BX * TX + 14 + PAD) <= 20480,
+    ),
+    global = (ceil_div(w, BX * TX) * BX, ceil_div(h, BY * TY) * BY), local = (BX, BY),
+    buffers(image = (w + 14) * (h + 14), filter = 225, out = w * h),
+    inputs(image = uniform(-1.0, 1.0), filter = uniform(-1.0, 1.0)),
+    check(out, rtol = 1e-5, atol = 1e-5),
+    workloads(small(w = 200, h = 120), full(w = 2048, h = 2048)),
+    cost(bytes = 8 * w * h, flops = 450 * w * h),
+)]
+pub struct Conv2D15;
+
+/// [`Conv2D15`]'s kernel and space with a 5 x 5 filter: memory-bound, a different landscape.
+#[kfoundry::evolve(
+    source = "kernels/conv2d_5.cl",
+    params(
+        BX = [16, 32, 64, 128], BY = [1, 2, 4, 8, 16], TX = [1, 2, 4], TY = [1, 2, 4, 8],
+        USE_LOCAL = [0, 1], PAD = [0, 1], FLOCAL = [0, 1],
+    ),
+    reference(BX = 16, BY = 16, TX = 1, TY = 1, USE_LOCAL = 0, PAD = 0, FLOCAL = 0),
+    require(
+        BX * BY <= 1024,
+        USE_LOCAL == 1 || PAD == 0,
+        USE_LOCAL * (BY * TY + 4) * (BX * TX + 4 + PAD) <= 20480,
+    ),
+    global = (ceil_div(w, BX * TX) * BX, ceil_div(h, BY * TY) * BY), local = (BX, BY),
+    buffers(image = (w + 4) * (h + 4), filter = 25, out = w * h),
+    inputs(image = uniform(-1.0, 1.0), filter = uniform(-1.0, 1.0)),
+    check(out, rtol = 1e-5, atol = 1e-5),
+    workloads(small(w = 200, h = 120), full(w = 2048, h = 2048)),
+    cost(bytes = 8 * w * h, flops = 50 * w * h),
+)]
+pub struct Conv2D5;
+
+/// One Jacobi step of the 3-D 7-point heat stencil: work-group shape, planes per work item
+/// (2.5-D blocking), a register queue along z or reloads, x/y neighbours through local memory.
+#[kfoundry::evolve(
+    source = "kernels/stencil3d.cl",
+    params(BX = [32, 64, 128, 256], BY = [1, 2, 4, 8], ZB = [1, 2, 4, 8, 16], QUEUE = [0, 1], USE_LOCAL = [0, 1]),
+    reference(BX = 32, BY = 4, ZB = 1, QUEUE = 0, USE_LOCAL = 0),
+    require(BX * BY <= 1024, ZB > 1 || QUEUE == 0),
+    global = (ceil_div(nx, BX) * BX, ceil_div(ny, BY) * BY, ceil_div(nz, ZB)), local = (BX, BY, 1),
+    buffers(src = nx * ny * nz, coef = 2, dst = nx * ny * nz),
+    inputs(src = uniform(-1.0, 1.0), coef = uniform(-1.0, 1.0)),
+    check(dst, rtol = 1e-5, atol = 1e-6),
+    workloads(small(nx = 40, ny = 24, nz = 20), full(nx = 256, ny = 256, nz = 128)),
+    cost(bytes = 8 * nx * ny * nz, flops = 8 * nx * ny * nz),
+)]
+pub struct Stencil3D;

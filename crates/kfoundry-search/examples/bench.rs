@@ -20,7 +20,7 @@
 //! bench --summary S.jsonl ...                one table across spaces from --scores files
 //! ```
 //! KF_VARIANTS=a,b,... picks kfoundry variants by key (default: default, gradient, previous,
-//! single-cell, no-screening; also fixed, or settings changes joined by `+`, e.g.
+//! single-cell, no-screening; also fixed, random (uniform random sampling), or settings changes joined by `+`, e.g.
 //! `screening=8+selection.p_min=0.05`).
 //!
 //! Trace line format (one JSON object a line): `{"space": kernel name, "strategy": name,
@@ -109,7 +109,7 @@ fn variants() -> Vec<(String, String, Settings)> {
 
 /// The variants a comma-separated list of keys names: (key, row name, settings), in order.
 fn variants_of(wanted: &str) -> Vec<(String, String, Settings)> {
-    let all: [(&str, &str, Settings); 6] = [
+    let all: [(&str, &str, Settings); 7] = [
         ("default", "kfoundry default", Settings::default()),
         ("gradient", "kfoundry gradient steering on", Settings { gradient_steering: true, ..Settings::default() }),
         ("fixed", "kfoundry fixed selection (every step screened)", Settings { selection: Selection::legacy(), ..Settings::default() }),
@@ -120,6 +120,19 @@ fn variants_of(wanted: &str) -> Vec<(String, String, Settings)> {
         ),
         ("single-cell", "kfoundry single-cell", Settings { single_cell: true, ..Settings::default() }),
         ("no-screening", "kfoundry no-screening", Settings { screening: 1, ..Settings::default() }),
+        // Uniform random sampling without replacement over the space as given, failing
+        // configurations included (what Kernel Tuner's `random_sample` does): the baseline that
+        // pays for failures as every real search does, beside the methodology's random search,
+        // which draws from the configurations that succeed only.
+        (
+            "random",
+            "kfoundry engine as uniform random sampling",
+            Settings {
+                initial_samples: usize::MAX,
+                selection: Selection { novel_start: false, ..Selection::default() },
+                ..Settings::default()
+            },
+        ),
     ];
     let mut out: Vec<(String, String, Settings)> = Vec::new();
     for w in wanted.split(',').map(str::trim).filter(|w| !w.is_empty()) {

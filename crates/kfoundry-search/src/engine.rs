@@ -391,6 +391,9 @@ pub struct SearchState {
     /// Proposed and not evaluated yet (the rest of a batch), in order.
     #[serde(default)]
     pending: VecDeque<Pending>,
+    /// Warm starts not proposed yet ([`SearchState::warm_start`]), in order.
+    #[serde(default)]
+    warm: VecDeque<Indices>,
 }
 
 /// Parent-sampling weights of one island (see `SearchState::parent_weights`).
@@ -417,6 +420,8 @@ const SURROGATE_K: usize = 3;
 const DEAD_END_DECAY: f64 = 0.8;
 /// Attempts at producing a new valid child by mutation before drawing a random one.
 const MUTATION_TRIES: usize = 40;
+/// Most warm starts a search takes ([`SearchState::warm_start`]).
+pub const MAX_WARM_STARTS: usize = 8;
 /// Largest settings a checkpoint may carry (far above anything useful).
 const MAX_ISLANDS: usize = 256;
 const MAX_POPULATION: usize = 1 << 16;
@@ -487,9 +492,36 @@ impl SearchState {
             external_cost: 0.0,
             dead_ends: Vec::new(),
             pending: VecDeque::new(),
+            warm: VecDeque::new(),
             space,
             settings,
         })
+    }
+
+    /// Warm starts: configurations known to be good elsewhere (the best of another workload,
+    /// device or source version of the kernel, or of a kernel of the same template), best
+    /// first, to be evaluated right after the reference and before the initial samples. Those
+    /// not in the space, repeated, or the reference are left out, and at most
+    /// [`MAX_WARM_STARTS`] are kept; only a search that has evaluated nothing takes them.
+    /// Returns how many were kept. They seed every island's archive, as the reference does;
+    /// the initial samples that follow are drawn as always (a warm start that is wrong for
+    /// this search costs its evaluation, nothing else).
+    pub fn warm_start(&mut self, configs: &[Config]) -> usize {
+        if !self.history.is_empty() || !self.pending.is_empty() {
+            return 0;
+        }
+        for c in configs {
+            if self.warm.len() >= MAX_WARM_STARTS {
+                break;
+            }
+            let Ok(idx) = self.space.indices(c) else {
+                continue;
+            };
+            if self.reference.as_ref() != Some(&idx) && !self.warm.contains(&idx) {
+                self.warm.push_back(idx);
+            }
+        }
+        self.warm.len()
     }
 
     /// Checks a deserialized state (a checkpoint, which anyone could have edited) so that
@@ -626,6 +658,12 @@ impl SearchState {
             stop: self.stop,
             dead_ends: self.dead_ends,
             pending: self.pending,
+            warm: self
+                .warm
+                .into_iter()
+                .filter(|w| replay.space.contains(w))
+                .take(MAX_WARM_STARTS)
+                .collect(),
             ..replay
         })
     }
@@ -981,7 +1019,7 @@ impl SearchState {
                 fitness: fitness(t),
                 cell: cell.clone(),
             };
-            if operator == Operator::Reference {
+            if matches!(operator, Operator::Reference | Operator::WarmStart) {
                 for a in &mut self.islands {
                     a.insert(elite.clone());
                 }
@@ -1080,10 +1118,15 @@ impl SearchState {
                 }
             }
         }
+        while let Some(w) = self.warm.pop_front() {
+            if self.is_new_and_valid(&w, valid) {
+                return Some(Proposal::new(w, Operator::WarmStart, None, None));
+            }
+        }
         let evolved = self
             .history
             .iter()
-            .filter(|r| r.operator != Operator::Reference)
+            .filter(|r| !matches!(r.operator, Operator::Reference | Operator::WarmStart))
             .count();
         if self.settings.selection.adaptive
             && self.settings.selection.novel_start

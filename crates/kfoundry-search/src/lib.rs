@@ -37,7 +37,7 @@ pub use archive::{Archive, Cell, Elite};
 pub use cache::{CacheError, CacheSpace, SimEvaluator};
 pub use engine::{
     search, ExternalOperator, Operators, Progress, Record, ResultElite, Sampling, ScreenModel,
-    SearchError, SearchResult, SearchState, Settings, Stepped, Stop,
+    SearchError, SearchResult, SearchState, Settings, Stepped, Stop, MAX_WARM_STARTS,
 };
 pub use eval::{Evaluation, Evaluator, FailureKind};
 pub use gradient::{Gradient, GradientModel, Move, Weights};

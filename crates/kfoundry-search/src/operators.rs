@@ -11,6 +11,10 @@ use crate::space::Indices;
 pub enum Operator {
     /// The caller's reference configuration.
     Reference,
+    /// A configuration the caller knows to be good elsewhere (a warm start: the best of
+    /// another workload, device, source version or kernel of the same template), evaluated
+    /// right after the reference.
+    WarmStart,
     /// Uniformly random valid configuration (initial samples, or when mutation found nothing new).
     Random,
     /// One or a few parameters moved by one or a few steps.

@@ -73,6 +73,10 @@ pub struct TuneOptions {
     pub llm_from_project: bool,
     /// Continue from the checkpoints.
     pub resume: bool,
+    /// A fresh search evaluates the lockfile's winners of this kernel elsewhere (other
+    /// workloads, devices, earlier sources) and of kernels of its template right after the
+    /// reference ([`crate::pipeline::warm`]); false: from the reference and random samples only.
+    pub warm_start: bool,
     /// Where checkpoints and failure logs go.
     pub state_dir: Option<PathBuf>,
 }
@@ -100,6 +104,7 @@ impl Default for TuneOptions {
             llm_config: None,
             llm_from_project: false,
             resume: false,
+            warm_start: true,
             state_dir: None,
         }
     }

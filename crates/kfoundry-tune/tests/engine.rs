@@ -28,14 +28,21 @@ impl Reporter for Recorder {
             TuneEvent::SearchStarted { search, budget, .. } => {
                 format!("started {search} {budget}")
             }
-            TuneEvent::Evaluated { done, .. } => format!("evaluated {done}"),
+            TuneEvent::Evaluated {
+                done,
+                params,
+                record,
+                ..
+            } => {
+                format!("evaluated {done} U={} {:?}", params["U"], record.operator)
+            }
             TuneEvent::SearchFinished { search } => format!("finished {search}"),
             TuneEvent::Tuned { result } => format!("tuned {} {}", result.kernel, result.workload),
             TuneEvent::Failed { failure } => format!("failed {failure}"),
             TuneEvent::Finished {
                 results, failed, ..
             } => format!("end {} {}", results.len(), failed.len()),
-            TuneEvent::Note { .. } => "note".into(),
+            TuneEvent::Note { text } => format!("note {text}"),
             TuneEvent::Warning { text } => format!("warning {text}"),
             TuneEvent::Rejected { .. } => "rejected".into(),
             other => format!("other {other:?}").chars().take(40).collect(),
@@ -85,19 +92,17 @@ fn events_arrive_in_order() {
     let events = recorder.events.into_inner().unwrap();
     assert_eq!(exit, Exit::Success, "{events:#?}");
     let search = "test::Copy @ w";
-    let evaluated: Vec<&String> = events
+    let evaluated: Vec<&str> = events
         .iter()
-        .filter(|e| e.starts_with("evaluated"))
+        .filter_map(|e| e.strip_prefix("evaluated ")?.split(' ').next())
         .collect();
-    assert_eq!(
-        evaluated,
-        ["evaluated 1", "evaluated 2", "evaluated 3"],
-        "{events:#?}"
-    );
+    assert_eq!(evaluated, ["1", "2", "3"], "{events:#?}");
     let order: Vec<&str> = events
         .iter()
         .map(String::as_str)
-        .filter(|e| !e.starts_with("evaluated") && *e != "note" && !e.starts_with("rejected"))
+        .filter(|e| {
+            !e.starts_with("evaluated") && !e.starts_with("note") && !e.starts_with("rejected")
+        })
         .collect();
     assert_eq!(
         order,
@@ -114,6 +119,74 @@ fn events_arrive_in_order() {
     assert!(lock.contains("test::Copy"), "{lock}");
 }
 
+/// A re-tune after the kernel's source changed starts from what the lockfile knew: the stale
+/// entry's parameters are evaluated right after the reference, and the run says so; with
+/// `warm_start` off they are not.
+fn a_retune_starts_from_the_lockfile() {
+    let dir = tempfile::tempdir().unwrap();
+    let lockfile = dir.path().join("Kfoundry.lock");
+    let options = TuneOptions {
+        bundle: Some(bundle(dir.path())),
+        lockfile: Some(lockfile.clone()),
+        state_dir: Some(dir.path().join("state")),
+        budget_evals: 2,
+        repeats: 2,
+        no_llm: true,
+        ..TuneOptions::default()
+    };
+    let exit = kfoundry_tune::tune(&options, &Recorder::default()).unwrap();
+    assert_eq!(exit, Exit::Success);
+    // as if the source had changed since, and U = 4 had won then
+    let mut lock: toml::Table =
+        toml::from_str(&std::fs::read_to_string(&lockfile).unwrap()).unwrap();
+    let entry = lock["kernels"]["test::Copy"].as_table().cloned().unwrap();
+    let mut entry = entry;
+    entry.insert("fingerprint".into(), "0000000000000000".into());
+    let mut variants = entry["variants"].as_array().cloned().unwrap();
+    variants[0]["params"]
+        .as_table_mut()
+        .unwrap()
+        .insert("U".into(), 4.into());
+    entry.insert("variants".into(), variants.into());
+    lock["kernels"]
+        .as_table_mut()
+        .unwrap()
+        .insert("test::Copy".into(), entry.into());
+    std::fs::write(&lockfile, toml::to_string(&lock).unwrap()).unwrap();
+
+    let run = |warm_start: bool| {
+        let recorder = Recorder::default();
+        let options = TuneOptions {
+            warm_start,
+            seed: 7,
+            ..options.clone()
+        };
+        assert_eq!(
+            kfoundry_tune::tune(&options, &recorder).unwrap(),
+            Exit::Success
+        );
+        recorder.events.into_inner().unwrap()
+    };
+    let events = run(true);
+    let evaluated: Vec<&String> = events
+        .iter()
+        .filter(|e| e.starts_with("evaluated"))
+        .collect();
+    assert_eq!(
+        evaluated,
+        ["evaluated 1 U=1 Reference", "evaluated 2 U=4 WarmStart"],
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().any(|e| e
+            .starts_with("note test::Copy @ w: starting from the reference and 1 known winner")
+            && e.contains("(earlier source)")),
+        "{events:#?}"
+    );
+    let cold = run(false);
+    assert!(!cold.iter().any(|e| e.contains("WarmStart")), "{cold:#?}");
+}
+
 fn main() {
     if std::env::args().nth(1).as_deref() == Some(kfoundry_tune::WORKER_COMMAND) {
         if let Err(e) = kfoundry_tune::evaluate::worker::serve() {
@@ -124,4 +197,6 @@ fn main() {
     }
     events_arrive_in_order();
     println!("test events_arrive_in_order ... ok");
+    a_retune_starts_from_the_lockfile();
+    println!("test a_retune_starts_from_the_lockfile ... ok");
 }

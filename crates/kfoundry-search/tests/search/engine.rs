@@ -746,3 +746,58 @@ fn a_checkpoint_in_the_middle_of_a_batch_resumes_exactly() {
         .unwrap_err();
     assert!(e.contains("not yet evaluated"), "{e}");
 }
+
+/// Warm starts are evaluated right after the reference, in the order given, leaving out those
+/// not in the space, invalid, repeated or the reference; a checkpoint keeps those not yet
+/// evaluated; a search that has started takes none.
+#[test]
+fn warm_starts_come_right_after_the_reference() {
+    let reference = vec![8, 2, 1, 1, 0, 0, 3];
+    let settings = Settings {
+        seed: 3,
+        max_evals: Some(40),
+        ..Settings::default()
+    };
+    let mut s = SearchState::new(space(), settings, Some(&reference)).unwrap();
+    let warm = vec![
+        vec![32, 4, 6, 4, 1, 1, 3],
+        vec![32, 4, 6, 4, 1, 1, 99], // not a value of the space
+        reference.clone(),
+        vec![1, 1, 1, 1, 0, 0, 3],  // invalid: a work-group of 1
+        vec![32, 4, 6, 4, 1, 1, 3], // repeated
+        vec![16, 4, 2, 2, 0, 1, 3],
+    ];
+    assert_eq!(
+        s.warm_start(&warm),
+        3,
+        "in the space, new, not the reference"
+    );
+    s.step(&mut evaluate, &valid);
+    s.step(&mut evaluate, &valid);
+    // the rest survives a checkpoint
+    let v = serde_json::to_value(&s).unwrap();
+    let mut s = serde_json::from_value::<SearchState>(v)
+        .unwrap()
+        .validated()
+        .unwrap();
+    for _ in 0..6 {
+        s.step(&mut evaluate, &valid);
+    }
+    let ops: Vec<(Config, Operator)> = s
+        .history()
+        .iter()
+        .map(|r| (r.config.clone(), r.operator))
+        .collect();
+    assert_eq!(ops[0], (reference.clone(), Operator::Reference));
+    assert_eq!(ops[1], (warm[0].clone(), Operator::WarmStart));
+    assert_eq!(ops[2], (warm[5].clone(), Operator::WarmStart));
+    assert!(
+        ops[3..].iter().all(|(_, op)| *op != Operator::WarmStart),
+        "{ops:?}"
+    );
+    // the best warm start seeds the archive: the search's best is at least as good
+    let best = s.progress().best.map(|(_, t)| t).unwrap();
+    assert!(best <= time(&warm[0]).unwrap(), "{best}");
+    // too late for a search that has evaluated something
+    assert_eq!(s.warm_start(&[vec![16, 8, 2, 2, 0, 1, 3]]), 0);
+}

@@ -35,6 +35,7 @@ pub mod remeasure;
 pub mod search;
 pub mod tally;
 pub mod verify;
+pub mod warm;
 
 use anyhow::{Context as _, Result};
 use kfoundry_rt::model::spec::{KernelSpec, Workload};

@@ -2,7 +2,8 @@
 //! workloads selected, the device, its measured peaks (for roofline figures), the language
 //! model, where state goes, and that the lockfile can be read and written: a tune fails
 //! before it starts, not after an hour. For each search, [`start`] says where it begins:
-//! afresh, from its checkpoint, or already finished in an interrupted run.
+//! afresh (the reference, then the lockfile's [`warm`] starts), from its checkpoint, or already
+//! finished in an interrupted run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use kfoundry_rt::model::spec::{KernelSpec, Workload};
 use kfoundry_rt::model::variant::Variant;
-use kfoundry_search::{SearchState, Settings as SearchSettings, Space};
+use kfoundry_search::{Config, SearchState, Settings as SearchSettings, Space};
 use kfoundry_tooling::generated;
 use kfoundry_tooling::lockfile::Lockfile;
 
@@ -18,6 +19,7 @@ use super::discover::{sources, Kernel};
 use super::finalists::Finalist;
 use super::partition::{estimated_cost, share, Job};
 use super::record::check_writable;
+use super::warm;
 use crate::checkpoint::{Checkpoints, Key};
 use crate::device::peaks::{self, Peaks};
 use crate::device::{self, Selected};
@@ -294,8 +296,10 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     }
     let fresh = fresh_search(spec, args)?;
     let Some(ck) = resumed else {
+        let mut state = fresh;
+        warm_start(plan, spec, workload, key, &mut state)?;
         return Ok(Start::Search {
-            state: Box::new(fresh),
+            state: Box::new(state),
             operator_state: None,
         });
     };
@@ -376,6 +380,37 @@ pub fn complete_entries(
         }
     }
     Ok(out)
+}
+
+/// Gives a fresh search the lockfile's warm starts (unless `--no-warm-start`) and says which.
+fn warm_start(
+    plan: &Plan,
+    spec: &KernelSpec,
+    workload: &Workload,
+    key: &Key,
+    state: &mut SearchState,
+) -> Result<()> {
+    if !plan.options.warm_start {
+        return Ok(());
+    }
+    let Some(lock) = Lockfile::read(&plan.lockfile)
+        .with_context(|| format!("cannot read {}", plan.lockfile.display()))?
+    else {
+        return Ok(());
+    };
+    let starts = warm::from_lockfile(&lock, spec, key.fingerprint, &workload.name, key.device);
+    let configs: Vec<Config> = starts.iter().map(|w| w.config.clone()).collect();
+    let kept = state.warm_start(&configs);
+    if kept > 0 {
+        let from: Vec<&str> = starts.iter().take(kept).map(|w| w.from.as_str()).collect();
+        plan.note(format!(
+            "{} @ {}: starting from the reference and {kept} known winner(s): {}",
+            spec.id,
+            workload.name,
+            from.join("; ")
+        ));
+    }
+    Ok(())
 }
 
 /// The search a tune of `spec` starts with: the annotation's space, the engine's default

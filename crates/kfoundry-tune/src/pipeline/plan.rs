@@ -317,8 +317,10 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
             "note: the checkpoint of {} @ {} was made for another search space or settings; searching afresh",
             spec.id, workload.name
         ));
+        let mut state = fresh;
+        warm_start(plan, spec, workload, key, &mut state)?;
         return Ok(Start::Search {
-            state: Box::new(fresh),
+            state: Box::new(state),
             operator_state: None,
         });
     }

@@ -158,7 +158,7 @@ pub struct TuneArgs {
     /// Continue an interrupted tune (Ctrl-C, SIGTERM, kill -9) from its checkpoints: nothing already evaluated is evaluated again.
     #[arg(long)]
     pub resume: bool,
-    /// Search from the reference and random samples only: do not start from what the lockfile knows (this kernel's winners on other workloads, devices or earlier sources, and those of kernels with the same parameters).
+    /// Search from the reference and random samples only: do not start from what the lockfile knows for this device (this kernel's winners at other workloads or from earlier sources, and those of kernels with the same parameters).
     #[arg(long)]
     pub no_warm_start: bool,
     /// Where checkpoints and failure logs go (default: `kfoundry/` under cargo's target directory; with --bundle, `target/kfoundry/` beside the lockfile).

@@ -152,8 +152,5 @@ fn main() {
             );
         }
     }
-    println!(
-        "\n(K = {k}, {seeds} seeds; {} mapped warm starts are the best of FROM that TO has)",
-        k
-    );
+    println!("\n(K = {k}, {seeds} seeds; the warm starts are FROM's best and worst K that TO has)");
 }

@@ -504,8 +504,9 @@ impl SearchState {
     /// not in the space, repeated, or the reference are left out, and at most
     /// [`MAX_WARM_STARTS`] are kept; only a search that has evaluated nothing takes them.
     /// Returns how many were kept. They seed every island's archive, as the reference does;
-    /// the initial samples that follow are drawn as always (a warm start that is wrong for
-    /// this search costs its evaluation, nothing else).
+    /// the initial samples that follow are drawn as always. A warm start that looks good but
+    /// lies in the wrong basin can cost more than its evaluation: the search exploits the
+    /// region it starts in (BENCHMARKS.md, "Warm starts").
     pub fn warm_start(&mut self, configs: &[Config]) -> usize {
         if !self.history.is_empty() || !self.pending.is_empty() {
             return 0;

@@ -26,6 +26,8 @@ pub mod interrupt;
 pub mod llm;
 pub mod options;
 pub mod pipeline;
+#[cfg(test)]
+mod test_spec;
 pub mod text;
 
 /// The JSON messages, a crate of their own (for the tools that read them).

@@ -73,9 +73,9 @@ pub struct TuneOptions {
     pub llm_from_project: bool,
     /// Continue from the checkpoints.
     pub resume: bool,
-    /// A fresh search evaluates the lockfile's winners of this kernel elsewhere (other
-    /// workloads, devices, earlier sources) and of kernels of its template right after the
-    /// reference ([`crate::pipeline::warm`]); false: from the reference and random samples only.
+    /// A fresh search evaluates this device's winners the lockfile holds for the kernel (other
+    /// workloads, earlier sources) and for kernels of its template right after the reference
+    /// ([`crate::pipeline::warm`]); false: from the reference and random samples only.
     pub warm_start: bool,
     /// Where checkpoints and failure logs go.
     pub state_dir: Option<PathBuf>,

@@ -474,28 +474,12 @@ fn footprint(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kfoundry_tooling::annotation::{parse, Context};
 
     fn spec(extra: &str) -> KernelSpec {
         let src = "__kernel void k(const int n, __global const float* x, __global float* y) { y[get_global_id(0)] = x[get_global_id(0)]; }";
-        let args: proc_macro2::TokenStream = format!(
+        crate::test_spec::spec(&format!(
             "code = {src:?}, params(WG = [16, 64], V = [1, 4]), reference(WG = 16, V = 1), {extra} global = n / V, local = WG, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"
-        )
-        .parse()
-        .expect("tokens");
-        let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
-        let dir = std::env::temp_dir();
-        parse(
-            args,
-            &item,
-            &Context {
-                package: "t",
-                manifest_dir: &dir,
-            },
-        )
-        .map(|a| a.spec)
-        .map_err(|e| e.to_string())
-        .expect("spec")
+        ))
     }
 
     fn n(s: &Sizes) -> i64 {
@@ -594,23 +578,9 @@ mod tests {
 #[cfg(test)]
 mod residue_tests {
     use super::*;
-    use kfoundry_tooling::annotation::{parse, Context};
     use rand::SeedableRng;
 
-    fn spec(args: &str) -> KernelSpec {
-        let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
-        parse(
-            args.parse().unwrap(),
-            &item,
-            &Context {
-                package: "t",
-                manifest_dir: std::path::Path::new("."),
-            },
-        )
-        .map(|a| a.spec)
-        .map_err(|e| e.to_string())
-        .unwrap()
-    }
+    use crate::test_spec::spec;
 
     fn limits() -> Limits {
         Limits {
@@ -765,27 +735,14 @@ mod residue_tests {
 #[cfg(test)]
 mod axis_tests {
     use super::*;
-    use kfoundry_tooling::annotation::{parse, Context};
 
     #[test]
     fn each_size_is_also_probed_alone() {
-        let args: proc_macro2::TokenStream = r#"code = "__kernel void k(const int rows, const int cols, __global float* y) {}",
+        let spec = crate::test_spec::spec(
+            r#"code = "__kernel void k(const int rows, const int cols, __global float* y) {}",
             params(WG = [16, 32]), reference(WG = 16), require(cols % WG == 0),
-            global = (cols, rows), local = (WG, 1), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#
-            .parse()
-            .unwrap();
-        let item: syn::Item = syn::parse_str("pub struct K;").unwrap();
-        let spec = parse(
-            args,
-            &item,
-            &Context {
-                package: "t",
-                manifest_dir: std::path::Path::new("."),
-            },
-        )
-        .map(|a| a.spec)
-        .map_err(|e| e.to_string())
-        .unwrap();
+            global = (cols, rows), local = (WG, 1), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#,
+        );
         let limits = Limits {
             max_work_group_size: 1024,
             max_alloc_bytes: 1 << 30,

@@ -266,21 +266,10 @@ mod tests {
     }
 
     fn spec() -> KernelSpec {
-        let args: proc_macro2::TokenStream =
+        crate::test_spec::spec(
             r#"code = "__kernel void k(const int n, __global float* y) { y[0] = K; }", params(K = [0, 1, 2, 3]), reference(K = 0),
-            global = n, buffers(y = n), check(y), workloads(w(n = 4096))"#
-                .parse()
-                .expect("tokens");
-        let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
-        let dir = std::env::temp_dir();
-        let cx = kfoundry_tooling::annotation::Context {
-            package: "t",
-            manifest_dir: &dir,
-        };
-        kfoundry_tooling::annotation::parse(args, &item, &cx)
-            .map(|a| a.spec)
-            .map_err(|e| e.to_string())
-            .expect("spec")
+            global = n, buffers(y = n), check(y), workloads(w(n = 4096))"#,
+        )
     }
 
     fn k(v: i64) -> Finalist {

@@ -1,6 +1,6 @@
 //! Warm starts: where a fresh search begins besides the reference. The lockfile already knows
-//! winners of this kernel on other workloads, devices and earlier versions of its source, and
-//! of other kernels of the same template (the same parameter names: the importer's kernels of
+//! winners of this kernel at other workloads and from earlier versions of its source, and of
+//! other kernels of the same template (the same parameter names: the importer's kernels of
 //! one group, the stages of a split problem); the best of them are evaluated right after the
 //! reference ([`SearchState::warm_start`](kfoundry_search::SearchState::warm_start)), so a
 //! re-tune after an edit, a new workload or a model full of kernels of one template does not
@@ -103,21 +103,11 @@ mod tests {
 
     use super::*;
 
-    fn spec(id: &str) -> KernelSpec {
-        let args: proc_macro2::TokenStream =
+    fn spec() -> KernelSpec {
+        crate::test_spec::spec(
             r#"code = "__kernel void k(const int n, __global float* y) { y[0] = A + B; }", params(A = [0, 1, 2, 3], B = [0, 1]), reference(A = 0, B = 0),
-            global = n, buffers(y = n), check(y), workloads(w(n = 4096))"#
-                .parse()
-                .expect("tokens");
-        let item: syn::Item = syn::parse_str(&format!("pub struct {id};")).expect("item");
-        let dir = std::env::temp_dir();
-        let cx = kfoundry_tooling::annotation::Context {
-            package: "t",
-            manifest_dir: &dir,
-        };
-        kfoundry_tooling::annotation::parse(args, &item, &cx)
-            .map(|a| a.spec)
-            .expect("spec")
+            global = n, buffers(y = n), check(y), workloads(w(n = 4096))"#,
+        )
     }
 
     fn variant(device: &str, workload: &str, params: &str) -> String {
@@ -131,7 +121,7 @@ mod tests {
     /// value outside the space or the reference; each set once.
     #[test]
     fn ranks_this_device_s_winners_and_leaves_out_what_does_not_fit() {
-        let me = spec("K");
+        let me = spec();
         let entry = |id: &str, fp: &str, variants: &[String]| {
             format!(
                 "[kernels.\"{id}\"]\nfingerprint = \"{fp}\"\n{}",

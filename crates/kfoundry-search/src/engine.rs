@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{Archive, Cell, Elite};
-use crate::eval::{Evaluation, Evaluator};
+use crate::eval::{Evaluation, Evaluator, FailureKind};
 use crate::gradient::{Gradient, GradientModel, Move, Weights};
 use crate::operators::{self, Operator};
 use crate::selection::{rank_correlation, Arm, ArmStats, Selection};
@@ -90,6 +90,15 @@ pub struct Settings {
     /// (the default): propose one, evaluate it, then propose the next.
     #[serde(default = "one")]
     pub batch: usize,
+    /// Levels of speculation (0, the default: none). Before each evaluation (of a batch of
+    /// one), the engine guesses a few outcomes of it (the surrogate's prediction, a failure,
+    /// a new best, a slow one), works out what it would propose next after each, follows the
+    /// likeliest guess this many levels deep, and offers every configuration found to the
+    /// evaluator ([`crate::Evaluator::prepare`]), which may build them on idle cores. The
+    /// search itself is unchanged: it proposes what it would have proposed without
+    /// speculation, from the real outcomes; a wrong guess costs only a build nobody waits for.
+    #[serde(default)]
+    pub speculate: usize,
 }
 
 fn one() -> usize {
@@ -98,6 +107,8 @@ fn one() -> usize {
 
 /// The largest [`Settings::batch`].
 pub const MAX_BATCH: usize = 64;
+/// The largest [`Settings::speculate`].
+pub const MAX_SPECULATE: usize = 8;
 
 /// The surrogate model of candidate screening.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,6 +162,7 @@ impl Default for Settings {
             screen_model: ScreenModel::Relevance,
             selection: Selection::default(),
             batch: 1,
+            speculate: 0,
         }
     }
 }
@@ -205,6 +217,12 @@ impl Settings {
         }
         if !(1..=MAX_BATCH).contains(&self.batch) {
             return Err(format!("batch {} (1 to {MAX_BATCH} allowed)", self.batch));
+        }
+        if self.speculate > MAX_SPECULATE {
+            return Err(format!(
+                "speculate {} (0 to {MAX_SPECULATE} allowed)",
+                self.speculate
+            ));
         }
         self.selection.check()
     }
@@ -678,6 +696,12 @@ impl SearchState {
     }
 
     /// Changes the budgets (e.g. to extend a resumed search) and clears a budget stop.
+    /// Sets [`Settings::speculate`] (levels, at most [`MAX_SPECULATE`]): what the search
+    /// proposes does not depend on it, so a resumed search may speculate differently.
+    pub fn set_speculate(&mut self, levels: usize) {
+        self.settings.speculate = levels.min(MAX_SPECULATE);
+    }
+
     pub fn set_budgets(
         &mut self,
         max_evals: Option<usize>,
@@ -815,8 +839,99 @@ impl SearchState {
             };
         };
         let config = self.space.values(&next.proposal.child);
+        if self.settings.speculate > 0 && self.pending.is_empty() {
+            let guessed = self.speculation(&next, &config, valid);
+            if !guessed.is_empty() {
+                evaluator.prepare(&guessed);
+            }
+        }
         let outcome = evaluator.evaluate(&config);
         Stepped::Evaluated(self.record(next, config, outcome))
+    }
+
+    /// What the engine may propose after `next` (`config`, about to be evaluated), likeliest
+    /// first ([`Settings::speculate`]): for each guess of its outcome ([`SearchState::guesses`])
+    /// the proposal that would follow, on a copy of the state; then the same from the
+    /// likeliest guess's proposal, [`Settings::speculate`] levels deep. Every configuration is
+    /// new and valid, and none is `config`.
+    fn speculation(
+        &self,
+        next: &Pending,
+        config: &Config,
+        valid: &dyn Fn(&Config) -> bool,
+    ) -> Vec<Config> {
+        let mut found: Vec<Indices> = Vec::new();
+        let mut level = Some((self.clone(), next.clone(), config.clone()));
+        for _ in 0..self.settings.speculate {
+            let Some((state, pending, values)) = level.take() else {
+                break;
+            };
+            for (g, outcome) in state.guesses(&pending).into_iter().enumerate() {
+                let mut s = state.clone();
+                s.record(pending.clone(), values.clone(), outcome);
+                if s.budget_stop().is_some() {
+                    break;
+                }
+                let island = s.next_island % s.islands.len();
+                let Some(proposal) = s.propose(island, valid) else {
+                    continue;
+                };
+                s.next_island = (s.next_island + 1) % s.islands.len();
+                let child = proposal.child.clone();
+                if child != next.proposal.child && !found.contains(&child) {
+                    found.push(child.clone());
+                }
+                if g == 0 {
+                    let proposed_at = s.history.len();
+                    let values = s.space.values(&child);
+                    level = Some((
+                        s,
+                        Pending {
+                            proposal,
+                            island,
+                            proposed_at,
+                        },
+                        values,
+                    ));
+                }
+            }
+        }
+        found.iter().map(|c| self.space.values(c)).collect()
+    }
+
+    /// Outcomes `pending` may have, likeliest first, for [`SearchState::speculation`]: the
+    /// time the surrogate predicts (when there is a model), a failure, a new best and a
+    /// result slower than any so far.
+    fn guesses(&self, pending: &Pending) -> Vec<Evaluation> {
+        let times: Vec<f64> = self
+            .history
+            .iter()
+            .filter_map(|r| r.outcome.time())
+            .collect();
+        let (Some(best), Some(worst)) = (
+            times.iter().copied().reduce(f64::min),
+            times.iter().copied().reduce(f64::max),
+        ) else {
+            // nothing has run yet: the first success or another failure
+            return vec![
+                Evaluation::ok(1.0, 0.0),
+                Evaluation::failed(FailureKind::Runtime, "a guess", 0.0),
+            ];
+        };
+        let predicted = pending
+            .proposal
+            .predicted
+            .or_else(|| self.surrogate().map(|m| m.predict(&pending.proposal.child)))
+            .map(|f| (-f).exp())
+            .filter(|t| t.is_finite() && *t > 0.0);
+        let mut guesses: Vec<Evaluation> = predicted
+            .into_iter()
+            .map(|t| Evaluation::ok(t, 0.0))
+            .collect();
+        guesses.push(Evaluation::failed(FailureKind::Runtime, "a guess", 0.0));
+        guesses.push(Evaluation::ok(best * 0.8, 0.0));
+        guesses.push(Evaluation::ok(worst * 1.5, 0.0));
+        guesses
     }
 
     /// Proposes the next [`Settings::batch`] configurations (fewer when the evaluation budget

@@ -74,19 +74,25 @@ fn bundle(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
+/// A tune of the kernel of [`bundle`] in `dir` (lockfile and state there too), `evals`
+/// evaluations, without a model.
+fn options(dir: &std::path::Path, evals: usize) -> TuneOptions {
+    TuneOptions {
+        bundle: Some(bundle(dir)),
+        lockfile: Some(dir.join("Kfoundry.lock")),
+        state_dir: Some(dir.join("state")),
+        budget_evals: evals,
+        repeats: 2,
+        no_llm: true,
+        ..TuneOptions::default()
+    }
+}
+
 /// A tune reports, in order: the plan, the search's start, each evaluation (counted), its end,
 /// the result, and the end of the run; the result is in the lockfile.
 fn events_arrive_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let options = TuneOptions {
-        bundle: Some(bundle(dir.path())),
-        lockfile: Some(dir.path().join("Kfoundry.lock")),
-        state_dir: Some(dir.path().join("state")),
-        budget_evals: 3,
-        repeats: 2,
-        no_llm: true,
-        ..TuneOptions::default()
-    };
+    let options = options(dir.path(), 3);
     let recorder = Recorder::default();
     let exit = kfoundry_tune::tune(&options, &recorder).unwrap();
     let events = recorder.events.into_inner().unwrap();
@@ -125,15 +131,7 @@ fn events_arrive_in_order() {
 fn a_retune_starts_from_the_lockfile() {
     let dir = tempfile::tempdir().unwrap();
     let lockfile = dir.path().join("Kfoundry.lock");
-    let options = TuneOptions {
-        bundle: Some(bundle(dir.path())),
-        lockfile: Some(lockfile.clone()),
-        state_dir: Some(dir.path().join("state")),
-        budget_evals: 2,
-        repeats: 2,
-        no_llm: true,
-        ..TuneOptions::default()
-    };
+    let options = options(dir.path(), 2);
     let exit = kfoundry_tune::tune(&options, &Recorder::default()).unwrap();
     assert_eq!(exit, Exit::Success);
     // as if the source had changed since, and U = 4 had won then
@@ -187,6 +185,32 @@ fn a_retune_starts_from_the_lockfile() {
     assert!(!cold.iter().any(|e| e.contains("WarmStart")), "{cold:#?}");
 }
 
+/// A search that speculates (`--set speculate=3`: the worker builds what may come next while
+/// a candidate runs) evaluates each configuration once, in the order the search asks for them,
+/// and ends like any other.
+fn a_speculating_tune_runs_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = TuneOptions {
+        set: vec!["speculate=3".into()],
+        ..options(dir.path(), 3)
+    };
+    let recorder = Recorder::default();
+    let exit = kfoundry_tune::tune(&options, &recorder).unwrap();
+    let events = recorder.events.into_inner().unwrap();
+    assert_eq!(exit, Exit::Success, "{events:#?}");
+    let mut evaluated: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("evaluated ")?.split(' ').nth(1))
+        .collect();
+    assert_eq!(evaluated[0], "U=1", "the reference first: {events:#?}");
+    evaluated.sort_unstable();
+    assert_eq!(evaluated, ["U=1", "U=2", "U=4"], "{events:#?}");
+    assert!(
+        events.iter().any(|e| e == "tuned test::Copy w"),
+        "{events:#?}"
+    );
+}
+
 fn main() {
     if std::env::args().nth(1).as_deref() == Some(kfoundry_tune::WORKER_COMMAND) {
         if let Err(e) = kfoundry_tune::evaluate::worker::serve() {
@@ -199,4 +223,6 @@ fn main() {
     println!("test events_arrive_in_order ... ok");
     a_retune_starts_from_the_lockfile();
     println!("test a_retune_starts_from_the_lockfile ... ok");
+    a_speculating_tune_runs_like_any_other();
+    println!("test a_speculating_tune_runs_like_any_other ... ok");
 }

@@ -801,3 +801,63 @@ fn warm_starts_come_right_after_the_reference() {
     // too late for a search that has evaluated something
     assert_eq!(s.warm_start(&[vec![16, 8, 2, 2, 0, 1, 3]]), 0);
 }
+
+/// Speculation offers, before each evaluation, configurations the search may propose next,
+/// and changes nothing of the search: the same history (configurations, outcomes, operators)
+/// as without it, with or without a reference and a checkpoint on the way. What it offers is
+/// new and valid, and most of the time the next evaluation is among it.
+#[test]
+fn speculation_offers_what_comes_next_and_changes_nothing() {
+    let reference = vec![8, 2, 1, 1, 0, 0, 3];
+    for (seed, with_reference) in [(1, true), (2, false), (7, true)] {
+        let settings = |speculate| Settings {
+            seed,
+            max_evals: Some(80),
+            speculate,
+            ..Settings::default()
+        };
+        let reference = with_reference.then_some(&reference);
+        let history = |s: &SearchState| -> Vec<(Config, Operator, Option<f64>)> {
+            s.history()
+                .iter()
+                .map(|r| (r.config.clone(), r.operator, r.outcome.time()))
+                .collect()
+        };
+        let mut plain = SearchState::new(space(), settings(0), reference).unwrap();
+        let mut none = Recording::default();
+        while let Stepped::Evaluated(_) = plain.step(&mut none, &valid) {}
+        assert!(none.prepared.is_empty(), "no speculation, no offers");
+
+        let mut s = SearchState::new(space(), settings(3), reference).unwrap();
+        let mut e = Recording::default();
+        for _ in 0..30 {
+            s.step(&mut e, &valid);
+        }
+        let v = serde_json::to_value(&s).unwrap();
+        let mut s = serde_json::from_value::<SearchState>(v)
+            .unwrap()
+            .validated()
+            .unwrap();
+        while let Stepped::Evaluated(_) = s.step(&mut e, &valid) {}
+        assert_eq!(history(&s), history(&plain), "seed {seed}");
+
+        // one offer before each evaluation but the first (nothing to speculate past when
+        // the budget is spent after it), each new and valid
+        assert!(e.prepared.len() >= 70, "{} offers", e.prepared.len());
+        let mut hits = 0;
+        for (i, asked) in e.asked.iter().enumerate().skip(1) {
+            let offered = &e.prepared[..i.min(e.prepared.len())];
+            hits += usize::from(offered.iter().flatten().any(|c| c == asked));
+        }
+        for (k, offer) in e.prepared.iter().enumerate() {
+            for c in offer {
+                assert!(valid(c), "offer {k}: {c:?} is not valid");
+                assert!(!e.asked[..k].contains(c), "offer {k}: {c:?} was evaluated");
+            }
+        }
+        assert!(
+            hits >= 60,
+            "seed {seed}: {hits} of 79 evaluations had been offered"
+        );
+    }
+}

@@ -231,6 +231,10 @@ fn host_available_bytes() -> Option<u64> {
 
 /// Candidates built most recently, kept for their proof at other sizes and their re-measures.
 const BUILT_KEPT: usize = 4;
+/// Finished builds ahead kept while no evaluation has taken them ([`Bench::build_ahead`]).
+const BUILT_AHEAD_KEPT: usize = 32;
+/// Most builds ahead running at once, however many cores there are.
+const MAX_BUILDERS: usize = 32;
 
 /// What a build is made of: parameters, the generated source when it is not the annotated one,
 /// and whether its work-groups are numbered in reverse ([`REVERSED_GROUPS`]).
@@ -428,6 +432,11 @@ enum Background {
 }
 
 impl Background {
+    /// Whether the build is still under way.
+    fn is_running(&self) -> bool {
+        matches!(self, Background::Running(h) if !h.is_finished())
+    }
+
     /// The program, once the build is done.
     fn wait(self) -> Result<Program, RtError> {
         match self {
@@ -492,6 +501,9 @@ pub struct Bench {
     not_gpu: bool,
     /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
     building: Vec<(BuildKey, Background)>,
+    /// How many builds ahead may run at once: every core but the one that measures (at
+    /// least one, at most [`MAX_BUILDERS`]).
+    builders: usize,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
     /// The compiler's logs of candidates that built with something to say (warnings), not yet
@@ -644,6 +656,9 @@ impl Bench {
             pool_fits: std::cell::Cell::new(None),
             not_gpu,
             building: Vec::new(),
+            builders: std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1))
+                .clamp(1, MAX_BUILDERS),
             build_failures: Vec::new(),
             build_warnings: Vec::new(),
             last_errors: None,
@@ -1318,12 +1333,20 @@ impl Bench {
         }
     }
 
-    /// Starts building `upcoming` (configurations of the annotated source that will be
-    /// evaluated next) on threads of their own, so that they build at once and while the
-    /// device runs other candidates; [`Bench::evaluate`] then takes each finished program.
-    /// Builds already done or under way are not started again.
+    /// Starts building `upcoming` (configurations of the annotated source that may be
+    /// evaluated next, likeliest first: a batch, or the engine's speculation) on threads of
+    /// their own, so that they build at once and while the device runs other candidates;
+    /// [`Bench::evaluate`] then takes each finished program. Builds already done or under way
+    /// are not started again; at most `builders` run at once (the rest of
+    /// `upcoming` is left), and of the finished ones never taken only the newest
+    /// [`BUILT_AHEAD_KEPT`] are kept.
     pub fn build_ahead(&mut self, upcoming: &[Params]) {
+        let builders = self.builders;
         for params in upcoming {
+            let running = self.building.iter().filter(|(_, b)| b.is_running()).count();
+            if running >= builders {
+                break;
+            }
             let key = (params.clone(), None, false);
             let known = self.built.iter().any(|(k, _)| *k == key)
                 || self.building.iter().any(|(k, _)| *k == key);
@@ -1342,6 +1365,20 @@ impl Bench {
                 ));
             }
         }
+        // Finished builds nobody took, oldest first, beyond the few kept (a build still
+        // running is kept: its thread would go on without anyone counting it).
+        let mut finished = self
+            .building
+            .iter()
+            .filter(|(_, b)| !b.is_running())
+            .count();
+        self.building.retain(|(_, b)| {
+            let drop = finished > BUILT_AHEAD_KEPT && !b.is_running();
+            if drop {
+                finished -= 1;
+            }
+            !drop
+        });
     }
 
     /// What the compiler is given for `params` of `source`: the program text and the build
@@ -2050,11 +2087,25 @@ mod tests {
             .expect("a bench on the first OpenCL device (PoCL in CI)")
     }
 
+    /// No more builds ahead run at once than the bench has builders; the rest of the offer
+    /// is left (the likeliest come first).
+    #[test]
+    fn builds_ahead_run_at_most_builders_at_once() {
+        let mut b = bench();
+        b.builders = 1;
+        b.build_ahead(&[items(2), items(4), items(8)]);
+        assert_eq!(b.building.len(), 1);
+        assert_eq!(b.building[0].0 .0, items(2), "the first offered is started");
+        assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
+        assert!(b.building.is_empty(), "taken by its evaluation");
+    }
+
     /// Builds started ahead are what the evaluation uses (not built again), and an evaluation
     /// of a configuration never announced still builds it.
     #[test]
     fn builds_ahead_are_taken_by_their_evaluations() {
         let mut b = bench();
+        b.builders = 4;
         b.build_ahead(&[items(2), items(4), items(1)]);
         assert_eq!(b.building.len(), 2, "the reference is not built ahead");
         assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());

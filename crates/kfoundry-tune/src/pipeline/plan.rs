@@ -294,7 +294,7 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
             }
         }
     }
-    let fresh = fresh_search(spec, args)?;
+    let fresh = fresh_search(spec, args, &plan.device.info.kind)?;
     let Some(ck) = resumed else {
         let mut state = fresh;
         warm_start(plan, spec, workload, key, &mut state)?;
@@ -304,10 +304,12 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
         });
     };
     // The checkpoint must be of this very search: the kernel's space and the engine's settings.
+    // (Speculation is not part of the search: what it proposes does not depend on it.)
     let unbudgeted = |s: &SearchSettings| SearchSettings {
         max_evals: None,
         max_seconds: None,
         stagnation: None,
+        speculate: 0,
         ..s.clone()
     };
     if ck.state.space() != fresh.space()
@@ -325,6 +327,7 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
         });
     }
     let mut state = ck.state;
+    state.set_speculate(fresh.settings().speculate);
     let stagnation = state.settings().stagnation;
     state.set_budgets(Some(args.budget_evals.max(1)), args.budget_secs, stagnation);
     plan.note(format!(
@@ -415,9 +418,26 @@ fn warm_start(
     Ok(())
 }
 
-/// The search a tune of `spec` starts with: the annotation's space, the engine's default
-/// settings changed by `--set`, with this run's seed and budgets, the reference first.
-fn fresh_search(spec: &KernelSpec, args: &TuneOptions) -> Result<SearchState> {
+/// Levels of speculation ([`SearchSettings::speculate`]) a search on a device of `kind`
+/// starts with, before `--set`. On a GPU the candidates the engine may propose next are built
+/// on the host's idle cores while the device measures (the search is the same; see
+/// BENCHMARKS.md for what it saves). On a CPU device none: the builds would take the cores
+/// the kernel being timed runs on (and the bench waits for them before timing).
+fn default_speculation(kind: &str) -> usize {
+    if kind == "gpu" {
+        SPECULATE_ON_GPU
+    } else {
+        0
+    }
+}
+
+/// [`default_speculation`] on a GPU.
+const SPECULATE_ON_GPU: usize = 4;
+
+/// The search a tune of `spec` starts with on a device of `kind`: the annotation's space, the
+/// engine's default settings (and [`default_speculation`]) changed by `--set`, with this run's
+/// seed and budgets, the reference first.
+fn fresh_search(spec: &KernelSpec, args: &TuneOptions, kind: &str) -> Result<SearchState> {
     let space = Space::new(
         spec.params
             .iter()
@@ -429,7 +449,10 @@ fn fresh_search(spec: &KernelSpec, args: &TuneOptions) -> Result<SearchState> {
     )
     .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
     let reference = config_of(spec, &spec.reference);
-    let mut settings = SearchSettings::default();
+    let mut settings = SearchSettings {
+        speculate: default_speculation(kind),
+        ..SearchSettings::default()
+    };
     for assignment in &args.set {
         settings
             .set(assignment)

@@ -117,6 +117,9 @@ pub struct TuneArgs {
     /// Seconds per kernel and workload (whichever budget ends first).
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub budget_secs: Option<f64>,
+    /// Seconds for the whole run (a model's kernels tuned together): each search gets the time left in proportion to its kernel's estimated share of the model's time (roofline floor from `cost(...)` on the measured peaks, plus a launch) among the searches to come, less what the finalists and proofs have been taking; --budget-evals and --budget-secs still bound each search.
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub budget_total_secs: Option<f64>,
     /// Seed of the search and of the random inputs.
     #[arg(long, default_value_t = TuneOptions::default().seed)]
     pub seed: u64,
@@ -175,6 +178,7 @@ impl TuneArgs {
             partition: self.partition.clone(),
             budget_evals: self.budget_evals,
             budget_secs: self.budget_secs,
+            budget_total_secs: self.budget_total_secs,
             seed: self.seed,
             proof_seed: self.proof_seed,
             set: self.set.clone(),

@@ -33,7 +33,7 @@ pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
             why: unshipped.reason.clone(),
         }],
         TuneEvent::Tuned { result } => vec![Message::Tuned {
-            result: (*result).clone(),
+            result: Box::new((*result).clone()),
         }],
         TuneEvent::Failed { failure } => failure
             .workloads

@@ -39,6 +39,7 @@ fn every_message() -> Vec<Message> {
         evaluations: 60,
         failures: 2,
         seconds: 12.5,
+        search_seconds: 9.0,
         gbytes_per_s: Some(98.3),
         gflops: None,
         max_abs_error: Some(0.0),
@@ -142,7 +143,9 @@ fn every_message() -> Vec<Message> {
             params: p.clone(),
             why: "Wrong at sizes n=16384".into(),
         },
-        Message::Tuned { result },
+        Message::Tuned {
+            result: Box::new(result),
+        },
         Message::Failed {
             kernel: "pkg::Broken".into(),
             workload: "small".into(),

@@ -45,7 +45,8 @@ pub enum Message {
         why: String,
     },
     /// `tune`: one kernel at one workload is done.
-    Tuned { result: TuneResult },
+    /// (Boxed: the largest message by far; the JSON is the same.)
+    Tuned { result: Box<TuneResult> },
     /// `tune`: one kernel at one workload failed (the others go on).
     Failed {
         kernel: String,
@@ -144,6 +145,10 @@ pub struct TuneResult {
     pub evaluations: usize,
     pub failures: usize,
     pub seconds: f64,
+    /// Of `seconds`, what the search's evaluations cost (the rest: the worker's start, the
+    /// finalists, their proof and re-measure).
+    #[serde(default)]
+    pub search_seconds: f64,
     /// Achieved bandwidth and compute of the winner, from `cost(...)`.
     pub gbytes_per_s: Option<f64>,
     pub gflops: Option<f64>,

@@ -46,6 +46,12 @@ pub struct TuneOptions {
     pub budget_evals: usize,
     /// Seconds per kernel and workload (whichever budget ends first).
     pub budget_secs: Option<f64>,
+    /// Seconds for the whole run, every kernel and workload (a model's kernels tuned together):
+    /// shared out as the run goes, each search getting the time left (less what the stages
+    /// after a search have been taking) in proportion to its kernel's estimated share of the
+    /// model's time among the searches to come ([`crate::pipeline::budget`]). `budget_evals`
+    /// and `budget_secs` still bound each search.
+    pub budget_total_secs: Option<f64>,
     /// Seed of the search and of the random inputs.
     pub seed: u64,
     /// Seed of the finalists' proof; `None` draws one afresh for every tune.
@@ -90,6 +96,7 @@ impl Default for TuneOptions {
             partition: Vec::new(),
             budget_evals: 60,
             budget_secs: None,
+            budget_total_secs: None,
             seed: 0,
             proof_seed: None,
             set: Vec::new(),

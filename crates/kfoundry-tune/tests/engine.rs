@@ -211,6 +211,33 @@ fn a_speculating_tune_runs_like_any_other() {
     );
 }
 
+/// One budget for the whole run (`--budget-total-secs`): the run says each search's share, and
+/// a search whose share is spent stops after the reference, however many evaluations it may
+/// have had.
+fn a_run_budget_is_shared_out_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = TuneOptions {
+        budget_total_secs: Some(0.0),
+        ..options(dir.path(), 3)
+    };
+    let recorder = Recorder::default();
+    let exit = kfoundry_tune::tune(&options, &recorder).unwrap();
+    let events = recorder.events.into_inner().unwrap();
+    assert_eq!(exit, Exit::Success, "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("note run budget: search 1 of 1")
+                && e.contains("test::Copy @ w gets 0.0 s")),
+        "{events:#?}"
+    );
+    let evaluated: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("evaluated ")?.split(' ').nth(1))
+        .collect();
+    assert_eq!(evaluated, ["U=1"], "the reference only: {events:#?}");
+}
+
 fn main() {
     if std::env::args().nth(1).as_deref() == Some(kfoundry_tune::WORKER_COMMAND) {
         if let Err(e) = kfoundry_tune::evaluate::worker::serve() {
@@ -225,4 +252,6 @@ fn main() {
     println!("test a_retune_starts_from_the_lockfile ... ok");
     a_speculating_tune_runs_like_any_other();
     println!("test a_speculating_tune_runs_like_any_other ... ok");
+    a_run_budget_is_shared_out_and_kept();
+    println!("test a_run_budget_is_shared_out_and_kept ... ok");
 }

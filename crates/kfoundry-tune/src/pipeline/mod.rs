@@ -23,6 +23,7 @@
 //! goes on with the others; whatever finished is recorded, and the exit status says that
 //! something failed.
 
+pub mod budget;
 pub mod discover;
 pub mod finalists;
 pub mod history;
@@ -53,6 +54,7 @@ use plan::{Plan, Start};
 
 /// Runs the whole pipeline for the selection of `args`, on one device, telling `reporter`.
 pub fn run(args: &TuneOptions, reporter: &dyn Reporter) -> Result<Exit> {
+    let run_started = std::time::Instant::now();
     let plan = plan::plan(args, reporter)?;
     let mut tally = tally::Tally::default();
     // Stage 0: a reference that does not build is reported now, not when its turn comes. (A
@@ -61,6 +63,22 @@ pub fn run(args: &TuneOptions, reporter: &dyn Reporter) -> Result<Exit> {
     for (i, why) in &broken {
         tally::reference_broken(&plan, &plan.kernels[*i], why, &mut tally);
     }
+    // `--budget-total-secs`: one budget for every search of the run, shared by the cost model.
+    let mut run_budget = plan.options.budget_total_secs.map(|total| {
+        let jobs = plan
+            .kernels
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !broken.iter().any(|(b, _)| b == i))
+            .flat_map(|(_, k)| {
+                plan.workloads(&k.spec).into_iter().map(|w| {
+                    let weight = budget::weight(plan.peaks.as_ref(), &k.spec, w);
+                    ((k.spec.id.clone(), w.name.clone()), weight)
+                })
+            })
+            .collect::<Vec<_>>();
+        budget::RunBudget::new(total, run_started, budget::fill(jobs))
+    });
     'kernels: for (i, kernel) in plan.kernels.iter().enumerate() {
         if broken.iter().any(|(b, _)| *b == i) {
             continue;
@@ -79,7 +97,20 @@ pub fn run(args: &TuneOptions, reporter: &dyn Reporter) -> Result<Exit> {
                 .map_err(|e| anyhow::anyhow!("{e:#}"))
                 .and_then(|existing| {
                     let existing = existing.get(&workload.name);
-                    tune_one(&plan, &kernel.spec, fingerprint, workload, existing)
+                    let budget_secs = share_of(&plan, run_budget.as_mut(), &kernel.spec, workload);
+                    let started = std::time::Instant::now();
+                    let result = tune_one(
+                        &plan,
+                        &kernel.spec,
+                        fingerprint,
+                        workload,
+                        existing,
+                        budget_secs,
+                    );
+                    if let (Some(b), Ok(Some(r))) = (run_budget.as_mut(), &result) {
+                        b.finished(started.elapsed().as_secs_f64(), r.search_seconds);
+                    }
+                    result
                 }) {
                 Ok(Some(result)) => result,
                 Ok(None) => {
@@ -145,14 +176,40 @@ pub fn run(args: &TuneOptions, reporter: &dyn Reporter) -> Result<Exit> {
     Ok(tally::finish(&plan, &tally))
 }
 
-/// Tunes one kernel at one workload through stages 3 to 6: `None` when interrupted before
-/// any candidate (the reference included) was measured.
+/// The seconds of evaluations the search of `spec` at `workload` may spend: `--budget-secs`,
+/// or less when the run has one budget (`--budget-total-secs`) and this is the search's share
+/// of what is left (the run says so, with where the run's budget stands).
+fn share_of(
+    plan: &Plan,
+    run_budget: Option<&mut budget::RunBudget>,
+    spec: &KernelSpec,
+    workload: &Workload,
+) -> Option<f64> {
+    let own = plan.options.budget_secs;
+    let share = run_budget?.next(&spec.id, &workload.name);
+    plan.note(format!(
+        "run budget: search {} of {}, {:.1} s of {:.1} s left; {} @ {} gets {:.1} s ({:.1}% of the estimated model time left)",
+        share.number,
+        share.of,
+        share.left,
+        plan.options.budget_total_secs.unwrap_or_default(),
+        spec.id,
+        workload.name,
+        share.seconds,
+        100.0 * share.fraction
+    ));
+    Some(own.map_or(share.seconds, |s| s.min(share.seconds)))
+}
+
+/// Tunes one kernel at one workload through stages 3 to 6 with `budget_secs` of evaluations:
+/// `None` when interrupted before any candidate (the reference included) was measured.
 fn tune_one(
     plan: &Plan,
     spec: &KernelSpec,
     fingerprint: &str,
     workload: &Workload,
     existing: Option<&Finalist>,
+    budget_secs: Option<f64>,
 ) -> Result<Option<TuneResult>> {
     let started = std::time::Instant::now();
     let device_key = plan.device.key.to_string();
@@ -163,7 +220,7 @@ fn tune_one(
         device: &device_key,
         seed: plan.options.seed,
     };
-    let (state, operator_state) = match plan::start(plan, spec, workload, &key)? {
+    let (state, operator_state) = match plan::start(plan, spec, workload, &key, budget_secs)? {
         Start::Finished(result) => return Ok(Some(*result)),
         Start::Search {
             state,

@@ -265,8 +265,15 @@ fn partition_jobs(
 }
 
 /// Where the search of `spec` at `workload` begins: from its checkpoint with `--resume` (when
-/// it belongs to this very search), else afresh with the reference first.
-pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> Result<Start> {
+/// it belongs to this very search), else afresh with the reference first; either way with
+/// `budget_secs` of evaluations (`--budget-secs`, or the search's share of `--budget-total-secs`).
+pub fn start(
+    plan: &Plan,
+    spec: &KernelSpec,
+    workload: &Workload,
+    key: &Key,
+    budget_secs: Option<f64>,
+) -> Result<Start> {
     let args = plan.options;
     let mut resumed = None;
     if args.resume {
@@ -294,7 +301,7 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
             }
         }
     }
-    let fresh = fresh_search(spec, args, &plan.device.info.kind)?;
+    let fresh = fresh_search(spec, args, budget_secs)?;
     let Some(ck) = resumed else {
         let mut state = fresh;
         warm_start(plan, spec, workload, key, &mut state)?;
@@ -329,7 +336,7 @@ pub fn start(plan: &Plan, spec: &KernelSpec, workload: &Workload, key: &Key) -> 
     let mut state = ck.state;
     state.set_speculate(fresh.settings().speculate);
     let stagnation = state.settings().stagnation;
-    state.set_budgets(Some(args.budget_evals.max(1)), args.budget_secs, stagnation);
+    state.set_budgets(Some(args.budget_evals.max(1)), budget_secs, stagnation);
     plan.note(format!(
         "{} @ {}: resuming after {} evaluations",
         spec.id,
@@ -418,26 +425,20 @@ fn warm_start(
     Ok(())
 }
 
-/// Levels of speculation ([`SearchSettings::speculate`]) a search on a device of `kind`
-/// starts with, before `--set`. On a GPU the candidates the engine may propose next are built
-/// on the host's idle cores while the device measures (the search is the same; see
-/// BENCHMARKS.md for what it saves). On a CPU device none: the builds would take the cores
-/// the kernel being timed runs on (and the bench waits for them before timing).
-fn default_speculation(kind: &str) -> usize {
-    if kind == "gpu" {
-        SPECULATE_ON_GPU
-    } else {
-        0
-    }
-}
-
-/// [`default_speculation`] on a GPU.
-const SPECULATE_ON_GPU: usize = 4;
-
-/// The search a tune of `spec` starts with on a device of `kind`: the annotation's space, the
-/// engine's default settings (and [`default_speculation`]) changed by `--set`, with this run's
-/// seed and budgets, the reference first.
-fn fresh_search(spec: &KernelSpec, args: &TuneOptions, kind: &str) -> Result<SearchState> {
+/// The search a tune of `spec` starts with: the annotation's space, the engine's default
+/// settings changed by `--set`, with this run's seed, its evaluation budget and `budget_secs`,
+/// the reference first.
+///
+/// Speculation ([`SearchSettings::speculate`]) is opt-in (`--set speculate=N`) on every
+/// device. On a CPU device its builds would take the cores the kernel being timed runs on. On
+/// the H200 (NVIDIA's driver, 16 cores) 4 levels made tuning slower, 0.70x the evaluations per
+/// second of none (geomean of five kernels, BENCHMARKS.md): the builds ahead run in the
+/// worker's process, and the build the search needs next waits behind them.
+fn fresh_search(
+    spec: &KernelSpec,
+    args: &TuneOptions,
+    budget_secs: Option<f64>,
+) -> Result<SearchState> {
     let space = Space::new(
         spec.params
             .iter()
@@ -449,10 +450,7 @@ fn fresh_search(spec: &KernelSpec, args: &TuneOptions, kind: &str) -> Result<Sea
     )
     .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
     let reference = config_of(spec, &spec.reference);
-    let mut settings = SearchSettings {
-        speculate: default_speculation(kind),
-        ..SearchSettings::default()
-    };
+    let mut settings = SearchSettings::default();
     for assignment in &args.set {
         settings
             .set(assignment)
@@ -461,7 +459,7 @@ fn fresh_search(spec: &KernelSpec, args: &TuneOptions, kind: &str) -> Result<Sea
     let settings = SearchSettings {
         seed: args.seed,
         max_evals: Some(args.budget_evals.max(1)),
-        max_seconds: args.budget_secs,
+        max_seconds: budget_secs,
         ..settings
     };
     SearchState::new(space, settings, Some(&reference)).map_err(|e| anyhow::anyhow!("{e}"))

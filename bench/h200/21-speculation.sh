@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 29 on the H200: evaluations per second of `tune` with builds ahead by speculation
-# (`Settings::speculate`, on by default on GPUs) against the same CLI without it
+# (`Settings::speculate`, opt-in: `--set speculate=N`) against the same CLI without it
 # (`--set speculate=0`: the same search, evaluation for evaluation) and against the CLI of
 # 1a655c8 (the issue's baseline), in one call, which goes first rotating from kernel to kernel.
 #

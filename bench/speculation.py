@@ -5,13 +5,15 @@ variants have in common from the start (the configurations evaluated, in order: 
 device measured times differ from run to run, and the search follows them, so the runs part
 ways at some point even though speculation itself changes nothing).
 
-usage: python3 bench/speculation.py DIR
+usage: [BASE=old] python3 bench/speculation.py DIR (BASE: the variant the others are divided by)
 """
 import json
 import math
 import os
 import re
 import sys
+
+BASE = os.environ.get("BASE", "old")
 
 
 def load(path):
@@ -34,10 +36,10 @@ def main(d):
         m = re.match(r"(\S+) (\S+) (\S+) exit (\d+) start (\S+) end (\S+)", line)
         if m:
             wall[(m[1], m[2])] = (float(m[6]) - float(m[5]), int(m[4]))
-    variants = sorted({v for v, _ in wall}, key=lambda v: (v != "old", v))
+    variants = sorted({v for v, _ in wall}, key=lambda v: (v != BASE, v))
     kernels = list(dict.fromkeys(k for _, k in wall))
     print("| kernel | " + " | ".join(f"{v} evals/s (wall s)" for v in variants)
-          + " | " + " | ".join(f"{v} / old" for v in variants if v != "old") + " | same first evaluations |")
+          + " | " + " | ".join(f"{v} / {BASE}" for v in variants if v != BASE) + " | same first evaluations |")
     print("| --- |" + " ---: |" * (2 * len(variants) - 1) + " --- |")
     ratios = {v: [] for v in variants}
     for k in kernels:
@@ -53,13 +55,13 @@ def main(d):
                 cells.append(f"— (exit {rc})")
             searches[v] = configs
         for v in variants:
-            if v != "old":
-                if v in rate and "old" in rate:
-                    ratios[v].append(rate[v] / rate["old"])
-                    cells.append(f"{rate[v] / rate['old']:.2f}x")
+            if v != BASE:
+                if v in rate and BASE in rate:
+                    ratios[v].append(rate[v] / rate[BASE])
+                    cells.append(f"{rate[v] / rate[BASE]:.2f}x")
                 else:
                     cells.append("—")
-        new = [searches[v] for v in variants if v != "old" and searches[v]]
+        new = [searches[v] for v in variants if v != BASE and searches[v]]
         same = 0
         while new and all(len(s) > same and s[same] == new[0][same] for s in new):
             same += 1
@@ -67,7 +69,7 @@ def main(d):
     for v, r in ratios.items():
         if r:
             g = math.exp(sum(map(math.log, r)) / len(r))
-            print(f"{v} / old, geometric mean over {len(r)} kernels: {g:.2f}x")
+            print(f"{v} / {BASE}, geometric mean over {len(r)} kernels: {g:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Issue 29 on the H200: evaluations per second of `tune` with builds ahead by speculation
-# (`Settings::speculate`, opt-in: `--set speculate=N`) against the same CLI without it
+# (`Settings::speculate`: 2 levels built one at a time by default on a GPU, `--set speculate=N`,
+# `--build-jobs N`) against the same CLI without it
 # (`--set speculate=0`: the same search, evaluation for evaluation) and against the CLI of
 # 1a655c8 (the issue's baseline), in one call, which goes first rotating from kernel to kernel.
 #
 # Carry: target/release/cargo-kfoundry and .device, holding opencl-setup.sh, bundle.json
 # (`cargo kfoundry bundle -p kfoundry-examples -o .device/bundle.json`) and
 # cargo-kfoundry-1a655c8 (the CLI built at 1a655c8).
+# Variants: old (that CLI), default (this CLI, no flags), specL (speculate=L), sLjN (speculate=L,
+# --build-jobs N).
 # Usage (device tool): bash bench/h200/21-speculation.sh; results in $OUT/spec.tgz
-# Then here: python3 bench/speculation.py <the unpacked folder>
+# Then here: [BASE=variant] python3 bench/speculation.py <the unpacked folder>
 set -u
 sh .device/opencl-setup.sh >/dev/null 2>&1
 # NVIDIA's driver caches compiled kernels across processes: the second run of a kernel would
@@ -28,6 +31,9 @@ tune() { # variant kernel workload
     case "$1" in
         old) bin=.device/cargo-kfoundry-1a655c8 ;;
         spec*) set=(--set "speculate=${1#spec}") ;;
+        s*j*) # sLjN: speculate=L with at most N builds at once
+            local l=${1#s}
+            set=(--set "speculate=${l%j*}" --build-jobs "${l#*j}") ;;
     esac
     local start
     start=$(date +%s.%N)

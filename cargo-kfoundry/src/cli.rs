@@ -120,6 +120,9 @@ pub struct TuneArgs {
     /// Seconds for the whole run (a model's kernels tuned together): each search gets the time left in proportion to its kernel's estimated share of the model's time (roofline floor from `cost(...)` on the measured peaks, plus a launch) among the searches to come, less what the finalists and proofs have been taking; --budget-evals and --budget-secs still bound each search.
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub budget_total_secs: Option<f64>,
+    /// Builds ahead (speculation, `--set speculate=N`, or `--set batch=N`) at most N at once [default: 1 on a GPU, every core but one on other devices].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=32))]
+    pub build_jobs: Option<u64>,
     /// Seed of the search and of the random inputs.
     #[arg(long, default_value_t = TuneOptions::default().seed)]
     pub seed: u64,
@@ -179,6 +182,7 @@ impl TuneArgs {
             budget_evals: self.budget_evals,
             budget_secs: self.budget_secs,
             budget_total_secs: self.budget_total_secs,
+            build_jobs: self.build_jobs.map(|n| n as usize),
             seed: self.seed,
             proof_seed: self.proof_seed,
             set: self.set.clone(),

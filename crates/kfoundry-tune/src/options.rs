@@ -52,6 +52,9 @@ pub struct TuneOptions {
     /// model's time among the searches to come ([`crate::pipeline::budget`]). `budget_evals`
     /// and `budget_secs` still bound each search.
     pub budget_total_secs: Option<f64>,
+    /// How many candidates may be built ahead at once (`--set speculate=N` or `--set
+    /// batch=N`); `None`: one on a GPU, every core but one elsewhere.
+    pub build_jobs: Option<usize>,
     /// Seed of the search and of the random inputs.
     pub seed: u64,
     /// Seed of the finalists' proof; `None` draws one afresh for every tune.
@@ -97,6 +100,7 @@ impl Default for TuneOptions {
             budget_evals: 60,
             budget_secs: None,
             budget_total_secs: None,
+            build_jobs: None,
             seed: 0,
             proof_seed: None,
             set: Vec::new(),

@@ -67,6 +67,12 @@ pub struct Measurement {
     pub repeats: usize,
     /// Seed of the input generator.
     pub seed: u64,
+    /// How many builds ahead ([`Bench::build_ahead`]) may run at once (at most
+    /// [`MAX_BUILDERS`]); `None`: one on a GPU (NVIDIA's compiler slows every build it runs at
+    /// once: 16 at once finished only 1.2-1.7x as many a second, BENCHMARKS.md), every core but
+    /// the one that measures elsewhere.
+    #[serde(default)]
+    pub build_jobs: Option<usize>,
 }
 
 impl Default for Measurement {
@@ -76,6 +82,7 @@ impl Default for Measurement {
             warmup: 1,
             repeats: 5,
             seed: 0,
+            build_jobs: None,
         }
     }
 }
@@ -501,8 +508,7 @@ pub struct Bench {
     not_gpu: bool,
     /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
     building: Vec<(BuildKey, Background)>,
-    /// How many builds ahead may run at once: every core but the one that measures (at
-    /// least one, at most [`MAX_BUILDERS`]).
+    /// How many builds ahead may run at once ([`Measurement::build_jobs`]).
     builders: usize,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
@@ -642,6 +648,16 @@ impl Bench {
         let not_gpu = !session.is_gpu();
         check_fits(spec, sizes, &limits, not_gpu)?;
         let device_data = DeviceData::new(&session, &limits)?;
+        let builders = settings
+            .build_jobs
+            .unwrap_or_else(|| {
+                if not_gpu {
+                    std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1))
+                } else {
+                    1
+                }
+            })
+            .clamp(1, MAX_BUILDERS);
         let bench = Bench {
             spec: spec.clone(),
             sizes: sizes.clone(),
@@ -656,9 +672,7 @@ impl Bench {
             pool_fits: std::cell::Cell::new(None),
             not_gpu,
             building: Vec::new(),
-            builders: std::thread::available_parallelism()
-                .map_or(1, |n| n.get().saturating_sub(1))
-                .clamp(1, MAX_BUILDERS),
+            builders,
             build_failures: Vec::new(),
             build_warnings: Vec::new(),
             last_errors: None,
@@ -2049,7 +2063,13 @@ mod tests {
     /// y = 2x + y, with ITEMS=4 wrong at one element and ITEMS=8 wrong only where x > 0.99
     /// (a value-dependent bug: about one element in 200).
     fn bench() -> Bench {
+        bench_with(Measurement::default())
+    }
+
+    /// [`bench`] measuring with `settings`.
+    fn bench_with(settings: Measurement) -> Bench {
         bench_for(
+            settings,
             r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) {
                 for (int j = 0; j < ITEMS; ++j) {
                     int i = get_global_id(0) * ITEMS + j;
@@ -2065,14 +2085,17 @@ mod tests {
 
     /// A bench for `code` with one parameter `P` in 0..=1 (reference 0), y checked.
     fn bench_of(code: &str) -> Bench {
-        bench_for(&format!(
-            r#"code = {code:?}, params(P = [0, 1]), reference(P = 0), global = n, local = 64,
+        bench_for(
+            Measurement::default(),
+            &format!(
+                r#"code = {code:?}, params(P = [0, 1]), reference(P = 0), global = n, local = 64,
                buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
-        ))
+            ),
+        )
     }
 
     /// A bench on the first OpenCL device for the annotation `args`, at its first workload.
-    fn bench_for(args: &str) -> Bench {
+    fn bench_for(settings: Measurement, args: &str) -> Bench {
         let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
         let dir = std::env::temp_dir();
         let cx = kfoundry_tooling::annotation::Context {
@@ -2083,16 +2106,18 @@ mod tests {
             .map(|a| a.spec)
             .expect("spec");
         let sizes = spec.workloads[0].sizes.clone();
-        Bench::new(&spec, &sizes, 0, Measurement::default())
+        Bench::new(&spec, &sizes, 0, settings)
             .expect("a bench on the first OpenCL device (PoCL in CI)")
     }
 
-    /// No more builds ahead run at once than the bench has builders; the rest of the offer
-    /// is left (the likeliest come first).
+    /// No more builds ahead run at once than `build_jobs` says; the rest of the offer is
+    /// left (the likeliest come first).
     #[test]
-    fn builds_ahead_run_at_most_builders_at_once() {
-        let mut b = bench();
-        b.builders = 1;
+    fn builds_ahead_run_at_most_build_jobs_at_once() {
+        let mut b = bench_with(Measurement {
+            build_jobs: Some(1),
+            ..Measurement::default()
+        });
         b.build_ahead(&[items(2), items(4), items(8)]);
         assert_eq!(b.building.len(), 1);
         assert_eq!(b.building[0].0 .0, items(2), "the first offered is started");

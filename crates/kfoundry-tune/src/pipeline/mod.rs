@@ -230,6 +230,7 @@ fn tune_one(
     let settings = Measurement {
         repeats: plan.options.repeats,
         seed: plan.options.seed,
+        build_jobs: plan.options.build_jobs,
         ..Measurement::default()
     };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as

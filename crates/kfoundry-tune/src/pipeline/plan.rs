@@ -301,7 +301,7 @@ pub fn start(
             }
         }
     }
-    let fresh = fresh_search(spec, args, budget_secs)?;
+    let fresh = fresh_search(spec, args, &plan.device.info.kind, budget_secs)?;
     let Some(ck) = resumed else {
         let mut state = fresh;
         warm_start(plan, spec, workload, key, &mut state)?;
@@ -425,18 +425,32 @@ fn warm_start(
     Ok(())
 }
 
-/// The search a tune of `spec` starts with: the annotation's space, the engine's default
-/// settings changed by `--set`, with this run's seed, its evaluation budget and `budget_secs`,
-/// the reference first.
-///
-/// Speculation ([`SearchSettings::speculate`]) is opt-in (`--set speculate=N`) on every
-/// device. On a CPU device its builds would take the cores the kernel being timed runs on. On
-/// the H200 (NVIDIA's driver, 16 cores) 4 levels made tuning slower, 0.70x the evaluations per
-/// second of none (geomean of five kernels, BENCHMARKS.md): the builds ahead run in the
-/// worker's process, and the build the search needs next waits behind them.
+/// Levels of speculation ([`SearchSettings::speculate`]) a search on a device of `kind`
+/// starts with, before `--set`: [`SPECULATE_ON_GPU`] on a GPU, none on other devices (their
+/// builds would take the cores the kernel being timed runs on, and the bench waits for them
+/// before timing).
+fn default_speculation(kind: &str) -> usize {
+    if kind == "gpu" {
+        SPECULATE_ON_GPU
+    } else {
+        0
+    }
+}
+
+/// On a GPU the candidates the engine may propose next are built while the device measures,
+/// one at a time (the evaluator's default on GPUs): on the H200 (NVIDIA's driver, 16 cores) 1
+/// and 2 levels so built made tuning 1.15x and 1.21x as fast as none (geomean of four
+/// kernels), where 4 levels built on every idle core made it 0.70x, NVIDIA's compiler slowing
+/// every build it runs at once (BENCHMARKS.md). Two levels; the search is the same either way.
+const SPECULATE_ON_GPU: usize = 2;
+
+/// The search a tune of `spec` starts with on a device of `kind`: the annotation's space, the
+/// engine's default settings (and [`default_speculation`]) changed by `--set`, with this run's
+/// seed, its evaluation budget and `budget_secs`, the reference first.
 fn fresh_search(
     spec: &KernelSpec,
     args: &TuneOptions,
+    kind: &str,
     budget_secs: Option<f64>,
 ) -> Result<SearchState> {
     let space = Space::new(
@@ -450,7 +464,10 @@ fn fresh_search(
     )
     .map_err(|e| anyhow::anyhow!("search space: {e}"))?;
     let reference = config_of(spec, &spec.reference);
-    let mut settings = SearchSettings::default();
+    let mut settings = SearchSettings {
+        speculate: default_speculation(kind),
+        ..SearchSettings::default()
+    };
     for assignment in &args.set {
         settings
             .set(assignment)

@@ -105,6 +105,7 @@ pub fn choose(
     let settings = Measurement {
         repeats: plan.options.repeats,
         seed: plan.options.seed,
+        build_jobs: plan.options.build_jobs,
         ..Measurement::default()
     };
     let start = |w: &Workload| {

@@ -123,6 +123,9 @@ pub struct TuneArgs {
     /// Builds ahead (speculation, `--set speculate=N`, or `--set batch=N`) at most N at once [default: 1 on a GPU, every core but one on other devices].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=32))]
     pub build_jobs: Option<u64>,
+    /// Keep the search's program binaries in kfoundry's own cache and read them back in later runs (`$KFOUNDRY_CACHE_DIR/programs`, else `$XDG_CACHE_HOME/kfoundry/programs` or `~/.cache/kfoundry/programs`), for a driver that keeps no cache of its own builds. Off by default: NVIDIA's and PoCL's drivers do keep one, and re-tunes were faster with theirs alone. Finalists are proven from source either way.
+    #[arg(long)]
+    pub program_cache: bool,
     /// Seed of the search and of the random inputs.
     #[arg(long, default_value_t = TuneOptions::default().seed)]
     pub seed: u64,
@@ -183,6 +186,10 @@ impl TuneArgs {
             budget_secs: self.budget_secs,
             budget_total_secs: self.budget_total_secs,
             build_jobs: self.build_jobs.map(|n| n as usize),
+            program_cache: self
+                .program_cache
+                .then(kfoundry_tune::evaluate::program_cache::default_dir)
+                .flatten(),
             seed: self.seed,
             proof_seed: self.proof_seed,
             set: self.set.clone(),

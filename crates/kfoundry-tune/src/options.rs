@@ -55,6 +55,9 @@ pub struct TuneOptions {
     /// How many candidates may be built ahead at once (`--set speculate=N` or `--set
     /// batch=N`); `None`: one on a GPU, every core but one elsewhere.
     pub build_jobs: Option<usize>,
+    /// Where the search keeps and reads program binaries across runs
+    /// ([`crate::evaluate::program_cache`]); `None`: every build from source.
+    pub program_cache: Option<std::path::PathBuf>,
     /// Seed of the search and of the random inputs.
     pub seed: u64,
     /// Seed of the finalists' proof; `None` draws one afresh for every tune.
@@ -101,6 +104,7 @@ impl Default for TuneOptions {
             budget_secs: None,
             budget_total_secs: None,
             build_jobs: None,
+            program_cache: None,
             seed: 0,
             proof_seed: None,
             set: Vec::new(),

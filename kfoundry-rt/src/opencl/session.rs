@@ -17,6 +17,7 @@ use crate::model::spec::{KernelSpec, Params, Sizes};
 
 /// One device, one context, one profiling queue.
 pub struct Session {
+    platform: ocl::Platform,
     device: ocl::Device,
     context: ocl::Context,
     queue: ocl::Queue,
@@ -83,6 +84,7 @@ impl Session {
         )?;
         let traits = traits_of(&device)?;
         Ok(Session {
+            platform,
             device,
             context,
             queue,
@@ -111,6 +113,66 @@ impl Session {
                 options,
             )?,
         })
+    }
+
+    /// What a program binary built here depends on besides its source and options: the
+    /// platform's name and version, the device's name, vendor and OpenCL version and the
+    /// driver's version, one per line. A binary is only loaded by a session with the same
+    /// identity ([`Session::build_binary`]).
+    pub fn build_identity(&self) -> Result<String, Error> {
+        use ocl::enums::{DeviceInfo as D, PlatformInfo as P};
+        // The raw strings: `CL_DEVICE_VERSION` parsed would lose its vendor's part.
+        let device = |what: D| -> Result<String, Error> {
+            let bytes = self.device.info_raw(what as u32)?;
+            Ok(String::from_utf8_lossy(&bytes)
+                .trim_end_matches('\0')
+                .to_string())
+        };
+        let platform =
+            |what: P| -> Result<String, Error> { Ok(self.platform.info(what)?.to_string()) };
+        Ok([
+            platform(P::Name)?,
+            platform(P::Version)?,
+            device(D::Name)?,
+            device(D::Vendor)?,
+            device(D::Version)?,
+            device(D::DriverVersion)?,
+        ]
+        .map(|s| s.trim().to_string())
+        .join("\n"))
+    }
+
+    /// The device's binary of `program` (what the driver gives back: PTX for NVIDIA's, an
+    /// archive of its own for PoCL's).
+    pub fn binary(&self, program: &Program) -> Result<Vec<u8>, Error> {
+        match core::get_program_info(&program.program, core::ProgramInfo::Binaries)? {
+            core::ProgramInfoResult::Binaries(mut binaries) if binaries.len() == 1 => {
+                Ok(binaries.remove(0))
+            }
+            _ => Err(Error::OpenCl(
+                "the program has no binary for exactly one device".into(),
+            )),
+        }
+    }
+
+    /// Builds a program from `binary` (one [`Session::binary`] gave, on a session of the same
+    /// [`Session::build_identity`]) with the `options` it was built from. A failure (a binary
+    /// the driver does not take) carries the driver's message.
+    pub fn build_binary(&self, id: &str, binary: &[u8], options: &str) -> Result<Program, Error> {
+        let build_error = |log: String| Error::Build {
+            kernel: id.to_string(),
+            options: options.to_string(),
+            log,
+        };
+        let opts = std::ffi::CString::new(options)
+            .map_err(|_| build_error("the options contain a NUL byte".into()))?;
+        let device = *self.device.as_core();
+        let program =
+            core::create_program_with_binary(self.context.as_core(), &[device], &[binary])
+                .map_err(|e| build_error(e.to_string()))?;
+        core::build_program(&program, Some(&[device]), &opts, None, None)
+            .map_err(|e| build_error(e.to_string()))?;
+        Ok(Program { program })
     }
 
     /// The compiler's log of a program that built (its warnings; empty when there were none).

@@ -28,6 +28,7 @@ pub mod device_data;
 pub mod diagnostics;
 pub mod inputs;
 pub mod probe;
+pub mod program_cache;
 pub mod supervisor;
 pub mod worker;
 
@@ -73,6 +74,19 @@ pub struct Measurement {
     /// the one that measures elsewhere.
     #[serde(default)]
     pub build_jobs: Option<usize>,
+    /// Program binaries kept across runs ([`program_cache`]); `None`: every build from source.
+    #[serde(default)]
+    pub program_cache: Option<ProgramCacheUse>,
+}
+
+/// How a bench uses the program-binary cache ([`program_cache`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProgramCacheUse {
+    /// The cache's folder.
+    pub dir: std::path::PathBuf,
+    /// Whether builds may be read from it (the search's); `false`: only written to (once a
+    /// proof has begun, [`Bench::seal`]).
+    pub read: bool,
 }
 
 impl Default for Measurement {
@@ -83,6 +97,7 @@ impl Default for Measurement {
             repeats: 5,
             seed: 0,
             build_jobs: None,
+            program_cache: None,
         }
     }
 }
@@ -489,8 +504,13 @@ pub struct Bench {
     session: Session,
     limits: Limits,
     reference: Kernel,
-    /// The last candidates built, most recent last.
-    built: Vec<(BuildKey, std::rc::Rc<Kernel>)>,
+    /// The last candidates built, most recent last, each with whether its program came from
+    /// the program cache (not from its source).
+    built: Vec<(BuildKey, std::rc::Rc<Kernel>, bool)>,
+    /// Program binaries kept across runs ([`Measurement::program_cache`]).
+    program_cache: Option<program_cache::ProgramCache>,
+    /// Whether builds may be read from `program_cache` ([`Bench::seal`]).
+    read_cache: bool,
     /// On-device drawing, poisoning, comparison and local-memory scrubbing.
     device_data: DeviceData,
     settings: Measurement,
@@ -658,6 +678,11 @@ impl Bench {
                 }
             })
             .clamp(1, MAX_BUILDERS);
+        let read_cache = settings.program_cache.as_ref().is_some_and(|c| c.read);
+        let program_cache = settings
+            .program_cache
+            .as_ref()
+            .and_then(|c| program_cache::ProgramCache::open(&c.dir, &session));
         let bench = Bench {
             spec: spec.clone(),
             sizes: sizes.clone(),
@@ -665,6 +690,8 @@ impl Bench {
             limits,
             reference,
             built: Vec::new(),
+            program_cache,
+            read_cache,
             device_data,
             settings,
             draws: std::cell::Cell::new(0),
@@ -1287,7 +1314,7 @@ impl Bench {
         reversed: bool,
     ) -> Result<std::rc::Rc<Kernel>, Rejection> {
         let key = (params.clone(), source.map(str::to_string), reversed);
-        if let Some(i) = self.built.iter().position(|(k, _)| *k == key) {
+        if let Some(i) = self.built.iter().position(|(k, _, _)| *k == key) {
             let entry = self.built.remove(i);
             let built = entry.1.clone();
             self.built.push(entry);
@@ -1299,14 +1326,26 @@ impl Bench {
             .iter()
             .position(|(k, _)| *k == key)
             .map(|i| self.building.swap_remove(i).1);
-        let program = match started {
-            Some(background) => background.wait(),
-            None => self
-                .build_input(text, params, reversed)
-                .and_then(|(program, options)| {
-                    self.session.build(&self.spec.id, &program, &options)
-                }),
+        let input = self.build_input(text, params, reversed);
+        // Reversed builds are the proof's own: never cached.
+        let cache_key = match (&input, &self.program_cache) {
+            (Ok((program, options)), Some(cache)) if !reversed => cache.key(program, options),
+            _ => None,
         };
+        let (program, from_disk) = match started {
+            Some(background) => (background.wait(), false),
+            None => match input {
+                Ok((program, options)) => self.compile(&program, &options, cache_key.as_deref()),
+                Err(e) => (Err(e), false),
+            },
+        };
+        if let (Ok(p), Some(cache), Some(k), false) =
+            (&program, &self.program_cache, &cache_key, from_disk)
+        {
+            if let Ok(binary) = self.session.binary(p) {
+                cache.store(k, &binary);
+            }
+        }
         // A generated source's diagnostics are kept only where they are about its own text:
         // they go into prompts and logs ([`diagnostics::own_diagnostics`]).
         let generated = source.is_some_and(|s| s != self.spec.source);
@@ -1330,7 +1369,7 @@ impl Bench {
                 if self.built.len() >= BUILT_KEPT {
                     self.built.remove(0);
                 }
-                self.built.push((key, b.clone()));
+                self.built.push((key, b.clone(), from_disk));
                 Ok(b)
             }
             Err(e) => {
@@ -1345,6 +1384,36 @@ impl Bench {
                 }))
             }
         }
+    }
+
+    /// Builds `program` with `options`: from the binary the program cache holds under `key`
+    /// while builds may be read from it, else from source. Says whether it came from the cache
+    /// (a cached binary the driver refuses is built from source instead).
+    fn compile(
+        &self,
+        program: &str,
+        options: &str,
+        key: Option<&str>,
+    ) -> (Result<Program, RtError>, bool) {
+        if self.read_cache {
+            let binary = key
+                .zip(self.program_cache.as_ref())
+                .and_then(|(k, c)| c.load(k));
+            if let Some(Ok(built)) =
+                binary.map(|b| self.session.build_binary(&self.spec.id, &b, options))
+            {
+                return (Ok(built), true);
+            }
+        }
+        (self.session.build(&self.spec.id, program, options), false)
+    }
+
+    /// From now on every build comes from its source: builds read from the program cache are
+    /// dropped and it is no longer read (still written). A proof and what follows it (the
+    /// re-measurement of finalists) must see what the source compiles to, not a file.
+    pub fn seal(&mut self) {
+        self.read_cache = false;
+        self.built.retain(|(_, _, from_disk)| !from_disk);
     }
 
     /// Starts building `upcoming` (configurations of the annotated source that may be
@@ -1362,13 +1431,21 @@ impl Bench {
                 break;
             }
             let key = (params.clone(), None, false);
-            let known = self.built.iter().any(|(k, _)| *k == key)
+            let known = self.built.iter().any(|(k, _, _)| *k == key)
                 || self.building.iter().any(|(k, _)| *k == key);
             if *params == self.spec.reference || known || self.valid(params).is_err() {
                 continue;
             }
             // Options that cannot be made fail the same way when the candidate is built.
             if let Ok((program, options)) = self.build_input(&self.spec.source, params, false) {
+                // A build the cache holds is read when the candidate is evaluated.
+                if self.read_cache
+                    && (self.program_cache.as_ref())
+                        .and_then(|c| Some(c.has(&c.key(&program, &options)?)))
+                        .unwrap_or(false)
+                {
+                    continue;
+                }
                 self.building.push((
                     key,
                     Background::Running(self.session.build_in_background(
@@ -1551,6 +1628,7 @@ impl Bench {
         case: &Case,
         progress: &mut dyn FnMut(Phase),
     ) -> Result<Verdict, Untrusted> {
+        self.seal();
         if case.check_reference {
             self.check_reference(&case.sizes).map_err(|e| Untrusted {
                 annotation_fault: matches!(e, SetupError::ReferenceOutside { .. }),
@@ -2200,6 +2278,96 @@ mod tests {
 
     fn items(v: i64) -> Params {
         [("ITEMS".to_string(), v)].into()
+    }
+
+    /// [`bench`] with the program cache in `dir`, read from.
+    fn cached_bench(dir: &std::path::Path) -> Bench {
+        bench_with(Measurement {
+            program_cache: Some(ProgramCacheUse {
+                dir: dir.to_path_buf(),
+                read: true,
+            }),
+            ..Measurement::default()
+        })
+    }
+
+    fn is_wrong(e: &Evaluation) -> bool {
+        matches!(
+            e,
+            Evaluation::Failed {
+                kind: FailureKind::Wrong,
+                ..
+            }
+        )
+    }
+
+    /// Where the cache of `b` keeps the build of `params`.
+    fn cache_file(b: &Bench, params: &Params) -> std::path::PathBuf {
+        let (program, options) = b.build_input(&b.spec.source, params, false).unwrap();
+        let cache = b.program_cache.as_ref().expect("a cache");
+        cache.path(&cache.key(&program, &options).expect("a key"))
+    }
+
+    /// A second bench on the same cache reads the first one's build instead of compiling.
+    #[test]
+    fn a_build_kept_by_one_bench_is_read_by_the_next() {
+        let dir = std::env::temp_dir().join(format!("kfoundry-cache-hit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut first = cached_bench(&dir);
+        assert!(first
+            .evaluate(&items(2), None, &mut |_| {})
+            .time()
+            .is_some());
+        assert_eq!(first.built.last().map(|b| b.2), Some(false), "compiled");
+        assert!(cache_file(&first, &items(2)).is_file(), "kept");
+        let mut second = cached_bench(&dir);
+        assert!(second
+            .evaluate(&items(2), None, &mut |_| {})
+            .time()
+            .is_some());
+        assert_eq!(second.built.last().map(|b| b.2), Some(true), "read");
+        // Not read once sealed: the proof builds from source.
+        second.seal();
+        assert!(second.built.is_empty());
+        assert!(second
+            .verify_at(
+                &items(2),
+                None,
+                &Case::at(second.sizes.clone()),
+                &mut |_| {}
+            )
+            .unwrap()
+            .is_ok());
+        assert_eq!(second.built.last().map(|b| b.2), Some(false));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A wrong binary in the cache under a right candidate's key (a stale compiler, a file
+    /// written by someone else) fails that candidate in the search, and cannot reach its
+    /// proof, which builds from source.
+    #[test]
+    fn a_poisoned_cache_entry_never_reaches_the_proof() {
+        let dir =
+            std::env::temp_dir().join(format!("kfoundry-cache-poison-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut b = cached_bench(&dir);
+        // ITEMS=4 builds (and is kept) but is wrong at one element.
+        let wrong = b.evaluate(&items(4), None, &mut |_| {});
+        assert!(is_wrong(&wrong), "{wrong:?}");
+        std::fs::copy(cache_file(&b, &items(4)), cache_file(&b, &items(2))).unwrap();
+        let mut b = cached_bench(&dir);
+        let poisoned = b.evaluate(&items(2), None, &mut |_| {});
+        assert!(
+            is_wrong(&poisoned),
+            "ITEMS=2 ran ITEMS=4's binary: {poisoned:?}"
+        );
+        assert!(b
+            .verify_at(&items(2), None, &Case::at(b.sizes.clone()), &mut |_| {})
+            .unwrap()
+            .is_ok());
+        // And what follows the proof (the re-measurement) runs the source's build too.
+        assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The search's candidates share pooled input sets (drawn, and run by the reference, once

@@ -240,6 +240,13 @@ impl Supervised {
         case: &Case,
         source: Option<&str>,
     ) -> std::result::Result<Verdict, Untrusted> {
+        // The worker seals its bench for the proof ([`super::Bench::seal`]); a worker started
+        // after this one (a crash) must not read the program cache either.
+        if let Request::Setup { settings, .. } = &mut self.setup {
+            if let Some(cache) = &mut settings.program_cache {
+                cache.read = false;
+            }
+        }
         let request = Request::Verify {
             params: params.clone(),
             case: case.clone(),
@@ -692,6 +699,27 @@ mod tests {
             last_errors: None,
             warnings: Default::default(),
         }
+    }
+
+    /// Once a proof has begun, a worker started later (after a crash) does not read the
+    /// program cache either: what follows the proof runs the source's builds.
+    #[test]
+    fn a_proof_stops_later_workers_reading_the_program_cache() {
+        let answer = r#"{"Unverifiable":{"untrusted":{"annotation_fault":false,"message":"x"}}}"#;
+        let mut s = supervised(Some(scripted(&format!("read _; echo '{answer}'; sleep 5"))));
+        let cache = |s: &Supervised| match &s.setup {
+            Request::Setup { settings, .. } => settings.program_cache.clone(),
+            _ => unreachable!(),
+        };
+        if let Request::Setup { settings, .. } = &mut s.setup {
+            settings.program_cache = Some(crate::evaluate::ProgramCacheUse {
+                dir: "cache".into(),
+                read: true,
+            });
+        }
+        let case = Case::at(Sizes::new());
+        assert!(s.verify(&Params::new(), &case, None).is_err());
+        assert_eq!(cache(&s).map(|c| c.read), Some(false));
     }
 
     #[test]

@@ -44,7 +44,7 @@ use kfoundry_rt::model::spec::{KernelSpec, Workload};
 use crate::checkpoint::Key;
 use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
-use crate::evaluate::Measurement;
+use crate::evaluate::{Measurement, ProgramCacheUse};
 use crate::events::{Reporter, TuneEvent};
 use crate::interrupt;
 use crate::messages::TuneResult;
@@ -231,6 +231,14 @@ fn tune_one(
         repeats: plan.options.repeats,
         seed: plan.options.seed,
         build_jobs: plan.options.build_jobs,
+        program_cache: plan
+            .options
+            .program_cache
+            .as_ref()
+            .map(|dir| ProgramCacheUse {
+                dir: dir.clone(),
+                read: true,
+            }),
         ..Measurement::default()
     };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as

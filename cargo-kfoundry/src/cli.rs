@@ -167,9 +167,15 @@ pub struct TuneArgs {
     /// Continue an interrupted tune (Ctrl-C, SIGTERM, kill -9) from its checkpoints: nothing already evaluated is evaluated again.
     #[arg(long)]
     pub resume: bool,
-    /// Search from the reference and random samples only: do not start from what the lockfile knows for this device (this kernel's winners at other workloads or from earlier sources, and those of kernels with the same parameters).
+    /// Search from the reference and random samples only: do not start from what the lockfile and the tuning database know for this device (this kernel's winners at other workloads or from earlier sources, and those of kernels with the same parameters).
     #[arg(long)]
     pub no_warm_start: bool,
+    /// The tuning database: what tunes on this machine found (the fastest configurations of each kernel, source, shape and device), shared by every project. Fresh searches also start from its entries for kernels with the same parameters (this kernel at these sizes first, then the nearest shapes), and each finished search adds its own [default: `$KFOUNDRY_TUNING_DB`, else `tuning` in kfoundry's cache folder (`$KFOUNDRY_CACHE_DIR`, `$XDG_CACHE_HOME/kfoundry` or `~/.cache/kfoundry`)].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_tuning_db")]
+    pub tuning_db: Option<PathBuf>,
+    /// Neither read nor write the tuning database (a search that depends on nothing outside the project); `KFOUNDRY_TUNING_DB=off` does the same.
+    #[arg(long)]
+    pub no_tuning_db: bool,
     /// Where checkpoints and failure logs go (default: `kfoundry/` under cargo's target directory; with --bundle, `target/kfoundry/` beside the lockfile).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -205,6 +211,13 @@ impl TuneArgs {
             llm_from_project: self.llm_from_project,
             resume: self.resume,
             warm_start: !self.no_warm_start,
+            tuning_db: if self.no_tuning_db {
+                None
+            } else {
+                self.tuning_db
+                    .clone()
+                    .or_else(kfoundry_tune::tuning_db::default_dir)
+            },
             state_dir: self.state_dir.clone(),
         }
     }

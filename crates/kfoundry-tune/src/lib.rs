@@ -8,7 +8,8 @@
 //! - [`evaluate`]: building, verifying and timing candidates on a device, in a supervised
 //!   worker process; [`device`]: choosing the device and measuring its peaks.
 //! - [`llm`]: the optional language model (its HTTP client behind the cargo feature `llm`).
-//! - [`checkpoint`]: resumable searches; [`interrupt`]: Ctrl-C as "write what was found".
+//! - [`tuning_db`]: what earlier tunes found, shared across projects (warm starts);
+//!   [`checkpoint`]: resumable searches; [`interrupt`]: Ctrl-C as "write what was found".
 //! - [`error`]: the one error type and the exit statuses; [`messages`]: the typed,
 //!   versioned JSON output (the `kfoundry-messages` crate); [`text`]: human-readable tables; [`filter`]: kernel patterns.
 //!
@@ -29,6 +30,7 @@ pub mod pipeline;
 #[cfg(test)]
 mod test_spec;
 pub mod text;
+pub mod tuning_db;
 
 /// The JSON messages, a crate of their own (for the tools that read them).
 pub use kfoundry_messages as messages;

@@ -58,6 +58,10 @@ pub struct TuneOptions {
     /// Where the search keeps and reads program binaries across runs
     /// ([`crate::evaluate::program_cache`]); `None`: every build from source.
     pub program_cache: Option<std::path::PathBuf>,
+    /// The tuning database ([`crate::tuning_db`]) fresh searches warm-start from (with
+    /// `warm_start`) and every finished search records its fastest configurations in; `None`:
+    /// none.
+    pub tuning_db: Option<std::path::PathBuf>,
     /// Seed of the search and of the random inputs.
     pub seed: u64,
     /// Seed of the finalists' proof; `None` draws one afresh for every tune.
@@ -105,6 +109,7 @@ impl Default for TuneOptions {
             budget_total_secs: None,
             build_jobs: None,
             program_cache: None,
+            tuning_db: None,
             seed: 0,
             proof_seed: None,
             set: Vec::new(),

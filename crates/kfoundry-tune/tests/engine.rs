@@ -176,9 +176,9 @@ fn a_retune_starts_from_the_lockfile() {
         "{events:#?}"
     );
     assert!(
-        events.iter().any(|e| e
-            .starts_with("note test::Copy @ w: starting from the reference and 1 known winner")
-            && e.contains("(earlier source)")),
+        events.iter().any(|e| e.starts_with(
+            "note test::Copy @ w: starting from the reference and 1 known configuration"
+        ) && e.contains("(earlier source)")),
         "{events:#?}"
     );
     let cold = run(false);
@@ -238,6 +238,78 @@ fn a_run_budget_is_shared_out_and_kept() {
     assert_eq!(evaluated, ["U=1"], "the reference only: {events:#?}");
 }
 
+/// What a tune in one project found is where a tune of the same kernel in another project
+/// starts: the tuning database's fastest configuration is evaluated right after the reference
+/// and the run says where it came from; a damaged file in the database is skipped, and without
+/// the database the search starts cold.
+fn a_new_project_starts_from_the_tuning_database() {
+    let db = tempfile::tempdir().unwrap();
+    let first = tempfile::tempdir().unwrap();
+    let options_in = |dir: &std::path::Path, evals: usize| TuneOptions {
+        tuning_db: Some(db.path().to_path_buf()),
+        ..options(dir, evals)
+    };
+    let exit = kfoundry_tune::tune(&options_in(first.path(), 3), &Recorder::default()).unwrap();
+    assert_eq!(exit, Exit::Success);
+    let folders: Vec<std::path::PathBuf> = walk(db.path());
+    let entry = folders
+        .iter()
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap_or_else(|| panic!("no entry in the database: {folders:?}"));
+    let text = std::fs::read_to_string(entry).unwrap();
+    let recorded: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(recorded["kernel"], "test::Copy", "{text}");
+    let fastest = recorded["configs"][0]["params"]["U"].as_i64().unwrap();
+    assert_ne!(
+        fastest, 1,
+        "the reference is not kept as a warm start: {text}"
+    );
+    std::fs::write(entry.with_file_name("damaged.json"), "{ \"version\": ").unwrap();
+
+    let second = tempfile::tempdir().unwrap();
+    let recorder = Recorder::default();
+    let exit = kfoundry_tune::tune(&options_in(second.path(), 2), &recorder).unwrap();
+    let events = recorder.events.into_inner().unwrap();
+    assert_eq!(exit, Exit::Success, "{events:#?}");
+    let evaluated: Vec<&String> = events
+        .iter()
+        .filter(|e| e.starts_with("evaluated"))
+        .collect();
+    assert_eq!(
+        evaluated,
+        [
+            "evaluated 1 U=1 Reference",
+            &format!("evaluated 2 U={fastest} WarmStart")
+        ],
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().any(|e| e
+            .starts_with("note test::Copy @ w: starting from the reference and")
+            && e.contains("(tuning database)")),
+        "{events:#?}"
+    );
+    let third = tempfile::tempdir().unwrap();
+    let recorder = Recorder::default();
+    kfoundry_tune::tune(&options(third.path(), 2), &recorder).unwrap();
+    let cold = recorder.events.into_inner().unwrap();
+    assert!(!cold.iter().any(|e| e.contains("WarmStart")), "{cold:#?}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 fn main() {
     if std::env::args().nth(1).as_deref() == Some(kfoundry_tune::WORKER_COMMAND) {
         if let Err(e) = kfoundry_tune::evaluate::worker::serve() {
@@ -250,6 +322,8 @@ fn main() {
     println!("test events_arrive_in_order ... ok");
     a_retune_starts_from_the_lockfile();
     println!("test a_retune_starts_from_the_lockfile ... ok");
+    a_new_project_starts_from_the_tuning_database();
+    println!("test a_new_project_starts_from_the_tuning_database ... ok");
     a_speculating_tune_runs_like_any_other();
     println!("test a_speculating_tune_runs_like_any_other ... ok");
     a_run_budget_is_shared_out_and_kept();

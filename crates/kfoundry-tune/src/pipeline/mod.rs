@@ -49,6 +49,7 @@ use crate::events::{Reporter, TuneEvent};
 use crate::interrupt;
 use crate::messages::TuneResult;
 use crate::options::TuneOptions;
+use crate::tuning_db;
 use finalists::Finalist;
 use plan::{Plan, Start};
 
@@ -201,6 +202,54 @@ fn share_of(
     Some(own.map_or(share.seconds, |s| s.min(share.seconds)))
 }
 
+/// Adds what a finished search found to the tuning database, if there is one: the fastest
+/// configurations its proof did not refuse. One that cannot be written costs later tunes
+/// their warm start, not this one its result: a warning.
+fn record_in_tuning_db(
+    plan: &Plan,
+    spec: &KernelSpec,
+    fingerprint: &str,
+    workload: &Workload,
+    searched: &search::Searched,
+    decision: &finalists::Decision,
+    result: &TuneResult,
+) {
+    let Some(dir) = &plan.options.tuning_db else {
+        return;
+    };
+    let refused: Vec<&kfoundry_rt::model::spec::Params> =
+        decision.rejections.iter().map(|r| &r.params).collect();
+    let configs = tuning_db::fastest(spec, searched.state.history(), &refused);
+    if configs.is_empty() {
+        return;
+    }
+    let entry = tuning_db::Entry {
+        version: tuning_db::VERSION,
+        device: plan.device.key.to_string(),
+        kernel: spec.id.clone(),
+        fingerprint: fingerprint.to_string(),
+        template: tuning_db::template_of(spec),
+        workload: workload.name.clone(),
+        sizes: workload.sizes.clone(),
+        reference_ns: result.reference_ns,
+        configs,
+        evaluations: result.evaluations,
+        written: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    if let Err(e) = tuning_db::TuningDb::new(dir).record(&entry) {
+        plan.report(TuneEvent::Warning {
+            text: format!(
+                "cannot add {} @ {} to the tuning database in {}: {e}",
+                spec.id,
+                workload.name,
+                dir.display()
+            ),
+        });
+    }
+}
+
 /// Tunes one kernel at one workload through stages 3 to 6 with `budget_secs` of evaluations:
 /// `None` when interrupted before any candidate (the reference included) was measured.
 fn tune_one(
@@ -307,6 +356,15 @@ fn tune_one(
         });
     }
     if !searched.interrupted {
+        record_in_tuning_db(
+            plan,
+            spec,
+            fingerprint,
+            workload,
+            &searched,
+            &decision,
+            &result,
+        );
         plan.checkpoints.save(
             &key,
             &searched.state,

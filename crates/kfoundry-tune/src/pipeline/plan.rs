@@ -30,6 +30,7 @@ use crate::interrupt;
 use crate::llm::LlmConfig;
 use crate::messages::TuneResult;
 use crate::options::TuneOptions;
+use crate::tuning_db::{template_of, TuningDb};
 
 /// Everything the later stages read: decided once, never changed during the run.
 pub struct Plan<'a> {
@@ -394,7 +395,8 @@ pub fn complete_entries(
     Ok(out)
 }
 
-/// Gives a fresh search the lockfile's warm starts (unless `--no-warm-start`) and says which.
+/// Gives a fresh search the warm starts of the lockfile and the tuning database (unless
+/// `--no-warm-start`) and says which.
 fn warm_start(
     plan: &Plan,
     spec: &KernelSpec,
@@ -405,18 +407,29 @@ fn warm_start(
     if !plan.options.warm_start {
         return Ok(());
     }
-    let Some(lock) = Lockfile::read(&plan.lockfile)
-        .with_context(|| format!("cannot read {}", plan.lockfile.display()))?
-    else {
-        return Ok(());
-    };
-    let starts = warm::from_lockfile(&lock, spec, key.fingerprint, &workload.name, key.device);
+    let lock = Lockfile::read(&plan.lockfile)
+        .with_context(|| format!("cannot read {}", plan.lockfile.display()))?;
+    let entries = plan
+        .options
+        .tuning_db
+        .as_ref()
+        .map_or_else(Vec::new, |dir| {
+            TuningDb::new(dir).entries(key.device, &template_of(spec))
+        });
+    let starts = warm::warm_starts(
+        lock.as_ref(),
+        &entries,
+        spec,
+        key.fingerprint,
+        workload,
+        key.device,
+    );
     let configs: Vec<Config> = starts.iter().map(|w| w.config.clone()).collect();
     let kept = state.warm_start(&configs);
     if kept > 0 {
         let from: Vec<&str> = starts.iter().take(kept).map(|w| w.from.as_str()).collect();
         plan.note(format!(
-            "{} @ {}: starting from the reference and {kept} known winner(s): {}",
+            "{} @ {}: starting from the reference and {kept} known configuration(s): {}",
             spec.id,
             workload.name,
             from.join("; ")

@@ -4,7 +4,9 @@
 //! one group, the stages of a split problem); the best of them are evaluated right after the
 //! reference ([`SearchState::warm_start`](kfoundry_search::SearchState::warm_start)), so a
 //! re-tune after an edit, a new workload or a model full of kernels of one template does not
-//! start from nothing. They are only starting points: each is evaluated and verified like any
+//! start from nothing. The tuning database ([`crate::tuning_db`]) adds what tunes in other
+//! projects and earlier runs found on this machine: the fastest few configurations of each
+//! kernel, source and shape, the nearest shapes first. They are only starting points: each is evaluated and verified like any
 //! candidate.
 //!
 //! Only winners on **this device** are used. Replayed on brute-forced spaces of the same
@@ -14,13 +16,12 @@
 //! scored 0.48 against 0.82 cold): a search that starts in a good-looking region keeps
 //! exploiting it, so a wrong warm start costs more than its own evaluations.
 
-use std::collections::BTreeSet;
-
-use kfoundry_rt::model::spec::KernelSpec;
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Config;
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::evaluate::config_of;
+use crate::tuning_db::{shape_distance, Entry};
 
 /// At most this many warm starts a search (the engine takes up to
 /// [`kfoundry_search::MAX_WARM_STARTS`]).
@@ -34,56 +35,37 @@ pub struct WarmStart {
     pub from: String,
 }
 
-/// The lockfile's parameter sets usable as warm starts for `spec` at `workload` on the device
-/// with key `device`, most relevant first: this kernel at this workload (an earlier version
-/// of its source included), at other workloads, then kernels of the same template at this
-/// workload and at others; all on this device.
-/// Only parameter-level variants count (a generated source's parameters are its own), only
-/// sets that name exactly the kernel's parameters with values of its space, each set once, at
-/// most [`WARM_STARTS`].
-pub fn from_lockfile(
-    lock: &Lockfile,
+/// The warm starts for `spec` at `workload` on the device with key `device`, most relevant
+/// first, from the lockfile (`lock`) and the tuning database's `entries` for this device and
+/// template ([`TuningDb::entries`](crate::tuning_db::TuningDb::entries)):
+/// 1. the lockfile's winner of this kernel at this workload (an earlier version of its source
+///    included);
+/// 2. the database's fastest configurations of this kernel at these very sizes (another
+///    project's tune, an earlier source);
+/// 3. the lockfile's winners of this kernel at other workloads;
+/// 4. the database's fastest of this kernel at other sizes, nearest shape first;
+/// 5. the lockfile's winners of kernels of the same template (the same parameter names) at
+///    this workload, then at others;
+/// 6. the database's fastest of kernels of the same template, nearest shape first.
+///
+/// All on this device. Only parameter-level variants count (a generated source's parameters
+/// are its own), only sets that name exactly the kernel's parameters with values of its
+/// space, never the reference, each set once, at most [`WARM_STARTS`].
+pub fn warm_starts(
+    lock: Option<&Lockfile>,
+    entries: &[Entry],
     spec: &KernelSpec,
     fingerprint: &str,
-    workload: &str,
+    workload: &Workload,
     device: &str,
 ) -> Vec<WarmStart> {
-    let names: BTreeSet<&str> = spec.params.iter().map(|p| p.name.as_str()).collect();
-    let mut ranked: Vec<(u8, WarmStart)> = Vec::new();
-    for (id, entry) in &lock.kernels {
-        let this = *id == spec.id;
-        for v in &entry.variants {
-            let same_names = v.params.len() == names.len()
-                && v.params.keys().all(|k| names.contains(k.as_str()));
-            let in_space = spec
-                .params
-                .iter()
-                .all(|p| v.params.get(&p.name).is_some_and(|x| p.values.contains(x)));
-            if v.source.is_some() || !same_names || !in_space || v.device != device {
-                continue;
-            }
-            let rank = match (this, v.workload == workload) {
-                (true, true) => 0,
-                (true, false) => 1,
-                (false, true) => 2,
-                (false, false) => 3,
-            };
-            let stale = if this && entry.fingerprint != fingerprint {
-                " (earlier source)"
-            } else {
-                ""
-            };
-            ranked.push((
-                rank,
-                WarmStart {
-                    config: config_of(spec, &v.params),
-                    from: format!("{id} @ {}{stale}", v.workload),
-                },
-            ));
-        }
-    }
-    // stable: within a rank, the lockfile's order (kernels by id, variants as recorded)
-    ranked.sort_by_key(|(rank, _)| *rank);
+    let mut ranked = lock.map_or_else(Vec::new, |lock| {
+        from_lockfile(lock, spec, fingerprint, &workload.name, device)
+    });
+    ranked.extend(from_db(entries, spec, &workload.sizes, device));
+    // stable: within a rank and distance, the lockfile's order (kernels by id, variants as
+    // recorded) or the database's (newest entry first, fastest configuration first)
+    ranked.sort_by(|a, b| a.0 .0.cmp(&b.0 .0).then(a.0 .1.total_cmp(&b.0 .1)));
     let reference = config_of(spec, &spec.reference);
     let mut out: Vec<WarmStart> = Vec::new();
     for (_, w) in ranked {
@@ -95,6 +77,91 @@ pub fn from_lockfile(
         }
     }
     out
+}
+
+/// How relevant a warm start is: its rank (see [`warm_starts`]), then its shape's distance
+/// from this workload's ([`shape_distance`]).
+type Rank = (u8, f64);
+
+/// Whether `params` names exactly the kernel's parameters, each with a value of its space.
+fn fits(spec: &KernelSpec, params: &Params) -> bool {
+    params.len() == spec.params.len()
+        && spec
+            .params
+            .iter()
+            .all(|p| params.get(&p.name).is_some_and(|x| p.values.contains(x)))
+}
+
+/// The lockfile's usable parameter sets, ranked 0 (this kernel at this workload), 2 (at
+/// others), 4 and 5 (kernels of the same template at this workload, at others).
+fn from_lockfile(
+    lock: &Lockfile,
+    spec: &KernelSpec,
+    fingerprint: &str,
+    workload: &str,
+    device: &str,
+) -> Vec<(Rank, WarmStart)> {
+    let mut ranked = Vec::new();
+    for (id, entry) in &lock.kernels {
+        let this = *id == spec.id;
+        for v in &entry.variants {
+            if v.source.is_some() || v.device != device || !fits(spec, &v.params) {
+                continue;
+            }
+            let rank = match (this, v.workload == workload) {
+                (true, true) => 0,
+                (true, false) => 2,
+                (false, true) => 4,
+                (false, false) => 5,
+            };
+            let stale = if this && entry.fingerprint != fingerprint {
+                " (earlier source)"
+            } else {
+                ""
+            };
+            ranked.push((
+                (rank, 0.0),
+                WarmStart {
+                    config: config_of(spec, &v.params),
+                    from: format!("{id} @ {}{stale}", v.workload),
+                },
+            ));
+        }
+    }
+    ranked
+}
+
+/// The tuning database's usable configurations, ranked 1 (this kernel at these sizes), 3
+/// (this kernel at other sizes) and 6 (kernels of the same template), by shape distance.
+fn from_db(
+    entries: &[Entry],
+    spec: &KernelSpec,
+    sizes: &Sizes,
+    device: &str,
+) -> Vec<(Rank, WarmStart)> {
+    let mut ranked = Vec::new();
+    for e in entries.iter().filter(|e| e.device == device) {
+        let distance = shape_distance(sizes, &e.sizes);
+        let rank = match (e.kernel == spec.id, distance == 0.0) {
+            (true, true) => 1,
+            (true, false) => 3,
+            (false, _) => 6,
+        };
+        for known in e.configs.iter().filter(|k| fits(spec, &k.params)) {
+            ranked.push((
+                (rank, distance),
+                WarmStart {
+                    config: config_of(spec, &known.params),
+                    from: format!(
+                        "{} @ {} (tuning database)",
+                        e.kernel,
+                        crate::evaluate::fmt_sizes(&e.sizes)
+                    ),
+                },
+            ));
+        }
+    }
+    ranked
 }
 
 #[cfg(test)]
@@ -116,12 +183,9 @@ mod tests {
         )
     }
 
-    /// This kernel on this workload first (an earlier source included), then other workloads,
-    /// then kernels with the same parameters; never another device's, another template's, a
-    /// value outside the space or the reference; each set once.
-    #[test]
-    fn ranks_this_device_s_winners_and_leaves_out_what_does_not_fit() {
-        let me = spec();
+    /// A lockfile with winners of this kernel (of an earlier source) on two devices and
+    /// three workloads, of a kernel of the same template, and of another template.
+    fn lockfile() -> Lockfile {
         let entry = |id: &str, fp: &str, variants: &[String]| {
             format!(
                 "[kernels.\"{id}\"]\nfingerprint = \"{fp}\"\n{}",
@@ -167,12 +231,78 @@ mod tests {
                 ]
             ),
         );
-        let lock = Lockfile::parse(&text, std::path::Path::new("Kfoundry.lock")).expect("lockfile");
-        let got = from_lockfile(&lock, &me, "new", "w", "gpu");
+        Lockfile::parse(&text, std::path::Path::new("Kfoundry.lock")).expect("lockfile")
+    }
+
+    /// This kernel on this workload first (an earlier source included), then other workloads,
+    /// then kernels with the same parameters; never another device's, another template's, a
+    /// value outside the space or the reference; each set once.
+    #[test]
+    fn ranks_this_device_s_winners_and_leaves_out_what_does_not_fit() {
+        let me = spec();
+        let lock = lockfile();
+        let w = &me.workloads[0];
+        let got = warm_starts(Some(&lock), &[], &me, "new", w, "gpu");
         let configs: Vec<&Config> = got.iter().map(|w| &w.config).collect();
         assert_eq!(configs, [&vec![1, 1], &vec![2, 1], &vec![3, 0]], "{got:?}");
         assert_eq!(got[0].from, "t::K @ w (earlier source)");
         assert_eq!(got[2].from, "t::Same @ w");
-        assert!(from_lockfile(&lock, &me, "new", "w", "another device").is_empty());
+        assert!(warm_starts(Some(&lock), &[], &me, "new", w, "another device").is_empty());
+    }
+
+    fn known(kernel: &str, device: &str, n: i64, configs: &[[i64; 2]]) -> Entry {
+        Entry {
+            version: crate::tuning_db::VERSION,
+            device: device.into(),
+            kernel: kernel.into(),
+            fingerprint: "fp".into(),
+            template: vec!["A".into(), "B".into()],
+            workload: "any".into(),
+            sizes: [("n".to_string(), n)].into(),
+            reference_ns: 10,
+            configs: configs
+                .iter()
+                .map(|&[a, b]| crate::tuning_db::Known {
+                    params: [("A".to_string(), a), ("B".to_string(), b)].into(),
+                    time_s: 1e-6,
+                })
+                .collect(),
+            evaluations: 5,
+            written: 0,
+        }
+    }
+
+    /// The database's entries of this kernel at these sizes come right after the lockfile's
+    /// winner here, those at other sizes after the lockfile's other workloads (nearest shape
+    /// first), other kernels' last; never another device's, a value outside the space or the
+    /// reference.
+    #[test]
+    fn the_tuning_database_ranks_by_kernel_and_shape() {
+        let me = spec();
+        let w = &me.workloads[0];
+        let entries = [
+            known("t::Same", "gpu", 4096, &[[0, 1]]),
+            known("t::K", "gpu", 65536, &[[1, 0]]),
+            known("t::K", "gpu", 4096, &[[2, 0], [9, 0], [0, 0]]),
+            known("t::K", "cpu", 4096, &[[3, 1]]),
+            known("t::K", "gpu", 1024, &[[3, 1]]),
+        ];
+        let configs = |got: &[WarmStart]| got.iter().map(|w| w.config.clone()).collect::<Vec<_>>();
+        let alone = warm_starts(None, &entries, &me, "new", w, "gpu");
+        assert_eq!(
+            configs(&alone),
+            [vec![2, 0], vec![3, 1], vec![1, 0], vec![0, 1]],
+            "{alone:?}"
+        );
+        assert!(
+            alone[0].from.starts_with("t::K @ ") && alone[0].from.ends_with("(tuning database)")
+        );
+        let lock = lockfile();
+        let merged = warm_starts(Some(&lock), &entries, &me, "new", w, "gpu");
+        assert_eq!(
+            configs(&merged),
+            [vec![1, 1], vec![2, 0], vec![2, 1], vec![3, 1]],
+            "{merged:?}"
+        );
     }
 }

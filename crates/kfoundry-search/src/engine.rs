@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{Archive, Cell, Elite};
+use crate::cones::FailureCones;
 use crate::eval::{Evaluation, Evaluator, FailureKind};
 use crate::gradient::{Gradient, GradientModel, Move, Weights};
 use crate::operators::{self, Operator};
@@ -1328,10 +1329,8 @@ impl SearchState {
                 .random_unvisited(valid)
                 .map(|c| Proposal::new(c, Operator::Random, None, None));
         }
-        let pick = match model {
-            Some(m) if candidates.len() > 1 => favourite(m, candidates.iter().map(|c| &c.0)),
-            _ => 0,
-        };
+        let cones = self.failure_cones();
+        let pick = favourite(model, &cones, candidates.iter().map(|c| &c.0));
         let (child, op, p, o) = candidates.swap_remove(pick);
         Some(Proposal::new(child, op, Some(p), o))
     }
@@ -1357,7 +1356,7 @@ impl SearchState {
             }
         }
         let pick = match model {
-            Some(m) if candidates.len() > 1 => favourite(m, candidates.iter()),
+            Some(_) => favourite(model, &self.failure_cones(), candidates.iter()),
             None if candidates.len() > 1 => self.most_novel(&candidates),
             _ => 0,
         };
@@ -1365,11 +1364,27 @@ impl SearchState {
             .then(|| Proposal::new(candidates.swap_remove(pick), Operator::Random, None, None))
     }
 
+    /// The cones of the failures so far ([`crate::cones`]); none when
+    /// [`Selection::cones`] is off.
+    fn failure_cones(&self) -> FailureCones {
+        if !self.settings.selection.cones {
+            return FailureCones::default();
+        }
+        FailureCones::new(
+            &self.space,
+            self.visited
+                .iter()
+                .map(|(idx, &h)| (idx, self.history[h].outcome.time().is_some())),
+        )
+    }
+
     /// The index of the candidate that pairs the most values of two parameters in a way no
     /// evaluation has yet, less [`Selection::avoid`] for each pair of values seen only in
     /// failed evaluations (the first on a tie): where a model cannot see an interaction, this
-    /// covers them faster than drawing at random, and stays away from what failed.
+    /// covers them faster than drawing at random, and stays away from what failed. Candidates
+    /// in a failure's cone come last ([`Selection::cones`]).
     fn most_novel(&self, candidates: &[Indices]) -> usize {
+        let cones = self.failure_cones();
         let (mut ok, mut failed) = (HashSet::new(), HashSet::new());
         for (idx, &h) in &self.visited {
             let seen = if self.history[h].outcome.time().is_some() {
@@ -1385,7 +1400,7 @@ impl SearchState {
                 (false, false) => s + 1.0,
                 (false, true) => s - avoid,
                 _ => s,
-            })
+            }) - outside_first(&cones, c)
         };
         first_max(candidates.iter().map(score))
     }
@@ -1668,8 +1683,24 @@ fn pairs(c: &Indices) -> impl Iterator<Item = (usize, usize, u32, u32)> + '_ {
 }
 
 /// The index of the candidate the surrogate predicts fastest (the first on a tie).
-fn favourite<'a>(model: &Surrogate, candidates: impl Iterator<Item = &'a Indices>) -> usize {
-    first_max(candidates.map(|c| model.predict(c)))
+/// The index of the model's favourite of `candidates` (the first without a model), those in a
+/// failure's cone last.
+fn favourite<'a>(
+    model: Option<&Surrogate>,
+    cones: &FailureCones,
+    candidates: impl Iterator<Item = &'a Indices>,
+) -> usize {
+    first_max(candidates.map(|c| model.map_or(0.0, |m| m.predict(c)) - outside_first(cones, c)))
+}
+
+/// What a candidate in a failure's cone loses against every candidate outside: more than any
+/// score the engine ranks by (a prediction, a count of pairs) can make up.
+fn outside_first(cones: &FailureCones, c: &Indices) -> f64 {
+    if cones.contain(c) {
+        1e9
+    } else {
+        0.0
+    }
 }
 
 /// The index of the first of the highest scores (0 when none is above −∞).

@@ -23,6 +23,7 @@
 
 pub mod archive;
 pub mod cache;
+pub mod cones;
 pub mod engine;
 pub mod eval;
 pub mod gradient;

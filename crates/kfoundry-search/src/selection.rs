@@ -93,6 +93,11 @@ pub struct Selection {
     pub avoid: f64,
     /// The initial samples are drawn the same way.
     pub novel_start: bool,
+    /// Candidates at least as large in every parameter as a failed configuration (and with no
+    /// success that is) come last wherever the engine chooses among several
+    /// ([`crate::cones`]). Off in checkpoints written before it existed.
+    #[serde(default)]
+    pub cones: bool,
     /// While stalled, this share of the choice is spread evenly over the allowed arms.
     pub explore: f64,
 }
@@ -113,6 +118,7 @@ impl Default for Selection {
             novelty: 16,
             novel_start: true,
             avoid: 1.0,
+            cones: true,
         }
     }
 }
@@ -130,6 +136,7 @@ impl Selection {
     pub fn legacy() -> Selection {
         Selection {
             adaptive: false,
+            cones: false,
             ..Selection::default()
         }
     }

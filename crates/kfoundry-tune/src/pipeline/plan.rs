@@ -432,10 +432,32 @@ fn warm_start(
             "{} @ {}: starting from the reference and {kept} known configuration(s): {}",
             spec.id,
             workload.name,
-            from.join("; ")
+            warm_sources(&from)
         ));
     }
     Ok(())
+}
+
+/// Where warm starts came from, for a note: runs of the same source counted, not repeated
+/// (`2 from k @ small (tuning database); k @ large`).
+fn warm_sources(from: &[&str]) -> String {
+    let mut runs: Vec<(&str, usize)> = Vec::new();
+    for &f in from {
+        match runs.last_mut() {
+            Some((last, n)) if *last == f => *n += 1,
+            _ => runs.push((f, 1)),
+        }
+    }
+    runs.iter()
+        .map(|&(f, n)| {
+            if n == 1 {
+                f.to_string()
+            } else {
+                format!("{n} from {f}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Levels of speculation ([`SearchSettings::speculate`]) a search on a device of `kind`
@@ -611,4 +633,19 @@ fn llm_config(
         ));
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::warm_sources;
+
+    #[test]
+    fn a_note_counts_the_starts_of_one_source() {
+        assert_eq!(
+            warm_sources(&["k @ small (tuning database)"; 3]),
+            "3 from k @ small (tuning database)"
+        );
+        assert_eq!(warm_sources(&["a", "a", "b", "a"]), "2 from a; b; a");
+        assert_eq!(warm_sources(&[]), "");
+    }
 }

@@ -1329,8 +1329,14 @@ impl SearchState {
                 .random_unvisited(valid)
                 .map(|c| Proposal::new(c, Operator::Random, None, None));
         }
-        let cones = self.failure_cones();
-        let pick = favourite(model, &cones, candidates.iter().map(|c| &c.0));
+        let pick = match candidates.len() {
+            1 => 0,
+            _ => favourite(
+                model,
+                &self.failure_cones(),
+                candidates.iter().map(|c| &c.0),
+            ),
+        };
         let (child, op, p, o) = candidates.swap_remove(pick);
         Some(Proposal::new(child, op, Some(p), o))
     }
@@ -1356,7 +1362,9 @@ impl SearchState {
             }
         }
         let pick = match model {
-            Some(_) => favourite(model, &self.failure_cones(), candidates.iter()),
+            Some(_) if candidates.len() > 1 => {
+                favourite(model, &self.failure_cones(), candidates.iter())
+            }
             None if candidates.len() > 1 => self.most_novel(&candidates),
             _ => 0,
         };
@@ -1682,9 +1690,8 @@ fn pairs(c: &Indices) -> impl Iterator<Item = (usize, usize, u32, u32)> + '_ {
     (0..d).flat_map(move |i| (i + 1..d).map(move |j| (i, j, c[i], c[j])))
 }
 
-/// The index of the candidate the surrogate predicts fastest (the first on a tie).
-/// The index of the model's favourite of `candidates` (the first without a model), those in a
-/// failure's cone last.
+/// The index of the candidate the surrogate predicts fastest (without a model, the first),
+/// those in a failure's cone last; the first on a tie.
 fn favourite<'a>(
     model: Option<&Surrogate>,
     cones: &FailureCones,

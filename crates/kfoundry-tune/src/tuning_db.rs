@@ -195,27 +195,37 @@ fn short_hash(parts: &[&str]) -> String {
         .collect()
 }
 
+/// An entry for tests: `kernel` at `n` on `device`, template `[A, B]`, with `configs` as
+/// `[A, B]` values, each 1 µs.
+#[cfg(test)]
+pub(crate) fn sample_entry(kernel: &str, device: &str, n: i64, configs: &[[i64; 2]]) -> Entry {
+    Entry {
+        version: VERSION,
+        device: device.into(),
+        kernel: kernel.into(),
+        fingerprint: "fp".into(),
+        template: vec!["A".into(), "B".into()],
+        workload: "any".into(),
+        sizes: [("n".to_string(), n)].into(),
+        reference_ns: 10,
+        configs: configs
+            .iter()
+            .map(|&[a, b]| Known {
+                params: [("A".to_string(), a), ("B".to_string(), b)].into(),
+                time_s: 1e-6,
+            })
+            .collect(),
+        evaluations: 5,
+        written: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn entry(kernel: &str, n: i64, a: i64) -> Entry {
-        Entry {
-            version: VERSION,
-            device: "dev".into(),
-            kernel: kernel.into(),
-            fingerprint: "fp".into(),
-            template: vec!["A".into(), "B".into()],
-            workload: "w".into(),
-            sizes: [("n".to_string(), n)].into(),
-            reference_ns: 10,
-            configs: vec![Known {
-                params: [("A".to_string(), a), ("B".to_string(), 0)].into(),
-                time_s: 1.0,
-            }],
-            evaluations: 5,
-            written: 0,
-        }
+        sample_entry(kernel, "dev", n, &[[a, 0]])
     }
 
     #[test]

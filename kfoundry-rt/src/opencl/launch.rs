@@ -1,6 +1,8 @@
 //! Building and enqueuing one configuration of a kernel: the primitives shared by dispatch in
 //! shipped binaries and by the tuner's evaluator.
 
+use std::ffi::CString;
+
 use ocl::core::{self, ArgVal};
 
 use super::error::Error;
@@ -118,20 +120,49 @@ pub fn build_source(
     source: &str,
     options: &str,
 ) -> Result<core::Program, Error> {
-    let build_error = |log: String| Error::Build {
+    let fail = build_error(id, options);
+    let text = std::ffi::CString::new(source)
+        .map_err(|_| fail("the source contains a NUL byte".into()))?;
+    let opts = options_text(options, &fail)?;
+    let program =
+        core::create_program_with_source(context, &[text]).map_err(|e| fail(e.to_string()))?;
+    core::build_program(&program, Some(&[*device]), &opts, None, None)
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(program)
+}
+
+/// Builds a program for `device` from `binary` (a program binary of the same device and
+/// driver) with the `options` it was built from. A failure (a binary the driver does not
+/// take) carries the driver's message.
+pub fn build_binary(
+    context: &core::Context,
+    device: &core::DeviceId,
+    id: &str,
+    binary: &[u8],
+    options: &str,
+) -> Result<core::Program, Error> {
+    let fail = build_error(id, options);
+    let opts = options_text(options, &fail)?;
+    let program = core::create_program_with_binary(context, &[*device], &[binary])
+        .map_err(|e| fail(e.to_string()))?;
+    core::build_program(&program, Some(&[*device]), &opts, None, None)
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(program)
+}
+
+/// The [`Error::Build`] of kernel `id` built with `options`, from the compiler's (or the
+/// driver's) message.
+fn build_error<'a>(id: &'a str, options: &'a str) -> impl Fn(String) -> Error + 'a {
+    move |log| Error::Build {
         kernel: id.to_string(),
         options: options.to_string(),
         log,
-    };
-    let text = std::ffi::CString::new(source)
-        .map_err(|_| build_error("the source contains a NUL byte".into()))?;
-    let opts = std::ffi::CString::new(options)
-        .map_err(|_| build_error("the options contain a NUL byte".into()))?;
-    let program = core::create_program_with_source(context, &[text])
-        .map_err(|e| build_error(e.to_string()))?;
-    core::build_program(&program, Some(&[*device]), &opts, None, None)
-        .map_err(|e| build_error(e.to_string()))?;
-    Ok(program)
+    }
+}
+
+/// `options` as the C string the compiler takes.
+fn options_text(options: &str, fail: &impl Fn(String) -> Error) -> Result<CString, Error> {
+    CString::new(options).map_err(|_| fail("the options contain a NUL byte".into()))
 }
 
 /// The build options of configuration `params` of `spec` built from `source`: `params` must

@@ -11,7 +11,7 @@ use ocl::core::{
 
 use super::device::{limits_from, traits_of, Limits};
 use super::error::Error;
-use super::launch::{build_source, Arg, LaunchPlan};
+use super::launch::{build_binary, build_source, Arg, LaunchPlan};
 use crate::model::device::DeviceTraits;
 use crate::model::spec::{KernelSpec, Params, Sizes};
 
@@ -159,19 +159,13 @@ impl Session {
     /// [`Session::build_identity`]) with the `options` it was built from. A failure (a binary
     /// the driver does not take) carries the driver's message.
     pub fn build_binary(&self, id: &str, binary: &[u8], options: &str) -> Result<Program, Error> {
-        let build_error = |log: String| Error::Build {
-            kernel: id.to_string(),
-            options: options.to_string(),
-            log,
-        };
-        let opts = std::ffi::CString::new(options)
-            .map_err(|_| build_error("the options contain a NUL byte".into()))?;
-        let device = *self.device.as_core();
-        let program =
-            core::create_program_with_binary(self.context.as_core(), &[device], &[binary])
-                .map_err(|e| build_error(e.to_string()))?;
-        core::build_program(&program, Some(&[device]), &opts, None, None)
-            .map_err(|e| build_error(e.to_string()))?;
+        let program = build_binary(
+            self.context.as_core(),
+            self.device.as_core(),
+            id,
+            binary,
+            options,
+        )?;
         Ok(Program { program })
     }
 

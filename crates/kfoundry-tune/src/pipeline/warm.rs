@@ -169,6 +169,7 @@ mod tests {
     #![allow(clippy::expect_used)]
 
     use super::*;
+    use crate::tuning_db::sample_entry;
 
     fn spec() -> KernelSpec {
         crate::test_spec::spec(
@@ -250,28 +251,6 @@ mod tests {
         assert!(warm_starts(Some(&lock), &[], &me, "new", w, "another device").is_empty());
     }
 
-    fn known(kernel: &str, device: &str, n: i64, configs: &[[i64; 2]]) -> Entry {
-        Entry {
-            version: crate::tuning_db::VERSION,
-            device: device.into(),
-            kernel: kernel.into(),
-            fingerprint: "fp".into(),
-            template: vec!["A".into(), "B".into()],
-            workload: "any".into(),
-            sizes: [("n".to_string(), n)].into(),
-            reference_ns: 10,
-            configs: configs
-                .iter()
-                .map(|&[a, b]| crate::tuning_db::Known {
-                    params: [("A".to_string(), a), ("B".to_string(), b)].into(),
-                    time_s: 1e-6,
-                })
-                .collect(),
-            evaluations: 5,
-            written: 0,
-        }
-    }
-
     /// The database's entries of this kernel at these sizes come right after the lockfile's
     /// winner here, those at other sizes after the lockfile's other workloads (nearest shape
     /// first), other kernels' last; never another device's, a value outside the space or the
@@ -281,11 +260,11 @@ mod tests {
         let me = spec();
         let w = &me.workloads[0];
         let entries = [
-            known("t::Same", "gpu", 4096, &[[0, 1]]),
-            known("t::K", "gpu", 65536, &[[1, 0]]),
-            known("t::K", "gpu", 4096, &[[2, 0], [9, 0], [0, 0]]),
-            known("t::K", "cpu", 4096, &[[3, 1]]),
-            known("t::K", "gpu", 1024, &[[3, 1]]),
+            sample_entry("t::Same", "gpu", 4096, &[[0, 1]]),
+            sample_entry("t::K", "gpu", 65536, &[[1, 0]]),
+            sample_entry("t::K", "gpu", 4096, &[[2, 0], [9, 0], [0, 0]]),
+            sample_entry("t::K", "cpu", 4096, &[[3, 1]]),
+            sample_entry("t::K", "gpu", 1024, &[[3, 1]]),
         ];
         let configs = |got: &[WarmStart]| got.iter().map(|w| w.config.clone()).collect::<Vec<_>>();
         let alone = warm_starts(None, &entries, &me, "new", w, "gpu");

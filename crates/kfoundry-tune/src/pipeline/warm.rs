@@ -49,8 +49,9 @@ pub struct WarmStart {
 /// 6. the database's fastest of kernels of the same template, nearest shape first.
 ///
 /// All on this device. Only parameter-level variants count (a generated source's parameters
-/// are its own), only sets that name exactly the kernel's parameters with values of its
-/// space, never the reference, each set once, at most [`WARM_STARTS`].
+/// are its own), only sets that name the kernel's parameters with values of its space (the
+/// kernel's own may lack one added since, which takes the reference's value), never the
+/// reference, each set once, at most [`WARM_STARTS`].
 pub fn warm_starts(
     lock: Option<&Lockfile>,
     entries: &[Entry],
@@ -83,13 +84,22 @@ pub fn warm_starts(
 /// from this workload's ([`shape_distance`]).
 type Rank = (u8, f64);
 
-/// Whether `params` names exactly the kernel's parameters, each with a value of its space.
-fn fits(spec: &KernelSpec, params: &Params) -> bool {
-    params.len() == spec.params.len()
-        && spec
-            .params
+/// `params` as a configuration of the kernel: every parameter it names is one of the kernel's
+/// with a value of its space; one it lacks takes the reference's value where `own` (the
+/// kernel's own earlier winner, from before that parameter was added), else the set must name
+/// them all (another kernel of the same template). `None` when it does not fit.
+fn adapted(spec: &KernelSpec, params: &Params, own: bool) -> Option<Config> {
+    let known = params.iter().all(|(name, v)| {
+        spec.params
             .iter()
-            .all(|p| params.get(&p.name).is_some_and(|x| p.values.contains(x)))
+            .any(|p| p.name == *name && p.values.contains(v))
+    });
+    if !known || (!own && params.len() != spec.params.len()) {
+        return None;
+    }
+    let mut full = spec.reference.clone();
+    full.extend(params.iter().map(|(k, v)| (k.clone(), *v)));
+    Some(config_of(spec, &full))
 }
 
 /// The lockfile's usable parameter sets, ranked 0 (this kernel at this workload), 2 (at
@@ -105,9 +115,12 @@ fn from_lockfile(
     for (id, entry) in &lock.kernels {
         let this = *id == spec.id;
         for v in &entry.variants {
-            if v.source.is_some() || v.device != device || !fits(spec, &v.params) {
+            if v.source.is_some() || v.device != device {
                 continue;
             }
+            let Some(config) = adapted(spec, &v.params, this) else {
+                continue;
+            };
             let rank = match (this, v.workload == workload) {
                 (true, true) => 0,
                 (true, false) => 2,
@@ -122,7 +135,7 @@ fn from_lockfile(
             ranked.push((
                 (rank, 0.0),
                 WarmStart {
-                    config: config_of(spec, &v.params),
+                    config,
                     from: format!("{id} @ {}{stale}", v.workload),
                 },
             ));
@@ -147,11 +160,16 @@ fn from_db(
             (true, false) => 3,
             (false, _) => 6,
         };
-        for known in e.configs.iter().filter(|k| fits(spec, &k.params)) {
+        let own = e.kernel == spec.id;
+        for config in e
+            .configs
+            .iter()
+            .filter_map(|k| adapted(spec, &k.params, own))
+        {
             ranked.push((
                 (rank, distance),
                 WarmStart {
-                    config: config_of(spec, &known.params),
+                    config,
                     from: format!(
                         "{} @ {} (tuning database)",
                         e.kernel,
@@ -213,6 +231,8 @@ mod tests {
                     variant("cpu", "w", "A = 3, B = 1"),
                     variant("gpu", "w", "A = 1, B = 1"),
                     variant("gpu", "w2", "A = 0, B = 0"),
+                    // from before the space had B: B takes the reference's value
+                    variant("gpu", "w3", "A = 2"),
                 ]
             ),
             entry(
@@ -235,9 +255,10 @@ mod tests {
         Lockfile::parse(&text, std::path::Path::new("Kfoundry.lock")).expect("lockfile")
     }
 
-    /// This kernel on this workload first (an earlier source included), then other workloads,
-    /// then kernels with the same parameters; never another device's, another template's, a
-    /// value outside the space or the reference; each set once.
+    /// This kernel on this workload first (an earlier source included), then other workloads
+    /// (a set from before a parameter existed completed with the reference's value), then
+    /// kernels with the same parameters; never another device's, another template's, a value
+    /// outside the space or the reference; each set once.
     #[test]
     fn ranks_this_device_s_winners_and_leaves_out_what_does_not_fit() {
         let me = spec();
@@ -245,9 +266,14 @@ mod tests {
         let w = &me.workloads[0];
         let got = warm_starts(Some(&lock), &[], &me, "new", w, "gpu");
         let configs: Vec<&Config> = got.iter().map(|w| &w.config).collect();
-        assert_eq!(configs, [&vec![1, 1], &vec![2, 1], &vec![3, 0]], "{got:?}");
+        assert_eq!(
+            configs,
+            [&vec![1, 1], &vec![2, 1], &vec![2, 0], &vec![3, 0]],
+            "{got:?}"
+        );
         assert_eq!(got[0].from, "t::K @ w (earlier source)");
-        assert_eq!(got[2].from, "t::Same @ w");
+        assert_eq!(got[2].from, "t::K @ w3 (earlier source)");
+        assert_eq!(got[3].from, "t::Same @ w");
         assert!(warm_starts(Some(&lock), &[], &me, "new", w, "another device").is_empty());
     }
 

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(REPO, "bench", "kt_opencl"))
 sys.path.insert(0, HERE)
 from kernels import expand_includes  # noqa: E402
 from tc_bounds import geometry, inputs, reference_rows  # noqa: E402  (the same inputs and FP64 truth)
+from tc_dev import torch_rates  # noqa: E402  (cuBLAS FP32 and TF32 through PyTorch)
 
 RUNS = 10
 BASE = dict(VEC=1, USE_LOCAL=0, PAD=0, LVEC=1, UNROLL=1, PREFETCH=0, MMA=1)
@@ -122,30 +123,6 @@ def run(kind, m, n, k, configs):
         if nan == 0 and (best is None or t < best[0]):
             best = (t, p)
     return best
-
-
-def torch_rates(m, n, k, linear):
-    import torch
-    a = torch.rand(m, k, device="cuda") * 2 - 1
-    b = torch.rand(n, k, device="cuda") * 2 - 1 if linear else torch.rand(k, n, device="cuda") * 2 - 1
-    for tf32 in (False, True):
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        f = (lambda: a @ b.T) if linear else (lambda: a @ b)
-        for _ in range(3):
-            f()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(RUNS):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            f()
-            e.record()
-            torch.cuda.synchronize()
-            ts.append(s.elapsed_time(e) * 1e-3)
-        t = float(np.median(ts))
-        print(f"cuBLAS {'TF32' if tf32 else 'FP32'} {m}x{n}x{k}{' (x w^T)' if linear else ''}: "
-              f"{t * 1e3:.3f} ms = {2.0 * m * n * k / t / 1e12:.1f} TFLOP/s", flush=True)
-    torch.backends.cuda.matmul.allow_tf32 = False
 
 
 best = run("gemm", 4096, 4096, 4096, GEMM)

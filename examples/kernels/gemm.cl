@@ -30,6 +30,12 @@
  *   FLUSH     MMA = 1: 8-deep steps summed in the tensor
  *             cores before the FP32 add (accuracy vs
  *             instructions)                               [1, 2, 4]       ref 1
+ *   RASTER    MMA = 1: work-groups walked in bands of
+ *             RASTER tile rows (L2 reuse of B), 0: rows  [0, 4, 16]      ref 0
+ *   TF32      MMA = 1: one product of the TF32 parts
+ *             instead of three: TF32 precision (about
+ *             1e-3 relative), an opt-in whose annotation
+ *             must allow that error                      [0, 1]          ref 0
  *
  * A work-group computes BM x BN outputs, BM = WGY * TM, BN = WGX * TN. Item (tx, ty) owns the
  * 2-D tile of rows bm0 + i * WGY + ty (i < TM) and column vectors starting at
@@ -92,8 +98,18 @@
 #define FLUSH 1
 #endif
 
+#ifndef RASTER
+#define RASTER 0
+#endif
+#ifndef TF32
+#define TF32 0
+#endif
+
 #if MMA
 #define KM_B_KMAJOR 0
+#if TF32
+#define KM_SPLITS 1
+#endif
 #include <kfoundry/tensor_core_3xtf32.cl>
 #else /* the portable path */
 
@@ -244,15 +260,20 @@ __kernel void gemm(const int m, const int n, const int k, __global const float* 
 #define KM_A a
 #define KM_B b
 #include <kfoundry/tensor_core_3xtf32_loop.cl>
+    /* Row KM_ROW(i, 2h) of the lane's outputs is one run of 2 * NJ columns from KM_COL(0, 2h). */
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
-        for (int j = 0; j < KM_NJ; ++j)
+        for (int h = 0; h < 2; ++h) {
+            __global float* out = c + (size_t)KM_ROW(i, 2 * h) * (size_t)n + KM_COL(0, 2 * h);
+#if KM_NJ == 1
+            *(__global float2*)out = (float2)(acc[i][0][2 * h], acc[i][0][2 * h + 1]);
+#else
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = bm0 + wm0 + i * 16 + g + 8 * h, col = bn0 + wn0 + j * 8 + 2 * t;
-                vstore2((float2)(acc[i][j][2 * h], acc[i][j][2 * h + 1]), 0, c + (size_t)row * (size_t)n + col);
-            }
+            for (int x = 0; x < 2 * KM_NJ; x += 4)
+                *(__global float4*)(out + x) = (float4)(KM_RUN(i, h, x), KM_RUN(i, h, x + 1), KM_RUN(i, h, x + 2), KM_RUN(i, h, x + 3));
+#endif
+        }
 #else /* the portable path */
 
     const int tx = (int)get_local_id(0);

@@ -29,6 +29,8 @@
  *   FLUSH     MMA = 1: 8-deep steps summed in the tensor
  *             cores before the FP32 add (accuracy vs
  *             instructions)                               [1, 2, 4]       ref 1
+ *   RASTER    MMA = 1: work-groups walked in bands of
+ *             RASTER tile rows (L2 reuse of w), 0: rows  [0, 4, 16]      ref 0
  *
  * Launch (2-D): global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY),
  *               local  = (WGX, WGY).
@@ -222,7 +224,7 @@ __kernel void linear_gelu(const int m, const int n, const int k, __global const 
         for (int j = 0; j < KM_NJ; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int row = bm0 + wm0 + i * 16 + g + 8 * h, col = bn0 + wn0 + j * 8 + 2 * t;
+                const int row = KM_ROW(i, 2 * h), col = KM_COL(j, 2 * h);
                 const float v0 = acc[i][j][2 * h] + bias[col], v1 = acc[i][j][2 * h + 1] + bias[col + 1];
                 const float2 out = (float2)(0.5f * v0 * (1.0f + erf(v0 * 0.70710678118654752f)), 0.5f * v1 * (1.0f + erf(v1 * 0.70710678118654752f)));
                 vstore2(out, 0, y + (size_t)row * (size_t)n + col);

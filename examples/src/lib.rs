@@ -100,5 +100,5 @@ pub mod cpu;
 pub mod suite;
 pub use suite::{
     ConvGroupNorm, LayerNormApply, LayerNormStats, LinearGelu, LinearSoftmax, Softmax,
-    SoftmaxApply, SoftmaxStats, SuiteSgemm, SumDim1,
+    SoftmaxApply, SoftmaxStats, SuiteSgemm, SuiteSgemmTf32, SumDim1,
 };

@@ -25,10 +25,11 @@
         WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], VEC = [1, 2, 4],
         USE_LOCAL = [0, 1], TK = [8, 16, 32], PAD = [0, 1, 4], LVEC = [1, 4], UNROLL = [1, 2, 4, 8],
         PREFETCH = [0, 1], MMA = [0, 1], WM = [1, 2, 4], STAGES = [2, 3, 4], FLUSH = [1, 2, 4],
+        RASTER = [0, 4, 16],
     ),
     reference(
         WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1, PREFETCH = 0,
-        MMA = 0, WM = 1, STAGES = 2, FLUSH = 1,
+        MMA = 0, WM = 1, STAGES = 2, FLUSH = 1, RASTER = 0,
     ),
     require(
         WGX * WGY <= 256,
@@ -42,15 +43,16 @@
         // The tensor-core path: NVIDIA's inline PTX (mma.sync with TF32, cp.async) needs compute
         // capability 8.0; whole warps, warp tiles of whole 16 x 8 pieces, full tiles, 16-byte
         // rows, its tiles in 48 KiB (TM * TN accumulators an item, as in the portable path). It ignores the portable
-        // path's VEC, USE_LOCAL, PAD, LVEC, UNROLL and PREFETCH; the portable path ignores WM, STAGES and FLUSH.
+        // path's VEC, USE_LOCAL, PAD, LVEC, UNROLL and PREFETCH; the portable path ignores WM, STAGES, FLUSH
+        // and RASTER.
         MMA == 0 || device_nvidia && device_sm >= 80,
-        MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1),
+        MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0),
         TK % (8 * FLUSH) == 0,
         MMA == 0 || (VEC == 1 && USE_LOCAL == 0 && PAD == 0 && LVEC == 1 && UNROLL == 1 && PREFETCH == 0),
         MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
         MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0),
         MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0),
-        MMA * STAGES * (WGY * TM * (TK + 4) + TK * (WGX * TN + 8)) <= 12288,
+        MMA * STAGES * (WGY * TM * (TK + TK / 32 * 4) + TK * WGX * TN) <= 12288,
     ),
     global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
     buffers(a = m * k, b = k * n, c = m * n),
@@ -68,6 +70,40 @@
     cost(bytes = 4 * (m * k + k * n + m * n), flops = 2 * m * n * k),
 )]
 pub struct SuiteSgemm;
+
+/// Problem 1 in TF32, an opt-in precision: [`SuiteSgemm`]'s kernel and space, its tensor-core
+/// path with one product of the operands' TF32 parts (`TF32 = 1`) instead of 3xTF32's three.
+/// The portable path and the reference stay FP32. TF32 keeps 10 mantissa bits of each operand:
+/// each product is off by up to about 1e-3 of it, so a sum of k of them by about
+/// 2e-4 · sqrt(k) · |a||b| (at k = 8192, 0.04 on outputs of typical magnitude 30): the check
+/// allows that and says so.
+#[kfoundry::evolve(
+    source = "kernels/gemm.cl",
+    params(
+        WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], MMA = [0, 1], WM = [1, 2, 4],
+        TK = [8, 16, 32], STAGES = [2, 3, 4], FLUSH = [1, 2, 4], RASTER = [0, 4, 16], TF32 = [1],
+    ),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 8, STAGES = 2, FLUSH = 1, RASTER = 0, TF32 = 1),
+    require(
+        WGX * WGY <= 256,
+        // The portable path as the reference runs it (no local tiles: TK is the tensor-core
+        // path's), the tensor-core path as SuiteSgemm's.
+        MMA == 1 || (TK == 8 && WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0),
+        MMA == 0 || device_nvidia && device_sm >= 80,
+        TK % (8 * FLUSH) == 0,
+        MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
+        MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0),
+        MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0),
+        MMA * STAGES * (WGY * TM * (TK + TK / 32 * 4) + TK * WGX * TN) <= 12288,
+    ),
+    global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
+    buffers(a = m * k, b = k * n, c = m * n),
+    check(c, rtol = 1e-3, atol = 5e-2),
+    edges = finite,
+    workloads(small(m = 128, n = 128, k = 128), full(m = 4096, n = 4096, k = 4096, on = gpu)),
+    cost(bytes = 4 * (m * k + k * n + m * n), flops = 2 * m * n * k),
+)]
+pub struct SuiteSgemmTf32;
 
 /// Problem 2 in one launch: softmax over each row, one work-group per row; items, vector
 /// width, loads in flight, and three passes or two ("online" max and sum). The suite runs the
@@ -183,10 +219,11 @@ pub struct SumDim1;
         WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], VEC = [1, 2, 4],
         USE_LOCAL = [0, 1], TK = [8, 16, 32], PAD = [0, 1, 4], LVEC = [1, 4], UNROLL = [1, 2, 4, 8],
         PREFETCH = [0, 1], MMA = [0, 1], WM = [1, 2, 4], STAGES = [2, 3, 4], FLUSH = [1, 2, 4],
+        RASTER = [0, 4, 16],
     ),
     reference(
         WGX = 16, WGY = 16, TM = 1, TN = 1, VEC = 1, USE_LOCAL = 0, TK = 8, PAD = 0, LVEC = 1, UNROLL = 1, PREFETCH = 0,
-        MMA = 0, WM = 1, STAGES = 2, FLUSH = 1,
+        MMA = 0, WM = 1, STAGES = 2, FLUSH = 1, RASTER = 0,
     ),
     require(
         WGX * WGY <= 256,
@@ -198,15 +235,16 @@ pub struct SumDim1;
         // The tensor-core path: NVIDIA's inline PTX (mma.sync with TF32, cp.async) needs compute
         // capability 8.0; whole warps, warp tiles of whole 16 x 8 pieces, full tiles, 16-byte
         // rows, its tiles in 48 KiB (TM * TN accumulators an item, as in the portable path). It ignores the portable
-        // path's VEC, USE_LOCAL, PAD, LVEC, UNROLL and PREFETCH; the portable path ignores WM, STAGES and FLUSH.
+        // path's VEC, USE_LOCAL, PAD, LVEC, UNROLL and PREFETCH; the portable path ignores WM, STAGES, FLUSH
+        // and RASTER.
         MMA == 0 || device_nvidia && device_sm >= 80,
-        MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1),
+        MMA == 1 || (WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0),
         TK % (8 * FLUSH) == 0,
         MMA == 0 || (VEC == 1 && USE_LOCAL == 0 && PAD == 0 && LVEC == 1 && UNROLL == 1 && PREFETCH == 0),
         MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
         MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0),
         MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0),
-        MMA * STAGES * (WGY * TM + WGX * TN) * (TK + 4) <= 12288,
+        MMA * STAGES * (WGY * TM + WGX * TN) * (TK + TK / 32 * 4) <= 12288,
     ),
     global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
     buffers(x = m * k, w = n * k, bias = n, y = m * n),

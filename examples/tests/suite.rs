@@ -565,16 +565,19 @@ fn tensor_core_path_emulated_matches_fp64() {
         ("gemm", kernel_source("gemm.cl")),
         ("linear_gelu", kernel_source("linear_gelu.cl")),
     ] {
-        // (WGX, WGY, TM, TN, WM, TK, STAGES, FLUSH, m, n, k): one warp; 2 warps along m, each
-        // with two n8 pieces, two steps per flush; 4 warps in 2 x 2, each with two m16 pieces.
-        // Small tiles: PoCL's compile time grows with the emulation's barriers.
-        for (wgx, wgy, tm, tn, wm, tk, stages, flush, m, n, k) in [
-            (8, 4, 4, 1, 1, 8, 2, 1, 32, 16, 24),
-            (8, 8, 4, 2, 2, 16, 3, 2, 64, 32, 48),
-            (16, 8, 8, 1, 2, 8, 4, 1, 128, 32, 40),
+        // (WGX, WGY, TM, TN, WM, TK, STAGES, FLUSH, RASTER, m, n, k): one warp; 2 warps along
+        // m, each with two n8 pieces, two steps per flush; 4 warps in 2 x 2, each with two m16
+        // pieces; one warp of four n8 pieces (B's chunks permuted), k-tiles of 32 (rows of 36
+        // floats), bands of 2 tile rows over 3 (a short last band). Small tiles: PoCL's compile
+        // time grows with the emulation's barriers (bench/h200/tc_dev.py emulate runs more).
+        for (wgx, wgy, tm, tn, wm, tk, stages, flush, raster, m, n, k) in [
+            (8, 4, 4, 1, 1, 8, 2, 1, 0, 32, 16, 24),
+            (8, 8, 4, 2, 2, 16, 3, 2, 0, 64, 32, 48),
+            (16, 8, 8, 1, 2, 8, 4, 1, 0, 128, 32, 40),
+            (8, 4, 4, 4, 1, 32, 2, 2, 2, 48, 64, 96),
         ] {
             let options = format!(
-                "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush}"
+                "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush} -D RASTER={raster}"
             );
             let program = Program::builder()
                 .src(source.as_str())

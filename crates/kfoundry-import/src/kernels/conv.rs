@@ -221,7 +221,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
             // Whole warps in a WM x (warps / WM) grid, warp tiles of whole m16n8 pieces, and
             // at most 64 accumulators (and as many partial sums) per item.
             "MMA == 0 || (WG / 32 % WM == 0 && WG * PX % (16 * WM) == 0 && OCB * WM * 32 % (8 * WG) == 0 && PX * OCB <= 64)".into(),
-            "MMA * 4 * STAGES * (WG * PX + OCB) * (TK + 4) <= min(device_local_mem, 49152)".into(),
+            "MMA * 4 * STAGES * (WG * PX + OCB) * (TK + TK / 32 * 4) <= min(device_local_mem, 49152)".into(),
         ]);
         // The TF32 split turns an infinity into NaN (inf - inf): finite inputs only.
         k.edges_finite = true;

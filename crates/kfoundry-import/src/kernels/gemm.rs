@@ -110,9 +110,9 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
             ],
         );
         let b_tile = if *trans_b {
-            "WGX * TN * (TK + 4)"
+            "WGX * TN * (TK + TK / 32 * 4)"
         } else {
-            "TK * (WGX * TN + 8)"
+            "TK * WGX * TN"
         };
         k.require.extend([
             "MMA == 0 || device_nvidia && device_sm >= 80".to_string(),
@@ -121,7 +121,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
             "MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0)".into(),
             "MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0)".into(),
             "MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0)".into(),
-            format!("MMA * 4 * STAGES * (WGY * TM * (TK + 4) + {b_tile}) <= min(device_local_mem, 49152)"),
+            format!("MMA * 4 * STAGES * (WGY * TM * (TK + TK / 32 * 4) + {b_tile}) <= min(device_local_mem, 49152)"),
         ]);
         // The TF32 split turns an infinity into NaN (inf - inf): finite inputs only.
         k.edges_finite = true;

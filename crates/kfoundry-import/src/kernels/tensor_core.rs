@@ -12,7 +12,7 @@
 use super::Precision;
 
 /// The loop over an item's accumulators after the main loop: for each `acc[i][j][r]`, its
-/// row (m) and column (n) in the whole product, by the m16n8 fragment layout of `mma.sync`,
+/// row (m) and column (n) in the whole product (the template's `KM_ROW` and `KM_COL`),
 /// declared as `row` and `col`, then `body` (lines indented for the loop's inside).
 pub(super) fn for_each_accumulator(row: &str, col: &str, body: &str) -> String {
     format!(
@@ -22,7 +22,7 @@ pub(super) fn for_each_accumulator(row: &str, col: &str, body: &str) -> String {
         for (int j = 0; j < KM_NJ; ++j)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {{
-                const int {row} = bm0 + wm0 + i * 16 + g + 8 * (r >> 1), {col} = bn0 + wn0 + j * 8 + 2 * t + (r & 1);
+                const int {row} = KM_ROW(i, r), {col} = KM_COL(j, r);
 {body}            }}
 "
     )
@@ -44,7 +44,9 @@ const LOADER: &str = "/* Issues the copies of k-tile";
 
 /// The template's two parts (machinery, main loop), without its `#error` guards (the
 /// annotation's `require` states the same conditions, and generated sources carry no directive
-/// beyond the allow-list).
+/// beyond the allow-list). The template's own switches say what differs: `KM_SPLITS` (one
+/// product of the TF32 parts, or three), and for a gathering loader `KM_GROUP_M`/`KM_GROUP_N`
+/// (rows of the product along work-group dimension 0) and `KM_KTILES` (a ragged last k-tile).
 pub(super) fn parts(precision: Precision, loader: Loader) -> (String, String) {
     let strip = |t: &str| {
         t.lines()
@@ -55,49 +57,22 @@ pub(super) fn parts(precision: Precision, loader: Loader) -> (String, String) {
     let library = |name: &str| {
         kfoundry_tooling::library::file(name).expect("a file of kfoundry's template library")
     };
-    let mut machinery = strip(&library("tensor_core_3xtf32.cl"));
+    let mut switches = String::new();
+    if precision == Precision::Tf32 {
+        switches += "#define KM_SPLITS 1\n";
+    }
+    if loader == Loader::Gather {
+        switches += "#define KM_GROUP_M get_group_id(0)\n#define KM_GROUP_N get_group_id(1)\n#define KM_KTILES ((k + TK - 1) / TK)\n";
+    }
+    let mut machinery = switches + &strip(&library("tensor_core_3xtf32.cl"));
+    if loader == Loader::Gather {
+        machinery.truncate(machinery.find(LOADER).expect("the template's tile loader"));
+    }
     // The generated kernels name their operands `a` and `b`, as gemm.cl does.
-    let mut main_loop = strip(&format!(
+    let main_loop = strip(&format!(
         "{}#define KM_A a\n#define KM_B b\n{}",
         library("tensor_core_3xtf32_tiles.cl"),
         library("tensor_core_3xtf32_loop.cl")
     ));
-    if precision == Precision::Tf32 {
-        // One product of the TF32 parts per step: the two products with a small part go (the
-        // compiler drops the small parts then unused).
-        for small in [
-            "KM_MMA(part[i][j], asm_[i], bb[j]);\n",
-            "KM_MMA(part[i][j], ab[i], bsm[j]);\n",
-        ] {
-            let at = main_loop
-                .find(small)
-                .expect("the template's small-part products");
-            let start = main_loop[..at].rfind('\n').map_or(0, |p| p + 1);
-            main_loop.replace_range(start..at + small.len(), "");
-        }
-        main_loop = main_loop.replace(
-            "KM_MMA(part[i][j], ab[i], bb[j]);",
-            "KM_MMA(part[i][j], ab[i], bb[j]); /* TF32: one product */",
-        );
-    }
-    if loader == Loader::Gather {
-        machinery.truncate(machinery.find(LOADER).expect("the template's tile loader"));
-        for (from, to) in [
-            (
-                "const int bn0 = (int)get_group_id(0) * KM_BN, bm0 = (int)get_group_id(1) * KM_BM;",
-                "const int bn0 = (int)get_group_id(1) * KM_BN, bm0 = (int)get_group_id(0) * KM_BM;",
-            ),
-            (
-                "const int KT = k / TK;",
-                "const int KT = (k + TK - 1) / TK;",
-            ),
-        ] {
-            assert!(
-                main_loop.contains(from),
-                "the template's main loop has `{from}`"
-            );
-            main_loop = main_loop.replace(from, to);
-        }
-    }
     (machinery, main_loop)
 }

@@ -1507,10 +1507,10 @@ fn tf32_precision_is_one_product_with_its_tolerance() {
         )
         .unwrap();
         let k = &imported.kernels[0];
-        let products = k.source.matches("KM_MMA(part[i][j]").count();
+        // The template's switch: one product of the TF32 parts instead of three.
         assert_eq!(
-            products,
-            if precision == Precision::Tf32 { 1 } else { 3 },
+            k.source.contains("#define KM_SPLITS 1\n"),
+            precision == Precision::Tf32,
             "{precision:?}"
         );
         assert_eq!(k.check_note.is_some(), precision == Precision::Tf32);

@@ -1,4 +1,3 @@
-
     float acc[KM_MI][KM_NJ][4], part[KM_MI][KM_NJ][4];
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)
@@ -8,34 +7,77 @@
             for (int r = 0; r < 4; ++r)
                 acc[i][j][r] = 0.0f;
 
-    const int KT = k / TK;
+    /* Where this lane's fragments start in a stage: A at row wm0 + g, its k run; B at row
+       wn0 + g, its k run (n x k), or at its k run's first row, each 16-byte chunk of its NJ
+       columns wn0 + g * NJ ... where the permutation put it (k x n). */
+    const int a_at = (wm0 + g) * KM_LDA + t * KM_KQ;
+#if KM_B_KMAJOR
+    const int b_at = (wn0 + g) * KM_LDB + t * KM_KQ;
+#else
+#define KM_NJC ((KM_NJ + 3) / 4)
+    int b_at[KM_NJC];
+#pragma unroll
+    for (int c = 0; c < KM_NJC; ++c)
+        b_at[c] = t * KM_KQ * KM_LDB + ((((wn0 + g * KM_NJ) >> 2) + c) ^ KM_SWZ(t * KM_KQ)) * 4 + (g * KM_NJ & 3);
+#endif
+    const int KT = KM_KTILES;
+#ifdef KM_LOAD_SETUP
+    KM_LOAD_SETUP
+#endif
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < KT)
             KM_LOAD_TILE(s, s);
         KM_COMMIT();
     }
+    int stage = 0;
     for (int kt = 0; kt < KT; ++kt) {
         KM_WAIT_PIPE();
         barrier(CLK_LOCAL_MEM_FENCE);
         /* The stage written now was last read in iteration kt - 1, which every item has left. */
         if (kt + STAGES - 1 < KT)
-            KM_LOAD_TILE((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
+            KM_LOAD_TILE(stage == 0 ? STAGES - 1 : stage - 1, kt + STAGES - 1);
         KM_COMMIT();
-        const __local float* Ac = As + (kt % STAGES) * KM_ASZ;
-        const __local float* Bc = Bs + (kt % STAGES) * KM_BSZ;
+        const __local float* Ac = As + stage * KM_ASZ + a_at;
+        const __local float* Bc = Bs + stage * KM_BSZ;
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
+
+        /* The lane's whole k-tile: its k run of rows g and g + 8 of each m16 piece of A, and of
+           B its k run of each n8 piece's column g (n x k) or its NJ columns of each k (k x n). */
+        float ra[KM_MI][2][KM_KQ];
 #pragma unroll
-        for (int kk = 0; kk < TK; kk += 8) {
-            uint ab[KM_MI][4], asm_[KM_MI][4], bb[KM_NJ][2], bsm[KM_NJ][2];
+        for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                KM_LOAD_RUN(ra[i][h], Ac + (i * 16 + h * 8) * KM_LDA);
+#if KM_B_KMAJOR
+        float rb[KM_NJ][KM_KQ];
+#pragma unroll
+        for (int j = 0; j < KM_NJ; ++j)
+            KM_LOAD_RUN(rb[j], Bc + b_at + j * 8 * KM_LDB);
+#define KM_BRAW(j, q) rb[j][q]
+#else
+        float rb[KM_KQ][KM_NJ];
+#pragma unroll
+        for (int q = 0; q < KM_KQ; ++q)
+#pragma unroll
+            for (int c = 0; c < KM_NJC; ++c)
+                KM_LOAD_COLS(rb[q], c, Bc + b_at[c] + q * KM_LDB);
+#define KM_BRAW(j, q) rb[q][j]
+#endif
+
+#pragma unroll
+        for (int s = 0; s < TK / 8; ++s) {
+            uint ab[KM_MI][4], as_[KM_MI][4], bb[KM_NJ][2], bs_[KM_NJ][2];
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
                 for (int r = 0; r < 4; ++r)
-                    KM_SPLIT(Ac[(wm0 + i * 16 + g + 8 * (r & 1)) * KM_LDA + kk + t + 4 * (r >> 1)], ab[i][r], asm_[i][r])
+                    KM_SPLIT(ra[i][r & 1][2 * s + (r >> 1)], ab[i][r], as_[i][r]);
 #pragma unroll
             for (int j = 0; j < KM_NJ; ++j)
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
-                    KM_SPLIT(KM_BAT(Bc, kk + t + 4 * r, wn0 + j * 8 + g), bb[j][r], bsm[j][r])
+                    KM_SPLIT(KM_BRAW(j, 2 * s + r), bb[j][r], bs_[j][r]);
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
@@ -44,20 +86,22 @@
                        drifts (a relative error of 3e-5 at k = 4096, 25 times FP32's). FLUSH
                        8-deep steps are summed there from zero, then added to acc here, rounded
                        to nearest (Ootomo and Yokota, 2022). */
-                    if ((kk / 8) % FLUSH == 0) {
+                    if (s % FLUSH == 0) {
 #pragma unroll
                         for (int r = 0; r < 4; ++r)
                             part[i][j][r] = 0.0f;
                     }
-                    KM_MMA(part[i][j], asm_[i], bb[j]);
-                    KM_MMA(part[i][j], ab[i], bsm[j]);
+#if KM_SPLITS == 3
+                    KM_MMA(part[i][j], as_[i], bb[j]);
+                    KM_MMA(part[i][j], ab[i], bs_[j]);
+#endif
                     KM_MMA(part[i][j], ab[i], bb[j]);
-                    if ((kk / 8) % FLUSH == FLUSH - 1) {
+                    if (s % FLUSH == FLUSH - 1) {
 #pragma unroll
                         for (int r = 0; r < 4; ++r)
                             acc[i][j][r] += part[i][j][r];
                     }
                 }
         }
+#undef KM_BRAW
     }
-

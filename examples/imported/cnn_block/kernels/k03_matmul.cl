@@ -50,21 +50,40 @@ static inline float kf_chain(const float v, const int i, const int m, const int 
 #define KM_B_KMAJOR 1
 /* ---- The 3xTF32 tensor-core path (MMA = 1): NVIDIA, compute capability 8.0 or later ----
  *
- * Each operand value x is split into big = tf32(x) and small = tf32(x - big); a product is
- * accumulated as small_a*big_b + big_a*small_b + big_a*big_b with warp-wide
- * mma.sync.m16n8k8 (TF32 operands, FP32 accumulators): the error of the dropped small*small
- * term is about 2^-22 of a product, so the result keeps FP32 accuracy (the "3xTF32" technique
- * of CUTLASS). Tiles arrive in local memory through cp.async, STAGES k-tiles in flight.
+ * Each operand value x is split into big = tf32(x) (rounded to nearest) and small = x - big
+ * (exact in FP32; the tensor cores read its top 19 bits); a product is accumulated as
+ * small_a*big_b + big_a*small_b + big_a*big_b with warp-wide mma.sync.m16n8k8 (TF32 operands,
+ * FP32 accumulators): the error of the dropped small*small term and of small's truncation is
+ * about 2^-22 of a product, so the result keeps FP32 accuracy (the "3xTF32" technique of
+ * CUTLASS). KM_SPLITS = 1 (a kernel's opt-in, never the default) keeps big_a*big_b alone:
+ * plain TF32, about 1e-3 relative. Tiles arrive in local memory through cp.async, STAGES
+ * k-tiles in flight.
  *
  * The work-group shape and tile parameters keep their geometry: BM = WGY * TM rows and
  * BN = WGX * TN columns per work-group of WGX * WGY items (a multiple of 32: whole warps).
  * Its warps form a WM x (warps / WM) grid; a warp computes a (BM / WM) x (BN / (warps / WM))
- * tile as m16n8 pieces. TK is the k-tile depth. Needs full tiles (m % BM, n % BN, k % TK all 0)
- * and 16-byte rows (n % 4 == 0, k % 4 == 0): the annotation's `require` says so.
+ * tile as m16n8 pieces. TK is the k-tile depth (8, 16 or 32). Needs full tiles (m % BM, n % BN,
+ * k % TK all 0) and 16-byte rows (n % 4 == 0, k % 4 == 0): the annotation's `require` says so.
+ *
+ * Fragments. Which k of a k-tile feeds which slot of an m16n8k8 step is free, as long as A and
+ * B agree: lane (g, t) = (lane / 4, lane % 4) owns the run of TK / 4 consecutive k at t * TK / 4,
+ * and step s of the tile takes k = t * TK / 4 + 2s into slot t and the next k into slot t + 4.
+ * So a lane reads each row of its fragments with one or two 16-byte local loads a k-tile, at
+ * offsets fixed when the kernel starts (the OpenCL counterpart of ldmatrix). The k-contiguous
+ * tiles (A; B when it is n x k) have rows of KM_LDK floats, which puts a quarter-warp's loads on
+ * distinct banks. B stored k x n: column g of piece j of a warp's tile is column g * NJ + j of
+ * it, so a lane reads NJ consecutive floats of each of its k rows, and the 16-byte chunks of a
+ * k row are permuted (chunk c at c ^ KM_SWZ(row)) so that the rows of the four t hit distinct
+ * banks. KM_ROW(i, r) and KM_COL(j, r) give the output of accumulator acc[i][j][r].
+ *
+ * A kernel may define, before the tiles: KM_GROUP_M / KM_GROUP_N (the work-group's tile row and
+ * column; default: dimension 1 and 0, walked in bands of RASTER tile rows when RASTER > 0, so
+ * that work-groups running together share their B columns in L2), KM_KTILES (the number of
+ * k-tiles; default k / TK) and KM_SPLITS (3 or 1).
  *
  * KM_EMULATE (a build option, never a tuned parameter): the warp-wide instructions are
  * emulated with local memory and barriers, so the fragment layouts can be checked on any
- * OpenCL device (`examples/tests/mma_emulation.rs`).
+ * OpenCL device (`examples/tests/suite.rs`).
  */
 #define KM_BM (WGY * TM)
 #define KM_BN (WGX * TN)
@@ -75,22 +94,44 @@ static inline float kf_chain(const float v, const int i, const int m, const int 
 #define KM_WTN (KM_BN / KM_WN)
 #define KM_MI (KM_WTM / 16)
 #define KM_NJ (KM_WTN / 8)
-/* A tile: BM rows of TK floats (+4: the fragment loads of a warp hit 32 distinct banks). */
-#define KM_LDA (TK + 4)
+/* The k run of a lane in a k-tile, and the row length of k-contiguous tiles. */
+#define KM_KQ (TK / 4)
+#define KM_LDK (TK + TK / 32 * 4)
+#define KM_LDA KM_LDK
 #define KM_ASZ (KM_BM * KM_LDA)
 #if KM_B_KMAJOR
 /* B is n x k (contiguous along k): stored like A, BN rows of TK floats. */
-#define KM_LDB (TK + 4)
+#define KM_LDB KM_LDK
 #define KM_BSZ (KM_BN * KM_LDB)
-#define KM_BAT(S, kk, col) ((S)[(col) * KM_LDB + (kk)])
 #else
-/* B is k x n (contiguous along n): TK rows of BN floats (+8 for the banks). */
-#define KM_LDB (KM_BN + 8)
+/* B is k x n (contiguous along n): TK rows of BN floats, 16-byte chunks permuted per row. */
+#define KM_LDB KM_BN
 #define KM_BSZ (TK * KM_LDB)
-#define KM_BAT(S, kk, col) ((S)[(kk) * KM_LDB + (col)])
+#if KM_BN % 32 != 0
+#define KM_SWZ(kk) 0
+#elif KM_NJ == 8
+#define KM_SWZ(kk) ((((kk) / KM_KQ) & 1) | ((((kk) / KM_KQ) & 2) << 1))
+#elif KM_NJ >= 16
+#define KM_SWZ(kk) (((kk) / KM_KQ) & 3)
+#else
+#define KM_SWZ(kk) ((((kk) / KM_KQ) & 3) << 1)
+#endif
+#endif
+#ifndef KM_SPLITS
+#define KM_SPLITS 3
+#endif
+#ifndef RASTER
+#define RASTER 0
+#endif
+#ifndef KM_KTILES
+#define KM_KTILES (k / TK)
 #endif
 
 #if (KM_NT % 32) != 0 || (KM_WARPS % WM) != 0 || (KM_WTM % 16) != 0 || (KM_WTN % 8) != 0 || (TK % (8 * FLUSH)) != 0
+#endif
+#if TK != 8 && TK != 16 && TK != 32
+#endif
+#if KM_SPLITS != 3 && KM_SPLITS != 1
 #endif
 
 #ifdef KM_EMULATE
@@ -98,8 +139,6 @@ static inline float kf_chain(const float v, const int i, const int m, const int 
 #define KM_CP16(dst, src) vstore4(vload4(0, (src)), 0, (dst))
 #define KM_COMMIT()
 #define KM_WAIT_PIPE()
-/* cvt.rna.tf32.f32: round to nearest, ties away, keeping 10 mantissa bits. */
-#define KM_TF32(x) ((as_uint(x) + 0x1000u) & 0xffffe000u)
 /* mma.sync.m16n8k8 through local memory: each lane publishes its fragments, then computes
    its four accumulators from the others'. Barriers are work-group wide: every item calls
    this the same number of times. */
@@ -138,50 +177,148 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 #define KM_WAIT_PIPE() asm volatile("cp.async.wait_group 2;" ::: "memory")
 #else
 #endif
-inline uint km_tf32(const float x)
-{
-    uint r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-#define KM_TF32(x) km_tf32(x)
 #define KM_MMA(D, A, B)                                                                              \
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
                  : "+f"((D)[0]), "+f"((D)[1]), "+f"((D)[2]), "+f"((D)[3])                           \
                  : "r"((A)[0]), "r"((A)[1]), "r"((A)[2]), "r"((A)[3]), "r"((B)[0]), "r"((B)[1]))
 #endif
 
-/* x = big + small, both TF32. */
-#define KM_SPLIT(x, big, small)                         \
-    {                                                   \
-        const float x_ = (x);                           \
-        (big) = KM_TF32(x_);                            \
-        (small) = KM_TF32(x_ - as_float(big));          \
-    }
-
-/* Issues the copies of k-tile `kt` into stage `st` (A rows from a at bm0, B from b at bn0). */
-#define KM_LOAD_TILE(st, kt)                                                                     \
-    {                                                                                            \
-        __local float* As_ = As + (st) * KM_ASZ;                                                 \
-        __local float* Bs_ = Bs + (st) * KM_BSZ;                                                 \
-        const int k0_ = (kt) * TK;                                                               \
-        for (int e = tid; e < KM_BM * TK / 4; e += KM_NT) {                                      \
-            const int r = e / (TK / 4), c4 = (e % (TK / 4)) * 4;                                 \
-            KM_CP16(As_ + r * KM_LDA + c4, KM_A + (size_t)(bm0 + r) * (size_t)k + k0_ + c4);     \
-        }                                                                                        \
-        KM_LOAD_B(Bs_, k0_);                                                                     \
-    }
-#if KM_B_KMAJOR
-#define KM_LOAD_B(Bs_, k0_)                                                                      \
-    for (int e = tid; e < KM_BN * TK / 4; e += KM_NT) {                                          \
-        const int r = e / (TK / 4), c4 = (e % (TK / 4)) * 4;                                     \
-        KM_CP16(Bs_ + r * KM_LDB + c4, KM_B + (size_t)(bn0 + r) * (size_t)k + k0_ + c4);         \
+/* x = big + small: big is x rounded to TF32 (to nearest, ties away: cvt.rna.tf32.f32 on
+   finite x, in two integer operations), small the exact rest. */
+#define KM_TF32(x) ((as_uint(x) + 0x1000u) & 0xffffe000u)
+#ifdef KM_EMULATE
+/* The tensor cores read a TF32 operand's top 19 bits: so does the emulation. */
+#define KM_SMALL(v) (as_uint(v) & 0xffffe000u)
+#else
+#define KM_SMALL(v) as_uint(v)
+#endif
+#if KM_SPLITS == 3
+#define KM_SPLIT(x, big, small)                      \
+    {                                                \
+        const float x_ = (x);                        \
+        (big) = KM_TF32(x_);                         \
+        (small) = KM_SMALL(x_ - as_float(big));      \
     }
 #else
-#define KM_LOAD_B(Bs_, k0_)                                                                      \
-    for (int e = tid; e < TK * KM_BN / 4; e += KM_NT) {                                          \
-        const int r = e / (KM_BN / 4), c4 = (e % (KM_BN / 4)) * 4;                               \
-        KM_CP16(Bs_ + r * KM_LDB + c4, KM_B + (size_t)(k0_ + r) * (size_t)n + bn0 + c4);         \
+#define KM_SPLIT(x, big, small) (big) = KM_TF32(x)
+#endif
+
+/* A lane's k run of one row (KQ floats, 8- or 16-byte aligned) into the array `dst`. */
+#if KM_KQ == 2
+#define KM_LOAD_RUN(dst, p)                                      \
+    {                                                            \
+        const float2 v_ = *(const __local float2*)(p);           \
+        (dst)[0] = v_.x;                                         \
+        (dst)[1] = v_.y;                                         \
+    }
+#else
+#define KM_LOAD_RUN(dst, p)                                      \
+    for (int q_ = 0; q_ < KM_KQ; q_ += 4) {                      \
+        const float4 v_ = *(const __local float4*)((p) + q_);    \
+        (dst)[q_] = v_.x;                                        \
+        (dst)[q_ + 1] = v_.y;                                    \
+        (dst)[q_ + 2] = v_.z;                                    \
+        (dst)[q_ + 3] = v_.w;                                    \
+    }
+#endif
+/* B k x n: chunk c of a lane's NJ columns of one k row into dst[4c ...]. */
+#if KM_NJ >= 4
+#define KM_LOAD_COLS(dst, c, p)                                  \
+    {                                                            \
+        const float4 v_ = *(const __local float4*)(p);           \
+        (dst)[4 * (c)] = v_.x;                                   \
+        (dst)[4 * (c) + 1] = v_.y;                               \
+        (dst)[4 * (c) + 2] = v_.z;                               \
+        (dst)[4 * (c) + 3] = v_.w;                               \
+    }
+#elif KM_NJ == 2
+#define KM_LOAD_COLS(dst, c, p)                                  \
+    {                                                            \
+        const float2 v_ = *(const __local float2*)(p);           \
+        (dst)[0] = v_.x;                                         \
+        (dst)[1] = v_.y;                                         \
+    }
+#else
+#define KM_LOAD_COLS(dst, c, p) (dst)[0] = *(p)
+#endif
+
+/* The output of accumulator acc[i][j][r]. */
+#define KM_ROW(i, r) (bm0 + wm0 + (i) * 16 + g + 8 * ((r) >> 1))
+#if KM_B_KMAJOR
+#define KM_COL(j, r) (bn0 + wn0 + (j) * 8 + 2 * t + ((r) & 1))
+#else
+#define KM_COL(j, r) (bn0 + wn0 + (2 * t + ((r) & 1)) * KM_NJ + (j))
+/* The lane's outputs of row KM_ROW(i, 2h) are one run of 2 * NJ columns from KM_COL(0, 2h):
+   element x of it is this accumulator. */
+#define KM_RUN(i, h, x) acc[i][(x) % KM_NJ][2 * (h) + (x) / KM_NJ]
+#endif
+
+/* Issues the copies of k-tile `kt` into stage `st` (A rows from a at bm0, B from b at bn0):
+   each item copies the 16-byte chunks e = tid + q * NT of each tile, from addresses it works
+   out once (KM_LOAD_SETUP, before the first tile). */
+#define KM_CHUNKS_A (KM_BM * KM_KQ)
+#define KM_QA ((KM_CHUNKS_A + KM_NT - 1) / KM_NT)
+#if KM_B_KMAJOR
+#define KM_CB KM_KQ /* chunks in a row of B's tile */
+#define KM_CHUNKS_B (KM_BN * KM_KQ)
+#else
+#define KM_CB (KM_BN / 4)
+#define KM_CHUNKS_B (TK * KM_CB)
+#endif
+#define KM_QB ((KM_CHUNKS_B + KM_NT - 1) / KM_NT)
+#define KM_LOAD_SETUP                                                                            \
+    const __global float* km_a = KM_A + (size_t)(bm0 + tid / KM_KQ) * (size_t)k + (tid % KM_KQ) * 4; \
+    const int km_a_at = (tid / KM_KQ) * KM_LDA + (tid % KM_KQ) * 4;                              \
+    KM_LOAD_SETUP_B
+#if KM_B_KMAJOR
+#define KM_LOAD_SETUP_B                                                                          \
+    const __global float* km_b = KM_B + (size_t)(bn0 + tid / KM_KQ) * (size_t)k + (tid % KM_KQ) * 4; \
+    const int km_b_at = (tid / KM_KQ) * KM_LDB + (tid % KM_KQ) * 4;
+#elif KM_NT % KM_CB == 0
+/* Every chunk of an item is in its column of chunks c = tid % CB, rows tid / CB + q * NT / CB. */
+#define KM_LOAD_SETUP_B                                                                          \
+    const __global float* km_b = KM_B + (size_t)(tid / KM_CB) * (size_t)n + bn0 + 4 * (tid % KM_CB); \
+    int km_b_at[KM_QB];                                                                          \
+    for (int q = 0; q < KM_QB; ++q) {                                                            \
+        const int r_ = tid / KM_CB + q * (KM_NT / KM_CB);                                        \
+        km_b_at[q] = r_ * KM_LDB + (((tid % KM_CB) ^ KM_SWZ(r_)) << 2);                          \
+    }
+#else
+#define KM_LOAD_SETUP_B
+#endif
+
+#define KM_LOAD_TILE(st, kt)                                                                     \
+    {                                                                                            \
+        __local float* As_ = As + (st) * KM_ASZ + km_a_at;                                       \
+        const __global float* a_ = km_a + (kt) * TK;                                             \
+        for (int q = 0; q < KM_QA; ++q)                                                          \
+            if (KM_CHUNKS_A % KM_NT == 0 || tid + q * KM_NT < KM_CHUNKS_A)                       \
+                KM_CP16(As_ + q * (KM_NT / KM_KQ) * KM_LDA, a_ + (size_t)(q * (KM_NT / KM_KQ)) * (size_t)k); \
+        KM_LOAD_B((st) * KM_BSZ, kt);                                                            \
+    }
+#if KM_B_KMAJOR
+#define KM_LOAD_B(at, kt)                                                                        \
+    {                                                                                            \
+        __local float* Bs_ = Bs + (at) + km_b_at;                                                \
+        const __global float* b_ = km_b + (kt) * TK;                                             \
+        for (int q = 0; q < KM_QB; ++q)                                                          \
+            if (KM_CHUNKS_B % KM_NT == 0 || tid + q * KM_NT < KM_CHUNKS_B)                       \
+                KM_CP16(Bs_ + q * (KM_NT / KM_KQ) * KM_LDB, b_ + (size_t)(q * (KM_NT / KM_KQ)) * (size_t)k); \
+    }
+#elif KM_NT % KM_CB == 0
+#define KM_LOAD_B(at, kt)                                                                        \
+    {                                                                                            \
+        const __global float* b_ = km_b + (size_t)((kt) * TK) * (size_t)n;                       \
+        for (int q = 0; q < KM_QB; ++q)                                                          \
+            if (KM_CHUNKS_B % KM_NT == 0 || tid + q * KM_NT < KM_CHUNKS_B)                       \
+                KM_CP16(Bs + (at) + km_b_at[q], b_ + (size_t)(q * (KM_NT / KM_CB)) * (size_t)n); \
+    }
+#else
+/* Fewer items than chunks in a row: each chunk's place worked out as it is copied. */
+#define KM_LOAD_B(at, kt)                                                                        \
+    for (int e = tid; e < KM_CHUNKS_B; e += KM_NT) {                                             \
+        const int r = e / KM_CB, c = e % KM_CB;                                                  \
+        KM_CP16(Bs + (at) + r * KM_LDB + ((c ^ KM_SWZ(r)) << 2), KM_B + (size_t)((kt) * TK + r) * (size_t)n + bn0 + 4 * c); \
     }
 #endif
 #endif
@@ -206,10 +343,20 @@ void k03_matmul(const int m, const int n, const int k, __global const float* res
     const int tid = (int)(get_local_id(1) * WGX + get_local_id(0));
     const int warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
     const int wm0 = (warp % WM) * KM_WTM, wn0 = (warp / WM) * KM_WTN;
+#if defined(KM_GROUP_M) && defined(KM_GROUP_N)
+    const int bn0 = (int)(KM_GROUP_N) * KM_BN, bm0 = (int)(KM_GROUP_M) * KM_BM;
+#elif RASTER > 0
+    /* Bands of RASTER tile rows, walked down their columns: work-group L of the launch order. */
+    const int gx_ = (int)get_num_groups(0), gy_ = (int)get_num_groups(1);
+    const int l_ = (int)get_group_id(1) * gx_ + (int)get_group_id(0);
+    const int band_ = l_ / (RASTER * gx_), rows_ = min(RASTER, gy_ - band_ * RASTER);
+    const int in_ = l_ - band_ * RASTER * gx_;
+    const int bn0 = (in_ / rows_) * KM_BN, bm0 = (band_ * RASTER + in_ % rows_) * KM_BM;
+#else
     const int bn0 = (int)get_group_id(0) * KM_BN, bm0 = (int)get_group_id(1) * KM_BM;
+#endif
 #define KM_A a
 #define KM_B b
-
     float acc[KM_MI][KM_NJ][4], part[KM_MI][KM_NJ][4];
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)
@@ -219,34 +366,77 @@ void k03_matmul(const int m, const int n, const int k, __global const float* res
             for (int r = 0; r < 4; ++r)
                 acc[i][j][r] = 0.0f;
 
-    const int KT = k / TK;
+    /* Where this lane's fragments start in a stage: A at row wm0 + g, its k run; B at row
+       wn0 + g, its k run (n x k), or at its k run's first row, each 16-byte chunk of its NJ
+       columns wn0 + g * NJ ... where the permutation put it (k x n). */
+    const int a_at = (wm0 + g) * KM_LDA + t * KM_KQ;
+#if KM_B_KMAJOR
+    const int b_at = (wn0 + g) * KM_LDB + t * KM_KQ;
+#else
+#define KM_NJC ((KM_NJ + 3) / 4)
+    int b_at[KM_NJC];
+#pragma unroll
+    for (int c = 0; c < KM_NJC; ++c)
+        b_at[c] = t * KM_KQ * KM_LDB + ((((wn0 + g * KM_NJ) >> 2) + c) ^ KM_SWZ(t * KM_KQ)) * 4 + (g * KM_NJ & 3);
+#endif
+    const int KT = KM_KTILES;
+#ifdef KM_LOAD_SETUP
+    KM_LOAD_SETUP
+#endif
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < KT)
             KM_LOAD_TILE(s, s);
         KM_COMMIT();
     }
+    int stage = 0;
     for (int kt = 0; kt < KT; ++kt) {
         KM_WAIT_PIPE();
         barrier(CLK_LOCAL_MEM_FENCE);
         /* The stage written now was last read in iteration kt - 1, which every item has left. */
         if (kt + STAGES - 1 < KT)
-            KM_LOAD_TILE((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
+            KM_LOAD_TILE(stage == 0 ? STAGES - 1 : stage - 1, kt + STAGES - 1);
         KM_COMMIT();
-        const __local float* Ac = As + (kt % STAGES) * KM_ASZ;
-        const __local float* Bc = Bs + (kt % STAGES) * KM_BSZ;
+        const __local float* Ac = As + stage * KM_ASZ + a_at;
+        const __local float* Bc = Bs + stage * KM_BSZ;
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
+
+        /* The lane's whole k-tile: its k run of rows g and g + 8 of each m16 piece of A, and of
+           B its k run of each n8 piece's column g (n x k) or its NJ columns of each k (k x n). */
+        float ra[KM_MI][2][KM_KQ];
 #pragma unroll
-        for (int kk = 0; kk < TK; kk += 8) {
-            uint ab[KM_MI][4], asm_[KM_MI][4], bb[KM_NJ][2], bsm[KM_NJ][2];
+        for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                KM_LOAD_RUN(ra[i][h], Ac + (i * 16 + h * 8) * KM_LDA);
+#if KM_B_KMAJOR
+        float rb[KM_NJ][KM_KQ];
+#pragma unroll
+        for (int j = 0; j < KM_NJ; ++j)
+            KM_LOAD_RUN(rb[j], Bc + b_at + j * 8 * KM_LDB);
+#define KM_BRAW(j, q) rb[j][q]
+#else
+        float rb[KM_KQ][KM_NJ];
+#pragma unroll
+        for (int q = 0; q < KM_KQ; ++q)
+#pragma unroll
+            for (int c = 0; c < KM_NJC; ++c)
+                KM_LOAD_COLS(rb[q], c, Bc + b_at[c] + q * KM_LDB);
+#define KM_BRAW(j, q) rb[q][j]
+#endif
+
+#pragma unroll
+        for (int s = 0; s < TK / 8; ++s) {
+            uint ab[KM_MI][4], as_[KM_MI][4], bb[KM_NJ][2], bs_[KM_NJ][2];
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
                 for (int r = 0; r < 4; ++r)
-                    KM_SPLIT(Ac[(wm0 + i * 16 + g + 8 * (r & 1)) * KM_LDA + kk + t + 4 * (r >> 1)], ab[i][r], asm_[i][r])
+                    KM_SPLIT(ra[i][r & 1][2 * s + (r >> 1)], ab[i][r], as_[i][r]);
 #pragma unroll
             for (int j = 0; j < KM_NJ; ++j)
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
-                    KM_SPLIT(KM_BAT(Bc, kk + t + 4 * r, wn0 + j * 8 + g), bb[j][r], bsm[j][r])
+                    KM_SPLIT(KM_BRAW(j, 2 * s + r), bb[j][r], bs_[j][r]);
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
@@ -255,30 +445,32 @@ void k03_matmul(const int m, const int n, const int k, __global const float* res
                        drifts (a relative error of 3e-5 at k = 4096, 25 times FP32's). FLUSH
                        8-deep steps are summed there from zero, then added to acc here, rounded
                        to nearest (Ootomo and Yokota, 2022). */
-                    if ((kk / 8) % FLUSH == 0) {
+                    if (s % FLUSH == 0) {
 #pragma unroll
                         for (int r = 0; r < 4; ++r)
                             part[i][j][r] = 0.0f;
                     }
-                    KM_MMA(part[i][j], asm_[i], bb[j]);
-                    KM_MMA(part[i][j], ab[i], bsm[j]);
+#if KM_SPLITS == 3
+                    KM_MMA(part[i][j], as_[i], bb[j]);
+                    KM_MMA(part[i][j], ab[i], bs_[j]);
+#endif
                     KM_MMA(part[i][j], ab[i], bb[j]);
-                    if ((kk / 8) % FLUSH == FLUSH - 1) {
+                    if (s % FLUSH == FLUSH - 1) {
 #pragma unroll
                         for (int r = 0; r < 4; ++r)
                             acc[i][j][r] += part[i][j][r];
                     }
                 }
         }
+#undef KM_BRAW
     }
-
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
         for (int j = 0; j < KM_NJ; ++j)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-                const int row = bm0 + wm0 + i * 16 + g + 8 * (r >> 1), col = bn0 + wn0 + j * 8 + 2 * t + (r & 1);
+                const int row = KM_ROW(i, r), col = KM_COL(j, r);
                 const int o = (bb * m + row) * n + col;
                 const float v = acc[i][j][r];
                 y[o] = kf_chain(v, o, m, n, k, s0);

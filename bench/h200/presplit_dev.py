@@ -5,7 +5,9 @@ expanded, parameters as -D), its registers and shared memory from ptxas (the pro
 PTX), the median of 10 event-timed runs, the relative error against FP64 on sampled rows; then
 cuBLAS (PyTorch) FP32 and TF32 at the same sizes in the same run.
 
-Needs bench/h200/presplit.patch applied (PRESPLIT is not on main: measured slower).
+Historical: needs bench/h200/presplit.patch applied to ce8665b (PRESPLIT is not on main:
+measured slower); the patch does not apply to the later main loop (2026-12-06), whose
+fragment loads and split it predates.
 Usage: python3 bench/h200/presplit_dev.py   (writes nothing but stdout)
 """
 import os

@@ -38,8 +38,10 @@ pub(super) enum Loader {
     Gather,
 }
 
-/// Where the template's tile loader starts (its `KM_LOAD_TILE` and `KM_LOAD_B`, the end of
-/// the machinery).
+/// Where the template's tile loader starts: its `KM_LOAD_TILE` and `KM_LOAD_B`, and what they
+/// work out once (`KM_LOAD_SETUP`, the chunk counts); the end of the machinery, which a
+/// gathering kernel replaces with its own `KM_LOAD_TILE` (the main loop skips `KM_LOAD_SETUP`
+/// when it is not defined).
 const LOADER: &str = "/* Issues the copies of k-tile";
 
 /// The template's two parts (machinery, main loop), without its `#error` guards (the

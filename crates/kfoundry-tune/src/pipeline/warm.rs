@@ -50,8 +50,10 @@ pub struct WarmStart {
 ///
 /// All on this device. Only parameter-level variants count (a generated source's parameters
 /// are its own), only sets that name the kernel's parameters with values of its space (the
-/// kernel's own may lack one added since, which takes the reference's value), never the
-/// reference, each set once, at most [`WARM_STARTS`].
+/// kernel's own lockfile entries may lack one added since, which takes the reference's value;
+/// the database keeps its entries under the parameters' names, so an entry from before the
+/// parameter is not found there), never the reference, each set once, at most
+/// [`WARM_STARTS`].
 pub fn warm_starts(
     lock: Option<&Lockfile>,
     entries: &[Entry],

@@ -34,7 +34,9 @@ warnings.filterwarnings("ignore", category=cl.CompilerWarning)  # NVIDIA's build
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "bench", "kt_opencl"))
+sys.path.insert(0, HERE)
 import kernels as kt_kernels  # noqa: E402
+from tc_bounds import geometry, inputs, reference_rows  # noqa: E402  (inputs and FP64 truth)
 
 RUNS = int(os.environ.get("RUNS", "10"))
 BASE = dict(VEC=1, USE_LOCAL=0, PAD=0, LVEC=1, UNROLL=1, PREFETCH=0, MMA=1)
@@ -54,11 +56,6 @@ def source(name, kernel_dir=None, library_dir=None):
     return kt_kernels.expand_includes(open(os.path.join(kernel_dir, name + ".cl")).read(), kernel_dir)
 
 
-def geometry(p, m, n):
-    wgx, wgy, tm, tn = p["WGX"], p["WGY"], p["TM"], p["TN"]
-    return (-(-n // (wgx * tn)) * wgx, -(-m // (wgy * tm)) * wgy), (wgx, wgy)
-
-
 def smem_floats(p, kmajor):
     bm, bn, tk = p["WGY"] * p["TM"], p["WGX"] * p["TN"], p["TK"]
     ldk = tk + tk // 32 * 4
@@ -75,12 +72,9 @@ def valid(p, m, n, k, kmajor):
             and smem_floats(p, kmajor) <= 12288)
 
 
-def truth(kind, a, b, bias, rows):
-    if kind == "gemm":
-        return a[rows].astype(np.float64) @ b.astype(np.float64)
-    from math import erf, sqrt
-    v = a[rows].astype(np.float64) @ b.T.astype(np.float64) + bias
-    return 0.5 * v * (1 + np.vectorize(erf)(v / sqrt(2)))
+def problem(kind, m, n, k):
+    """tc_bounds's description of a problem: gemm (B is k x n) or linear (w is n x k, + bias, GELU)."""
+    return dict(m=m, n=n, k=k, bias=kind != "gemm")
 
 
 def sequential_fp32(kind, a, b, bias, rows):
@@ -94,13 +88,6 @@ def sequential_fp32(kind, a, b, bias, rows):
     from math import erf, sqrt
     v = (acc + bias).astype(np.float64)
     return 0.5 * v * (1 + np.vectorize(erf)(v / sqrt(2)))
-
-
-def inputs(kind, m, n, k, rng):
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-    if kind == "gemm":
-        return a, rng.uniform(-1, 1, (k, n)).astype(np.float32), None
-    return a, (rng.uniform(-1, 1, (n, k)) / 90).astype(np.float32), rng.uniform(-1, 1, n).astype(np.float32)
 
 
 class Device:
@@ -178,9 +165,9 @@ def emulate(only=None):
         p = dict(p, KM_EMULATE=1)
         assert valid(p, m, n, k, kind == "linear"), (kind, p, m, n, k)
         src = source("gemm" if kind == "gemm" else "linear_gelu")
-        data = inputs(kind, m, n, k, rng)
+        data = inputs(problem(kind, m, n, k), rng)
         rows = np.arange(m)
-        ref = truth(kind, *data, rows)
+        ref = reference_rows(problem(kind, m, n, k), *data, rows)
         fp32 = sequential_fp32(kind, *data, rows)
         e32 = float(np.linalg.norm(fp32 - ref) / np.linalg.norm(ref))
         _, err, nan, _ = run_one(d, kind, src, p, m, n, k, data, rows, ref, False)
@@ -288,9 +275,9 @@ OLD = {  # the committed variants (main before issue 28's loop)
 def sweep(d, kind, m, n, k, configs, old_dir, rng):
     name = "gemm" if kind == "gemm" else "linear_gelu"
     src = source(name)
-    data = inputs(kind, m, n, k, rng)
+    data = inputs(problem(kind, m, n, k), rng)
     rows = np.arange(0, m, max(1, m // 32))
-    ref = truth(kind, *data, rows)
+    ref = reference_rows(problem(kind, m, n, k), *data, rows)
     flops = 2.0 * m * n * k
     runs = [(p, src, "") for p in configs if valid(p, m, n, k, kind == "linear")]
     if old_dir:

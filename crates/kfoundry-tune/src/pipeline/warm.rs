@@ -162,11 +162,12 @@ fn from_db(
             (true, false) => 3,
             (false, _) => 6,
         };
-        let own = e.kernel == spec.id;
+        // The database files its entries under the parameters' names: a set of this kernel's
+        // from before a parameter was added is not among them, so each names them all.
         for config in e
             .configs
             .iter()
-            .filter_map(|k| adapted(spec, &k.params, own))
+            .filter_map(|k| adapted(spec, &k.params, false))
         {
             ranked.push((
                 (rank, distance),

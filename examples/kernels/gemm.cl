@@ -110,7 +110,7 @@
 #if TF32
 #define KM_SPLITS 1
 #endif
-#include <kfoundry/tensor_core_3xtf32.cl>
+#include <kfoundry/tensor_core.cl>
 #else /* the portable path */
 
 #if (TN % VEC) != 0
@@ -256,10 +256,10 @@ __kernel void gemm(const int m, const int n, const int k, __global const float* 
 {
 #if MMA
 
-#include <kfoundry/tensor_core_3xtf32_tiles.cl>
+#include <kfoundry/tensor_core_tiles.cl>
 #define KM_A a
 #define KM_B b
-#include <kfoundry/tensor_core_3xtf32_loop.cl>
+#include <kfoundry/tensor_core_loop.cl>
     /* Row KM_ROW(i, 2h) of the lane's outputs is one run of 2 * NJ columns from KM_COL(0, 2h). */
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)

@@ -89,7 +89,7 @@
 
 #if MMA
 #define KM_B_KMAJOR 1
-#include <kfoundry/tensor_core_3xtf32.cl>
+#include <kfoundry/tensor_core.cl>
 #else /* the portable path */
 
 #if (TN % VEC) != 0
@@ -214,10 +214,10 @@ __kernel void linear_gelu(const int m, const int n, const int k, __global const 
 {
 #if MMA
 
-#include <kfoundry/tensor_core_3xtf32_tiles.cl>
+#include <kfoundry/tensor_core_tiles.cl>
 #define KM_A x
 #define KM_B w
-#include <kfoundry/tensor_core_3xtf32_loop.cl>
+#include <kfoundry/tensor_core_loop.cl>
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)
 #pragma unroll

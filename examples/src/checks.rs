@@ -90,6 +90,41 @@ pub fn sgemm(queue: &Queue, how: How<'_>, m: usize, n: usize, k: usize) -> Resul
     })
 }
 
+/// The 16-bit GEMMs (`SuiteHgemm`, `SuiteBgemm`) on inputs rounded to their format, against
+/// the FP64 product ([`cpu::gemm16_mismatches`]).
+pub fn gemm16(
+    queue: &Queue,
+    how: How<'_>,
+    format: cpu::Half,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<Outcome> {
+    let bits =
+        |v: Vec<f32>| -> Vec<u16> { v.iter().map(|x| format.encode(f64::from(*x))).collect() };
+    let (a, b) = (bits(cpu::data(m * k, 13)), bits(cpu::data(k * n, 14)));
+    let buffer = |v: &[u16]| -> Result<Buffer<u16>> {
+        Ok(Buffer::builder()
+            .queue(queue.clone())
+            .len(v.len())
+            .copy_host_slice(v)
+            .build()?)
+    };
+    // A quiet NaN in both formats: an element left unwritten shows.
+    let (ab, bb, cb) = (buffer(&a)?, buffer(&b)?, buffer(&vec![0x7fc0u16; m * n])?);
+    let ran = match format {
+        cpu::Half::F16 => launch!(SuiteHgemm, how, queue, [m, n, k], &ab, &bb, &cb),
+        cpu::Half::Bf16 => launch!(SuiteBgemm, how, queue, [m, n, k], &ab, &bb, &cb),
+    };
+    let mut got = vec![0u16; m * n];
+    cb.read(&mut got).enq()?;
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::gemm16_mismatches(format, &a, &b, &got, (m, n, k)).len(),
+        len: m * n,
+    })
+}
+
 pub fn softmax(queue: &Queue, how: How<'_>, rows: usize, cols: usize) -> Result<Outcome> {
     let x = cpu::data(rows * cols, 21);
     let (xb, yb) = (input(queue, &x)?, output(queue, rows * cols)?);

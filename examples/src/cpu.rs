@@ -46,6 +46,59 @@ pub fn gemm(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
     c
 }
 
+/// A 16-bit float format of the suite's GEMMs: IEEE half or bfloat16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Half {
+    F16,
+    Bf16,
+}
+
+impl Half {
+    /// `x` rounded to nearest (even) in this format, as bits.
+    pub fn encode(self, x: f64) -> u16 {
+        match self {
+            Half::F16 => half::f16::from_f64(x).to_bits(),
+            Half::Bf16 => half::bf16::from_f64(x).to_bits(),
+        }
+    }
+
+    pub fn decode(self, bits: u16) -> f64 {
+        match self {
+            Half::F16 => half::f16::from_bits(bits).to_f64(),
+            Half::Bf16 => half::bf16::from_bits(bits).to_f64(),
+        }
+    }
+}
+
+/// Elements of the 16-bit product C = A·B (`got`, bits; A: m × k, B: k × n, bits) farther from
+/// the FP64 product of the inputs than one unit in the last place (at the exact value's
+/// nearest 16-bit value) plus what an FP32 sum of the k terms may round away
+/// (k · 2^-24 · Σ|a·b|): the kernels accumulate in FP32 and round once.
+pub fn gemm16_mismatches(
+    format: Half,
+    a: &[u16],
+    b: &[u16],
+    got: &[u16],
+    (m, n, k): (usize, usize, usize),
+) -> Vec<(usize, usize, f64, f64)> {
+    let mut bad = Vec::new();
+    for (e, &bits) in got.iter().enumerate().take(m * n) {
+        let (i, j) = (e / n, e % n);
+        let terms = (0..k).map(|p| format.decode(a[i * k + p]) * format.decode(b[p * n + j]));
+        let exact: f64 = terms.clone().sum();
+        let nearest = format.encode(exact);
+        let unit = (format.decode(nearest.wrapping_add(1)) - format.decode(nearest)).abs();
+        let fp32 = k as f64 * 2f64.powi(-24) * terms.map(f64::abs).sum::<f64>();
+        let value = format.decode(bits);
+        // NaN (an element left unwritten) is never within.
+        let within = (value - exact).abs() <= unit + fp32;
+        if !within {
+            bad.push((i, j, value, exact));
+        }
+    }
+    bad
+}
+
 /// Softmax of each row of a rows × cols matrix.
 pub fn softmax(x: &[f32], rows: usize, cols: usize) -> Vec<f64> {
     let mut y = vec![0f64; rows * cols];

@@ -10,6 +10,7 @@
 use kfoundry::ocl::{Buffer, Context, Device, Queue};
 use kfoundry::Choice;
 use kfoundry_examples::checks::{self, small, How, Outcome};
+use kfoundry_examples::cpu::Half;
 use kfoundry_examples::{RowSum, Saxpy, Sgemm};
 
 fn main() {
@@ -43,6 +44,9 @@ fn suite(queue: &Queue) -> Result<()> {
     let d = How::Dispatch;
     let (m, n, k) = small::SGEMM;
     suite_report("suite_sgemm", checks::sgemm(queue, d, m, n, k)?)?;
+    for (name, format) in [("suite_hgemm", Half::F16), ("suite_bgemm", Half::Bf16)] {
+        suite_report(name, checks::gemm16(queue, d, format, m, n, k)?)?;
+    }
     let (rows, cols, chunk) = small::SOFTMAX_STAGES;
     suite_report(
         "softmax",

@@ -6,7 +6,7 @@
 //!
 //! | problem | kernels |
 //! | --- | --- |
-//! | 1. SGEMM, N = 4096 | [`SuiteSgemm`] (TF32: [`SuiteSgemmTf32`]) |
+//! | 1. SGEMM, N = 4096 | [`SuiteSgemm`] (TF32: [`SuiteSgemmTf32`]; half and bfloat16 operands: [`SuiteHgemm`], [`SuiteBgemm`]) |
 //! | 2. softmax over rows, 4096 × 393216 | [`SoftmaxStats`] → [`SoftmaxApply`] (one-launch form: [`Softmax`]) |
 //! | 3. LayerNorm over (64, 256, 256) of 16 × 64 × 256 × 256 | [`LayerNormStats`] → [`LayerNormApply`] |
 //! | 4. sum over dim 1 of 128 × 4096 × 4095, keepdim | [`SumDim1`] |
@@ -109,6 +109,68 @@ pub struct SuiteSgemm;
     cost(bytes = 4 * (m * k + k * n + m * n), flops = 2 * m * n * k),
 )]
 pub struct SuiteSgemmTf32;
+
+/// Problem 1 with IEEE half operands and output (FP32 accumulation): `hgemm.cl`, whose
+/// tensor-core path is the template library's with m16n8k16 products. A product of two halves
+/// is exact in FP32, so variants differ from the reference only by the order of the FP32 sum
+/// before the final rounding to half: one unit in the last place (2^-10 of the value, `rtol`),
+/// or near zero the two FP32 sums' own difference (`atol`): each sum rounds away about
+/// 2^-24 · sqrt(k) times its partial sums' size, about sqrt(k) / 3 with inputs in ±1: 1e-4 at
+/// the workloads' k = 4096, 2e-4 at the proof's largest sizes.
+#[kfoundry::evolve(
+    source = "kernels/hgemm.cl",
+    params(
+        WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], MMA = [0, 1], WM = [1, 2, 4],
+        TK = [16, 32, 64], STAGES = [2, 3, 4], FLUSH = [1, 2, 4], RASTER = [0, 4, 16],
+    ),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 16, STAGES = 2, FLUSH = 1, RASTER = 0),
+    require(
+        WGX * WGY <= 256,
+        MMA == 1 || (TK == 16 && WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0),
+        MMA == 0 || device_nvidia && device_sm >= 80,
+        TK % (16 * FLUSH) == 0,
+        MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
+        MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0),
+        MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 8 == 0 && n % 8 == 0),
+        // The tiles in 48 KiB: rows of TK + TK / 64 * 8 halves for A, TK rows of WGX * TN for B.
+        MMA * STAGES * (WGY * TM * (TK + TK / 64 * 8) + TK * WGX * TN) <= 24576,
+    ),
+    global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
+    buffers(a = m * k, b = k * n, c = m * n),
+    check(c, rtol = 2e-3, atol = 1e-3),
+    workloads(small(m = 128, n = 128, k = 128), full(m = 4096, n = 4096, k = 4096, on = gpu)),
+    cost(bytes = 2 * (m * k + k * n + m * n), flops = 2 * m * n * k),
+)]
+pub struct SuiteHgemm;
+
+/// [`SuiteHgemm`] in bfloat16 (`bgemm.cl`, the same body): the buffers hold bfloat16 bits.
+/// One unit in bfloat16's last place is up to 2^-7 of the value (`rtol` allows two); near zero, the FP32 sums'
+/// difference as for half.
+#[kfoundry::evolve(
+    source = "kernels/bgemm.cl",
+    params(
+        WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], MMA = [0, 1], WM = [1, 2, 4],
+        TK = [16, 32, 64], STAGES = [2, 3, 4], FLUSH = [1, 2, 4], RASTER = [0, 4, 16],
+    ),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 16, STAGES = 2, FLUSH = 1, RASTER = 0),
+    require(
+        WGX * WGY <= 256,
+        MMA == 1 || (TK == 16 && WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0),
+        MMA == 0 || device_nvidia && device_sm >= 80,
+        TK % (16 * FLUSH) == 0,
+        MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
+        MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0),
+        MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 8 == 0 && n % 8 == 0),
+        MMA * STAGES * (WGY * TM * (TK + TK / 64 * 8) + TK * WGX * TN) <= 24576,
+    ),
+    global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY), local = (WGX, WGY),
+    buffers(a = m * k, b = k * n, c = m * n),
+    bf16(a, b, c),
+    check(c, rtol = 1.6e-2, atol = 1e-3),
+    workloads(small(m = 128, n = 128, k = 128), full(m = 4096, n = 4096, k = 4096, on = gpu)),
+    cost(bytes = 2 * (m * k + k * n + m * n), flops = 2 * m * n * k),
+)]
+pub struct SuiteBgemm;
 
 /// Problem 2 in one launch: softmax over each row, one work-group per row; items, vector
 /// width, loads in flight, and three passes or two ("online" max and sum). The suite runs the

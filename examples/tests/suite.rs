@@ -667,6 +667,125 @@ fn tensor_core_path_emulated_matches_fp64() {
     }
 }
 
+/// The 16-bit GEMMs (`hgemm.cl`, `bgemm.cl`): the portable path (the reference and a register
+/// tile, ragged sizes) and the tensor-core path with its m16n8k16 instructions emulated
+/// (`KM_EMULATE`), covering the library's 16-bit fragment loads: NJ of 1, 2, 4, 8 and 16 n8
+/// pieces a warp (B's rows read 2, 4, 8, 16 and 32 bytes a lane, paired into registers), k-tiles
+/// of 16, 32 and 64 (the padded rows), stages, flushes and a short raster band. Each output
+/// must be within one unit of its FP64 truth (of the 16-bit inputs), plus the FP32 sum's own
+/// rounding (k · 2^-24 · Σ|a·b|).
+#[test]
+fn gemm_16bit_paths_match_fp64_to_one_unit() {
+    let q = queue();
+    for (kernel, file, format) in [
+        ("hgemm", "hgemm.cl", cpu::Half::F16),
+        ("bgemm", "bgemm.cl", cpu::Half::Bf16),
+    ] {
+        let bf16 = format == cpu::Half::Bf16;
+        let source = kernel_source(file);
+        // (options, (WGX, WGY, TM, TN), (m, n, k))
+        let mut runs = vec![
+            (String::new(), (16, 16, 1, 1), (37, 29, 51)),
+            (
+                "-D TM=2 -D TN=4 -D WGX=8 -D WGY=8".to_string(),
+                (8, 8, 2, 4),
+                (45, 70, 33),
+            ),
+        ];
+        // (WGX, WGY, TM, TN, WM, TK, STAGES, FLUSH, RASTER, m, n, k): one warp with one n8
+        // piece; 2 warps along m with two pieces, TK 32 flushed every 2 steps; one warp with
+        // four pieces, TK 64 (rows of 72), a band of 2 tile rows over 3; one warp with eight
+        // pieces (16-byte chunks), and with sixteen (two chunks, the other permutation).
+        type Shape = (
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+        );
+        let shapes: &[Shape] = if bf16 {
+            &[
+                (8, 4, 4, 8, 1, 32, 3, 1, 0, 32, 64, 160),
+                (8, 8, 4, 2, 2, 16, 2, 1, 2, 96, 32, 48),
+            ]
+        } else {
+            &[
+                (8, 4, 4, 1, 1, 16, 2, 1, 0, 32, 16, 48),
+                (8, 8, 4, 2, 2, 32, 3, 2, 0, 64, 32, 96),
+                (8, 4, 4, 4, 1, 64, 2, 1, 2, 48, 64, 128),
+                (8, 4, 4, 16, 1, 16, 4, 1, 0, 16, 128, 96),
+            ]
+        };
+        for &(wgx, wgy, tm, tn, wm, tk, stages, flush, raster, m, n, k) in shapes {
+            runs.push((
+                format!(
+                    "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush} -D RASTER={raster}"
+                ),
+                (wgx, wgy, tm, tn),
+                (m, n, k),
+            ));
+        }
+        for (options, (wgx, wgy, tm, tn), (m, n, k)) in runs {
+            let program = Program::builder()
+                .src(source.as_str())
+                .devices(q.device())
+                .cmplr_opt(options.clone())
+                .build(&q.context())
+                .unwrap();
+            let bits = |v: Vec<f32>| -> Vec<u16> {
+                v.iter().map(|x| format.encode(f64::from(*x))).collect()
+            };
+            let (a, b) = (bits(cpu::data(m * k, 51)), bits(cpu::data(k * n, 52)));
+            let upload = |v: &[u16]| {
+                Buffer::<u16>::builder()
+                    .queue(q.clone())
+                    .len(v.len())
+                    .copy_host_slice(v)
+                    .build()
+                    .unwrap()
+            };
+            let (ab, bb) = (upload(&a), upload(&b));
+            let out = Buffer::<u16>::builder()
+                .queue(q.clone())
+                .len(m * n)
+                .fill_val(0x7fc0u16) // a quiet NaN in both formats: unwritten shows
+                .build()
+                .unwrap();
+            let k_obj = Kernel::builder()
+                .program(&program)
+                .name(kernel)
+                .queue(q.clone())
+                .global_work_size([n.div_ceil(wgx * tn) * wgx, m.div_ceil(wgy * tm) * wgy])
+                .local_work_size([wgx, wgy])
+                .arg(m as i32)
+                .arg(n as i32)
+                .arg(k as i32)
+                .arg(&ab)
+                .arg(&bb)
+                .arg(&out)
+                .build()
+                .unwrap();
+            unsafe { k_obj.enq().unwrap() };
+            let mut got = vec![0u16; m * n];
+            out.read(&mut got).enq().unwrap();
+            let bad = cpu::gemm16_mismatches(format, &a, &b, &got, (m, n, k));
+            assert!(
+                bad.is_empty(),
+                "{kernel} {options}: {} outputs farther than one unit from FP64, first (i, j, got, FP64) {:?}",
+                bad.len(),
+                bad.first()
+            );
+        }
+    }
+}
+
 /// The tensor-core path is refused, before any build, on a device that is not an NVIDIA GPU
 /// of compute capability 8.0 or later (the default device in CI is PoCL's CPU).
 #[test]
@@ -708,20 +827,25 @@ fn the_tensor_core_path_is_one_copy_in_the_template_library() {
         (
             "gemm.cl",
             &[
-                "tensor_core_3xtf32.cl",
-                "tensor_core_3xtf32_tiles.cl",
-                "tensor_core_3xtf32_loop.cl",
+                "tensor_core.cl",
+                "tensor_core_tiles.cl",
+                "tensor_core_loop.cl",
             ][..],
         ),
         (
             "linear_gelu.cl",
             &[
-                "tensor_core_3xtf32.cl",
-                "tensor_core_3xtf32_tiles.cl",
-                "tensor_core_3xtf32_loop.cl",
+                "tensor_core.cl",
+                "tensor_core_tiles.cl",
+                "tensor_core_loop.cl",
             ][..],
         ),
         ("conv_gn.cl", &["mma_emulated.cl", "mma_ptx.cl"][..]),
+        ("gemm16.cl", &["tensor_core.cl"][..]),
+        (
+            "gemm16_body.cl",
+            &["tensor_core_tiles.cl", "tensor_core_loop.cl"][..],
+        ),
     ] {
         let text = std::fs::read_to_string(dir.join("kernels").join(file)).unwrap();
         for name in includes {
@@ -730,8 +854,15 @@ fn the_tensor_core_path_is_one_copy_in_the_template_library() {
                 "{file} includes {name}"
             );
         }
+        // Where the instructions come in (gemm16_body.cl is the loop's half of gemm16.cl).
         let whole = kernel_source(file);
-        assert!(whole.contains("mma.sync.aligned.m16n8k8") && !whole.contains("#include"));
+        assert!(!whole.contains("#include"), "{file}");
+        if file != "gemm16_body.cl" {
+            assert!(whole.contains("mma.sync.aligned.m16n8k8"), "{file}");
+        }
+        if file == "gemm16.cl" {
+            assert!(whole.contains("mma.sync.aligned.m16n8k16"), "{file}");
+        }
     }
     // The instructions' text is nowhere else: not in a kernel file, not in the importer.
     let mut files = Vec::new();
@@ -752,7 +883,9 @@ fn the_tensor_core_path_is_one_copy_in_the_template_library() {
         let text = std::fs::read_to_string(&path).unwrap();
         for copy in [
             "asm volatile(\"mma.sync.aligned.m16n8k8",
+            "asm volatile(\"mma.sync.aligned.m16n8k16",
             "inline void km_mma_emulated",
+            "inline void km_mma16_emulated",
             "asm(\"cvt.rna.tf32.f32",
         ] {
             assert!(

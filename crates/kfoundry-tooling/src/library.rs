@@ -11,10 +11,11 @@
 //! The library holds the tensor-core GEMM of the suite, in pieces that the suite's kernels
 //! (`examples/kernels/gemm.cl`, `linear_gelu.cl`, `conv_gn.cl`) and the importer's generated
 //! matrix products and convolutions take, so that there is one copy of it: the `mma.sync`
-//! instructions (`mma_ptx.cl`) and their emulation through local memory (`mma_emulated.cl`), the
-//! 3xTF32 machinery (macros, fragment loads, the tile loader; `tensor_core_3xtf32.cl`), and the
-//! main loop around a kernel's own `#define KM_A` / `KM_B` (`tensor_core_3xtf32_tiles.cl` before
-//! them, `tensor_core_3xtf32_loop.cl` after, leaving `acc[KM_MI][KM_NJ][4]`).
+//! instructions (`mma_ptx.cl`: TF32 m16n8k8; `mma16_ptx.cl`: half and bfloat16 m16n8k16) and
+//! their emulation through local memory (`mma_emulated.cl`, `mma16_emulated.cl`), the machinery
+//! (3xTF32 split or 16-bit operands, fragment loads, the tile loader; `tensor_core.cl`), and the
+//! main loop around a kernel's own `#define KM_A` / `KM_B` (`tensor_core_tiles.cl` before
+//! them, `tensor_core_loop.cl` after, leaving `acc[KM_MI][KM_NJ][4]`).
 
 use std::path::{Path, PathBuf};
 
@@ -26,16 +27,24 @@ pub const FILES: &[(&str, &str)] = &[
     ),
     ("mma_ptx.cl", include_str!("../library/kfoundry/mma_ptx.cl")),
     (
-        "tensor_core_3xtf32.cl",
-        include_str!("../library/kfoundry/tensor_core_3xtf32.cl"),
+        "mma16_emulated.cl",
+        include_str!("../library/kfoundry/mma16_emulated.cl"),
     ),
     (
-        "tensor_core_3xtf32_tiles.cl",
-        include_str!("../library/kfoundry/tensor_core_3xtf32_tiles.cl"),
+        "mma16_ptx.cl",
+        include_str!("../library/kfoundry/mma16_ptx.cl"),
     ),
     (
-        "tensor_core_3xtf32_loop.cl",
-        include_str!("../library/kfoundry/tensor_core_3xtf32_loop.cl"),
+        "tensor_core.cl",
+        include_str!("../library/kfoundry/tensor_core.cl"),
+    ),
+    (
+        "tensor_core_tiles.cl",
+        include_str!("../library/kfoundry/tensor_core_tiles.cl"),
+    ),
+    (
+        "tensor_core_loop.cl",
+        include_str!("../library/kfoundry/tensor_core_loop.cl"),
     ),
 ];
 
@@ -228,7 +237,7 @@ mod tests {
         assert_eq!(e.text, format!("a\n{ptx}b\n"));
         assert!(e.files.is_empty());
         // nested: the machinery includes the instructions
-        let machinery = file("tensor_core_3xtf32.cl").unwrap();
+        let machinery = file("tensor_core.cl").unwrap();
         assert!(machinery.contains("mma.sync.aligned.m16n8k8") && !machinery.contains("#include"));
     }
 

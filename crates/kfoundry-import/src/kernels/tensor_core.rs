@@ -66,15 +66,15 @@ pub(super) fn parts(precision: Precision, loader: Loader) -> (String, String) {
     if loader == Loader::Gather {
         switches += "#define KM_GROUP_M get_group_id(0)\n#define KM_GROUP_N get_group_id(1)\n#define KM_KTILES ((k + TK - 1) / TK)\n";
     }
-    let mut machinery = switches + &strip(&library("tensor_core_3xtf32.cl"));
+    let mut machinery = switches + &strip(&library("tensor_core.cl"));
     if loader == Loader::Gather {
         machinery.truncate(machinery.find(LOADER).expect("the template's tile loader"));
     }
     // The generated kernels name their operands `a` and `b`, as gemm.cl does.
     let main_loop = strip(&format!(
         "{}#define KM_A a\n#define KM_B b\n{}",
-        library("tensor_core_3xtf32_tiles.cl"),
-        library("tensor_core_3xtf32_loop.cl")
+        library("tensor_core_tiles.cl"),
+        library("tensor_core_loop.cl")
     ));
     (machinery, main_loop)
 }

@@ -48,43 +48,67 @@ static inline float kf_chain(const float v, const int i, const int m, const int 
 }
 #if MMA
 #define KM_B_KMAJOR 1
-/* ---- The 3xTF32 tensor-core path (MMA = 1): NVIDIA, compute capability 8.0 or later ----
+/* ---- The tensor-core path (MMA = 1): NVIDIA, compute capability 8.0 or later ----
  *
- * Each operand value x is split into big = tf32(x) (rounded to nearest) and small = x - big
- * (exact in FP32; the tensor cores read its top 19 bits); a product is accumulated as
- * small_a*big_b + big_a*small_b + big_a*big_b with warp-wide mma.sync.m16n8k8 (TF32 operands,
- * FP32 accumulators): the error of the dropped small*small term and of small's truncation is
- * about 2^-22 of a product, so the result keeps FP32 accuracy (the "3xTF32" technique of
- * CUTLASS). KM_SPLITS = 1 (a kernel's opt-in, never the default) keeps big_a*big_b alone:
- * plain TF32, about 1e-3 relative. Tiles arrive in local memory through cp.async, STAGES
- * k-tiles in flight.
+ * Warp-wide mma.sync products, FP32 accumulators, tiles arriving in local memory through
+ * cp.async (STAGES k-tiles in flight). The operands are FP32 by default, or 16-bit floats:
+ *
+ * - FP32 (KM_HALF 0, the default): each operand value x is split into big = tf32(x) (rounded
+ *   to nearest) and small = x - big (exact in FP32; the tensor cores read its top 19 bits); a
+ *   product is accumulated as small_a*big_b + big_a*small_b + big_a*big_b with m16n8k8 TF32
+ *   steps: the error of the dropped small*small term and of small's truncation is at worst
+ *   about 2^-21 of a product, so the result keeps FP32 accuracy (the "3xTF32" technique of
+ *   CUTLASS). KM_SPLITS = 1 (a kernel's opt-in, never the default) keeps big_a*big_b alone:
+ *   plain TF32, about 1e-3 relative.
+ * - 16-bit (KM_HALF 1: IEEE half, 2: bfloat16): the operands go to m16n8k16 steps as they
+ *   are (their products are exact in FP32); the kernel's pointers are to 16-bit elements.
  *
  * The work-group shape and tile parameters keep their geometry: BM = WGY * TM rows and
  * BN = WGX * TN columns per work-group of WGX * WGY items (a multiple of 32: whole warps).
  * Its warps form a WM x (warps / WM) grid; a warp computes a (BM / WM) x (BN / (warps / WM))
- * tile as m16n8 pieces. TK is the k-tile depth (8, 16 or 32). Needs full tiles (m % BM, n % BN,
- * k % TK all 0) and 16-byte rows (n % 4 == 0, k % 4 == 0): the annotation's `require` says so.
+ * tile as m16n8 pieces. TK is the k-tile depth (FP32: 8, 16 or 32; 16-bit: 16, 32 or 64).
+ * Needs full tiles (m % BM, n % BN, k % TK all 0) and 16-byte rows (n and k multiples of 4
+ * FP32 or 8 16-bit elements): the annotation's `require` says so.
  *
- * Fragments. Which k of a k-tile feeds which slot of an m16n8k8 step is free, as long as A and
- * B agree: lane (g, t) = (lane / 4, lane % 4) owns the run of TK / 4 consecutive k at t * TK / 4,
- * and step s of the tile takes k = t * TK / 4 + 2s into slot t and the next k into slot t + 4.
- * So a lane reads each row of its fragments with one or two 16-byte local loads a k-tile, at
- * offsets fixed when the kernel starts (the OpenCL counterpart of ldmatrix). The k-contiguous
- * tiles (A; B when it is n x k) have rows of KM_LDK floats, which puts a quarter-warp's loads on
- * distinct banks. B stored k x n: column g of piece j of a warp's tile is column g * NJ + j of
- * it, so a lane reads NJ consecutive floats of each of its k rows, and the 16-byte chunks of a
- * k row are permuted (chunk c at c ^ KM_SWZ(row)) so that the rows of the four t hit distinct
- * banks. KM_ROW(i, r) and KM_COL(j, r) give the output of accumulator acc[i][j][r].
+ * Fragments. Which k of a k-tile feeds which slot of an mma step is free, as long as A and B
+ * agree: lane (g, t) = (lane / 4, lane % 4) owns the run of TK / 4 consecutive k at t * TK / 4,
+ * read as 32-bit words (one FP32 k, or two 16-bit k). Step s of the tile takes word 2s of the
+ * run into the lane's first slots of a row (k slot t; 16-bit: slots 2t and 2t + 1) and word
+ * 2s + 1 into its second (slot t + 4; 16-bit: 2t + 8 and 2t + 9). So a lane reads each row of
+ * its fragments with 8- or 16-byte local loads a k-tile, at offsets fixed when the kernel starts
+ * (the OpenCL counterpart of ldmatrix). The k-contiguous tiles (A; B when it is n x k) have rows
+ * of KM_LDK elements, padded by 16 bytes every 128, which puts a quarter-warp's loads on distinct
+ * banks. B stored k x n: column g of piece j of a warp's tile is column g * NJ + j of it, so a
+ * lane reads NJ consecutive elements of each of its k rows (16-bit: and pairs two rows into
+ * each register), and the 16-byte chunks of a k row are permuted (chunk c at c ^ KM_SWZ(row))
+ * so that the rows of the four t hit distinct banks. KM_ROW(i, r) and KM_COL(j, r) give the
+ * output of accumulator acc[i][j][r].
  *
- * A kernel may define, before the tiles: KM_GROUP_M / KM_GROUP_N (the work-group's tile row and
- * column; default: dimension 1 and 0, walked in bands of RASTER tile rows when RASTER > 0, so
- * that work-groups running together share their B columns in L2), KM_KTILES (the number of
- * k-tiles; default k / TK) and KM_SPLITS (3 or 1).
+ * A kernel may define, before including this file: KM_HALF (above), KM_GROUP_M / KM_GROUP_N
+ * (the work-group's tile row and column; default: dimension 1 and 0, walked in bands of RASTER
+ * tile rows when RASTER > 0, so that work-groups running together share their B columns in L2),
+ * KM_KTILES (the number of k-tiles; default k / TK) and KM_SPLITS (FP32: 3 or 1).
  *
  * KM_EMULATE (a build option, never a tuned parameter): the warp-wide instructions are
  * emulated with local memory and barriers, so the fragment layouts can be checked on any
  * OpenCL device (`examples/tests/suite.rs`).
  */
+#ifndef KM_HALF
+#define KM_HALF 0
+#endif
+#if KM_HALF
+/* The elements of A, B and the local tiles (half and bfloat16 alike: the bits are moved). */
+#define KM_T ushort
+#define KM_ESZ 2
+#define KM_STEPK 16
+#else
+#define KM_T float
+#define KM_ESZ 4
+#define KM_STEPK 8
+#endif
+/* Elements in a 16-byte chunk, and 32-bit words in a lane's k run. */
+#define KM_EPC (16 / KM_ESZ)
+#define KM_KW (TK / 4 * KM_ESZ / 4)
 #define KM_BM (WGY * TM)
 #define KM_BN (WGX * TN)
 #define KM_NT (WGX * WGY)
@@ -94,24 +118,28 @@ static inline float kf_chain(const float v, const int i, const int m, const int 
 #define KM_WTN (KM_BN / KM_WN)
 #define KM_MI (KM_WTM / 16)
 #define KM_NJ (KM_WTN / 8)
-/* The k run of a lane in a k-tile, and the row length of k-contiguous tiles. */
+/* The k run of a lane in a k-tile; the row length of k-contiguous tiles (16 bytes of padding
+   every 128) and their chunks a row. */
 #define KM_KQ (TK / 4)
-#define KM_LDK (TK + TK / 32 * 4)
+#define KM_LDK (TK + TK * KM_ESZ / 128 * KM_EPC)
+#define KM_CPR (TK / KM_EPC)
 #define KM_LDA KM_LDK
 #define KM_ASZ (KM_BM * KM_LDA)
 #if KM_B_KMAJOR
-/* B is n x k (contiguous along k): stored like A, BN rows of TK floats. */
+/* B is n x k (contiguous along k): stored like A, BN rows of TK elements. */
 #define KM_LDB KM_LDK
 #define KM_BSZ (KM_BN * KM_LDB)
 #else
-/* B is k x n (contiguous along n): TK rows of BN floats, 16-byte chunks permuted per row. */
+/* B is k x n (contiguous along n): TK rows of BN elements, 16-byte chunks permuted per row.
+   The permutation depends on the bytes a lane reads of a row (NJ elements): KM_NJF in floats. */
 #define KM_LDB KM_BN
 #define KM_BSZ (TK * KM_LDB)
-#if KM_BN % 32 != 0
+#define KM_NJF (KM_NJ * KM_ESZ / 4)
+#if KM_BN * KM_ESZ % 128 != 0
 #define KM_SWZ(kk) 0
-#elif KM_NJ == 8
+#elif KM_NJF == 8
 #define KM_SWZ(kk) ((((kk) / KM_KQ) & 1) | ((((kk) / KM_KQ) & 2) << 1))
-#elif KM_NJ >= 16
+#elif KM_NJF >= 16
 #define KM_SWZ(kk) (((kk) / KM_KQ) & 3)
 #else
 #define KM_SWZ(kk) ((((kk) / KM_KQ) & 3) << 1)
@@ -127,18 +155,60 @@ static inline float kf_chain(const float v, const int i, const int m, const int 
 #define KM_KTILES (k / TK)
 #endif
 
-#if (KM_NT % 32) != 0 || (KM_WARPS % WM) != 0 || (KM_WTM % 16) != 0 || (KM_WTN % 8) != 0 || (TK % (8 * FLUSH)) != 0
+#if (KM_NT % 32) != 0 || (KM_WARPS % WM) != 0 || (KM_WTM % 16) != 0 || (KM_WTN % 8) != 0 || (TK % (KM_STEPK * FLUSH)) != 0
 #endif
-#if TK != 8 && TK != 16 && TK != 32
+#if KM_HALF == 0 && TK != 8 && TK != 16 && TK != 32
 #endif
-#if KM_SPLITS != 3 && KM_SPLITS != 1
+#if KM_HALF != 0 && TK != 16 && TK != 32 && TK != 64
+#endif
+#if KM_HALF != 0 && KM_HALF != 1 && KM_HALF != 2
+#endif
+#if KM_HALF == 0 && KM_SPLITS != 3 && KM_SPLITS != 1
+#endif
+#if !KM_B_KMAJOR && !(KM_NJ == 1 || KM_NJ == 2 || (KM_HALF && KM_NJ == 4) || KM_NJ * KM_ESZ % 16 == 0)
 #endif
 
 #ifdef KM_EMULATE
 /* cp.async as a plain 16-byte copy; the barrier after each wait makes it visible. */
-#define KM_CP16(dst, src) vstore4(vload4(0, (src)), 0, (dst))
+#define KM_CP16(dst, src) vstore4(vload4(0, (const __global uint*)(src)), 0, (__local uint*)(dst))
 #define KM_COMMIT()
 #define KM_WAIT_PIPE()
+#if KM_HALF
+/* mma.sync.m16n8k16 with 16-bit operands through local memory, as mma_emulated.cl does
+   m16n8k8: each lane publishes its fragments (two elements a register, the lower k in the low
+   half), then computes its four accumulators from the others'. Barriers are work-group wide:
+   every item calls this the same number of times. */
+#define KM_MMA(D, A, B) km_mma16_emulated((D), (A), (B), scratch + (tid / 32) * 32 * 6, tid % 32)
+#if KM_HALF == 1
+#define KM_ELEM16(s, w, h) vload_half(2 * (w) + (h), (const __local half*)(s))
+#else
+#define KM_ELEM16(s, w, h) as_float(((s)[w] >> (16 * (h))) << 16)
+#endif
+inline void km_mma16_emulated(float* d, const uint* a, const uint* b, __local uint* s, const int lane)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int r = 0; r < 4; ++r)
+        s[lane * 6 + r] = a[r];
+    s[lane * 6 + 4] = b[0];
+    s[lane * 6 + 5] = b[1];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int g = lane >> 2, t = lane & 3;
+    for (int r = 0; r < 4; ++r) {
+        const int row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
+        float acc = d[r];
+        for (int kk = 0; kk < 16; ++kk) {
+            /* A[row][kk] is half kk % 2 of a[(row >= 8) + 2 * (kk >= 8)] of lane
+               (row % 8) * 4 + (kk % 8) / 2; B[kk][col] is half kk % 2 of b[kk >= 8] of lane
+               col * 4 + (kk % 8) / 2. */
+            const int q = (kk % 8) / 2, h = kk % 2, hi = kk >= 8;
+            const float av = KM_ELEM16(s, ((row % 8) * 4 + q) * 6 + (row >= 8) + 2 * hi, h);
+            const float bv = KM_ELEM16(s, (col * 4 + q) * 6 + 4 + hi, h);
+            acc = fma(av, bv, acc);
+        }
+        d[r] = acc;
+    }
+}
+#else
 /* mma.sync.m16n8k8 through local memory: each lane publishes its fragments, then computes
    its four accumulators from the others'. Barriers are work-group wide: every item calls
    this the same number of times. */
@@ -165,6 +235,7 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
         d[r] = acc;
     }
 }
+#endif
 #else
 #define KM_CP16(dst, src) \
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint)(size_t)(dst)), "l"((size_t)(src)) : "memory")
@@ -177,12 +248,27 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 #define KM_WAIT_PIPE() asm volatile("cp.async.wait_group 2;" ::: "memory")
 #else
 #endif
+#if KM_HALF
+/* mma.sync.m16n8k16 with 16-bit operands (KM_HALF 1: half, 2: bfloat16) and FP32 accumulators;
+   each operand register holds two elements, the lower k in the low half. */
+#if KM_HALF == 1
+#define KM_MMA_TYPES "f16.f16"
+#else
+#define KM_MMA_TYPES "bf16.bf16"
+#endif
+#define KM_MMA(D, A, B)                                                                              \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." KM_MMA_TYPES ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+                 : "+f"((D)[0]), "+f"((D)[1]), "+f"((D)[2]), "+f"((D)[3])                           \
+                 : "r"((A)[0]), "r"((A)[1]), "r"((A)[2]), "r"((A)[3]), "r"((B)[0]), "r"((B)[1]))
+#else
 #define KM_MMA(D, A, B)                                                                              \
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
                  : "+f"((D)[0]), "+f"((D)[1]), "+f"((D)[2]), "+f"((D)[3])                           \
                  : "r"((A)[0]), "r"((A)[1]), "r"((A)[2]), "r"((A)[3]), "r"((B)[0]), "r"((B)[1]))
 #endif
+#endif
 
+#if KM_HALF == 0
 /* x = big + small: big is x rounded to TF32 (to nearest, ties away: cvt.rna.tf32.f32 on
    finite x, in two integer operations), small the exact rest. */
 #define KM_TF32(x) ((as_uint(x) + 0x1000u) & 0xffffe000u)
@@ -202,27 +288,36 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 #else
 #define KM_SPLIT(x, big, small) (big) = KM_TF32(x)
 #endif
+#endif
 
-/* A lane's k run of one row (KQ floats, 8- or 16-byte aligned) into the array `dst`. */
-#if KM_KQ == 2
+/* A lane's k run of one row (KW words, 8- or 16-byte aligned) into the uint array `dst`. */
+#if KM_KW == 2
 #define KM_LOAD_RUN(dst, p)                                      \
     {                                                            \
-        const float2 v_ = *(const __local float2*)(p);           \
+        const uint2 v_ = *(const __local uint2*)(p);             \
         (dst)[0] = v_.x;                                         \
         (dst)[1] = v_.y;                                         \
     }
 #else
 #define KM_LOAD_RUN(dst, p)                                      \
-    for (int q_ = 0; q_ < KM_KQ; q_ += 4) {                      \
-        const float4 v_ = *(const __local float4*)((p) + q_);    \
+    for (int q_ = 0; q_ < KM_KW; q_ += 4) {                      \
+        const uint4 v_ = *((const __local uint4*)(p) + q_ / 4);  \
         (dst)[q_] = v_.x;                                        \
         (dst)[q_ + 1] = v_.y;                                    \
         (dst)[q_ + 2] = v_.z;                                    \
         (dst)[q_ + 3] = v_.w;                                    \
     }
 #endif
-/* B k x n: chunk c of a lane's NJ columns of one k row into dst[4c ...]. */
-#if KM_NJ >= 4
+/* B k x n: chunk c of a lane's NJ columns of one k row into dst[EPC c ...] (elements). */
+#if KM_NJ * KM_ESZ >= 16 && KM_HALF
+#define KM_LOAD_COLS(dst, c, p)                                  \
+    {                                                            \
+        const uint4 v_ = *(const __local uint4*)(p);             \
+        const uint w_[4] = {v_.x, v_.y, v_.z, v_.w};             \
+        for (int e_ = 0; e_ < 8; ++e_)                           \
+            (dst)[8 * (c) + e_] = (ushort)(w_[e_ / 2] >> (16 * (e_ & 1))); \
+    }
+#elif KM_NJ * KM_ESZ >= 16
 #define KM_LOAD_COLS(dst, c, p)                                  \
     {                                                            \
         const float4 v_ = *(const __local float4*)(p);           \
@@ -231,12 +326,28 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
         (dst)[4 * (c) + 2] = v_.z;                               \
         (dst)[4 * (c) + 3] = v_.w;                               \
     }
-#elif KM_NJ == 2
+#elif KM_NJ * KM_ESZ == 8 && KM_HALF
+#define KM_LOAD_COLS(dst, c, p)                                  \
+    {                                                            \
+        const uint2 v_ = *(const __local uint2*)(p);             \
+        (dst)[0] = (ushort)v_.x;                                 \
+        (dst)[1] = (ushort)(v_.x >> 16);                         \
+        (dst)[2] = (ushort)v_.y;                                 \
+        (dst)[3] = (ushort)(v_.y >> 16);                         \
+    }
+#elif KM_NJ * KM_ESZ == 8
 #define KM_LOAD_COLS(dst, c, p)                                  \
     {                                                            \
         const float2 v_ = *(const __local float2*)(p);           \
         (dst)[0] = v_.x;                                         \
         (dst)[1] = v_.y;                                         \
+    }
+#elif KM_NJ * KM_ESZ == 4 && KM_HALF
+#define KM_LOAD_COLS(dst, c, p)                                  \
+    {                                                            \
+        const uint v_ = *(const __local uint*)(p);               \
+        (dst)[0] = (ushort)v_;                                   \
+        (dst)[1] = (ushort)(v_ >> 16);                           \
     }
 #else
 #define KM_LOAD_COLS(dst, c, p) (dst)[0] = *(p)
@@ -256,32 +367,32 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 /* Issues the copies of k-tile `kt` into stage `st` (A rows from a at bm0, B from b at bn0):
    each item copies the 16-byte chunks e = tid + q * NT of each tile, from addresses it works
    out once (KM_LOAD_SETUP, before the first tile). */
-#define KM_CHUNKS_A (KM_BM * KM_KQ)
+#define KM_CHUNKS_A (KM_BM * KM_CPR)
 #define KM_QA ((KM_CHUNKS_A + KM_NT - 1) / KM_NT)
 #if KM_B_KMAJOR
-#define KM_CB KM_KQ /* chunks in a row of B's tile */
-#define KM_CHUNKS_B (KM_BN * KM_KQ)
+#define KM_CB KM_CPR /* chunks in a row of B's tile */
+#define KM_CHUNKS_B (KM_BN * KM_CPR)
 #else
-#define KM_CB (KM_BN / 4)
+#define KM_CB (KM_BN / KM_EPC)
 #define KM_CHUNKS_B (TK * KM_CB)
 #endif
 #define KM_QB ((KM_CHUNKS_B + KM_NT - 1) / KM_NT)
 #define KM_LOAD_SETUP                                                                            \
-    const __global float* km_a = KM_A + (size_t)(bm0 + tid / KM_KQ) * (size_t)k + (tid % KM_KQ) * 4; \
-    const int km_a_at = (tid / KM_KQ) * KM_LDA + (tid % KM_KQ) * 4;                              \
+    const __global KM_T* km_a = (const __global KM_T*)(KM_A) + (size_t)(bm0 + tid / KM_CPR) * (size_t)k + (tid % KM_CPR) * KM_EPC; \
+    const int km_a_at = (tid / KM_CPR) * KM_LDA + (tid % KM_CPR) * KM_EPC;                       \
     KM_LOAD_SETUP_B
 #if KM_B_KMAJOR
 #define KM_LOAD_SETUP_B                                                                          \
-    const __global float* km_b = KM_B + (size_t)(bn0 + tid / KM_KQ) * (size_t)k + (tid % KM_KQ) * 4; \
-    const int km_b_at = (tid / KM_KQ) * KM_LDB + (tid % KM_KQ) * 4;
+    const __global KM_T* km_b = (const __global KM_T*)(KM_B) + (size_t)(bn0 + tid / KM_CPR) * (size_t)k + (tid % KM_CPR) * KM_EPC; \
+    const int km_b_at = (tid / KM_CPR) * KM_LDB + (tid % KM_CPR) * KM_EPC;
 #elif KM_NT % KM_CB == 0
 /* Every chunk of an item is in its column of chunks c = tid % CB, rows tid / CB + q * NT / CB. */
 #define KM_LOAD_SETUP_B                                                                          \
-    const __global float* km_b = KM_B + (size_t)(tid / KM_CB) * (size_t)n + bn0 + 4 * (tid % KM_CB); \
+    const __global KM_T* km_b = (const __global KM_T*)(KM_B) + (size_t)(tid / KM_CB) * (size_t)n + bn0 + KM_EPC * (tid % KM_CB); \
     int km_b_at[KM_QB];                                                                          \
     for (int q = 0; q < KM_QB; ++q) {                                                            \
         const int r_ = tid / KM_CB + q * (KM_NT / KM_CB);                                        \
-        km_b_at[q] = r_ * KM_LDB + (((tid % KM_CB) ^ KM_SWZ(r_)) << 2);                          \
+        km_b_at[q] = r_ * KM_LDB + ((tid % KM_CB) ^ KM_SWZ(r_)) * KM_EPC;                        \
     }
 #else
 #define KM_LOAD_SETUP_B
@@ -289,26 +400,26 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 
 #define KM_LOAD_TILE(st, kt)                                                                     \
     {                                                                                            \
-        __local float* As_ = As + (st) * KM_ASZ + km_a_at;                                       \
-        const __global float* a_ = km_a + (kt) * TK;                                             \
+        __local KM_T* As_ = As + (st) * KM_ASZ + km_a_at;                                        \
+        const __global KM_T* a_ = km_a + (kt) * TK;                                              \
         for (int q = 0; q < KM_QA; ++q)                                                          \
             if (KM_CHUNKS_A % KM_NT == 0 || tid + q * KM_NT < KM_CHUNKS_A)                       \
-                KM_CP16(As_ + q * (KM_NT / KM_KQ) * KM_LDA, a_ + (size_t)(q * (KM_NT / KM_KQ)) * (size_t)k); \
+                KM_CP16(As_ + q * (KM_NT / KM_CPR) * KM_LDA, a_ + (size_t)(q * (KM_NT / KM_CPR)) * (size_t)k); \
         KM_LOAD_B((st) * KM_BSZ, kt);                                                            \
     }
 #if KM_B_KMAJOR
 #define KM_LOAD_B(at, kt)                                                                        \
     {                                                                                            \
-        __local float* Bs_ = Bs + (at) + km_b_at;                                                \
-        const __global float* b_ = km_b + (kt) * TK;                                             \
+        __local KM_T* Bs_ = Bs + (at) + km_b_at;                                                 \
+        const __global KM_T* b_ = km_b + (kt) * TK;                                              \
         for (int q = 0; q < KM_QB; ++q)                                                          \
             if (KM_CHUNKS_B % KM_NT == 0 || tid + q * KM_NT < KM_CHUNKS_B)                       \
-                KM_CP16(Bs_ + q * (KM_NT / KM_KQ) * KM_LDB, b_ + (size_t)(q * (KM_NT / KM_KQ)) * (size_t)k); \
+                KM_CP16(Bs_ + q * (KM_NT / KM_CPR) * KM_LDB, b_ + (size_t)(q * (KM_NT / KM_CPR)) * (size_t)k); \
     }
 #elif KM_NT % KM_CB == 0
 #define KM_LOAD_B(at, kt)                                                                        \
     {                                                                                            \
-        const __global float* b_ = km_b + (size_t)((kt) * TK) * (size_t)n;                       \
+        const __global KM_T* b_ = km_b + (size_t)((kt) * TK) * (size_t)n;                        \
         for (int q = 0; q < KM_QB; ++q)                                                          \
             if (KM_CHUNKS_B % KM_NT == 0 || tid + q * KM_NT < KM_CHUNKS_B)                       \
                 KM_CP16(Bs + (at) + km_b_at[q], b_ + (size_t)(q * (KM_NT / KM_CB)) * (size_t)n); \
@@ -318,7 +429,8 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 #define KM_LOAD_B(at, kt)                                                                        \
     for (int e = tid; e < KM_CHUNKS_B; e += KM_NT) {                                             \
         const int r = e / KM_CB, c = e % KM_CB;                                                  \
-        KM_CP16(Bs + (at) + r * KM_LDB + ((c ^ KM_SWZ(r)) << 2), KM_B + (size_t)((kt) * TK + r) * (size_t)n + bn0 + 4 * c); \
+        KM_CP16(Bs + (at) + r * KM_LDB + (c ^ KM_SWZ(r)) * KM_EPC,                              \
+                (const __global KM_T*)(KM_B) + (size_t)((kt) * TK + r) * (size_t)n + bn0 + KM_EPC * c); \
     }
 #endif
 #endif
@@ -335,8 +447,8 @@ void k03_matmul(const int m, const int n, const int k, __global const float* res
 #if MMA
     a += aoff;
     b += boff;
-    __local float As[STAGES * KM_ASZ] __attribute__((aligned(16)));
-    __local float Bs[STAGES * KM_BSZ] __attribute__((aligned(16)));
+    __local KM_T As[STAGES * KM_ASZ] __attribute__((aligned(16)));
+    __local KM_T Bs[STAGES * KM_BSZ] __attribute__((aligned(16)));
 #ifdef KM_EMULATE
     __local uint scratch[KM_WARPS * 32 * 6];
 #endif
@@ -373,11 +485,11 @@ void k03_matmul(const int m, const int n, const int k, __global const float* res
 #if KM_B_KMAJOR
     const int b_at = (wn0 + g) * KM_LDB + t * KM_KQ;
 #else
-#define KM_NJC ((KM_NJ + 3) / 4)
+#define KM_NJC ((KM_NJ + KM_EPC - 1) / KM_EPC)
     int b_at[KM_NJC];
 #pragma unroll
     for (int c = 0; c < KM_NJC; ++c)
-        b_at[c] = t * KM_KQ * KM_LDB + ((((wn0 + g * KM_NJ) >> 2) + c) ^ KM_SWZ(t * KM_KQ)) * 4 + (g * KM_NJ & 3);
+        b_at[c] = t * KM_KQ * KM_LDB + (((wn0 + g * KM_NJ) / KM_EPC + c) ^ KM_SWZ(t * KM_KQ)) * KM_EPC + (g * KM_NJ % KM_EPC);
 #endif
     const int KT = KM_KTILES;
 #ifdef KM_LOAD_SETUP
@@ -396,61 +508,82 @@ void k03_matmul(const int m, const int n, const int k, __global const float* res
         if (kt + STAGES - 1 < KT)
             KM_LOAD_TILE(stage == 0 ? STAGES - 1 : stage - 1, kt + STAGES - 1);
         KM_COMMIT();
-        const __local float* Ac = As + stage * KM_ASZ + a_at;
-        const __local float* Bc = Bs + stage * KM_BSZ;
+        const __local KM_T* Ac = As + stage * KM_ASZ + a_at;
+        const __local KM_T* Bc = Bs + stage * KM_BSZ;
         stage = stage == STAGES - 1 ? 0 : stage + 1;
 
         /* The lane's whole k-tile: its k run of rows g and g + 8 of each m16 piece of A, and of
-           B its k run of each n8 piece's column g (n x k) or its NJ columns of each k (k x n). */
-        float ra[KM_MI][2][KM_KQ];
+           B its k run of each n8 piece's column g (n x k), as 32-bit words, or its NJ columns of
+           each k (k x n), as elements. */
+        uint ra[KM_MI][2][KM_KW];
 #pragma unroll
         for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 KM_LOAD_RUN(ra[i][h], Ac + (i * 16 + h * 8) * KM_LDA);
 #if KM_B_KMAJOR
-        float rb[KM_NJ][KM_KQ];
+        uint rb[KM_NJ][KM_KW];
 #pragma unroll
         for (int j = 0; j < KM_NJ; ++j)
             KM_LOAD_RUN(rb[j], Bc + b_at + j * 8 * KM_LDB);
-#define KM_BRAW(j, q) rb[j][q]
+#define KM_BWORD(j, w) rb[j][w]
 #else
-        float rb[KM_KQ][KM_NJ];
+        KM_T rb[KM_KQ][KM_NJ];
 #pragma unroll
         for (int q = 0; q < KM_KQ; ++q)
 #pragma unroll
             for (int c = 0; c < KM_NJC; ++c)
                 KM_LOAD_COLS(rb[q], c, Bc + b_at[c] + q * KM_LDB);
-#define KM_BRAW(j, q) rb[q][j]
+#if KM_HALF
+/* Word w of column j's run: k rows 2w (low half) and 2w + 1. */
+#define KM_BWORD(j, w) ((uint)rb[2 * (w)][j] | ((uint)rb[2 * (w) + 1][j] << 16))
+#else
+#define KM_BWORD(j, w) as_uint(rb[w][j])
+#endif
 #endif
 
 #pragma unroll
-        for (int s = 0; s < TK / 8; ++s) {
+        for (int s = 0; s < TK / KM_STEPK; ++s) {
+            /* Step s: words 2s and 2s + 1 of each run (above). */
+#if KM_HALF
+            uint ab[KM_MI][4], bb[KM_NJ][2];
+#pragma unroll
+            for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    ab[i][r] = ra[i][r & 1][2 * s + (r >> 1)];
+#pragma unroll
+            for (int j = 0; j < KM_NJ; ++j)
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                    bb[j][r] = KM_BWORD(j, 2 * s + r);
+#else
             uint ab[KM_MI][4], as_[KM_MI][4], bb[KM_NJ][2], bs_[KM_NJ][2];
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
                 for (int r = 0; r < 4; ++r)
-                    KM_SPLIT(ra[i][r & 1][2 * s + (r >> 1)], ab[i][r], as_[i][r]);
+                    KM_SPLIT(as_float(ra[i][r & 1][2 * s + (r >> 1)]), ab[i][r], as_[i][r]);
 #pragma unroll
             for (int j = 0; j < KM_NJ; ++j)
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
-                    KM_SPLIT(KM_BRAW(j, 2 * s + r), bb[j][r], bs_[j][r]);
+                    KM_SPLIT(as_float(KM_BWORD(j, 2 * s + r)), bb[j][r], bs_[j][r]);
+#endif
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
                 for (int j = 0; j < KM_NJ; ++j) {
                     /* The tensor cores round their sums toward zero: a running sum kept there
                        drifts (a relative error of 3e-5 at k = 4096, 25 times FP32's). FLUSH
-                       8-deep steps are summed there from zero, then added to acc here, rounded
-                       to nearest (Ootomo and Yokota, 2022). */
+                       steps are summed there from zero, then added to acc here, rounded to
+                       nearest (Ootomo and Yokota, 2022). */
                     if (s % FLUSH == 0) {
 #pragma unroll
                         for (int r = 0; r < 4; ++r)
                             part[i][j][r] = 0.0f;
                     }
-#if KM_SPLITS == 3
+#if KM_HALF == 0 && KM_SPLITS == 3
                     KM_MMA(part[i][j], as_[i], bb[j]);
                     KM_MMA(part[i][j], ab[i], bs_[j]);
 #endif
@@ -462,7 +595,7 @@ void k03_matmul(const int m, const int n, const int k, __global const float* res
                     }
                 }
         }
-#undef KM_BRAW
+#undef KM_BWORD
     }
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)

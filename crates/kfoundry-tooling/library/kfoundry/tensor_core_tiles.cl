@@ -1,5 +1,5 @@
-    __local float As[STAGES * KM_ASZ] __attribute__((aligned(16)));
-    __local float Bs[STAGES * KM_BSZ] __attribute__((aligned(16)));
+    __local KM_T As[STAGES * KM_ASZ] __attribute__((aligned(16)));
+    __local KM_T Bs[STAGES * KM_BSZ] __attribute__((aligned(16)));
 #ifdef KM_EMULATE
     __local uint scratch[KM_WARPS * 32 * 6];
 #endif

@@ -14,11 +14,11 @@
 #if KM_B_KMAJOR
     const int b_at = (wn0 + g) * KM_LDB + t * KM_KQ;
 #else
-#define KM_NJC ((KM_NJ + 3) / 4)
+#define KM_NJC ((KM_NJ + KM_EPC - 1) / KM_EPC)
     int b_at[KM_NJC];
 #pragma unroll
     for (int c = 0; c < KM_NJC; ++c)
-        b_at[c] = t * KM_KQ * KM_LDB + ((((wn0 + g * KM_NJ) >> 2) + c) ^ KM_SWZ(t * KM_KQ)) * 4 + (g * KM_NJ & 3);
+        b_at[c] = t * KM_KQ * KM_LDB + (((wn0 + g * KM_NJ) / KM_EPC + c) ^ KM_SWZ(t * KM_KQ)) * KM_EPC + (g * KM_NJ % KM_EPC);
 #endif
     const int KT = KM_KTILES;
 #ifdef KM_LOAD_SETUP
@@ -37,61 +37,82 @@
         if (kt + STAGES - 1 < KT)
             KM_LOAD_TILE(stage == 0 ? STAGES - 1 : stage - 1, kt + STAGES - 1);
         KM_COMMIT();
-        const __local float* Ac = As + stage * KM_ASZ + a_at;
-        const __local float* Bc = Bs + stage * KM_BSZ;
+        const __local KM_T* Ac = As + stage * KM_ASZ + a_at;
+        const __local KM_T* Bc = Bs + stage * KM_BSZ;
         stage = stage == STAGES - 1 ? 0 : stage + 1;
 
         /* The lane's whole k-tile: its k run of rows g and g + 8 of each m16 piece of A, and of
-           B its k run of each n8 piece's column g (n x k) or its NJ columns of each k (k x n). */
-        float ra[KM_MI][2][KM_KQ];
+           B its k run of each n8 piece's column g (n x k), as 32-bit words, or its NJ columns of
+           each k (k x n), as elements. */
+        uint ra[KM_MI][2][KM_KW];
 #pragma unroll
         for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 KM_LOAD_RUN(ra[i][h], Ac + (i * 16 + h * 8) * KM_LDA);
 #if KM_B_KMAJOR
-        float rb[KM_NJ][KM_KQ];
+        uint rb[KM_NJ][KM_KW];
 #pragma unroll
         for (int j = 0; j < KM_NJ; ++j)
             KM_LOAD_RUN(rb[j], Bc + b_at + j * 8 * KM_LDB);
-#define KM_BRAW(j, q) rb[j][q]
+#define KM_BWORD(j, w) rb[j][w]
 #else
-        float rb[KM_KQ][KM_NJ];
+        KM_T rb[KM_KQ][KM_NJ];
 #pragma unroll
         for (int q = 0; q < KM_KQ; ++q)
 #pragma unroll
             for (int c = 0; c < KM_NJC; ++c)
                 KM_LOAD_COLS(rb[q], c, Bc + b_at[c] + q * KM_LDB);
-#define KM_BRAW(j, q) rb[q][j]
+#if KM_HALF
+/* Word w of column j's run: k rows 2w (low half) and 2w + 1. */
+#define KM_BWORD(j, w) ((uint)rb[2 * (w)][j] | ((uint)rb[2 * (w) + 1][j] << 16))
+#else
+#define KM_BWORD(j, w) as_uint(rb[w][j])
+#endif
 #endif
 
 #pragma unroll
-        for (int s = 0; s < TK / 8; ++s) {
+        for (int s = 0; s < TK / KM_STEPK; ++s) {
+            /* Step s: words 2s and 2s + 1 of each run (above). */
+#if KM_HALF
+            uint ab[KM_MI][4], bb[KM_NJ][2];
+#pragma unroll
+            for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    ab[i][r] = ra[i][r & 1][2 * s + (r >> 1)];
+#pragma unroll
+            for (int j = 0; j < KM_NJ; ++j)
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                    bb[j][r] = KM_BWORD(j, 2 * s + r);
+#else
             uint ab[KM_MI][4], as_[KM_MI][4], bb[KM_NJ][2], bs_[KM_NJ][2];
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
                 for (int r = 0; r < 4; ++r)
-                    KM_SPLIT(ra[i][r & 1][2 * s + (r >> 1)], ab[i][r], as_[i][r]);
+                    KM_SPLIT(as_float(ra[i][r & 1][2 * s + (r >> 1)]), ab[i][r], as_[i][r]);
 #pragma unroll
             for (int j = 0; j < KM_NJ; ++j)
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
-                    KM_SPLIT(KM_BRAW(j, 2 * s + r), bb[j][r], bs_[j][r]);
+                    KM_SPLIT(as_float(KM_BWORD(j, 2 * s + r)), bb[j][r], bs_[j][r]);
+#endif
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
                 for (int j = 0; j < KM_NJ; ++j) {
                     /* The tensor cores round their sums toward zero: a running sum kept there
                        drifts (a relative error of 3e-5 at k = 4096, 25 times FP32's). FLUSH
-                       8-deep steps are summed there from zero, then added to acc here, rounded
-                       to nearest (Ootomo and Yokota, 2022). */
+                       steps are summed there from zero, then added to acc here, rounded to
+                       nearest (Ootomo and Yokota, 2022). */
                     if (s % FLUSH == 0) {
 #pragma unroll
                         for (int r = 0; r < 4; ++r)
                             part[i][j][r] = 0.0f;
                     }
-#if KM_SPLITS == 3
+#if KM_HALF == 0 && KM_SPLITS == 3
                     KM_MMA(part[i][j], as_[i], bb[j]);
                     KM_MMA(part[i][j], ab[i], bs_[j]);
 #endif
@@ -103,5 +124,5 @@
                     }
                 }
         }
-#undef KM_BRAW
+#undef KM_BWORD
     }

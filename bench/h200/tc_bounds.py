@@ -1,4 +1,4 @@
-"""What bounds the suite's tensor-core kernels on the H200 (issue 28): the committed H200 variants
+"""What bounds the suite's tensor-core kernels on the H200 (issue 28): the committed variants
 of gemm.cl (SGEMM 4096^3) and linear_gelu.cl (Linear+GELU at 1024 x 8192 x 8192), built by
 NVIDIA's OpenCL as kfoundry builds them (the sources with their library includes expanded, the
 parameters as -D), then:
@@ -11,7 +11,7 @@ parameters as -D), then:
 4. the same PTX launched through CUDA (CuPy) under Nsight Compute, when it runs there:
    throughput of the tensor pipe, shared memory and DRAM, occupancy, warp stalls.
 
-Writes everything under $OUT (or ./tc_out). Usage: python3 bench/h200/tc_bounds.py [--ncu-child NAME]
+Writes everything under $OUT (or ./tc_out). Usage: python3 bench/h200/tc_bounds.py [--ncu-child NAME | --opencl-only]
 """
 import json
 import os
@@ -28,16 +28,17 @@ sys.path.insert(0, os.path.join(REPO, "bench", "kt_opencl"))
 from kernels import expand_includes  # noqa: E402
 
 KERNELS = {
+    # The committed H100 variants of 0a46b40 (SuiteSgemm and LinearGelu at `full`).
     "gemm": dict(
         file="gemm.cl",
-        params={"FLUSH": 2, "LVEC": 1, "MMA": 1, "PAD": 0, "PREFETCH": 0, "STAGES": 3, "TK": 16, "TM": 8,
-                "TN": 8, "UNROLL": 1, "USE_LOCAL": 0, "VEC": 1, "WGX": 16, "WGY": 8, "WM": 1},
+        params={"FLUSH": 4, "LVEC": 1, "MMA": 1, "PAD": 0, "PREFETCH": 0, "RASTER": 16, "STAGES": 2, "TK": 32,
+                "TM": 8, "TN": 4, "UNROLL": 1, "USE_LOCAL": 0, "VEC": 1, "WGX": 16, "WGY": 8, "WM": 2},
         m=4096, n=4096, k=4096, bias=False,
     ),
     "linear_gelu": dict(
         file="linear_gelu.cl",
-        params={"FLUSH": 1, "LVEC": 1, "MMA": 1, "PAD": 0, "PREFETCH": 0, "STAGES": 3, "TK": 16, "TM": 8,
-                "TN": 4, "UNROLL": 1, "USE_LOCAL": 0, "VEC": 1, "WGX": 16, "WGY": 16, "WM": 4},
+        params={"FLUSH": 4, "LVEC": 1, "MMA": 1, "PAD": 0, "PREFETCH": 0, "RASTER": 4, "STAGES": 2, "TK": 32,
+                "TM": 8, "TN": 4, "UNROLL": 1, "USE_LOCAL": 0, "VEC": 1, "WGX": 16, "WGY": 8, "WM": 2},
         m=1024, n=8192, k=8192, bias=True,
     ),
 }
@@ -143,7 +144,10 @@ def ncu_child(name):
     import cupy as cp
     spec = KERNELS[name]
     res = json.load(open(os.path.join(OUT, "opencl.json")))[name]
-    mod = cp.RawModule(path=os.path.join(OUT, f"{name}.cubin"))
+    # KF_NCU_LOAD=ptx: the driver compiles the PTX itself (a cubin from this machine's ptxas is
+    # the default); one of the two may prepare for profiling where the other does not.
+    load = os.environ.get("KF_NCU_LOAD", "cubin")
+    mod = cp.RawModule(path=os.path.join(OUT, f"{name}.{load}"))
     fn = mod.get_function(name)
     m, n, k = spec["m"], spec["n"], spec["k"]
     rng = np.random.default_rng(0)
@@ -163,23 +167,42 @@ def ncu_child(name):
 
 def ncu_stage():
     sections = ["SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "Occupancy",
-                "LaunchStats", "WarpStateStats", "SchedulerStats"]
+                "LaunchStats", "WarpStateStats", "SchedulerStats", "InstructionStats"]
+    # Can ncu read counters on this machine at all? A cuBLAS product through PyTorch first.
+    probe = "import torch; a = torch.ones(1024, 1024, device='cuda'); (a @ a).sum().item()"
+    r = subprocess.run(["ncu", "--clock-control", "none", "--section", "SpeedOfLight", "-c", "1",
+                        sys.executable, "-c", probe], capture_output=True, text=True, timeout=240)
+    print("--- ncu probe (a PyTorch matmul):\n" + "\n".join((r.stdout + r.stderr).splitlines()[-14:]), flush=True)
+    # Tries in turn until one profiles: the cubin, the PTX (the driver's own compile), each in
+    # kernel replay and in application replay.
+    tries = [("cubin", []), ("ptx", []), ("cubin", ["--replay-mode", "application"]),
+             ("ptx", ["--replay-mode", "application"])]
     for name in KERNELS:
-        cmd = ["ncu", "--clock-control", "none", "-k", name, "-s", "1", "-c", "1"]
-        for s in sections:
-            cmd += ["--section", s]
-        cmd += [sys.executable, os.path.abspath(__file__), "--ncu-child", name]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-        text = r.stdout + r.stderr
-        open(os.path.join(OUT, f"{name}.ncu.txt"), "w").write(text)
-        keep = [l for l in text.splitlines() if re.search(
-            r"Throughput|Duration|Registers|Occupancy|Pipe|Stall|Issued|Bank|Shared|Eligible|Warp Cycles|rel err|==PROF==|ERR|rror", l)]
-        print(f"--- ncu {name}:\n" + "\n".join(keep[:70]), flush=True)
+        for load, extra in tries:
+            cmd = ["ncu", "--clock-control", "none", "-k", name, "-s", "1", "-c", "1", *extra]
+            for s in sections:
+                cmd += ["--section", s]
+            cmd += [sys.executable, os.path.abspath(__file__), "--ncu-child", name]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
+                               env=dict(os.environ, KF_NCU_LOAD=load))
+            text = r.stdout + r.stderr
+            open(os.path.join(OUT, f"{name}.{load}{''.join(extra)}.ncu.txt"), "w").write(text)
+            keep = [l for l in text.splitlines() if re.search(
+                r"Throughput|Duration|Registers|Occupancy|Pipe|Stall|Issued|Bank|Shared|Eligible|Warp Cycles|Executed Ipc|rel err|==PROF==|ERR|rror", l)]
+            print(f"--- ncu {name} ({load} {' '.join(extra)}):\n" + "\n".join(keep[:80]), flush=True)
+            if "Duration" in text:
+                break
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--ncu-child":
         ncu_child(sys.argv[2])
+        sys.exit(0)
+    if len(sys.argv) == 2 and sys.argv[1] == "--opencl-only":
+        # Stage 1 alone: for Nsight Compute on NVIDIA's OpenCL itself (which runs on the CUDA
+        # driver), where the PTX launched through CUDA would not prepare for profiling.
+        os.makedirs(OUT, exist_ok=True)
+        opencl_stage()
         sys.exit(0)
     os.makedirs(OUT, exist_ok=True)
     opencl_stage()

@@ -238,6 +238,26 @@ fn a_run_budget_is_shared_out_and_kept() {
     assert_eq!(evaluated, ["U=1"], "the reference only: {events:#?}");
 }
 
+/// `--budget-secs` on its own (no run budget) stops a search once its evaluations' costs reach
+/// it: with a budget smaller than any evaluation, after the reference, however many
+/// evaluations it may have had. (It once reached the engine only with `--budget-total-secs`.)
+fn a_search_budget_in_seconds_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = TuneOptions {
+        budget_secs: Some(1e-9),
+        ..options(dir.path(), 3)
+    };
+    let recorder = Recorder::default();
+    let exit = kfoundry_tune::tune(&options, &recorder).unwrap();
+    let events = recorder.events.into_inner().unwrap();
+    assert_eq!(exit, Exit::Success, "{events:#?}");
+    let evaluated: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("evaluated ")?.split(' ').nth(1))
+        .collect();
+    assert_eq!(evaluated, ["U=1"], "the reference only: {events:#?}");
+}
+
 /// What a tune in one project found is where a tune of the same kernel in another project
 /// starts: the tuning database's fastest configuration is evaluated right after the reference
 /// and the run says where it came from; a damaged file in the database is skipped, and without
@@ -328,4 +348,6 @@ fn main() {
     println!("test a_speculating_tune_runs_like_any_other ... ok");
     a_run_budget_is_shared_out_and_kept();
     println!("test a_run_budget_is_shared_out_and_kept ... ok");
+    a_search_budget_in_seconds_is_kept();
+    println!("test a_search_budget_in_seconds_is_kept ... ok");
 }

@@ -187,7 +187,11 @@ fn share_of(
     workload: &Workload,
 ) -> Option<f64> {
     let own = plan.options.budget_secs;
-    let share = run_budget?.next(&spec.id, &workload.name);
+    // Without a run budget the search has `--budget-secs` alone.
+    let Some(run_budget) = run_budget else {
+        return own;
+    };
+    let share = run_budget.next(&spec.id, &workload.name);
     plan.note(format!(
         "run budget: search {} of {}, {:.1} s of {:.1} s left; {} @ {} gets {:.1} s ({:.1}% of the estimated model time left)",
         share.number,

@@ -786,6 +786,91 @@ fn gemm_16bit_paths_match_fp64_to_one_unit() {
     }
 }
 
+/// The library's 16-bit path with B stored n x k (`KM_B_KMAJOR 1`, C = A·Bᵀ, the layout of a
+/// Linear layer's weight), which no suite kernel takes yet: a kernel written here around the
+/// library, its instructions emulated, against the FP64 product.
+#[test]
+fn gemm_16bit_k_major_b_emulated_matches_fp64() {
+    let q = queue();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (format, ty) in [(cpu::Half::F16, "half"), (cpu::Half::Bf16, "ushort")] {
+        let code = format!(
+            "#define KM_HALF {}\n#define KM_B_KMAJOR 1\n#include <kfoundry/tensor_core.cl>\n\
+             __kernel void gemm_nt(const int m, const int n, const int k, __global const {ty}* a, __global const {ty}* b, __global {ty}* c)\n{{\n\
+             #include <kfoundry/tensor_core_tiles.cl>\n#define KM_A a\n#define KM_B b\n#include <kfoundry/tensor_core_loop.cl>\n\
+             for (int i = 0; i < KM_MI; ++i)\n for (int j = 0; j < KM_NJ; ++j)\n  for (int r = 0; r < 4; ++r) {{\n\
+             const size_t at = (size_t)KM_ROW(i, r) * n + KM_COL(j, r);\n{}\n }}\n}}\n",
+            if format == cpu::Half::F16 { 1 } else { 2 },
+            if format == cpu::Half::F16 {
+                "vstore_half_rte(acc[i][j][r], at, c);"
+            } else {
+                // round to nearest even (finite sums here)
+                "const uint u = as_uint(acc[i][j][r]); c[at] = (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);"
+            }
+        );
+        let source = kfoundry_tooling::library::expand(&code, None, dir)
+            .unwrap()
+            .text;
+        // (WGX, WGY, TM, TN, WM, TK, STAGES, FLUSH, m, n, k): one warp, two n8 pieces, TK 32;
+        // two warps along m, TK 64 (rows of 72), three stages that wrap, two steps a flush;
+        // four warps along n, TK 16.
+        for (wgx, wgy, tm, tn, wm, tk, stages, flush, m, n, k) in [
+            (8, 4, 4, 2, 1, 32, 2, 1, 32, 16, 96),
+            (8, 8, 4, 2, 2, 64, 3, 2, 64, 32, 320),
+            (16, 8, 2, 4, 1, 16, 2, 1, 16, 128, 48),
+        ] {
+            let options = format!(
+                "-D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush}"
+            );
+            let program = Program::builder()
+                .src(source.as_str())
+                .devices(q.device())
+                .cmplr_opt(options.clone())
+                .build(&q.context())
+                .unwrap();
+            let bits = |v: Vec<f32>| -> Vec<u16> {
+                v.iter().map(|x| format.encode(f64::from(*x))).collect()
+            };
+            let (a, b) = (bits(cpu::data(m * k, 61)), bits(cpu::data(n * k, 62)));
+            let upload = |v: &[u16]| {
+                Buffer::<u16>::builder()
+                    .queue(q.clone())
+                    .len(v.len())
+                    .copy_host_slice(v)
+                    .build()
+                    .unwrap()
+            };
+            let (ab, bb, out) = (upload(&a), upload(&b), upload(&vec![0x7fc0u16; m * n]));
+            let kernel = Kernel::builder()
+                .program(&program)
+                .name("gemm_nt")
+                .queue(q.clone())
+                .global_work_size([n / (wgx * tn) * wgx, m / (wgy * tm) * wgy])
+                .local_work_size([wgx, wgy])
+                .arg(m as i32)
+                .arg(n as i32)
+                .arg(k as i32)
+                .arg(&ab)
+                .arg(&bb)
+                .arg(&out)
+                .build()
+                .unwrap();
+            unsafe { kernel.enq().unwrap() };
+            let mut got = vec![0u16; m * n];
+            out.read(&mut got).enq().unwrap();
+            // B transposed to k x n for the check.
+            let bt: Vec<u16> = (0..k * n).map(|e| b[(e % n) * k + e / n]).collect();
+            let bad = cpu::gemm16_mismatches(format, &a, &bt, &got, (m, n, k));
+            assert!(
+                bad.is_empty(),
+                "{ty} {options}: {} outputs farther than one unit from FP64, first {:?}",
+                bad.len(),
+                bad.first()
+            );
+        }
+    }
+}
+
 /// The tensor-core path is refused, before any build, on a device that is not an NVIDIA GPU
 /// of compute capability 8.0 or later (the default device in CI is PoCL's CPU).
 #[test]

@@ -3,7 +3,7 @@
 //! tests and the `validate` program, which sweeps each kernel's space).
 
 use kfoundry::model::spec::{fmt_assignments, Params};
-use kfoundry::ocl::{Buffer, Queue};
+use kfoundry::ocl::{Buffer, OclPrm, Queue};
 
 use crate::cpu::{self, ConvParams, ConvShape};
 use crate::suite::*;
@@ -33,8 +33,8 @@ impl Outcome {
     }
 }
 
-/// Input buffer holding `data`.
-pub fn input(queue: &Queue, data: &[f32]) -> Result<Buffer<f32>> {
+/// Input buffer holding `data` (f32, or u16 for the 16-bit kernels' bits).
+pub fn input<T: OclPrm>(queue: &Queue, data: &[T]) -> Result<Buffer<T>> {
     Ok(Buffer::builder()
         .queue(queue.clone())
         .len(data.len())
@@ -100,18 +100,14 @@ pub fn gemm16(
     n: usize,
     k: usize,
 ) -> Result<Outcome> {
-    let bits =
-        |v: Vec<f32>| -> Vec<u16> { v.iter().map(|x| format.encode(f64::from(*x))).collect() };
-    let (a, b) = (bits(cpu::data(m * k, 13)), bits(cpu::data(k * n, 14)));
-    let buffer = |v: &[u16]| -> Result<Buffer<u16>> {
-        Ok(Buffer::builder()
-            .queue(queue.clone())
-            .len(v.len())
-            .copy_host_slice(v)
-            .build()?)
-    };
+    let a = format.encode_all(&cpu::data(m * k, 13));
+    let b = format.encode_all(&cpu::data(k * n, 14));
     // A quiet NaN in both formats: an element left unwritten shows.
-    let (ab, bb, cb) = (buffer(&a)?, buffer(&b)?, buffer(&vec![0x7fc0u16; m * n])?);
+    let (ab, bb, cb) = (
+        input(queue, &a)?,
+        input(queue, &b)?,
+        input(queue, &vec![cpu::HALF_NAN; m * n])?,
+    );
     let ran = match format {
         cpu::Half::F16 => launch!(SuiteHgemm, how, queue, [m, n, k], &ab, &bb, &cb),
         cpu::Half::Bf16 => launch!(SuiteBgemm, how, queue, [m, n, k], &ab, &bb, &cb),

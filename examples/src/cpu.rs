@@ -46,6 +46,10 @@ pub fn gemm(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
     c
 }
 
+/// A quiet NaN in both 16-bit formats: what the 16-bit checks fill an output with, so that an
+/// element a kernel leaves unwritten shows.
+pub const HALF_NAN: u16 = 0x7fc0;
+
 /// A 16-bit float format of the suite's GEMMs: IEEE half or bfloat16.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Half {
@@ -60,6 +64,11 @@ impl Half {
             Half::F16 => half::f16::from_f64(x).to_bits(),
             Half::Bf16 => half::bf16::from_f64(x).to_bits(),
         }
+    }
+
+    /// Each of `xs` encoded.
+    pub fn encode_all(self, xs: &[f32]) -> Vec<u16> {
+        xs.iter().map(|x| self.encode(f64::from(*x))).collect()
     }
 
     pub fn decode(self, bits: u16) -> f64 {

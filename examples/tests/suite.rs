@@ -739,25 +739,10 @@ fn gemm_16bit_paths_match_fp64_to_one_unit() {
                 .cmplr_opt(options.clone())
                 .build(&q.context())
                 .unwrap();
-            let bits = |v: Vec<f32>| -> Vec<u16> {
-                v.iter().map(|x| format.encode(f64::from(*x))).collect()
-            };
-            let (a, b) = (bits(cpu::data(m * k, 51)), bits(cpu::data(k * n, 52)));
-            let upload = |v: &[u16]| {
-                Buffer::<u16>::builder()
-                    .queue(q.clone())
-                    .len(v.len())
-                    .copy_host_slice(v)
-                    .build()
-                    .unwrap()
-            };
-            let (ab, bb) = (upload(&a), upload(&b));
-            let out = Buffer::<u16>::builder()
-                .queue(q.clone())
-                .len(m * n)
-                .fill_val(0x7fc0u16) // a quiet NaN in both formats: unwritten shows
-                .build()
-                .unwrap();
+            let a = format.encode_all(&cpu::data(m * k, 51));
+            let b = format.encode_all(&cpu::data(k * n, 52));
+            let upload = |v: &[u16]| checks::input(&q, v).unwrap();
+            let (ab, bb, out) = (upload(&a), upload(&b), upload(&vec![cpu::HALF_NAN; m * n]));
             let k_obj = Kernel::builder()
                 .program(&program)
                 .name(kernel)
@@ -794,19 +779,16 @@ fn gemm_16bit_k_major_b_emulated_matches_fp64() {
     let q = queue();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     for (format, ty) in [(cpu::Half::F16, "half"), (cpu::Half::Bf16, "ushort")] {
+        // gemm16.cl without MMA gives the 16-bit stores (G16_STORE) and leaves the library to
+        // this kernel, which includes it with B stored n x k.
         let code = format!(
-            "#define KM_HALF {}\n#define KM_B_KMAJOR 1\n#include <kfoundry/tensor_core.cl>\n\
+            "#define KM_HALF {}\n#include \"kernels/gemm16.cl\"\n\
+             #define KM_B_KMAJOR 1\n#include <kfoundry/tensor_core.cl>\n\
              __kernel void gemm_nt(const int m, const int n, const int k, __global const {ty}* a, __global const {ty}* b, __global {ty}* c)\n{{\n\
              #include <kfoundry/tensor_core_tiles.cl>\n#define KM_A a\n#define KM_B b\n#include <kfoundry/tensor_core_loop.cl>\n\
-             for (int i = 0; i < KM_MI; ++i)\n for (int j = 0; j < KM_NJ; ++j)\n  for (int r = 0; r < 4; ++r) {{\n\
-             const size_t at = (size_t)KM_ROW(i, r) * n + KM_COL(j, r);\n{}\n }}\n}}\n",
+             for (int i = 0; i < KM_MI; ++i)\n for (int j = 0; j < KM_NJ; ++j)\n  for (int r = 0; r < 4; ++r)\n\
+             G16_STORE(acc[i][j][r], (size_t)KM_ROW(i, r) * n + KM_COL(j, r), c);\n}}\n",
             if format == cpu::Half::F16 { 1 } else { 2 },
-            if format == cpu::Half::F16 {
-                "vstore_half_rte(acc[i][j][r], at, c);"
-            } else {
-                // round to nearest even (finite sums here)
-                "const uint u = as_uint(acc[i][j][r]); c[at] = (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);"
-            }
         );
         let source = kfoundry_tooling::library::expand(&code, None, dir)
             .unwrap()
@@ -828,19 +810,10 @@ fn gemm_16bit_k_major_b_emulated_matches_fp64() {
                 .cmplr_opt(options.clone())
                 .build(&q.context())
                 .unwrap();
-            let bits = |v: Vec<f32>| -> Vec<u16> {
-                v.iter().map(|x| format.encode(f64::from(*x))).collect()
-            };
-            let (a, b) = (bits(cpu::data(m * k, 61)), bits(cpu::data(n * k, 62)));
-            let upload = |v: &[u16]| {
-                Buffer::<u16>::builder()
-                    .queue(q.clone())
-                    .len(v.len())
-                    .copy_host_slice(v)
-                    .build()
-                    .unwrap()
-            };
-            let (ab, bb, out) = (upload(&a), upload(&b), upload(&vec![0x7fc0u16; m * n]));
+            let a = format.encode_all(&cpu::data(m * k, 61));
+            let b = format.encode_all(&cpu::data(n * k, 62));
+            let upload = |v: &[u16]| checks::input(&q, v).unwrap();
+            let (ab, bb, out) = (upload(&a), upload(&b), upload(&vec![cpu::HALF_NAN; m * n]));
             let kernel = Kernel::builder()
                 .program(&program)
                 .name("gemm_nt")

@@ -80,16 +80,22 @@ KF_INTS(uchar, 8)
 KF_INTS(ushort, 16)
 KF_INTS(uint, 32)
 KF_INTS(ulong, 64)
+/* Element i of a draw: uniform in [lo, hi), normal (mean, std). */
+float kf_uniform_value(uint seed_lo, uint seed_hi, ulong i, float lo, float hi) {
+    return lo + (hi - lo) * kf_unit(seed_lo, seed_hi, i, 0);
+}
+float kf_normal_value(uint seed_lo, uint seed_hi, ulong i, float mean, float std) {
+    float u1 = 1.0f - kf_unit(seed_lo, seed_hi, i, 1);   /* (0, 1] */
+    float u2 = kf_unit(seed_lo, seed_hi, i, 2);
+    return mean + std * sqrt(-2.0f * log(u1)) * cos(6.283185307f * u2);
+}
 __kernel void kf_uniform(__global float* out, const ulong n, const uint seed_lo, const uint seed_hi, const float lo, const float hi) {
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
-        out[i] = lo + (hi - lo) * kf_unit(seed_lo, seed_hi, i, 0);
+        out[i] = kf_uniform_value(seed_lo, seed_hi, i, lo, hi);
 }
 __kernel void kf_normal(__global float* out, const ulong n, const uint seed_lo, const uint seed_hi, const float mean, const float std) {
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
-        float u1 = 1.0f - kf_unit(seed_lo, seed_hi, i, 1);   /* (0, 1] */
-        float u2 = kf_unit(seed_lo, seed_hi, i, 2);
-        out[i] = mean + std * sqrt(-2.0f * log(u1)) * cos(6.283185307f * u2);
-    }
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
+        out[i] = kf_normal_value(seed_lo, seed_hi, i, mean, std);
 }
 /* Poison: all bits set (NaN in every float format). A kernel rather than
  * clEnqueueFillBuffer, which did not finish on a 6.4 GB buffer through NVIDIA's OpenCL. */
@@ -102,66 +108,100 @@ __kernel void kf_poison(__global uint* out, const ulong n, const uint word) {
         out[i] = word;
 }
 /* Edge values (see inputs.rs, `Values`): mode 1, the uniform draw with here and there a
- * special value (signed zeros, denormals, the smallest normals), and with `nonfinite` a few
- * infinities and NaN; mode 2, small integers k in [-8, 8] times `scale`. */
+ * special value (signed zeros, the smallest and a large denormal, the smallest normal, of the
+ * element's format), and with `nonfinite` a few infinities and NaN; mode 2, small integers k
+ * in [-8, 8] times `scale`. */
 __constant float KF_SPECIALS[8] = {0.0f, -0.0f, 1.0e-45f, -1.0e-45f, 5.0e-39f, -5.0e-39f, 1.17549435e-38f, -1.17549435e-38f};
+__constant float KF_SPECIALS_HALF[8] = {0.0f, -0.0f, 0x1p-24f, -0x1p-24f, 0x1p-15f, -0x1p-15f, 0x1p-14f, -0x1p-14f};
+__constant float KF_SPECIALS_BF16[8] = {0.0f, -0.0f, 0x1p-133f, -0x1p-133f, 0x1p-127f, -0x1p-127f, 0x1p-126f, -0x1p-126f};
+float kf_edge_value(uint seed_lo, uint seed_hi, ulong i, float lo, float hi, uint mode, uint nonfinite, float scale,
+                    __constant float* specials) {
+    uint h = kf_bits(seed_lo, seed_hi, i, 5);
+    if (mode == 2)
+        return (float)((int)(h % 17u) - 8) * scale;
+    if (nonfinite && h % 1024u == 0) {
+        uint k = (h >> 10) % 3u;
+        return k == 0 ? INFINITY : k == 1 ? -INFINITY : NAN;
+    }
+    if ((h >> 20) % 16u == 0)
+        return specials[(h >> 24) % 8u];
+    return kf_uniform_value(seed_lo, seed_hi, i, lo, hi);
+}
 __kernel void kf_edges(__global float* out, const ulong n, const uint seed_lo, const uint seed_hi, const float lo, const float hi,
                        const uint mode, const uint nonfinite, const float scale) {
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
-        uint h = kf_bits(seed_lo, seed_hi, i, 5);
-        float v;
-        if (mode == 2) {
-            v = (float)((int)(h % 17u) - 8) * scale;
-        } else if (nonfinite && h % 1024u == 0) {
-            uint k = (h >> 10) % 3u;
-            v = k == 0 ? INFINITY : k == 1 ? -INFINITY : NAN;
-        } else if ((h >> 20) % 16u == 0) {
-            v = KF_SPECIALS[(h >> 24) % 8u];
-        } else {
-            v = lo + (hi - lo) * kf_unit(seed_lo, seed_hi, i, 0);
-        }
-        out[i] = v;
-    }
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
+        out[i] = kf_edge_value(seed_lo, seed_hi, i, lo, hi, mode, nonfinite, scale, KF_SPECIALS);
 }
-__kernel void kf_compare(__global const float* cand, __global const float* ref, const ulong n,
-                         const float rtol, const float atol,
-                         __global uint* bad, __global ulong* first, __global float* max_abs,
-                         __global float* diff2, __global float* ref2) {
-    __local uint l_bad[GROUP_SIZE]; __local ulong l_first[GROUP_SIZE];
-    __local float l_max[GROUP_SIZE], l_d2[GROUP_SIZE], l_r2[GROUP_SIZE];
-    uint nbad = 0; ulong f = (ulong)(-1); float m = 0.0f, d2 = 0.0f, r2 = 0.0f;
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
-        float x = cand[i], r = ref[i];
-        int ok;
-        if (isfinite(r)) {
-            float d = fabs(x - r);
-            if (isfinite(x)) { m = fmax(m, d); d2 += d * d; r2 += r * r; }
-            ok = isfinite(x) && d <= atol + rtol * fabs(r);
-        } else if (isnan(r)) {
-            ok = isnan(x);
-        } else {
-            ok = x == r;
-        }
-        if (!ok) { nbad++; if (i < f) f = i; }
-    }
-    uint l = get_local_id(0);
-    l_bad[l] = nbad; l_first[l] = f; l_max[l] = m; l_d2[l] = d2; l_r2[l] = r2;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = GROUP_SIZE / 2; s > 0; s >>= 1) {
-        if (l < s) {
-            l_bad[l] += l_bad[l + s];
-            l_first[l] = min(l_first[l], l_first[l + s]);
-            l_max[l] = fmax(l_max[l], l_max[l + s]);
-            l_d2[l] += l_d2[l + s];
-            l_r2[l] += l_r2[l + s];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (l == 0) {
-        uint g = get_group_id(0);
-        bad[g] = l_bad[0]; first[g] = l_first[0]; max_abs[g] = l_max[0]; diff2[g] = l_d2[0]; ref2[g] = l_r2[0];
-    }
+/* 16-bit floats (half, bfloat16): the float drawn as above (mode 0: uniform, or normal when
+ * `normal`; modes 1 and 2: edge values), rounded to nearest even; NaN stays NaN. */
+ushort kf_bf16(float x) {
+    uint u = as_uint(x);
+    if (isnan(x))
+        return (ushort)((u >> 16) | 0x40u);
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+#define KF_STORE_HALF(v, i, p) vstore_half_rte((v), (i), (__global half*)(p))
+#define KF_STORE_BF16(v, i, p) ((p)[i] = kf_bf16(v))
+#define KF_DRAW16(NAME, STORE, SPECIALS) \
+__kernel void NAME(__global ushort* out, const ulong n, const uint seed_lo, const uint seed_hi, const float a, const float b, \
+                   const uint normal, const uint mode, const uint nonfinite, const float scale) { \
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) { \
+        float v = mode ? kf_edge_value(seed_lo, seed_hi, i, a, b, mode, nonfinite, scale, SPECIALS) \
+                : normal ? kf_normal_value(seed_lo, seed_hi, i, a, b) : kf_uniform_value(seed_lo, seed_hi, i, a, b); \
+        STORE(v, i, out); \
+    } \
+}
+KF_DRAW16(kf_draw_half, KF_STORE_HALF, KF_SPECIALS_HALF)
+KF_DRAW16(kf_draw_bf16, KF_STORE_BF16, KF_SPECIALS_BF16)
+/* Compares two outputs element by element (decoded to float by LOAD): per work-group the
+ * elements outside the tolerance, the first such index, the largest absolute difference and
+ * the sums of squares for the relative error norm. */
+#define KF_COMPARE(NAME, T, LOAD) \
+__kernel void NAME(__global const T* cand, __global const T* ref, const ulong n, \
+                   const float rtol, const float atol, \
+                   __global uint* bad, __global ulong* first, __global float* max_abs, \
+                   __global float* diff2, __global float* ref2) { \
+    __local uint l_bad[GROUP_SIZE]; __local ulong l_first[GROUP_SIZE]; \
+    __local float l_max[GROUP_SIZE], l_d2[GROUP_SIZE], l_r2[GROUP_SIZE]; \
+    uint nbad = 0; ulong f = (ulong)(-1); float m = 0.0f, d2 = 0.0f, r2 = 0.0f; \
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) { \
+        float x = LOAD(cand, i), r = LOAD(ref, i); \
+        int ok; \
+        if (isfinite(r)) { \
+            float d = fabs(x - r); \
+            if (isfinite(x)) { m = fmax(m, d); d2 += d * d; r2 += r * r; } \
+            ok = isfinite(x) && d <= atol + rtol * fabs(r); \
+        } else if (isnan(r)) { \
+            ok = isnan(x); \
+        } else { \
+            ok = x == r; \
+        } \
+        if (!ok) { nbad++; if (i < f) f = i; } \
+    } \
+    uint l = get_local_id(0); \
+    l_bad[l] = nbad; l_first[l] = f; l_max[l] = m; l_d2[l] = d2; l_r2[l] = r2; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    for (uint s = GROUP_SIZE / 2; s > 0; s >>= 1) { \
+        if (l < s) { \
+            l_bad[l] += l_bad[l + s]; \
+            l_first[l] = min(l_first[l], l_first[l + s]); \
+            l_max[l] = fmax(l_max[l], l_max[l + s]); \
+            l_d2[l] += l_d2[l + s]; \
+            l_r2[l] += l_r2[l + s]; \
+        } \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+    } \
+    if (l == 0) { \
+        uint g = get_group_id(0); \
+        bad[g] = l_bad[0]; first[g] = l_first[0]; max_abs[g] = l_max[0]; diff2[g] = l_d2[0]; ref2[g] = l_r2[0]; \
+    } \
+}
+#define KF_LOAD_FLOAT(p, i) (p)[i]
+#define KF_LOAD_HALF(p, i) vload_half((i), (__global const half*)(p))
+#define KF_LOAD_BF16(p, i) as_float((uint)(p)[i] << 16)
+KF_COMPARE(kf_compare, float, KF_LOAD_FLOAT)
+KF_COMPARE(kf_compare_half, ushort, KF_LOAD_HALF)
+KF_COMPARE(kf_compare_bf16, ushort, KF_LOAD_BF16)
 "#;
 
 const SCRUB_SOURCE: &str = r#"
@@ -186,6 +226,9 @@ pub struct DeviceData {
     poison: Kernel,
     edges: Kernel,
     compare: Kernel,
+    /// Draws and comparisons of 16-bit floats: half, bfloat16.
+    draw16: [Kernel; 2],
+    compare16: [Kernel; 2],
     /// Integer draws and exact comparisons, by element width ([`WIDTHS`]).
     int_uniform: Vec<Kernel>,
     same: Vec<Kernel>,
@@ -213,6 +256,14 @@ impl DeviceData {
             poison: session.kernel(&program, "kf_poison")?,
             edges: session.kernel(&program, "kf_edges")?,
             compare: session.kernel(&program, "kf_compare")?,
+            draw16: [
+                session.kernel(&program, "kf_draw_half")?,
+                session.kernel(&program, "kf_draw_bf16")?,
+            ],
+            compare16: [
+                session.kernel(&program, "kf_compare_half")?,
+                session.kernel(&program, "kf_compare_bf16")?,
+            ],
             int_uniform: WIDTHS
                 .iter()
                 .map(|w| session.kernel(&program, &format!("kf_uniform_int{}", w * 8)))
@@ -253,15 +304,17 @@ impl DeviceData {
         Ok(())
     }
 
-    /// Whether [`DeviceData::draw`] draws elements of `ty` from `dist`: floats of 32 bits from
-    /// a uniform, normal or constant distribution, integers from a uniform or constant one or
-    /// a range of integers (permutations and monotone buffers are drawn on the host).
+    /// Whether [`DeviceData::draw`] draws elements of `ty` from `dist`: floats of 32 and 16
+    /// bits (half, bfloat16) from a uniform, normal or constant distribution, integers from a
+    /// uniform or constant one or a range of integers (permutations and monotone buffers are
+    /// drawn on the host).
     pub fn draws(ty: ScalarType, dist: Resolved) -> bool {
         match (ty, dist) {
-            (_, Resolved::Permutation | Resolved::Monotone { .. })
-            | (ScalarType::F64 | ScalarType::F16 | ScalarType::Bf16, _) => false,
-            (ScalarType::F32, Resolved::Integers { .. }) => false,
-            (ScalarType::F32, _) => true,
+            (_, Resolved::Permutation | Resolved::Monotone { .. }) | (ScalarType::F64, _) => false,
+            (ScalarType::F32 | ScalarType::F16 | ScalarType::Bf16, Resolved::Integers { .. }) => {
+                false
+            }
+            (ScalarType::F32 | ScalarType::F16 | ScalarType::Bf16, _) => true,
             (_, dist) => !matches!(dist, Resolved::Normal { .. }),
         }
     }
@@ -289,6 +342,9 @@ impl DeviceData {
                 ty.opencl_name(),
                 buf.len()
             )));
+        }
+        if ty.is_half() {
+            return self.draw_values(session, buf, ty, len, dist, Values::Declared, seed);
         }
         let mut args = vec![
             buf.arg(),
@@ -430,64 +486,104 @@ impl DeviceData {
         )
     }
 
-    /// Fills the first `len` floats of `buf` with the edge values of `values` around `dist`
-    /// ([`Values::Declared`] draws as [`DeviceData::draw`] does).
+    /// Fills the first `len` floats (of 32 or 16 bits, `ty`) of `buf` with the edge values of
+    /// `values` around `dist` ([`Values::Declared`] draws as [`DeviceData::draw`] does).
+    #[allow(clippy::too_many_arguments)]
     pub fn draw_values(
         &self,
         session: &Session,
         buf: &DeviceBuffer,
+        ty: ScalarType,
         len: usize,
         dist: Resolved,
         values: Values,
         seed: u64,
     ) -> Result<(), RtError> {
         let (mode, nonfinite) = match values {
-            Values::Declared => return self.draw(session, buf, ScalarType::F32, len, dist, seed),
-            Values::Specials { nonfinite } => (1u32, u32::from(nonfinite)),
+            Values::Declared if ty == ScalarType::F32 => {
+                return self.draw(session, buf, ty, len, dist, seed)
+            }
+            Values::Declared => (0u32, 0u32),
+            Values::Specials { nonfinite } => (1, u32::from(nonfinite)),
             Values::Large => (2, 0),
         };
-        if len.saturating_mul(4) > buf.len() {
+        let draw16 = self.half_kernel(&self.draw16, ty)?;
+        if len.saturating_mul(ty.size()) > buf.len() {
             return Err(RtError::OpenCl(format!(
-                "{len} floats do not fit a buffer of {} bytes",
+                "{len} elements of `{}` do not fit a buffer of {} bytes",
+                ty.opencl_name(),
                 buf.len()
             )));
         }
-        let (lo, hi) = match dist {
-            Resolved::Uniform { lo, hi } => (lo, hi),
-            Resolved::Normal { mean, std } => (mean - 2.0 * std, mean + 2.0 * std),
-            Resolved::Constant { value } => (value, value),
+        // Edge values are drawn uniformly between the distribution's ends (a normal one's at
+        // two deviations); a declared normal draw takes its mean and deviation.
+        let ((a, b), normal) = match (dist, mode) {
+            (Resolved::Uniform { lo, hi }, _) => ((lo, hi), false),
+            (Resolved::Normal { mean, std }, 0) => ((mean, std), true),
+            (Resolved::Normal { mean, std }, _) => ((mean - 2.0 * std, mean + 2.0 * std), false),
+            (Resolved::Constant { value }, _) => ((value, value), false),
             // Integer buffers only (the annotation's rules), never a float buffer's.
-            other => unreachable!("drawn for integer buffers only: {other:?}"),
+            (other, _) => unreachable!("drawn for integer buffers only: {other:?}"),
         };
-        let args = [
+        let mut args = vec![
             buf.arg(),
             Arg::Scalar(Scalar::U64(len as u64)),
             Arg::Scalar(Scalar::U32(seed as u32)),
             Arg::Scalar(Scalar::U32((seed >> 32) as u32)),
-            Arg::Scalar(Scalar::F32(lo as f32)),
-            Arg::Scalar(Scalar::F32(hi as f32)),
+            Arg::Scalar(Scalar::F32(a as f32)),
+            Arg::Scalar(Scalar::F32(b as f32)),
+        ];
+        if draw16.is_some() {
+            args.push(Arg::Scalar(Scalar::U32(u32::from(normal))));
+        }
+        args.extend([
             Arg::Scalar(Scalar::U32(mode)),
             Arg::Scalar(Scalar::U32(nonfinite)),
             Arg::Scalar(Scalar::F32(large_scale(dist) as f32)),
-        ];
-        // SAFETY: the kernel writes out[i] for i < n only, and n floats fit the buffer (checked).
-        unsafe { session.launch_raw(&self.edges, &GLOBAL, Some(&LOCAL), &args, false)? };
+        ]);
+        let kernel = draw16.unwrap_or(&self.edges);
+        // SAFETY: the kernel writes out[i] for i < n only, and n elements fit the buffer
+        // (checked).
+        unsafe { session.launch_raw(kernel, &GLOBAL, Some(&LOCAL), &args, false)? };
         Ok(())
     }
 
-    /// Compares two float buffers of `len` elements on the device.
+    /// The kernel of `kernels` (half, bfloat16) for 16-bit `ty`; `None` for `float`; an error
+    /// for any other type.
+    fn half_kernel<'k>(
+        &self,
+        kernels: &'k [Kernel; 2],
+        ty: ScalarType,
+    ) -> Result<Option<&'k Kernel>, RtError> {
+        match ty {
+            ScalarType::F32 => Ok(None),
+            ScalarType::F16 => Ok(Some(&kernels[0])),
+            ScalarType::Bf16 => Ok(Some(&kernels[1])),
+            other => Err(RtError::OpenCl(format!(
+                "`{}` is not a float type the device draws and compares",
+                other.opencl_name()
+            ))),
+        }
+    }
+
+    /// Compares two float buffers (32 or 16 bits, `ty`) of `len` elements on the device.
+    #[allow(clippy::too_many_arguments)]
     pub fn compare(
         &self,
         session: &Session,
         cand: &DeviceBuffer,
         refr: &DeviceBuffer,
+        ty: ScalarType,
         len: usize,
         rtol: f64,
         atol: f64,
     ) -> Result<Comparison, RtError> {
-        if len.saturating_mul(4) > cand.len().min(refr.len()) {
+        let kernel = self
+            .half_kernel(&self.compare16, ty)?
+            .unwrap_or(&self.compare);
+        if len.saturating_mul(ty.size()) > cand.len().min(refr.len()) {
             return Err(RtError::OpenCl(format!(
-                "{len} floats do not fit the buffers compared"
+                "{len} elements do not fit the buffers compared"
             )));
         }
         let bad = session.alloc(GROUPS * 4)?;
@@ -507,9 +603,9 @@ impl DeviceData {
             diff2.arg(),
             ref2.arg(),
         ];
-        // SAFETY: reads cand[i], ref[i] for i < n (both hold n floats, checked) and writes one
+        // SAFETY: reads cand[i], ref[i] for i < n (both hold n elements, checked) and writes one
         // element per work-group of the GROUPS-long result buffers.
-        unsafe { session.launch_raw(&self.compare, &GLOBAL, Some(&LOCAL), &args, false)? };
+        unsafe { session.launch_raw(kernel, &GLOBAL, Some(&LOCAL), &args, false)? };
         let words = |b: &DeviceBuffer, size: usize| -> Result<Vec<u8>, RtError> {
             let mut bytes = vec![0u8; GROUPS * size];
             b.read(0, &mut bytes)?;
@@ -521,7 +617,7 @@ impl DeviceData {
                 .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as f64)
                 .collect::<Vec<_>>()
         };
-        let counted = mismatches(&bad, &first, (cand, refr), ScalarType::F32, len)?;
+        let counted = mismatches(&bad, &first, (cand, refr), ty, len)?;
         let max_abs = f32s(words(&max_abs, 4)?)
             .iter()
             .fold(0.0f64, |m, &x| m.max(x));
@@ -666,12 +762,16 @@ mod tests {
             "another seed, other inputs"
         );
 
-        let same = dd.compare(&session, &a, &b, n, 0.0, 0.0).unwrap();
+        let same = dd
+            .compare(&session, &a, &b, ScalarType::F32, n, 0.0, 0.0)
+            .unwrap();
         assert!(
             same.ok() && same.max_abs == 0.0 && same.rel_norm == 0.0,
             "{same:?}"
         );
-        let other = dd.compare(&session, &c, &a, n, 1e-5, 0.0).unwrap();
+        let other = dd
+            .compare(&session, &c, &a, ScalarType::F32, n, 1e-5, 0.0)
+            .unwrap();
         assert!(
             other.mismatches > n / 2 && other.rel_norm > 0.1,
             "{other:?}"
@@ -683,7 +783,9 @@ mod tests {
         v[9] *= 1.0 + 1e-7;
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_ne_bytes()).collect();
         let d_bytes = session.upload(&bytes).unwrap();
-        let one = dd.compare(&session, &d_bytes, &a, n, 1e-5, 0.0).unwrap();
+        let one = dd
+            .compare(&session, &d_bytes, &a, ScalarType::F32, n, 1e-5, 0.0)
+            .unwrap();
         assert_eq!(one.mismatches, 1, "{one:?}");
         assert_eq!(one.first.map(|f| f.0), Some(123_457));
         assert!(one.first.is_some_and(|f| f.1.is_nan()));
@@ -691,7 +793,7 @@ mod tests {
         // Poisoned (all bits set) outputs are NaN: nothing written means everything differs.
         dd.poison(&session, &a, n * 4).unwrap();
         assert_eq!(
-            dd.compare(&session, &a, &b, n, 1e-3, 1e-3)
+            dd.compare(&session, &a, &b, ScalarType::F32, n, 1e-3, 1e-3)
                 .unwrap()
                 .mismatches,
             n
@@ -718,6 +820,7 @@ mod tests {
         dd.draw_values(
             &session,
             &buf,
+            ScalarType::F32,
             n,
             d,
             Values::Specials { nonfinite: true },
@@ -735,7 +838,7 @@ mod tests {
             .iter()
             .filter(|x| x.is_finite())
             .all(|x| (-1.0..1.0).contains(x)));
-        dd.draw_values(&session, &buf, n, d, Values::Large, 5)
+        dd.draw_values(&session, &buf, ScalarType::F32, n, d, Values::Large, 5)
             .unwrap();
         assert!(read(&buf)
             .iter()
@@ -748,6 +851,115 @@ mod tests {
             words.chunks_exact(4).filter(|w| w == &[0, 0, 0, 0]).count() < 4,
             "random bytes"
         );
+    }
+
+    /// A 16-bit buffer's elements, decoded.
+    fn read16(b: &DeviceBuffer, ty: ScalarType) -> Vec<f64> {
+        let bytes = bytes_of(b);
+        (0..bytes.len() / 2)
+            .map(|i| decode(ty, &bytes, i))
+            .collect()
+    }
+
+    #[test]
+    fn sixteen_bit_floats_are_drawn_and_compared_on_the_device() {
+        let (session, dd) = setup();
+        let n = MIN_BYTES / 2;
+        for ty in [ScalarType::F16, ScalarType::Bf16] {
+            let buf = || session.alloc(n * 2).expect("buffer");
+            let (a, b, c) = (buf(), buf(), buf());
+            let uniform = Resolved::Uniform { lo: -2.0, hi: 3.0 };
+            for (x, seed) in [(&a, 42), (&b, 42), (&c, 43)] {
+                dd.draw(&session, x, ty, n, uniform, seed).unwrap();
+            }
+            let (va, vc) = (read16(&a, ty), read16(&c, ty));
+            // Rounded to 16 bits: the upper end may round up to 3 itself.
+            assert!(va.iter().all(|&x| (-2.0..=3.0).contains(&x)), "{ty:?}");
+            let mean = va.iter().sum::<f64>() / n as f64;
+            assert!((mean - 0.5).abs() < 0.01, "{ty:?}: mean {mean}");
+            assert_eq!(va, read16(&b, ty), "{ty:?}: same seed, same inputs");
+            assert!(
+                va.iter().zip(&vc).filter(|(x, y)| x == y).count() < n / 50,
+                "{ty:?}: another seed, other inputs"
+            );
+            // Each element is the float draw with the same seed rounded to nearest even.
+            let bits = bytes_of(&a);
+            let floats = session.alloc(n * 4).unwrap();
+            dd.draw(&session, &floats, ScalarType::F32, n, uniform, 42)
+                .unwrap();
+            let rounded: Vec<u8> = read(&floats)
+                .iter()
+                .flat_map(|&x| match ty {
+                    ScalarType::F16 => half::f16::from_f32(x).to_bits().to_ne_bytes(),
+                    _ => half::bf16::from_f32(x).to_bits().to_ne_bytes(),
+                })
+                .collect();
+            assert!(rounded == bits, "{ty:?}: rounded as the host rounds");
+
+            let same = dd.compare(&session, &a, &b, ty, n, 0.0, 0.0).unwrap();
+            assert!(same.ok() && same.rel_norm == 0.0, "{ty:?}: {same:?}");
+            let other = dd.compare(&session, &c, &a, ty, n, 1e-3, 0.0).unwrap();
+            assert!(
+                other.mismatches > n / 2 && other.rel_norm > 0.1,
+                "{other:?}"
+            );
+            // One element a unit off (outside a tolerance of an eighth of `unit`, which is
+            // under a unit for every significand), one NaN: two mismatches, the first found;
+            // a unit is inside a tolerance of `unit` (two units at most).
+            let mut raw = bits.clone();
+            let at = |i: usize| u16::from_ne_bytes([raw[2 * i], raw[2 * i + 1]]);
+            let bumped = (at(777) ^ 1).to_ne_bytes();
+            raw[2 * 777..2 * 777 + 2].copy_from_slice(&bumped);
+            let nan: u16 = if ty == ScalarType::F16 {
+                0x7e00
+            } else {
+                0x7fc0
+            };
+            raw[2 * 123_457..2 * 123_457 + 2].copy_from_slice(&nan.to_ne_bytes());
+            let edited = session.upload(&raw).unwrap();
+            let unit = if ty == ScalarType::F16 { 2e-3 } else { 1.6e-2 };
+            let two = dd
+                .compare(&session, &edited, &a, ty, n, unit / 8.0, 0.0)
+                .unwrap();
+            assert_eq!(two.mismatches, 2, "{ty:?}: {two:?}");
+            assert_eq!(two.first.map(|f| f.0), Some(777));
+            let one = dd.compare(&session, &edited, &a, ty, n, unit, 0.0).unwrap();
+            assert_eq!(one.mismatches, 1, "{ty:?}: {one:?}");
+            assert!(one.first.is_some_and(|f| f.0 == 123_457 && f.1.is_nan()));
+
+            // Edge values: the type's own denormals and smallest normal, infinities and NaN.
+            dd.draw_values(
+                &session,
+                &a,
+                ty,
+                n,
+                Resolved::Uniform { lo: -1.0, hi: 1.0 },
+                Values::Specials { nonfinite: true },
+                5,
+            )
+            .unwrap();
+            let v = read16(&a, ty);
+            let tiny = if ty == ScalarType::F16 {
+                2f64.powi(-24)
+            } else {
+                2f64.powi(-133)
+            };
+            assert!(v.contains(&tiny) && v.contains(&-tiny), "{ty:?}: denormals");
+            assert!(v.iter().any(|x| x.is_nan()) && v.iter().any(|x| x.is_infinite()));
+            assert!(v.iter().any(|x| *x == 0.0 && x.is_sign_negative()));
+            assert!(v
+                .iter()
+                .filter(|x| x.is_finite())
+                .all(|x| (-1.0..=1.0).contains(x)));
+            // Poisoned outputs (all bits set) are NaN in both formats.
+            dd.poison(&session, &a, n * 2).unwrap();
+            assert_eq!(
+                dd.compare(&session, &a, &b, ty, n, 1e-2, 1e-2)
+                    .unwrap()
+                    .mismatches,
+                n
+            );
+        }
     }
 
     fn bytes_of(b: &DeviceBuffer) -> Vec<u8> {

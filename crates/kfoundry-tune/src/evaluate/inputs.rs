@@ -145,6 +145,20 @@ const SPECIALS: [f32; 8] = [
 ];
 const NONFINITE: [f32; 3] = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
 
+/// The special values of a float type, as [`SPECIALS`] (whose denormals are zeros in half, and
+/// the smallest one in bfloat16): for `half` and `bfloat16` their own smallest and a large
+/// denormal and smallest normal (the device draws the same: `device_data.rs`).
+fn specials(ty: ScalarType) -> [f64; 8] {
+    let signed = |tiny: f64, denormal: f64, normal: f64| {
+        [0.0, -0.0, tiny, -tiny, denormal, -denormal, normal, -normal]
+    };
+    match ty {
+        ScalarType::F16 => signed(2f64.powi(-24), 2f64.powi(-15), 2f64.powi(-14)),
+        ScalarType::Bf16 => signed(2f64.powi(-133), 2f64.powi(-127), 2f64.powi(-126)),
+        _ => SPECIALS.map(|x| x as f64),
+    }
+}
+
 /// `len` elements of type `ty` drawn from `dist` with the edge values of `values`.
 pub fn draw_values(
     ty: ScalarType,
@@ -169,7 +183,7 @@ pub fn draw_values(
             let (lo, hi) = int_range(dist, len);
             // every special value at least once (at a random place), however short the buffer
             let mut forced: Vec<f64> = if ty.is_float() {
-                let mut v: Vec<f64> = SPECIALS.iter().map(|x| *x as f64).collect();
+                let mut v: Vec<f64> = specials(ty).to_vec();
                 if nonfinite {
                     v.extend(NONFINITE.iter().map(|x| *x as f64));
                 }
@@ -197,7 +211,7 @@ pub fn draw_values(
                 } else if nonfinite && rng.gen_range(0..NONFINITE_EVERY) == 0 {
                     NONFINITE[rng.gen_range(0..NONFINITE.len())] as f64
                 } else if rng.gen_range(0..SPECIAL_EVERY) == 0 {
-                    SPECIALS[rng.gen_range(0..SPECIALS.len())] as f64
+                    specials(ty)[rng.gen_range(0..SPECIALS.len())]
                 } else {
                     draw(dist, rng)
                 };

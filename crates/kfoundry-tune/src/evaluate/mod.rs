@@ -877,7 +877,9 @@ impl Bench {
                         .map_err(|e| format!("input `{name}`: {e}"))?;
                     fits_elements(name, *elem, len, dist)?;
                     let on_device = DeviceData::draws(*elem, dist)
-                        && (shape.values == Values::Declared || *elem == ScalarType::F32);
+                        && (shape.values == Values::Declared
+                            || *elem == ScalarType::F32
+                            || elem.is_half());
                     let fill = match (input, large) {
                         (true, true) if on_device => Fill::Draw {
                             dist,
@@ -1002,10 +1004,11 @@ impl Bench {
             };
             let view = whole.sub(front, data + back)?;
             if let Fill::Draw { dist, values, seed } = &p.fill {
-                if p.ty == ScalarType::F32 {
+                if p.ty == ScalarType::F32 || p.ty.is_half() {
                     self.device_data.draw_values(
                         &self.session,
                         &view,
+                        p.ty,
                         p.len,
                         *dist,
                         *values,
@@ -1089,12 +1092,18 @@ impl Bench {
     ) -> Result<Comparison, RtError> {
         let (c, r) = (cand.buffer(name)?, refr.buffer(name)?);
         let (ty, len) = (c.ty, c.len);
-        // 16-bit floats are compared on the host (decoded, NaN as NaN, whatever its bits).
-        if len.saturating_mul(ty.size()) >= device_data::MIN_BYTES && !ty.is_half() {
-            if ty == ScalarType::F32 {
-                return self
-                    .device_data
-                    .compare(&self.session, &c.view, &r.view, len, rtol, atol);
+        if len.saturating_mul(ty.size()) >= device_data::MIN_BYTES {
+            // Floats decoded (16-bit ones too), NaN as NaN whatever its bits.
+            if ty == ScalarType::F32 || ty.is_half() {
+                return self.device_data.compare(
+                    &self.session,
+                    &c.view,
+                    &r.view,
+                    ty,
+                    len,
+                    rtol,
+                    atol,
+                );
             }
             if rtol == 0.0 && atol == 0.0 {
                 return self

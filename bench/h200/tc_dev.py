@@ -185,7 +185,7 @@ def emulate(only=None):
 
 PEAK_SRC = r"""
 #define KM_MMA(D, A, B)                                                                              \
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+    asm volatile(MMA_INSTRUCTION " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"        \
                  : "+f"((D)[0]), "+f"((D)[1]), "+f"((D)[2]), "+f"((D)[3])                           \
                  : "r"((A)[0]), "r"((A)[1]), "r"((A)[2]), "r"((A)[3]), "r"((B)[0]), "r"((B)[1]))
 __kernel void peak(const int iters, __global const uint* in, __global float* out)
@@ -208,13 +208,17 @@ __kernel void peak(const int iters, __global const uint* in, __global float* out
     out[get_global_id(0)] = s;
 }
 """
+TF32 = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", 2048, 0x3f800000)
 
 
-def mma_peak(d):
-    """TF32 mma.sync m16n8k8 products per second, whole chip: independent chains per warp."""
-    inp = d.buf(np.full(64, 0x3f800000, np.uint32))
-    for chains, wg, groups_per_sm in [(4, 128, 4), (8, 128, 4), (8, 256, 2), (16, 128, 2)]:
-        peak = cl.Kernel(cl.Program(d.ctx, PEAK_SRC).build(options=f"-D CHAINS={chains}"), "peak")
+def mma_peak(d, mma=TF32, shapes=((4, 128, 4), (8, 128, 4), (8, 256, 2), (16, 128, 2))):
+    """Products a second of one mma.sync instruction, whole chip: independent chains per warp.
+    mma: (PTX instruction, flops a product, the 32-bit word its operands are filled with)."""
+    instruction, flops, word = mma
+    inp = d.buf(np.full(64, word, np.uint32))
+    src = PEAK_SRC.replace("MMA_INSTRUCTION", f'"{instruction}"')
+    for chains, wg, groups_per_sm in shapes:
+        peak = cl.Kernel(cl.Program(d.ctx, src).build(options=f"-D CHAINS={chains}"), "peak")
         sms = d.dev.max_compute_units
         gsz = sms * groups_per_sm * wg
         out = cl.Buffer(d.ctx, cl.mem_flags.WRITE_ONLY, gsz * 4)
@@ -226,9 +230,10 @@ def mma_peak(d):
             ev.wait()
             ts.append((ev.profile.end - ev.profile.start) * 1e-9)
         t = float(np.median(ts))
-        mmas = gsz // 32 * iters * chains
-        print(f"mma.sync TF32 m16n8k8 peak: {chains} chains a warp, {wg} items x {groups_per_sm} groups an SM: "
-              f"{mmas * 2048 / t / 1e12:.1f} TFLOP/s TF32 (3xTF32 ceiling {mmas * 2048 / t / 3e12:.1f})", flush=True)
+        rate = gsz // 32 * iters * chains * flops / t / 1e12
+        extra = f" (3xTF32 ceiling {rate / 3:.1f})" if mma == TF32 else ""
+        print(f"{instruction} peak: {chains} chains a warp, {wg} items x {groups_per_sm} groups an SM: "
+              f"{rate:.1f} TFLOP/s{extra}", flush=True)
 
 
 def ptxas(prg):

@@ -20,6 +20,8 @@
  *             cores before the FP32 add                   [1, 2, 4]       ref 1
  *   RASTER    MMA = 1: work-groups walked in bands of
  *             RASTER tile rows (L2 reuse of B), 0: rows  [0, 4, 16]      ref 0
+ *   LDSM      MMA = 1: B's fragments by ldmatrix.trans
+ *             (needs WGX * TN % 64 == 0), 0: by lane     [0, 1]          ref 0
  *
  * Launch (2-D): global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY),
  *               local  = (WGX, WGY).
@@ -75,7 +77,12 @@ inline ushort g16_bf16(const float x)
 }
 #endif
 
+#ifndef LDSM
+#define LDSM 0
+#endif
+
 #if MMA
 #define KM_B_KMAJOR 0
+#define KM_LDSM LDSM
 #include <kfoundry/tensor_core.cl>
 #endif

@@ -4,6 +4,16 @@
 #define KM_A a
 #define KM_B b
 #include <kfoundry/tensor_core_loop.cl>
+#if KM_LDSM
+    /* Outputs r = 2h and 2h + 1 of piece (i, j) are two adjacent columns of row KM_ROW(i, 2h). */
+#pragma unroll
+    for (int i = 0; i < KM_MI; ++i)
+#pragma unroll
+        for (int j = 0; j < KM_NJ; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                G16_STORE(acc[i][j][r], (size_t)KM_ROW(i, r) * (size_t)n + KM_COL(j, r), c);
+#else
     /* Row KM_ROW(i, 2h) of the lane's outputs is one run of 2 * NJ columns from KM_COL(0, 2h). */
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)
@@ -14,6 +24,7 @@
             for (int x = 0; x < 2 * KM_NJ; ++x)
                 G16_STORE(KM_RUN(i, h, x), out + x, c);
         }
+#endif
 #else /* the portable path */
     const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
     const int bn0 = (int)get_group_id(0) * WGX * TN, bm0 = (int)get_group_id(1) * WGY * TM;

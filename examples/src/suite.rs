@@ -121,12 +121,14 @@ pub struct SuiteSgemmTf32;
     source = "kernels/hgemm.cl",
     params(
         WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], MMA = [0, 1], WM = [1, 2, 4],
-        TK = [16, 32, 64], STAGES = [2, 3, 4], FLUSH = [1, 2, 4], RASTER = [0, 4, 16],
+        TK = [16, 32, 64], STAGES = [2, 3, 4], FLUSH = [1, 2, 4], RASTER = [0, 4, 16], LDSM = [0, 1],
     ),
-    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 16, STAGES = 2, FLUSH = 1, RASTER = 0),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 16, STAGES = 2, FLUSH = 1, RASTER = 0, LDSM = 0),
     require(
         WGX * WGY <= 256,
-        MMA == 1 || (TK == 16 && WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0),
+        MMA == 1 || (TK == 16 && WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0 && LDSM == 0),
+        // ldmatrix reads B's tile rows as 128-byte multiples.
+        LDSM == 0 || WGX * TN % 64 == 0,
         MMA == 0 || device_nvidia && device_sm >= 80,
         TK % (16 * FLUSH) == 0,
         MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
@@ -150,12 +152,14 @@ pub struct SuiteHgemm;
     source = "kernels/bgemm.cl",
     params(
         WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8], MMA = [0, 1], WM = [1, 2, 4],
-        TK = [16, 32, 64], STAGES = [2, 3, 4], FLUSH = [1, 2, 4], RASTER = [0, 4, 16],
+        TK = [16, 32, 64], STAGES = [2, 3, 4], FLUSH = [1, 2, 4], RASTER = [0, 4, 16], LDSM = [0, 1],
     ),
-    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 16, STAGES = 2, FLUSH = 1, RASTER = 0),
+    reference(WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 16, STAGES = 2, FLUSH = 1, RASTER = 0, LDSM = 0),
     require(
         WGX * WGY <= 256,
-        MMA == 1 || (TK == 16 && WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0),
+        MMA == 1 || (TK == 16 && WM == 1 && STAGES == 2 && FLUSH == 1 && RASTER == 0 && LDSM == 0),
+        // ldmatrix reads B's tile rows as 128-byte multiples.
+        LDSM == 0 || WGX * TN % 64 == 0,
         MMA == 0 || device_nvidia && device_sm >= 80,
         TK % (16 * FLUSH) == 0,
         MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),

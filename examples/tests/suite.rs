@@ -723,10 +723,25 @@ fn gemm_16bit_paths_match_fp64_to_one_unit() {
                 (8, 4, 4, 16, 1, 16, 4, 1, 0, 16, 128, 96),
             ]
         };
-        for &(wgx, wgy, tm, tn, wm, tk, stages, flush, raster, m, n, k) in shapes {
+        // B's fragments by ldmatrix.trans (LDSM = 1; 64-column tiles at least): one warp with
+        // eight pieces, TK 32; two warps along n with four pieces, four stages over six
+        // k-tiles, two steps a flush; four warps along n with two pieces (one x4 load), a band
+        // of 2 tile rows over 3; eight warps along n with one piece (the x2 load), TK 64 in
+        // one flush.
+        let ldsm: &[Shape] = &[
+            (8, 4, 4, 8, 1, 32, 3, 1, 0, 32, 64, 160),
+            (8, 8, 4, 8, 1, 32, 4, 2, 0, 32, 128, 192),
+            (16, 8, 2, 4, 1, 16, 2, 1, 2, 48, 128, 48),
+            (16, 16, 1, 4, 1, 64, 2, 4, 0, 16, 64, 128),
+        ];
+        let with_ldsm = shapes
+            .iter()
+            .map(|s| (s, 0))
+            .chain(ldsm.iter().map(|s| (s, 1)));
+        for (&(wgx, wgy, tm, tn, wm, tk, stages, flush, raster, m, n, k), ldsm) in with_ldsm {
             runs.push((
                 format!(
-                    "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush} -D RASTER={raster}"
+                    "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush} -D RASTER={raster} -D LDSM={ldsm}"
                 ),
                 (wgx, wgy, tm, tn),
                 (m, n, k),

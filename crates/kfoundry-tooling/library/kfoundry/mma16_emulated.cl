@@ -32,3 +32,21 @@ inline void km_mma16_emulated(float* d, const uint* a, const uint* b, __local ui
         d[r] = acc;
     }
 }
+#define KM_MMA0(D, A, B)                                                                             \
+    do {                                                                                             \
+        (D)[0] = (D)[1] = (D)[2] = (D)[3] = 0.0f;                                                    \
+        KM_MMA(D, A, B);                                                                             \
+    } while (0)
+/* ldmatrix.trans (mma16_ptx.cl) through local memory: each lane publishes the row it names
+   (an element offset from base), then reads column g of the rows 2t and 2t + 1 of each matrix. */
+#define KM_LDSM_X4T(d, base, at) km_ldsm_trans_emulated((d), 4, (base), (at), scratch + (tid / 32) * 32 * 6, tid % 32)
+#define KM_LDSM_X2T(d, base, at) km_ldsm_trans_emulated((d), 2, (base), (at), scratch + (tid / 32) * 32 * 6, tid % 32)
+inline void km_ldsm_trans_emulated(uint* d, const int count, const __local ushort* base, const int at, __local uint* s, const int lane)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    s[lane] = (uint)at;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int g = lane >> 2, t = lane & 3;
+    for (int q = 0; q < count; ++q)
+        d[q] = (uint)base[s[8 * q + 2 * t] + g] | ((uint)base[s[8 * q + 2 * t + 1] + g] << 16);
+}

@@ -34,6 +34,12 @@
  * so that the rows of the four t hit distinct banks. KM_ROW(i, r) and KM_COL(j, r) give the
  * output of accumulator acc[i][j][r].
  *
+ * KM_LDSM = 1 (16-bit, B stored k x n; a tuned parameter): B's fragments come from ldmatrix.trans
+ * instead, four registers (two n8 pieces of one step) an instruction: the warp tile's columns are
+ * then in order (column g of piece j is column j * 8 + g), the rows a lane names are the k of the
+ * slots above, and a k row's chunk c sits at c ^ (its t * 2 + k % 2), so that the eight rows of
+ * one 8 x 8 matrix are on distinct banks (rows of B's tile must be 128-byte multiples).
+ *
  * A kernel may define, before including this file: KM_HALF (above), KM_GROUP_M / KM_GROUP_N
  * (the work-group's tile row and column; default: dimension 1 and 0, walked in bands of RASTER
  * tile rows when RASTER > 0, so that work-groups running together share their B columns in L2),
@@ -45,6 +51,9 @@
  */
 #ifndef KM_HALF
 #define KM_HALF 0
+#endif
+#ifndef KM_LDSM
+#define KM_LDSM 0
 #endif
 #if KM_HALF
 /* The elements of A, B and the local tiles (half and bfloat16 alike: the bits are moved). */
@@ -85,7 +94,9 @@
 #define KM_LDB KM_BN
 #define KM_BSZ (TK * KM_LDB)
 #define KM_NJF (KM_NJ * KM_ESZ / 4)
-#if KM_BN * KM_ESZ % 128 != 0
+#if KM_LDSM
+#define KM_SWZ(kk) (((((kk) / KM_KQ) & 3) << 1) | ((kk) & 1))
+#elif KM_BN * KM_ESZ % 128 != 0
 #define KM_SWZ(kk) 0
 #elif KM_NJF == 8
 #define KM_SWZ(kk) ((((kk) / KM_KQ) & 1) | ((((kk) / KM_KQ) & 2) << 1))
@@ -119,6 +130,9 @@
 #endif
 #if KM_HALF == 0 && KM_SPLITS != 3 && KM_SPLITS != 1
 #error "KM_SPLITS must be 3 (FP32 accuracy) or 1 (TF32)"
+#endif
+#if KM_LDSM && (!KM_HALF || KM_B_KMAJOR || KM_BN * KM_ESZ % 128 != 0)
+#error "KM_LDSM = 1 needs 16-bit operands, B stored k x n and rows of B's tile in 128-byte multiples"
 #endif
 #if !KM_B_KMAJOR && !(KM_NJ == 1 || KM_NJ == 2 || (KM_HALF && KM_NJ == 4) || KM_NJ * KM_ESZ % 16 == 0)
 #error "B stored k x n needs NJ (a warp tile's n8 pieces) of 1, 2 or 16-byte multiples (16-bit: also 4)"
@@ -241,7 +255,7 @@
 
 /* The output of accumulator acc[i][j][r]. */
 #define KM_ROW(i, r) (bm0 + wm0 + (i) * 16 + g + 8 * ((r) >> 1))
-#if KM_B_KMAJOR
+#if KM_B_KMAJOR || KM_LDSM
 #define KM_COL(j, r) (bn0 + wn0 + (j) * 8 + 2 * t + ((r) & 1))
 #else
 #define KM_COL(j, r) (bn0 + wn0 + (2 * t + ((r) & 1)) * KM_NJ + (j))

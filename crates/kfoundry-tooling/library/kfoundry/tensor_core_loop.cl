@@ -1,4 +1,4 @@
-    float acc[KM_MI][KM_NJ][4], part[KM_MI][KM_NJ][4];
+    float acc[KM_MI][KM_NJ][4];
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
@@ -13,6 +13,16 @@
     const int a_at = (wm0 + g) * KM_LDA + t * KM_KQ;
 #if KM_B_KMAJOR
     const int b_at = (wn0 + g) * KM_LDB + t * KM_KQ;
+#elif KM_LDSM
+    /* ldmatrix.trans of pieces 2jj and 2jj + 1, step 0: lane 8q + r names k row
+       (r / 2) * KQ + 2 * (q % 2) + r % 2 (the k of slot r, or 8 + r for odd q) of piece
+       2jj + q / 2's chunk, which that row keeps at chunk ^ r (KM_SWZ). Step s: 4s rows on. */
+    int b_at[(KM_NJ + 1) / 2];
+#pragma unroll
+    for (int jj = 0; jj < (KM_NJ + 1) / 2; ++jj) {
+        const int q_ = lane >> 3, r_ = lane & 7;
+        b_at[jj] = ((r_ >> 1) * KM_KQ + 2 * (q_ & 1) + (r_ & 1)) * KM_LDB + (((wn0 / 8 + 2 * jj + (q_ >> 1)) ^ r_) * 8);
+    }
 #else
 #define KM_NJC ((KM_NJ + KM_EPC - 1) / KM_EPC)
     int b_at[KM_NJC];
@@ -56,6 +66,25 @@
         for (int j = 0; j < KM_NJ; ++j)
             KM_LOAD_RUN(rb[j], Bc + b_at + j * 8 * KM_LDB);
 #define KM_BWORD(j, w) rb[j][w]
+#elif KM_LDSM
+        /* Register r of piece j's fragment of step s: bf[s][j][r]. */
+        uint bf[TK / 16][KM_NJ][2];
+#pragma unroll
+        for (int s = 0; s < TK / 16; ++s) {
+#pragma unroll
+            for (int jj = 0; jj < KM_NJ / 2; ++jj) {
+                uint d_[4];
+                KM_LDSM_X4T(d_, Bc, b_at[jj] + 4 * s * KM_LDB);
+                bf[s][2 * jj][0] = d_[0];
+                bf[s][2 * jj][1] = d_[1];
+                bf[s][2 * jj + 1][0] = d_[2];
+                bf[s][2 * jj + 1][1] = d_[3];
+            }
+#if KM_NJ % 2
+            KM_LDSM_X2T(bf[s][KM_NJ - 1], Bc, b_at[KM_NJ / 2] + 4 * s * KM_LDB);
+#endif
+        }
+#define KM_BWORD(j, w) bf[(w) / 2][j][(w) % 2]
 #else
         KM_T rb[KM_KQ][KM_NJ];
 #pragma unroll
@@ -71,22 +100,35 @@
 #endif
 #endif
 
-#pragma unroll
-        for (int s = 0; s < TK / KM_STEPK; ++s) {
-            /* Step s: words 2s and 2s + 1 of each run (above). */
 #if KM_HALF
-            uint ab[KM_MI][4], bb[KM_NJ][2];
+        /* Step s: words 2s and 2s + 1 of each run (above). Each accumulator's FLUSH steps in a
+           row, summed in the tensor cores from zero, then added to acc here (why: the FP32
+           path's comment below). */
+#pragma unroll
+        for (int f = 0; f < TK / 16; f += FLUSH)
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    ab[i][r] = ra[i][r & 1][2 * s + (r >> 1)];
+                for (int j = 0; j < KM_NJ; ++j) {
+                    float part[4];
 #pragma unroll
-            for (int j = 0; j < KM_NJ; ++j)
+                    for (int s = f; s < f + FLUSH; ++s) {
+                        const uint ab[4] = {ra[i][0][2 * s], ra[i][1][2 * s], ra[i][0][2 * s + 1], ra[i][1][2 * s + 1]};
+                        const uint bb[2] = {KM_BWORD(j, 2 * s), KM_BWORD(j, 2 * s + 1)};
+                        if (s == f)
+                            KM_MMA0(part, ab, bb);
+                        else
+                            KM_MMA(part, ab, bb);
+                    }
 #pragma unroll
-                for (int r = 0; r < 2; ++r)
-                    bb[j][r] = KM_BWORD(j, 2 * s + r);
+                    for (int r = 0; r < 4; ++r)
+                        acc[i][j][r] += part[r];
+                }
 #else
+        float part[KM_MI][KM_NJ][4];
+#pragma unroll
+        for (int s = 0; s < TK / KM_STEPK; ++s) {
+            /* Step s: words 2s and 2s + 1 of each run (above). */
             uint ab[KM_MI][4], as_[KM_MI][4], bb[KM_NJ][2], bs_[KM_NJ][2];
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
@@ -98,7 +140,6 @@
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
                     KM_SPLIT(as_float(KM_BWORD(j, 2 * s + r)), bb[j][r], bs_[j][r]);
-#endif
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
@@ -112,7 +153,7 @@
                         for (int r = 0; r < 4; ++r)
                             part[i][j][r] = 0.0f;
                     }
-#if KM_HALF == 0 && KM_SPLITS == 3
+#if KM_SPLITS == 3
                     KM_MMA(part[i][j], as_[i], bb[j]);
                     KM_MMA(part[i][j], ab[i], bs_[j]);
 #endif
@@ -124,5 +165,6 @@
                     }
                 }
         }
+#endif
 #undef KM_BWORD
     }

@@ -95,6 +95,12 @@ static inline float kf_chain(const float v, const int i, const int n, const int 
  * so that the rows of the four t hit distinct banks. KM_ROW(i, r) and KM_COL(j, r) give the
  * output of accumulator acc[i][j][r].
  *
+ * KM_LDSM = 1 (16-bit, B stored k x n; a tuned parameter): B's fragments come from ldmatrix.trans
+ * instead, four registers (two n8 pieces of one step) an instruction: the warp tile's columns are
+ * then in order (column g of piece j is column j * 8 + g), the rows a lane names are the k of the
+ * slots above, and a k row's chunk c sits at c ^ (its t * 2 + k % 2), so that the eight rows of
+ * one 8 x 8 matrix are on distinct banks (rows of B's tile must be 128-byte multiples).
+ *
  * A kernel may define, before including this file: KM_HALF (above), KM_GROUP_M / KM_GROUP_N
  * (the work-group's tile row and column; default: dimension 1 and 0, walked in bands of RASTER
  * tile rows when RASTER > 0, so that work-groups running together share their B columns in L2),
@@ -106,6 +112,9 @@ static inline float kf_chain(const float v, const int i, const int n, const int 
  */
 #ifndef KM_HALF
 #define KM_HALF 0
+#endif
+#ifndef KM_LDSM
+#define KM_LDSM 0
 #endif
 #if KM_HALF
 /* The elements of A, B and the local tiles (half and bfloat16 alike: the bits are moved). */
@@ -146,7 +155,9 @@ static inline float kf_chain(const float v, const int i, const int n, const int 
 #define KM_LDB KM_BN
 #define KM_BSZ (TK * KM_LDB)
 #define KM_NJF (KM_NJ * KM_ESZ / 4)
-#if KM_BN * KM_ESZ % 128 != 0
+#if KM_LDSM
+#define KM_SWZ(kk) (((((kk) / KM_KQ) & 3) << 1) | ((kk) & 1))
+#elif KM_BN * KM_ESZ % 128 != 0
 #define KM_SWZ(kk) 0
 #elif KM_NJF == 8
 #define KM_SWZ(kk) ((((kk) / KM_KQ) & 1) | ((((kk) / KM_KQ) & 2) << 1))
@@ -175,6 +186,8 @@ static inline float kf_chain(const float v, const int i, const int n, const int 
 #if KM_HALF != 0 && KM_HALF != 1 && KM_HALF != 2
 #endif
 #if KM_HALF == 0 && KM_SPLITS != 3 && KM_SPLITS != 1
+#endif
+#if KM_LDSM && (!KM_HALF || KM_B_KMAJOR || KM_BN * KM_ESZ % 128 != 0)
 #endif
 #if !KM_B_KMAJOR && !(KM_NJ == 1 || KM_NJ == 2 || (KM_HALF && KM_NJ == 4) || KM_NJ * KM_ESZ % 16 == 0)
 #endif
@@ -219,6 +232,24 @@ inline void km_mma16_emulated(float* d, const uint* a, const uint* b, __local ui
         d[r] = acc;
     }
 }
+#define KM_MMA0(D, A, B)                                                                             \
+    do {                                                                                             \
+        (D)[0] = (D)[1] = (D)[2] = (D)[3] = 0.0f;                                                    \
+        KM_MMA(D, A, B);                                                                             \
+    } while (0)
+/* ldmatrix.trans (mma16_ptx.cl) through local memory: each lane publishes the row it names
+   (an element offset from base), then reads column g of the rows 2t and 2t + 1 of each matrix. */
+#define KM_LDSM_X4T(d, base, at) km_ldsm_trans_emulated((d), 4, (base), (at), scratch + (tid / 32) * 32 * 6, tid % 32)
+#define KM_LDSM_X2T(d, base, at) km_ldsm_trans_emulated((d), 2, (base), (at), scratch + (tid / 32) * 32 * 6, tid % 32)
+inline void km_ldsm_trans_emulated(uint* d, const int count, const __local ushort* base, const int at, __local uint* s, const int lane)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    s[lane] = (uint)at;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int g = lane >> 2, t = lane & 3;
+    for (int q = 0; q < count; ++q)
+        d[q] = (uint)base[s[8 * q + 2 * t] + g] | ((uint)base[s[8 * q + 2 * t + 1] + g] << 16);
+}
 #else
 /* mma.sync.m16n8k8 through local memory: each lane publishes its fragments, then computes
    its four accumulators from the others'. Barriers are work-group wide: every item calls
@@ -261,7 +292,8 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 #endif
 #if KM_HALF
 /* mma.sync.m16n8k16 with 16-bit operands (KM_HALF 1: half, 2: bfloat16) and FP32 accumulators;
-   each operand register holds two elements, the lower k in the low half. */
+   each operand register holds two elements, the lower k in the low half. KM_MMA0 starts from
+   zero accumulators. */
 #if KM_HALF == 1
 #define KM_MMA_TYPES "f16.f16"
 #else
@@ -271,6 +303,20 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." KM_MMA_TYPES ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
                  : "+f"((D)[0]), "+f"((D)[1]), "+f"((D)[2]), "+f"((D)[3])                           \
                  : "r"((A)[0]), "r"((A)[1]), "r"((A)[2]), "r"((A)[3]), "r"((B)[0]), "r"((B)[1]))
+#define KM_MMA0(D, A, B)                                                                             \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." KM_MMA_TYPES ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};" \
+                 : "=f"((D)[0]), "=f"((D)[1]), "=f"((D)[2]), "=f"((D)[3])                           \
+                 : "r"((A)[0]), "r"((A)[1]), "r"((A)[2]), "r"((A)[3]), "r"((B)[0]), "r"((B)[1]), "f"(0.0f))
+/* ldmatrix.trans: four (X4) or two (X2) 8 x 8 matrices of 16-bit elements from local memory at
+   base + at (elements), transposed: lanes 8q to 8q + 7 name the rows of matrix q, and lane
+   (g, t) gets column g of its rows 2t (low half) and 2t + 1 in register q. */
+#define KM_LDSM_X4T(d, base, at)                                                                     \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"                 \
+                 : "=r"((d)[0]), "=r"((d)[1]), "=r"((d)[2]), "=r"((d)[3])                             \
+                 : "r"((uint)(size_t)((base) + (at))) : "memory")
+#define KM_LDSM_X2T(d, base, at)                                                                     \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"                       \
+                 : "=r"((d)[0]), "=r"((d)[1]) : "r"((uint)(size_t)((base) + (at))) : "memory")
 #else
 #define KM_MMA(D, A, B)                                                                              \
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
@@ -366,7 +412,7 @@ inline void km_mma_emulated(float* d, const uint* a, const uint* b, __local uint
 
 /* The output of accumulator acc[i][j][r]. */
 #define KM_ROW(i, r) (bm0 + wm0 + (i) * 16 + g + 8 * ((r) >> 1))
-#if KM_B_KMAJOR
+#if KM_B_KMAJOR || KM_LDSM
 #define KM_COL(j, r) (bn0 + wn0 + (j) * 8 + 2 * t + ((r) & 1))
 #else
 #define KM_COL(j, r) (bn0 + wn0 + (2 * t + ((r) & 1)) * KM_NJ + (j))
@@ -449,7 +495,7 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
 #endif
 #define KM_A a
 #define KM_B b
-    float acc[KM_MI][KM_NJ][4], part[KM_MI][KM_NJ][4];
+    float acc[KM_MI][KM_NJ][4];
 #pragma unroll
     for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
@@ -464,6 +510,16 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
     const int a_at = (wm0 + g) * KM_LDA + t * KM_KQ;
 #if KM_B_KMAJOR
     const int b_at = (wn0 + g) * KM_LDB + t * KM_KQ;
+#elif KM_LDSM
+    /* ldmatrix.trans of pieces 2jj and 2jj + 1, step 0: lane 8q + r names k row
+       (r / 2) * KQ + 2 * (q % 2) + r % 2 (the k of slot r, or 8 + r for odd q) of piece
+       2jj + q / 2's chunk, which that row keeps at chunk ^ r (KM_SWZ). Step s: 4s rows on. */
+    int b_at[(KM_NJ + 1) / 2];
+#pragma unroll
+    for (int jj = 0; jj < (KM_NJ + 1) / 2; ++jj) {
+        const int q_ = lane >> 3, r_ = lane & 7;
+        b_at[jj] = ((r_ >> 1) * KM_KQ + 2 * (q_ & 1) + (r_ & 1)) * KM_LDB + (((wn0 / 8 + 2 * jj + (q_ >> 1)) ^ r_) * 8);
+    }
 #else
 #define KM_NJC ((KM_NJ + KM_EPC - 1) / KM_EPC)
     int b_at[KM_NJC];
@@ -507,6 +563,25 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
         for (int j = 0; j < KM_NJ; ++j)
             KM_LOAD_RUN(rb[j], Bc + b_at + j * 8 * KM_LDB);
 #define KM_BWORD(j, w) rb[j][w]
+#elif KM_LDSM
+        /* Register r of piece j's fragment of step s: bf[s][j][r]. */
+        uint bf[TK / 16][KM_NJ][2];
+#pragma unroll
+        for (int s = 0; s < TK / 16; ++s) {
+#pragma unroll
+            for (int jj = 0; jj < KM_NJ / 2; ++jj) {
+                uint d_[4];
+                KM_LDSM_X4T(d_, Bc, b_at[jj] + 4 * s * KM_LDB);
+                bf[s][2 * jj][0] = d_[0];
+                bf[s][2 * jj][1] = d_[1];
+                bf[s][2 * jj + 1][0] = d_[2];
+                bf[s][2 * jj + 1][1] = d_[3];
+            }
+#if KM_NJ % 2
+            KM_LDSM_X2T(bf[s][KM_NJ - 1], Bc, b_at[KM_NJ / 2] + 4 * s * KM_LDB);
+#endif
+        }
+#define KM_BWORD(j, w) bf[(w) / 2][j][(w) % 2]
 #else
         KM_T rb[KM_KQ][KM_NJ];
 #pragma unroll
@@ -522,22 +597,35 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
 #endif
 #endif
 
-#pragma unroll
-        for (int s = 0; s < TK / KM_STEPK; ++s) {
-            /* Step s: words 2s and 2s + 1 of each run (above). */
 #if KM_HALF
-            uint ab[KM_MI][4], bb[KM_NJ][2];
+        /* Step s: words 2s and 2s + 1 of each run (above). Each accumulator's FLUSH steps in a
+           row, summed in the tensor cores from zero, then added to acc here (why: the FP32
+           path's comment below). */
+#pragma unroll
+        for (int f = 0; f < TK / 16; f += FLUSH)
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    ab[i][r] = ra[i][r & 1][2 * s + (r >> 1)];
+                for (int j = 0; j < KM_NJ; ++j) {
+                    float part[4];
 #pragma unroll
-            for (int j = 0; j < KM_NJ; ++j)
+                    for (int s = f; s < f + FLUSH; ++s) {
+                        const uint ab[4] = {ra[i][0][2 * s], ra[i][1][2 * s], ra[i][0][2 * s + 1], ra[i][1][2 * s + 1]};
+                        const uint bb[2] = {KM_BWORD(j, 2 * s), KM_BWORD(j, 2 * s + 1)};
+                        if (s == f)
+                            KM_MMA0(part, ab, bb);
+                        else
+                            KM_MMA(part, ab, bb);
+                    }
 #pragma unroll
-                for (int r = 0; r < 2; ++r)
-                    bb[j][r] = KM_BWORD(j, 2 * s + r);
+                    for (int r = 0; r < 4; ++r)
+                        acc[i][j][r] += part[r];
+                }
 #else
+        float part[KM_MI][KM_NJ][4];
+#pragma unroll
+        for (int s = 0; s < TK / KM_STEPK; ++s) {
+            /* Step s: words 2s and 2s + 1 of each run (above). */
             uint ab[KM_MI][4], as_[KM_MI][4], bb[KM_NJ][2], bs_[KM_NJ][2];
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
@@ -549,7 +637,6 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
                     KM_SPLIT(as_float(KM_BWORD(j, 2 * s + r)), bb[j][r], bs_[j][r]);
-#endif
 #pragma unroll
             for (int i = 0; i < KM_MI; ++i)
 #pragma unroll
@@ -563,7 +650,7 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
                         for (int r = 0; r < 4; ++r)
                             part[i][j][r] = 0.0f;
                     }
-#if KM_HALF == 0 && KM_SPLITS == 3
+#if KM_SPLITS == 3
                     KM_MMA(part[i][j], as_[i], bb[j]);
                     KM_MMA(part[i][j], ab[i], bs_[j]);
 #endif
@@ -575,6 +662,7 @@ void k00_conv(const int n, const int cin, const int h, const int w, const int co
                     }
                 }
         }
+#endif
 #undef KM_BWORD
     }
 #pragma unroll

@@ -109,6 +109,12 @@ fn brute_forces_a_small_space_into_a_cache_file_the_simulator_replays() {
     assert_eq!(raw["kfoundry"]["workload"], "w");
     assert_eq!(raw["kfoundry"]["repeats"], 1);
     assert_eq!(raw["kfoundry"]["complete"], true);
+    // What the engine's work-group limit needs: `local`'s parameter and the driver's limit.
+    assert_eq!(
+        raw["kfoundry"]["work_group"]["params"],
+        serde_json::json!(["WG"])
+    );
+    assert!(raw["kfoundry"]["work_group"]["limit"].as_u64() >= Some(1));
     assert!(raw["cache"]["8,1"]["time"].as_f64().unwrap() > 0.0);
     // The best recorded configuration is a correct one.
     let best = space

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::cones::{GroupSize, WORK_GROUP_LIMIT};
 use crate::eval::{Evaluation, Evaluator, FailureKind};
 use crate::space::{Config, Param, Space};
 
@@ -45,6 +46,12 @@ pub struct CacheSpace {
     /// The file says it is an interrupted brute-force run (`"kfoundry": {"complete": false}`):
     /// configurations missing from it were not evaluated, rather than invalid.
     pub incomplete: bool,
+    /// What the tuner knows of work-groups before evaluating anything, when the file says
+    /// (`"kfoundry": {"work_group": {"params": [names], "limit": N}}`): the parameters whose
+    /// product is a configuration's work-group size (the annotation's `local`), and the limit
+    /// the device reports for the compiled kernel (every successful evaluation reports it, as
+    /// the tuner's do: [`crate::cones::WORK_GROUP_LIMIT`]).
+    pub work_group: Option<(Vec<usize>, u64)>,
 }
 
 fn err(path: &Path, what: impl Into<String>) -> CacheError {
@@ -271,6 +278,31 @@ impl CacheSpace {
             .and_then(|k| k.get("complete"))
             .and_then(Value::as_bool)
             == Some(false);
+        let work_group = match obj.get("kfoundry").and_then(|k| k.get("work_group")) {
+            None => None,
+            Some(w) => {
+                let bad = || {
+                    err(path, "`kfoundry.work_group` must be {\"params\": [parameter names], \"limit\": a positive integer}")
+                };
+                let limit = w
+                    .get("limit")
+                    .and_then(Value::as_u64)
+                    .filter(|l| *l > 0)
+                    .ok_or_else(bad)?;
+                let params = w
+                    .get("params")
+                    .and_then(Value::as_array)
+                    .ok_or_else(bad)?
+                    .iter()
+                    .map(|n| {
+                        n.as_str()
+                            .and_then(|n| space.params.iter().position(|p| p.name == n))
+                            .ok_or_else(bad)
+                    })
+                    .collect::<Result<Vec<usize>, _>>()?;
+                Some((params, limit))
+            }
+        };
         Ok(CacheSpace {
             path: path.to_path_buf(),
             kernel_name: s("kernel_name"),
@@ -278,6 +310,7 @@ impl CacheSpace {
             space,
             entries,
             incomplete,
+            work_group,
         })
     }
 
@@ -292,7 +325,15 @@ impl CacheSpace {
             Some(Entry {
                 time_ms: Ok(t),
                 cost_ms,
-            }) => Evaluation::ok(t / 1000.0, cost_ms / 1000.0),
+            }) => Evaluation::Ok {
+                time: t / 1000.0,
+                cost: cost_ms / 1000.0,
+                descriptors: self
+                    .work_group
+                    .iter()
+                    .map(|(_, limit)| (WORK_GROUP_LIMIT.to_string(), *limit as f64))
+                    .collect(),
+            },
             Some(Entry {
                 time_ms: Err((kind, reason)),
                 cost_ms,
@@ -303,6 +344,16 @@ impl CacheSpace {
                 0.0,
             ),
         }
+    }
+
+    /// Each configuration's work-group size, when the file says which parameters make it.
+    pub fn group_size(&self) -> Option<GroupSize> {
+        let (params, _) = self.work_group.clone()?;
+        Some(GroupSize::new(move |c| {
+            params
+                .iter()
+                .try_fold(1u64, |n, &p| n.checked_mul(u64::try_from(c[p]).ok()?))
+        }))
     }
 
     /// Successful times (milliseconds), ascending.
@@ -352,6 +403,33 @@ mod tests {
         "tune_params":{"a":[1,2],"b":[0,1]},"objective":"time",
         "cache":{"1,0":{"a":1,"b":0,"time":2.0,"compile_time":10,"verification_time":0,"benchmark_time":5},
                  "2,1":{"a":2,"b":1,"time":"CompilationFailedConfig","compile_time":7,"verification_time":0,"benchmark_time":0}}}"#;
+
+    #[test]
+    fn reads_what_a_file_says_of_work_groups() {
+        let with = |w: &str| {
+            GOOD.replacen(
+                "\"objective\"",
+                &format!("\"kfoundry\":{{\"work_group\":{w}}},\"objective\""),
+                1,
+            )
+        };
+        let c = parse(&with(r#"{"params":["b","a"],"limit":256}"#)).unwrap();
+        assert_eq!(c.work_group, Some((vec![1, 0], 256)));
+        assert_eq!(c.group_size().unwrap().of(&vec![2, 3]), Some(6));
+        let Evaluation::Ok { descriptors, .. } = c.evaluation(&vec![1, 0]) else {
+            panic!("a timed configuration")
+        };
+        assert_eq!(descriptors, vec![(WORK_GROUP_LIMIT.to_string(), 256.0)]);
+        assert!(parse(GOOD).unwrap().work_group.is_none());
+        for bad in [
+            r#"{"params":["c"],"limit":256}"#,
+            r#"{"params":["a"],"limit":0}"#,
+            r#"{"params":"a","limit":8}"#,
+        ] {
+            let e = parse(&with(bad)).unwrap_err().to_string();
+            assert!(e.contains("kfoundry.work_group"), "{e}");
+        }
+    }
 
     #[test]
     fn reads_a_good_file() {

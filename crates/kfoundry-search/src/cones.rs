@@ -12,7 +12,50 @@
 //! "At least as large" compares the parameters' values, not their positions in the value
 //! list, so a list that is not ascending is still read the right way.
 
-use crate::space::{Indices, Space};
+use std::sync::Arc;
+
+use crate::space::{Config, Indices, Space};
+
+/// The descriptor under which an evaluation reports the largest work-group its compiled kernel
+/// allows (OpenCL's `CL_KERNEL_WORK_GROUP_SIZE`).
+pub const WORK_GROUP_LIMIT: &str = "work_group_limit";
+
+/// A configuration's work-group size (items), as the caller that launches it computes it
+/// (`None`: not known for that configuration).
+#[derive(Clone)]
+pub struct GroupSize(Arc<SizeFn>);
+
+type SizeFn = dyn Fn(&Config) -> Option<u64> + Send + Sync;
+
+impl GroupSize {
+    pub fn new(f: impl Fn(&Config) -> Option<u64> + Send + Sync + 'static) -> GroupSize {
+        GroupSize(Arc::new(f))
+    }
+
+    /// The work-group size of `config`, if known.
+    pub fn of(&self, config: &Config) -> Option<u64> {
+        (self.0)(config)
+    }
+}
+
+impl std::fmt::Debug for GroupSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GroupSize(..)")
+    }
+}
+
+/// Work-groups larger than a compiled kernel allows: the same kind of failure as a cone's,
+/// known before any configuration fails. A driver reports the limit for every kernel it builds
+/// (NVIDIA's OpenCL 256 for each of ours, below its devices' 1024), the reference's first of
+/// all; a configuration whose work-group is larger most likely fails. A success at a larger
+/// work-group raises the limit to it.
+#[derive(Clone, Debug)]
+struct GroupCap {
+    size: GroupSize,
+    limit: u64,
+    /// Each parameter's values (a configuration's indices to the values the size reads).
+    values: Vec<Vec<i64>>,
+}
 
 /// The failures whose cones hold no success yet, as ranks of their parameters' values.
 #[derive(Clone, Debug, Default)]
@@ -20,6 +63,8 @@ pub struct FailureCones {
     apexes: Vec<Vec<u32>>,
     /// Each parameter's value index → its rank among the parameter's values, ascending.
     ranks: Vec<Vec<u32>>,
+    /// Work-groups above the kernels' limit, when known.
+    cap: Option<GroupCap>,
 }
 
 impl FailureCones {
@@ -43,11 +88,42 @@ impl FailureCones {
             .into_iter()
             .filter(|f| !ok.iter().any(|s| at_least(s, f)))
             .collect();
-        FailureCones { apexes, ranks }
+        FailureCones {
+            apexes,
+            ranks,
+            cap: None,
+        }
     }
 
-    /// Whether `c` is in the cone of a failure (is at least as large in every parameter).
+    /// These cones, and every configuration whose work-group (`size`) is larger than `limit`.
+    pub fn with_group_limit(mut self, space: &Space, size: GroupSize, limit: u64) -> Self {
+        let values = space.params.iter().map(|p| p.values.clone()).collect();
+        self.cap = Some(GroupCap {
+            size,
+            limit,
+            values,
+        });
+        self
+    }
+
+    /// Whether `c`'s work-group is larger than the limit ([`FailureCones::with_group_limit`]).
+    pub fn over_group_limit(&self, c: &Indices) -> bool {
+        self.cap.as_ref().is_some_and(|cap| {
+            let config: Config = c
+                .iter()
+                .zip(&cap.values)
+                .map(|(&i, v)| v[i as usize])
+                .collect();
+            cap.size.of(&config).is_some_and(|s| s > cap.limit)
+        })
+    }
+
+    /// Whether `c` is in the cone of a failure (is at least as large in every parameter), or its
+    /// work-group is over the limit.
     pub fn contain(&self, c: &Indices) -> bool {
+        if self.over_group_limit(c) {
+            return true;
+        }
         if self.apexes.is_empty() {
             return false;
         }

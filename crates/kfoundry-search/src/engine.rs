@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{Archive, Cell, Elite};
-use crate::cones::FailureCones;
+use crate::cones::{FailureCones, GroupSize, WORK_GROUP_LIMIT};
 use crate::eval::{Evaluation, Evaluator, FailureKind};
 use crate::gradient::{Gradient, GradientModel, Move, Weights};
 use crate::operators::{self, Operator};
@@ -413,6 +413,10 @@ pub struct SearchState {
     /// Warm starts not proposed yet ([`SearchState::warm_start`]), in order.
     #[serde(default)]
     warm: VecDeque<Indices>,
+    /// Each configuration's work-group size, when the caller gave it
+    /// ([`SearchState::set_group_size`]; not checkpointed: given again on resuming).
+    #[serde(skip)]
+    group_size: Option<GroupSize>,
 }
 
 /// Parent-sampling weights of one island (see `SearchState::parent_weights`).
@@ -512,9 +516,49 @@ impl SearchState {
             dead_ends: Vec::new(),
             pending: VecDeque::new(),
             warm: VecDeque::new(),
+            group_size: None,
             space,
             settings,
         })
+    }
+
+    /// How large each configuration's work-group is (what the caller launches it with). With
+    /// it, and the limit evaluations report (the descriptor [`WORK_GROUP_LIMIT`], the
+    /// reference's first), configurations with a larger work-group come last wherever the
+    /// engine chooses, the initial samples included ([`Selection::group_limit`]).
+    pub fn set_group_size(&mut self, size: Option<GroupSize>) {
+        self.group_size = size;
+    }
+
+    /// The work-group limit so far: the smallest any successful evaluation reported, raised
+    /// to the largest work-group that succeeded. `None` without a size, a report, or when
+    /// [`Selection::group_limit`] is off.
+    fn group_limit(&self) -> Option<(GroupSize, u64)> {
+        let size = self
+            .group_size
+            .clone()
+            .filter(|_| self.settings.selection.group_limit)?;
+        let mut limit: Option<u64> = None;
+        let mut largest_ok = 0u64;
+        for r in &self.history {
+            if let Evaluation::Ok { descriptors, .. } = &r.outcome {
+                if let Some((_, v)) = descriptors.iter().find(|(n, _)| n == WORK_GROUP_LIMIT) {
+                    if v.is_finite() && *v >= 1.0 {
+                        limit = Some(limit.map_or(*v as u64, |l| l.min(*v as u64)));
+                    }
+                }
+                if r.outcome.time().is_some() {
+                    largest_ok = largest_ok.max(size.of(&r.config).unwrap_or(0));
+                }
+            }
+        }
+        limit.map(|l| (size, l.max(largest_ok)))
+    }
+
+    /// Only the work-group limit's part of the cones ([`SearchState::group_limit`]).
+    fn group_cap(&self) -> Option<FailureCones> {
+        self.group_limit()
+            .map(|(size, l)| FailureCones::default().with_group_limit(&self.space, size, l))
     }
 
     /// Warm starts: configurations known to be good elsewhere (the best of another workload,
@@ -1187,17 +1231,24 @@ impl SearchState {
             && valid(&self.space.values(idx))
     }
 
-    /// A uniformly random valid configuration not evaluated yet.
+    /// A uniformly random valid configuration not evaluated yet: one whose work-group is
+    /// within the limit ([`SearchState::group_limit`]) while there is one.
     fn random_unvisited(&mut self, valid: &dyn Fn(&Config) -> bool) -> Option<Indices> {
         let sizes: Vec<usize> = self.space.params.iter().map(|p| p.values.len()).collect();
+        let cap = self.group_cap();
+        let over = |c: &Indices| cap.as_ref().is_some_and(|k| k.over_group_limit(c));
+        let mut over_limit = None;
         for _ in 0..RANDOM_TRIES {
             let c = operators::random_config(&sizes, &mut self.rng);
             if self.is_new_and_valid(&c, valid) {
-                return Some(c);
+                if !over(&c) {
+                    return Some(c);
+                }
+                over_limit.get_or_insert(c);
             }
         }
         if self.space.size() > ENUMERATE_LIMIT {
-            return None;
+            return over_limit;
         }
         // enumerate (odometer) and pick uniformly among the remaining ones
         let mut cur = vec![0u32; sizes.len()];
@@ -1209,6 +1260,9 @@ impl SearchState {
             let mut i = 0;
             loop {
                 if i == sizes.len() {
+                    if pool.iter().any(|c| !over(c)) {
+                        pool.retain(|c| !over(c));
+                    }
                     if pool.is_empty() {
                         return None;
                     }
@@ -1375,15 +1429,20 @@ impl SearchState {
     /// The cones of the failures so far ([`crate::cones`]); none when
     /// [`Selection::cones`] is off.
     fn failure_cones(&self) -> FailureCones {
-        if !self.settings.selection.cones {
-            return FailureCones::default();
+        let cones = if self.settings.selection.cones {
+            FailureCones::new(
+                &self.space,
+                self.visited
+                    .iter()
+                    .map(|(idx, &h)| (idx, self.history[h].outcome.time().is_some())),
+            )
+        } else {
+            FailureCones::default()
+        };
+        match self.group_limit() {
+            Some((size, l)) => cones.with_group_limit(&self.space, size, l),
+            None => cones,
         }
-        FailureCones::new(
-            &self.space,
-            self.visited
-                .iter()
-                .map(|(idx, &h)| (idx, self.history[h].outcome.time().is_some())),
-        )
     }
 
     /// The index of the candidate that pairs the most values of two parameters in a way no

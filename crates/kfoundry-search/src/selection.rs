@@ -98,6 +98,12 @@ pub struct Selection {
     /// ([`crate::cones`]). Off in checkpoints written before it existed.
     #[serde(default)]
     pub cones: bool,
+    /// Candidates whose work-group is larger than the compiled kernels allow (the limit the
+    /// evaluations report, given each configuration's work-group size:
+    /// [`crate::SearchState::set_group_size`]) come last wherever the engine chooses among
+    /// several, the initial samples included. Off in checkpoints written before it existed.
+    #[serde(default)]
+    pub group_limit: bool,
     /// While stalled, this share of the choice is spread evenly over the allowed arms.
     pub explore: f64,
 }
@@ -119,6 +125,7 @@ impl Default for Selection {
             novel_start: true,
             avoid: 1.0,
             cones: true,
+            group_limit: true,
         }
     }
 }

@@ -90,6 +90,7 @@ pub fn run_once(
             path: cache.path.clone(),
             what: e.to_string(),
         })?;
+    state.set_group_size(cache.group_size());
     let mut eval = SimEvaluator::new(cache);
     let valid = |c: &Config| cache.is_valid(c);
     let result = state.run(&mut eval, &valid, &mut |_| true);

@@ -97,6 +97,13 @@ pub struct Header {
     pub seed: u64,
     /// Valid configurations of the space (the file is complete when it holds them all).
     pub valid: usize,
+    /// The parameters whose product is the work-group (when every dimension of the
+    /// annotation's `local` is one parameter or 1).
+    pub work_group: Option<Vec<String>>,
+    /// The smallest work-group limit the driver reported for the kernels built
+    /// ([`kfoundry_search::cones::WORK_GROUP_LIMIT`]); with `work_group`, written to the file
+    /// for `simulate` to replay the engine's work-group limit as a tune would.
+    pub work_group_limit: Option<u64>,
 }
 
 impl Header {
@@ -123,7 +130,38 @@ impl Header {
             repeats,
             seed,
             valid: 0,
+            work_group: work_group_params(spec),
+            work_group_limit: None,
         })
+    }
+
+    /// Takes the work-group limit an earlier file of this run recorded (its records were kept,
+    /// and their evaluations' reports with them), when it names the same parameters.
+    pub fn keep_limit(&mut self, existing: &Value) {
+        let recorded = existing.pointer("/kfoundry/work_group");
+        let params: Option<Vec<String>> = recorded
+            .and_then(|w| w.get("params"))
+            .and_then(|p| serde_json::from_value(p.clone()).ok());
+        if params.is_some() && params == self.work_group {
+            if let Some(l) = recorded
+                .and_then(|w| w.get("limit"))
+                .and_then(Value::as_u64)
+            {
+                self.work_group_limit = Some(self.work_group_limit.map_or(l, |m| m.min(l)));
+            }
+        }
+    }
+
+    /// Notes the work-group limit `evaluation` reports, if any.
+    pub fn note_limit(&mut self, evaluation: &Evaluation) {
+        if let Evaluation::Ok { descriptors, .. } = evaluation {
+            for (name, v) in descriptors {
+                if name == kfoundry_search::cones::WORK_GROUP_LIMIT && v.is_finite() && *v >= 1.0 {
+                    let l = *v as u64;
+                    self.work_group_limit = Some(self.work_group_limit.map_or(l, |m| m.min(l)));
+                }
+            }
+        }
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -175,10 +213,35 @@ impl Header {
         if let Some(Value::Object(k)) = m.get_mut("kfoundry") {
             k.insert("valid_configurations".into(), json!(self.valid));
             k.insert("complete".into(), json!(cache.len() >= self.valid));
+            if let (Some(params), Some(limit)) = (&self.work_group, self.work_group_limit) {
+                k.insert(
+                    "work_group".into(),
+                    json!({ "params": params, "limit": limit }),
+                );
+            }
         }
         m.insert("cache".into(), Value::Object(cache.clone()));
         Value::Object(m)
     }
+}
+
+/// The parameters whose product is `spec`'s work-group: every dimension of its `local` one
+/// parameter or 1 (`None` otherwise, without `local`, or when the source fixes its work-group,
+/// as `tune` then gives the engine no work-group limit either).
+fn work_group_params(spec: &KernelSpec) -> Option<Vec<String>> {
+    if kfoundry_tune::evaluate::pins_work_group(&spec.source) {
+        return None;
+    }
+    let mut params = Vec::new();
+    for dim in spec.local.as_ref()? {
+        let text = dim.to_string();
+        if text == "1" {
+            continue;
+        }
+        spec.params.iter().find(|p| p.name == text)?;
+        params.push(text);
+    }
+    Some(params)
 }
 
 /// The records of an earlier file (`existing`) that this run can keep: those of configurations
@@ -406,6 +469,35 @@ mod tests {
             ),
         );
         let doc = h.document(&cache);
+        // No limit reported yet: no work-group record; then the smallest reported.
+        assert!(doc["kfoundry"].get("work_group").is_none());
+        let mut limited = header();
+        for l in [512.0, 256.0] {
+            limited.note_limit(&Evaluation::Ok {
+                time: 0.001,
+                cost: 0.1,
+                descriptors: vec![(kfoundry_search::cones::WORK_GROUP_LIMIT.into(), l)],
+            });
+        }
+        let with = limited.document(&cache);
+        assert_eq!(
+            with["kfoundry"]["work_group"],
+            json!({ "params": ["WG"], "limit": 256 })
+        );
+        let replayed = kfoundry_search::CacheSpace::parse(
+            Path::new("t.json"),
+            &kernel_tuner_text(&with).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(replayed.work_group, Some((vec![0], 256)));
+        // A kernel compiled for exactly its own work-group: its limit says nothing of others.
+        let mut pinned = spec();
+        pinned.source = pinned.source.replace(
+            "__kernel",
+            "__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))",
+        );
+        let h = Header::new(&pinned, &pinned.workloads[0], "D", "1|d|1.0|3.0", 5, 0).unwrap();
+        assert_eq!(h.work_group, None);
         assert_eq!(doc["tune_params_keys"], json!(["WG", "V"]));
         assert_eq!(doc["problem_size"], json!([4096]));
         assert_eq!(doc["kfoundry"]["sizes"], json!({ "n": 4096 }));

@@ -257,7 +257,7 @@ fn brute_one(
             args.max_configs
         )
     })?;
-    let header = Header {
+    let mut header = Header {
         valid: valid.len(),
         ..Header::new(
             spec,
@@ -286,6 +286,7 @@ fn brute_one(
                         path.display()
                     )
                 })?;
+                header.keep_limit(&existing);
             }
             Err(e) if e.is_not_found() => {
                 if !args.ws.quiet {
@@ -366,6 +367,7 @@ fn brute_one(
             Some(t) => best = Some(best.map_or(t * 1000.0, |b| b.min(t * 1000.0))),
             None => failures += 1,
         }
+        header.note_limit(&evaluation);
         cache.insert(key, record(&names, config, &evaluation));
         evaluated += 1;
         since_write += 1;

@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 
 use crate::landscape::{evaluate, optimum, space, time, valid};
+use kfoundry_search::cones;
 use kfoundry_search::selection::rank_correlation;
 use kfoundry_search::{
     search, Arm, Config, Evaluation, FailureKind, Operator, Param, ScreenModel, SearchState,
@@ -933,4 +934,89 @@ fn failure_cones_keep_the_search_out_of_what_failed() {
         on_best <= off_best * 1.02,
         "best times summed: {on_best} against {off_best}"
     );
+}
+
+/// Given each configuration's work-group size, and a limit the evaluations report (as a driver
+/// does for every kernel it builds), the initial samples stay within it, and the whole search
+/// fails less than one that is not given the size; a success above the limit lifts it.
+#[test]
+fn a_reported_work_group_limit_keeps_the_search_within_it() {
+    let space = Space::new(vec![
+        Param {
+            name: "BX".into(),
+            values: vec![16, 32, 64, 128, 256],
+        },
+        Param {
+            name: "BY".into(),
+            values: vec![1, 2, 4, 8, 16],
+        },
+        Param {
+            name: "U".into(),
+            values: vec![1, 2, 4, 8],
+        },
+    ])
+    .unwrap();
+    // The driver allows 256; `lifted` kernels run at 512 too (a limit that was too low).
+    let evaluate = |lifted: bool| {
+        move |c: &Config| {
+            let wg = c[0] * c[1];
+            if wg > if lifted { 512 } else { 256 } {
+                return Evaluation::failed(FailureKind::Invalid, "work-group too large", 0.01);
+            }
+            let t = 1.0 + ((wg as f64).log2() - 8.0).abs() + ((c[2] as f64).log2() - 2.0).abs();
+            Evaluation::Ok {
+                time: t * 1e-3,
+                cost: 0.01,
+                descriptors: vec![(cones::WORK_GROUP_LIMIT.to_string(), 256.0)],
+            }
+        }
+    };
+    let size = || cones::GroupSize::new(|c: &Config| Some((c[0] * c[1]) as u64));
+    let mut failures = [0usize; 2];
+    for seed in 0..20 {
+        for (k, sized) in [true, false].into_iter().enumerate() {
+            let settings = Settings {
+                seed,
+                max_evals: Some(30),
+                ..Settings::default()
+            };
+            let mut s = SearchState::new(space.clone(), settings, Some(&vec![32, 2, 1])).unwrap();
+            if sized {
+                s.set_group_size(Some(size()));
+            }
+            let r = s.run(&mut evaluate(false), &|_| true, &mut |_| true);
+            failures[k] += r.failures;
+            if sized {
+                // The reference and the 8 initial samples: none over the limit.
+                assert!(
+                    r.history[..9].iter().all(|h| h.outcome.time().is_some()),
+                    "seed {seed}: {:?}",
+                    r.history[..9].iter().map(|h| &h.config).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+    assert!(
+        failures[0] * 2 <= failures[1],
+        "failures given the work-group size {}, not given it {}",
+        failures[0],
+        failures[1]
+    );
+    // Where 512 runs, the reference's success there lifts the limit to 512: initial samples
+    // at 512 are drawn (none would be under 256), none above.
+    let mut at_512 = 0;
+    for seed in 0..20 {
+        let settings = Settings {
+            seed,
+            max_evals: Some(9),
+            ..Settings::default()
+        };
+        let mut s = SearchState::new(space.clone(), settings, Some(&vec![256, 2, 1])).unwrap();
+        s.set_group_size(Some(size()));
+        let r = s.run(&mut evaluate(true), &|_| true, &mut |_| true);
+        let wg = |h: &kfoundry_search::Record| h.config[0] * h.config[1];
+        assert!(r.history.iter().all(|h| wg(h) <= 512), "seed {seed}");
+        at_512 += r.history[1..].iter().filter(|h| wg(h) == 512).count();
+    }
+    assert!(at_512 > 0, "no initial sample at the lifted limit");
 }

@@ -39,6 +39,7 @@ use kfoundry_rt::model::source_policy;
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
 use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Program, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
+use kfoundry_search::cones::{GroupSize, WORK_GROUP_LIMIT};
 use kfoundry_search::{Config, Evaluation, FailureKind};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -148,6 +149,31 @@ impl Validity {
     pub fn accepts(&self, config: &Config) -> bool {
         self.check(&params_of(&self.spec, config)).is_ok()
     }
+
+    /// Each configuration's work-group size (the product of the annotation's `local` at the
+    /// workload's sizes), for the engine's work-group limit
+    /// ([`kfoundry_search::SearchState::set_group_size`]); `None` where the kernel leaves the
+    /// work-group to the driver.
+    pub fn group_size(&self) -> GroupSize {
+        let (spec, sizes, traits) = (
+            self.spec.clone(),
+            self.sizes.clone(),
+            self.limits.traits.clone(),
+        );
+        GroupSize::new(move |config| {
+            let geometry = spec
+                .geometry(&params_of(&spec, config), &sizes, Some(&traits))
+                .ok()?;
+            let items: usize = geometry.local?.iter().product();
+            u64::try_from(items).ok()
+        })
+    }
+}
+
+/// Whether a kernel source fixes its work-group (`reqd_work_group_size`): the driver then
+/// reports each build's own work-group as its limit, which says nothing of the others.
+pub fn pins_work_group(source: &str) -> bool {
+    source.contains("reqd_work_group_size")
 }
 
 /// Whether `params` can be launched at `sizes` on a device with `limits`: constraints,
@@ -1614,14 +1640,22 @@ impl Bench {
         };
         self.last_errors = Some(errors);
         match self.time(kernel, params, &sizes, &run) {
-            Ok((seconds, noise)) => Evaluation::Ok {
-                time: seconds,
-                cost: cost(start),
-                descriptors: vec![
+            Ok((seconds, noise)) => {
+                let mut descriptors = vec![
                     ("local_mem_bytes".to_string(), local_mem as f64),
                     (TIMING_NOISE.to_string(), noise),
-                ],
-            },
+                ];
+                // The largest work-group the driver allows this build (none: not reported).
+                let limit = self.session.kernel_info(kernel).work_group_size;
+                if limit < usize::MAX {
+                    descriptors.push((WORK_GROUP_LIMIT.to_string(), limit as f64));
+                }
+                Evaluation::Ok {
+                    time: seconds,
+                    cost: cost(start),
+                    descriptors,
+                }
+            }
             Err(e) => Evaluation::failed(FailureKind::Runtime, e.to_string(), cost(start)),
         }
     }
@@ -2287,6 +2321,34 @@ mod tests {
 
     fn items(v: i64) -> Params {
         [("ITEMS".to_string(), v)].into()
+    }
+
+    /// A successful evaluation reports the largest work-group the driver allows the build,
+    /// and the work-group size the engine is given is the annotation's `local`.
+    #[test]
+    fn evaluations_report_the_work_group_limit_and_validity_the_group_size() {
+        let mut b = bench();
+        let Evaluation::Ok { descriptors, .. } = b.evaluate(&items(2), None, &mut |_| {}) else {
+            panic!("the bench's kernel runs")
+        };
+        let limit = descriptors
+            .iter()
+            .find(|(n, _)| n == WORK_GROUP_LIMIT)
+            .map(|(_, v)| *v);
+        assert!(limit.is_some_and(|l| l >= 1.0), "{descriptors:?}");
+        let sized = bench_for(
+            Measurement::default(),
+            r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) {
+                if (get_global_id(1) == 0) y[get_global_id(0)] = 2.0f * x[get_global_id(0)];
+            }", params(WG = [8, 16, 32], R = [1, 2]), reference(WG = 8, R = 1),
+            global = (n, R), local = (WG, R), buffers(x = n, y = n), check(y), workloads(w(n = 64))"#,
+        );
+        let validity = |b: &Bench| Validity::new(b.spec.clone(), b.sizes.clone(), b.limits.clone());
+        let size = validity(&sized).group_size();
+        assert_eq!(size.of(&vec![16, 2]), Some(32));
+        assert_eq!(size.of(&vec![32, 1]), Some(32));
+        // No `local`: the driver chooses, and nothing is known.
+        assert_eq!(validity(&b).group_size().of(&vec![2]), None);
     }
 
     /// [`bench`] with the program cache in `dir`, read from.

@@ -147,9 +147,14 @@ impl Header {
                 .and_then(|w| w.get("limit"))
                 .and_then(Value::as_u64)
             {
-                self.work_group_limit = Some(self.work_group_limit.map_or(l, |m| m.min(l)));
+                self.lower_limit(l);
             }
         }
+    }
+
+    /// The limit so far, or `l` where it is lower.
+    fn lower_limit(&mut self, l: u64) {
+        self.work_group_limit = Some(self.work_group_limit.map_or(l, |m| m.min(l)));
     }
 
     /// Notes the work-group limit `evaluation` reports, if any.
@@ -157,8 +162,7 @@ impl Header {
         if let Evaluation::Ok { descriptors, .. } = evaluation {
             for (name, v) in descriptors {
                 if name == kfoundry_search::cones::WORK_GROUP_LIMIT && v.is_finite() && *v >= 1.0 {
-                    let l = *v as u64;
-                    self.work_group_limit = Some(self.work_group_limit.map_or(l, |m| m.min(l)));
+                    self.lower_limit(*v as u64);
                 }
             }
         }

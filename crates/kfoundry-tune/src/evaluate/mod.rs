@@ -37,7 +37,7 @@ use std::time::Instant;
 use kfoundry_rt::model::signature::{KernelArg, ScalarType};
 use kfoundry_rt::model::source_policy;
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Params, Sizes};
-use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Program, Session};
+use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, KernelInfo, Program, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
 use kfoundry_search::cones::{GroupSize, WORK_GROUP_LIMIT};
 use kfoundry_search::{Config, Evaluation, FailureKind};
@@ -155,19 +155,24 @@ impl Validity {
     /// ([`kfoundry_search::SearchState::set_group_size`]); `None` where the kernel leaves the
     /// work-group to the driver.
     pub fn group_size(&self) -> GroupSize {
-        let (spec, sizes, traits) = (
-            self.spec.clone(),
-            self.sizes.clone(),
-            self.limits.traits.clone(),
-        );
+        let (spec, sizes, limits) = (self.spec.clone(), self.sizes.clone(), self.limits.clone());
         GroupSize::new(move |config| {
-            let geometry = spec
-                .geometry(&params_of(&spec, config), &sizes, Some(&traits))
-                .ok()?;
-            let items: usize = geometry.local?.iter().product();
+            let items = work_group_items(&spec, &limits, &params_of(&spec, config), &sizes)?;
             u64::try_from(items).ok()
         })
     }
+}
+
+/// The work-group `params` launches with at `sizes` (the product of the annotation's
+/// `local`); `None` where the kernel leaves it to the driver.
+fn work_group_items(
+    spec: &KernelSpec,
+    limits: &Limits,
+    params: &Params,
+    sizes: &Sizes,
+) -> Option<usize> {
+    let geometry = spec.geometry(params, sizes, Some(&limits.traits)).ok()?;
+    Some(geometry.local?.iter().product())
 }
 
 /// Whether a kernel source fixes its work-group (`reqd_work_group_size`): the driver then
@@ -1583,7 +1588,7 @@ impl Bench {
         kernel: &Kernel,
         params: &Params,
         sizes: &Sizes,
-    ) -> Result<u64, Rejection> {
+    ) -> Result<KernelInfo, Rejection> {
         let info = self.session.kernel_info(kernel);
         if info.local_mem_bytes > self.limits.local_mem_bytes {
             return Err(Rejection::Invalid(format!(
@@ -1591,19 +1596,14 @@ impl Bench {
                 info.local_mem_bytes, self.limits.local_mem_bytes
             )));
         }
-        let local: Option<usize> = self
-            .spec
-            .geometry(params, sizes, Some(&self.limits.traits))
-            .ok()
-            .and_then(|g| g.local)
-            .map(|l| l.iter().product());
+        let local = work_group_items(&self.spec, &self.limits, params, sizes);
         if let Some(local) = local.filter(|l| *l > info.work_group_size) {
             return Err(Rejection::Invalid(format!(
                 "work-group size {local} exceeds this kernel's limit {} on the device",
                 info.work_group_size
             )));
         }
-        Ok(info.local_mem_bytes)
+        Ok(info)
     }
 
     /// Builds, verifies and times `params` of the annotated source, or of `source` (a
@@ -1629,8 +1629,8 @@ impl Bench {
         self.quiet();
         progress(Phase::Built);
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
-        let local_mem = match self.check_built(kernel, params, &sizes) {
-            Ok(bytes) => bytes,
+        let info = match self.check_built(kernel, params, &sizes) {
+            Ok(info) => info,
             Err(rejection) => return rejection.evaluation(cost(start)),
         };
         self.last_errors = None;
@@ -1642,13 +1642,12 @@ impl Bench {
         match self.time(kernel, params, &sizes, &run) {
             Ok((seconds, noise)) => {
                 let mut descriptors = vec![
-                    ("local_mem_bytes".to_string(), local_mem as f64),
+                    ("local_mem_bytes".to_string(), info.local_mem_bytes as f64),
                     (TIMING_NOISE.to_string(), noise),
                 ];
                 // The largest work-group the driver allows this build (none: not reported).
-                let limit = self.session.kernel_info(kernel).work_group_size;
-                if limit < usize::MAX {
-                    descriptors.push((WORK_GROUP_LIMIT.to_string(), limit as f64));
+                if info.work_group_size < usize::MAX {
+                    descriptors.push((WORK_GROUP_LIMIT.to_string(), info.work_group_size as f64));
                 }
                 Evaluation::Ok {
                     time: seconds,
@@ -1689,7 +1688,7 @@ impl Bench {
         progress(Phase::Built);
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
         let local_mem = match self.check_built(kernel, params, &case.sizes) {
-            Ok(bytes) => bytes,
+            Ok(info) => info.local_mem_bytes,
             Err(failure) => return Ok(Err(failure)),
         };
         let reversed = match self.reversed_build(params, source, local_mem) {

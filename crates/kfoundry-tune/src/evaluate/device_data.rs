@@ -20,7 +20,7 @@ use kfoundry_rt::opencl::device::Limits;
 use kfoundry_rt::opencl::session::{DeviceBuffer, Kernel, Session};
 use kfoundry_rt::{Arg, Error as RtError, Scalar};
 
-use super::compare::Comparison;
+use super::compare::{Comparison, SumSquares};
 use super::inputs::{decode, large_scale, Values};
 
 /// Buffers of at least this many bytes are drawn (float and integer inputs), poisoned, and
@@ -153,23 +153,36 @@ __kernel void NAME(__global ushort* out, const ulong n, const uint seed_lo, cons
 }
 KF_DRAW16(kf_draw_half, KF_STORE_HALF, KF_SPECIALS_HALF)
 KF_DRAW16(kf_draw_bf16, KF_STORE_BF16, KF_SPECIALS_BF16)
+/* A sum of squares as (scale, ssq), worth scale^2 * ssq with scale the largest magnitude
+ * added, so that no square is formed (none overflows float nor underflows it): b added to a.
+ * The host's SumSquares (compare.rs) merges the work-groups' pairs the same way. */
+float2 kf_ssq_merge(float2 a, float2 b) {
+    if (b.x == 0.0f || b.y == 0.0f) return a;
+    if (b.x > a.x) { float q = a.x / b.x; return (float2)(b.x, b.y + a.y * q * q); }
+    float q = a.x == b.x ? 1.0f : b.x / a.x;
+    return (float2)(a.x, a.y + b.y * q * q);
+}
 /* Compares two outputs element by element (decoded to float by LOAD): per work-group the
  * elements outside the tolerance, the first such index, the largest absolute difference and
- * the sums of squares for the relative error norm. */
+ * the sums of squares (as kf_ssq_merge pairs) for the relative error norm. */
 #define KF_COMPARE(NAME, T, LOAD) \
 __kernel void NAME(__global const T* cand, __global const T* ref, const ulong n, \
                    const float rtol, const float atol, \
                    __global uint* bad, __global ulong* first, __global float* max_abs, \
-                   __global float* diff2, __global float* ref2) { \
+                   __global float2* diff2, __global float2* ref2) { \
     __local uint l_bad[GROUP_SIZE]; __local ulong l_first[GROUP_SIZE]; \
-    __local float l_max[GROUP_SIZE], l_d2[GROUP_SIZE], l_r2[GROUP_SIZE]; \
-    uint nbad = 0; ulong f = (ulong)(-1); float m = 0.0f, d2 = 0.0f, r2 = 0.0f; \
+    __local float l_max[GROUP_SIZE]; __local float2 l_d2[GROUP_SIZE], l_r2[GROUP_SIZE]; \
+    uint nbad = 0; ulong f = (ulong)(-1); float m = 0.0f; float2 d2 = (float2)(0.0f), r2 = (float2)(0.0f); \
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) { \
         float x = LOAD(cand, i), r = LOAD(ref, i); \
         int ok; \
         if (isfinite(r)) { \
             float d = fabs(x - r); \
-            if (isfinite(x)) { m = fmax(m, d); d2 += d * d; r2 += r * r; } \
+            if (isfinite(x)) { \
+                m = fmax(m, d); \
+                d2 = kf_ssq_merge(d2, (float2)(d, 1.0f)); \
+                r2 = kf_ssq_merge(r2, (float2)(fabs(r), 1.0f)); \
+            } \
             ok = isfinite(x) && d <= atol + rtol * fabs(r); \
         } else if (isnan(r)) { \
             ok = isnan(x); \
@@ -186,8 +199,8 @@ __kernel void NAME(__global const T* cand, __global const T* ref, const ulong n,
             l_bad[l] += l_bad[l + s]; \
             l_first[l] = min(l_first[l], l_first[l + s]); \
             l_max[l] = fmax(l_max[l], l_max[l + s]); \
-            l_d2[l] += l_d2[l + s]; \
-            l_r2[l] += l_r2[l + s]; \
+            l_d2[l] = kf_ssq_merge(l_d2[l], l_d2[l + s]); \
+            l_r2[l] = kf_ssq_merge(l_r2[l], l_r2[l + s]); \
         } \
         barrier(CLK_LOCAL_MEM_FENCE); \
     } \
@@ -589,8 +602,8 @@ impl DeviceData {
         let bad = session.alloc(GROUPS * 4)?;
         let first = session.alloc(GROUPS * 8)?;
         let max_abs = session.alloc(GROUPS * 4)?;
-        let diff2 = session.alloc(GROUPS * 4)?;
-        let ref2 = session.alloc(GROUPS * 4)?;
+        let diff2 = session.alloc(GROUPS * 8)?;
+        let ref2 = session.alloc(GROUPS * 8)?;
         let args = [
             cand.arg(),
             refr.arg(),
@@ -621,13 +634,19 @@ impl DeviceData {
         let max_abs = f32s(words(&max_abs, 4)?)
             .iter()
             .fold(0.0f64, |m, &x| m.max(x));
-        let d2: f64 = f32s(words(&diff2, 4)?).iter().sum();
-        let r2: f64 = f32s(words(&ref2, 4)?).iter().sum();
-        let rel_norm = if r2 > 0.0 {
-            (d2 / r2).sqrt()
-        } else {
-            d2.sqrt()
+        let sum = |pairs: Vec<f64>| {
+            let mut total = SumSquares::default();
+            for p in pairs.chunks_exact(2) {
+                total.merge(SumSquares {
+                    scale: p[0],
+                    ssq: p[1],
+                });
+            }
+            total
         };
+        let d2 = sum(f32s(words(&diff2, 8)?));
+        let r2 = sum(f32s(words(&ref2, 8)?));
+        let rel_norm = d2.relative_to(r2);
         Ok(Comparison {
             max_abs,
             rel_norm,
@@ -789,6 +808,26 @@ mod tests {
         assert_eq!(one.mismatches, 1, "{one:?}");
         assert_eq!(one.first.map(|f| f.0), Some(123_457));
         assert!(one.first.is_some_and(|f| f.1.is_nan()));
+
+        // The error norm at the ends of float's range: squares of 1e30 overflow float and
+        // squares of 1e-30 underflow it, which made the norm NaN (passing `norm = ...`) or
+        // zero; a 1% error is a 1% norm at every magnitude.
+        for magnitude in [1e30f32, 1e-30, 1e-41] {
+            let scaled = |k: f32| -> Vec<u8> {
+                va.iter()
+                    .flat_map(|x| (x * magnitude * k).to_ne_bytes())
+                    .collect()
+            };
+            let (r, c) = (
+                session.upload(&scaled(1.0)).unwrap(),
+                session.upload(&scaled(1.01)).unwrap(),
+            );
+            let cmp = dd
+                .compare(&session, &c, &r, ScalarType::F32, n, 0.0, f64::INFINITY)
+                .unwrap();
+            let want = if magnitude < 1e-38 { 0.05 } else { 1e-4 };
+            assert!((cmp.rel_norm - 0.01).abs() < want, "{magnitude}: {cmp:?}");
+        }
 
         // Poisoned (all bits set) outputs are NaN: nothing written means everything differs.
         dd.poison(&session, &a, n * 4).unwrap();

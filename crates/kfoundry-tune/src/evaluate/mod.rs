@@ -1978,7 +1978,9 @@ impl Bench {
                     return wrong(format!("{} elements differ where one side is NaN or infinite (first at {i}: {x} vs {want})", special.mismatches));
                 }
             }
-            if let Some(n) = w.norm.filter(|n| cmp.rel_norm > *n) {
+            // Within the bound or refused: a NaN norm is refused too.
+            let within = |n: &f64| cmp.rel_norm <= *n;
+            if let Some(n) = w.norm.filter(|n| !within(n)) {
                 return wrong(format!(
                     "relative error norm {:.3e} above the check's `norm = {n}`",
                     cmp.rel_norm

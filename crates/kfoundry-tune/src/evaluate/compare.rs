@@ -12,6 +12,8 @@ pub struct Comparison {
     pub max_abs: f64,
     /// ‖candidate − reference‖₂ / ‖reference‖₂ over finite pairs.
     pub rel_norm: f64,
+    /// The largest finite |reference| (0 from bit-for-bit comparisons, which do not need it).
+    pub ref_max: f64,
 }
 
 impl Comparison {
@@ -91,12 +93,14 @@ pub fn compare(
         first: None,
         max_abs: 0.0,
         rel_norm: 0.0,
+        ref_max: 0.0,
     };
     let (mut diff2, mut ref2) = (SumSquares::default(), SumSquares::default());
     for i in 0..len {
         let (x, r) = (cand(i), refr(i));
         let ok = if r.is_finite() {
             let d = (x - r).abs();
+            c.ref_max = c.ref_max.max(r.abs());
             if x.is_finite() {
                 c.max_abs = c.max_abs.max(d);
                 diff2.add(d);

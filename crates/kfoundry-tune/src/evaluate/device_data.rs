@@ -164,22 +164,25 @@ float2 kf_ssq_merge(float2 a, float2 b) {
 }
 /* Compares two outputs element by element (decoded to float by LOAD): per work-group the
  * elements outside the tolerance, the first such index, the largest absolute difference and
- * the sums of squares (as kf_ssq_merge pairs) for the relative error norm. */
+ * finite |reference| (max_abs's x and y), and the sums of squares (as kf_ssq_merge pairs) for
+ * the relative error norm. */
 #define KF_COMPARE(NAME, T, LOAD) \
 __kernel void NAME(__global const T* cand, __global const T* ref, const ulong n, \
                    const float rtol, const float atol, \
-                   __global uint* bad, __global ulong* first, __global float* max_abs, \
+                   __global uint* bad, __global ulong* first, __global float2* max_abs, \
                    __global float2* diff2, __global float2* ref2) { \
     __local uint l_bad[GROUP_SIZE]; __local ulong l_first[GROUP_SIZE]; \
-    __local float l_max[GROUP_SIZE]; __local float2 l_d2[GROUP_SIZE], l_r2[GROUP_SIZE]; \
-    uint nbad = 0; ulong f = (ulong)(-1); float m = 0.0f; float2 d2 = (float2)(0.0f), r2 = (float2)(0.0f); \
+    __local float2 l_max[GROUP_SIZE], l_d2[GROUP_SIZE], l_r2[GROUP_SIZE]; \
+    uint nbad = 0; ulong f = (ulong)(-1); float2 m = (float2)(0.0f); \
+    float2 d2 = (float2)(0.0f), r2 = (float2)(0.0f); \
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) { \
         float x = LOAD(cand, i), r = LOAD(ref, i); \
         int ok; \
         if (isfinite(r)) { \
             float d = fabs(x - r); \
+            m.y = fmax(m.y, fabs(r)); \
             if (isfinite(x)) { \
-                m = fmax(m, d); \
+                m.x = fmax(m.x, d); \
                 d2 = kf_ssq_merge(d2, (float2)(d, 1.0f)); \
                 r2 = kf_ssq_merge(r2, (float2)(fabs(r), 1.0f)); \
             } \
@@ -601,7 +604,7 @@ impl DeviceData {
         }
         let bad = session.alloc(GROUPS * 4)?;
         let first = session.alloc(GROUPS * 8)?;
-        let max_abs = session.alloc(GROUPS * 4)?;
+        let max_abs = session.alloc(GROUPS * 8)?;
         let diff2 = session.alloc(GROUPS * 8)?;
         let ref2 = session.alloc(GROUPS * 8)?;
         let args = [
@@ -631,9 +634,15 @@ impl DeviceData {
                 .collect::<Vec<_>>()
         };
         let counted = mismatches(&bad, &first, (cand, refr), ty, len)?;
-        let max_abs = f32s(words(&max_abs, 4)?)
-            .iter()
-            .fold(0.0f64, |m, &x| m.max(x));
+        let maxima = f32s(words(&max_abs, 8)?);
+        let largest = |k: usize| {
+            maxima
+                .iter()
+                .skip(k)
+                .step_by(2)
+                .fold(0.0f64, |m, &x| m.max(x))
+        };
+        let (max_abs, ref_max) = (largest(0), largest(1));
         let sum = |pairs: Vec<f64>| {
             let mut total = SumSquares::default();
             for p in pairs.chunks_exact(2) {
@@ -650,6 +659,7 @@ impl DeviceData {
         Ok(Comparison {
             max_abs,
             rel_norm,
+            ref_max,
             ..counted
         })
     }
@@ -730,6 +740,7 @@ fn mismatches(
         first,
         max_abs: 0.0,
         rel_norm: 0.0,
+        ref_max: 0.0,
     })
 }
 

@@ -1174,6 +1174,7 @@ impl Bench {
             first,
             max_abs: 0.0,
             rel_norm: 0.0,
+            ref_max: 0.0,
         })
     }
 
@@ -1824,6 +1825,7 @@ impl Bench {
             &self.sizes,
             &entry.prepared,
             &entry.reference,
+            Values::Declared,
         );
         if let Err(Rejection::Runtime(_) | Rejection::OutOfBounds(_)) = &verdict {
             // A candidate that wrote outside its buffers, or broke the run, may have reached
@@ -1888,7 +1890,14 @@ impl Bench {
             Ok(None) => {}
             Err(e) => return runtime(e),
         }
-        match self.check_candidate(kernel, params, shape.sizes, &prepared, &ref_run) {
+        match self.check_candidate(
+            kernel,
+            params,
+            shape.sizes,
+            &prepared,
+            &ref_run,
+            shape.values,
+        ) {
             Ok((run, errors)) => SetOutcome::Passed(run, errors),
             // Before a candidate is blamed for differing: is the reference's result its inputs'
             // alone?
@@ -1916,7 +1925,9 @@ impl Bench {
     /// The candidate on its own copy of `prepared`, the device's local memory scrubbed right
     /// before it runs, then every checked output compared with the reference's run on the same
     /// inputs, every other buffer compared with how the reference left it, and every guard
-    /// zone inspected.
+    /// zone inspected. On inputs of large magnitude ([`Values::Large`]) the element-wise
+    /// tolerance is the output's, not each element's: `rtol` of the largest finite reference
+    /// value is added to `atol` (see [`large_case_tolerance`]).
     fn check_candidate(
         &self,
         kernel: &Kernel,
@@ -1924,6 +1935,7 @@ impl Bench {
         sizes: &Sizes,
         prepared: &Prepared,
         ref_run: &Run,
+        values: Values,
     ) -> Result<(Run, ErrorStats), Rejection> {
         let runtime = |e: RtError| Rejection::Runtime(e.to_string());
         let cand_run = self.upload(prepared).map_err(runtime)?;
@@ -1947,9 +1959,17 @@ impl Bench {
             } else {
                 (check.rtol, check.atol)
             };
-            let cmp: Comparison = self
+            let mut cmp: Comparison = self
                 .compare_outputs(name, &cand_run, ref_run, rtol, atol)
                 .map_err(runtime)?;
+            let mut scaled = None;
+            if values == Values::Large && !cmp.ok() && rtol > 0.0 {
+                let wide = large_case_tolerance(rtol, atol, cmp.ref_max);
+                cmp = self
+                    .compare_outputs(name, &cand_run, ref_run, rtol, wide)
+                    .map_err(runtime)?;
+                scaled = Some(wide);
+            }
             let len = ref_run
                 .buffers
                 .iter()
@@ -1961,9 +1981,14 @@ impl Bench {
             let wrong = |why: String| Err(Rejection::Wrong(format!("`{name}`: {why}")));
             if cmp.mismatches > allowed {
                 let (i, x, want) = cmp.first.unwrap_or((0, 0.0, 0.0));
-                let rule = w.allclose.map_or(String::new(), |f| {
+                let mut rule = w.allclose.map_or(String::new(), |f| {
                     format!(" (the check allows {allowed}: `allclose = {f}`)")
                 });
+                if let Some(wide) = scaled {
+                    rule += &format!(
+                        " on inputs of large magnitude, with atol {wide:.3e} (rtol of the largest reference value)"
+                    );
+                }
                 return wrong(format!(
                     "{} of {len} elements differ{rule} (first at {i}: {x} vs {want}); max abs error {:.3e}",
                     cmp.mismatches, cmp.max_abs
@@ -2072,6 +2097,17 @@ pub const STABLE: f64 = 0.01;
 pub const MAX_REPEATS: usize = 50;
 /// Kernel time per measurement after which no more runs are added (past the minimum).
 pub const TIMING_BUDGET_S: f64 = 1.0;
+
+/// The absolute tolerance of an element-wise check on inputs of large magnitude: `atol` plus
+/// `rtol` of the largest finite reference value. Those inputs are there to catch a kernel
+/// that only works on the declared range (a polynomial `exp`, an overflowing intermediate),
+/// whose outputs are then wrong by far more; a correct kernel that rounds in another order is
+/// off by a few units of its intermediates, which can be that large where terms of the
+/// output's magnitude cancel (a normalization's `x * scale + bias` with both large), so an
+/// element's own tolerance would refuse it.
+fn large_case_tolerance(rtol: f64, atol: f64, ref_max: f64) -> f64 {
+    atol + rtol * ref_max
+}
 
 /// Interquartile range over median (0 for fewer than 4 values).
 pub fn relative_spread(v: &mut [f64]) -> f64 {
@@ -2318,6 +2354,56 @@ mod tests {
             );
             b.built.clear();
         }
+    }
+
+    /// On inputs of large magnitude a correct kernel that rounds in another order is within
+    /// the output's tolerance even where a normalization's `x̂ * g + b` cancels (an element's
+    /// own tolerance refused it: kb-conv-gn's GroupNorm tuned on another machine), and a
+    /// kernel right only on the declared range is still refused.
+    #[test]
+    fn large_inputs_are_judged_at_the_outputs_magnitude() {
+        let mut b = bench_for(
+            Measurement::default(),
+            r#"code = "__kernel void k(const int n, __global const float* x, __global const float* g,
+                                      __global const float* b, __global float* y) {
+                int r = get_global_id(0);
+                if (r * 48 >= n) return;
+                __global const float* v = x + r * 48;
+                float s = 0.0f, q = 0.0f;
+                for (int j = 0; j < 48; ++j) s += v[P == 1 ? 47 - j : j];
+                float m = s / 48.0f;
+                for (int j = 0; j < 48; ++j) { float d = v[P == 1 ? 47 - j : j] - m; q += d * d; }
+                float inv = rsqrt(q / 48.0f + 1e-5f);
+                for (int j = 0; j < 48; ++j) {
+                    float t = ((P == 2 ? clamp(v[j], -2.0f, 2.0f) : v[j]) - m) * inv;
+                    y[r * 48 + j] = t * g[j] + b[j];
+                }
+            }", params(P = [0, 1, 2]), reference(P = 0), global = n / 48,
+            buffers(x = n, g = 48, b = 48, y = n), check(y, rtol = 1e-4, atol = 1e-5),
+            workloads(w(n = 49152))"#,
+        );
+        let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
+        let sizes = b.sizes.clone();
+        let large = Case {
+            values: Values::Large,
+            sets: 4,
+            seed: 7,
+            ..Case::at(sizes.clone())
+        };
+        for (variant, case) in [
+            (1, Case::at(sizes.clone())),
+            (1, large.clone()),
+            (2, Case::at(sizes.clone())),
+        ] {
+            let verdict = b.verify_at(&p(variant), None, &case, &mut |_| {}).unwrap();
+            assert!(verdict.is_ok(), "P = {variant}: {verdict:?}");
+        }
+        // The clamp changes nothing on the declared inputs: only large ones reveal it.
+        let verdict = b.verify_at(&p(2), None, &large, &mut |_| {}).unwrap();
+        assert!(
+            matches!(&verdict, Err(Rejection::Wrong(w)) if w.contains("large magnitude")),
+            "{verdict:?}"
+        );
     }
 
     fn items(v: i64) -> Params {

@@ -46,13 +46,20 @@ pub struct CacheSpace {
     /// The file says it is an interrupted brute-force run (`"kfoundry": {"complete": false}`):
     /// configurations missing from it were not evaluated, rather than invalid.
     pub incomplete: bool,
-    /// What the tuner knows of work-groups before evaluating anything, when the file says
-    /// (`"kfoundry": {"work_group": {"params": [names], "limit": N}}`): the parameters whose
-    /// product is a configuration's work-group size (the annotation's `local`), and the limit
-    /// the device reports for the compiled kernel (every successful evaluation reports it, as
-    /// the tuner's do: [`crate::cones::WORK_GROUP_LIMIT`]).
-    pub work_group: Option<(Vec<usize>, u64)>,
+    /// What the tuner knows of work-groups before evaluating anything: the parameters whose
+    /// product is a configuration's work-group size, and the limit the device reports for the
+    /// compiled kernel, if known (every successful evaluation reports it, as the tuner's do:
+    /// [`crate::cones::WORK_GROUP_LIMIT`]). From the file's record when it has one
+    /// (`"kfoundry": {"work_group": {"params": [names], "limit": N}}`, `limit` optional: the
+    /// annotation's `local`); else, in a Kernel Tuner file, the thread-block parameters
+    /// Kernel Tuner launches with unless told otherwise ([`BLOCK_SIZE_NAMES`]) with no limit
+    /// (the engine then learns one from failures: `selection.learn_group_limit`).
+    pub work_group: Option<(Vec<usize>, Option<u64>)>,
 }
+
+/// Kernel Tuner's default `block_size_names`: the parameters that give a kernel's thread-block
+/// (work-group) dimensions when a tuning script names no others.
+pub const BLOCK_SIZE_NAMES: [&str; 3] = ["block_size_x", "block_size_y", "block_size_z"];
 
 fn err(path: &Path, what: impl Into<String>) -> CacheError {
     CacheError {
@@ -279,16 +286,21 @@ impl CacheSpace {
             .and_then(Value::as_bool)
             == Some(false);
         let work_group = match obj.get("kfoundry").and_then(|k| k.get("work_group")) {
-            None => None,
+            None => {
+                let params: Vec<usize> = BLOCK_SIZE_NAMES
+                    .iter()
+                    .filter_map(|n| space.params.iter().position(|p| p.name == *n))
+                    .collect();
+                (!params.is_empty()).then_some((params, None))
+            }
             Some(w) => {
                 let bad = || {
-                    err(path, "`kfoundry.work_group` must be {\"params\": [parameter names], \"limit\": a positive integer}")
+                    err(path, "`kfoundry.work_group` must be {\"params\": [parameter names], \"limit\": a positive integer (optional)}")
                 };
-                let limit = w
-                    .get("limit")
-                    .and_then(Value::as_u64)
-                    .filter(|l| *l > 0)
-                    .ok_or_else(bad)?;
+                let limit = match w.get("limit") {
+                    None => None,
+                    Some(l) => Some(l.as_u64().filter(|l| *l > 0).ok_or_else(bad)?),
+                };
                 let params = w
                     .get("params")
                     .and_then(Value::as_array)
@@ -331,7 +343,8 @@ impl CacheSpace {
                 descriptors: self
                     .work_group
                     .iter()
-                    .map(|(_, limit)| (WORK_GROUP_LIMIT.to_string(), *limit as f64))
+                    .filter_map(|(_, limit)| *limit)
+                    .map(|limit| (WORK_GROUP_LIMIT.to_string(), limit as f64))
                     .collect(),
             },
             Some(Entry {
@@ -414,13 +427,27 @@ mod tests {
             )
         };
         let c = parse(&with(r#"{"params":["b","a"],"limit":256}"#)).unwrap();
-        assert_eq!(c.work_group, Some((vec![1, 0], 256)));
+        assert_eq!(c.work_group, Some((vec![1, 0], Some(256))));
         assert_eq!(c.group_size().unwrap().of(&vec![2, 3]), Some(6));
         let Evaluation::Ok { descriptors, .. } = c.evaluation(&vec![1, 0]) else {
             panic!("a timed configuration")
         };
         assert_eq!(descriptors, vec![(WORK_GROUP_LIMIT.to_string(), 256.0)]);
         assert!(parse(GOOD).unwrap().work_group.is_none());
+        // Without a limit: the size only, and evaluations report none.
+        let c = parse(&with(r#"{"params":["a"]}"#)).unwrap();
+        assert_eq!(c.work_group, Some((vec![0], None)));
+        let Evaluation::Ok { descriptors, .. } = c.evaluation(&vec![1, 0]) else {
+            panic!("a timed configuration")
+        };
+        assert!(descriptors.is_empty());
+        // A Kernel Tuner file: its default thread-block parameters, no limit.
+        let kt = GOOD
+            .replace("\"a\"", "\"block_size_y\"")
+            .replace("\"b\"", "\"block_size_x\"");
+        let c = parse(&kt).unwrap();
+        assert_eq!(c.work_group, Some((vec![1, 0], None)));
+        assert_eq!(c.group_size().unwrap().of(&vec![2, 3]), Some(6));
         for bad in [
             r#"{"params":["c"],"limit":256}"#,
             r#"{"params":["a"],"limit":0}"#,

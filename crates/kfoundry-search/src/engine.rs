@@ -531,20 +531,20 @@ impl SearchState {
     }
 
     /// The work-group limit so far: the smallest any successful evaluation reported, raised
-    /// to the largest work-group that succeeded. `None` without a size, a report, or when
+    /// to the largest work-group that succeeded. Without a report, and with
+    /// [`Selection::learn_group_limit`], one below the smallest work-group that failed to
+    /// build or run above every one that succeeded. `None` without a size, a limit, or when
     /// [`Selection::group_limit`] is off.
     fn group_limit(&self) -> Option<(GroupSize, u64)> {
-        let size = self
-            .group_size
-            .clone()
-            .filter(|_| self.settings.selection.group_limit)?;
-        let mut limit: Option<u64> = None;
+        let selection = &self.settings.selection;
+        let size = self.group_size.clone().filter(|_| selection.group_limit)?;
+        let mut reported: Option<u64> = None;
         let mut largest_ok = 0u64;
         for r in &self.history {
             if let Evaluation::Ok { descriptors, .. } = &r.outcome {
                 if let Some((_, v)) = descriptors.iter().find(|(n, _)| n == WORK_GROUP_LIMIT) {
                     if v.is_finite() && *v >= 1.0 {
-                        limit = Some(limit.map_or(*v as u64, |l| l.min(*v as u64)));
+                        reported = Some(reported.map_or(*v as u64, |l| l.min(*v as u64)));
                     }
                 }
                 if r.outcome.time().is_some() {
@@ -552,7 +552,33 @@ impl SearchState {
                 }
             }
         }
-        limit.map(|l| (size, l.max(largest_ok)))
+        let limit = match reported {
+            Some(l) => l,
+            None if selection.learn_group_limit => {
+                // Failures of resources only: a wrong output or a timeout says nothing of the
+                // work-group.
+                let smallest_failed = self
+                    .history
+                    .iter()
+                    .filter(|r| {
+                        matches!(
+                            r.outcome,
+                            Evaluation::Failed {
+                                kind: FailureKind::Build
+                                    | FailureKind::Runtime
+                                    | FailureKind::Invalid,
+                                ..
+                            }
+                        )
+                    })
+                    .filter_map(|r| size.of(&r.config))
+                    .filter(|&s| s > largest_ok)
+                    .min()?;
+                smallest_failed - 1
+            }
+            None => return None,
+        };
+        Some((size, limit.max(largest_ok)))
     }
 
     /// Only the work-group limit's part of the cones ([`SearchState::group_limit`]).

@@ -104,6 +104,12 @@ pub struct Selection {
     /// several, the initial samples included. Off in checkpoints written before it existed.
     #[serde(default)]
     pub group_limit: bool,
+    /// Where no evaluation reports the limit (a Kernel Tuner file, a kernel that reports
+    /// none), it is learned from failures instead: the smallest work-group that failed to
+    /// build or run above every work-group that succeeded, and larger ones, come last (a
+    /// success there lifts it). Off in checkpoints written before it existed.
+    #[serde(default)]
+    pub learn_group_limit: bool,
     /// While stalled, this share of the choice is spread evenly over the allowed arms.
     pub explore: f64,
 }
@@ -126,6 +132,7 @@ impl Default for Selection {
             avoid: 1.0,
             cones: true,
             group_limit: true,
+            learn_group_limit: true,
         }
     }
 }

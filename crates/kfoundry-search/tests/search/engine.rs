@@ -1020,3 +1020,58 @@ fn a_reported_work_group_limit_keeps_the_search_within_it() {
     }
     assert!(at_512 > 0, "no initial sample at the lifted limit");
 }
+
+/// Given each configuration's work-group size but no reported limit (a Kernel Tuner file, a
+/// driver that says nothing), the limit is learned from failures: the search fails less than
+/// with the learning off, and work-groups at or above the smallest failure come last.
+#[test]
+fn a_work_group_limit_is_learned_from_failures_where_none_is_reported() {
+    let space = Space::new(vec![
+        Param {
+            name: "BX".into(),
+            values: vec![16, 32, 64, 128, 256],
+        },
+        Param {
+            name: "BY".into(),
+            values: vec![1, 2, 4, 8, 16],
+        },
+        Param {
+            name: "U".into(),
+            values: vec![1, 2, 4, 8],
+        },
+    ])
+    .unwrap();
+    let mut evaluate = |c: &Config| {
+        let wg = c[0] * c[1];
+        if wg > 256 {
+            return Evaluation::failed(FailureKind::Runtime, "too many resources", 0.01);
+        }
+        let t = 1.0 + ((wg as f64).log2() - 8.0).abs() + ((c[2] as f64).log2() - 2.0).abs();
+        Evaluation::ok(t * 1e-3, 0.01)
+    };
+    let size = || cones::GroupSize::new(|c: &Config| Some((c[0] * c[1]) as u64));
+    let mut failures = [0usize; 2];
+    for seed in 0..20 {
+        for (k, learn) in [true, false].into_iter().enumerate() {
+            let settings = Settings {
+                seed,
+                max_evals: Some(40),
+                selection: Selection {
+                    learn_group_limit: learn,
+                    ..Selection::default()
+                },
+                ..Settings::default()
+            };
+            let mut s = SearchState::new(space.clone(), settings, Some(&vec![32, 2, 1])).unwrap();
+            s.set_group_size(Some(size()));
+            let r = s.run(&mut evaluate, &|_| true, &mut |_| true);
+            failures[k] += r.failures;
+        }
+    }
+    assert!(
+        failures[0] * 4 <= failures[1] * 3,
+        "failures learning the limit {}, not learning it {}",
+        failures[0],
+        failures[1]
+    );
+}

@@ -176,7 +176,8 @@ fn work_group_items(
 }
 
 /// Whether a kernel source fixes its work-group (`reqd_work_group_size`): the driver then
-/// reports each build's own work-group as its limit, which says nothing of the others.
+/// reports each build's own work-group as its limit, which says nothing of the others, and
+/// evaluations report none.
 pub fn pins_work_group(source: &str) -> bool {
     source.contains("reqd_work_group_size")
 }
@@ -1646,8 +1647,12 @@ impl Bench {
                     ("local_mem_bytes".to_string(), info.local_mem_bytes as f64),
                     (TIMING_NOISE.to_string(), noise),
                 ];
-                // The largest work-group the driver allows this build (none: not reported).
-                if info.work_group_size < usize::MAX {
+                // The largest work-group the driver allows this build (none: not reported;
+                // nor for a source that fixes its work-group, whose limit is that work-group
+                // and says nothing of other configurations': the search learns it from
+                // failures instead).
+                let pinned = pins_work_group(source.unwrap_or(&self.spec.source));
+                if info.work_group_size < usize::MAX && !pinned {
                     descriptors.push((WORK_GROUP_LIMIT.to_string(), info.work_group_size as f64));
                 }
                 Evaluation::Ok {
@@ -2436,6 +2441,23 @@ mod tests {
         assert_eq!(size.of(&vec![32, 1]), Some(32));
         // No `local`: the driver chooses, and nothing is known.
         assert_eq!(validity(&b).group_size().of(&vec![2]), None);
+        // A source that fixes its work-group reports no limit (its own work-group is not one).
+        let mut pinned = bench_for(
+            Measurement::default(),
+            r#"code = "__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+                void k(const int n, __global const float* x, __global float* y) {
+                y[get_global_id(0)] = 2.0f * x[get_global_id(0)];
+            }", params(WG = [8, 16]), reference(WG = 8),
+            global = n, local = WG, buffers(x = n, y = n), check(y), workloads(w(n = 64))"#,
+        );
+        let wg = |v: i64| -> Params { [("WG".to_string(), v)].into() };
+        let Evaluation::Ok { descriptors, .. } = pinned.evaluate(&wg(16), None, &mut |_| {}) else {
+            panic!("the pinned kernel runs")
+        };
+        assert!(
+            descriptors.iter().all(|(n, _)| n != WORK_GROUP_LIMIT),
+            "{descriptors:?}"
+        );
     }
 
     /// [`bench`] with the program cache in `dir`, read from.

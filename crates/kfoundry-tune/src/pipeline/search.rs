@@ -94,11 +94,10 @@ pub fn search(
     });
     let validity = bench.validity();
     let valid = |c: &kfoundry_search::Config| validity.accepts(c);
-    // Work-groups over the limit the driver reports for the compiled kernels come last; not
-    // for a kernel compiled for exactly its own work-group, whose limit says nothing of others.
-    if !crate::evaluate::pins_work_group(&spec.source) {
-        state.set_group_size(Some(validity.group_size()));
-    }
+    // Work-groups over the limit the driver reports for the compiled kernels come last. A
+    // kernel compiled for exactly its own work-group reports none: the engine learns the
+    // limit from failures.
+    state.set_group_size(Some(validity.group_size()));
     let floor = |p: &Params| {
         plan.peaks
             .and_then(|pk| pk.kernel_floor(spec, p, &workload.sizes))

@@ -240,6 +240,19 @@ impl Session {
         }
     }
 
+    /// `CL_KERNEL_LOCAL_MEM_SIZE` of `kernel` as the driver reports it now: its own `__local`
+    /// arrays and, once they are set, its `__local` arguments (`None`: not reported).
+    pub fn local_mem_used(&self, kernel: &Kernel) -> Option<u64> {
+        match core::get_kernel_work_group_info(
+            &kernel.kernel,
+            self.device.as_core(),
+            KernelWorkGroupInfo::LocalMemSize,
+        ) {
+            Ok(KernelWorkGroupInfoResult::LocalMemSize(n)) => Some(n),
+            _ => None,
+        }
+    }
+
     /// `bytes` bytes on the device (at least one), not initialised.
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, Error> {
         let len = bytes.max(1);

@@ -221,19 +221,35 @@ KF_COMPARE(kf_compare_bf16, ushort, KF_LOAD_BF16)
 "#;
 
 const SCRUB_SOURCE: &str = r#"
-__kernel void kf_scrub(__global uint* sink, const uint never) {
-    __local volatile uint scratch[SCRUB_WORDS];
-    for (uint i = get_local_id(0); i < SCRUB_WORDS; i += get_local_size(0))
-        scratch[i] = 0xFFFFFFFFU;
+/* state[0]: a sink never written; state[1]: how many work-groups have started (zeroed before
+ * each launch). */
+__kernel void kf_scrub(__global uint* state, const uint never, const uint vecs, const uint units) {
+    __local volatile uint4 scratch[SCRUB_VECS];
+    for (uint i = get_local_id(0); i < min(vecs, (uint)SCRUB_VECS); i += get_local_size(0))
+        scratch[i] = (uint4)(0xFFFFFFFFU);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (never == 1234567u && get_local_id(0) == 0) sink[0] = scratch[0];
+    /* Off a GPU (units > 1): each work-group waits, a bounded time, until `units` have
+     * started, so that a runtime thread cannot take every work-group before the others wake:
+     * each of the `units` threads runs one, in its own local memory. */
+    if (units > 1 && get_local_id(0) == 0) {
+        volatile __global uint* started = state + 1;
+        atomic_inc(started);
+        for (uint s = 0; s < SCRUB_SPIN && atomic_add(started, 0u) < units; ++s)
+            ;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (never == 1234567u && get_local_id(0) == 0) state[0] = scratch[0].x;
 }
 "#;
 
 /// Smallest scrub tried (words) before giving up on scrubbing.
 const MIN_SCRUB_WORDS: u64 = 256;
-/// Work-groups of the scrub per compute unit.
+/// Work-groups of the scrub per compute unit (on a GPU several are resident on one at a time,
+/// each in its own part of the unit's local memory; a CPU runtime takes them in any order).
 const SCRUB_GROUPS_PER_UNIT: usize = 16;
+/// How long (polls of a counter) a work-group of the scrub off a GPU waits for the others to
+/// start: tens of milliseconds at most, where a runtime thread is busy elsewhere.
+const SCRUB_SPIN: u32 = 1 << 22;
 
 /// The generator, comparison and scrub kernels, built once per bench.
 pub struct DeviceData {
@@ -250,7 +266,7 @@ pub struct DeviceData {
     same: Vec<Kernel>,
     write_before: Kernel,
     /// The local-memory scrub; `None` when no size of it could be built and run here.
-    scrub: Option<(Kernel, DeviceBuffer, [usize; 2])>,
+    scrub: Option<Scrub>,
 }
 
 /// The geometry of the data kernels: a grid-stride loop over the buffer.
@@ -293,22 +309,13 @@ impl DeviceData {
         })
     }
 
-    /// Fills the device's `__local` memory with NaN (as far as one kernel can reach it).
-    pub fn scrub_local_memory(&self, session: &Session) -> Result<(), RtError> {
-        if let Some((k, sink, [global, local])) = &self.scrub {
-            // SAFETY: the kernel writes only its own local memory, and `sink[0]` (a 4-byte
-            // buffer) only under a condition its argument never meets.
-            unsafe {
-                session.launch_raw(
-                    k,
-                    &[*global],
-                    Some(&[*local]),
-                    &[sink.arg(), Arg::Scalar(Scalar::U32(0))],
-                    false,
-                )?
-            };
+    /// Fills the device's `__local` memory with NaN (as far as one kernel can reach it), or its
+    /// first `reach` bytes in each work-group when given.
+    pub fn scrub_local_memory(&self, session: &Session, reach: Option<u64>) -> Result<(), RtError> {
+        match &self.scrub {
+            Some(scrub) => scrub.launch(session, reach.map(|bytes| bytes.div_ceil(16))),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Writes the 4 bytes before the start of `view`, a sub-buffer that starts at least 4
@@ -665,36 +672,78 @@ impl DeviceData {
     }
 }
 
+/// The local-memory scrub kernel and how it is launched.
+struct Scrub {
+    kernel: Kernel,
+    /// `[sink, work-groups started]`.
+    state: DeviceBuffer,
+    global: usize,
+    local: usize,
+    /// The 16-byte words each work-group can write (the kernel's local array).
+    most: u64,
+    /// Runtime threads every one of which must run a work-group (1 on a GPU: no waiting).
+    units: u32,
+}
+
+impl Scrub {
+    /// Launches the scrub writing `vecs` 16-byte words per work-group (`None`: all it can).
+    fn launch(&self, session: &Session, vecs: Option<u64>) -> Result<(), RtError> {
+        let vecs = vecs.map_or(self.most, |v| v.min(self.most));
+        if self.units > 1 {
+            self.state.write(4, &0u32.to_ne_bytes())?;
+        }
+        // SAFETY: the kernel writes its own local memory, `state[1]` (counted atomically) and
+        // `state[0]` only under a condition its argument never meets; `state` holds 8 bytes.
+        unsafe {
+            session.launch_raw(
+                &self.kernel,
+                &[self.global],
+                Some(&[self.local]),
+                &[
+                    self.state.arg(),
+                    Arg::Scalar(Scalar::U32(0)),
+                    Arg::Scalar(Scalar::U32(u32::try_from(vecs).unwrap_or(u32::MAX))),
+                    Arg::Scalar(Scalar::U32(self.units)),
+                ],
+                false,
+            )?
+        };
+        Ok(())
+    }
+}
+
 /// The largest scrub that builds and runs: as many words as the device's local memory holds
-/// (less a margin), halved until one works.
-fn scrub_kernel(session: &Session, limits: &Limits) -> Option<(Kernel, DeviceBuffer, [usize; 2])> {
-    let group = limits.max_work_group_size.clamp(1, 256);
-    let global = (limits.compute_units.max(1) as usize) * SCRUB_GROUPS_PER_UNIT * group;
-    let sink = session.alloc(4).ok()?;
+/// (less a margin), halved until one works. Off a GPU every compute unit (a runtime thread
+/// of PoCL's) must run one of its work-groups: each waits for as many to have started.
+fn scrub_kernel(session: &Session, limits: &Limits) -> Option<Scrub> {
+    let local = limits.max_work_group_size.clamp(1, 256);
+    let units = limits.compute_units.max(1);
+    let global = units as usize * SCRUB_GROUPS_PER_UNIT * local;
+    let state = session.alloc(8).ok()?;
+    let units = if session.is_gpu() { 1 } else { units };
     let mut words = (limits.local_mem_bytes / 4).saturating_sub(256);
     while words >= MIN_SCRUB_WORDS {
-        let attempt = (|| -> Result<Kernel, RtError> {
+        let attempt = (|| -> Result<Scrub, RtError> {
+            // Written 16 bytes at a time.
             let program = session.build(
                 "kfoundry local-memory scrub",
                 SCRUB_SOURCE,
-                &format!("-D SCRUB_WORDS={words}"),
+                &format!("-D SCRUB_VECS={} -D SCRUB_SPIN={SCRUB_SPIN}u", words / 4),
             )?;
-            let k = session.kernel(&program, "kf_scrub")?;
-            // SAFETY: as in `scrub_local_memory`.
-            unsafe {
-                session.launch_raw(
-                    &k,
-                    &[global],
-                    Some(&[group]),
-                    &[sink.arg(), Arg::Scalar(Scalar::U32(0))],
-                    false,
-                )?
+            let scrub = Scrub {
+                kernel: session.kernel(&program, "kf_scrub")?,
+                state: state.clone(),
+                global,
+                local,
+                most: words / 4,
+                units,
             };
+            scrub.launch(session, None)?;
             session.finish()?;
-            Ok(k)
+            Ok(scrub)
         })();
         match attempt {
-            Ok(k) => return Some((k, sink, [global, group])),
+            Ok(scrub) => return Some(scrub),
             Err(_) => words /= 2,
         }
     }
@@ -756,7 +805,7 @@ mod tests {
             dd.scrub.is_some(),
             "the local-memory scrub builds and runs on this device"
         );
-        dd.scrub_local_memory(&session).expect("scrub");
+        dd.scrub_local_memory(&session, None).expect("scrub");
         (session, dd)
     }
 

@@ -558,6 +558,9 @@ pub struct Bench {
     /// reverse ([`REVERSED_GROUPS`]); and kernels share the CPU with the compiler, so a
     /// candidate is timed only once the builds ahead are done.
     not_gpu: bool,
+    /// The most local memory any kernel launched here has used (`u64::MAX`: one did not say):
+    /// how far the scrub must reach on a device that is not a GPU ([`Bench::scrub_reach`]).
+    local_high: std::cell::Cell<u64>,
     /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
     building: Vec<(BuildKey, Background)>,
     /// How many builds ahead may run at once ([`Measurement::build_jobs`]).
@@ -730,6 +733,7 @@ impl Bench {
             pool: std::cell::RefCell::new(Vec::new()),
             pool_fits: std::cell::Cell::new(None),
             not_gpu,
+            local_high: std::cell::Cell::new(0),
             building: Vec::new(),
             builders,
             build_failures: Vec::new(),
@@ -1329,8 +1333,26 @@ impl Bench {
                 }
             }
         }
-        self.session
-            .launch(&self.spec, kernel, params, sizes, &args, profile)
+        let timing = self
+            .session
+            .launch(&self.spec, kernel, params, sizes, &args, profile)?;
+        // Asked once its `__local` arguments are set, so that they count too.
+        let used = self.session.local_mem_used(kernel).unwrap_or(u64::MAX);
+        self.local_high.set(self.local_high.get().max(used));
+        Ok(timing)
+    }
+
+    /// How much of each work-group's local memory the scrub before a candidate must fill:
+    /// all of it on a GPU, where a work-group's local memory lies anywhere in its unit's. A
+    /// CPU runtime lays out each work-group's local memory from the start of a per-thread
+    /// arena (PoCL), and nothing but the kernels launched here wrote there: so what any of them
+    /// used, and a margin for alignment and the runtime's own, holds everything a candidate
+    /// could find left over (filling the whole 512 KiB 16 times per compute unit was half of
+    /// a tune's time on PoCL).
+    fn scrub_reach(&self) -> Option<u64> {
+        const MARGIN: u64 = 64 * 1024;
+        self.not_gpu
+            .then(|| self.local_high.get().saturating_add(MARGIN))
     }
 
     /// Builds `params` (of `source`, a source-level variant with the same signature, when
@@ -1945,7 +1967,7 @@ impl Bench {
         let runtime = |e: RtError| Rejection::Runtime(e.to_string());
         let cand_run = self.upload(prepared).map_err(runtime)?;
         self.device_data
-            .scrub_local_memory(&self.session)
+            .scrub_local_memory(&self.session, self.scrub_reach())
             .map_err(runtime)?;
         self.launch(kernel, params, sizes, &cand_run, false)
             .map_err(runtime)?;
@@ -2409,6 +2431,46 @@ mod tests {
             matches!(&verdict, Err(Rejection::Wrong(w)) if w.contains("large magnitude")),
             "{verdict:?}"
         );
+    }
+
+    /// What the reference leaves in local memory is scrubbed before a candidate runs, also
+    /// beyond the candidate's own `__local` arrays (on a CPU device the scrub reaches as far
+    /// as any kernel launched here did, not the whole of local memory): a candidate that
+    /// reads past its small tile into the reference's large one is refused.
+    #[test]
+    fn stale_local_memory_beyond_a_candidates_arrays_is_scrubbed() {
+        let mut b = bench_of(
+            "__kernel void k(const int n, __global const float* x, __global float* y) {
+                int i = get_global_id(0), l = get_local_id(0);
+            #if P == 0
+                __local float big[32768];
+                for (int j = l; j < 32768; j += 64) big[j] = 2.0f;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                y[i] = x[i] * big[30000 + l];
+            #else
+                __local float t[64];
+                /* Written somewhere (a tile never written would be undefined to the compiler,
+                   which may fold its loads), read past its own 64 floats, where the
+                   reference's 2.0 were. */
+                if (n < 0) t[l] = 0.0f;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                y[i] = x[i] * t[l + (n > 0 ? 30000 : 0)];
+            #endif
+            }",
+        );
+        let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
+        let sizes = b.sizes.clone();
+        let verdict = b
+            .verify_at(&p(1), None, &Case::at(sizes.clone()), &mut |_| {})
+            .unwrap();
+        assert!(matches!(verdict, Err(Rejection::Wrong(_))), "{verdict:?}");
+        if b.not_gpu {
+            assert!(
+                b.scrub_reach().is_some_and(|r| r >= 32768 * 4),
+                "{:?}",
+                b.scrub_reach()
+            );
+        }
     }
 
     fn items(v: i64) -> Params {

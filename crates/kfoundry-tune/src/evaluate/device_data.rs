@@ -222,7 +222,7 @@ KF_COMPARE(kf_compare_bf16, ushort, KF_LOAD_BF16)
 
 const SCRUB_SOURCE: &str = r#"
 /* state[0]: a sink never written; state[1]: how many work-groups have started (zeroed before
- * each launch). */
+ * each launch); state[2]: how many stopped waiting for the others without seeing them. */
 __kernel void kf_scrub(__global uint* state, const uint never, const uint vecs, const uint units) {
     __local volatile uint4 scratch[SCRUB_VECS];
     for (uint i = get_local_id(0); i < min(vecs, (uint)SCRUB_VECS); i += get_local_size(0))
@@ -236,6 +236,7 @@ __kernel void kf_scrub(__global uint* state, const uint never, const uint vecs, 
         atomic_inc(started);
         for (uint s = 0; s < SCRUB_SPIN && atomic_add(started, 0u) < units; ++s)
             ;
+        if (atomic_add(started, 0u) < units) atomic_inc(state + 2);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (never == 1234567u && get_local_id(0) == 0) state[0] = scratch[0].x;
@@ -675,7 +676,7 @@ impl DeviceData {
 /// The local-memory scrub kernel and how it is launched.
 struct Scrub {
     kernel: Kernel,
-    /// `[sink, work-groups started]`.
+    /// `[sink, work-groups started, waits given up]`.
     state: DeviceBuffer,
     global: usize,
     local: usize,
@@ -690,10 +691,11 @@ impl Scrub {
     fn launch(&self, session: &Session, vecs: Option<u64>) -> Result<(), RtError> {
         let vecs = vecs.map_or(self.most, |v| v.min(self.most));
         if self.units > 1 {
-            self.state.write(4, &0u32.to_ne_bytes())?;
+            self.state.write(4, &[0u8; 8])?;
         }
-        // SAFETY: the kernel writes its own local memory, `state[1]` (counted atomically) and
-        // `state[0]` only under a condition its argument never meets; `state` holds 8 bytes.
+        // SAFETY: the kernel writes its own local memory, `state[1]` and `state[2]` (counted
+        // atomically) and `state[0]` only under a condition its argument never meets; `state`
+        // holds 12 bytes.
         unsafe {
             session.launch_raw(
                 &self.kernel,
@@ -714,12 +716,14 @@ impl Scrub {
 
 /// The largest scrub that builds and runs: as many words as the device's local memory holds
 /// (less a margin), halved until one works. Off a GPU every compute unit (a runtime thread
-/// of PoCL's) must run one of its work-groups: each waits for as many to have started.
+/// of PoCL's) must run one of its work-groups: each waits for as many to have started; where
+/// that wait is given up on an idle device (a runtime that runs fewer work-groups at once than
+/// it has compute units), the scrub does not wait again.
 fn scrub_kernel(session: &Session, limits: &Limits) -> Option<Scrub> {
     let local = limits.max_work_group_size.clamp(1, 256);
     let units = limits.compute_units.max(1);
     let global = units as usize * SCRUB_GROUPS_PER_UNIT * local;
-    let state = session.alloc(8).ok()?;
+    let state = session.alloc(12).ok()?;
     let units = if session.is_gpu() { 1 } else { units };
     let mut words = (limits.local_mem_bytes / 4).saturating_sub(256);
     while words >= MIN_SCRUB_WORDS {
@@ -730,7 +734,7 @@ fn scrub_kernel(session: &Session, limits: &Limits) -> Option<Scrub> {
                 SCRUB_SOURCE,
                 &format!("-D SCRUB_VECS={} -D SCRUB_SPIN={SCRUB_SPIN}u", words / 4),
             )?;
-            let scrub = Scrub {
+            let mut scrub = Scrub {
                 kernel: session.kernel(&program, "kf_scrub")?,
                 state: state.clone(),
                 global,
@@ -740,6 +744,11 @@ fn scrub_kernel(session: &Session, limits: &Limits) -> Option<Scrub> {
             };
             scrub.launch(session, None)?;
             session.finish()?;
+            let mut gave_up = [0u8; 4];
+            scrub.state.read(8, &mut gave_up)?;
+            if u32::from_ne_bytes(gave_up) > 0 {
+                scrub.units = 1;
+            }
             Ok(scrub)
         })();
         match attempt {
@@ -908,6 +917,26 @@ mod tests {
                 1
             )
             .is_err());
+    }
+
+    /// Off a GPU the scrub's work-groups wait until one has started on every compute unit; a
+    /// device that cannot run that many at once (here: one more than PoCL's threads) gives the
+    /// wait up once, when the scrub is built, and the scrub never waits again.
+    #[test]
+    fn the_scrub_waits_for_every_unit_only_where_they_run_at_once() {
+        let session = Session::on_device(0).expect("an OpenCL device (PoCL in CI)");
+        let limits = session.limits().expect("limits");
+        if session.is_gpu() {
+            return;
+        }
+        let scrub = scrub_kernel(&session, &limits).expect("a scrub");
+        assert_eq!(scrub.units, limits.compute_units.max(1));
+        let more = Limits {
+            compute_units: limits.compute_units + 1,
+            ..limits.clone()
+        };
+        let scrub = scrub_kernel(&session, &more).expect("a scrub");
+        assert_eq!(scrub.units, 1, "the wait was given up once");
     }
 
     #[test]

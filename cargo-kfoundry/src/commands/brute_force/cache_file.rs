@@ -217,11 +217,20 @@ impl Header {
         if let Some(Value::Object(k)) = m.get_mut("kfoundry") {
             k.insert("valid_configurations".into(), json!(self.valid));
             k.insert("complete".into(), json!(cache.len() >= self.valid));
-            if let (Some(params), Some(limit)) = (&self.work_group, self.work_group_limit) {
-                k.insert(
-                    "work_group".into(),
-                    json!({ "params": params, "limit": limit }),
-                );
+            // Without a reported limit (a kernel that fixes its work-group, or none reported
+            // yet) the parameters alone: `simulate` then learns the limit from failures, as
+            // `tune` does.
+            match (&self.work_group, self.work_group_limit) {
+                (Some(params), Some(limit)) => {
+                    k.insert(
+                        "work_group".into(),
+                        json!({ "params": params, "limit": limit }),
+                    );
+                }
+                (Some(params), None) => {
+                    k.insert("work_group".into(), json!({ "params": params }));
+                }
+                (None, _) => {}
             }
         }
         m.insert("cache".into(), Value::Object(cache.clone()));
@@ -230,12 +239,9 @@ impl Header {
 }
 
 /// The parameters whose product is `spec`'s work-group: every dimension of its `local` one
-/// parameter or 1 (`None` otherwise, without `local`, or when the source fixes its work-group,
-/// as `tune` then gives the engine no work-group limit either).
+/// parameter or 1 (`None` otherwise, or without `local`). A source that fixes its work-group
+/// has them too; its evaluations report no limit.
 fn work_group_params(spec: &KernelSpec) -> Option<Vec<String>> {
-    if kfoundry_tune::evaluate::pins_work_group(&spec.source) {
-        return None;
-    }
     let mut params = Vec::new();
     for dim in spec.local.as_ref()? {
         let text = dim.to_string();
@@ -473,8 +479,8 @@ mod tests {
             ),
         );
         let doc = h.document(&cache);
-        // No limit reported yet: no work-group record; then the smallest reported.
-        assert!(doc["kfoundry"].get("work_group").is_none());
+        // No limit reported yet: the parameters alone; then the smallest reported.
+        assert_eq!(doc["kfoundry"]["work_group"], json!({ "params": ["WG"] }));
         let mut limited = header();
         for l in [512.0, 256.0] {
             limited.note_limit(&Evaluation::Ok {
@@ -493,15 +499,16 @@ mod tests {
             &kernel_tuner_text(&with).unwrap(),
         )
         .unwrap();
-        assert_eq!(replayed.work_group, Some((vec![0], 256)));
-        // A kernel compiled for exactly its own work-group: its limit says nothing of others.
+        assert_eq!(replayed.work_group, Some((vec![0], Some(256))));
+        // A kernel compiled for exactly its own work-group: its parameters, and its evaluations
+        // report no limit (the engine learns one).
         let mut pinned = spec();
         pinned.source = pinned.source.replace(
             "__kernel",
             "__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))",
         );
         let h = Header::new(&pinned, &pinned.workloads[0], "D", "1|d|1.0|3.0", 5, 0).unwrap();
-        assert_eq!(h.work_group, None);
+        assert_eq!(h.work_group, Some(vec!["WG".to_string()]));
         assert_eq!(doc["tune_params_keys"], json!(["WG", "V"]));
         assert_eq!(doc["problem_size"], json!([4096]));
         assert_eq!(doc["kfoundry"]["sizes"], json!({ "n": 4096 }));

@@ -936,12 +936,9 @@ fn failure_cones_keep_the_search_out_of_what_failed() {
     );
 }
 
-/// Given each configuration's work-group size, and a limit the evaluations report (as a driver
-/// does for every kernel it builds), the initial samples stay within it, and the whole search
-/// fails less than one that is not given the size; a success above the limit lifts it.
-#[test]
-fn a_reported_work_group_limit_keeps_the_search_within_it() {
-    let space = Space::new(vec![
+/// The work-group tests' space: a work-group of `BX * BY` items and an unroll `U`.
+fn work_group_space() -> Space {
+    Space::new(vec![
         Param {
             name: "BX".into(),
             values: vec![16, 32, 64, 128, 256],
@@ -955,7 +952,21 @@ fn a_reported_work_group_limit_keeps_the_search_within_it() {
             values: vec![1, 2, 4, 8],
         },
     ])
-    .unwrap();
+    .unwrap()
+}
+
+/// A time on [`work_group_space`], fastest at a work-group of 256 and `U` = 4 (seconds).
+fn work_group_time(c: &Config) -> f64 {
+    let wg = c[0] * c[1];
+    (1.0 + ((wg as f64).log2() - 8.0).abs() + ((c[2] as f64).log2() - 2.0).abs()) * 1e-3
+}
+
+/// Given each configuration's work-group size, and a limit the evaluations report (as a driver
+/// does for every kernel it builds), the initial samples stay within it, and the whole search
+/// fails less than one that is not given the size; a success above the limit lifts it.
+#[test]
+fn a_reported_work_group_limit_keeps_the_search_within_it() {
+    let space = work_group_space();
     // The driver allows 256; `lifted` kernels run at 512 too (a limit that was too low).
     let evaluate = |lifted: bool| {
         move |c: &Config| {
@@ -963,9 +974,8 @@ fn a_reported_work_group_limit_keeps_the_search_within_it() {
             if wg > if lifted { 512 } else { 256 } {
                 return Evaluation::failed(FailureKind::Invalid, "work-group too large", 0.01);
             }
-            let t = 1.0 + ((wg as f64).log2() - 8.0).abs() + ((c[2] as f64).log2() - 2.0).abs();
             Evaluation::Ok {
-                time: t * 1e-3,
+                time: work_group_time(c),
                 cost: 0.01,
                 descriptors: vec![(cones::WORK_GROUP_LIMIT.to_string(), 256.0)],
             }
@@ -1026,28 +1036,13 @@ fn a_reported_work_group_limit_keeps_the_search_within_it() {
 /// with the learning off, and work-groups at or above the smallest failure come last.
 #[test]
 fn a_work_group_limit_is_learned_from_failures_where_none_is_reported() {
-    let space = Space::new(vec![
-        Param {
-            name: "BX".into(),
-            values: vec![16, 32, 64, 128, 256],
-        },
-        Param {
-            name: "BY".into(),
-            values: vec![1, 2, 4, 8, 16],
-        },
-        Param {
-            name: "U".into(),
-            values: vec![1, 2, 4, 8],
-        },
-    ])
-    .unwrap();
+    let space = work_group_space();
     let mut evaluate = |c: &Config| {
         let wg = c[0] * c[1];
         if wg > 256 {
             return Evaluation::failed(FailureKind::Runtime, "too many resources", 0.01);
         }
-        let t = 1.0 + ((wg as f64).log2() - 8.0).abs() + ((c[2] as f64).log2() - 2.0).abs();
-        Evaluation::ok(t * 1e-3, 0.01)
+        Evaluation::ok(work_group_time(c), 0.01)
     };
     let size = || cones::GroupSize::new(|c: &Config| Some((c[0] * c[1]) as u64));
     let mut failures = [0usize; 2];

@@ -34,6 +34,9 @@ ap.add_argument("--deadline", type=float, default=1e9, help="stop starting probl
 ap.add_argument("--work", default="/tmp/kbh")
 ap.add_argument("--repeats", type=int, default=20, help="timed runs of the whole imported graph")
 ap.add_argument("--no-tune", action="store_true", help="run the imported model with its reference kernels (no tune, no lockfile)")
+ap.add_argument("--total-secs", type=float, help="one budget for the model's whole tune (`tune --budget-total-secs`), with --secs and --evals still each search's cap")
+ap.add_argument("--tune-timeout", type=float, help="stop the model's tune after this many seconds (what finished is kept and run)")
+ap.add_argument("--tune-log", help="append the tune's JSON messages to this file")
 ap.add_argument("--cpu", action="store_true", help="a dry run of the harness without a GPU: PyTorch on the CPU, the tune at `small` on the default OpenCL device")
 args = ap.parse_args()
 
@@ -60,13 +63,21 @@ os.makedirs(args.work, exist_ok=True)
 DEV = "cpu" if args.cpu else "cuda"
 
 
-def call(cmd, timeout):
+def call(cmd, timeout, stop_gently=False):
     """Runs cmd in a session of its own; on a timeout the whole group (the tuner's workers too)
-    is killed, and subprocess.TimeoutExpired raised."""
+    is killed, and subprocess.TimeoutExpired raised. With stop_gently, a timeout sends the
+    tuner SIGTERM first (it records what finished and stops) and returns what it printed."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        if stop_gently:
+            p.terminate()
+            try:
+                out, err = p.communicate(timeout=60)
+                return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                pass
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
         raise
@@ -173,10 +184,14 @@ for f in files:
             c = subprocess.CompletedProcess([], 0, "", "") if args.no_tune else call(
                 [args.cli, "tune", "--bundle", bundle, "--lockfile", lock, *([] if args.cpu else ["--device", "gpu"]),
                  *([] if args.cpu else ["--workload", "full"]), "--budget-evals", str(args.evals),
-                 "--budget-secs", str(args.secs), "--seed", "1", "--message-format", "json"],
-                60 + len(r["kernels"]) * (args.secs + 120))
+                 "--budget-secs", str(args.secs), "--seed", "1", "--message-format", "json",
+                 *([] if args.total_secs is None else ["--budget-total-secs", str(args.total_secs)])],
+                args.tune_timeout or 60 + len(r["kernels"]) * (args.secs + 120), stop_gently=args.tune_timeout is not None)
             r["tune_s"] = round(time.time() - t, 1)
             r["tune_rc"] = c.returncode
+            if args.tune_log:
+                with open(args.tune_log, "a") as f:
+                    f.write(c.stdout)
             tuned = []
             for line in c.stdout.splitlines():
                 try:
@@ -185,7 +200,7 @@ for f in files:
                     continue
                 if msg.get("reason") == "tuned":
                     x = msg["result"]
-                    tuned.append({k: x.get(k) for k in ("kernel", "reference_ns", "best_ns", "params", "evaluations", "failures", "reference_kept", "gflops")})
+                    tuned.append({k: x.get(k) for k in ("kernel", "reference_ns", "best_ns", "params", "evaluations", "failures", "reference_kept", "gflops", "seconds", "phases")})
             r["tuned"] = tuned
             if args.no_tune:
                 r["untuned"] = True

@@ -11,8 +11,8 @@ use kfoundry_rt::model::variant::Variant;
 use kfoundry_rt::DeviceInfo;
 use kfoundry_search::{Evaluation, FailureKind, Operator};
 use kfoundry_tune::messages::{
-    BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, PortfolioBucket,
-    Simulated, SimulatedRun, TuneResult, VERSION,
+    BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, Phases, PortfolioBucket,
+    ProofTime, Simulated, SimulatedRun, TuneResult, VERSION,
 };
 
 use crate::common;
@@ -40,6 +40,21 @@ fn every_message() -> Vec<Message> {
         failures: 2,
         seconds: 12.5,
         search_seconds: 9.0,
+        phases: Some(Phases {
+            start: 0.4,
+            search: 9.0,
+            proof: 2.5,
+            proof_parts: ProofTime {
+                check_reference: 0.3,
+                build: 0.2,
+                draw: 0.6,
+                upload: 0.3,
+                reference: 0.4,
+                candidate: 0.2,
+                compare: 0.4,
+            },
+            remeasure: 0.6,
+        }),
         gbytes_per_s: Some(98.3),
         gflops: None,
         max_abs_error: Some(0.0),

@@ -101,6 +101,69 @@ fn compiler_warnings_are_shown_once_per_search() {
     );
 }
 
+/// A tune's `tuned` message says where its wall time went: the worker's start, the search, the
+/// proof (with the worker's own timing of its parts) and the re-measure, each within the
+/// whole.
+#[test]
+fn the_tuned_message_says_where_the_time_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = r#"code = "__kernel void scale(const int n, __global const float* x, __global float* y) {
+            int i = get_global_id(0) * U;
+            for (int u = 0; u < U; u++) if (i + u < n) y[i + u] = 2.0f * x[i + u];
+        }",
+        params(U = [1, 2, 4]), reference(U = 1), global = ceil_div(n, U), buffers(x = n, y = n), check(y), workloads(small(n = 4096))"#;
+    let bundle = bundle::write(dir.path(), "b.json", "Scale", args);
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+        .args(["tune", "--budget-evals", "3", "--repeats", "1", "--bundle"])
+        .arg(&bundle)
+        .arg("--lockfile")
+        .arg(dir.path().join("K.lock"))
+        .args(["--message-format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|m| m["reason"] == "tuned")
+        .expect("a tuned message")["result"]
+        .clone();
+    let phases = &result["phases"];
+    let secs = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{result}"));
+    let whole = secs(&result["seconds"]);
+    let [start, search, proof, remeasure] =
+        ["start", "search", "proof", "remeasure"].map(|k| secs(&phases[k]));
+    assert!(start > 0.0 && search > 0.0 && remeasure > 0.0, "{result}");
+    assert!(
+        start + search + proof + remeasure <= whole + 1e-3,
+        "{result}"
+    );
+    assert_eq!(search, secs(&result["search_seconds"]), "{result}");
+    let parts = phases["proof_parts"].as_object().expect("proof parts");
+    let sum: f64 = parts.values().map(secs).sum();
+    assert!(
+        sum <= proof + 1e-3,
+        "the worker's parts fit in the proof: {result}"
+    );
+    // The search's three evaluations are the whole space: its finalists other than the
+    // reference were proven (whether or not one then beat it), and their cases drew, uploaded,
+    // ran and compared.
+    for part in [
+        "draw",
+        "upload",
+        "reference",
+        "candidate",
+        "compare",
+        "check_reference",
+    ] {
+        assert!(secs(&parts[part]) > 0.0, "{part}: {result}");
+    }
+}
+
 /// After a tune, `report --html` writes one self-contained file: the kernel, reference against
 /// winner, the convergence plots and the archive drawn as inline SVG, dispatch per device, and
 /// nothing fetched from anywhere.

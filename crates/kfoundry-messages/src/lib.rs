@@ -149,6 +149,10 @@ pub struct TuneResult {
     /// finalists, their proof and re-measure).
     #[serde(default)]
     pub search_seconds: f64,
+    /// Where the rest of `seconds` went: the worker's start, the proof (and its parts, as the
+    /// worker timed them), the re-measure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
     /// Achieved bandwidth and compute of the winner, from `cost(...)`.
     pub gbytes_per_s: Option<f64>,
     pub gflops: Option<f64>,
@@ -201,6 +205,56 @@ pub struct TuneResult {
     pub generated_source: Option<String>,
     /// What the language model did, when one is configured.
     pub llm: Option<LlmSummary>,
+}
+
+/// Where one tune's wall time went, in seconds. `search` is the search's own clock (as
+/// `search_seconds`); the others are the tuner's wall time around it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    /// Starting the worker process: the device opened, the reference built and checked.
+    pub start: f64,
+    pub search: f64,
+    /// Proving the finalists (every case of every finalist, the worker's answers included).
+    pub proof: f64,
+    /// The proof's parts, as the worker timed them (their sum is under `proof`: the rest is
+    /// the exchange with the worker and workers started again after a failure).
+    pub proof_parts: ProofTime,
+    /// Re-measuring the proven finalists against the reference (and the lockfile's entry).
+    pub remeasure: f64,
+}
+
+/// Seconds of proof cases spent in each part, summed over the cases.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProofTime {
+    /// Checking the reference at a case's sizes (that it stays within its buffers there).
+    pub check_reference: f64,
+    /// Building the candidate (once a worker; later cases find it built).
+    pub build: f64,
+    /// Drawing the input sets (on the host or the device).
+    pub draw: f64,
+    /// Writing them to the device's buffers, for the reference and for the candidate.
+    pub upload: f64,
+    /// Running the reference on them.
+    pub reference: f64,
+    /// Running the candidate (the local-memory scrub and the guard zones' inspection with it).
+    pub candidate: f64,
+    /// Comparing the candidate's buffers with the reference's.
+    pub compare: f64,
+}
+
+impl ProofTime {
+    /// The two summed part by part.
+    pub fn plus(self, o: ProofTime) -> ProofTime {
+        ProofTime {
+            check_reference: self.check_reference + o.check_reference,
+            build: self.build + o.build,
+            draw: self.draw + o.draw,
+            upload: self.upload + o.upload,
+            reference: self.reference + o.reference,
+            candidate: self.candidate + o.candidate,
+            compare: self.compare + o.compare,
+        }
+    }
 }
 
 /// The language model's part in one tune.

@@ -50,6 +50,7 @@ use self::device_data::DeviceData;
 use self::inputs::{
     decode, draw_scalar_values, draw_values, fits_elements, guard_pattern, prefill_buffer,
 };
+use crate::messages::ProofTime;
 use rand::Rng as _;
 
 /// Elements of guard after every buffer (fewer when the device's allocation limit is near).
@@ -594,6 +595,9 @@ pub struct Bench {
     /// The most local memory any kernel launched here has used (`u64::MAX`: one did not say):
     /// how far the scrub must reach on a device that is not a GPU ([`Bench::scrub_reach`]).
     local_high: std::cell::Cell<u64>,
+    /// Where the proof cases verified since the last [`Bench::take_proof_time`] spent their
+    /// time (for the tune's `phases`).
+    proof_time: std::cell::Cell<ProofTime>,
     /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
     building: Vec<(BuildKey, Background)>,
     /// How many builds ahead may run at once ([`Measurement::build_jobs`]).
@@ -767,6 +771,7 @@ impl Bench {
             pool_fits: std::cell::Cell::new(None),
             not_gpu,
             local_high: std::cell::Cell::new(0),
+            proof_time: std::cell::Cell::new(ProofTime::default()),
             building: Vec::new(),
             builders,
             build_failures: Vec::new(),
@@ -1732,8 +1737,14 @@ impl Bench {
         progress: &mut dyn FnMut(Phase),
     ) -> Result<Verdict, Untrusted> {
         self.seal();
+        // The proof time of this case alone (the search's verifications count elsewhere).
+        self.proof_time.take();
         if case.check_reference {
-            self.check_reference(&case.sizes).map_err(|e| Untrusted {
+            self.timed(
+                |t| &mut t.check_reference,
+                || self.check_reference(&case.sizes),
+            )
+            .map_err(|e| Untrusted {
                 annotation_fault: matches!(e, SetupError::ReferenceOutside { .. }),
                 message: e.to_string(),
             })?;
@@ -1742,7 +1753,10 @@ impl Bench {
         if let Err(reason) = self.valid_at(params, &case.sizes) {
             return Ok(Err(Rejection::Invalid(reason)));
         }
-        let candidate = match self.build(params, source) {
+        let started = Instant::now();
+        let built = self.build(params, source);
+        self.add_time(|t| &mut t.build, started);
+        let candidate = match built {
             Ok(b) => b,
             Err(failure) => return Ok(Err(failure)),
         };
@@ -1905,11 +1919,11 @@ impl Bench {
             None => self.fresh_rng(),
         };
         let reference_params = self.spec.reference.clone();
-        let prepared = match self.prepare(params, shape, &mut rng) {
+        let prepared = match self.timed(|t| &mut t.draw, || self.prepare(params, shape, &mut rng)) {
             Ok(p) => p,
             Err(e) => return SetOutcome::Failed(Rejection::Invalid(e)),
         };
-        let ref_run = match self.upload(&prepared) {
+        let ref_run = match self.timed(|t| &mut t.upload, || self.upload(&prepared)) {
             Ok(r) => r,
             // Nothing has run yet: a device that cannot hold these buffers now proves
             // nothing either way (the tuned workload's buffers may be holding its memory).
@@ -1921,16 +1935,19 @@ impl Bench {
             }
             Err(e) => return runtime(e),
         };
-        if let Err(e) = self
-            .launch(
-                &self.reference,
-                &reference_params,
-                shape.sizes,
-                &ref_run,
-                false,
-            )
-            .and_then(|_| self.session.finish())
-        {
+        if let Err(e) = self.timed(
+            |t| &mut t.reference,
+            || {
+                self.launch(
+                    &self.reference,
+                    &reference_params,
+                    shape.sizes,
+                    &ref_run,
+                    false,
+                )
+                .and_then(|_| self.session.finish())
+            },
+        ) {
             return SetOutcome::Unproven(Untrusted::device(format!(
                 "the reference failed there: {e}"
             )));
@@ -1998,16 +2015,39 @@ impl Bench {
         values: Values,
     ) -> Result<(Run, ErrorStats), Rejection> {
         let runtime = |e: RtError| Rejection::Runtime(e.to_string());
-        let cand_run = self.upload(prepared).map_err(runtime)?;
-        self.device_data
-            .scrub_local_memory(&self.session, self.scrub_reach())
+        let cand_run = self
+            .timed(|t| &mut t.upload, || self.upload(prepared))
             .map_err(runtime)?;
-        self.launch(kernel, params, sizes, &cand_run, false)
+        let outside = self
+            .timed(
+                |t| &mut t.candidate,
+                || {
+                    self.device_data
+                        .scrub_local_memory(&self.session, self.scrub_reach())?;
+                    self.launch(kernel, params, sizes, &cand_run, false)?;
+                    self.session.finish()?;
+                    self.touched_guard(&cand_run)
+                },
+            )
             .map_err(runtime)?;
-        self.session.finish().map_err(runtime)?;
-        if let Some(why) = self.touched_guard(&cand_run).map_err(runtime)? {
+        if let Some(why) = outside {
             return Err(Rejection::OutOfBounds(why));
         }
+        let started = Instant::now();
+        let compared = self.compare_candidate(ref_run, &cand_run, values);
+        self.add_time(|t| &mut t.compare, started);
+        compared.map(|errors| (cand_run, errors))
+    }
+
+    /// The comparisons of [`Bench::check_candidate`] once the candidate has run: every checked
+    /// output against the reference's with its check, every other buffer unchanged.
+    fn compare_candidate(
+        &self,
+        ref_run: &Run,
+        cand_run: &Run,
+        values: Values,
+    ) -> Result<ErrorStats, Rejection> {
+        let runtime = |e: RtError| Rejection::Runtime(e.to_string());
         let mut errors = ErrorStats::default();
         for check in &self.spec.checks {
             let name = &check.buffer;
@@ -2020,13 +2060,13 @@ impl Bench {
                 (check.rtol, check.atol)
             };
             let mut cmp: Comparison = self
-                .compare_outputs(name, &cand_run, ref_run, rtol, atol)
+                .compare_outputs(name, cand_run, ref_run, rtol, atol)
                 .map_err(runtime)?;
             let mut scaled = None;
             if values == Values::Large && !cmp.ok() && rtol > 0.0 {
                 let wide = large_case_tolerance(rtol, atol, cmp.ref_max);
                 cmp = self
-                    .compare_outputs(name, &cand_run, ref_run, rtol, wide)
+                    .compare_outputs(name, cand_run, ref_run, rtol, wide)
                     .map_err(runtime)?;
                 scaled = Some(wide);
             }
@@ -2057,7 +2097,7 @@ impl Bench {
             if w.allclose.is_some() && cmp.mismatches > 0 {
                 // Within the fraction allowed; NaN and infinities must still match.
                 let special = self
-                    .compare_outputs(name, &cand_run, ref_run, 0.0, f64::INFINITY)
+                    .compare_outputs(name, cand_run, ref_run, 0.0, f64::INFINITY)
                     .map_err(runtime)?;
                 if let (false, Some((i, x, want))) = (special.ok(), special.first) {
                     return wrong(format!("{} elements differ where one side is NaN or infinite (first at {i}: {x} vs {want})", special.mismatches));
@@ -2072,7 +2112,7 @@ impl Bench {
                 ));
             }
             if let Some(c) = w.cosine {
-                let cos = self.cosine(name, &cand_run, ref_run).map_err(runtime)?;
+                let cos = self.cosine(name, cand_run, ref_run).map_err(runtime)?;
                 if cos.is_nan() || cos < c {
                     return wrong(format!(
                         "cosine similarity {cos:.9} below the check's `cosine = {c}`"
@@ -2100,7 +2140,7 @@ impl Bench {
             .filter(|b| !checked(b) && !in_place_output(b))
         {
             let same = self
-                .unchanged(&b.name, &cand_run, ref_run)
+                .unchanged(&b.name, cand_run, ref_run)
                 .map_err(runtime)?;
             if !same.ok() {
                 return Err(Rejection::Wrong(format!(
@@ -2109,7 +2149,27 @@ impl Bench {
                 )));
             }
         }
-        Ok((cand_run, errors))
+        Ok(errors)
+    }
+
+    /// `f`, its wall time added to the proof time's part `part`.
+    fn timed<T>(&self, part: fn(&mut ProofTime) -> &mut f64, f: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let out = f();
+        self.add_time(part, started);
+        out
+    }
+
+    /// Adds the time since `started` to the proof time's part `part`.
+    fn add_time(&self, part: fn(&mut ProofTime) -> &mut f64, started: Instant) {
+        let mut t = self.proof_time.get();
+        *part(&mut t) += started.elapsed().as_secs_f64();
+        self.proof_time.set(t);
+    }
+
+    /// The proof time gathered since the last call, and a fresh start.
+    pub fn take_proof_time(&self) -> ProofTime {
+        self.proof_time.take()
     }
 
     /// Kernel time from profiling events: the median of at least `repeats` timed runs, more

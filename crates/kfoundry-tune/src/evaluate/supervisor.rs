@@ -79,6 +79,8 @@ pub struct Supervised {
     pub last_errors: Option<ErrorStats>,
     /// The compiler's warnings, from every worker's stderr.
     pub warnings: Arc<Mutex<Warnings>>,
+    /// Where the proof cases verified so far spent their time, as the workers timed them.
+    pub proof_time: crate::messages::ProofTime,
 }
 
 impl Supervised {
@@ -106,6 +108,7 @@ impl Supervised {
             build_failures: Vec::new(),
             last_errors: None,
             warnings: Default::default(),
+            proof_time: Default::default(),
         };
         s.spawn()?;
         Ok(s)
@@ -263,9 +266,11 @@ impl Supervised {
                     verdict,
                     build_log,
                     warnings,
+                    time,
                 },
                 _,
             )) => {
+                self.proof_time = self.proof_time.plus(time);
                 if let Some(log) = build_log {
                     self.build_failures.push((params.clone(), log));
                 }
@@ -698,6 +703,7 @@ mod tests {
             build_failures: Vec::new(),
             last_errors: None,
             warnings: Default::default(),
+            proof_time: Default::default(),
         }
     }
 

@@ -64,12 +64,14 @@ pub enum Response {
         #[serde(default)]
         warnings: Vec<String>,
     },
-    /// The verdict at the requested sizes.
+    /// The verdict at the requested sizes, and where the case spent its time.
     Verified {
         verdict: Verdict,
         build_log: Option<String>,
         #[serde(default)]
         warnings: Vec<String>,
+        #[serde(default)]
+        time: crate::messages::ProofTime,
     },
     /// The reference cannot be trusted at the requested sizes: they prove nothing.
     Unverifiable {
@@ -226,6 +228,7 @@ pub fn serve() -> anyhow::Result<()> {
                                 verdict,
                                 build_log,
                                 warnings: std::mem::take(&mut b.build_warnings),
+                                time: b.take_proof_time(),
                             }
                         }
                         Err(untrusted) => Response::Unverifiable { untrusted },

@@ -53,6 +53,8 @@ pub struct Decision {
     pub note: Option<String>,
     /// The lockfile's complete earlier entry stays: the interrupted search did not beat it.
     pub kept_existing: bool,
+    /// Wall seconds spent proving finalists (the rest of the decision is re-measuring).
+    pub proof_seconds: f64,
 }
 
 /// The fastest distinct successful candidates (configurations of the annotated source from
@@ -116,6 +118,7 @@ pub fn decide(
         };
     let mut slower = None;
     let mut winner = None;
+    let mut proof_seconds = 0.0;
     for (params, source) in finalists {
         if *params == spec.reference && source.is_none() {
             continue;
@@ -125,7 +128,10 @@ pub fn decide(
             claimed: None,
             seed: proof_seed,
         };
-        let proven = match prove(judge, spec, params, source.as_deref(), &scope) {
+        let proving = std::time::Instant::now();
+        let proof = prove(judge, spec, params, source.as_deref(), &scope);
+        proof_seconds += proving.elapsed().as_secs_f64();
+        let proven = match proof {
             Ok(p) => p,
             Err(NotProven::Failed(why)) => {
                 reject(params, "probe", why, &mut rejections);
@@ -153,6 +159,7 @@ pub fn decide(
                     rejections: Vec::new(),
                     note: None,
                     kept_existing: false,
+                    proof_seconds: 0.0,
                 });
                 break;
             }
@@ -188,6 +195,7 @@ pub fn decide(
                     }
                 })),
                 kept_existing: false,
+                proof_seconds: 0.0,
             }
         }
     };
@@ -209,6 +217,7 @@ pub fn decide(
         }
     }
     decision.rejections = rejections;
+    decision.proof_seconds = proof_seconds;
     Ok(decision)
 }
 

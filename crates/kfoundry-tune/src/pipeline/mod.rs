@@ -296,6 +296,7 @@ fn tune_one(
     };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as
     // failed and the search goes on with a fresh worker.
+    let starting = std::time::Instant::now();
     let mut bench = Supervised::start(
         spec,
         &workload.sizes,
@@ -303,6 +304,7 @@ fn tune_one(
         settings,
         plan.options.limits,
     )?;
+    let start_seconds = starting.elapsed().as_secs_f64();
     let Some(searched) = search::search(
         plan,
         spec,
@@ -318,6 +320,7 @@ fn tune_one(
     let finalists = finalists::select(spec, searched.state.history(), searched.source_finalists());
     // Drawn afresh unless given: the proof's sizes and inputs cannot be known in advance.
     let proof_seed = plan.options.proof_seed.unwrap_or_else(rand::random);
+    let deciding = std::time::Instant::now();
     let decision = finalists::decide(
         &mut bench,
         spec,
@@ -328,7 +331,8 @@ fn tune_one(
         |r| tally::rejected(plan, spec, workload, r),
     )
     .map_err(|e| anyhow::anyhow!(e))?;
-    let result = tally::result_of(
+    let decide_seconds = deciding.elapsed().as_secs_f64();
+    let mut result = tally::result_of(
         plan,
         spec,
         workload,
@@ -337,6 +341,13 @@ fn tune_one(
         &bench,
         started.elapsed().as_secs_f64(),
     )?;
+    result.phases = Some(crate::messages::Phases {
+        start: start_seconds,
+        search: result.search_seconds,
+        proof: decision.proof_seconds,
+        proof_parts: bench.proof_time,
+        remeasure: decide_seconds - decision.proof_seconds,
+    });
     // For `report --html`: a history that cannot be written costs the report its plots, not
     // the tune its result.
     let descriptors = searched

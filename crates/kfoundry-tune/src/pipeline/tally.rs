@@ -68,6 +68,7 @@ pub fn result_of(
         failures: result.failures,
         seconds,
         search_seconds: searched.state.progress().elapsed,
+        phases: None,
         gbytes_per_s: per_s(spec.cost.as_ref().and_then(|c| c.bytes.as_ref())),
         gflops: per_s(spec.cost.as_ref().and_then(|c| c.flops.as_ref())),
         max_abs_error: decision.errors.map(|e| e.max_abs),

@@ -142,7 +142,7 @@ fn the_tuned_message_says_where_the_time_went() {
         start + search + proof + remeasure <= whole + 1e-3,
         "{result}"
     );
-    assert_eq!(search, secs(&result["search_seconds"]), "{result}");
+    assert!(search >= secs(&result["search_seconds"]), "{result}");
     let parts = phases["proof_parts"].as_object().expect("proof parts");
     let sum: f64 = parts.values().map(secs).sum();
     assert!(

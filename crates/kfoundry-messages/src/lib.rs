@@ -207,12 +207,14 @@ pub struct TuneResult {
     pub llm: Option<LlmSummary>,
 }
 
-/// Where one tune's wall time went, in seconds. `search` is the search's own clock (as
-/// `search_seconds`); the others are the tuner's wall time around it.
+/// Where one tune's wall time went, in seconds of the tuner's wall clock. What is left of the
+/// tune's `seconds` went to where its search starts (a checkpoint, warm starts) and to what is
+/// written after (history, checkpoint).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Phases {
     /// Starting the worker process: the device opened, the reference built and checked.
     pub start: f64,
+    /// The search, its evaluations (`search_seconds`) and its proposals between them.
     pub search: f64,
     /// Proving the finalists (every case of every finalist, the worker's answers included).
     pub proof: f64,

@@ -417,6 +417,19 @@ pub struct SearchState {
     /// ([`SearchState::set_group_size`]; not checkpointed: given again on resuming).
     #[serde(skip)]
     group_size: Option<GroupSize>,
+    /// Every valid configuration of the space in enumeration order, once a random draw had to
+    /// enumerate the space ([`SearchState::random_unvisited`]); shared by the copies that
+    /// speculation makes. A cache of `valid`, which is one function for the whole search: not
+    /// checkpointed (built again when needed).
+    #[serde(skip)]
+    valid_configs: Option<std::sync::Arc<ValidConfigs>>,
+}
+
+/// Every valid configuration of a space: in enumeration order, and as a set for lookups.
+#[derive(Debug, Default)]
+struct ValidConfigs {
+    ordered: Vec<Indices>,
+    set: HashSet<Indices>,
 }
 
 /// Parent-sampling weights of one island (see `SearchState::parent_weights`).
@@ -517,6 +530,7 @@ impl SearchState {
             pending: VecDeque::new(),
             warm: VecDeque::new(),
             group_size: None,
+            valid_configs: None,
             space,
             settings,
         })
@@ -860,7 +874,8 @@ impl SearchState {
     }
 
     /// Proposes, evaluates and records one configuration; never the same one twice, never
-    /// one that `valid` rejects.
+    /// one that `valid` rejects. `valid` must answer the same at every step of a search (the
+    /// engine may keep its answers).
     pub fn step(
         &mut self,
         evaluator: &mut dyn Evaluator,
@@ -1251,10 +1266,16 @@ impl SearchState {
         n
     }
 
+    /// Whether `idx` is neither evaluated nor pending, and valid (looked up in the space's
+    /// enumeration once there is one: the same answer, as `valid` is one function for the
+    /// search).
     fn is_new_and_valid(&self, idx: &[u32], valid: &dyn Fn(&Config) -> bool) -> bool {
         !self.visited.contains_key(idx)
             && !self.pending.iter().any(|p| *p.proposal.child == *idx)
-            && valid(&self.space.values(idx))
+            && match &self.valid_configs {
+                Some(all) => all.set.contains(idx),
+                None => valid(&self.space.values(idx)),
+            }
     }
 
     /// A uniformly random valid configuration not evaluated yet: one whose work-group is
@@ -1276,24 +1297,50 @@ impl SearchState {
         if self.space.size() > ENUMERATE_LIMIT {
             return over_limit;
         }
-        // enumerate (odometer) and pick uniformly among the remaining ones
+        // Pick uniformly among the valid configurations not evaluated yet (the space
+        // enumerated once, then kept: a proposal is then a walk over the valid ones only).
+        let all = match &self.valid_configs {
+            Some(all) => all.clone(),
+            None => {
+                let ordered = self.enumerate_valid(&sizes, valid);
+                let set = ordered.iter().cloned().collect();
+                let all = std::sync::Arc::new(ValidConfigs { ordered, set });
+                self.valid_configs = Some(all.clone());
+                all
+            }
+        };
+        let mut pool: Vec<Indices> = all
+            .ordered
+            .iter()
+            .filter(|c| {
+                !self.visited.contains_key(*c)
+                    && !self.pending.iter().any(|p| *p.proposal.child == **c)
+            })
+            .cloned()
+            .collect();
+        if pool.iter().any(|c| !over(c)) {
+            pool.retain(|c| !over(c));
+        }
+        if pool.is_empty() {
+            return None;
+        }
+        let j = self.rng.gen_range(0..pool.len());
+        Some(pool.swap_remove(j))
+    }
+
+    /// Every configuration of the space that `valid` accepts, in odometer order (the first
+    /// parameter's index turning fastest).
+    fn enumerate_valid(&self, sizes: &[usize], valid: &dyn Fn(&Config) -> bool) -> Vec<Indices> {
         let mut cur = vec![0u32; sizes.len()];
-        let mut pool = Vec::new();
+        let mut all = Vec::new();
         loop {
-            if self.is_new_and_valid(&cur, valid) {
-                pool.push(cur.clone());
+            if valid(&self.space.values(&cur)) {
+                all.push(cur.clone());
             }
             let mut i = 0;
             loop {
                 if i == sizes.len() {
-                    if pool.iter().any(|c| !over(c)) {
-                        pool.retain(|c| !over(c));
-                    }
-                    if pool.is_empty() {
-                        return None;
-                    }
-                    let j = self.rng.gen_range(0..pool.len());
-                    return Some(pool.swap_remove(j));
+                    return all;
                 }
                 cur[i] += 1;
                 if (cur[i] as usize) < sizes[i] {

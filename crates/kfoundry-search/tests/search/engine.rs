@@ -99,6 +99,51 @@ fn exhausts_a_small_space() {
     assert_eq!(r.best.unwrap().0, vec![1, 1]);
 }
 
+/// A space with few valid configurations is enumerated once, not at every proposal, and the
+/// search is the same as without that memory: a checkpoint (which does not carry it) resumes
+/// exactly.
+#[test]
+fn a_sparse_space_is_enumerated_once_and_resumes_exactly() {
+    let p = |n: &str| Param {
+        name: n.into(),
+        values: (0..40).collect(),
+    };
+    let space = || Space::new(vec![p("a"), p("b"), p("c")]).unwrap();
+    // 12 valid configurations of 64 000.
+    let sparse = |c: &Config| c[0] == c[1] && c[1] == c[2] && c[0] % 10 < 3;
+    let calls = std::cell::Cell::new(0usize);
+    let counted = |c: &Config| {
+        calls.set(calls.get() + 1);
+        sparse(c)
+    };
+    let mut eval = |c: &Config| Evaluation::ok(1.0 + (c[0] as f64 - 17.0).abs(), 1.0);
+    let settings = Settings {
+        seed: 3,
+        max_evals: Some(10),
+        ..Settings::default()
+    };
+    let whole = search(space(), settings.clone(), None, &mut eval, &counted).unwrap();
+    assert_eq!(whole.evaluations, 10);
+    // One enumeration (64 000 answers) and at most a few thousand random draws a proposal;
+    // an enumeration at every proposal would be 640 000.
+    assert!(
+        calls.get() < 64_000 + 10 * 4_000,
+        "{} answers of `valid`",
+        calls.get()
+    );
+    let mut s = SearchState::new(space(), settings, None).unwrap();
+    for _ in 0..5 {
+        assert!(matches!(s.step(&mut eval, &sparse), Stepped::Evaluated(_)));
+    }
+    let json = serde_json::to_string(&s).unwrap();
+    let mut resumed: SearchState = serde_json::from_str::<SearchState>(&json)
+        .unwrap()
+        .validated()
+        .unwrap();
+    let r = resumed.run(&mut eval, &sparse, &mut |_| true);
+    assert!(r.history == whole.history, "the resumed run differs");
+}
+
 #[test]
 fn time_and_stagnation_budgets() {
     let settings = Settings {

@@ -305,6 +305,7 @@ fn tune_one(
         plan.options.limits,
     )?;
     let start_seconds = starting.elapsed().as_secs_f64();
+    let searching = std::time::Instant::now();
     let Some(searched) = search::search(
         plan,
         spec,
@@ -317,6 +318,7 @@ fn tune_one(
     else {
         return Ok(None);
     };
+    let search_wall = searching.elapsed().as_secs_f64();
     let finalists = finalists::select(spec, searched.state.history(), searched.source_finalists());
     // Drawn afresh unless given: the proof's sizes and inputs cannot be known in advance.
     let proof_seed = plan.options.proof_seed.unwrap_or_else(rand::random);
@@ -343,7 +345,7 @@ fn tune_one(
     )?;
     result.phases = Some(crate::messages::Phases {
         start: start_seconds,
-        search: result.search_seconds,
+        search: search_wall,
         proof: decision.proof_seconds,
         proof_parts: bench.proof_time,
         remeasure: decide_seconds - decision.proof_seconds,

@@ -157,6 +157,11 @@ impl Human {
                 fmt_params(&unshipped.params),
                 unshipped.reason
             ),
+            TuneEvent::Tuned { result } if shown.evaluations => {
+                if let Some(line) = phases_line(result) {
+                    self.line(line);
+                }
+            }
             TuneEvent::Failed { failure } => self.line(format!("error: {failure}")),
             TuneEvent::Portfolio { spec, portfolio: p } if shown.notes => {
                 eprintln!("portfolio {}", portfolio::describe(spec, p))
@@ -276,6 +281,39 @@ pub fn summary(results: &[TuneResult]) -> String {
     t.render()
 }
 
+/// With `-v`: where a tune's wall time went (`phases` of its result), the proof's largest parts
+/// first.
+fn phases_line(r: &TuneResult) -> Option<String> {
+    let p = r.phases?;
+    let q = p.proof_parts;
+    let mut parts = [
+        ("reference checks", q.check_reference),
+        ("builds", q.build),
+        ("draws", q.draw),
+        ("uploads", q.upload),
+        ("reference runs", q.reference),
+        ("candidate runs", q.candidate),
+        ("comparisons", q.compare),
+    ];
+    parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let parts: Vec<String> = parts
+        .iter()
+        .take(3)
+        .map(|(name, s)| format!("{name} {s:.2}"))
+        .collect();
+    Some(format!(
+        "{} @ {}: {:.2} s: worker start {:.2}, search {:.2}, proof {:.2} ({}), re-measure {:.2}",
+        r.kernel,
+        r.workload,
+        r.seconds,
+        p.start,
+        p.search,
+        p.proof,
+        parts.join(", "),
+        p.remeasure
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +326,31 @@ mod tests {
             "probed_sizes": [], "probe_rejections": [], "interrupted": false
         }))
         .unwrap()
+    }
+
+    /// `-v` says where a tune's time went, the proof's largest parts first; a result without
+    /// phases (an earlier version's) says nothing.
+    #[test]
+    fn the_phases_line_puts_the_proofs_largest_parts_first() {
+        assert_eq!(phases_line(&result()), None);
+        let mut r = result();
+        r.phases = Some(kfoundry_tune::messages::Phases {
+            start: 0.2,
+            search: 3.0,
+            proof: 1.5,
+            proof_parts: kfoundry_tune::messages::ProofTime {
+                draw: 0.6,
+                compare: 0.4,
+                candidate: 0.3,
+                reference: 0.1,
+                ..Default::default()
+            },
+            remeasure: 0.25,
+        });
+        assert_eq!(
+            phases_line(&r).unwrap(),
+            "saxpy @ large: 1.00 s: worker start 0.20, search 3.00, proof 1.50 (draws 0.60, comparisons 0.40, candidate runs 0.30), re-measure 0.25"
+        );
     }
 
     /// The summary table says when the reference ships and where to read why.

@@ -230,7 +230,8 @@ pub struct Phases {
 pub struct ProofTime {
     /// Checking the reference at a case's sizes (that it stays within its buffers there).
     pub check_reference: f64,
-    /// Building the candidate (once a worker; later cases find it built).
+    /// Building the candidate (once a worker; later cases find it built), and on a device that
+    /// is not a GPU its build with the work-groups numbered in reverse.
     pub build: f64,
     /// Drawing the input sets (on the host or the device).
     pub draw: f64,

@@ -1766,7 +1766,10 @@ impl Bench {
             Ok(info) => info.local_mem_bytes,
             Err(failure) => return Ok(Err(failure)),
         };
-        let reversed = match self.reversed_build(params, source, local_mem) {
+        let started = Instant::now();
+        let reversed = self.reversed_build(params, source, local_mem);
+        self.add_time(|t| &mut t.build, started);
+        let reversed = match reversed {
             Ok(r) => r,
             Err(failure) => return Ok(Err(failure)),
         };

@@ -4,7 +4,10 @@ output (each `tuned` message's `seconds` and `phases`).
     python3 bench/phases.py TUNE.jsonl [...]
 """
 import json
+import signal
 import sys
+
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output quietly
 
 rows = []
 for path in sys.argv[1:]:

@@ -2325,6 +2325,9 @@ pub trait Judge {
     /// Output errors of the last evaluation that passed verification.
     fn last_errors(&self) -> Option<ErrorStats>;
     fn limits(&self) -> &Limits;
+    /// From now on every build comes from its source, none from the program cache: what is
+    /// re-measured and proven is what the source compiles to ([`Bench::seal`]).
+    fn seal(&mut self);
 }
 
 #[cfg(test)]

@@ -245,11 +245,7 @@ impl Supervised {
     ) -> std::result::Result<Verdict, Untrusted> {
         // The worker seals its bench for the proof ([`super::Bench::seal`]); a worker started
         // after this one (a crash) must not read the program cache either.
-        if let Request::Setup { settings, .. } = &mut self.setup {
-            if let Some(cache) = &mut settings.program_cache {
-                cache.read = false;
-            }
-        }
+        self.seal_setup();
         let request = Request::Verify {
             params: params.clone(),
             case: case.clone(),
@@ -292,6 +288,35 @@ impl Supervised {
                 "checking the reference there: {failure}"
             ))),
             Err((failure, Some(_))) => Ok(Err(failure.rejection())),
+        }
+    }
+
+    /// Workers started from now on do not read the program cache.
+    fn seal_setup(&mut self) {
+        if let Request::Setup { settings, .. } = &mut self.setup {
+            if let Some(cache) = &mut settings.program_cache {
+                cache.read = false;
+            }
+        }
+    }
+
+    /// Seals the worker's bench ([`super::Bench::seal`]) and every later worker's. A worker
+    /// that does not answer is replaced (the next one starts sealed).
+    pub fn seal(&mut self) {
+        self.seal_setup();
+        if self.worker.is_none() {
+            return;
+        }
+        let limits = Limits3 {
+            before: self.time.build,
+            reference_checked: self.time.build,
+            built: self.time.build,
+        };
+        if !matches!(
+            self.exchange(&Request::Seal, limits),
+            Ok((Response::Sealed, _))
+        ) {
+            self.worker = None;
         }
     }
 
@@ -630,6 +655,9 @@ impl Judge for Supervised {
     }
     fn limits(&self) -> &Limits {
         Supervised::limits(self)
+    }
+    fn seal(&mut self) {
+        Supervised::seal(self)
     }
 }
 

@@ -39,6 +39,8 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<String>,
     },
+    /// From now on every build comes from its source ([`Bench::seal`]); answered at once.
+    Seal,
 }
 
 /// What the worker answers: `Progress` lines as a request advances, then the answer.
@@ -79,6 +81,8 @@ pub enum Response {
     },
     /// The builds asked for are under way.
     Building,
+    /// The bench is sealed.
+    Sealed,
 }
 
 /// The environment variable through which the supervisor passes its process id.
@@ -209,6 +213,15 @@ pub fn serve() -> anyhow::Result<()> {
                 }
                 None => Response::SetupFailed {
                     message: "build before setup".into(),
+                },
+            },
+            Request::Seal => match bench.as_mut() {
+                Some(b) => {
+                    b.seal();
+                    Response::Sealed
+                }
+                None => Response::SetupFailed {
+                    message: "seal before setup".into(),
                 },
             },
             Request::Verify {

@@ -1,10 +1,12 @@
 //! Stage 4, from a finished search to the variant that is shipped: the fastest candidates
-//! ([`select`]), in order, are proven at other sizes ([`super::verify`]), then re-measured
-//! alternately with the reference ([`super::remeasure`]); the first
-//! that passes both and is faster than the reference on re-measure wins. A finalist that
-//! fails anywhere is dropped with its reason and the next one is tried; only a reference that
-//! fails makes the kernel's tune fail. When the search was cut short and the lockfile already
-//! holds a complete result, the new winner must also beat that one on re-measure.
+//! ([`select`]), in order, are re-measured alternately with the reference
+//! ([`super::remeasure`]), and one faster there is proven at other sizes ([`super::verify`]);
+//! the first that passes both wins. (Re-measuring first spares the proof of a finalist that
+//! would lose anyway; the bench is sealed before either, so both see what the source compiles
+//! to.) A finalist that fails anywhere is dropped with its reason and the next one is tried;
+//! only a reference that fails makes the kernel's tune fail. When the search was cut short and
+//! the lockfile already holds a complete result, the new winner must also beat that one on
+//! re-measure.
 
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Record;
@@ -14,7 +16,7 @@ use super::verify::{prove, NotProven, Scope};
 use crate::evaluate::{params_of, ErrorStats, Judge};
 use crate::text::fmt_ns;
 
-/// Finalists proven and re-measured, fastest first, until one wins.
+/// Finalists re-measured and proven, fastest first, until one wins.
 pub const FINALISTS: usize = 3;
 
 /// A candidate for the win: parameters, and the generated source when it is a source-level
@@ -119,10 +121,29 @@ pub fn decide(
     let mut slower = None;
     let mut winner = None;
     let mut proof_seconds = 0.0;
+    // From here on nothing comes from the program cache: the re-measure times, and the proof
+    // checks, what the source compiles to.
+    judge.seal();
     for (params, source) in finalists {
         if *params == spec.reference && source.is_none() {
             continue;
         }
+        let (best_s, reference_s, errors) = match remeasure(judge, spec, params, source.as_deref())?
+        {
+            Err(why) => {
+                reject(params, "remeasure", why, &mut rejections);
+                continue;
+            }
+            Ok((best_s, reference_s, _)) if best_s >= reference_s => {
+                slower.get_or_insert(format!(
+                    "no finalist was faster than the reference on re-measure (the fastest: {} against {})",
+                    fmt_ns(best_s * 1e9),
+                    fmt_ns(reference_s * 1e9)
+                ));
+                continue;
+            }
+            Ok(faster) => faster,
+        };
         let scope = Scope {
             sizes: &workload.sizes,
             claimed: None,
@@ -143,34 +164,22 @@ pub fn decide(
                 return Err(format!("the annotation of `{}`: {why}", spec.id))
             }
         };
-        match remeasure(judge, spec, params, source.as_deref())? {
-            Err(why) => reject(params, "remeasure", why, &mut rejections),
-            Ok((best_s, reference_s, errors)) if best_s < reference_s => {
-                winner = Some(Decision {
-                    params: params.clone(),
-                    source: source.clone(),
-                    proof_cases: (proven.cases, proven.skipped),
-                    proof_seed,
-                    scalars: proven.scalars,
-                    proven: proven.sizes,
-                    best_s,
-                    reference_s,
-                    errors,
-                    rejections: Vec::new(),
-                    note: None,
-                    kept_existing: false,
-                    proof_seconds: 0.0,
-                });
-                break;
-            }
-            Ok((best_s, reference_s, _)) => {
-                slower.get_or_insert(format!(
-                    "no finalist was faster than the reference on re-measure (the fastest: {} against {})",
-                    fmt_ns(best_s * 1e9),
-                    fmt_ns(reference_s * 1e9)
-                ));
-            }
-        }
+        winner = Some(Decision {
+            params: params.clone(),
+            source: source.clone(),
+            proof_cases: (proven.cases, proven.skipped),
+            proof_seed,
+            scalars: proven.scalars,
+            proven: proven.sizes,
+            best_s,
+            reference_s,
+            errors,
+            rejections: Vec::new(),
+            note: None,
+            kept_existing: false,
+            proof_seconds: 0.0,
+        });
+        break;
     }
     let mut decision = match winner {
         Some(d) => d,
@@ -239,10 +248,15 @@ mod tests {
         wrong_at_workload: Vec<i64>,
         counts: BTreeMap<i64, usize>,
         limits: Limits,
+        /// Whether the decision sealed the judge before it evaluated or verified anything.
+        sealed: bool,
+        /// Cases verified, per configuration.
+        verified: BTreeMap<i64, usize>,
     }
 
     impl Judge for Script {
         fn evaluate(&mut self, params: &Params, _: Option<&str>) -> Evaluation {
+            assert!(self.sealed, "evaluated before the judge was sealed");
             let k = params["K"];
             let n = self.counts.entry(k).or_default();
             *n += 1;
@@ -257,6 +271,8 @@ mod tests {
             case: &Case,
             _: Option<&str>,
         ) -> Result<Verdict, crate::evaluate::Untrusted> {
+            assert!(self.sealed, "verified before the judge was sealed");
+            *self.verified.entry(params["K"]).or_default() += 1;
             let sizes = &case.sizes;
             if self.wrong_at_larger.contains(&params["K"]) && sizes["n"] > 4096 {
                 return Ok(Err(Rejection::Wrong("differs".into())));
@@ -271,6 +287,9 @@ mod tests {
         }
         fn limits(&self) -> &Limits {
             &self.limits
+        }
+        fn seal(&mut self) {
+            self.sealed = true;
         }
     }
 
@@ -292,6 +311,8 @@ mod tests {
             wrong_at_larger: vec![],
             wrong_at_workload: vec![],
             counts: BTreeMap::new(),
+            sealed: false,
+            verified: BTreeMap::new(),
             limits: Limits {
                 max_work_group_size: 1024,
                 max_alloc_bytes: 1 << 30,
@@ -337,6 +358,8 @@ mod tests {
         );
         assert!(d.proven.iter().any(|s| s["n"] > 4096) && d.proven.iter().any(|s| s["n"] < 4096));
         assert_eq!((d.best_s, d.reference_s), (3.0, 4.0));
+        // K=1 failed on re-measure: it was never proven.
+        assert_eq!(judge.verified.get(&1), None);
     }
 
     /// The search checked candidates on input sets they shared; a finalist is checked again on
@@ -360,13 +383,17 @@ mod tests {
         );
     }
 
+    /// A finalist slower than the reference on re-measure is not proven (its proof would buy
+    /// nothing), and the reference ships.
     #[test]
     fn the_reference_ships_when_nothing_beats_it_and_says_why() {
         let spec = spec();
         let w = spec.workloads[0].clone();
-        let mut judge = script(&[(0, 1.0), (1, 2.0)]);
-        let d = decide(&mut judge, &spec, &w, &[k(1), k(0)], None, 7, |_| {}).unwrap();
+        let mut judge = script(&[(0, 1.0), (1, 2.0), (2, 3.0)]);
+        let d = decide(&mut judge, &spec, &w, &[k(1), k(2), k(0)], None, 7, |_| {}).unwrap();
         assert_eq!(d.params, spec.reference);
+        assert!(judge.verified.is_empty(), "{:?}", judge.verified);
+        assert_eq!(d.proof_seconds, 0.0);
         assert!(
             d.note
                 .as_deref()

@@ -10,8 +10,8 @@
 //! 3. [`search`]: the engine over a supervised [`Bench`](crate::evaluate::Bench) on the
 //!    device, with the language model as its external operator (one loop, one budget),
 //!    checkpointed after every evaluation.
-//! 4. [`finalists`]: the fastest candidates, each [`verify`]-ed at other sizes and
-//!    [`remeasure`]-d against the reference until one wins (or the reference stays).
+//! 4. [`finalists`]: the fastest candidates, each [`remeasure`]-d against the reference and,
+//!    when faster, [`verify`]-ed at other sizes, until one wins (or the reference stays).
 //!    A kernel with `ranges(...)`: its anchors' winners form a [`portfolio`] of variants, each
 //!    proven over a bucket of the range.
 //! 5. [`record`]: the winners into `Kfoundry.lock` (merged under an advisory lock, replaced

@@ -1,4 +1,4 @@
-//! Stage 4b, re-measure: a proven finalist and the reference are measured again, alternately
+//! Stage 4a, re-measure: a finalist and the reference are measured again, alternately
 //! (so that drifting clocks or load affect both alike); the medians decide. The search's own
 //! timing of the finalist is not trusted for the decision: it was the fastest of many noisy
 //! measurements, so it is biased low.

@@ -1,7 +1,8 @@
-//! Stage 4a, verify: a finalist of the search is proven before it can ship, in [`Case`]s that
-//! each vary something a real call can differ in from the search's runs. The search verified
-//! it at the workload's sizes only, on input sets it shared with other candidates, with
-//! poisoned outputs and inputs from the declared distributions. The proof ([`plan`]):
+//! Stage 4b, verify: a finalist of the search that was faster on re-measure is proven before
+//! it can ship, in [`Case`]s that each vary something a real call can differ in from the
+//! search's runs. The search verified it at the workload's sizes only, on input sets it shared
+//! with other candidates, with poisoned outputs and inputs from the declared distributions. The
+//! proof ([`plan`]):
 //!
 //! 1. the workload's sizes again on fresh inputs, then smaller and larger size sets (all sizes
 //!    scaled together, then each alone): these span the box of sizes dispatch may run the

@@ -483,6 +483,52 @@ impl KernelSpec {
             .map(|(a, _)| a)
     }
 
+    /// Whether `params` at `sizes` meet every `require(...)` (those that read the device only
+    /// with `device`, as [`KernelSpec::geometry`] checks them), without saying which fails: the
+    /// answer the search asks for many configurations, most of which fail.
+    pub fn meets_requirements(
+        &self,
+        params: &Params,
+        sizes: &Sizes,
+        device: Option<&DeviceTraits>,
+    ) -> bool {
+        let mut env = self.env(params, sizes);
+        matches!(self.failed_requirement(&mut env, device), Ok(None))
+    }
+
+    /// The first `require(...)` that does not hold in `env` (with whether it reads the device,
+    /// whose properties are then added to `env`); the ones that read the device are skipped
+    /// without one.
+    fn failed_requirement(
+        &self,
+        env: &mut Env,
+        device: Option<&DeviceTraits>,
+    ) -> Result<Option<(&Expr, bool)>, EvalError> {
+        for req in &self.require {
+            if !req.reads_any(|v| v.starts_with(DEVICE_PREFIX)) {
+                if !req.holds(env)? {
+                    return Ok(Some((req, false)));
+                }
+                continue;
+            }
+            let Some(device) = device else { continue };
+            for name in req
+                .variables()
+                .into_iter()
+                .filter(|v| v.starts_with(DEVICE_PREFIX))
+            {
+                let value = device
+                    .value(&name)
+                    .ok_or_else(|| EvalError::UnknownVariable(name.clone()))?;
+                env.insert(name, value);
+            }
+            if !req.holds(env)? {
+                return Ok(Some((req, true)));
+            }
+        }
+        Ok(None)
+    }
+
     /// Checks the constraints and computes the launch geometry of `params` at `sizes`.
     ///
     /// Constraints that read device properties (`device_*`, see [`DEVICE_PROPERTIES`]) are
@@ -513,27 +559,10 @@ impl KernelSpec {
             }
         }
         let mut env = self.env(params, sizes);
-        for req in &self.require {
-            if !req.reads_any(|v| v.starts_with(DEVICE_PREFIX)) {
-                if !req.holds(&env)? {
-                    return Err(LaunchError::Constraint(req.to_string()));
-                }
-                continue;
-            }
-            let Some(device) = device else { continue };
-            for name in req
-                .variables()
-                .into_iter()
-                .filter(|v| v.starts_with(DEVICE_PREFIX))
-            {
-                let value = device
-                    .value(&name)
-                    .ok_or_else(|| EvalError::UnknownVariable(name.clone()))?;
-                env.insert(name, value);
-            }
-            if !req.holds(&env)? {
-                return Err(LaunchError::DeviceConstraint(req.to_string()));
-            }
+        match self.failed_requirement(&mut env, device)? {
+            Some((req, false)) => return Err(LaunchError::Constraint(req.to_string())),
+            Some((req, true)) => return Err(LaunchError::DeviceConstraint(req.to_string())),
+            None => {}
         }
         let dims = |exprs: &[Expr], what: &str| -> Result<Vec<usize>, LaunchError> {
             exprs
@@ -1168,6 +1197,48 @@ pub(crate) mod tests {
             s.geometry(&s.reference, &p(&[("m", 64)]), None),
             Err(LaunchError::SizeNames { .. })
         ));
+    }
+
+    /// `meets_requirements` says yes exactly where `geometry` finds no failed requirement, with
+    /// a device (whose constraints count) and without one (they are skipped), and says no where
+    /// a requirement cannot be evaluated.
+    #[test]
+    fn meeting_the_requirements_agrees_with_the_geometry() {
+        let mut s = saxpy();
+        s.require
+            .push(Expr::parse("WG <= device_max_work_group").unwrap());
+        s.require
+            .push(Expr::parse("VEC < 4 || n / VEC / 0 > 0").unwrap());
+        let small = DeviceTraits {
+            max_work_group_size: 64,
+            ..DeviceTraits::default()
+        };
+        let mut seen = [0usize; 2];
+        for device in [None, Some(&small)] {
+            for n in [64, 96, 128, 4096] {
+                for wg in [32, 64, 128] {
+                    for vec in [1, 2, 4] {
+                        let params = p(&[("WG", wg), ("VEC", vec)]);
+                        let sizes = p(&[("n", n)]);
+                        let meets = s.meets_requirements(&params, &sizes, device);
+                        let geometry = s.geometry(&params, &sizes, device);
+                        let failed = matches!(
+                            geometry,
+                            Err(LaunchError::Constraint(_)
+                                | LaunchError::DeviceConstraint(_)
+                                | LaunchError::Eval(_))
+                        );
+                        assert_eq!(meets, !failed, "n={n} WG={wg} VEC={vec}: {geometry:?}");
+                        seen[meets as usize] += 1;
+                    }
+                }
+            }
+        }
+        assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
+        // A device constraint is skipped without a device, checked with one.
+        let wide = p(&[("WG", 128), ("VEC", 1)]);
+        assert!(s.meets_requirements(&wide, &p(&[("n", 4096)]), None));
+        assert!(!s.meets_requirements(&wide, &p(&[("n", 4096)]), Some(&small)));
     }
 
     /// An edit of a specification.

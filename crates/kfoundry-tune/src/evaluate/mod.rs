@@ -177,7 +177,12 @@ impl Validity {
     /// The engine's form: a configuration in parameter order.
     pub fn accepts(&self, config: &Config) -> bool {
         memoized(&self.accepted, config, || {
-            self.check(&params_of(&self.spec, config)).is_ok()
+            let params = params_of(&self.spec, config);
+            // Most configurations of a sparse space fail a requirement: said without the
+            // message that `check` writes.
+            self.spec
+                .meets_requirements(&params, &self.sizes, Some(&self.limits.traits))
+                && self.check(&params).is_ok()
         })
     }
 

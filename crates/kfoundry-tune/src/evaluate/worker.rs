@@ -153,9 +153,12 @@ fn protocol_channel() -> anyhow::Result<std::fs::File> {
 }
 
 /// Writes one answer as a JSON line.
+/// One answer, as one line written at once (the channel is unbuffered: written token by token,
+/// an answer took a system call, and a wake-up of the tuner's reader, per JSON token).
 fn send(out: &mut impl Write, response: &Response) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, response)?;
-    out.write_all(b"\n")?;
+    let mut line = serde_json::to_vec(response)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
     out.flush()
 }
 

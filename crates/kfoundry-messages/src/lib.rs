@@ -149,7 +149,7 @@ pub struct TuneResult {
     /// finalists, their proof and re-measure).
     #[serde(default)]
     pub search_seconds: f64,
-    /// Where the rest of `seconds` went: the worker's start, the proof (and its parts, as the
+    /// Where `seconds` went: the worker's start, the search, the proof (and its parts, as the
     /// worker timed them), the re-measure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<Phases>,
@@ -221,7 +221,8 @@ pub struct Phases {
     /// The proof's parts, as the worker timed them (their sum is under `proof`: the rest is
     /// the exchange with the worker and workers started again after a failure).
     pub proof_parts: ProofTime,
-    /// Re-measuring the proven finalists against the reference (and the lockfile's entry).
+    /// Re-measuring finalists against the reference (before their proof), and the winner
+    /// against the lockfile's entry.
     pub remeasure: f64,
 }
 

@@ -1266,12 +1266,16 @@ impl SearchState {
         n
     }
 
-    /// Whether `idx` is neither evaluated nor pending, and valid (looked up in the space's
+    /// Whether `idx` is neither evaluated nor pending.
+    fn is_new(&self, idx: &[u32]) -> bool {
+        !self.visited.contains_key(idx) && !self.pending.iter().any(|p| *p.proposal.child == *idx)
+    }
+
+    /// Whether `idx` is new ([`SearchState::is_new`]) and valid (looked up in the space's
     /// enumeration once there is one: the same answer, as `valid` is one function for the
     /// search).
     fn is_new_and_valid(&self, idx: &[u32], valid: &dyn Fn(&Config) -> bool) -> bool {
-        !self.visited.contains_key(idx)
-            && !self.pending.iter().any(|p| *p.proposal.child == *idx)
+        self.is_new(idx)
             && match &self.valid_configs {
                 Some(all) => all.set.contains(idx),
                 None => valid(&self.space.values(idx)),
@@ -1312,10 +1316,7 @@ impl SearchState {
         let mut pool: Vec<Indices> = all
             .ordered
             .iter()
-            .filter(|c| {
-                !self.visited.contains_key(*c)
-                    && !self.pending.iter().any(|p| *p.proposal.child == **c)
-            })
+            .filter(|c| self.is_new(c))
             .cloned()
             .collect();
         if pool.iter().any(|c| !over(c)) {

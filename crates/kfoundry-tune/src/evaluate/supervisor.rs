@@ -161,12 +161,11 @@ impl Supervised {
             stdin,
             lines,
         };
-        let limits = Limits3 {
-            before: self.time.reference,
-            reference_checked: self.time.reference,
-            built: self.time.reference,
-        };
-        match exchange(&mut worker, &self.setup, limits)? {
+        match exchange(
+            &mut worker,
+            &self.setup,
+            Limits3::uniform(self.time.reference),
+        )? {
             Ok((Response::Ready { limits }, _)) => self.limits = limits,
             Ok((Response::SetupFailed { message }, _)) => bail!("{message}"),
             Ok((other, _)) => bail!("unexpected answer from the worker: {other:?}"),
@@ -304,19 +303,17 @@ impl Supervised {
     /// that does not answer is replaced (the next one starts sealed).
     pub fn seal(&mut self) {
         self.seal_setup();
-        if self.worker.is_none() {
-            return;
+        if self.worker.is_some() {
+            self.ask_or_replace(&Request::Seal, |r| matches!(r, Response::Sealed));
         }
-        let limits = Limits3 {
-            before: self.time.build,
-            reference_checked: self.time.build,
-            built: self.time.build,
-        };
-        if !matches!(
-            self.exchange(&Request::Seal, limits),
-            Ok((Response::Sealed, _))
-        ) {
-            self.worker = None;
+    }
+
+    /// Sends `request`, which the worker answers at once (within the build limit) with what
+    /// `answered` accepts; a worker that does not is replaced.
+    fn ask_or_replace(&mut self, request: &Request, answered: fn(&Response) -> bool) {
+        match self.exchange(request, Limits3::uniform(self.time.build)) {
+            Ok((response, _)) if answered(&response) => {}
+            _ => self.worker = None,
         }
     }
 
@@ -505,6 +502,17 @@ struct Limits3 {
     built: Duration,
 }
 
+impl Limits3 {
+    /// The same limit throughout.
+    fn uniform(d: Duration) -> Limits3 {
+        Limits3 {
+            before: d,
+            reference_checked: d,
+            built: d,
+        }
+    }
+}
+
 impl kfoundry_search::Evaluator for Supervised {
     fn evaluate(&mut self, config: &Config) -> Evaluation {
         let params = params_of(&self.spec, config);
@@ -515,17 +523,9 @@ impl kfoundry_search::Evaluator for Supervised {
     /// (its builds are lost; each candidate is then built when it is evaluated).
     fn prepare(&mut self, upcoming: &[Config]) {
         let params = upcoming.iter().map(|c| params_of(&self.spec, c)).collect();
-        let limits = Limits3 {
-            before: self.time.build,
-            reference_checked: self.time.build,
-            built: self.time.build,
-        };
-        if !matches!(
-            self.exchange(&Request::BuildAhead { params }, limits),
-            Ok((Response::Building, _))
-        ) {
-            self.worker = None;
-        }
+        self.ask_or_replace(&Request::BuildAhead { params }, |r| {
+            matches!(r, Response::Building)
+        });
     }
 }
 

@@ -7,7 +7,8 @@
 #
 # Carry: target/release/cargo-kfoundry and .device, holding opencl-setup.sh, bundle.json
 # (`cargo kfoundry bundle -p kfoundry-examples -o .device/bundle.json`) and
-# cargo-kfoundry-1a655c8 (the CLI built at 1a655c8).
+# cargo-kfoundry-1a655c8 (the CLI built at 1a655c8) with bundle-old.json (that CLI's `bundle` run
+# in a checkout of 1a655c8: it cannot read today's bundles).
 # Variants: old (that CLI), default (this CLI, no flags), specL (speculate=L), sLjN (speculate=L,
 # --build-jobs N).
 # Usage (device tool): bash bench/h200/21-speculation.sh; results in $OUT/spec.tgz
@@ -27,9 +28,11 @@ nproc > "$D/nproc.txt"
 stamp() { python3 -u -c 'import sys,time
 for l in sys.stdin: print(f"{time.time():.4f} {l}", end="")'; }
 tune() { # variant kernel workload
-    local bin=target/release/cargo-kfoundry set=()
+    local bin=target/release/cargo-kfoundry set=() bundle=.device/bundle.json
     case "$1" in
-        old) bin=.device/cargo-kfoundry-1a655c8 ;;
+        old) bin=.device/cargo-kfoundry-1a655c8
+             # that CLI reads only the bundle format of its day (no 16-bit arguments)
+             [ -f .device/bundle-old.json ] && bundle=.device/bundle-old.json ;;
         spec*) set=(--set "speculate=${1#spec}") ;;
         s*j*) # sLjN: speculate=L with at most N builds at once
             local l=${1#s}
@@ -37,7 +40,7 @@ tune() { # variant kernel workload
     esac
     local start
     start=$(date +%s.%N)
-    timeout -k 10 250 "$bin" kfoundry tune --bundle .device/bundle.json --lockfile "/tmp/lock-$1-$2.lock" \
+    timeout -k 10 250 "$bin" kfoundry tune --bundle "$bundle" --lockfile "/tmp/lock-$1-$2.lock" \
         --device gpu --kernel "::$2" --workload "$3" --budget-evals "$EVALS" --seed 1 --no-llm \
         --message-format json "${set[@]}" 2> "$D/$1-$2.err" | stamp > "$D/$1-$2.jsonl"
     echo "$1 $2 $3 exit ${PIPESTATUS[0]} start $start end $(date +%s.%N)" >> "$D/log.txt"

@@ -57,6 +57,53 @@ pub struct RowSum;
 )]
 pub struct Sgemm;
 
+/// C = A·B with few outputs and a long k (KernelBench level 1 problem 6: 256 × 256 outputs, k =
+/// 524288), where one work-group per output tile leaves most of a GPU idle: split-K. The k range
+/// is cut into `SPLITK` slices that work-groups of their own compute; the last of a tile's to
+/// arrive adds the slices up in slice order (the template library's `split_k.cl`). The partial
+/// sums and the arrival counters live in two scratch buffers the launcher owns
+/// (`scratch(ws, arrivals)`): all zero at every launch, and the kernel leaves them so (the proof
+/// checks it). Beside it, the portable path (register tiles from global memory) and the
+/// library's 3xTF32 tensor-core path of [`crate::suite::SuiteSgemm`] (`MMA`, `WM`, `TK`,
+/// `STAGES`, `FLUSH`).
+///
+/// The check: a slice's sum rounds differently from the reference's one long sum, whose own
+/// rounding error grows with k (about 4e-3 on outputs near 240 at k = 524288 with inputs in
+/// ±1): the relative error norm at most 1e-4 (the reference's own is about 2e-5 there), and
+/// each element within 5e-2 plus 1e-3 of itself, which still refuses one product of one k left
+/// out of one element (about 0.3).
+#[kfoundry::evolve(
+    source = "kernels/gemm_splitk.cl",
+    params(
+        SPLITK = pow2(1..=64), WGX = [8, 16, 32], WGY = [8, 16, 32], TM = [1, 2, 4, 8], TN = [1, 2, 4, 8],
+        MMA = [0, 1], WM = [1, 2, 4], TK = [8, 16, 32], STAGES = [2, 3, 4], FLUSH = [1, 2, 4],
+    ),
+    reference(SPLITK = 1, WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 8, STAGES = 2, FLUSH = 1),
+    require(
+        WGX * WGY <= 256,
+        // The tensor-core path as SuiteSgemm's; the portable path ignores its parameters.
+        MMA == 1 || (WM == 1 && TK == 8 && STAGES == 2 && FLUSH == 1),
+        MMA == 0 || device_nvidia && device_sm >= 80,
+        TK % (8 * FLUSH) == 0,
+        MMA == 0 || (WGX * WGY % 32 == 0 && WGX * WGY / 32 % WM == 0),
+        MMA == 0 || (WGY * TM % (16 * WM) == 0 && WGX * TN * WM * 32 % (8 * WGX * WGY) == 0),
+        MMA == 0 || (m % (WGY * TM) == 0 && n % (WGX * TN) == 0 && k % TK == 0 && k % 4 == 0 && n % 4 == 0),
+        MMA * STAGES * (WGY * TM * (TK + TK / 32 * 4) + TK * WGX * TN) <= 12288,
+    ),
+    global = (ceil_div(n, WGX * TN) * WGX, ceil_div(m, WGY * TM) * WGY, SPLITK), local = (WGX, WGY, 1),
+    buffers(
+        a = m * k, b = k * n, c = m * n,
+        ws = SPLITK * m * n, arrivals = ceil_div(m, WGY * TM) * ceil_div(n, WGX * TN),
+    ),
+    scratch(ws, arrivals),
+    check(c, norm = 1e-4, rtol = 1e-3, atol = 5e-2),
+    // The tensor-core path splits each float into TF32 parts: an infinity's small part is NaN.
+    edges = finite,
+    workloads(small(m = 64, n = 64, k = 8192), full(m = 256, n = 256, k = 524288, on = gpu)),
+    cost(bytes = 4 * (m * k + k * n + m * n), flops = 2 * m * n * k),
+)]
+pub struct SgemmLargeK;
+
 /// RMSNorm of each row, declared for the sizes a decoder calls it at: one row (decode) to
 /// 4096 (prefill) of 2048 columns. `tune` tunes the range's anchors and proves a portfolio of at
 /// most four variants, each over its bucket of rows (README, "Size ranges").

@@ -673,3 +673,122 @@ fn launchers_refuse_aliased_and_foreign_buffers() {
     assert!(e.to_string().contains("overlaps"), "{e}");
     let _ = x;
 }
+
+/// y = x by way of a scratch buffer the launcher owns (`scratch(ws)`): P = 1 adds x into ws,
+/// reads it back and clears it, so its result is right only where a launch finds ws all zero.
+#[kfoundry::evolve(
+    code = "__kernel void through(const int n, __global const float* x, __global float* y, __global float* ws) {
+        int i = get_global_id(0);
+        if (P == 1) { ws[i] += x[i]; y[i] = ws[i]; ws[i] = 0.0f; } else { y[i] = x[i]; }
+    }",
+    params(P = [0, 1]),
+    reference(P = 0),
+    global = n, local = 16,
+    buffers(x = n, y = n, ws = n * P + 1),
+    scratch(ws),
+    check(y),
+    workloads(w(n = 256)),
+)]
+pub struct Through;
+
+/// A kernel's scratch is the launcher's: the caller passes its own buffers only, and every
+/// launch (of a dispatched variant, on two queues, at new sizes) finds the scratch all zero;
+/// an out-of-order queue, where two launches could share it at once, is refused.
+#[test]
+fn scratch_is_the_launchers_and_zero_at_every_launch() {
+    let (queue, device) = setup();
+    let here = kfoundry::device_key(&device).unwrap();
+    let spec = Through::evolved().spec().unwrap();
+    let p1: Params = [("P".to_string(), 1)].into_iter().collect();
+    let v = Variant {
+        proven: [16, 256, 1 << 14]
+            .iter()
+            .map(|&n| [("n".to_string(), n)].into_iter().collect())
+            .collect(),
+        device: here.to_string(),
+        workload: "w".into(),
+        sizes: [("n".to_string(), 256)].into_iter().collect(),
+        params: p1,
+        time_ns: 100,
+        reference_time_ns: 200,
+        evaluations: 10,
+        failures: 0,
+        source: None,
+        scalars: Default::default(),
+        proof: 2,
+        partial: false,
+        device_info: None,
+    };
+    let k: &'static Evolved = Box::leak(Box::new(Evolved::new(
+        Box::leak(serde_json::to_string(spec).unwrap().into_boxed_str()),
+        Box::leak(serde_json::to_string(&[v]).unwrap().into_boxed_str()),
+    )));
+    let run = |queue: &Queue, n: usize| {
+        let x: Vec<f32> = (0..n).map(|i| i as f32 + 0.25).collect();
+        let xb = Buffer::builder()
+            .queue(queue.clone())
+            .len(n)
+            .copy_host_slice(&x)
+            .build()
+            .unwrap();
+        let yb = Buffer::<f32>::builder()
+            .queue(queue.clone())
+            .len(n)
+            .fill_val(-1.0)
+            .build()
+            .unwrap();
+        let step = k
+            .launch(
+                queue,
+                &[("n", n)],
+                &[
+                    kfoundry::Arg::Buffer(xb.as_core()),
+                    kfoundry::Arg::Buffer(yb.as_core()),
+                ],
+            )
+            .unwrap();
+        let mut y = vec![0f32; n];
+        yb.read(&mut y).enq().unwrap();
+        assert_eq!(y, x, "at n = {n} ({step})");
+        step
+    };
+    for _ in 0..3 {
+        assert_eq!(run(&queue, 256), Step::ExactDevice);
+    }
+    assert_eq!(run(&queue, 1024), Step::ExactDevice);
+    let (queue2, _) = setup();
+    assert_eq!(run(&queue2, 256), Step::ExactDevice);
+    assert_eq!(run(&queue, 256), Step::ExactDevice);
+    // An out-of-order queue: refused before anything runs.
+    let context = queue.context();
+    let ooo = Queue::new(
+        &context,
+        device,
+        Some(kfoundry::ocl::flags::QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE),
+    );
+    if let Ok(ooo) = ooo {
+        let x = Buffer::<f32>::builder()
+            .queue(ooo.clone())
+            .len(256)
+            .fill_val(1.0)
+            .build()
+            .unwrap();
+        let y = Buffer::<f32>::builder()
+            .queue(ooo.clone())
+            .len(256)
+            .fill_val(0.0)
+            .build()
+            .unwrap();
+        let e = k
+            .launch(
+                &ooo,
+                &[("n", 256)],
+                &[
+                    kfoundry::Arg::Buffer(x.as_core()),
+                    kfoundry::Arg::Buffer(y.as_core()),
+                ],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("in-order queue"), "{e}");
+    }
+}

@@ -184,6 +184,8 @@ struct Builder {
     in_place: Vec<(String, String, Span)>,
     /// `ushort` buffers that hold bfloat16.
     bf16: Vec<(String, Span)>,
+    /// Buffers the launcher owns (`scratch(...)`).
+    scratch: Vec<(String, Span)>,
     edges: Option<(Edges, Span)>,
     workloads: Vec<(Workload, Vec<String>, Span)>,
     workloads_span: Option<Span>,
@@ -196,7 +198,7 @@ struct Builder {
 }
 
 const KEYS: &str =
-    "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, in_place, bf16, edges, workloads, ranges, cost, options, extrapolate";
+    "source, code, kernel, name, params, reference, require, global, local, buffers, inputs, check, in_place, bf16, scratch, edges, workloads, ranges, cost, options, extrapolate";
 
 fn err<T>(span: Span, msg: impl std::fmt::Display) -> syn::Result<T> {
     Err(syn::Error::new(span, msg))
@@ -326,6 +328,13 @@ impl Builder {
                     self.bf16.push((n.unraw().to_string(), n.span()));
                 }
             }
+            ("scratch", Body::List(t)) => {
+                let names =
+                    syn::punctuated::Punctuated::<Ident, Token![,]>::parse_terminated.parse2(t)?;
+                for n in names {
+                    self.scratch.push((n.unraw().to_string(), n.span()));
+                }
+            }
             ("edges", Body::Assign(e)) => {
                 let word = match &*e {
                     syn::Expr::Path(p) => p.path.get_ident().map(Ident::to_string),
@@ -381,7 +390,7 @@ impl Builder {
             ) => return err(key.span(), format!("write `{k} = ...`")),
             (
                 "params" | "reference" | "require" | "buffers" | "inputs" | "check" | "in_place"
-                | "bf16" | "workloads" | "ranges" | "cost",
+                | "bf16" | "scratch" | "workloads" | "ranges" | "cost",
                 Body::Assign(_),
             ) => return err(key.span(), format!("write `{k}(...)`")),
             _ => {
@@ -543,6 +552,9 @@ impl Builder {
         for (r, s) in &self.ranges {
             spans.entry(Part::Range(r.size.clone())).or_insert(*s);
         }
+        for (name, s) in &self.scratch {
+            spans.entry(Part::Scratch(name.clone())).or_insert(*s);
+        }
         // Duplicates inside lists are errors at the second occurrence.
         let mut dup = BTreeSet::new();
         for (name, _, s) in &self.buffers {
@@ -566,6 +578,12 @@ impl Builder {
         for (written, _, s) in &self.in_place {
             if !dup.insert(written) {
                 return err(*s, format!("`in_place` names `{written}` twice"));
+            }
+        }
+        let mut dup = BTreeSet::new();
+        for (name, s) in &self.scratch {
+            if !dup.insert(name) {
+                return err(*s, format!("`scratch` names `{name}` twice"));
             }
         }
         // An integer output is compared exactly unless the check gives a tolerance: an
@@ -623,6 +641,7 @@ impl Builder {
             in_place: self.in_place.into_iter().map(|(w, r, _)| (w, r)).collect(),
             edges: self.edges.map(|e| e.0).unwrap_or_default(),
             ranges: self.ranges.into_iter().map(|r| r.0).collect(),
+            scratch: self.scratch.into_iter().map(|s| s.0).collect(),
         };
         let mut spec = spec;
         let mut errors: Option<syn::Error> = None;

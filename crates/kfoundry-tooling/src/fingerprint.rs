@@ -13,7 +13,7 @@
 //! fail if this encoding changes. A new encoding would be version 2, and the lockfile would
 //! say which one its fingerprints use.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kfoundry_rt::model::expr::Expr;
 use kfoundry_rt::model::signature::{AddressSpace, KernelArg, ScalarType};
@@ -71,6 +71,10 @@ struct V1<'a> {
     /// bounds decide the buckets a portfolio is proven over).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     ranges: &'a [kfoundry_rt::model::ranges::SizeRange],
+    /// The buffers the launcher owns (`scratch(...)`): who supplies them, and the proof's
+    /// rule that they are left all zero.
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    scratch: &'a BTreeSet<String>,
 }
 
 #[derive(Serialize)]
@@ -196,6 +200,7 @@ impl<'a> V1<'a> {
                 Edges::None => Some("none"),
             },
             ranges: &spec.ranges,
+            scratch: &spec.scratch,
         }
     }
 }
@@ -308,6 +313,7 @@ mod tests {
             Box::new(|s| s.edges = Edges::Finite),
             Box::new(|s| s.edges = Edges::None),
             Box::new(|s| s.in_place = [("y".to_string(), "x".to_string())].into()),
+            Box::new(|s| s.scratch = ["y".to_string()].into()),
         ];
         for (i, change) in changed.iter().enumerate() {
             let mut b = a.clone();

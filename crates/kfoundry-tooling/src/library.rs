@@ -15,7 +15,8 @@
 //! their emulation through local memory (`mma_emulated.cl`, `mma16_emulated.cl`), the machinery
 //! (3xTF32 split or 16-bit operands, fragment loads, the tile loader; `tensor_core.cl`), and the
 //! main loop around a kernel's own `#define KM_A` / `KM_B` (`tensor_core_tiles.cl` before
-//! them, `tensor_core_loop.cl` after, leaving `acc[KM_MI][KM_NJ][4]`).
+//! them, `tensor_core_loop.cl` after, leaving `acc[KM_MI][KM_NJ][4]`), and split-K's
+//! reduction across the work-groups of one output tile (`split_k.cl`, on scratch buffers).
 
 use std::path::{Path, PathBuf};
 
@@ -46,6 +47,7 @@ pub const FILES: &[(&str, &str)] = &[
         "tensor_core_loop.cl",
         include_str!("../library/kfoundry/tensor_core_loop.cl"),
     ),
+    ("split_k.cl", include_str!("../library/kfoundry/split_k.cl")),
 ];
 
 /// How deep includes may nest.

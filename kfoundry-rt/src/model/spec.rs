@@ -297,6 +297,12 @@ pub struct KernelSpec {
     /// portfolio of variants for buckets of the range among the anchors' winners.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranges: Vec<super::ranges::SizeRange>,
+    /// `__global` buffers the launcher owns (`scratch(ws)`): not the caller's, their lengths
+    /// (`buffers(...)`) may read parameters. All zero when a launch starts, and the kernel must
+    /// leave them all zero (the proof checks it): working memory across work-groups, such as
+    /// split-K's partial sums and arrival counters, that needs no clearing launch.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub scratch: BTreeSet<String>,
 }
 
 /// Who supplies a kernel argument at a launch. This one rule is shared by the macro's typed
@@ -311,6 +317,9 @@ pub enum ArgRole {
     Size,
     /// `__local` scratch memory, sized from `buffers(...)` by the launcher.
     LocalMemory,
+    /// A `__global` buffer the launcher owns (`scratch(...)`), sized from `buffers(...)`, all
+    /// zero at the start of every launch and left all zero by the kernel.
+    Scratch,
 }
 
 /// A problem found in a specification, with the part of the annotation it concerns.
@@ -352,6 +361,8 @@ pub enum Part {
     InPlace(String),
     /// `ranges(size = ...)`, by size.
     Range(String),
+    /// `scratch(name)`, by buffer.
+    Scratch(String),
 }
 
 /// Launch geometry of one configuration at one size.
@@ -464,6 +475,7 @@ impl KernelSpec {
                 space: AddressSpace::Local,
                 ..
             } => ArgRole::LocalMemory,
+            KernelArg::Buffer { name, .. } if self.scratch.contains(name) => ArgRole::Scratch,
             KernelArg::Buffer { .. } => ArgRole::CallerBuffer,
             KernelArg::Scalar { name, .. } if self.sizes.contains(name) => ArgRole::Size,
             KernelArg::Scalar { .. } => ArgRole::CallerScalar,
@@ -476,7 +488,7 @@ impl KernelSpec {
     }
 
     /// The arguments a caller passes, in signature order (buffers and scalars that are not
-    /// sizes; `__local` memory is sized by the launcher).
+    /// sizes; `__local` memory and scratch buffers are the launcher's).
     pub fn caller_args(&self) -> impl Iterator<Item = &KernelArg> {
         self.args_with_roles()
             .filter(|(_, r)| matches!(r, ArgRole::CallerBuffer | ArgRole::CallerScalar))
@@ -943,6 +955,7 @@ pub(crate) mod tests {
             in_place: BTreeMap::new(),
             edges: Edges::All,
             ranges: Vec::new(),
+            scratch: BTreeSet::new(),
         }
     }
 

@@ -243,6 +243,9 @@ pub struct Configuration<'a> {
     kernel: core::Kernel,
     /// The properties of the device it was built for: each launch re-checks the constraints.
     traits: DeviceTraits,
+    /// The plan of the last sizes launched (so that repeated launches at the same sizes share
+    /// its checks and its scratch buffers).
+    last: Mutex<Option<(Sizes, Arc<LaunchPlan>)>>,
     _program: core::Program,
 }
 
@@ -263,14 +266,22 @@ impl Configuration<'_> {
         args: &[Arg<'_>],
     ) -> Result<Timing, Error> {
         let sizes = sizes_of(self.spec, sizes)?;
+        let mut last = self.last.lock().map_err(poisoned)?;
+        let plan = match last.as_ref() {
+            Some((s, plan)) if *s == sizes => plan.clone(),
+            _ => {
+                let plan = Arc::new(LaunchPlan::new(
+                    self.spec,
+                    &self.params,
+                    &sizes,
+                    Some(&self.traits),
+                )?);
+                *last = Some((sizes, plan.clone()));
+                plan
+            }
+        };
         let mut event = core::Event::null();
-        LaunchPlan::new(self.spec, &self.params, &sizes, Some(&self.traits))?.enqueue(
-            self.spec,
-            &self.kernel,
-            queue,
-            args,
-            Some(&mut event),
-        )?;
+        plan.enqueue(self.spec, &self.kernel, queue, args, Some(&mut event))?;
         Ok(Timing::of(event))
     }
 }
@@ -631,6 +642,7 @@ impl Evolved {
             params: params.clone(),
             kernel,
             traits: identity(&device)?.traits,
+            last: Mutex::new(None),
             _program: program,
         })
     }

@@ -212,6 +212,8 @@ enum Slot {
     },
     /// The caller's next scalar: it must have type `ty`.
     Scalar { name: String, ty: ScalarType },
+    /// A buffer the launcher owns (`scratch(...)`) of `bytes`, all zero at every launch.
+    Scratch { name: String, bytes: usize },
 }
 
 impl Slot {
@@ -235,6 +237,16 @@ pub struct LaunchPlan {
     /// none of the watched buffers was destroyed (a destroyed buffer's handle could be reused
     /// by a new one with other memory).
     checked: std::sync::Mutex<Option<(Vec<usize>, u64)>>,
+    /// The scratch buffers of each queue the plan was enqueued on (`scratch(...)`): made and
+    /// zeroed at the first launch there, then left zero by every launch (the kernel's promise,
+    /// the proof's check). A queue of its own each, so launches on two queues never share one.
+    scratch: std::sync::Mutex<Vec<OwnedScratch>>,
+}
+
+/// The scratch buffers of one queue: the queue is held, so its handle is never another's.
+struct OwnedScratch {
+    queue: ocl::Queue,
+    buffers: Vec<core::Mem>,
 }
 
 impl LaunchPlan {
@@ -275,6 +287,10 @@ impl LaunchPlan {
                 (KernelArg::Buffer { elem, .. }, ArgRole::LocalMemory) => {
                     Slot::Local(bytes_of(elem)?.1)
                 }
+                (KernelArg::Buffer { elem, .. }, ArgRole::Scratch) => Slot::Scratch {
+                    name: name.to_string(),
+                    bytes: bytes_of(elem)?.1,
+                },
                 (KernelArg::Scalar { ty, .. }, ArgRole::Size) => {
                     let v = sizes
                         .get(name)
@@ -315,7 +331,67 @@ impl LaunchPlan {
             geometry,
             slots,
             checked: std::sync::Mutex::new(None),
+            scratch: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// The bytes of each scratch buffer (`scratch(...)`) in signature order, by name.
+    pub fn scratch_bytes(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.slots.iter().filter_map(|s| match s {
+            Slot::Scratch { name, bytes } => Some((name.as_str(), *bytes)),
+            _ => None,
+        })
+    }
+
+    /// The plan's own scratch buffers on `queue`, made (all zero) at the first launch there.
+    /// An out-of-order queue is refused: two launches of the plan could run at once on one
+    /// scratch.
+    fn owned_scratch(
+        &self,
+        spec: &KernelSpec,
+        queue: &ocl::Queue,
+    ) -> Result<Vec<core::Mem>, Error> {
+        let mut owned = self
+            .scratch
+            .lock()
+            .map_err(|_| Error::OpenCl("a scratch lock was poisoned".into()))?;
+        let handle = queue.as_core().as_ptr();
+        if let Some(o) = owned.iter().find(|o| o.queue.as_core().as_ptr() == handle) {
+            return Ok(o.buffers.clone());
+        }
+        if let core::CommandQueueInfoResult::Properties(p) =
+            core::get_command_queue_info(queue.as_core(), core::CommandQueueInfo::Properties)?
+        {
+            if p.contains(core::CommandQueueProperties::OUT_OF_ORDER_EXEC_MODE_ENABLE) {
+                return Err(Error::Argument {
+                    kernel: spec.id.clone(),
+                    arg: "(queue)".into(),
+                    message: "the kernel has scratch buffers (`scratch(...)`), which two launches must not share: launch it on an in-order queue".into(),
+                });
+            }
+        }
+        let context = queue.context();
+        let mut buffers = Vec::new();
+        for (_, bytes) in self.scratch_bytes() {
+            let bytes = bytes.max(4);
+            let zeros = vec![0u8; bytes];
+            // SAFETY: `zeros` is `bytes` long and outlives the call (COPY_HOST_PTR copies it
+            // before the call returns).
+            let mem = unsafe {
+                core::create_buffer(
+                    &context,
+                    core::MEM_READ_WRITE | core::MEM_COPY_HOST_PTR,
+                    bytes,
+                    Some(&zeros),
+                )?
+            };
+            buffers.push(mem);
+        }
+        owned.push(OwnedScratch {
+            queue: queue.clone(),
+            buffers: buffers.clone(),
+        });
+        Ok(buffers)
     }
 
     /// Checks `args` (the caller's arguments in signature order) against the plan, then sets
@@ -330,9 +406,91 @@ impl LaunchPlan {
         args: &[Arg<'_>],
         event: Option<&mut core::Event>,
     ) -> Result<(), Error> {
+        self.enqueue_using(spec, kernel, queue, args, None, event)
+    }
+
+    /// As [`LaunchPlan::enqueue`], with the scratch buffers given (the tuner's, with guard
+    /// zones around them) instead of the plan's own: one for each of the plan's
+    /// ([`LaunchPlan::scratch_bytes`]) in order, each at least that long and all zero, which
+    /// the caller promises.
+    pub fn enqueue_with_scratch(
+        &self,
+        spec: &KernelSpec,
+        kernel: &core::Kernel,
+        queue: &ocl::Queue,
+        args: &[Arg<'_>],
+        scratch: &[&core::Mem],
+        event: Option<&mut core::Event>,
+    ) -> Result<(), Error> {
+        self.enqueue_using(spec, kernel, queue, args, Some(scratch), event)
+    }
+
+    /// Checks the caller's arguments and the scratch buffers (`given`, or the plan's own on
+    /// `queue`), then sets every argument and enqueues.
+    fn enqueue_using(
+        &self,
+        spec: &KernelSpec,
+        kernel: &core::Kernel,
+        queue: &ocl::Queue,
+        args: &[Arg<'_>],
+        given: Option<&[&core::Mem]>,
+        event: Option<&mut core::Event>,
+    ) -> Result<(), Error> {
         self.check(spec, args)?;
         self.check_memory(spec, queue, args)?;
+        let owned = match given {
+            Some(scratch) => {
+                self.check_scratch(spec, scratch)?;
+                Vec::new()
+            }
+            None if self.scratch_bytes().next().is_none() => Vec::new(),
+            None => self.owned_scratch(spec, queue)?,
+        };
+        let scratch: Vec<&core::Mem> = match given {
+            Some(s) => s.to_vec(),
+            None => owned.iter().collect(),
+        };
+        self.set_and_enqueue(kernel, queue, args, &scratch, event)
+    }
+
+    /// `scratch` has one buffer for each of the plan's scratch buffers, each long enough.
+    fn check_scratch(&self, spec: &KernelSpec, scratch: &[&core::Mem]) -> Result<(), Error> {
+        let wanted: Vec<(&str, usize)> = self.scratch_bytes().collect();
+        if wanted.len() != scratch.len() {
+            return Err(Error::OpenCl(format!(
+                "{} scratch buffer(s) given, kernel `{}` has {}",
+                scratch.len(),
+                spec.id,
+                wanted.len()
+            )));
+        }
+        for ((name, bytes), mem) in wanted.iter().zip(scratch) {
+            let given = match core::get_mem_object_info(mem, core::MemInfo::Size)? {
+                core::MemInfoResult::Size(b) => b,
+                _ => 0,
+            };
+            if given < *bytes {
+                return Err(Error::Argument {
+                    kernel: spec.id.clone(),
+                    arg: name.to_string(),
+                    message: format!("scratch of {given} bytes given, the launch needs {bytes}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets every argument (`args` checked by the caller) and enqueues the kernel.
+    fn set_and_enqueue(
+        &self,
+        kernel: &core::Kernel,
+        queue: &ocl::Queue,
+        args: &[Arg<'_>],
+        scratch: &[&core::Mem],
+        event: Option<&mut core::Event>,
+    ) -> Result<(), Error> {
         let mut supplied = args.iter();
+        let mut scratch = scratch.iter();
         for (index, slot) in self.slots.iter().enumerate() {
             let index = u32::try_from(index)
                 .map_err(|_| Error::OpenCl("too many kernel arguments".into()))?;
@@ -341,6 +499,10 @@ impl LaunchPlan {
                     core::set_kernel_arg(kernel, index, ArgVal::local::<u8>(bytes))?
                 }
                 Slot::Size(s) => core::set_kernel_arg(kernel, index, s.arg_val())?,
+                Slot::Scratch { .. } => match scratch.next() {
+                    Some(mem) => core::set_kernel_arg(kernel, index, ArgVal::mem(mem))?,
+                    None => return Err(Error::OpenCl("fewer scratch buffers than checked".into())),
+                },
                 Slot::Buffer { .. } | Slot::Scalar { .. } => match supplied.next() {
                     Some(Arg::Buffer(mem)) => {
                         core::set_kernel_arg(kernel, index, ArgVal::mem(mem))?
@@ -353,8 +515,8 @@ impl LaunchPlan {
         // SAFETY: `check` found, before any argument was set, that `args` are exactly the
         // caller's arguments: each buffer a live memory object (borrowed for this call) holding
         // at least the annotation's length at the plan's sizes, each scalar of the kernel's
-        // type; `__local` memory and sizes come from the plan, so every argument of `kernel` is
-        // set. The plan's geometry was checked against the spec (1 to 3 positive dimensions,
+        // type; `__local` memory and sizes come from the plan, scratch buffers from the plan or
+        // checked as long as it needs, so every argument of `kernel` is set. The plan's geometry was checked against the spec (1 to 3 positive dimensions,
         // local dividing global, the constraints holding). What the kernel then touches is the
         // annotation's promise for the reference; for a dispatched variant, what the tuner
         // verified (guard zones before and after every buffer) at sizes spanning those it may
@@ -449,7 +611,7 @@ impl LaunchPlan {
                         format!("expected a scalar `{}`", ty.opencl_name()),
                     ))
                 }
-                (Slot::Local(_) | Slot::Size(_), _) => {}
+                (Slot::Local(_) | Slot::Size(_) | Slot::Scratch { .. }, _) => {}
             }
         }
         Ok(())

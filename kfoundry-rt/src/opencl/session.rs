@@ -317,14 +317,58 @@ impl Session {
         profile: bool,
         traits: &DeviceTraits,
     ) -> Result<Option<Timing>, Error> {
-        let mut event = core::Event::null();
-        LaunchPlan::new(spec, params, sizes, Some(traits))?.enqueue(
+        self.launch_using(spec, kernel, params, sizes, args, None, profile, traits)
+    }
+
+    /// As [`Session::launch`], the kernel's scratch buffers (`scratch(...)`) given: one for
+    /// each in signature order, at least as long as the launch needs and all zero
+    /// ([`LaunchPlan::enqueue_with_scratch`]). The tuner's runs, whose scratch has guard zones.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_with_scratch(
+        &self,
+        spec: &KernelSpec,
+        kernel: &Kernel,
+        params: &Params,
+        sizes: &Sizes,
+        args: &[Arg<'_>],
+        scratch: &[&core::Mem],
+        profile: bool,
+    ) -> Result<Option<Timing>, Error> {
+        let traits = &self.traits;
+        self.launch_using(
             spec,
-            &kernel.kernel,
-            &self.queue,
+            kernel,
+            params,
+            sizes,
             args,
-            profile.then_some(&mut event),
-        )?;
+            Some(scratch),
+            profile,
+            traits,
+        )
+    }
+
+    /// A launch with the scratch buffers given, or the plan's own.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_using(
+        &self,
+        spec: &KernelSpec,
+        kernel: &Kernel,
+        params: &Params,
+        sizes: &Sizes,
+        args: &[Arg<'_>],
+        scratch: Option<&[&core::Mem]>,
+        profile: bool,
+        traits: &DeviceTraits,
+    ) -> Result<Option<Timing>, Error> {
+        let mut event = core::Event::null();
+        let plan = LaunchPlan::new(spec, params, sizes, Some(traits))?;
+        let event_out = profile.then_some(&mut event);
+        match scratch {
+            Some(s) => {
+                plan.enqueue_with_scratch(spec, &kernel.kernel, &self.queue, args, s, event_out)?
+            }
+            None => plan.enqueue(spec, &kernel.kernel, &self.queue, args, event_out)?,
+        }
         Ok(profile.then_some(Timing { event }))
     }
 
@@ -462,6 +506,11 @@ impl DeviceBuffer {
     /// The buffer as a kernel argument.
     pub fn arg(&self) -> Arg<'_> {
         Arg::Buffer(&self.mem)
+    }
+
+    /// The OpenCL memory object (a scratch buffer given to [`Session::launch_with_scratch`]).
+    pub fn mem(&self) -> &core::Mem {
+        &self.mem
     }
 
     fn check(&self, offset: usize, len: usize) -> Result<(), Error> {

@@ -371,6 +371,9 @@ enum Fill {
     Prefill { prefill: Prefill, seed: u64 },
     /// The very buffer of the named input (a run in place).
     Alias(String),
+    /// A scratch buffer (`scratch(...)`): all zero, as long as the launched configuration's
+    /// length, worked out when it is uploaded for that configuration.
+    Scratch,
 }
 
 /// One caller buffer of a run: name, element type, length, filling, and the bytes of its guard
@@ -471,6 +474,8 @@ impl Untrusted {
 struct RunBuffer {
     name: String,
     alias: bool,
+    /// A scratch buffer (`scratch(...)`): the launcher's, not the caller's.
+    scratch: bool,
     ty: ScalarType,
     len: usize,
     whole: DeviceBuffer,
@@ -485,6 +490,7 @@ impl RunBuffer {
         RunBuffer {
             name: self.name.clone(),
             alias: self.alias,
+            scratch: self.scratch,
             ty: self.ty,
             len: self.len,
             whole: self.whole.clone(),
@@ -818,10 +824,14 @@ impl Bench {
                 front: vec![0x5A; front],
                 back: vec![0x5A; back * 4],
             };
-            let run = self.upload(&Prepared {
-                buffers: vec![buffer],
-                scalars: Vec::new(),
-            })?;
+            let run = self.upload(
+                &Prepared {
+                    buffers: vec![buffer],
+                    scalars: Vec::new(),
+                },
+                &self.spec.reference,
+                &self.sizes,
+            )?;
             let view = &run.buffers[0].view;
             self.device_data.write_before(&self.session, view)?;
             self.session.finish()?;
@@ -849,6 +859,15 @@ impl Bench {
             .reference_run(sizes)
             .map_err(reference_err)?
             .map_err(outside)?;
+        if let Some((name, n)) = self
+            .dirty_scratch(&a)
+            .map_err(|e| reference_err(e.to_string()))?
+        {
+            return Err(reference_err(format!(
+                "it {}",
+                scratch_left_message(&name, n)
+            )));
+        }
         if let Some(output) = self
             .reference_reads_outside(sizes, &prepared, &a)
             .map_err(|e| reference_err(e.to_string()))?
@@ -984,6 +1003,17 @@ impl Bench {
                         back,
                     });
                 }
+                (KernelArg::Buffer { name, elem, .. }, ArgRole::Scratch) => {
+                    buffers.push(PreparedBuffer {
+                        name: name.clone(),
+                        read_only: false,
+                        ty: *elem,
+                        len: 0,
+                        fill: Fill::Scratch,
+                        front: vec![],
+                        back: vec![],
+                    });
+                }
                 (KernelArg::Scalar { name, ty }, ArgRole::CallerScalar) => {
                     let given = shape.scalars.get(name).filter(|_| !ty.is_float());
                     match given {
@@ -1039,14 +1069,20 @@ impl Bench {
         (front, back)
     }
 
-    /// Device buffers filled as prepared: the same preparation always gives the same contents.
-    fn upload(&self, prepared: &Prepared) -> Result<Run, RtError> {
+    /// Device buffers filled as prepared, for a run of `params` at `sizes` (the length of a
+    /// scratch buffer is that configuration's): the same preparation always gives the same
+    /// contents.
+    fn upload(&self, prepared: &Prepared, params: &Params, sizes: &Sizes) -> Result<Run, RtError> {
         let mut buffers: Vec<RunBuffer> = Vec::new();
         for p in &prepared.buffers {
+            if let Fill::Scratch = p.fill {
+                buffers.push(self.upload_scratch(p, params, sizes)?);
+                continue;
+            }
             let size = p.ty.size();
             let (front, data, back) = (p.front.len(), p.len * size, p.back.len());
             let whole = match &p.fill {
-                Fill::Alias(_) => continue,
+                Fill::Alias(_) | Fill::Scratch => continue,
                 Fill::Host(bytes) => {
                     let mut all = Vec::with_capacity(front + data + back);
                     all.extend_from_slice(&p.front);
@@ -1101,6 +1137,7 @@ impl Bench {
             buffers.push(RunBuffer {
                 name: p.name.clone(),
                 alias: false,
+                scratch: false,
                 ty: p.ty,
                 len: p.len,
                 whole,
@@ -1130,6 +1167,94 @@ impl Bench {
             buffers,
             scalars: prepared.scalars.clone(),
         })
+    }
+
+    /// Scratch buffer `p` for a run of `params` at `sizes`: that configuration's length, all
+    /// zero, between guard zones of bytes no computation reproduces by chance (a fixed
+    /// pattern of the buffer's name and length: scratch is never drawn from the input stream,
+    /// so that a kernel with scratch gets the same inputs as one without).
+    fn upload_scratch(
+        &self,
+        p: &PreparedBuffer,
+        params: &Params,
+        sizes: &Sizes,
+    ) -> Result<RunBuffer, RtError> {
+        let len = self
+            .spec
+            .buffer_len(&p.name, params, sizes)
+            .map_err(|e| RtError::OpenCl(format!("scratch `{}`: {e}", p.name)))?;
+        let size = p.ty.size();
+        let data = len.checked_mul(size).filter(|b| {
+            self.limits.max_alloc_bytes == 0 || (*b as u64) <= self.limits.max_alloc_bytes
+        });
+        let Some(data) = data else {
+            return Err(RtError::OpenCl(format!(
+                "scratch `{}` of {len} element(s) is larger than the device allocates at once",
+                p.name
+            )));
+        };
+        let (front, back) = self.guard_lens(len, p.ty);
+        let mut state = (len as u64)
+            ^ p.name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+            });
+        let mut guard = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|_| {
+                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut z = state;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    // Never a zero byte: a kernel that clears past its end is seen.
+                    ((z ^ (z >> 31)) as u8) | 1
+                })
+                .collect()
+        };
+        let (front_bytes, back_bytes) = (guard(front), guard(back * size));
+        let total = front + data + back_bytes.len();
+        let whole = self.session.alloc(total)?;
+        self.device_data
+            .fill_words(&self.session, &whole, total, 0)?;
+        whole.write(total - total % 4, &[0u8; 3][..total % 4])?;
+        whole.write(0, &front_bytes)?;
+        whole.write(front + data, &back_bytes)?;
+        let view = whole.sub(front, data + back_bytes.len())?;
+        Ok(RunBuffer {
+            name: p.name.clone(),
+            alias: false,
+            scratch: true,
+            ty: p.ty,
+            len,
+            whole,
+            view,
+            front: front_bytes,
+            back: back_bytes,
+        })
+    }
+
+    /// The first scratch buffer of a finished run that is not all zero, and how many of its
+    /// elements are not (every kernel must leave its scratch as it found it: all zero).
+    fn dirty_scratch(&self, run: &Run) -> Result<Option<(String, usize)>, RtError> {
+        const CHUNK: usize = 1 << 24;
+        for b in run.buffers.iter().filter(|b| b.scratch) {
+            let (size, bytes) = (b.ty.size(), b.len * b.ty.size());
+            let mut nonzero = 0;
+            let mut chunk = vec![0u8; CHUNK.min(bytes)];
+            let mut at = 0;
+            while at < bytes {
+                let n = CHUNK.min(bytes - at);
+                b.view.read(at, &mut chunk[..n])?;
+                nonzero += chunk[..n]
+                    .chunks(size)
+                    .filter(|e| e.iter().any(|x| *x != 0))
+                    .count();
+                at += n;
+            }
+            if nonzero > 0 {
+                return Ok(Some((b.name.clone(), nonzero)));
+            }
+        }
+        Ok(None)
     }
 
     /// The first buffer of a finished run whose guard zones were written, if any.
@@ -1246,7 +1371,7 @@ impl Bench {
 
     /// The reference run on `prepared` at `sizes`, to its end.
     fn run_reference_on(&self, prepared: &Prepared, sizes: &Sizes) -> Result<Run, RtError> {
-        let run = self.upload(prepared)?;
+        let run = self.upload(prepared, &self.spec.reference, sizes)?;
         self.launch(&self.reference, &self.spec.reference, sizes, &run, false)?;
         self.session.finish()?;
         Ok(run)
@@ -1360,7 +1485,7 @@ impl Bench {
     ) -> Result<Option<kfoundry_rt::opencl::session::Timing>, RtError> {
         // The caller's arguments in signature order: the one rule of `KernelSpec::caller_args`.
         let mut scalars = run.scalars.iter();
-        let mut buffers = run.buffers.iter();
+        let mut buffers = run.buffers.iter().filter(|b| !b.scratch);
         let mut args: Vec<Arg> = Vec::new();
         for arg in self.spec.caller_args() {
             match arg {
@@ -1376,9 +1501,19 @@ impl Bench {
                 }
             }
         }
-        let timing = self
-            .session
-            .launch(&self.spec, kernel, params, sizes, &args, profile)?;
+        let scratch: Vec<&kfoundry_rt::ocl::core::Mem> = run
+            .buffers
+            .iter()
+            .filter(|b| b.scratch)
+            .map(|b| b.view.mem())
+            .collect();
+        let timing = if scratch.is_empty() {
+            self.session
+                .launch(&self.spec, kernel, params, sizes, &args, profile)?
+        } else {
+            self.session
+                .launch_with_scratch(&self.spec, kernel, params, sizes, &args, &scratch, profile)?
+        };
         // Asked once its `__local` arguments are set, so that they count too.
         let used = self.session.local_mem_used(kernel).unwrap_or(u64::MAX);
         self.local_high.set(self.local_high.get().max(used));
@@ -1870,7 +2005,9 @@ impl Bench {
                     return Ok(None);
                 }
             }
-            let reference = self.upload(&prepared).map_err(|e| runtime(e.to_string()))?;
+            let reference = self
+                .upload(&prepared, &reference_params, &self.sizes)
+                .map_err(|e| runtime(e.to_string()))?;
             self.launch(
                 &self.reference,
                 &reference_params,
@@ -1895,7 +2032,13 @@ impl Bench {
         let Some(entry) = pool[set].as_mut() else {
             return Ok(None);
         };
-        for b in &entry.prepared.buffers {
+        // (A scratch buffer is made for each run at its configuration's length.)
+        for b in entry
+            .prepared
+            .buffers
+            .iter()
+            .filter(|b| !matches!(b.fill, Fill::Scratch))
+        {
             if self.spec.buffer_len(&b.name, params, &self.sizes).ok() != Some(b.len) {
                 return Ok(None);
             }
@@ -1931,7 +2074,10 @@ impl Bench {
             Ok(p) => p,
             Err(e) => return SetOutcome::Failed(Rejection::Invalid(e)),
         };
-        let ref_run = match self.timed(|t| &mut t.upload, || self.upload(&prepared)) {
+        let ref_run = match self.timed(
+            |t| &mut t.upload,
+            || self.upload(&prepared, &reference_params, shape.sizes),
+        ) {
             Ok(r) => r,
             // Nothing has run yet: a device that cannot hold these buffers now proves
             // nothing either way (the tuned workload's buffers may be holding its memory).
@@ -1971,6 +2117,20 @@ impl Bench {
                     message,
                     annotation_fault: true,
                 });
+            }
+            Ok(None) => {}
+            Err(e) => return runtime(e),
+        }
+        match self.dirty_scratch(&ref_run) {
+            Ok(Some((name, n))) => {
+                return SetOutcome::Unproven(Untrusted {
+                    message: format!(
+                        "the reference at sizes {}: it {}",
+                        fmt_sizes(shape.sizes),
+                        scratch_left_message(&name, n)
+                    ),
+                    annotation_fault: true,
+                })
             }
             Ok(None) => {}
             Err(e) => return runtime(e),
@@ -2024,7 +2184,7 @@ impl Bench {
     ) -> Result<(Run, ErrorStats), Rejection> {
         let runtime = |e: RtError| Rejection::Runtime(e.to_string());
         let cand_run = self
-            .timed(|t| &mut t.upload, || self.upload(prepared))
+            .timed(|t| &mut t.upload, || self.upload(prepared, params, sizes))
             .map_err(runtime)?;
         let outside = self
             .timed(
@@ -2145,7 +2305,7 @@ impl Bench {
         for b in cand_run
             .buffers
             .iter()
-            .filter(|b| !checked(b) && !in_place_output(b))
+            .filter(|b| !checked(b) && !in_place_output(b) && !b.scratch)
         {
             let same = self
                 .unchanged(&b.name, cand_run, ref_run)
@@ -2156,6 +2316,9 @@ impl Bench {
                     b.name, same.mismatches
                 )));
             }
+        }
+        if let Some((name, n)) = self.dirty_scratch(cand_run).map_err(runtime)? {
+            return Err(Rejection::Wrong(scratch_left_message(&name, n)));
         }
         Ok(errors)
     }
@@ -2295,6 +2458,11 @@ fn prefill_note(prefill: Prefill) -> &'static str {
 }
 
 /// The line of a build log that says what went wrong (the first mentioning an error), cut short.
+/// What a run that left scratch buffer `name` with `n` elements not zero did wrong.
+fn scratch_left_message(name: &str, n: usize) -> String {
+    format!("leaves {n} element(s) of scratch `{name}` not zero: a kernel must clear the scratch it used before it ends (every launch finds it all zero)")
+}
+
 fn build_error_line(text: &str) -> String {
     let line = text
         .lines()
@@ -2385,6 +2553,11 @@ mod tests {
 
     /// A bench on the first OpenCL device for the annotation `args`, at its first workload.
     fn bench_for(settings: Measurement, args: &str) -> Bench {
+        try_bench_for(settings, args).expect("a bench on the first OpenCL device (PoCL in CI)")
+    }
+
+    /// [`bench_for`], or why the bench could not be set up.
+    fn try_bench_for(settings: Measurement, args: &str) -> Result<Bench, SetupError> {
         let item: syn::Item = syn::parse_str("pub struct K;").expect("item");
         let dir = std::env::temp_dir();
         let cx = kfoundry_tooling::annotation::Context {
@@ -2396,7 +2569,75 @@ mod tests {
             .expect("spec");
         let sizes = spec.workloads[0].sizes.clone();
         Bench::new(&spec, &sizes, 0, settings)
-            .expect("a bench on the first OpenCL device (PoCL in CI)")
+    }
+
+    /// y = 2x by way of a scratch buffer `ws` (`scratch(ws)`) of `n * (1 + P)` floats: P = 0
+    /// (the reference) and P = 3 (all of its longer scratch) clear what they used; P = 1 leaves
+    /// it dirty; P = 2 clears it but writes one element past its end. `keep` makes the
+    /// reference leave it dirty too.
+    fn scratch_annotation(keep: bool) -> String {
+        let keep = if keep { "P == 0 || " } else { "" };
+        format!(
+            r#"code = "__kernel void k(const int n, __global const float* x, __global float* y, __global float* ws) {{
+                int i = get_global_id(0);
+                ws[i] = 2.0f * x[i];
+                if (P == 3) ws[3 * n + i] = ws[i];
+                float v = P == 3 ? ws[3 * n + i] : ws[i];
+                if (!({keep}P == 1)) ws[i] = 0.0f;
+                if (P == 3) ws[3 * n + i] = 0.0f;
+                if (P == 2 && i == 0) ws[3 * n] = 1.0f;
+                y[i] = v;
+            }}", params(P = [0, 1, 2, 3]), reference(P = 0), global = n, local = 64,
+            buffers(x = n, y = n, ws = n * (1 + P)), scratch(ws), check(y), workloads(w(n = 4096))"#
+        )
+    }
+
+    /// Scratch buffers: each run gets its configuration's length, all zero; a candidate that
+    /// leaves its scratch dirty is wrong, one that writes past it out of bounds; one that uses
+    /// more scratch than the reference, and clears it, passes the proof and the search.
+    #[test]
+    fn scratch_must_be_left_all_zero_and_within_its_length() {
+        let mut b = bench_for(Measurement::default(), &scratch_annotation(false));
+        let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
+        let sizes = b.sizes.clone();
+        let mut verdict = |v: i64| {
+            b.verify_at(&p(v), None, &Case::at(sizes.clone()), &mut |_| {})
+                .expect("the reference can be trusted")
+        };
+        assert!(verdict(0).is_ok());
+        assert!(verdict(3).is_ok(), "{:?}", verdict(3));
+        match verdict(1) {
+            Err(Rejection::Wrong(why)) => {
+                assert!(why.contains("scratch `ws` not zero"), "{why}")
+            }
+            other => panic!("a dirty scratch passed: {other:?}"),
+        }
+        match verdict(2) {
+            Err(Rejection::OutOfBounds(why)) => {
+                assert!(why.contains("past the end of `ws`"), "{why}")
+            }
+            other => panic!("a write past the scratch passed: {other:?}"),
+        }
+        assert!(matches!(
+            b.evaluate(&p(3), None, &mut |_| {}),
+            Evaluation::Ok { .. }
+        ));
+        assert!(matches!(
+            b.evaluate(&p(1), None, &mut |_| {}),
+            Evaluation::Failed { .. }
+        ));
+    }
+
+    /// A reference that leaves its scratch dirty is the annotation's mistake, said at setup.
+    #[test]
+    fn a_reference_that_leaves_scratch_dirty_is_refused_at_setup() {
+        match try_bench_for(Measurement::default(), &scratch_annotation(true)) {
+            Err(SetupError::Reference { message, .. }) => {
+                assert!(message.contains("scratch `ws` not zero"), "{message}")
+            }
+            Err(other) => panic!("another setup error: {other}"),
+            Ok(_) => panic!("a reference leaving its scratch dirty was accepted"),
+        }
     }
 
     /// No more builds ahead run at once than `build_jobs` says; the rest of the offer is

@@ -23,6 +23,7 @@ pub(super) fn validate(spec: &KernelSpec) -> Vec<SpecError> {
     reference(&mut cx);
     constraints(&mut cx);
     geometry(&mut cx);
+    scratch(&mut cx);
     buffers(&mut cx);
     inputs(&mut cx);
     in_place(&mut cx);
@@ -357,7 +358,7 @@ fn buffers(cx: &mut Checks) {
             err!(cx, Part::Buffer(name.clone()), token v.clone(), unknown_msg(v, &format!("the length of `{name}`")));
         }
         // The caller allocates its buffers before dispatch picks a variant: their lengths
-        // may depend on sizes only (local memory may depend on parameters).
+        // may depend on sizes only (local memory and scratch may depend on parameters).
         if matches!(cx.arg(name), Some(a) if spec.role(a) == ArgRole::CallerBuffer) {
             if let Some(p) = len
                 .variables()
@@ -367,9 +368,38 @@ fn buffers(cx: &mut Checks) {
                 err!(cx,
                     Part::Buffer(name.clone()),
                     token p.clone(),
-                    format!("the length of `{name}` reads parameter `{p}`: the caller allocates `{name}` before dispatch picks a variant, so its length may depend on sizes only (`__local` lengths may depend on parameters)"),
+                    format!("the length of `{name}` reads parameter `{p}`: the caller allocates `{name}` before dispatch picks a variant, so its length may depend on sizes only (`__local` and `scratch(...)` lengths may depend on parameters)"),
                 );
             }
+        }
+    }
+}
+
+/// Scratch buffers: written `__global` buffer arguments, nobody's input, output or alias.
+fn scratch(cx: &mut Checks) {
+    let spec = cx.spec;
+    for name in &spec.scratch {
+        let part = || Part::Scratch(name.clone());
+        match cx.arg(name) {
+            Some(KernelArg::Buffer {
+                space: AddressSpace::Global,
+                read_only: false,
+                ..
+            }) => {}
+            Some(_) => err!(cx, part(), format!("`scratch({name})`: `{name}` is not a written `__global` buffer argument (scratch is memory the kernel writes and clears)")),
+            None => err!(cx, part(), format!("`scratch({name})`: the kernel has no argument `{name}`")),
+        }
+        let role = if spec.inputs.contains_key(name) {
+            Some("an input (`inputs(...)`)")
+        } else if spec.checks.iter().any(|c| &c.buffer == name) {
+            Some("a checked output (`check(...)`)")
+        } else if spec.in_place.contains_key(name) || spec.in_place.values().any(|r| r == name) {
+            Some("aliased (`in_place(...)`)")
+        } else {
+            None
+        };
+        if let Some(role) = role {
+            err!(cx, part(), format!("`scratch({name})`: `{name}` is also {role}; scratch belongs to the launcher, all zero at every launch, and nobody reads its contents after"));
         }
     }
 }

@@ -260,12 +260,17 @@ fn annotation(k: &Kernel, at: SourceAt) -> String {
         .buffers
         .iter()
         .map(|b| (&b.name, &b.len))
-        .chain(k.locals.iter().map(|(n, l)| (n, l)));
+        .chain(k.locals.iter().map(|(n, l)| (n, l)))
+        .chain(k.scratch.iter().map(|(n, l)| (n, l)));
     let _ = writeln!(
         a,
         "    buffers({}),",
         list(buffers.map(|(n, l)| format!("{n} = {l}")).collect())
     );
+    if !k.scratch.is_empty() {
+        let names = k.scratch.iter().map(|(n, _)| n.clone()).collect();
+        let _ = writeln!(a, "    scratch({}),", list(names));
+    }
     let drawn: Vec<String> = k
         .buffers
         .iter()

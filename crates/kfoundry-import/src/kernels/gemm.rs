@@ -15,8 +15,14 @@
 //!   FLUSH      MMA: 8-deep steps summed in the tensor     [1, 2, 4]       ref 1
 //!              cores before the FP32 add
 //!
+//!   SPLITK     k slices, summed by the last work-group    [1, 2, ..., 64] ref 1
+//!              of a tile to arrive (skinny products only)
+//!
 //! The tensor-core path is kfoundry's template library (`kfoundry_tooling::library`), the text of the suite's
-//! `examples/kernels/gemm.cl` (a test there keeps the two equal).
+//! `examples/kernels/gemm.cl` (a test there keeps the two equal). So is split-K (`split_k.cl`,
+//! as `examples/kernels/gemm_splitk.cl` uses it): offered for one product (no batch) whose
+//! output is small for its k ([`offers_split_k`]), on two scratch buffers the launcher owns;
+//! every other product's text is as before.
 
 use super::tensor_core::{self, Loader};
 use super::{
@@ -24,6 +30,17 @@ use super::{
     Dims, Kernel, Precision, Size,
 };
 use crate::fuse::Anchor;
+
+/// Outputs at most, and k at least, of a product that gets split-K: one work-group per output
+/// tile leaves most units of a GPU idle when the tiles are few and each is a long sum (256 x 256
+/// outputs are 16 tiles of 64 x 64; an H200 has 132 units).
+const SPLIT_MAX_OUTPUTS: usize = 1 << 20;
+const SPLIT_MIN_K: usize = 4096;
+
+/// Whether a product of `batch` batches of `m` x `n` outputs over `k` gets the split-K path.
+pub(crate) fn offers_split_k(batch: usize, m: usize, n: usize, k: usize) -> bool {
+    batch == 1 && m.saturating_mul(n) <= SPLIT_MAX_OUTPUTS && k >= SPLIT_MIN_K
+}
 
 pub(super) fn generate(cx: &Cx) -> Kernel {
     let g = cx.group;
@@ -82,6 +99,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         exprs: out_exprs,
         full: g.shape.clone(),
     };
+    let split = offers_split_k(g.shape[..batch_rank].iter().product(), m, n, kk);
     let a_batched = a2[..a2.len() - 2].iter().any(|&d| d != 1);
     let b_batched = b2[..b2.len() - 2].iter().any(|&d| d != 1);
     params(
@@ -96,6 +114,9 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
             ("UNROLL", "[1, 2, 4]", 1),
         ],
     );
+    if split {
+        params(&mut k, &[("SPLITK", "[1, 2, 4, 8, 16, 32, 64]", 1)]);
+    }
     // The tensor-core path reads A along k (not transposed) and B along n, or along k when
     // transposed; it needs whole tiles and 16-byte rows.
     let mma = !*trans_a;
@@ -176,8 +197,17 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     k.global = vec![
         "ceil_div(n, WGX * TN) * WGX".into(),
         "ceil_div(m, WGY * TM) * WGY".into(),
-        bt.clone(),
+        if split { "SPLITK".into() } else { bt.clone() },
     ];
+    if split {
+        k.scratch = vec![
+            ("ws".into(), "SPLITK * m * n".into()),
+            (
+                "arrivals".into(),
+                "ceil_div(m, WGY * TM) * ceil_div(n, WGX * TN)".into(),
+            ),
+        ];
+    }
     k.local = vec!["WGX".into(), "WGY".into(), "1".into()];
     // Sums of k products: another order differs by about k ulps of the result. With TF32
     // products (10-bit mantissas), about 1e-3 of the terms' size, growing as sqrt(k).
@@ -197,28 +227,112 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     let (bk, bn) = if *trans_b { ("1", "k") } else { ("n", "1") };
     let a_off = if a_batched { "bb * m * k" } else { "0" };
     let b_off = if b_batched { "bb * k * n" } else { "0" };
+    let outputs = if split {
+        "__global float* restrict y, __global float* ws, __global uint* arrivals"
+    } else {
+        "__global float* restrict y"
+    };
     let args = super::arguments(
         cx,
         &k,
         &["__global const float* restrict a, __global const float* restrict b"],
-        "__global float* restrict y",
+        outputs,
     );
     let call = chain_call(cx, &k, "kf_chain", "acc[i][j]", "o");
+    let call_v = chain_call(cx, &k, "kf_chain", "v", "o");
+    // Split-K: the work-group's slice of k (whole TK tiles), and its tile's counter.
+    let (setup, kb, ke) = if split {
+        (
+            "    const int bb = 0;
+    const int slice = get_global_id(2);
+    const int tile = get_group_id(1) * get_num_groups(0) + get_group_id(0);
+    __local int ks_flag;
+    const int ks_chunk = (k + SPLITK * TK - 1) / (SPLITK * TK) * TK;
+    const int ks_k0 = min(k, slice * ks_chunk), ks_k1 = min(k, ks_k0 + ks_chunk);
+",
+            "ks_k0",
+            "ks_k1",
+        )
+    } else {
+        ("    const int bb = get_global_id(2);\n", "0", "k")
+    };
+    // Each output in range: its index `o`, then `body` (split-K: partial sums to the slice,
+    // then the last work-group's sums through the chain).
+    let outputs_loop = |body: &str| {
+        format!(
+            "    for (int i = 0; i < TM; i++) {{
+        const int r = row0 + ly + i * WGY;
+        for (int j = 0; j < TN; j++) {{
+            const int c = col0 + lx + j * WGX;
+            if (r < m && c < n) {{
+                const int o = (bb * m + r) * n + c;
+{body}            }}
+        }}
+    }}
+"
+        )
+    };
+    let store = if split {
+        format!(
+            "{}    if (ks_last(arrivals, tile, &ks_flag, ly * WGX + lx)) {{\n{}    }}\n",
+            outputs_loop("                ks_put(ws, (size_t)m * n, slice, o, acc[i][j]);\n"),
+            outputs_loop(&format!(
+                "                const float v = ks_take(ws, (size_t)m * n, o);\n                y[o] = {call_v};\n"
+            ))
+        )
+    } else {
+        outputs_loop(&format!("                y[o] = {call};\n"))
+    };
     let (machinery, main_loop) = tensor_core::parts(cx.precision, Loader::Tiles);
-    let tensor_cores = if mma {
-        let call = chain_call(cx, &k, "kf_chain", "v", "o");
+    let tensor_cores = if mma && split {
+        // The slice's k-tiles: A (m x k) and B advanced to the first.
+        let b_step = if *trans_b {
+            "km_kt0 * TK"
+        } else {
+            "km_kt0 * TK * n"
+        };
+        let put = tensor_core::for_each_accumulator(
+            "row",
+            "col",
+            "                ks_put(ws, (size_t)m * n, slice, (bb * m + row) * n + col, acc[i][j][r]);\n",
+        );
+        let take = tensor_core::for_each_accumulator(
+            "row",
+            "col",
+            &format!("                const int o = (bb * m + row) * n + col;\n                const float v = ks_take(ws, (size_t)m * n, o);\n                y[o] = {call_v};\n"),
+        );
+        format!(
+            "#if MMA\n    a += aoff;\n    b += boff;\n    const int km_all = k / TK, km_per = (km_all + SPLITK - 1) / SPLITK;\n    const int km_kt0 = min(km_all, slice * km_per);\n    const int km_kts = min(km_per, km_all - km_kt0);\n    a += km_kt0 * TK;\n    b += {b_step};\n{main_loop}{put}    if (ks_last(arrivals, tile, &ks_flag, tid)) {{\n{take}    }}\n#else\n"
+        )
+    } else if mma {
         let store = tensor_core::for_each_accumulator(
             "row",
             "col",
-            &format!("                const int o = (bb * m + row) * n + col;\n                const float v = acc[i][j][r];\n                y[o] = {call};\n"),
+            &format!("                const int o = (bb * m + row) * n + col;\n                const float v = acc[i][j][r];\n                y[o] = {call_v};\n"),
         );
         format!("#if MMA\n    a += aoff;\n    b += boff;\n{main_loop}{store}#else\n")
     } else {
         String::new()
     };
+    if split {
+        let library = kfoundry_tooling::library::file("split_k.cl")
+            .expect("a file of kfoundry's template library");
+        // Without its `#error` guard (KS_SLICES is defined just above it).
+        let text: String = library
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("#error"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        s += &format!("#define KS_SLICES SPLITK\n{text}");
+    }
     if mma {
+        let ktiles = if split {
+            "#define KM_KTILES km_kts\n"
+        } else {
+            ""
+        };
         s += &format!(
-            "#if MMA\n#define KM_B_KMAJOR {}\n{machinery}#endif\n",
+            "#if MMA\n#define KM_B_KMAJOR {}\n{ktiles}{machinery}#endif\n",
             u8::from(*trans_b)
         );
     }
@@ -230,8 +344,7 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, 1)))
 void {entry}({args})
 {{
-    const int bb = get_global_id(2);
-    const int aoff = {a_off};
+{setup}    const int aoff = {a_off};
     const int boff = {b_off};
 {tensor_cores}    const int lx = get_local_id(0), ly = get_local_id(1);
     const int row0 = get_group_id(1) * (WGY * TM);
@@ -244,7 +357,7 @@ void {entry}({args})
     __local float As[TK][WGY * TM + 1];
     __local float Bs[TK][WGX * TN + 1];
     const int lid = ly * WGX + lx;
-    for (int k0 = 0; k0 < k; k0 += TK) {{
+    for (int k0 = {kb}; k0 < {ke}; k0 += TK) {{
         for (int e = lid; e < WGY * TM * TK; e += WGX * WGY) {{
             const int r = e / TK, c = e % TK;
             const int gr = row0 + r, gc = k0 + c;
@@ -272,8 +385,8 @@ void {entry}({args})
     int rows[TM], cols[TN];
     for (int i = 0; i < TM; i++) rows[i] = min(row0 + ly + i * WGY, m - 1);
     for (int j = 0; j < TN; j++) cols[j] = min(col0 + lx + j * WGX, n - 1);
-    int kk = 0;
-    for (; kk + UNROLL <= k; kk += UNROLL) {{
+    int kk = {kb};
+    for (; kk + UNROLL <= {ke}; kk += UNROLL) {{
         for (int u = 0; u < UNROLL; u++) {{
             float ar[TM], br[TN];
             for (int i = 0; i < TM; i++) ar[i] = KF_A(rows[i], kk + u);
@@ -283,7 +396,7 @@ void {entry}({args})
                     acc[i][j] = fma(ar[i], br[j], acc[i][j]);
         }}
     }}
-    for (; kk < k; kk++) {{
+    for (; kk < {ke}; kk++) {{
         float ar[TM], br[TN];
         for (int i = 0; i < TM; i++) ar[i] = KF_A(rows[i], kk);
         for (int j = 0; j < TN; j++) br[j] = KF_B(kk, cols[j]);
@@ -292,21 +405,27 @@ void {entry}({args})
                 acc[i][j] = fma(ar[i], br[j], acc[i][j]);
     }}
 #endif
-    for (int i = 0; i < TM; i++) {{
-        const int r = row0 + ly + i * WGY;
-        for (int j = 0; j < TN; j++) {{
-            const int c = col0 + lx + j * WGX;
-            if (r < m && c < n) {{
-                const int o = (bb * m + r) * n + c;
-                y[o] = {call};
-            }}
-        }}
-    }}
-{end_mma}}}
+{store}{end_mma}}}
 "#,
         end_mma = if mma { "#endif\n" } else { "" },
         entry = k.entry
     );
     k.source = s;
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::offers_split_k;
+
+    #[test]
+    fn split_k_is_for_one_product_of_few_outputs_and_a_long_k() {
+        // KernelBench level 1 problem 6; a Linear layer of a batch of 128.
+        assert!(offers_split_k(1, 256, 256, 524_288));
+        assert!(offers_split_k(1, 128, 4096, 4096));
+        // Batched, many outputs, or a short k: one work-group a tile keeps a GPU busy enough.
+        assert!(!offers_split_k(2, 256, 256, 524_288));
+        assert!(!offers_split_k(1, 2048, 1024, 8192));
+        assert!(!offers_split_k(1, 16, 16, 1024));
+    }
 }

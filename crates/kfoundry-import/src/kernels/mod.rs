@@ -66,6 +66,9 @@ pub struct Kernel {
     pub buffers: Vec<BufferArg>,
     /// `__local` arguments after them: name and length in elements (the launcher allocates them).
     pub locals: Vec<(String, String)>,
+    /// Scratch buffers after those (`scratch(...)`: the launcher's, all zero at each launch and
+    /// left so): name and length in elements.
+    pub scratch: Vec<(String, String)>,
     pub rtol: f64,
     pub atol: f64,
     /// The proof's edge values are finite ones only (`edges = finite`): a path of the space
@@ -238,6 +241,7 @@ impl Cx<'_> {
             sizes: Vec::new(),
             buffers: Vec::new(),
             locals: Vec::new(),
+            scratch: Vec::new(),
             rtol: 1e-4,
             atol: 1e-5,
             edges_finite: false,

@@ -1154,6 +1154,68 @@ fn matmul_tensor_core_path_emulated() {
         .any(|r| r == "MMA == 0 || device_nvidia && device_sm >= 80"));
 }
 
+/// A skinny product (few outputs, a long k) gets split-K from the template library, on scratch
+/// buffers the launcher owns: slices of whole k-tiles summed by the last work-group to arrive,
+/// then the fused chain; the portable path with and without local tiles, and the tensor-core
+/// path emulated, match tract-onnx. A product with many outputs keeps its text without it.
+#[test]
+fn skinny_matmul_gets_split_k() {
+    const SPLIT: &[(&str, i64)] = &[("SPLITK", 8), ("TM", 2), ("TN", 2)];
+    const SPLIT_LOCAL: &[(&str, i64)] = &[("SPLITK", 3), ("USE_LOCAL", 1), ("TK", 16)];
+    const SPLIT_MMA: &[(&str, i64)] = &[
+        ("SPLITK", 16),
+        ("MMA", 1),
+        ("WGX", 8),
+        ("WGY", 4),
+        ("TM", 4),
+        ("TN", 1),
+        ("WM", 1),
+        ("TK", 8),
+        ("STAGES", 2),
+        ("FLUSH", 1),
+    ];
+    let g = G::new()
+        .input("x", &[16, 4096])
+        .weight("w", &[4096, 16], 1)
+        .weight("bias", &[16], 2)
+        .node("MatMul", &["x", "w"], &["h"], vec![])
+        .node("Add", &["h", "bias"], &["h1"], vec![])
+        .node("Relu", &["h1"], &["y"], vec![])
+        .output("y");
+    let i = check_configs(
+        "skinny matmul, split-K",
+        &g,
+        2,
+        &[
+            Config::With(SPLIT),
+            Config::With(SPLIT_LOCAL),
+            Config::Emulated(SPLIT_MMA),
+        ],
+    );
+    let k = &i.kernels[0];
+    assert!(
+        k.params.iter().any(|(p, _)| p == "SPLITK"),
+        "{:?}",
+        k.params
+    );
+    assert_eq!(
+        k.scratch
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["ws", "arrivals"]
+    );
+    assert!(k.source.contains("ks_take(") && !k.source.contains("#error"));
+    // A short k: no split-K.
+    let short = G::new()
+        .input("x", &[16, 1024])
+        .weight("w", &[1024, 16], 3)
+        .node("MatMul", &["x", "w"], &["y"], vec![])
+        .output("y");
+    let plain = kfoundry_import::import(&short.bytes(), &Default::default()).unwrap();
+    assert!(plain.kernels[0].scratch.is_empty() && !plain.kernels[0].source.contains("ks_take("));
+}
+
 /// 64-bit indices (what a tensor of more than 2^31 - 1 elements gets), forced on small graphs
 /// of every kind of kernel: the same results as tract-onnx, every fixed path included.
 #[test]

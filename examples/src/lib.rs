@@ -81,6 +81,8 @@ pub struct Sgemm;
     reference(SPLITK = 1, WGX = 16, WGY = 16, TM = 1, TN = 1, MMA = 0, WM = 1, TK = 8, STAGES = 2, FLUSH = 1),
     require(
         WGX * WGY <= 256,
+        // Split-K's reduction needs a device-scope fence: NVIDIA's GPUs, and CPUs (split_k.cl).
+        SPLITK == 1 || device_nvidia || device_cpu,
         // The tensor-core path as SuiteSgemm's; the portable path ignores its parameters.
         MMA == 1 || (WM == 1 && TK == 8 && STAGES == 2 && FLUSH == 1),
         MMA == 0 || device_nvidia && device_sm >= 80,

@@ -243,6 +243,9 @@ pub struct LaunchPlan {
     scratch: std::sync::Mutex<Vec<OwnedScratch>>,
 }
 
+/// The most queues a launch plan keeps scratch buffers for.
+const MAX_SCRATCH_QUEUES: usize = 8;
+
 /// The scratch buffers of one queue: the queue is held, so its handle is never another's.
 struct OwnedScratch {
     queue: ocl::Queue,
@@ -386,6 +389,22 @@ impl LaunchPlan {
                 )?
             };
             buffers.push(mem);
+        }
+        // Queues nobody else holds any more are let go with their scratch (a program that makes
+        // a queue per request does not keep them all), and at most MAX_SCRATCH_QUEUES are kept
+        // (a dropped set is made anew, all zero, if its queue comes back; OpenCL frees it only
+        // once the launches using it are done).
+        owned.retain(|o| {
+            !matches!(
+                core::get_command_queue_info(
+                    o.queue.as_core(),
+                    core::CommandQueueInfo::ReferenceCount
+                ),
+                Ok(core::CommandQueueInfoResult::ReferenceCount(1))
+            )
+        });
+        if owned.len() >= MAX_SCRATCH_QUEUES {
+            owned.remove(0);
         }
         owned.push(OwnedScratch {
             queue: queue.clone(),

@@ -116,6 +116,9 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
     );
     if split {
         params(&mut k, &[("SPLITK", "[1, 2, 4, 8, 16, 32, 64]", 1)]);
+        // The slices' reduction needs a device-scope fence (the library's split_k.cl).
+        k.require
+            .push("SPLITK == 1 || device_nvidia || device_cpu".into());
     }
     // The tensor-core path reads A along k (not transposed) and B along n, or along k when
     // transposed; it needs whole tiles and 16-byte rows.
@@ -272,18 +275,24 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
 "
         )
     };
+    let direct = outputs_loop(&format!("                y[o] = {call};\n"));
     let store = if split {
         format!(
-            "{}    if (ks_last(arrivals, tile, &ks_flag, ly * WGX + lx)) {{\n{}    }}\n",
+            "#if SPLITK == 1\n{direct}#else\n{}    if (ks_last(arrivals, tile, &ks_flag, ly * WGX + lx)) {{\n{}    }}\n#endif\n",
             outputs_loop("                ks_put(ws, (size_t)m * n, slice, o, acc[i][j]);\n"),
             outputs_loop(&format!(
                 "                const float v = ks_take(ws, (size_t)m * n, o);\n                y[o] = {call_v};\n"
             ))
         )
     } else {
-        outputs_loop(&format!("                y[o] = {call};\n"))
+        direct
     };
     let (machinery, main_loop) = tensor_core::parts(cx.precision, Loader::Tiles);
+    let direct_mma = tensor_core::for_each_accumulator(
+        "row",
+        "col",
+        &format!("                const int o = (bb * m + row) * n + col;\n                const float v = acc[i][j][r];\n                y[o] = {call_v};\n"),
+    );
     let tensor_cores = if mma && split {
         // The slice's k-tiles: A (m x k) and B advanced to the first.
         let b_step = if *trans_b {
@@ -302,15 +311,10 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
             &format!("                const int o = (bb * m + row) * n + col;\n                const float v = ks_take(ws, (size_t)m * n, o);\n                y[o] = {call_v};\n"),
         );
         format!(
-            "#if MMA\n    a += aoff;\n    b += boff;\n    const int km_all = k / TK, km_per = (km_all + SPLITK - 1) / SPLITK;\n    const int km_kt0 = min(km_all, slice * km_per);\n    const int km_kts = min(km_per, km_all - km_kt0);\n    a += km_kt0 * TK;\n    b += {b_step};\n{main_loop}{put}    if (ks_last(arrivals, tile, &ks_flag, tid)) {{\n{take}    }}\n#else\n"
+            "#if MMA\n    a += aoff;\n    b += boff;\n    const int km_all = k / TK, km_per = (km_all + SPLITK - 1) / SPLITK;\n    const int km_kt0 = min(km_all, slice * km_per);\n    const int km_kts = min(km_per, km_all - km_kt0);\n    a += km_kt0 * TK;\n    b += {b_step};\n{main_loop}#if SPLITK == 1\n{direct_mma}#else\n{put}    if (ks_last(arrivals, tile, &ks_flag, tid)) {{\n{take}    }}\n#endif\n#else\n"
         )
     } else if mma {
-        let store = tensor_core::for_each_accumulator(
-            "row",
-            "col",
-            &format!("                const int o = (bb * m + row) * n + col;\n                const float v = acc[i][j][r];\n                y[o] = {call_v};\n"),
-        );
-        format!("#if MMA\n    a += aoff;\n    b += boff;\n{main_loop}{store}#else\n")
+        format!("#if MMA\n    a += aoff;\n    b += boff;\n{main_loop}{direct_mma}#else\n")
     } else {
         String::new()
     };

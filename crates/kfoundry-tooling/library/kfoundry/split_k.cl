@@ -10,6 +10,9 @@
  * and clears them and the counter. Both buffers are the kernel's `scratch(...)`: all zero when
  * a launch starts, and left all zero (the tuner's proof checks it).
  *
+ * A kernel allows KS_SLICES > 1 only where KS_FENCE below is a device-scope fence: NVIDIA's
+ * GPUs and CPU devices (`require(SPLITK == 1 || device_nvidia || device_cpu)`).
+ *
  * Use, every item of the work-group:
  *     ks_put(ws, slice_len, slice, at, v);      for each of its outputs (at: index in m x n)
  *     if (ks_last(arrivals, tile, &flag, tid))  flag: a __local int of the work-group
@@ -21,10 +24,14 @@
 #endif
 
 #if defined(cl_nv_pragma_unroll) && !defined(KM_EMULATE)
-/* NVIDIA: a fence at device scope, so that the partial sums are seen by the last work-group
-   (on another multiprocessor) once it has seen the counter. */
-#define KS_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
+/* NVIDIA: a fence at device scope (membar.gl, every compute capability; fence.sc.gpu from 7.0),
+   so that the partial sums are seen by the last work-group (on another multiprocessor) once it
+   has seen the counter. */
+#define KS_FENCE() asm volatile("membar.gl;" ::: "memory")
 #else
+/* Elsewhere OpenCL 1.2's global fence, which orders a work-item's own accesses only: enough on a
+   CPU device, whose memory is coherent, but not a promise across a GPU's work-groups. Kernels
+   allow SPLITK > 1 on NVIDIA's GPUs and on CPUs only (their `require`). */
 #define KS_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 #endif
 
@@ -39,15 +46,21 @@ inline void ks_put(__global float* ws, const size_t slice_len, const int slice, 
    tile's counter. */
 inline int ks_last(volatile __global uint* arrivals, const int tile, volatile __local int* flag, const int tid)
 {
+    /* Release: every item's stores fenced, all of them past the barrier, then the counting
+       item fences again before it counts (the semaphore pattern of CUTLASS's serial split-K). */
     KS_FENCE();
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     if (tid == 0) {
+        KS_FENCE();
         const int last = atomic_inc(arrivals + tile) == KS_SLICES - 1;
         if (last)
             atomic_xchg(arrivals + tile, 0u);
+        /* Acquire: the counting item fences after it has seen the count, before the barrier
+           that lets the others read; each of them fences again below. */
+        KS_FENCE();
         *flag = last;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     const int last = *flag;
     if (last)
         KS_FENCE();

@@ -1170,9 +1170,9 @@ impl Bench {
     }
 
     /// Scratch buffer `p` for a run of `params` at `sizes`: that configuration's length, all
-    /// zero, between guard zones of bytes no computation reproduces by chance (a fixed
-    /// pattern of the buffer's name and length: scratch is never drawn from the input stream,
-    /// so that a kernel with scratch gets the same inputs as one without).
+    /// zero, between guard zones of never-zero bytes no computation reproduces by chance (a
+    /// stream of their own, new each run: scratch never draws from the input stream, so that a
+    /// kernel with scratch gets the same inputs as one without).
     fn upload_scratch(
         &self,
         p: &PreparedBuffer,
@@ -1194,7 +1194,11 @@ impl Bench {
             )));
         };
         let (front, back) = self.guard_lens(len, p.ty);
+        // A stream of its own (the inputs' stays as it would be without scratch), new each run.
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut state = (len as u64)
+            ^ run.wrapping_mul(0xD6E8_FEB8_6659_FD93)
             ^ p.name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
             });
@@ -1841,7 +1845,21 @@ impl Bench {
             Err(rejection) => return rejection.evaluation(cost(start)),
         };
         self.last_errors = Some(errors);
-        match self.time(kernel, params, &sizes, &run) {
+        // Scratch left dirty by any of the timed runs (a race the verified run missed) would
+        // break every later launch on it: then the candidate is wrong.
+        let timed = self.time(kernel, params, &sizes, &run).and_then(|t| {
+            self.dirty_scratch(&run)
+                .map(|dirty| dirty.map_or(Ok(t), Err))
+        });
+        let timed = match timed {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err((name, n))) => {
+                let why = format!("after its timed runs it {}", scratch_left_message(&name, n));
+                return Evaluation::failed(FailureKind::Wrong, why, cost(start));
+            }
+            Err(e) => Err(e),
+        };
+        match timed {
             Ok((seconds, noise)) => {
                 let mut descriptors = vec![
                     ("local_mem_bytes".to_string(), info.local_mem_bytes as f64),
@@ -2457,12 +2475,12 @@ fn prefill_note(prefill: Prefill) -> &'static str {
     }
 }
 
-/// The line of a build log that says what went wrong (the first mentioning an error), cut short.
 /// What a run that left scratch buffer `name` with `n` elements not zero did wrong.
 fn scratch_left_message(name: &str, n: usize) -> String {
-    format!("leaves {n} element(s) of scratch `{name}` not zero: a kernel must clear the scratch it used before it ends (every launch finds it all zero)")
+    format!("leaves {n} element(s) of scratch `{name}` not zero: a kernel must clear the scratch it used before it ends, every byte (-0.0 counts as written), as every launch finds it all zero")
 }
 
+/// The line of a build log that says what went wrong (the first mentioning an error), cut short.
 fn build_error_line(text: &str) -> String {
     let line = text
         .lines()
@@ -2573,21 +2591,24 @@ mod tests {
 
     /// y = 2x by way of a scratch buffer `ws` (`scratch(ws)`) of `n * (1 + P)` floats: P = 0
     /// (the reference) and P = 3 (all of its longer scratch) clear what they used; P = 1 leaves
-    /// it dirty; P = 2 clears it but writes one element past its end. `keep` makes the
+    /// it dirty; P = 2 clears it but writes one element past its end; P = 4 leaves it dirty only
+    /// when launched again on its own output (as the timed runs are). `keep` makes the
     /// reference leave it dirty too.
     fn scratch_annotation(keep: bool) -> String {
         let keep = if keep { "P == 0 || " } else { "" };
         format!(
             r#"code = "__kernel void k(const int n, __global const float* x, __global float* y, __global float* ws) {{
                 int i = get_global_id(0);
+                float prior = y[i];
                 ws[i] = 2.0f * x[i];
                 if (P == 3) ws[3 * n + i] = ws[i];
                 float v = P == 3 ? ws[3 * n + i] : ws[i];
                 if (!({keep}P == 1)) ws[i] = 0.0f;
                 if (P == 3) ws[3 * n + i] = 0.0f;
                 if (P == 2 && i == 0) ws[3 * n] = 1.0f;
+                if (P == 4 && i == 0 && prior == v) ws[n] = 1.0f;
                 y[i] = v;
-            }}", params(P = [0, 1, 2, 3]), reference(P = 0), global = n, local = 64,
+            }}", params(P = [0, 1, 2, 3, 4]), reference(P = 0), global = n, local = 64,
             buffers(x = n, y = n, ws = n * (1 + P)), scratch(ws), check(y), workloads(w(n = 4096))"#
         )
     }
@@ -2626,6 +2647,16 @@ mod tests {
             b.evaluate(&p(1), None, &mut |_| {}),
             Evaluation::Failed { .. }
         ));
+        // Clean when verified, dirty once launched again: the timed runs catch it.
+        let once = b.verify_at(&p(4), None, &Case::at(sizes.clone()), &mut |_| {});
+        assert!(once.expect("the reference can be trusted").is_ok());
+        match b.evaluate(&p(4), None, &mut |_| {}) {
+            Evaluation::Failed { kind, reason, .. } => {
+                assert_eq!(kind, FailureKind::Wrong);
+                assert!(reason.contains("after its timed runs"), "{reason}");
+            }
+            other => panic!("dirty after its timed runs, yet {other:?}"),
+        }
     }
 
     /// A reference that leaves its scratch dirty is the annotation's mistake, said at setup.

@@ -265,7 +265,11 @@ fn check_fits(
     let gib = |b: u128| b as f64 / (1u128 << 30) as f64;
     let mut total: u128 = 0;
     for (arg, role) in spec.args_with_roles() {
-        let (KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer) = (arg, role) else {
+        // The caller's buffers, and the reference's scratch (a candidate's is checked when it
+        // runs: its length is its own).
+        let (KernelArg::Buffer { name, elem, .. }, ArgRole::CallerBuffer | ArgRole::Scratch) =
+            (arg, role)
+        else {
             continue;
         };
         let len = spec.buffer_len(name, &spec.reference, sizes).map_err(|e| {

@@ -449,12 +449,12 @@ fn fits(
         || (2 * (total + held)) as f64 <= MEMORY_SHARE * limits.global_mem_bytes as f64
 }
 
-/// Bytes of the caller's buffers at `sizes`, guard zones included; `None` when a length cannot
-/// be computed or a buffer is over the allocation limit.
+/// Bytes of the caller's buffers and of `params`' scratch buffers at `sizes`, guard zones
+/// included; `None` when a length cannot be computed or a buffer is over the allocation limit.
 fn footprint(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> Option<u128> {
     let mut total: u128 = 0;
     for (arg, role) in spec.args_with_roles() {
-        if role != ArgRole::CallerBuffer {
+        if role != ArgRole::CallerBuffer && role != ArgRole::Scratch {
             continue;
         }
         let kfoundry_rt::model::signature::KernelArg::Buffer { name, elem, .. } = arg else {

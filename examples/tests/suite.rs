@@ -1194,21 +1194,9 @@ fn split_k_matches_fp64_and_leaves_its_scratch_zero() {
         let (gm, gn) = (m.div_ceil(bm), n.div_ceil(bn));
         let a = cpu::data(m * k, 51);
         let b = cpu::data(k * n, 52);
-        let upload = |v: &[f32]| {
-            Buffer::<f32>::builder()
-                .queue(q.clone())
-                .len(v.len())
-                .copy_host_slice(v)
-                .build()
-                .unwrap()
-        };
+        let upload = |v: &[f32]| checks::input(&q, v).unwrap();
         let (ab, bb) = (upload(&a), upload(&b));
-        let out = Buffer::<f32>::builder()
-            .queue(q.clone())
-            .len(m * n)
-            .fill_val(f32::NAN)
-            .build()
-            .unwrap();
+        let out = checks::output(&q, m * n).unwrap();
         let ws = Buffer::<f32>::builder()
             .queue(q.clone())
             .len(splitk * m * n)

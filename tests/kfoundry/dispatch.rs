@@ -81,34 +81,38 @@ fn with_variants(variants: &[Variant]) -> &'static Evolved {
 fn run_and_check(kernel: &Evolved, queue: &Queue, n: usize) -> Step {
     let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
     let y0: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
-    let xb = Buffer::builder()
-        .queue(queue.clone())
-        .len(n)
-        .copy_host_slice(&x)
-        .build()
-        .unwrap();
-    let yb = Buffer::builder()
-        .queue(queue.clone())
-        .len(n)
-        .copy_host_slice(&y0)
-        .build()
-        .unwrap();
+    let (step, y) = launch_xy(kernel, queue, &x, &y0);
+    for i in 0..n {
+        assert_eq!(y[i], 2.0 * x[i] + y0[i], "element {i} after {step}");
+    }
+    step
+}
+
+/// Dispatches `kernel(n, x, y)` at n = `x.len()` with `y` holding `y0` first: the step taken
+/// and `y` after.
+fn launch_xy(kernel: &Evolved, queue: &Queue, x: &[f32], y0: &[f32]) -> (Step, Vec<f32>) {
+    let upload = |v: &[f32]| {
+        Buffer::builder()
+            .queue(queue.clone())
+            .len(v.len())
+            .copy_host_slice(v)
+            .build()
+            .unwrap()
+    };
+    let (xb, yb) = (upload(x), upload(y0));
     let step = kernel
         .launch(
             queue,
-            &[("n", n)],
+            &[("n", x.len())],
             &[
                 kfoundry::Arg::Buffer(xb.as_core()),
                 kfoundry::Arg::Buffer(yb.as_core()),
             ],
         )
         .unwrap();
-    let mut y = vec![0f32; n];
+    let mut y = vec![0f32; y0.len()];
     yb.read(&mut y).enq().unwrap();
-    for i in 0..n {
-        assert_eq!(y[i], 2.0 * x[i] + y0[i], "element {i} after {step}");
-    }
-    step
+    (step, y)
 }
 
 #[test]
@@ -725,30 +729,7 @@ fn scratch_is_the_launchers_and_zero_at_every_launch() {
     )));
     let run = |queue: &Queue, n: usize| {
         let x: Vec<f32> = (0..n).map(|i| i as f32 + 0.25).collect();
-        let xb = Buffer::builder()
-            .queue(queue.clone())
-            .len(n)
-            .copy_host_slice(&x)
-            .build()
-            .unwrap();
-        let yb = Buffer::<f32>::builder()
-            .queue(queue.clone())
-            .len(n)
-            .fill_val(-1.0)
-            .build()
-            .unwrap();
-        let step = k
-            .launch(
-                queue,
-                &[("n", n)],
-                &[
-                    kfoundry::Arg::Buffer(xb.as_core()),
-                    kfoundry::Arg::Buffer(yb.as_core()),
-                ],
-            )
-            .unwrap();
-        let mut y = vec![0f32; n];
-        yb.read(&mut y).enq().unwrap();
+        let (step, y) = launch_xy(k, queue, &x, &vec![-1.0; n]);
         assert_eq!(y, x, "at n = {n} ({step})");
         step
     };

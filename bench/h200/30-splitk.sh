@@ -13,23 +13,7 @@ timeout -k 10 ${TUNE_S:-400} .device/cargo-kfoundry kfoundry tune --bundle .devi
   --lockfile $OUT/K.lock --device gpu --kernel ::SgemmLargeK --workload full \
   --budget-evals ${EVALS:-60} --seed 1 --no-llm --message-format json > $OUT/tune.jsonl 2> $OUT/tune.err
 echo "tune rc=$? after $(( $(date +%s) - START )) s"; tail -2 $OUT/tune.err
-python3 - $OUT/tune.jsonl <<'PY'
-import json, sys
-best = {}
-for l in open(sys.argv[1]):
-    d = json.loads(l)
-    if d.get("reason") == "evaluation" and "Ok" in d["outcome"]:
-        p, t = d["params"], d["outcome"]["Ok"]["time"]
-        key = ("split" if p["SPLITK"] > 1 else "no split", p["MMA"])
-        if t < best.get(key, (1e9,))[0]:
-            best[key] = (t, p)
-    if d.get("reason") == "tuned":
-        r = d["result"]
-        print("tuned:", {k: r.get(k) for k in ("reference_ns", "best_ns", "speedup", "params", "evaluations", "failures", "proof_cases", "rel_error_norm", "gflops")})
-flop = 2 * 256 * 256 * 524288
-for k, (t, p) in sorted(best.items()):
-    print(f"best {k[0]:8s} MMA={k[1]}: {t*1e3:.3f} ms, {flop/t/1e12:.1f} TFLOP/s", p)
-PY
+python3 bench/splitk_summary.py $OUT/tune.jsonl $((2 * 256 * 256 * 524288))
 timeout -k 5 120 python3 - <<'PY' 2>&1 | tee $OUT/torch.txt
 import torch
 m, n, k = 256, 256, 524288

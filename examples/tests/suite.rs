@@ -23,6 +23,16 @@ fn kernel_source(file: &str) -> String {
         .text
 }
 
+/// `source` built for the queue's device with build `options`.
+fn build(q: &Queue, source: &str, options: &str) -> Program {
+    Program::builder()
+        .src(source)
+        .devices(q.device())
+        .cmplr_opt(options)
+        .build(&q.context())
+        .unwrap_or_else(|e| panic!("{options}: {e}"))
+}
+
 fn queue() -> Queue {
     let (platform, device) = kfoundry::default_device().expect("an OpenCL device");
     let context = Context::builder()
@@ -579,12 +589,7 @@ fn tensor_core_path_emulated_matches_fp64() {
             let options = format!(
                 "-D MMA=1 -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush} -D RASTER={raster}"
             );
-            let program = Program::builder()
-                .src(source.as_str())
-                .devices(q.device())
-                .cmplr_opt(options.clone())
-                .build(&q.context())
-                .unwrap();
+            let program = build(&q, &source, &options);
             let (bm, bn) = (wgy * tm, wgx * tn);
             let a = cpu::data(m * k, 41);
             let b = cpu::data(k * n, 42);
@@ -750,12 +755,7 @@ fn gemm_16bit_paths_match_fp64_to_one_unit() {
             ));
         }
         for (options, (wgx, wgy, tm, tn), (m, n, k)) in runs {
-            let program = Program::builder()
-                .src(source.as_str())
-                .devices(q.device())
-                .cmplr_opt(options.clone())
-                .build(&q.context())
-                .unwrap();
+            let program = build(&q, &source, &options);
             let a = format.encode_all(&cpu::data(m * k, 51));
             let b = format.encode_all(&cpu::data(k * n, 52));
             let upload = |v: &[u16]| checks::input(&q, v).unwrap();
@@ -821,12 +821,7 @@ fn gemm_16bit_k_major_b_emulated_matches_fp64() {
             let options = format!(
                 "-D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH={flush}"
             );
-            let program = Program::builder()
-                .src(source.as_str())
-                .devices(q.device())
-                .cmplr_opt(options.clone())
-                .build(&q.context())
-                .unwrap();
+            let program = build(&q, &source, &options);
             let a = format.encode_all(&cpu::data(m * k, 61));
             let b = format.encode_all(&cpu::data(n * k, 62));
             let upload = |v: &[u16]| checks::input(&q, v).unwrap();
@@ -983,12 +978,7 @@ fn conv_gn_built(
     truth: bool,
 ) -> (Vec<f32>, Vec<f64>) {
     let source = kernel_source("conv_gn.cl");
-    let program = Program::builder()
-        .src(source.as_str())
-        .devices(q.device())
-        .cmplr_opt(options)
-        .build(&q.context())
-        .unwrap();
+    let program = build(q, &source, options);
     let x = cpu::data(s.n * s.cin * s.h * s.w, 61);
     let weight: Vec<f32> = cpu::data(s.cout * s.cin * 9, 62)
         .iter()
@@ -1184,12 +1174,7 @@ fn split_k_matches_fp64_and_leaves_its_scratch_zero() {
         let options = format!(
             "-D MMA={mma} -D KM_EMULATE=1 -D WGX={wgx} -D WGY={wgy} -D TM={tm} -D TN={tn} -D WM={wm} -D TK={tk} -D STAGES={stages} -D FLUSH=1 -D SPLITK={splitk}"
         );
-        let program = Program::builder()
-            .src(source.as_str())
-            .devices(q.device())
-            .cmplr_opt(options.clone())
-            .build(&q.context())
-            .unwrap();
+        let program = build(&q, &source, &options);
         let (bm, bn) = (wgy * tm, wgx * tn);
         let (gm, gn) = (m.div_ceil(bm), n.div_ceil(bn));
         let a = cpu::data(m * k, 51);

@@ -26,8 +26,8 @@
 
 use super::tensor_core::{self, Loader};
 use super::{
-    chain_call, chain_function, fits_int, params, prelude, product, side_buffers, BufferArg, Cx,
-    Dims, Kernel, Precision, Size,
+    chain_call, chain_function, fits_int, library_part, params, prelude, product, side_buffers,
+    BufferArg, Cx, Dims, Kernel, Precision, Size,
 };
 use crate::fuse::Anchor;
 
@@ -288,11 +288,14 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
         direct
     };
     let (machinery, main_loop) = tensor_core::parts(cx.precision, Loader::Tiles);
-    let direct_mma = tensor_core::for_each_accumulator(
-        "row",
-        "col",
-        &format!("                const int o = (bb * m + row) * n + col;\n                const float v = acc[i][j][r];\n                y[o] = {call_v};\n"),
-    );
+    // The tensor-core path's outputs stored through the chain (written only with that path).
+    let direct_mma = || {
+        tensor_core::for_each_accumulator(
+            "row",
+            "col",
+            &format!("                const int o = (bb * m + row) * n + col;\n                const float v = acc[i][j][r];\n                y[o] = {call_v};\n"),
+        )
+    };
     let tensor_cores = if mma && split {
         // The slice's k-tiles: A (m x k) and B advanced to the first.
         let b_step = if *trans_b {
@@ -311,23 +314,19 @@ pub(super) fn generate(cx: &Cx) -> Kernel {
             &format!("                const int o = (bb * m + row) * n + col;\n                const float v = ks_take(ws, (size_t)m * n, o);\n                y[o] = {call_v};\n"),
         );
         format!(
-            "#if MMA\n    a += aoff;\n    b += boff;\n    const int km_all = k / TK, km_per = (km_all + SPLITK - 1) / SPLITK;\n    const int km_kt0 = min(km_all, slice * km_per);\n    const int km_kts = min(km_per, km_all - km_kt0);\n    a += km_kt0 * TK;\n    b += {b_step};\n{main_loop}#if SPLITK == 1\n{direct_mma}#else\n{put}    if (ks_last(arrivals, tile, &ks_flag, tid)) {{\n{take}    }}\n#endif\n#else\n"
+            "#if MMA\n    a += aoff;\n    b += boff;\n    const int km_all = k / TK, km_per = (km_all + SPLITK - 1) / SPLITK;\n    const int km_kt0 = min(km_all, slice * km_per);\n    const int km_kts = min(km_per, km_all - km_kt0);\n    a += km_kt0 * TK;\n    b += {b_step};\n{main_loop}#if SPLITK == 1\n{}#else\n{put}    if (ks_last(arrivals, tile, &ks_flag, tid)) {{\n{take}    }}\n#endif\n#else\n",
+            direct_mma()
         )
     } else if mma {
-        format!("#if MMA\n    a += aoff;\n    b += boff;\n{main_loop}{direct_mma}#else\n")
+        format!(
+            "#if MMA\n    a += aoff;\n    b += boff;\n{main_loop}{}#else\n",
+            direct_mma()
+        )
     } else {
         String::new()
     };
     if split {
-        let library = kfoundry_tooling::library::file("split_k.cl")
-            .expect("a file of kfoundry's template library");
-        // Without its `#error` guard (KS_SLICES is defined just above it).
-        let text: String = library
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("#error"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        s += &format!("#define KS_SLICES SPLITK\n{text}");
+        s += &format!("#define KS_SLICES SPLITK\n{}", library_part("split_k.cl"));
     }
     if mma {
         let ktiles = if split {

@@ -9,7 +9,7 @@
 //! the convolution's launch (pixels along dimension 0, channels along 1) and a ragged last
 //! k-tile.
 
-use super::Precision;
+use super::{library_part, Precision};
 
 /// The loop over an item's accumulators after the main loop: for each `acc[i][j][r]`, its
 /// row (m) and column (n) in the whole product (the template's `KM_ROW` and `KM_COL`),
@@ -50,15 +50,6 @@ const LOADER: &str = "/* Issues the copies of k-tile";
 /// product of the TF32 parts, or three), and for a gathering loader `KM_GROUP_M`/`KM_GROUP_N`
 /// (rows of the product along work-group dimension 0) and `KM_KTILES` (a ragged last k-tile).
 pub(super) fn parts(precision: Precision, loader: Loader) -> (String, String) {
-    let strip = |t: &str| {
-        t.lines()
-            .filter(|l| !l.trim_start().starts_with("#error"))
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
-    };
-    let library = |name: &str| {
-        kfoundry_tooling::library::file(name).expect("a file of kfoundry's template library")
-    };
     let mut switches = String::new();
     if precision == Precision::Tf32 {
         switches += "#define KM_SPLITS 1\n";
@@ -66,15 +57,15 @@ pub(super) fn parts(precision: Precision, loader: Loader) -> (String, String) {
     if loader == Loader::Gather {
         switches += "#define KM_GROUP_M get_group_id(0)\n#define KM_GROUP_N get_group_id(1)\n#define KM_KTILES ((k + TK - 1) / TK)\n";
     }
-    let mut machinery = switches + &strip(&library("tensor_core.cl"));
+    let mut machinery = switches + &library_part("tensor_core.cl");
     if loader == Loader::Gather {
         machinery.truncate(machinery.find(LOADER).expect("the template's tile loader"));
     }
     // The generated kernels name their operands `a` and `b`, as gemm.cl does.
-    let main_loop = strip(&format!(
+    let main_loop = format!(
         "{}#define KM_A a\n#define KM_B b\n{}",
-        library("tensor_core_tiles.cl"),
-        library("tensor_core_loop.cl")
-    ));
+        library_part("tensor_core_tiles.cl"),
+        library_part("tensor_core_loop.cl")
+    );
     (machinery, main_loop)
 }

@@ -346,14 +346,17 @@ impl LaunchPlan {
         })
     }
 
-    /// The plan's own scratch buffers on `queue`, made (all zero) at the first launch there.
-    /// An out-of-order queue is refused: two launches of the plan could run at once on one
-    /// scratch.
+    /// The plan's own scratch buffers on `queue` (none for a kernel without `scratch(...)`),
+    /// made (all zero) at the first launch there. An out-of-order queue is refused: two
+    /// launches of the plan could run at once on one scratch.
     fn owned_scratch(
         &self,
         spec: &KernelSpec,
         queue: &ocl::Queue,
     ) -> Result<Vec<core::Mem>, Error> {
+        if self.scratch_bytes().next().is_none() {
+            return Ok(Vec::new());
+        }
         let mut owned = self
             .scratch
             .lock()
@@ -457,17 +460,16 @@ impl LaunchPlan {
     ) -> Result<(), Error> {
         self.check(spec, args)?;
         self.check_memory(spec, queue, args)?;
-        let owned = match given {
+        let owned;
+        let scratch: Vec<&core::Mem> = match given {
             Some(scratch) => {
                 self.check_scratch(spec, scratch)?;
-                Vec::new()
+                scratch.to_vec()
             }
-            None if self.scratch_bytes().next().is_none() => Vec::new(),
-            None => self.owned_scratch(spec, queue)?,
-        };
-        let scratch: Vec<&core::Mem> = match given {
-            Some(s) => s.to_vec(),
-            None => owned.iter().collect(),
+            None => {
+                owned = self.owned_scratch(spec, queue)?;
+                owned.iter().collect()
+            }
         };
         self.set_and_enqueue(kernel, queue, args, &scratch, event)
     }
@@ -535,9 +537,10 @@ impl LaunchPlan {
         // caller's arguments: each buffer a live memory object (borrowed for this call) holding
         // at least the annotation's length at the plan's sizes, each scalar of the kernel's
         // type; `__local` memory and sizes come from the plan, scratch buffers from the plan or
-        // checked as long as it needs, so every argument of `kernel` is set. The plan's geometry was checked against the spec (1 to 3 positive dimensions,
-        // local dividing global, the constraints holding). What the kernel then touches is the
-        // annotation's promise for the reference; for a dispatched variant, what the tuner
+        // checked as long as it needs, so every argument of `kernel` is set. The plan's
+        // geometry was checked against the spec (1 to 3 positive dimensions, local dividing
+        // global, the constraints holding). What the kernel then touches is the annotation's
+        // promise for the reference; for a dispatched variant, what the tuner
         // verified (guard zones before and after every buffer) at sizes spanning those it may
         // run at; for `launch_params`, the promise its `unsafe` caller made.
         unsafe {

@@ -1079,14 +1079,14 @@ impl Bench {
     fn upload(&self, prepared: &Prepared, params: &Params, sizes: &Sizes) -> Result<Run, RtError> {
         let mut buffers: Vec<RunBuffer> = Vec::new();
         for p in &prepared.buffers {
-            if let Fill::Scratch = p.fill {
-                buffers.push(self.upload_scratch(p, params, sizes)?);
-                continue;
-            }
             let size = p.ty.size();
             let (front, data, back) = (p.front.len(), p.len * size, p.back.len());
             let whole = match &p.fill {
-                Fill::Alias(_) | Fill::Scratch => continue,
+                Fill::Alias(_) => continue,
+                Fill::Scratch => {
+                    buffers.push(self.upload_scratch(p, params, sizes)?);
+                    continue;
+                }
                 Fill::Host(bytes) => {
                     let mut all = Vec::with_capacity(front + data + back);
                     all.extend_from_slice(&p.front);
@@ -1201,23 +1201,9 @@ impl Bench {
         // A stream of its own (the inputs' stays as it would be without scratch), new each run.
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut state = (len as u64)
-            ^ run.wrapping_mul(0xD6E8_FEB8_6659_FD93)
-            ^ p.name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
-            });
-        let mut guard = |n: usize| -> Vec<u8> {
-            (0..n)
-                .map(|_| {
-                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    // Never a zero byte: a kernel that clears past its end is seen.
-                    ((z ^ (z >> 31)) as u8) | 1
-                })
-                .collect()
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(run ^ self.settings.seed);
+        // Never a zero byte: a kernel that clears past its end is seen.
+        let mut guard = |n: usize| -> Vec<u8> { (0..n).map(|_| rng.gen::<u8>() | 1).collect() };
         let (front_bytes, back_bytes) = (guard(front), guard(back * size));
         let total = front + data + back_bytes.len();
         let whole = self.session.alloc(total)?;
@@ -1515,13 +1501,9 @@ impl Bench {
             .filter(|b| b.scratch)
             .map(|b| b.view.mem())
             .collect();
-        let timing = if scratch.is_empty() {
-            self.session
-                .launch(&self.spec, kernel, params, sizes, &args, profile)?
-        } else {
-            self.session
-                .launch_with_scratch(&self.spec, kernel, params, sizes, &args, &scratch, profile)?
-        };
+        let timing = self
+            .session
+            .launch_with_scratch(&self.spec, kernel, params, sizes, &args, &scratch, profile)?;
         // Asked once its `__local` arguments are set, so that they count too.
         let used = self.session.local_mem_used(kernel).unwrap_or(u64::MAX);
         self.local_high.set(self.local_high.get().max(used));
@@ -1851,18 +1833,17 @@ impl Bench {
         self.last_errors = Some(errors);
         // Scratch left dirty by any of the timed runs (a race the verified run missed) would
         // break every later launch on it: then the candidate is wrong.
-        let timed = self.time(kernel, params, &sizes, &run).and_then(|t| {
-            self.dirty_scratch(&run)
-                .map(|dirty| dirty.map_or(Ok(t), Err))
-        });
-        let timed = match timed {
-            Ok(Ok(t)) => Ok(t),
-            Ok(Err((name, n))) => {
-                let why = format!("after its timed runs it {}", scratch_left_message(&name, n));
-                return Evaluation::failed(FailureKind::Wrong, why, cost(start));
+        let mut timed = self.time(kernel, params, &sizes, &run);
+        if timed.is_ok() {
+            match self.dirty_scratch(&run) {
+                Ok(None) => {}
+                Ok(Some((name, n))) => {
+                    let why = format!("after its timed runs it {}", scratch_left_message(&name, n));
+                    return Evaluation::failed(FailureKind::Wrong, why, cost(start));
+                }
+                Err(e) => timed = Err(e),
             }
-            Err(e) => Err(e),
-        };
+        }
         match timed {
             Ok((seconds, noise)) => {
                 let mut descriptors = vec![

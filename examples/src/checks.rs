@@ -419,23 +419,60 @@ pub fn linear(
     })
 }
 
+/// The convolution problem's inputs (the same values for every form of it): x, the weights
+/// and the six per-channel vectors (conv bias, bias, scale, gamma, beta).
+struct ConvInputs {
+    x: Vec<f32>,
+    weight: Vec<f32>,
+    per: [Vec<f32>; 5],
+}
+
+impl ConvInputs {
+    fn new(s: ConvShape) -> Self {
+        let weight = cpu::data(s.cout * s.cin * 9, 62)
+            .iter()
+            .map(|v| v * 0.3)
+            .collect();
+        let per = |seed| cpu::data(s.cout, seed);
+        ConvInputs {
+            x: cpu::data(s.n * s.cin * s.h * s.w, 61),
+            weight,
+            per: [per(63), per(64), per(65), per(66), per(67)],
+        }
+    }
+
+    fn params(&self) -> ConvParams<'_> {
+        let [cb, bi, sc, ga, be] = &self.per;
+        ConvParams {
+            weight: &self.weight,
+            conv_bias: cb,
+            bias: bi,
+            scale: sc,
+            gamma: ga,
+            beta: be,
+        }
+    }
+
+    /// x, then weight, conv bias, bias, scale, gamma and beta on the device.
+    fn upload(&self, queue: &Queue) -> Result<(Buffer<f32>, [Buffer<f32>; 6])> {
+        let [cb, bi, sc, ga, be] = &self.per;
+        Ok((
+            input(queue, &self.x)?,
+            [
+                input(queue, &self.weight)?,
+                input(queue, cb)?,
+                input(queue, bi)?,
+                input(queue, sc)?,
+                input(queue, ga)?,
+                input(queue, be)?,
+            ],
+        ))
+    }
+}
+
 pub fn conv_gn(queue: &Queue, how: How<'_>, s: ConvShape) -> Result<Outcome> {
-    let x = cpu::data(s.n * s.cin * s.h * s.w, 61);
-    let weight: Vec<f32> = cpu::data(s.cout * s.cin * 9, 62)
-        .iter()
-        .map(|v| v * 0.3)
-        .collect();
-    let per = |seed| cpu::data(s.cout, seed);
-    let (cb, bi, sc, ga, be) = (per(63), per(64), per(65), per(66), per(67));
-    let xb = input(queue, &x)?;
-    let bufs = [
-        input(queue, &weight)?,
-        input(queue, &cb)?,
-        input(queue, &bi)?,
-        input(queue, &sc)?,
-        input(queue, &ga)?,
-        input(queue, &be)?,
-    ];
+    let inputs = ConvInputs::new(s);
+    let (xb, bufs) = inputs.upload(queue)?;
     let len = s.n * s.cout * (s.h - 2) * (s.w - 2);
     let ob = output(queue, len)?;
     let ran = launch!(
@@ -453,15 +490,7 @@ pub fn conv_gn(queue: &Queue, how: How<'_>, s: ConvShape) -> Result<Outcome> {
         &bufs[5],
         &ob
     );
-    let p = ConvParams {
-        weight: &weight,
-        conv_bias: &cb,
-        bias: &bi,
-        scale: &sc,
-        gamma: &ga,
-        beta: &be,
-    };
-    let want = cpu::conv_gn(&x, &p, s, 1e-5);
+    let want = cpu::conv_gn(&inputs.x, &inputs.params(), s, 1e-5);
     Ok(Outcome {
         ran,
         mismatches: cpu::mismatches(&read(&ob)?, &want, 1e-3, 1e-3),
@@ -469,7 +498,128 @@ pub fn conv_gn(queue: &Queue, how: How<'_>, s: ConvShape) -> Result<Outcome> {
     })
 }
 
-/// Sizes of the `small` workloads (what the examples program and the tests run).
+/// `ConvGnStats` with chunks of `rows` output rows on uploaded inputs: what ran, and z, the means
+/// and the sums of squared deviations on the device.
+fn launch_conv_gn_stats(
+    queue: &Queue,
+    how: How<'_>,
+    s: ConvShape,
+    rows: usize,
+    (xb, bufs): &(Buffer<f32>, [Buffer<f32>; 6]),
+) -> Result<(String, [Buffer<f32>; 3])> {
+    let len = s.n * s.cout * (s.h - 2) * (s.w - 2);
+    let parts = s.n * s.groups * (s.h - 2).div_ceil(rows);
+    let out = [
+        output(queue, len)?,
+        output(queue, parts)?,
+        output(queue, parts)?,
+    ];
+    let ran = launch!(
+        ConvGnStats,
+        how,
+        queue,
+        [s.n, s.cin, s.h, s.w, s.cout, s.groups, rows],
+        xb,
+        &bufs[0],
+        &bufs[1],
+        &bufs[2],
+        &bufs[3],
+        &out[0],
+        &out[1],
+        &out[2]
+    );
+    Ok((ran, out))
+}
+
+/// Problem 6's first stage (`ConvGnStats`) with chunks of `rows` output rows: z and the
+/// partials against the CPU's.
+pub fn conv_gn_stats(queue: &Queue, how: How<'_>, s: ConvShape, rows: usize) -> Result<Outcome> {
+    let inputs = ConvInputs::new(s);
+    let (ran, [zb, mb, qb]) = launch_conv_gn_stats(queue, how, s, rows, &inputs.upload(queue)?)?;
+    let z = cpu::conv_sigmoid(&inputs.x, &inputs.params(), s);
+    let (mean, m2) = cpu::conv_gn_partials(&z, s, rows);
+    let bad = cpu::mismatches(&read(&zb)?, &z, 1e-5, 1e-6)
+        + cpu::mismatches(&read(&mb)?, &mean, 1e-5, 1e-5)
+        + cpu::mismatches(&read(&qb)?, &m2, 1e-3, 1e-3);
+    Ok(Outcome {
+        ran,
+        mismatches: bad,
+        len: z.len() + 2 * mean.len(),
+    })
+}
+
+/// Problem 6's second stage (`GroupNormApply`) on the CPU's z and partials.
+pub fn groupnorm_apply(queue: &Queue, how: How<'_>, s: ConvShape, rows: usize) -> Result<Outcome> {
+    let inputs = ConvInputs::new(s);
+    let z = cpu::conv_sigmoid(&inputs.x, &inputs.params(), s);
+    let (mean, m2) = cpu::conv_gn_partials(&z, s, rows);
+    let f32s = |v: &[f64]| v.iter().map(|v| *v as f32).collect::<Vec<f32>>();
+    let (z, mean, m2) = (f32s(&z), f32s(&mean), f32s(&m2));
+    let [_, _, _, ga, be] = &inputs.per;
+    let bufs = [
+        input(queue, &z)?,
+        input(queue, &mean)?,
+        input(queue, &m2)?,
+        input(queue, ga)?,
+        input(queue, be)?,
+    ];
+    let ob = output(queue, z.len())?;
+    let ran = launch!(
+        GroupNormApply,
+        how,
+        queue,
+        [s.n, s.h, s.w, s.cout, s.groups, rows],
+        1e-5f32,
+        &bufs[0],
+        &bufs[1],
+        &bufs[2],
+        &bufs[3],
+        &bufs[4],
+        &ob
+    );
+    let want = cpu::groupnorm_apply(&z, &mean, &m2, &inputs.params(), s, rows, 1e-5);
+    Ok(Outcome {
+        ran,
+        mismatches: cpu::mismatches(&read(&ob)?, &want, 1e-4, 1e-4),
+        len: z.len(),
+    })
+}
+
+/// The whole problem 6 in two launches (`ConvGnStats`, then `GroupNormApply`), against the CPU's
+/// fused convolution and GroupNorm.
+pub fn conv_gn_staged(
+    queue: &Queue,
+    how: (How<'_>, How<'_>),
+    s: ConvShape,
+    rows: usize,
+) -> Result<Outcome> {
+    let inputs = ConvInputs::new(s);
+    let uploaded = inputs.upload(queue)?;
+    let (ran1, [zb, mb, qb]) = launch_conv_gn_stats(queue, how.0, s, rows, &uploaded)?;
+    let bufs = &uploaded.1;
+    let len = s.n * s.cout * (s.h - 2) * (s.w - 2);
+    let ob = output(queue, len)?;
+    let ran2 = launch!(
+        GroupNormApply,
+        how.1,
+        queue,
+        [s.n, s.h, s.w, s.cout, s.groups, rows],
+        1e-5f32,
+        &zb,
+        &mb,
+        &qb,
+        &bufs[4],
+        &bufs[5],
+        &ob
+    );
+    let want = cpu::conv_gn(&inputs.x, &inputs.params(), s, 1e-5);
+    Ok(Outcome {
+        ran: format!("{ran1} + {ran2}"),
+        mismatches: cpu::mismatches(&read(&ob)?, &want, 1e-3, 1e-3),
+        len,
+    })
+}
+
 pub mod small {
     use crate::cpu::ConvShape;
     pub const SGEMM: (usize, usize, usize) = (128, 128, 128);
@@ -487,4 +637,6 @@ pub mod small {
         cout: 32,
         groups: 8,
     };
+    /// Output rows a chunk of the two-launch form's partials holds.
+    pub const CONV_ROWS: usize = 8;
 }

@@ -315,8 +315,30 @@ pub struct ConvParams<'a> {
 
 /// Conv2d (3 × 3, valid, stride 1) + conv bias, + bias, × scale, sigmoid, GroupNorm (affine).
 pub fn conv_gn(x: &[f32], p: &ConvParams<'_>, s: ConvShape, eps: f64) -> Vec<f64> {
+    let mut z = conv_sigmoid(x, p, s);
     let (oh, ow) = (s.h - 2, s.w - 2);
     let cpg = s.cout / s.groups;
+    for b in 0..s.n {
+        for g in 0..s.groups {
+            let block =
+                &mut z[(b * s.cout + g * cpg) * oh * ow..(b * s.cout + (g + 1) * cpg) * oh * ow];
+            let cnt = block.len() as f64;
+            let mu = block.iter().sum::<f64>() / cnt;
+            let var = block.iter().map(|v| (v - mu).powi(2)).sum::<f64>() / cnt;
+            let rstd = 1.0 / (var + eps).sqrt();
+            for (i, v) in block.iter_mut().enumerate() {
+                let o = g * cpg + i / (oh * ow);
+                *v = (*v - mu) * rstd * p.gamma[o] as f64 + p.beta[o] as f64;
+            }
+        }
+    }
+    z
+}
+
+/// The convolution problem before its GroupNorm: Conv2d (3 × 3, valid, stride 1) + conv bias,
+/// + bias, × scale, sigmoid (what `ConvGnStats` stores as `z`).
+pub fn conv_sigmoid(x: &[f32], p: &ConvParams<'_>, s: ConvShape) -> Vec<f64> {
+    let (oh, ow) = (s.h - 2, s.w - 2);
     let mut z = vec![0f64; s.n * s.cout * oh * ow];
     for b in 0..s.n {
         for o in 0..s.cout {
@@ -336,20 +358,78 @@ pub fn conv_gn(x: &[f32], p: &ConvParams<'_>, s: ConvShape, eps: f64) -> Vec<f64
                 }
             }
         }
-        for g in 0..s.groups {
-            let block =
-                &mut z[(b * s.cout + g * cpg) * oh * ow..(b * s.cout + (g + 1) * cpg) * oh * ow];
-            let cnt = block.len() as f64;
-            let mu = block.iter().sum::<f64>() / cnt;
-            let var = block.iter().map(|v| (v - mu).powi(2)).sum::<f64>() / cnt;
-            let rstd = 1.0 / (var + eps).sqrt();
-            for (i, v) in block.iter_mut().enumerate() {
-                let o = g * cpg + i / (oh * ow);
-                *v = (*v - mu) * rstd * p.gamma[o] as f64 + p.beta[o] as f64;
-            }
-        }
     }
     z
+}
+
+/// The values of (sample, group, chunk of `rows` output rows) of `z` (n × cout × oh × ow),
+/// chunk by chunk: `ConvGnStats`'s partials are their mean and sum of squared deviations.
+fn group_chunks(
+    z: &[f64],
+    s: ConvShape,
+    rows: usize,
+) -> impl Iterator<Item = impl Iterator<Item = f64> + Clone + '_> + '_ {
+    let (oh, ow) = (s.h - 2, s.w - 2);
+    let cpg = s.cout / s.groups;
+    let nch = oh.div_ceil(rows);
+    (0..s.n * s.groups * nch).map(move |at| {
+        let (sg, c) = (at / nch, at % nch);
+        let (b, g) = (sg / s.groups, sg % s.groups);
+        let ys = c * rows..((c + 1) * rows).min(oh);
+        (g * cpg..(g + 1) * cpg).flat_map(move |o| {
+            let ys = ys.clone();
+            ys.flat_map(move |y| {
+                let row = ((b * s.cout + o) * oh + y) * ow;
+                z[row..row + ow].iter().copied()
+            })
+        })
+    })
+}
+
+/// `ConvGnStats`'s partials of `z`: the mean and the sum of squared deviations of each
+/// (sample, group, chunk of `rows` output rows), at (sample × groups + group) × nch + chunk.
+pub fn conv_gn_partials(z: &[f64], s: ConvShape, rows: usize) -> (Vec<f64>, Vec<f64>) {
+    group_chunks(z, s, rows)
+        .map(|part| {
+            let cnt = part.clone().count() as f64;
+            let mu = part.clone().sum::<f64>() / cnt;
+            (mu, part.map(|v| (v - mu).powi(2)).sum::<f64>())
+        })
+        .unzip()
+}
+
+/// `GroupNormApply`: each (sample, group)'s mean and variance from the partials of its chunks
+/// (as [`conv_gn_partials`] lays them out), then out = (z − mean) / sqrt(var + eps) · gamma + beta.
+pub fn groupnorm_apply(
+    z: &[f32],
+    mean: &[f32],
+    m2: &[f32],
+    p: &ConvParams<'_>,
+    s: ConvShape,
+    rows: usize,
+    eps: f64,
+) -> Vec<f64> {
+    let (oh, ow) = (s.h - 2, s.w - 2);
+    let cpg = s.cout / s.groups;
+    let nch = oh.div_ceil(rows);
+    let count = |c: usize| (cpg * rows.min(oh - c * rows) * ow) as f64;
+    let len = cpg * oh * ow;
+    let mut out = vec![0f64; z.len()];
+    for sg in 0..s.n * s.groups {
+        let part = |c: usize| (mean[sg * nch + c] as f64, m2[sg * nch + c] as f64);
+        let mu = (0..nch).map(|c| count(c) * part(c).0).sum::<f64>() / len as f64;
+        let var = (0..nch)
+            .map(|c| part(c).1 + count(c) * (part(c).0 - mu).powi(2))
+            .sum::<f64>()
+            / len as f64;
+        let rstd = 1.0 / (var + eps).sqrt();
+        for i in 0..len {
+            let o = (sg % s.groups) * cpg + i / (oh * ow);
+            out[sg * len + i] =
+                (z[sg * len + i] as f64 - mu) * rstd * p.gamma[o] as f64 + p.beta[o] as f64;
+        }
+    }
+    out
 }
 
 /// The counter-based generator of the GPU suite (`kernels/suite_util.cl`, `hash_fill`): a

@@ -148,6 +148,6 @@ pub mod checks;
 pub mod cpu;
 pub mod suite;
 pub use suite::{
-    ConvGroupNorm, LayerNormApply, LayerNormStats, LinearGelu, LinearSoftmax, Softmax,
-    SoftmaxApply, SoftmaxStats, SuiteSgemm, SuiteSgemmTf32, SumDim1,
+    ConvGnStats, ConvGroupNorm, GroupNormApply, LayerNormApply, LayerNormStats, LinearGelu,
+    LinearSoftmax, Softmax, SoftmaxApply, SoftmaxStats, SuiteSgemm, SuiteSgemmTf32, SumDim1,
 };

@@ -11,7 +11,7 @@
 //! | 3. LayerNorm over (64, 256, 256) of 16 × 64 × 256 × 256 | [`LayerNormStats`] → [`LayerNormApply`] |
 //! | 4. sum over dim 1 of 128 × 4096 × 4095, keepdim | [`SumDim1`] |
 //! | 5. Linear 8192 → 8192 + bias on 1024 rows, GELU, softmax(dim 1) | [`LinearGelu`] → [`LinearSoftmax`] |
-//! | 6. Conv2d 8 → 32 (3 × 3) + bias, × scale, sigmoid, GroupNorm(8) | [`ConvGroupNorm`] |
+//! | 6. Conv2d 8 → 32 (3 × 3) + bias, × scale, sigmoid, GroupNorm(8) | [`ConvGroupNorm`] (in two launches: [`ConvGnStats`] → [`GroupNormApply`]) |
 //!
 //! Each kernel has two workloads: `small` (well under a second on PoCL) and `full` (the
 //! KernelBench size; buffers of several GB; `on = gpu`: tuned on GPUs only, and `check --locked`
@@ -387,3 +387,60 @@ pub struct LinearSoftmax;
     ),
 )]
 pub struct ConvGroupNorm;
+
+/// Problem 6 in two launches, stage 1: the convolution, biases, scale and sigmoid of every
+/// output (`z`), and per (sample, group, chunk of `rows` output rows) the mean and sum of squared
+/// deviations of the chunk's values (the partials' layout depends on the sizes only). One
+/// work-group per chunk: many more than [`ConvGroupNorm`]'s one per (sample, group). Register
+/// tiles over pixels, channels and rows; the group's weights in local memory or not.
+#[kfoundry::evolve(
+    source = "kernels/conv_gn_stats.cl",
+    params(WG = pow2(32..=512), PX = [1, 2, 4, 8], CB = [1, 2, 4], RY = [1, 2, 4], WLOCAL = [0, 1]),
+    reference(WG = 256, PX = 1, CB = 1, RY = 1, WLOCAL = 0),
+    require(h >= 3, w >= 3, rows >= 1, cout % groups == 0, (cout / groups) % CB == 0),
+    global = (WG * groups * ceil_div(h - 2, rows), n), local = (WG, 1),
+    buffers(
+        x = n * cin * h * w, weight = cout * cin * 9, conv_bias = cout, bias = cout, scale = cout,
+        z = n * cout * (h - 2) * (w - 2), mean = n * groups * ceil_div(h - 2, rows),
+        m2 = n * groups * ceil_div(h - 2, rows), wl = max(1, WLOCAL * (cout / groups) * cin * 9),
+    ),
+    // Every configuration sums each output in the reference's order: z is the same bit for bit;
+    // the partials' sums depend on WG.
+    check(z, rtol = 1e-5, atol = 1e-6),
+    check(mean, rtol = 1e-4, atol = 1e-5),
+    check(m2, rtol = 1e-4, atol = 1e-3),
+    workloads(
+        small(n = 2, cin = 8, h = 34, w = 34, cout = 32, groups = 8, rows = 8),
+        full(n = 128, cin = 8, h = 256, w = 256, cout = 32, groups = 8, rows = 8, on = gpu),
+    ),
+    cost(
+        bytes = 4 * (n * cin * h * w + n * cout * (h - 2) * (w - 2) + cout * cin * 9),
+        flops = 2 * n * cout * (h - 2) * (w - 2) * cin * 9,
+    ),
+)]
+pub struct ConvGnStats;
+
+/// Problem 6 in two launches, stage 2: every work-group combines its (sample, group)'s partials
+/// (in an order fixed by the sizes) and normalises WG·VEC·ITEMS of the block's values, with the
+/// channel's gamma and beta.
+#[kfoundry::evolve(
+    source = "kernels/groupnorm_apply.cl",
+    params(WG = pow2(32..=1024), VEC = [1, 2, 4, 8], ITEMS = [1, 2, 4, 8]),
+    reference(WG = 256, VEC = 1, ITEMS = 1),
+    require(h >= 3, w >= 3, rows >= 1, cout % groups == 0),
+    global = (ceil_div((cout / groups) * (h - 2) * (w - 2), WG * VEC * ITEMS) * WG, n * groups), local = (WG, 1),
+    buffers(
+        z = n * cout * (h - 2) * (w - 2), mean = n * groups * ceil_div(h - 2, rows),
+        m2 = n * groups * ceil_div(h - 2, rows), gamma = cout, beta = cout,
+        out = n * cout * (h - 2) * (w - 2),
+    ),
+    // Partials as stage 1 makes them: means of sigmoid outputs, sums of squares never negative.
+    inputs(eps = constant(0.00001), z = uniform(0.0, 1.0), mean = uniform(0.0, 1.0), m2 = uniform(0.0, 100.0)),
+    check(out, rtol = 1e-4, atol = 1e-4),
+    workloads(
+        small(n = 2, h = 34, w = 34, cout = 32, groups = 8, rows = 8),
+        full(n = 128, h = 256, w = 256, cout = 32, groups = 8, rows = 8, on = gpu),
+    ),
+    cost(bytes = 8 * n * cout * (h - 2) * (w - 2), flops = 4 * n * cout * (h - 2) * (w - 2)),
+)]
+pub struct GroupNormApply;

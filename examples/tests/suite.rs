@@ -502,6 +502,55 @@ fn conv_groupnorm_reference_and_variants() {
     assert_ok("stored", checks::conv_gn(&q, How::Params(&st), small::CONV));
 }
 
+#[test]
+fn conv_groupnorm_in_two_launches() {
+    let q = queue();
+    let (r1, r2) = (
+        &ConvGnStats::evolved().spec().unwrap().reference,
+        &GroupNormApply::evolved().spec().unwrap().reference,
+    );
+    let rows = small::CONV_ROWS;
+    assert_ok(
+        "reference pipeline",
+        checks::conv_gn_staged(&q, (How::Params(r1), How::Params(r2)), small::CONV, rows),
+    );
+    // Register tiles of every kind, weights in local memory; vectors of 4 and 8 over blocks
+    // whose channels are 32 x 32 outputs.
+    let p1 = with(
+        r1,
+        &[("WG", 64), ("PX", 8), ("CB", 4), ("RY", 4), ("WLOCAL", 1)],
+    );
+    let p2 = with(r2, &[("WG", 32), ("VEC", 8), ("ITEMS", 4)]);
+    assert_ok(
+        "tuned pipeline",
+        checks::conv_gn_staged(&q, (How::Params(&p1), How::Params(&p2)), small::CONV, rows),
+    );
+    // Ragged: rows not dividing h - 2 (a short last chunk), tiles past the chunk and the image,
+    // channels of 7 x 11 outputs (vectors across channels: the element-wise path).
+    let ragged = ConvShape {
+        n: 1,
+        cin: 3,
+        h: 9,
+        w: 13,
+        cout: 8,
+        groups: 4,
+    };
+    let p1b = with(r1, &[("WG", 32), ("PX", 4), ("CB", 2), ("RY", 2)]);
+    let p2b = with(r2, &[("WG", 32), ("VEC", 4), ("ITEMS", 2)]);
+    assert_ok(
+        "stats, ragged",
+        checks::conv_gn_stats(&q, How::Params(&p1b), ragged, 3),
+    );
+    assert_ok(
+        "apply, ragged",
+        checks::groupnorm_apply(&q, How::Params(&p2b), ragged, 3),
+    );
+    assert_ok(
+        "pipeline, one row a chunk",
+        checks::conv_gn_staged(&q, (How::Params(&p1b), How::Params(&p2b)), ragged, 1),
+    );
+}
+
 /// (seed, index, value): computed independently in Python (`bench/test_hash.py` holds the same).
 #[expect(
     clippy::excessive_precision,

@@ -179,6 +179,7 @@ fn generate(
             }
 
             /// Which variant `launch` would run on `device` at these sizes, and why.
+            #[allow(clippy::too_many_arguments)]
             pub fn explain(device: &::kfoundry::ocl::Device, #(#size_names: usize),*) -> ::core::result::Result<::kfoundry::Choice, ::kfoundry::Error> {
                 Self::evolved().explain(device, &[#(#sizes),*])
             }

@@ -7,7 +7,7 @@
 //!     [--exhaustive-max N] [KERNEL...]
 //! ```
 //! KERNEL: sgemm softmax softmax_stats softmax_apply layernorm_stats layernorm_apply sum_dim1
-//! linear_gelu linear_softmax conv_gn
+//! linear_gelu linear_softmax conv_gn conv_gn_stats groupnorm_apply
 //! (default: all). A space of more than `--exhaustive-max` (default 400) valid configurations
 //! is sampled: `--sample N`
 //! (default 150) "edge" configurations (every parameter at its minimum or maximum) and N others.
@@ -218,6 +218,33 @@ fn run() -> Result<()> {
                 vec![1, 2, 5, 40, 8, 2],
             ],
             Box::new(move |q, h, s| checks::conv_gn(q, h, conv(s))),
+        ),
+        // The two-launch form: ragged chunks (rows not dividing h - 2), one chunk, one row a
+        // chunk, widths that are not a multiple of any vector width.
+        (
+            "conv_gn_stats",
+            ConvGnStats::evolved().spec()?,
+            vec![
+                vec![c.n, c.cin, c.h, c.w, c.cout, c.groups, small::CONV_ROWS],
+                vec![1, 3, 9, 13, 8, 4, 3],
+                vec![1, 2, 5, 40, 8, 2, 8],
+                vec![2, 1, 6, 7, 4, 1, 1],
+            ],
+            Box::new(move |q, h, s| checks::conv_gn_stats(q, h, conv(s), s[6])),
+        ),
+        (
+            "groupnorm_apply",
+            GroupNormApply::evolved().spec()?,
+            vec![
+                vec![c.n, c.h, c.w, c.cout, c.groups, small::CONV_ROWS],
+                vec![1, 9, 13, 8, 4, 3],
+                vec![1, 5, 40, 8, 2, 8],
+                vec![2, 6, 7, 4, 1, 1],
+            ],
+            Box::new(move |q, h, s| {
+                let shape = conv(&[s[0], 1, s[1], s[2], s[3], s[4]]);
+                checks::groupnorm_apply(q, h, shape, s[5])
+            }),
         ),
     ];
 

@@ -10,7 +10,7 @@
 # cargo-kfoundry-1a655c8 (the CLI built at 1a655c8) with bundle-old.json (that CLI's `bundle` run
 # in a checkout of 1a655c8: it cannot read today's bundles).
 # Variants: old (that CLI), default (this CLI, no flags), specL (speculate=L), sLjN (speculate=L,
-# --build-jobs N).
+# --build-jobs N), farmN (--build-processes N: builds ahead in N processes), sLfarmN (both).
 # Usage (device tool): bash bench/h200/21-speculation.sh; results in $OUT/spec.tgz
 # Then here: [BASE=variant] python3 bench/speculation.py <the unpacked folder>
 set -u
@@ -34,10 +34,17 @@ tune() { # variant kernel workload
              # that CLI reads only the bundle format of its day (no 16-bit arguments)
              [ -f .device/bundle-old.json ] && bundle=.device/bundle-old.json ;;
         spec*) set=(--set "speculate=${1#spec}") ;;
+        farm*) set=(--build-processes "${1#farm}") ;;
+        s*farm*) # sLfarmN: speculate=L, builds ahead in N processes
+            local l=${1#s}
+            set=(--set "speculate=${l%farm*}" --build-processes "${l#*farm}") ;;
         s*j*) # sLjN: speculate=L with at most N builds at once
             local l=${1#s}
             set=(--set "speculate=${l%j*}" --build-jobs "${l#*j}") ;;
     esac
+    # this CLI's tuning database would start later variants from earlier ones' results (the
+    # old CLI has none): off, so that every variant runs the same search
+    [ "$1" != old ] && set+=(--no-tuning-db)
     local start
     start=$(date +%s.%N)
     timeout -k 10 250 "$bin" kfoundry tune --bundle "$bundle" --lockfile "/tmp/lock-$1-$2.lock" \

@@ -123,6 +123,9 @@ pub struct TuneArgs {
     /// Builds ahead (speculation, `--set speculate=N`, or `--set batch=N`) at most N at once [default: 1 on a GPU, every core but one on other devices].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=32))]
     pub build_jobs: Option<u64>,
+    /// Builds ahead in N processes of their own, each keeping a context on the device, instead of threads of the evaluating process: NVIDIA's OpenCL compiler runs one process's builds nearly one after another, and builds in such processes in parallel (the evaluation then builds from their program binaries; finalists are proven from source). 0: threads [default: 0].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=32))]
+    pub build_processes: Option<u8>,
     /// Keep the search's program binaries in kfoundry's own cache and read them back in later runs (`$KFOUNDRY_CACHE_DIR/programs`, else `$XDG_CACHE_HOME/kfoundry/programs` or `~/.cache/kfoundry/programs`), for a driver that keeps no cache of its own builds. Off by default: NVIDIA's and PoCL's drivers do keep one, and re-tunes were faster with theirs alone. Finalists are proven from source either way.
     #[arg(long)]
     pub program_cache: bool,
@@ -192,6 +195,7 @@ impl TuneArgs {
             budget_secs: self.budget_secs,
             budget_total_secs: self.budget_total_secs,
             build_jobs: self.build_jobs.map(|n| n as usize),
+            build_processes: self.build_processes.map(usize::from),
             program_cache: self
                 .program_cache
                 .then(kfoundry_tune::evaluate::program_cache::default_dir)

@@ -55,6 +55,9 @@ pub struct TuneOptions {
     /// How many candidates may be built ahead at once (`--set speculate=N` or `--set
     /// batch=N`); `None`: one on a GPU, every core but one elsewhere.
     pub build_jobs: Option<usize>,
+    /// Builds ahead in this many processes of their own (a build farm,
+    /// [`crate::evaluate::farm`]) instead of threads; `None` or 0: threads.
+    pub build_processes: Option<usize>,
     /// Where the search keeps and reads program binaries across runs
     /// ([`crate::evaluate::program_cache`]); `None`: every build from source.
     pub program_cache: Option<std::path::PathBuf>,
@@ -108,6 +111,7 @@ impl Default for TuneOptions {
             budget_secs: None,
             budget_total_secs: None,
             build_jobs: None,
+            build_processes: None,
             program_cache: None,
             tuning_db: None,
             seed: 0,

@@ -51,7 +51,8 @@ impl Reporter for Recorder {
     }
 }
 
-fn bundle(dir: &std::path::Path) -> std::path::PathBuf {
+/// The annotated kernel of [`bundle`]: `y = 2x`, U items a work item.
+fn copy_spec(dir: &std::path::Path) -> kfoundry_rt::model::spec::KernelSpec {
     let args = format!(
         r#"code = {COPY:?}, params(U = [1, 2, 4]), reference(U = 1), global = n / U, local = 16, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
     );
@@ -61,10 +62,14 @@ fn bundle(dir: &std::path::Path) -> std::path::PathBuf {
         package: "test",
         manifest_dir: dir,
     };
-    let spec = match kfoundry_tooling::annotation::parse(tokens, &item, &cx) {
+    match kfoundry_tooling::annotation::parse(tokens, &item, &cx) {
         Ok(a) => a.spec,
         Err(e) => panic!("{e}"),
-    };
+    }
+}
+
+fn bundle(dir: &std::path::Path) -> std::path::PathBuf {
+    let spec = copy_spec(dir);
     let bundle = serde_json::json!({
         "format": "kfoundry-bundle", "version": 1,
         "kernels": [{ "package": "test", "file": "inline", "line": 1, "spec": spec }],
@@ -330,6 +335,48 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// Builds ahead in processes of their own (`build_processes`): the bench builds the candidates
+/// from the binaries its farm made, checks them as any other, and once sealed builds from
+/// source again.
+fn a_build_farm_builds_what_is_evaluated_next() {
+    use kfoundry_tune::evaluate::{Bench, Measurement};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = copy_spec(dir.path());
+    let sizes: kfoundry_rt::model::spec::Sizes = [("n".to_string(), 4096)].into();
+    let settings = Measurement {
+        build_processes: Some(2),
+        ..Measurement::default()
+    };
+    let mut bench = Bench::new(&spec, &sizes, 0, settings).unwrap();
+    let u = |v: i64| -> kfoundry_rt::model::spec::Params { [("U".to_string(), v)].into() };
+    bench.build_ahead(&[u(2), u(4)]);
+    // (a build no member has taken yet when it is needed is built here instead: wait for the
+    // farm's members to start and build)
+    let started = std::time::Instant::now();
+    while bench.builds_ahead_running() > 0 && started.elapsed().as_secs() < 120 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for v in [2, 4] {
+        let e = bench.evaluate(&u(v), None, &mut |_| {});
+        assert!(e.time().is_some(), "U={v}: {e:?}");
+    }
+    assert_eq!(
+        bench.farmed_builds(),
+        2,
+        "both built from the farm's binaries"
+    );
+    // Sealed: no farm, every build from source (the farm's builds are dropped).
+    bench.seal();
+    bench.build_ahead(&[u(2)]);
+    let e = bench.evaluate(&u(2), None, &mut |_| {});
+    assert!(e.time().is_some(), "{e:?}");
+    assert_eq!(
+        bench.farmed_builds(),
+        2,
+        "nothing from the farm once sealed"
+    );
+}
+
 fn main() {
     if std::env::args().nth(1).as_deref() == Some(kfoundry_tune::WORKER_COMMAND) {
         if let Err(e) = kfoundry_tune::evaluate::worker::serve() {
@@ -340,6 +387,8 @@ fn main() {
     }
     events_arrive_in_order();
     println!("test events_arrive_in_order ... ok");
+    a_build_farm_builds_what_is_evaluated_next();
+    println!("test a_build_farm_builds_what_is_evaluated_next ... ok");
     a_retune_starts_from_the_lockfile();
     println!("test a_retune_starts_from_the_lockfile ... ok");
     a_new_project_starts_from_the_tuning_database();

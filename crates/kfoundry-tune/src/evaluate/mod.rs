@@ -26,6 +26,7 @@ pub mod case;
 pub mod compare;
 pub mod device_data;
 pub mod diagnostics;
+pub mod farm;
 pub mod inputs;
 pub mod probe;
 pub mod program_cache;
@@ -76,6 +77,11 @@ pub struct Measurement {
     /// the one that measures elsewhere.
     #[serde(default)]
     pub build_jobs: Option<usize>,
+    /// Builds ahead in this many builder processes ([`farm`]) instead of threads of the
+    /// worker, while the search may read builds that were not made from source (until
+    /// [`Bench::seal`]); 0 or `None`: threads. With a farm, `build_jobs` is its size.
+    #[serde(default)]
+    pub build_processes: Option<usize>,
     /// Program binaries kept across runs ([`program_cache`]); `None`: every build from source.
     #[serde(default)]
     pub program_cache: Option<ProgramCacheUse>,
@@ -99,6 +105,7 @@ impl Default for Measurement {
             repeats: 5,
             seed: 0,
             build_jobs: None,
+            build_processes: None,
             program_cache: None,
         }
     }
@@ -532,21 +539,52 @@ const GUARD_FAILURE: &str = "writes";
 enum Background {
     Running(std::thread::JoinHandle<Result<Program, RtError>>),
     Done(Result<Program, RtError>),
+    /// Built by the build farm ([`farm`]): the program is built here from its binary, or from
+    /// `program` and `options` where the farm gives none.
+    Farmed {
+        job: farm::Farmed,
+        program: String,
+        options: String,
+    },
 }
+
+/// How long a bench waits for a build farm's binary it needs now before building from source
+/// itself (a member stuck in the driver must not hold up the search).
+const FARM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl Background {
     /// Whether the build is still under way.
     fn is_running(&self) -> bool {
-        matches!(self, Background::Running(h) if !h.is_finished())
+        match self {
+            Background::Running(h) => !h.is_finished(),
+            Background::Done(_) => false,
+            Background::Farmed { job, .. } => job.is_running(),
+        }
     }
 
-    /// The program, once the build is done.
-    fn wait(self) -> Result<Program, RtError> {
+    /// The program, once the build is done, built on `session` when it came from the farm as a
+    /// binary; and whether it did (a build not made from source here, which [`Bench::seal`]
+    /// drops).
+    fn wait(self, session: &Session, id: &str) -> (Result<Program, RtError>, bool) {
         match self {
-            Background::Running(h) => h
-                .join()
-                .unwrap_or_else(|_| Err(RtError::OpenCl("the build's thread panicked".into()))),
-            Background::Done(result) => result,
+            Background::Running(h) => (
+                h.join()
+                    .unwrap_or_else(|_| Err(RtError::OpenCl("the build's thread panicked".into()))),
+                false,
+            ),
+            Background::Done(result) => (result, false),
+            Background::Farmed {
+                job,
+                program,
+                options,
+            } => match job
+                .wait(FARM_PATIENCE)
+                .map(|binary| session.build_binary(id, &binary, &options))
+            {
+                Ok(Ok(built)) => (Ok(built), true),
+                // no binary, or one the driver refused: the compiler's own verdict and log
+                _ => (session.build(id, &program, &options), false),
+            },
         }
     }
 }
@@ -617,6 +655,14 @@ pub struct Bench {
     building: Vec<(BuildKey, Background)>,
     /// How many builds ahead may run at once ([`Measurement::build_jobs`]).
     builders: usize,
+    /// The device's index (in `list_devices()` order), for the build farm's members.
+    device: usize,
+    /// The build farm, once builds ahead went to it ([`Measurement::build_processes`]).
+    farm: Option<farm::BuildFarm>,
+    /// Whether every build must now come from source ([`Bench::seal`]).
+    sealed: bool,
+    /// Builds taken from the build farm's binaries ([`Bench::farmed_builds`]).
+    farmed: usize,
     /// Build logs of failed candidates: (parameters, log).
     pub build_failures: Vec<(Params, String)>,
     /// The compiler's logs of candidates that built with something to say (warnings), not yet
@@ -789,6 +835,10 @@ impl Bench {
             proof_time: std::cell::Cell::new(ProofTime::default()),
             building: Vec::new(),
             builders,
+            device,
+            farm: None,
+            sealed: false,
+            farmed: 0,
             build_failures: Vec::new(),
             build_warnings: Vec::new(),
             last_errors: None,
@@ -1565,7 +1615,11 @@ impl Bench {
             _ => None,
         };
         let (program, from_disk) = match started {
-            Some(background) => (background.wait(), false),
+            Some(background) => {
+                let (program, from_binary) = background.wait(&self.session, &self.spec.id);
+                self.farmed += usize::from(from_binary);
+                (program, from_binary)
+            }
             None => match input {
                 Ok((program, options)) => self.compile(&program, &options, cache_key.as_deref()),
                 Err(e) => (Err(e), false),
@@ -1640,12 +1694,28 @@ impl Bench {
         (self.session.build(&self.spec.id, program, options), false)
     }
 
+    /// How many builds ahead are still under way ([`Bench::build_ahead`]).
+    pub fn builds_ahead_running(&self) -> usize {
+        self.building.iter().filter(|(_, b)| b.is_running()).count()
+    }
+
+    /// How many candidates were built from a binary the build farm made
+    /// ([`Measurement::build_processes`]).
+    pub fn farmed_builds(&self) -> usize {
+        self.farmed
+    }
+
     /// From now on every build comes from its source: builds read from the program cache are
     /// dropped and it is no longer read (still written). A proof and what follows it (the
     /// re-measurement of finalists) must see what the source compiles to, not a file.
     pub fn seal(&mut self) {
         self.read_cache = false;
+        self.sealed = true;
         self.built.retain(|(_, _, from_disk)| !from_disk);
+        // the farm's builds would be built from their binaries: gone with the farm
+        self.building
+            .retain(|(_, b)| !matches!(b, Background::Farmed { .. }));
+        self.farm = None;
     }
 
     /// Starts building `upcoming` (configurations of the annotated source that may be
@@ -1656,7 +1726,15 @@ impl Bench {
     /// `upcoming` is left), and of the finished ones never taken only the newest
     /// [`BUILT_AHEAD_KEPT`] are kept.
     pub fn build_ahead(&mut self, upcoming: &[Params]) {
-        let builders = self.builders;
+        let processes = self.settings.build_processes.unwrap_or(0).min(MAX_BUILDERS);
+        let farmed = processes > 0 && !self.sealed;
+        if farmed && self.farm.is_none() {
+            self.farm = Some(farm::BuildFarm::start(self.device, processes));
+        }
+        let builders = match (&self.farm, farmed) {
+            (Some(f), true) => f.size(),
+            _ => self.builders,
+        };
         for params in upcoming {
             let running = self.building.iter().filter(|(_, b)| b.is_running()).count();
             if running >= builders {
@@ -1678,14 +1756,19 @@ impl Bench {
                 {
                     continue;
                 }
-                self.building.push((
-                    key,
-                    Background::Running(self.session.build_in_background(
+                let background = match (&self.farm, farmed) {
+                    (Some(f), true) => Background::Farmed {
+                        job: f.submit(&self.spec.id, &program, &options),
+                        program,
+                        options,
+                    },
+                    _ => Background::Running(self.session.build_in_background(
                         &self.spec.id,
                         &program,
                         &options,
                     )),
-                ));
+                };
+                self.building.push((key, background));
             }
         }
         // Finished builds nobody took, oldest first, beyond the few kept (a build still
@@ -1749,9 +1832,13 @@ impl Bench {
     /// being timed for the CPU).
     fn quiet(&mut self) {
         if self.not_gpu {
+            // (a farm's builds are in other processes: they are left running)
             self.building = std::mem::take(&mut self.building)
                 .into_iter()
-                .map(|(k, b)| (k, Background::Done(b.wait())))
+                .map(|(k, b)| match b {
+                    Background::Running(_) => (k, Background::Done(b.wait(&self.session, "").0)),
+                    other => (k, other),
+                })
                 .collect();
         }
     }
@@ -2669,6 +2756,27 @@ mod tests {
         assert_eq!(b.building[0].0 .0, items(2), "the first offered is started");
         assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
         assert!(b.building.is_empty(), "taken by its evaluation");
+    }
+
+    /// A build farm whose members cannot start (this test binary does not answer the worker's
+    /// command) costs nothing but the farm's builds: each candidate is built from source, and a
+    /// wrong one is still wrong.
+    #[test]
+    fn a_broken_build_farm_falls_back_to_builds_from_source() {
+        let mut b = bench_with(Measurement {
+            build_processes: Some(2),
+            ..Measurement::default()
+        });
+        b.build_ahead(&[items(2), items(4)]);
+        assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
+        assert!(matches!(
+            b.evaluate(&items(4), None, &mut |_| {}),
+            Evaluation::Failed {
+                kind: FailureKind::Wrong,
+                ..
+            }
+        ));
+        assert_eq!(b.farmed_builds(), 0);
     }
 
     /// Builds started ahead are what the evaluation uses (not built again), and an evaluation

@@ -5,6 +5,7 @@
 use std::io::{BufRead, Write};
 
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
+use kfoundry_rt::opencl::session::Session;
 
 use kfoundry_search::Evaluation;
 use serde::{Deserialize, Serialize};
@@ -41,6 +42,15 @@ pub enum Request {
     },
     /// From now on every build comes from its source ([`Bench::seal`]); answered at once.
     Seal,
+    /// First message of a build farm's member ([`super::farm`]), instead of `Setup`: this
+    /// process only builds, on device `device` (index in `list_devices()` order).
+    Builder { device: usize },
+    /// (To a farm member.) Builds `program` with `options`; answered with its binary.
+    Build {
+        id: String,
+        program: String,
+        options: String,
+    },
 }
 
 /// What the worker answers: `Progress` lines as a request advances, then the answer.
@@ -83,6 +93,13 @@ pub enum Response {
     Building,
     /// The bench is sealed.
     Sealed,
+    /// (A farm member.) The context is made: builds may come.
+    BuilderReady,
+    /// (A farm member.) The program binary, or the compiler's log of a failed build.
+    Built {
+        binary: Option<Vec<u8>>,
+        log: Option<String>,
+    },
 }
 
 /// The environment variable through which the supervisor passes its process id.
@@ -170,6 +187,7 @@ pub fn serve() -> anyhow::Result<()> {
     let mut progress_out = out.try_clone()?;
     let stdin = std::io::stdin();
     let mut bench: Option<Bench> = None;
+    let mut builder: Option<Session> = None;
     for line in stdin.lock().lines() {
         let line = line?;
         let mut built = |phase: Phase| {
@@ -225,6 +243,39 @@ pub fn serve() -> anyhow::Result<()> {
                 }
                 None => Response::SetupFailed {
                     message: "seal before setup".into(),
+                },
+            },
+            Request::Builder { device } => match Session::on_device(device) {
+                Ok(session) => {
+                    builder = Some(session);
+                    Response::BuilderReady
+                }
+                Err(e) => Response::SetupFailed {
+                    message: format!("a builder's context: {e}"),
+                },
+            },
+            Request::Build {
+                id,
+                program,
+                options,
+            } => match builder.as_ref() {
+                Some(session) => {
+                    match session
+                        .build(&id, &program, &options)
+                        .and_then(|p| session.binary(&p))
+                    {
+                        Ok(binary) => Response::Built {
+                            binary: Some(binary),
+                            log: None,
+                        },
+                        Err(e) => Response::Built {
+                            binary: None,
+                            log: Some(e.to_string()),
+                        },
+                    }
+                }
+                None => Response::SetupFailed {
+                    message: "build before the builder's setup".into(),
                 },
             },
             Request::Verify {

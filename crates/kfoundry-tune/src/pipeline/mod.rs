@@ -284,6 +284,7 @@ fn tune_one(
         repeats: plan.options.repeats,
         seed: plan.options.seed,
         build_jobs: plan.options.build_jobs,
+        build_processes: plan.options.build_processes,
         program_cache: plan
             .options
             .program_cache

@@ -1832,7 +1832,6 @@ impl Bench {
     /// being timed for the CPU).
     fn quiet(&mut self) {
         if self.not_gpu {
-            // (a farm's builds are in other processes: they are left running)
             self.building = std::mem::take(&mut self.building)
                 .into_iter()
                 .map(|(k, b)| match b {
@@ -1840,6 +1839,14 @@ impl Bench {
                     other => (k, other),
                 })
                 .collect();
+            // A farm's builds run in other processes, on the same cores: waited for too (they
+            // stay the farm's; a member that takes longer than the patience is left running).
+            let started = Instant::now();
+            while self.building.iter().any(|(_, b)| b.is_running())
+                && started.elapsed() < FARM_PATIENCE
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
     }
 

@@ -13,7 +13,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -39,7 +39,8 @@ struct Job {
 /// next build from a queue all of them share.
 pub struct BuildFarm {
     jobs: mpsc::Sender<Job>,
-    size: usize,
+    /// Members not known to be broken (a broken member stops taking builds).
+    alive: Arc<AtomicUsize>,
 }
 
 /// A build given to the farm: its binary once a member has built it.
@@ -77,22 +78,35 @@ impl Farmed {
     }
 }
 
+/// A build nobody waits for any more (the bench dropped it: sealed, or too many finished ahead)
+/// is not built if no member has taken it yet.
+impl Drop for Farmed {
+    fn drop(&mut self) {
+        let _ = self
+            .state
+            .compare_exchange(QUEUED, DROPPED, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
 impl BuildFarm {
-    /// Starts `size` builder processes on device number `device` (of `list_devices()`); each
-    /// makes its context while the bench goes on.
-    pub fn start(device: usize, size: usize) -> BuildFarm {
+    /// Starts `size` builder processes on device number `device` (of `list_devices()`), which
+    /// must have the build identity `identity` there; each makes its context while the bench
+    /// goes on.
+    pub fn start(device: usize, identity: &str, size: usize) -> BuildFarm {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
+        let alive = Arc::new(AtomicUsize::new(size));
         for _ in 0..size {
-            let queue = queue.clone();
-            std::thread::spawn(move || serve_member(device, &queue));
+            let (queue, alive, identity) = (queue.clone(), alive.clone(), identity.to_string());
+            std::thread::spawn(move || serve_member(device, &identity, &queue, &alive));
         }
-        BuildFarm { jobs, size }
+        BuildFarm { jobs, alive }
     }
 
-    /// How many builder processes the farm has.
+    /// How many members are not known to be broken: the builds ahead the farm may take at
+    /// once (none: the bench builds ahead on threads again).
     pub fn size(&self) -> usize {
-        self.size
+        self.alive.load(Ordering::Acquire)
     }
 
     /// Queues a build of `program` with `options` (kernel `id`, for the compiler's messages).
@@ -122,11 +136,31 @@ fn finish(job: Job, answer: Result<Vec<u8>, String>) {
 
 /// One member: its builder process, and the builds it takes from `queue` (once its context is
 /// made) until the farm is dropped. Builds the bench has dropped are skipped. A member whose
-/// process could not start, or broke, answers every build it takes with its failure (the
-/// bench then builds from source).
-fn serve_member(device: usize, queue: &Mutex<mpsc::Receiver<Job>>) {
-    let mut builder = Builder::start(device);
+/// process could not start, or broke, answers the build it holds with its failure (the bench
+/// then builds from source) and takes no more; the last one to go answers every build still
+/// queued the same way.
+fn serve_member(
+    device: usize,
+    identity: &str,
+    queue: &Mutex<mpsc::Receiver<Job>>,
+    alive: &AtomicUsize,
+) {
+    let mut builder = Builder::start(device, identity);
     loop {
+        let why = match &mut builder {
+            Ok(_) => None,
+            Err(why) => Some(why.clone()),
+        };
+        if let Some(why) = why {
+            if alive.fetch_sub(1, Ordering::AcqRel) == 1 {
+                if let Ok(queue) = queue.lock() {
+                    while let Ok(job) = queue.try_recv() {
+                        finish(job, Err(why.clone()));
+                    }
+                }
+            }
+            return;
+        }
         let job = {
             let Ok(queue) = queue.lock() else { return };
             match queue.recv() {
@@ -138,11 +172,11 @@ fn serve_member(device: usize, queue: &Mutex<mpsc::Receiver<Job>>) {
             .compare_exchange(QUEUED, BUILDING, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            continue; // dropped: the bench built it
+            continue; // dropped: the bench built it, or no longer wants it
         }
         let answer = match &mut builder {
             Ok(b) => b.build(&job.id, &job.program, &job.options),
-            Err(e) => Err(Failure::Broken(e.clone())),
+            Err(why) => Err(Failure::Broken(why.clone())),
         };
         match answer {
             Ok(binary) => finish(job, Ok(binary)),
@@ -171,8 +205,9 @@ struct Builder {
 }
 
 impl Builder {
-    /// Starts a worker process and puts it in builder mode on device `device`.
-    fn start(device: usize) -> Result<Builder, String> {
+    /// Starts a worker process and puts it in builder mode on device `device` (which must have
+    /// the build identity `identity` there).
+    fn start(device: usize, identity: &str) -> Result<Builder, String> {
         let exe = std::env::current_exe().map_err(|e| format!("no executable to start: {e}"))?;
         let mut command = Command::new(exe);
         // This worker's environment (the tuner gave it one without secrets); the builder dies
@@ -195,7 +230,10 @@ impl Builder {
             stdin,
             stdout: BufReader::new(stdout),
         };
-        match builder.exchange(&Request::Builder { device }) {
+        match builder.exchange(&Request::Builder {
+            device,
+            identity: identity.to_string(),
+        }) {
             Ok(Response::BuilderReady) => Ok(builder),
             Ok(Response::SetupFailed { message }) => Err(message),
             Ok(other) => Err(format!("unexpected answer from a builder: {other:?}")),

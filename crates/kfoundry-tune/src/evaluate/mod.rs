@@ -1729,8 +1729,13 @@ impl Bench {
         let processes = self.settings.build_processes.unwrap_or(0).min(MAX_BUILDERS);
         let farmed = processes > 0 && !self.sealed;
         if farmed && self.farm.is_none() {
-            self.farm = Some(farm::BuildFarm::start(self.device, processes));
+            // (no identity: no farm; the builds ahead go to threads)
+            if let Ok(identity) = self.session.build_identity() {
+                self.farm = Some(farm::BuildFarm::start(self.device, &identity, processes));
+            }
         }
+        // A farm whose members are all broken leaves the builds ahead to threads again.
+        let farmed = farmed && self.farm.as_ref().is_some_and(|f| f.size() > 0);
         let builders = match (&self.farm, farmed) {
             (Some(f), true) => f.size(),
             _ => self.builders,
@@ -2766,8 +2771,9 @@ mod tests {
     }
 
     /// A build farm whose members cannot start (this test binary does not answer the worker's
-    /// command) costs nothing but the farm's builds: each candidate is built from source, and a
-    /// wrong one is still wrong.
+    /// command) costs nothing but the farm's builds: each candidate is built from source, a
+    /// wrong one is still wrong, and once every member is known broken the builds ahead go to
+    /// threads again.
     #[test]
     fn a_broken_build_farm_falls_back_to_builds_from_source() {
         let mut b = bench_with(Measurement {
@@ -2776,6 +2782,21 @@ mod tests {
         });
         b.build_ahead(&[items(2), items(4)]);
         assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
+        // Once every member is known to be broken, the builds ahead go to threads again.
+        let started = Instant::now();
+        while b.farm.as_ref().is_some_and(|f| f.size() > 0) && started.elapsed().as_secs() < 60 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(
+            b.farm.as_ref().map(|f| f.size()),
+            Some(0),
+            "no member answered"
+        );
+        b.build_ahead(&[items(8)]);
+        assert!(matches!(
+            b.building.last(),
+            Some((k, Background::Running(_))) if k.0 == items(8)
+        ));
         assert!(matches!(
             b.evaluate(&items(4), None, &mut |_| {}),
             Evaluation::Failed {

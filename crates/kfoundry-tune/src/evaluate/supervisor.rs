@@ -296,6 +296,8 @@ impl Supervised {
             if let Some(cache) = &mut settings.program_cache {
                 cache.read = false;
             }
+            // no build farm either: a replacement worker builds only from source
+            settings.build_processes = None;
         }
     }
 

@@ -43,8 +43,9 @@ pub enum Request {
     /// From now on every build comes from its source ([`Bench::seal`]); answered at once.
     Seal,
     /// First message of a build farm's member ([`super::farm`]), instead of `Setup`: this
-    /// process only builds, on device `device` (index in `list_devices()` order).
-    Builder { device: usize },
+    /// process only builds, on device `device` (index in `list_devices()` order), which must
+    /// have the bench's `identity` ([`Session::build_identity`]: the binaries are loaded there).
+    Builder { device: usize, identity: String },
     /// (To a farm member.) Builds `program` with `options`; answered with its binary.
     Build {
         id: String,
@@ -133,15 +134,21 @@ fn die_with_parent() {}
 fn protocol_channel() -> anyhow::Result<std::fs::File> {
     use std::io::BufRead as _;
     use std::os::fd::FromRawFd;
-    // SAFETY: dup, pipe and dup2 on this process's own descriptors; each new descriptor is
+    // SAFETY: fcntl, pipe and dup2 on this process's own descriptors; each new descriptor is
     // owned by one File from here on (the pipe's write end stays open as descriptor 1).
     unsafe {
-        let fd = libc::dup(1);
+        // Close-on-exec, so that processes this one starts (the build farm's members) hold
+        // neither the answers' channel nor the printed lines' pipe: the tuner sees this worker's
+        // end when it ends.
+        let fd = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 0);
         if fd < 0 {
             return Err(std::io::Error::last_os_error().into());
         }
         let mut ends = [0i32; 2];
-        if libc::pipe(ends.as_mut_ptr()) < 0 || libc::dup2(ends[1], 1) < 0 {
+        if libc::pipe(ends.as_mut_ptr()) < 0
+            || libc::fcntl(ends[0], libc::F_SETFD, libc::FD_CLOEXEC) < 0
+            || libc::dup2(ends[1], 1) < 0
+        {
             return Err(std::io::Error::last_os_error().into());
         }
         libc::close(ends[1]);
@@ -245,11 +252,14 @@ pub fn serve() -> anyhow::Result<()> {
                     message: "seal before setup".into(),
                 },
             },
-            Request::Builder { device } => match Session::on_device(device) {
-                Ok(session) => {
+            Request::Builder { device, identity } => match Session::on_device(device) {
+                Ok(session) if session.build_identity().ok().as_ref() == Some(&identity) => {
                     builder = Some(session);
                     Response::BuilderReady
                 }
+                Ok(_) => Response::SetupFailed {
+                    message: format!("device {device} is not the bench's device here"),
+                },
                 Err(e) => Response::SetupFailed {
                     message: format!("a builder's context: {e}"),
                 },

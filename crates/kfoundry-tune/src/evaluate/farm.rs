@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::worker::{Request, Response, PARENT_ENV};
 
@@ -43,23 +43,30 @@ pub struct BuildFarm {
     alive: Arc<AtomicUsize>,
 }
 
+/// How long a build in the farm is waited for, from when it was queued: past it, the build
+/// counts as abandoned (a member stuck in the driver must not hold up the search, nor keep a
+/// slot of the builds ahead).
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
 /// A build given to the farm: its binary once a member has built it.
 pub struct Farmed {
     answer: mpsc::Receiver<Result<Vec<u8>, String>>,
     state: Arc<AtomicU8>,
+    queued: Instant,
 }
 
 impl Farmed {
-    /// Whether no member has answered yet.
+    /// Whether no member has answered yet, within [`PATIENCE`].
     pub fn is_running(&self) -> bool {
         matches!(self.state.load(Ordering::Acquire), QUEUED | BUILDING)
+            && self.queued.elapsed() < PATIENCE
     }
 
     /// The binary, or why there is none: the member's build failed, the member is gone, no
-    /// answer came within `patience`, or no member had taken it yet (the farm is still
-    /// starting, or busy): then it is dropped from the queue, since building it here costs
-    /// less than waiting for a whole build there.
-    pub fn wait(self, patience: Duration) -> Result<Vec<u8>, String> {
+    /// answer came within [`PATIENCE`] of its queueing, or no member had taken it yet (the
+    /// farm is still starting, or busy): then it is dropped from the queue, since building it
+    /// here costs less than waiting for a whole build there.
+    pub fn wait(self) -> Result<Vec<u8>, String> {
         if self
             .state
             .compare_exchange(QUEUED, DROPPED, Ordering::AcqRel, Ordering::Acquire)
@@ -67,11 +74,11 @@ impl Farmed {
         {
             return Err("no builder had taken it yet".into());
         }
-        match self.answer.recv_timeout(patience) {
+        match (self.answer).recv_timeout(PATIENCE.saturating_sub(self.queued.elapsed())) {
             Ok(answer) => answer,
             Err(mpsc::RecvTimeoutError::Timeout) => Err(format!(
                 "no binary from the build farm within {} s",
-                patience.as_secs_f64()
+                PATIENCE.as_secs_f64()
             )),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err("the build farm is gone".into()),
         }
@@ -123,7 +130,11 @@ impl BuildFarm {
         if let Err(mpsc::SendError(job)) = self.jobs.send(job) {
             finish(job, Err("the build farm is gone".into()));
         }
-        Farmed { answer, state }
+        Farmed {
+            answer,
+            state,
+            queued: Instant::now(),
+        }
     }
 }
 

@@ -548,10 +548,6 @@ enum Background {
     },
 }
 
-/// How long a bench waits for a build farm's binary it needs now before building from source
-/// itself (a member stuck in the driver must not hold up the search).
-const FARM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
-
 impl Background {
     /// Whether the build is still under way.
     fn is_running(&self) -> bool {
@@ -578,7 +574,7 @@ impl Background {
                 program,
                 options,
             } => match job
-                .wait(FARM_PATIENCE)
+                .wait()
                 .map(|binary| session.build_binary(id, &binary, &options))
             {
                 Ok(Ok(built)) => (Ok(built), true),
@@ -1848,7 +1844,7 @@ impl Bench {
             // stay the farm's; a member that takes longer than the patience is left running).
             let started = Instant::now();
             while self.building.iter().any(|(_, b)| b.is_running())
-                && started.elapsed() < FARM_PATIENCE
+                && started.elapsed() < farm::PATIENCE
             {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }

@@ -146,38 +146,38 @@ fn finish(job: Job, answer: Result<Vec<u8>, String>) {
 }
 
 /// One member: its builder process, and the builds it takes from `queue` (once its context is
-/// made) until the farm is dropped. Builds the bench has dropped are skipped. A member whose
-/// process could not start, or broke, answers the build it holds with its failure (the bench
-/// then builds from source) and takes no more; the last one to go answers every build still
-/// queued the same way.
+/// made) until the farm is dropped. A member whose process could not start, or broke, takes no
+/// more builds; the last one to go answers every build still queued with its failure (the
+/// bench then builds from source).
 fn serve_member(
     device: usize,
     identity: &str,
     queue: &Mutex<mpsc::Receiver<Job>>,
     alive: &AtomicUsize,
 ) {
-    let mut builder = Builder::start(device, identity);
-    loop {
-        let why = match &mut builder {
-            Ok(_) => None,
-            Err(why) => Some(why.clone()),
-        };
-        if let Some(why) = why {
-            if alive.fetch_sub(1, Ordering::AcqRel) == 1 {
-                if let Ok(queue) = queue.lock() {
-                    while let Ok(job) = queue.try_recv() {
-                        finish(job, Err(why.clone()));
-                    }
-                }
+    let why = match Builder::start(device, identity) {
+        Ok(mut builder) => match serve_builds(&mut builder, queue) {
+            Some(why) => why,
+            None => return, // the farm was dropped
+        },
+        Err(why) => why,
+    };
+    if alive.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if let Ok(queue) = queue.lock() {
+            while let Ok(job) = queue.try_recv() {
+                finish(job, Err(why.clone()));
             }
-            return;
         }
+    }
+}
+
+/// Builds what `queue` gives on `builder`, skipping builds the bench has dropped, until the farm
+/// is dropped (`None`) or the builder breaks (why, after answering the build it held with it).
+fn serve_builds(builder: &mut Builder, queue: &Mutex<mpsc::Receiver<Job>>) -> Option<String> {
+    loop {
         let job = {
-            let Ok(queue) = queue.lock() else { return };
-            match queue.recv() {
-                Ok(job) => job,
-                Err(_) => return, // the farm was dropped
-            }
+            let queue = queue.lock().ok()?;
+            queue.recv().ok()?
         };
         if (job.state)
             .compare_exchange(QUEUED, BUILDING, Ordering::AcqRel, Ordering::Acquire)
@@ -185,16 +185,12 @@ fn serve_member(
         {
             continue; // dropped: the bench built it, or no longer wants it
         }
-        let answer = match &mut builder {
-            Ok(b) => b.build(&job.id, &job.program, &job.options),
-            Err(why) => Err(Failure::Broken(why.clone())),
-        };
-        match answer {
+        match builder.build(&job.id, &job.program, &job.options) {
             Ok(binary) => finish(job, Ok(binary)),
             Err(Failure::Build(log)) => finish(job, Err(log)),
             Err(Failure::Broken(why)) => {
                 finish(job, Err(why.clone()));
-                builder = Err(why);
+                return Some(why);
             }
         }
     }

@@ -1731,14 +1731,10 @@ impl Bench {
             }
         }
         // A farm whose members are all broken leaves the builds ahead to threads again.
-        let farmed = farmed && self.farm.as_ref().is_some_and(|f| f.size() > 0);
-        let builders = match (&self.farm, farmed) {
-            (Some(f), true) => f.size(),
-            _ => self.builders,
-        };
+        let farm = (self.farm.as_ref()).filter(|f| farmed && f.size() > 0);
+        let builders = farm.map_or(self.builders, |f| f.size());
         for params in upcoming {
-            let running = self.building.iter().filter(|(_, b)| b.is_running()).count();
-            if running >= builders {
+            if self.builds_ahead_running() >= builders {
                 break;
             }
             let key = (params.clone(), None, false);
@@ -1757,13 +1753,13 @@ impl Bench {
                 {
                     continue;
                 }
-                let background = match (&self.farm, farmed) {
-                    (Some(f), true) => Background::Farmed {
+                let background = match farm {
+                    Some(f) => Background::Farmed {
                         job: f.submit(&self.spec.id, &program, &options),
                         program,
                         options,
                     },
-                    _ => Background::Running(self.session.build_in_background(
+                    None => Background::Running(self.session.build_in_background(
                         &self.spec.id,
                         &program,
                         &options,
@@ -1836,16 +1832,16 @@ impl Bench {
             self.building = std::mem::take(&mut self.building)
                 .into_iter()
                 .map(|(k, b)| match b {
-                    Background::Running(_) => (k, Background::Done(b.wait(&self.session, "").0)),
+                    Background::Running(_) => {
+                        (k, Background::Done(b.wait(&self.session, &self.spec.id).0))
+                    }
                     other => (k, other),
                 })
                 .collect();
             // A farm's builds run in other processes, on the same cores: waited for too (they
             // stay the farm's; a member that takes longer than the patience is left running).
             let started = Instant::now();
-            while self.building.iter().any(|(_, b)| b.is_running())
-                && started.elapsed() < farm::PATIENCE
-            {
+            while self.builds_ahead_running() > 0 && started.elapsed() < farm::PATIENCE {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }

@@ -18,6 +18,12 @@
 //! | lockfile edits | a failing configuration, a made-up device, a widened `proven` | `check --verify` re-proves what would run here |
 //! | merge | the side claiming 1 ns won | a conflict, never settled by a claimed time |
 //! | unbounded input | a FIFO as a generated source; a workload larger than the host | regular files only; a clear error before anything is allocated |
+//! | values far from the declared ones | a softmax whose maximum starts at 0, a one-pass variance, a plain sum of squares | inputs shifted far from zero and at either end of the format's range, judged with the reference's own sensitivity |
+//! | above the tuned size | a persistent kernel's later pass drops a partial vector | residue sets on both sides of the tuned sizes |
+//! | integer-only kernels | a gather wrong for id 0, with no float input to trigger edge values | edge values for integer inputs too |
+//! | scalar range ends | wrong for `k = 99` of 1..=100 only | the few values at each end of a scalar's range |
+//! | 16-bit tolerance | a `half` output flushed to zero within an absolute 1e-4 | 16-bit checks relative to magnitude, floored at the subnormals |
+//! | work-item order | a neighbour's `__local` value read without a barrier | the reversed build reverses work-items within a group too |
 //!
 //! `cargo test -p cargo-kfoundry --test cli adversarial:: -- --nocapture` prints what each tune did.
 
@@ -27,7 +33,9 @@ use std::process::{Command, Output};
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::cheats::{
-    aspect_args, in_place_args, memo_args, poly_exp_args, relu_args, tail_args, SLOW,
+    aspect_args, half_flush_args, in_place_args, integer_gather_args, local_race_args, memo_args,
+    one_pass_variance_args, persistent_tail_args, poly_exp_args, relu_args, scalar_top_args,
+    softmax_max_from_zero_args, sum_of_squares_norm_args, tail_args, SLOW,
 };
 use crate::common;
 
@@ -895,4 +903,96 @@ fn half_and_bfloat16_buffers_are_real_values_compared_in_their_precision() {
         );
         assert!(!ok(3), "{name}: a wrong variant fails");
     }
+}
+
+/// The rejection messages of `P = bad` across `messages` (the search's and the proof's).
+fn refusals_of(messages: &[serde_json::Value], bad: i64) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["params"]["P"] == bad || m["reason"] == "rejected")
+        .map(|m| m.to_string())
+        .filter(|m| m.contains("Wrong") || m.contains("differ"))
+        .collect()
+}
+
+#[test]
+fn a_softmax_whose_maximum_starts_at_zero_never_ships() {
+    let messages = never_ships("SoftmaxMax0", &softmax_max_from_zero_args(), 1, 1);
+    let refusals = refusals_of(&messages, 1);
+    assert!(
+        refusals.iter().any(|r| r.contains("below zero")),
+        "refused on values far below zero: {refusals:?}"
+    );
+}
+
+#[test]
+fn a_one_pass_variance_never_ships() {
+    let messages = never_ships("OnePassVar", &one_pass_variance_args(), 1, 1);
+    let refusals = refusals_of(&messages, 1);
+    assert!(
+        refusals.iter().any(|r| r.contains("shifted far")),
+        "refused on values shifted far from zero: {refusals:?}"
+    );
+}
+
+#[test]
+fn a_plain_sum_of_squares_norm_never_ships() {
+    let messages = never_ships("SumSquares", &sum_of_squares_norm_args(), 1, 1);
+    let refusals = refusals_of(&messages, 1);
+    assert!(
+        refusals.iter().any(|r| r.contains("format's range")),
+        "refused at an end of the format's range: {refusals:?}"
+    );
+}
+
+#[test]
+fn a_persistent_kernel_wrong_just_above_the_tuned_size_never_ships() {
+    never_ships("Persistent", &persistent_tail_args(), 1, 1);
+}
+
+#[test]
+fn an_integer_only_gather_wrong_for_id_zero_never_ships() {
+    never_ships("IntGather", &integer_gather_args(), 1, 1);
+}
+
+#[test]
+fn a_variant_wrong_at_the_top_of_a_scalar_range_never_ships() {
+    never_ships("ScalarTop", &scalar_top_args(), 1, 2);
+}
+
+#[test]
+fn a_neighbours_local_value_read_without_a_barrier_never_ships() {
+    let messages = never_ships("LocalRace", &local_race_args(), 1, 1);
+    let refusals = refusals_of(&messages, 1);
+    assert!(
+        refusals.iter().any(|r| r.contains("reverse order")),
+        "refused in the reversed build: {refusals:?}"
+    );
+}
+
+/// A `half` output of values near 1e-5 flushed to zero is wrong under the default 16-bit
+/// check (relative to each element, floored at the subnormals), not within it.
+#[test]
+fn a_half_output_flushed_to_zero_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = half_flush_args();
+    let spec = bundle::spec(&args, dir.path(), "HalfFlush");
+    assert!(
+        spec.checks[0].atol < 1e-6,
+        "an absolute floor near the subnormals: {:?}",
+        spec.checks[0]
+    );
+    let b = bundle::write(dir.path(), "h.json", "HalfFlush", &args);
+    let lock = dir.path().join("h.lock");
+    let (out, messages) = tune(&b, &lock, 0, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(winner(&lock, "test::HalfFlush"), 0);
+    assert!(
+        !refusals_of(&messages, 1).is_empty(),
+        "P=1 was refused as wrong: {messages:?}"
+    );
 }

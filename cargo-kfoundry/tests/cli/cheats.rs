@@ -180,3 +180,164 @@ pub fn escape_args() -> String {
            workloads(square(rows = 100, cols = 100))"#
     )
 }
+
+/// Honest numerical slips (issue 54): each faster variant is what a careless optimizer (or a
+/// language model) writes, right on the declared inputs and wrong on values a real call can
+/// hold. `SLOW_ROW` makes the reference (P = 0) slower, so that each slip is a finalist.
+const SLOW_ROW: &str = "float slow = 0.0f; for (int s = 0; s < 256 * (P == 0); s++) slow += fmin(fabs(x[(r * cols + s) % (rows * cols)]), 0.0f);";
+
+/// A row softmax whose running maximum starts at 0 (P = 1): on rows of values far below zero
+/// (log-probabilities near -200, say) every exponential underflows and the row is 0 / 0.
+pub fn softmax_max_from_zero_args() -> String {
+    let source = format!(
+        r#"__kernel void k(const int rows, const int cols, __global const float* x, __global float* y) {{
+            int r = get_global_id(0);
+            if (r >= rows) return;
+            {SLOW_ROW}
+            float m = P == 1 ? 0.0f : -INFINITY;
+            for (int j = 0; j < cols; j++) m = fmax(m, x[r * cols + j]);
+            float sum = 0.0f;
+            for (int j = 0; j < cols; j++) sum += exp(x[r * cols + j] - m);
+            for (int j = 0; j < cols; j++) y[r * cols + j] = exp(x[r * cols + j] - m) / sum + slow;
+        }}"#
+    );
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = rows, buffers(x = rows * cols, y = rows * cols),
+           inputs(x = uniform(-4.0, 4.0)), check(y, rtol = 1e-4, atol = 1e-6), workloads(w(rows = 64, cols = 128))"#
+    )
+}
+
+/// A row normalization whose variance is E[x²] − E[x]² in one pass (P = 1): right for values
+/// near zero, off by far more than its tolerance at 1000 ± 1.
+pub fn one_pass_variance_args() -> String {
+    let source = format!(
+        r#"__kernel void k(const int rows, const int cols, __global const float* x, __global float* y) {{
+            int r = get_global_id(0);
+            if (r >= rows) return;
+            {SLOW_ROW}
+            float s = 0.0f, s2 = 0.0f;
+            for (int j = 0; j < cols; j++) {{ float v = x[r * cols + j]; s += v; s2 += v * v; }}
+            float mean = s / cols, var;
+            if (P == 1) var = s2 / cols - mean * mean;
+            else {{ var = 0.0f; for (int j = 0; j < cols; j++) {{ float d = x[r * cols + j] - mean; var += d * d; }} var /= cols; }}
+            float inv = rsqrt(var + 1e-5f);
+            for (int j = 0; j < cols; j++) y[r * cols + j] = (x[r * cols + j] - mean) * inv + slow;
+        }}"#
+    );
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = rows, buffers(x = rows * cols, y = rows * cols),
+           check(y, rtol = 1e-3, atol = 1e-4), workloads(w(rows = 64, cols = 256))"#
+    )
+}
+
+/// An L2 normalization of rows by the square root of a plain sum of squares (P = 1): the
+/// squares overflow to infinity near 1e20 and underflow to zero near 1e-25, where the
+/// reference, which scales by the row's largest magnitude first, is exact. (`edges = finite`:
+/// an infinite input would make both NaN and differ elsewhere first.)
+pub fn sum_of_squares_norm_args() -> String {
+    let source = format!(
+        r#"__kernel void k(const int rows, const int cols, __global const float* x, __global float* y) {{
+            int r = get_global_id(0);
+            if (r >= rows) return;
+            {SLOW_ROW}
+            float scale = 1.0f;
+            if (P == 0) {{ scale = 0.0f; for (int j = 0; j < cols; j++) scale = fmax(scale, fabs(x[r * cols + j])); if (scale == 0.0f) scale = 1.0f; }}
+            float ss = 0.0f;
+            for (int j = 0; j < cols; j++) {{ float v = x[r * cols + j] / scale; ss += v * v; }}
+            float inv = 1.0f / (sqrt(ss) * scale);
+            for (int j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + j] * inv + slow;
+        }}"#
+    );
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = rows, buffers(x = rows * cols, y = rows * cols),
+           check(y, rtol = 1e-4, atol = 1e-6), edges = finite, workloads(w(rows = 64, cols = 128))"#
+    )
+}
+
+/// A persistent kernel (a fixed 64 work-items loop over the data, four elements at a time)
+/// whose later passes drop a partial last vector (P = 1): right whenever the data takes one
+/// pass (n ≤ 256, the tuned size among them), wrong just above it.
+pub fn persistent_tail_args() -> String {
+    let source = format!(
+        r#"__kernel void k(const int n, __global const float* x, __global float* y) {{
+            int g = get_global_id(0);
+            int i0 = g * 4;
+            {SLOW}
+            for (int i = i0; i < n; i += 256) {{
+                if (i + 4 <= n) {{ for (int v = 0; v < 4; v++) y[i + v] = 2.0f * x[i + v] + (P == 0 ? slow : 0.0f); }}
+                else if (P == 0 || i == i0) {{ for (int v = i; v < n; v++) y[v] = 2.0f * x[v]; }}
+            }}
+        }}"#
+    );
+    let source = source.replace("(i + s) % n", "(g + s) % n");
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = 64, buffers(x = n, y = n), check(y),
+           workloads(w(n = 255))"#
+    )
+}
+
+/// A gather of integers by integer ids (no float anywhere) that is wrong for id 0 (P = 1):
+/// ids are drawn from 0..65536, so a declared draw of a few hundred rarely holds a 0.
+pub fn integer_gather_args() -> String {
+    let source = r#"__kernel void k(const int n, __global const int* table, __global const int* ids, __global int* y) {
+        int i = get_global_id(0);
+        int slow = 0; for (int s = 0; s < 64 * (P == 0); s++) slow += ids[(i + s) % n] * 0;
+        int id = ids[i];
+        y[i] = (P == 1 && id == 0) ? table[1] : table[id] + slow;
+    }"#;
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(table = 65536, ids = n, y = n),
+           inputs(table = uniform(-1000.0, 1000.0), ids = uniform_int(0, 65536)), check(y), workloads(w(n = 256))"#
+    )
+}
+
+/// A scale by an integer scalar `k` declared over 1..=100 that is wrong for k = 99 only (an
+/// unrolled loop whose last tile a careless bound misses, P = 1).
+pub fn scalar_top_args() -> String {
+    let source = format!(
+        r#"__kernel void k(const int n, const int k, __global const float* x, __global float* y) {{
+            int i = get_global_id(0);
+            {SLOW}
+            if (i < n) y[i] = (P == 1 && k == 99) ? 0.0f : x[i] * (float)k + slow;
+        }}"#
+    );
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n),
+           inputs(k = uniform(1.0, 100.0)), check(y), workloads(w(n = 1024))"#
+    )
+}
+
+/// A `half` output of small values (about 1e-5) that P = 1 flushes to zero: within an
+/// absolute tolerance of 1e-4, and wrong.
+pub fn half_flush_args() -> String {
+    let source = format!(
+        r#"__kernel void k(const int n, __global const float* x, __global half* y) {{
+            int i = get_global_id(0);
+            {SLOW}
+            vstore_half(P == 1 ? 0.0f : x[i] * 1e-5f + slow, i, y);
+        }}"#
+    );
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n),
+           inputs(x = uniform(0.5, 1.0)), check(y), workloads(w(n = 1024))"#
+    )
+}
+
+/// Reads its left neighbour's `__local` value without a barrier (P = 1): on a CPU device that
+/// runs a group's work-items in order the neighbour has always written it already.
+pub fn local_race_args() -> String {
+    let source = format!(
+        r#"__kernel void k(const int n, __global const float* x, __global float* y) {{
+            __local float t[64];
+            int i = get_global_id(0), l = get_local_id(0);
+            {SLOW}
+            t[l] = x[i];
+            if (P == 0) barrier(CLK_LOCAL_MEM_FENCE);
+            y[i] = t[l] + (l > 0 ? t[l - 1] : 0.0f) + slow;
+        }}"#
+    );
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, local = 64, buffers(x = n, y = n), check(y),
+           workloads(w(n = 4096))"#
+    )
+}

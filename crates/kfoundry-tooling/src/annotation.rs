@@ -828,11 +828,16 @@ fn float_lit(e: &syn::Expr) -> syn::Result<f64> {
 pub const DEFAULT_RTOL: f64 = 1e-5;
 pub const DEFAULT_ATOL: f64 = 1e-6;
 /// The same for `half` outputs (10-bit mantissas: one unit in the last place is 2^-10 of the
-/// value, twice that across a rounding boundary) and bfloat16 ones (7-bit mantissas).
+/// value, twice that across a rounding boundary) and bfloat16 ones (7-bit mantissas), relative
+/// to each element's magnitude down to a floor of two of the format's smallest subnormals (an
+/// absolute floor any larger would accept small outputs flushed to zero, or probabilities
+/// half off).
 pub const HALF_RTOL: f64 = 2e-3;
-pub const HALF_ATOL: f64 = 1e-4;
+/// 2^-23: two of `half`'s smallest subnormals (2^-24).
+pub const HALF_ATOL: f64 = 1.0 / 8_388_608.0;
 pub const BF16_RTOL: f64 = 1.6e-2;
-pub const BF16_ATOL: f64 = 1e-3;
+/// 2^-132: two of bfloat16's smallest subnormals (2^-133).
+pub const BF16_ATOL: f64 = 1.8367099231598242e-40;
 
 /// Largest domain accepted from a range (keeps annotations honest about their space).
 const MAX_DOMAIN: i64 = 4096;

@@ -87,26 +87,61 @@ pub const PROTECTED: &[&str] = &[
 pub const CANDIDATE_FILE: &str = "candidate.cl";
 
 /// The work-item functions a generated source's prelude wraps: forward, and in the verifier's
-/// reversed build with work-group `g` of `n` acting as `n - 1 - g` (global and linear ids to
-/// match). Functions before the macros, so that they call OpenCL's own.
+/// reversed build with work-group `g` of `n` acting as `n - 1 - g` and (unless the source
+/// uses sub-groups, whose lanes are numbered by the hardware) work-item `l` of a group of `s`
+/// acting as `s - 1 - l` (global and linear ids to match). Functions before the macros, so
+/// that they call OpenCL's own.
 const WORK_ITEMS_FORWARD: &str = "\
+size_t kf_local_id(uint d) { return get_local_id(d); }
 size_t kf_group_id(uint d) { return get_group_id(d); }
 size_t kf_global_id(uint d) { return get_global_id(d); }
-size_t kf_group_linear_id(void) { return (get_group_id(2) * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) + get_group_id(0); }
-size_t kf_global_linear_id(void) { return ((get_global_id(2) - get_global_offset(2)) * get_global_size(1) + (get_global_id(1) - get_global_offset(1))) * get_global_size(0) + (get_global_id(0) - get_global_offset(0)); }
 ";
-const WORK_ITEMS_REVERSED: &str = "\
+const LOCAL_REVERSED: &str = "\
+size_t kf_local_id(uint d) { return get_local_size(d) - 1 - get_local_id(d); }
+";
+const LOCAL_FORWARD: &str = "\
+size_t kf_local_id(uint d) { return get_local_id(d); }
+";
+const GROUPS_REVERSED: &str = "\
 size_t kf_group_id(uint d) { return get_num_groups(d) - 1 - get_group_id(d); }
-size_t kf_global_id(uint d) { return kf_group_id(d) * get_local_size(d) + get_local_id(d) + get_global_offset(d); }
+size_t kf_global_id(uint d) { return kf_group_id(d) * get_local_size(d) + kf_local_id(d) + get_global_offset(d); }
+";
+/// The linear ids, from the wrapped functions (either direction).
+const LINEAR_IDS: &str = "\
+size_t kf_local_linear_id(void) { return (kf_local_id(2) * get_local_size(1) + kf_local_id(1)) * get_local_size(0) + kf_local_id(0); }
 size_t kf_group_linear_id(void) { return (kf_group_id(2) * get_num_groups(1) + kf_group_id(1)) * get_num_groups(0) + kf_group_id(0); }
 size_t kf_global_linear_id(void) { return ((kf_global_id(2) - get_global_offset(2)) * get_global_size(1) + (kf_global_id(1) - get_global_offset(1))) * get_global_size(0) + (kf_global_id(0) - get_global_offset(0)); }
 ";
 const WORK_ITEM_MACROS: &str = "\
+#define get_local_id kf_local_id
+#define get_local_linear_id kf_local_linear_id
 #define get_group_id kf_group_id
 #define get_global_id kf_global_id
 #define get_group_linear_id kf_group_linear_id
 #define get_global_linear_id kf_global_linear_id
 ";
+
+/// Whether `source` uses sub-group functions: their lanes follow the hardware's numbering of
+/// local ids, so the verifier's reversed build keeps local ids as they are for such a source
+/// (a correct sub-group shuffle would otherwise read another lane than it names).
+pub fn uses_sub_groups(source: &str) -> bool {
+    source.contains("sub_group")
+}
+
+/// The work-item wrappers of a build: forward, or for the verifier's reversed build groups in
+/// reverse order and, when `local`, work-items within each group too.
+pub fn work_item_wrappers(reversed: bool, local: bool) -> String {
+    let mut out = String::new();
+    if reversed {
+        out.push_str(if local { LOCAL_REVERSED } else { LOCAL_FORWARD });
+        out.push_str(GROUPS_REVERSED);
+    } else {
+        out.push_str(WORK_ITEMS_FORWARD);
+    }
+    out.push_str(LINEAR_IDS);
+    out.push_str(WORK_ITEM_MACROS);
+    out
+}
 /// What pasting could spell, defined away (clang warns about redefining its built-in macros;
 /// the warning is silenced for these lines).
 const DEFINED_AWAY: &str = "\
@@ -129,6 +164,7 @@ const DEFINED_AWAY: &str = "\
 #define _Z20get_global_linear_idv kfoundry_mangled_builtins_are_not_allowed
 #define _Z14get_num_groupsj kfoundry_mangled_builtins_are_not_allowed
 #define _Z12get_local_idj kfoundry_mangled_builtins_are_not_allowed
+#define _Z19get_local_linear_idv kfoundry_mangled_builtins_are_not_allowed
 ";
 /// The assembly keywords, defined away on devices that are not GPUs.
 const NO_ASM: &str = "\
@@ -140,26 +176,25 @@ const NO_ASM: &str = "\
 /// What every build of a source kfoundry did not get from the user starts with, the tune's
 /// and a shipped program's alike (so that the source cannot tell them apart): the refused
 /// names defined away, the assembly keywords too on a device that is not a GPU, the
-/// work-item functions wrapped (`reversed`: the verifier's build with its work-groups in
-/// reverse order), and `#line 1 "candidate.cl"`.
-pub fn generated_prelude(gpu: bool, reversed: bool) -> String {
+/// work-item functions wrapped ([`work_item_wrappers`]; `reversed`: the verifier's build
+/// with its work-groups, and unless the source uses sub-groups its work-items, in reverse
+/// order), and `#line 1 "candidate.cl"`.
+pub fn generated_prelude(gpu: bool, reversed: bool, local: bool) -> String {
     let mut out = String::from(DEFINED_AWAY);
     if !gpu {
         out.push_str(NO_ASM);
     }
-    out.push_str(if reversed {
-        WORK_ITEMS_REVERSED
-    } else {
-        WORK_ITEMS_FORWARD
-    });
-    out.push_str(WORK_ITEM_MACROS);
+    out.push_str(&work_item_wrappers(reversed, local));
     out.push_str(&format!("#line 1 \"{CANDIDATE_FILE}\"\n"));
     out
 }
 
 /// A generated source as it is built: [`generated_prelude`], then the source.
 pub fn generated_program(source: &str, gpu: bool, reversed: bool) -> String {
-    format!("{}{source}", generated_prelude(gpu, reversed))
+    format!(
+        "{}{source}",
+        generated_prelude(gpu, reversed, !uses_sub_groups(source))
+    )
 }
 
 /// What a source may do beyond the allow-list.

@@ -59,15 +59,8 @@ impl fmt::Display for Case {
         if !self.scalars.is_empty() {
             write!(f, " with {}", fmt_assignments(&self.scalars, ", "))?;
         }
-        match self.values {
-            Values::Declared => {}
-            Values::Specials { nonfinite: true } => {
-                f.write_str(", inputs with signed zeros, denormals, infinities and NaN")?
-            }
-            Values::Specials { nonfinite: false } => {
-                f.write_str(", inputs with signed zeros and denormals")?
-            }
-            Values::Large => f.write_str(", inputs of large magnitude")?,
+        if self.values != Values::Declared {
+            write!(f, ", {}", self.values.describe())?;
         }
         if self.in_place {
             f.write_str(", in place")?;

@@ -530,6 +530,15 @@ impl DeviceData {
             Values::Declared => (0u32, 0u32),
             Values::Specials { nonfinite } => (1, u32::from(nonfinite)),
             Values::Large => (2, 0),
+            // Drawn on the host (`Values::host_only`).
+            Values::Offset { .. }
+            | Values::Magnitude { .. }
+            | Values::Constant
+            | Values::Sorted => {
+                return Err(RtError::OpenCl(format!(
+                    "{values:?} inputs are drawn on the host"
+                )))
+            }
         };
         let draw16 = self.half_kernel(&self.draw16, ty)?;
         if len.saturating_mul(ty.size()) > buf.len() {

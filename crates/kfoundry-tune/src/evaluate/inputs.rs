@@ -104,6 +104,91 @@ pub enum Values {
     /// that sums in another order still matches and one that only works on the declared range
     /// (a polynomial `exp` for [-1, 1]) does not.
     Large,
+    /// The declared draw moved far from zero: `x + shift` with `shift` = ±[`OFFSET_SCALE`] times
+    /// the distribution's bound, so that each buffer is of one sign and its values are close
+    /// together relative to their magnitude (what real data often is: 1000 ± 1). A one-pass
+    /// variance (E[x²] − E[x]²) cancels catastrophically there, and a softmax whose running
+    /// maximum starts at 0 underflows every exponential to zero.
+    Offset { negative: bool },
+    /// The declared draw scaled to either end of the element type's range
+    /// ([`magnitude_scale`]): values whose squares overflow (`huge`) or underflow to zero. A
+    /// sum of squares formed as it is gives infinity or zero there, a scaled one does not.
+    Magnitude { huge: bool },
+    /// Each input buffer holds one value, drawn as declared, repeated (a variance of zero,
+    /// every index the same, ties everywhere).
+    Constant,
+    /// Each input buffer's declared draw sorted in increasing order.
+    Sorted,
+}
+
+impl Values {
+    /// Whether the outputs are judged with a tolerance that the reference's own sensitivity at
+    /// these inputs widens (its outputs on inputs moved by one unit in the last place): values
+    /// far from the declared ones, where a correct kernel that rounds in another order can be
+    /// off by more than the check's `rtol`/`atol`, which were set for declared inputs.
+    pub fn judged_by_sensitivity(self) -> bool {
+        matches!(
+            self,
+            Values::Offset { .. } | Values::Magnitude { .. } | Values::Constant
+        )
+    }
+
+    /// These inputs in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Values::Declared => "inputs drawn as declared",
+            Values::Specials { nonfinite: true } => {
+                "inputs with signed zeros, denormals, infinities and NaN"
+            }
+            Values::Specials { nonfinite: false } => "inputs with signed zeros and denormals",
+            Values::Large => "inputs of large magnitude",
+            Values::Offset { negative: false } => "inputs shifted far above zero",
+            Values::Offset { negative: true } => "inputs shifted far below zero",
+            Values::Magnitude { huge: true } => "inputs near the top of the format's range",
+            Values::Magnitude { huge: false } => "inputs near the bottom of the format's range",
+            Values::Constant => "inputs of one repeated value",
+            Values::Sorted => "sorted inputs",
+        }
+    }
+
+    /// Whether these inputs are drawn on the host whatever the buffer's size (the device draws
+    /// only declared values and edge values).
+    pub fn host_only(self) -> bool {
+        matches!(
+            self,
+            Values::Offset { .. } | Values::Magnitude { .. } | Values::Constant | Values::Sorted
+        )
+    }
+}
+
+/// How far an offset case moves a distribution: 2^10 times its bound (1000 ± 1 for values
+/// within ±1).
+pub const OFFSET_SCALE: f64 = 1024.0;
+
+/// The factor a magnitude case multiplies a draw of `dist` by, for elements of type `ty`:
+/// the draw's bound then lies at 2^(emax/2 + 2) (`huge`: squares overflow, for `float`
+/// 2^66 ≈ 7e19) or at 2^(2·emin/3) (squares underflow to zero, for `float` 2^-84 ≈ 5e-26).
+pub fn magnitude_scale(ty: ScalarType, dist: Resolved, huge: bool) -> f64 {
+    let (emin, emax) = match ty {
+        ScalarType::F16 => (-14, 16),
+        ScalarType::F64 => (-1022, 1024),
+        _ => (-126, 128),
+    };
+    let target = if huge { emax / 2 + 2 } else { 2 * emin / 3 };
+    2f64.powi(target) / bound(dist).max(f64::MIN_POSITIVE)
+}
+
+/// The largest magnitude a draw of `dist` takes (a normal one's at four deviations).
+fn bound(dist: Resolved) -> f64 {
+    match dist {
+        Resolved::Uniform { lo, hi } => lo.abs().max(hi.abs()),
+        Resolved::Normal { mean, std } => mean.abs() + 4.0 * std,
+        Resolved::Constant { value } => value.abs(),
+        Resolved::Integers { lo, hi } | Resolved::Monotone { lo, hi } => {
+            (lo as f64).abs().max((hi as f64).abs())
+        }
+        Resolved::Permutation => 1.0,
+    }
 }
 
 /// How often (1 in this many elements) a special value replaces a drawn one.
@@ -117,16 +202,10 @@ pub const LARGE_K: i64 = 8;
 /// The power of two that large edge values are multiples of: at least 2^10 times the
 /// distribution's bound, at most 2^40.
 pub fn large_scale(dist: Resolved) -> f64 {
-    let bound = match dist {
-        Resolved::Uniform { lo, hi } => lo.abs().max(hi.abs()),
-        Resolved::Normal { mean, std } => mean.abs() + 4.0 * std,
-        Resolved::Constant { value } => value.abs(),
-        Resolved::Integers { lo, hi } | Resolved::Monotone { lo, hi } => {
-            (lo as f64).abs().max((hi as f64).abs())
-        }
-        Resolved::Permutation => 1.0,
-    };
-    let wanted = (bound.max(1.0) * 1024.0).log2().ceil().clamp(10.0, 40.0);
+    let wanted = (bound(dist).max(1.0) * 1024.0)
+        .log2()
+        .ceil()
+        .clamp(10.0, 40.0);
     2f64.powi(wanted as i32)
 }
 
@@ -232,6 +311,99 @@ pub fn draw_values(
             out
         }
         Values::Large => draw_buffer(ty, len, dist, rng),
+        Values::Offset { negative } if ty.is_float() => {
+            let shift = if negative {
+                -OFFSET_SCALE
+            } else {
+                OFFSET_SCALE
+            } * bound(dist).max(1.0);
+            map_draws(ty, len, dist, rng, |x| x + shift)
+        }
+        Values::Magnitude { huge } if ty.is_float() => {
+            let scale = magnitude_scale(ty, dist, huge);
+            map_draws(ty, len, dist, rng, |x| x * scale)
+        }
+        Values::Offset { .. } | Values::Magnitude { .. } => draw_buffer(ty, len, dist, rng),
+        Values::Constant => {
+            let one = draw_buffer(ty, 1, dist, rng);
+            one.repeat(len)
+        }
+        Values::Sorted => {
+            let bytes = draw_buffer(ty, len, dist, rng);
+            let mut v: Vec<f64> = (0..len).map(|i| decode(ty, &bytes, i)).collect();
+            v.sort_by(f64::total_cmp);
+            let mut out = Vec::with_capacity(len * ty.size());
+            for x in v {
+                encode(ty, x, &mut out);
+            }
+            out
+        }
+    }
+}
+
+/// `len` declared draws of `dist`, each mapped by `f`, as elements of `ty`.
+fn map_draws(
+    ty: ScalarType,
+    len: usize,
+    dist: Resolved,
+    rng: &mut ChaCha8Rng,
+    f: impl Fn(f64) -> f64,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len * ty.size());
+    for _ in 0..len {
+        encode(ty, f(draw(dist, rng)), &mut out);
+    }
+    out
+}
+
+/// How [`perturb`] moves each element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nudge {
+    /// Each element one unit in the last place up or down, at random.
+    Random,
+    /// Every element one unit in the last place toward +infinity (a shift of a buffer of
+    /// values close together: what a shift-invariant output must not notice, so that its
+    /// change is the reference's own rounding).
+    Up,
+}
+
+/// Moves each finite, non-zero float element of `bytes` (of type `ty`) by one unit in the last
+/// place as `nudge` says (an element that would become infinite stays). Integers stay.
+pub fn perturb(ty: ScalarType, bytes: &mut [u8], nudge: Nudge, rng: &mut ChaCha8Rng) {
+    if !ty.is_float() {
+        return;
+    }
+    let size = ty.size();
+    for chunk in bytes.chunks_exact_mut(size) {
+        let x = decode(ty, chunk, 0);
+        if !x.is_finite() || x == 0.0 {
+            continue;
+        }
+        // A step of one in the bit pattern moves a finite non-zero value one unit away from
+        // zero (+1) or toward it (-1).
+        let away = match nudge {
+            Nudge::Random => rng.gen_bool(0.5),
+            Nudge::Up => x > 0.0,
+        };
+        let step = |bits: u64| if away { bits + 1 } else { bits - 1 };
+        let mut moved = chunk.to_vec();
+        match size {
+            2 => moved.copy_from_slice(
+                &(step(u16::from_ne_bytes([chunk[0], chunk[1]]).into()) as u16).to_ne_bytes(),
+            ),
+            4 => moved.copy_from_slice(
+                &(step(u32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]).into()) as u32)
+                    .to_ne_bytes(),
+            ),
+            _ => {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(chunk);
+                moved.copy_from_slice(&step(u64::from_ne_bytes(a)).to_ne_bytes());
+            }
+        }
+        if decode(ty, &moved, 0).is_finite() {
+            chunk.copy_from_slice(&moved);
+        }
     }
 }
 
@@ -285,7 +457,7 @@ pub fn draw_scalar_values(
     rng: &mut ChaCha8Rng,
 ) -> Scalar {
     if !ty.is_float()
-        || values == Values::Declared
+        || !matches!(values, Values::Specials { .. } | Values::Large)
         || matches!(dist, Resolved::Constant { .. })
         || rng.gen_bool(0.5)
     {

@@ -12,7 +12,7 @@
 //!   candidate run; on devices that are not GPUs, where one thread may run every work-group
 //!   in turn on the same local memory (PoCL on a busy machine), a finalist that has local
 //!   memory is also verified built with its work-groups numbered in reverse
-//!   ([`REVERSED_GROUPS`]), so that whichever work-group writes what the others read, some
+//!   ([`reversed_work_items`]), so that whichever work-group writes what the others read, some
 //!   work-group runs before it (in [`Bench::verify_at`], not during the search: a second build
 //!   of every candidate doubled the cost of an evaluation on PoCL);
 //! - **being right only at the tuned sizes**: finalists are verified again at smaller and
@@ -49,7 +49,8 @@ use self::case::{Case, Prefill, Values};
 use self::compare::{compare, Comparison};
 use self::device_data::DeviceData;
 use self::inputs::{
-    decode, draw_scalar_values, draw_values, fits_elements, guard_pattern, prefill_buffer,
+    decode, draw_scalar_values, draw_values, fits_elements, guard_pattern, perturb, prefill_buffer,
+    Nudge,
 };
 use crate::messages::ProofTime;
 use rand::Rng as _;
@@ -341,27 +342,24 @@ const BUILT_AHEAD_KEPT: usize = 32;
 const MAX_BUILDERS: usize = 32;
 
 /// What a build is made of: parameters, the generated source when it is not the annotated one,
-/// and whether its work-groups are numbered in reverse ([`REVERSED_GROUPS`]).
+/// and whether its work-groups are numbered in reverse ([`reversed_work_items`]).
 type BuildKey = (Params, Option<String>, bool);
 
 /// Put before a candidate's source for its reversed verification build: work-group `g` of a
-/// launch of `n` groups acts as group `n - 1 - g` (global and linear ids to match). A correct
-/// kernel does not depend on the order in which work-groups run, so its results are the same;
-/// one that reads local memory another work-group wrote only works when the writer runs
-/// first, which this turns around. The names are object-like macros for functions defined
-/// here (before the macros, so these call OpenCL's): a kernel cannot reach OpenCL's own by
-/// writing `(get_group_id)(0)` or pasting the name together, and one that `#undef`s them is
-/// refused before it is built ([`kfoundry_rt::model::source_policy::check_protected_names`]).
-pub const REVERSED_GROUPS: &str = "\
-size_t kf_rev_group_id(uint d) { return get_num_groups(d) - 1 - get_group_id(d); }
-size_t kf_rev_global_id(uint d) { return kf_rev_group_id(d) * get_local_size(d) + get_local_id(d) + get_global_offset(d); }
-size_t kf_rev_group_linear_id(void) { return (kf_rev_group_id(2) * get_num_groups(1) + kf_rev_group_id(1)) * get_num_groups(0) + kf_rev_group_id(0); }
-size_t kf_rev_global_linear_id(void) { return ((kf_rev_global_id(2) - get_global_offset(2)) * get_global_size(1) + (kf_rev_global_id(1) - get_global_offset(1))) * get_global_size(0) + (kf_rev_global_id(0) - get_global_offset(0)); }
-#define get_group_id kf_rev_group_id
-#define get_global_id kf_rev_global_id
-#define get_group_linear_id kf_rev_group_linear_id
-#define get_global_linear_id kf_rev_global_linear_id
-";
+/// launch of `n` groups acts as group `n - 1 - g`, and (unless the source uses sub-groups)
+/// work-item `l` of a group of `s` as `s - 1 - l`, global and linear ids to match. A correct
+/// kernel does not depend on the order in which work-groups run, nor on the order of a
+/// group's work-items between barriers, so its results are the same; one that reads local
+/// memory another work-group wrote only works when the writer runs first, and one that reads
+/// a neighbour's `__local` value without a barrier only works where the device runs a
+/// group's items in order (a CPU device does): this turns both around. The names are
+/// object-like macros for functions defined here (before the macros, so these call OpenCL's):
+/// a kernel cannot reach OpenCL's own by writing `(get_group_id)(0)` or pasting the name
+/// together, and one that `#undef`s them is refused before it is built
+/// ([`kfoundry_rt::model::source_policy::check_protected_names`]).
+pub fn reversed_work_items(source: &str) -> String {
+    source_policy::work_item_wrappers(true, !source_policy::uses_sub_groups(source))
+}
 
 /// The file name a generated source's diagnostics carry: what the diagnostics filter keeps
 /// ([`diagnostics::own_diagnostics`]).
@@ -638,7 +636,7 @@ pub struct Bench {
     pool_fits: std::cell::Cell<Option<bool>>,
     /// Whether the device is not a GPU. Then one thread may run every work-group in turn, so
     /// finalists with local memory are also verified with their work-groups numbered in
-    /// reverse ([`REVERSED_GROUPS`]); and kernels share the CPU with the compiler, so a
+    /// reverse ([`reversed_work_items`]); and kernels share the CPU with the compiler, so a
     /// candidate is timed only once the builds ahead are done.
     not_gpu: bool,
     /// The most local memory any kernel launched here has used (`u64::MAX`: one did not say):
@@ -1025,6 +1023,7 @@ impl Bench {
                         .map_err(|e| format!("input `{name}`: {e}"))?;
                     fits_elements(name, *elem, len, dist)?;
                     let on_device = DeviceData::draws(*elem, dist)
+                        && !shape.values.host_only()
                         && (shape.values == Values::Declared
                             || *elem == ScalarType::F32
                             || elem.is_half());
@@ -1584,7 +1583,7 @@ impl Bench {
     }
 
     /// The build of `params` (of `source` when given), its work-groups numbered in reverse
-    /// when `reversed` ([`REVERSED_GROUPS`]), reused when it is one of the last few.
+    /// when `reversed` ([`reversed_work_items`]), reused when it is one of the last few.
     fn build_as(
         &mut self,
         params: &Params,
@@ -1788,7 +1787,7 @@ impl Bench {
     /// options (only declared parameters reach them,
     /// [`kfoundry_rt::opencl::launch::build_options_for`]).
     ///
-    /// The annotated source as it is, or with [`REVERSED_GROUPS`] before it when `reversed`. A
+    /// The annotated source as it is, or with [`reversed_work_items`] before it when `reversed`. A
     /// generated source (not the annotation's) is checked first as a source that did not come
     /// from the user ([`source_policy::check`]), then built after
     /// [`source_policy::generated_prelude`], the same a shipped program builds it with (its
@@ -1802,7 +1801,7 @@ impl Bench {
         let options = kfoundry_rt::opencl::launch::build_options_for(&self.spec, source, params)?;
         if source == self.spec.source {
             let program = if reversed {
-                format!("{REVERSED_GROUPS}#line 1\n{source}")
+                format!("{}#line 1\n{source}", reversed_work_items(source))
             } else {
                 source.to_string()
             };
@@ -2145,6 +2144,7 @@ impl Bench {
             &entry.prepared,
             &entry.reference,
             Values::Declared,
+            &Slack::new(),
         );
         if let Err(Rejection::Runtime(_) | Rejection::OutOfBounds(_)) = &verdict {
             // A candidate that wrote outside its buffers, or broke the run, may have reached
@@ -2200,16 +2200,25 @@ impl Bench {
                 "the reference failed there: {e}"
             )));
         }
+        // On inputs drawn as declared a reference that writes outside its buffers is the
+        // annotation's mistake; on other values (far from the declared ones, edge values) it
+        // only means that these inputs prove nothing.
+        let declared = shape.values == Values::Declared;
         match self.touched_guard(&ref_run) {
             Ok(Some(why)) => {
                 let message = format!(
-                    "the reference at sizes {}, on inputs drawn as declared: {}",
+                    "the reference at sizes {}, on {}: {}",
                     fmt_sizes(shape.sizes),
+                    if declared {
+                        "inputs drawn as declared"
+                    } else {
+                        "these inputs"
+                    },
                     self.wrote_outside_message(&why)
                 );
                 return SetOutcome::Unproven(Untrusted {
                     message,
-                    annotation_fault: true,
+                    annotation_fault: declared,
                 });
             }
             Ok(None) => {}
@@ -2229,6 +2238,18 @@ impl Bench {
             Ok(None) => {}
             Err(e) => return runtime(e),
         }
+        let slack = if shape.values.judged_by_sensitivity() {
+            match self.timed(
+                |t| &mut t.reference,
+                || self.sensitivity(&prepared, shape, &ref_run, &mut rng),
+            ) {
+                Ok(Ok(slack)) => slack,
+                Ok(Err(why)) => return SetOutcome::Unproven(Untrusted::device(why)),
+                Err(e) => return runtime(e),
+            }
+        } else {
+            Slack::new()
+        };
         match self.check_candidate(
             kernel,
             params,
@@ -2236,6 +2257,7 @@ impl Bench {
             &prepared,
             &ref_run,
             shape.values,
+            &slack,
         ) {
             Ok((run, errors)) => SetOutcome::Passed(run, errors),
             // Before a candidate is blamed for differing: is the reference's result its inputs'
@@ -2261,12 +2283,61 @@ impl Bench {
         }
     }
 
+    /// How far the reference's checked outputs move when its float inputs move by one unit in
+    /// the last place (each element up or down at random, then every element up), times
+    /// [`SENSITIVITY_FACTOR`]: the slack a candidate gets on these inputs. `Err` (inner) when
+    /// the reference's output is not finite on values far from the declared ones (it does not
+    /// handle them: they prove nothing).
+    fn sensitivity(
+        &self,
+        prepared: &Prepared,
+        shape: &Shape,
+        ref_run: &Run,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Result<Slack, String>, RtError> {
+        if matches!(
+            shape.values,
+            Values::Offset { .. } | Values::Magnitude { .. }
+        ) {
+            for check in &self.spec.checks {
+                let (ty, len, bytes) = self.host_copy(ref_run, &check.buffer)?;
+                if let Some(i) = (0..len).find(|&i| !decode(ty, &bytes, i).is_finite()) {
+                    return Ok(Err(format!(
+                        "the reference's `{}` is not finite (element {i}) on {}: it does not handle them",
+                        check.buffer,
+                        shape.values.describe()
+                    )));
+                }
+            }
+        }
+        let mut slack = Slack::new();
+        for nudge in [Nudge::Random, Nudge::Up] {
+            let mut moved = prepared.clone();
+            for b in &mut moved.buffers {
+                let input = b.read_only || self.spec.inputs.contains_key(&b.name);
+                if let (true, Fill::Host(bytes)) = (input, &mut b.fill) {
+                    perturb(b.ty, bytes, nudge, rng);
+                }
+            }
+            let run = self.run_reference_on(&moved, shape.sizes)?;
+            for check in &self.spec.checks {
+                let moved_by = self
+                    .compare_outputs(&check.buffer, &run, ref_run, 0.0, f64::INFINITY)?
+                    .max_abs;
+                let s = slack.entry(check.buffer.clone()).or_insert(0.0);
+                *s = s.max(SENSITIVITY_FACTOR * moved_by);
+            }
+        }
+        Ok(Ok(slack))
+    }
+
     /// The candidate on its own copy of `prepared`, the device's local memory scrubbed right
     /// before it runs, then every checked output compared with the reference's run on the same
     /// inputs, every other buffer compared with how the reference left it, and every guard
     /// zone inspected. On inputs of large magnitude ([`Values::Large`]) the element-wise
     /// tolerance is the output's, not each element's: `rtol` of the largest finite reference
     /// value is added to `atol` (see [`large_case_tolerance`]).
+    #[allow(clippy::too_many_arguments)]
     fn check_candidate(
         &self,
         kernel: &Kernel,
@@ -2275,6 +2346,7 @@ impl Bench {
         prepared: &Prepared,
         ref_run: &Run,
         values: Values,
+        slack: &Slack,
     ) -> Result<(Run, ErrorStats), Rejection> {
         let runtime = |e: RtError| Rejection::Runtime(e.to_string());
         let cand_run = self
@@ -2296,7 +2368,7 @@ impl Bench {
             return Err(Rejection::OutOfBounds(why));
         }
         let started = Instant::now();
-        let compared = self.compare_candidate(ref_run, &cand_run, values);
+        let compared = self.compare_candidate(ref_run, &cand_run, values, slack);
         self.add_time(|t| &mut t.compare, started);
         compared.map(|errors| (cand_run, errors))
     }
@@ -2308,6 +2380,7 @@ impl Bench {
         ref_run: &Run,
         cand_run: &Run,
         values: Values,
+        slack: &Slack,
     ) -> Result<ErrorStats, Rejection> {
         let runtime = |e: RtError| Rejection::Runtime(e.to_string());
         let mut errors = ErrorStats::default();
@@ -2318,6 +2391,10 @@ impl Bench {
             // element (an infinite absolute tolerance for the finite ones).
             let (rtol, atol) = if w.only_whole {
                 (0.0, f64::INFINITY)
+            } else if matches!(values, Values::Magnitude { .. }) {
+                // The check's `atol` was set for outputs of the declared inputs' magnitude:
+                // at 1e-25 it would accept anything. The tolerance is the output's own.
+                (check.rtol, 0.0)
             } else {
                 (check.rtol, check.atol)
             };
@@ -2325,8 +2402,10 @@ impl Bench {
                 .compare_outputs(name, cand_run, ref_run, rtol, atol)
                 .map_err(runtime)?;
             let mut scaled = None;
-            if values == Values::Large && !cmp.ok() && rtol > 0.0 {
-                let wide = large_case_tolerance(rtol, atol, cmp.ref_max);
+            let widened = values == Values::Large || values.judged_by_sensitivity();
+            if widened && !cmp.ok() && !w.only_whole {
+                let wide = large_case_tolerance(rtol, atol, cmp.ref_max)
+                    + slack.get(name).copied().unwrap_or(0.0);
                 cmp = self
                     .compare_outputs(name, cand_run, ref_run, rtol, wide)
                     .map_err(runtime)?;
@@ -2348,7 +2427,15 @@ impl Bench {
                 });
                 if let Some(wide) = scaled {
                     rule += &format!(
-                        " on inputs of large magnitude, with atol {wide:.3e} (rtol of the largest reference value)"
+                        " on {}, with atol {wide:.3e} (rtol of the largest reference value{})",
+                        values.describe(),
+                        if values.judged_by_sensitivity() {
+                            format!(
+                                ", and {SENSITIVITY_FACTOR} times how far the reference moves when its inputs move by one unit in the last place"
+                            )
+                        } else {
+                            String::new()
+                        }
                     );
                 }
                 return wrong(format!(
@@ -2482,6 +2569,16 @@ pub const STABLE: f64 = 0.01;
 pub const MAX_REPEATS: usize = 50;
 /// Kernel time per measurement after which no more runs are added (past the minimum).
 pub const TIMING_BUDGET_S: f64 = 1.0;
+
+/// Extra absolute tolerance for each checked output (by name) of one input set.
+type Slack = std::collections::BTreeMap<String, f64>;
+
+/// How many times the reference's own movement under a one-unit nudge of its inputs a
+/// candidate may differ from it, on inputs far from the declared ones
+/// ([`Values::judged_by_sensitivity`]): a kernel that rounds in another order is off by a few
+/// such units; an unstable formulation (a one-pass variance at 1000 ± 1, a sum of squares
+/// that overflows) by orders of magnitude more.
+pub const SENSITIVITY_FACTOR: f64 = 16.0;
 
 /// The absolute tolerance of an element-wise check on inputs of large magnitude: `atol` plus
 /// `rtol` of the largest finite reference value. Those inputs are there to catch a kernel

@@ -166,7 +166,7 @@ const CORNER_COST: f64 = 4.0;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
     /// A tune's proof: corners within [`CORNER_COST`] times the workload's buffers (the scaled
-    /// probes proved the box's far end), residues below the tuned sizes.
+    /// probes proved the box's far end), residues on both sides of the tuned sizes.
     Tune,
     /// A claimed box (`check --verify`): every corner as it is, the largest included, and
     /// residues anywhere in it. What the box claims is what is proven, however large.
@@ -269,9 +269,10 @@ fn fit_near(
 /// `m` size sets (`m` from [`residue_modulus`]) drawn in `bounds`, in which each size takes
 /// every residue `0..m` of its step once (in an order of its own, so that residues of
 /// different sizes combine differently): size `x` is `step · (m · q + r)` for a `q` drawn so
-/// that the value lies between the range's smallest value and the tuned one (log-uniformly:
-/// what a remainder does not depend on the magnitude, and the sets then cost at most what
-/// the workload does; the larger part of the box is the corners' and the scaled probes'), at
+/// that the value lies, in a tune, between the range's smallest value and the tuned one for
+/// half of the sets and between the tuned one and the range's largest for the other half
+/// (log-uniformly: what a remainder does not depend on the magnitude; a set above costs at
+/// most [`CORNER_COST`] times the workload), anywhere in a claimed box, at
 /// the smallest power-of-two step at which candidate and reference can run. A residue that
 /// no step makes valid keeps the size drawn without it.
 #[allow(clippy::too_many_arguments)]
@@ -351,7 +352,8 @@ pub fn residue_sizes(
                 .collect()
         })
         .collect();
-    for residues in &by_set {
+    // The set of `residues`, each size drawn below the tuned one or (`above`) above it.
+    let mut set_of = |residues: &BTreeMap<&String, i64>, above: bool| -> Sizes {
         let mut set = sizes.clone();
         for name in sizes.keys() {
             let (lo, hi) = bounds
@@ -359,12 +361,13 @@ pub fn residue_sizes(
                 .copied()
                 .unwrap_or((sizes[name], sizes[name]));
             let residue = residues[name];
-            let top = if reach == Reach::Tune {
-                hi.min(sizes[name]).max(lo)
-            } else {
-                hi
+            let tuned = sizes[name].clamp(lo, hi.max(lo));
+            let (bottom, top) = match reach {
+                Reach::Tune if above => (tuned, hi.max(tuned)),
+                Reach::Tune => (lo, tuned),
+                Reach::Claimed => (lo, hi),
             };
-            let target = log_uniform(lo.max(1), top.max(1), rng);
+            let target = log_uniform(bottom.max(1), top.max(1), rng);
             // the size's step, or coarser ones should this residue need them; a range too
             // narrow for every residue is covered value by value instead
             let mut step = steps[name];
@@ -394,6 +397,21 @@ pub fn residue_sizes(
                 }
             }
         }
+        set
+    };
+    // A set above the tuned sizes costs at most what a corner may.
+    let affordable = |set: &Sizes| match (footprint(spec, params, set, limits), held) {
+        (Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
+        _ => true,
+    };
+    for (index, residues) in by_set.iter().enumerate() {
+        // A tune's sets alternate below and above the tuned sizes (a later pass of a
+        // persistent kernel, a second tile, exists only above them); one above that would
+        // cost too much is drawn below instead.
+        let mut set = set_of(residues, reach == Reach::Tune && index % 2 == 1);
+        if !affordable(&set) {
+            set = set_of(residues, false);
+        }
         if ok(&set) && !out.contains(&set) {
             out.push(set);
         }
@@ -401,8 +419,22 @@ pub fn residue_sizes(
     out
 }
 
+/// Whether both `params` and the reference can run at `sizes` (constraints, launch geometry)
+/// and their buffers fit the device next to those of the workload at `tuned`: where a proof
+/// may try a size set it did not plan.
+pub fn runnable(
+    spec: &KernelSpec,
+    params: &Params,
+    tuned: &Sizes,
+    sizes: &Sizes,
+    limits: &Limits,
+) -> bool {
+    let held = footprint(spec, params, tuned, limits);
+    fits(spec, params, sizes, held, limits) && fits(spec, &spec.reference, sizes, held, limits)
+}
+
 /// A value drawn log-uniformly in `lo..=hi`.
-fn log_uniform(lo: i64, hi: i64, rng: &mut ChaCha8Rng) -> i64 {
+pub fn log_uniform(lo: i64, hi: i64, rng: &mut ChaCha8Rng) -> i64 {
     if hi <= lo {
         return lo;
     }

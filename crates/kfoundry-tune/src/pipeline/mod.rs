@@ -24,6 +24,7 @@
 //! something failed.
 
 pub mod budget;
+pub mod counterexample;
 pub mod discover;
 pub mod finalists;
 pub mod history;

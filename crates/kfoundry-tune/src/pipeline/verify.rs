@@ -12,7 +12,11 @@
 //!    its step ([`probe::residue_sizes`]), with the integer scalars that are not sizes over
 //!    their declared range (every value of a small one);
 //! 4. edge values: signed zeros, denormals and (unless `edges = finite`) infinities and NaN,
-//!    and large magnitudes (unless `edges = none`);
+//!    integer inputs at the ends of their range, and large magnitudes (unless `edges = none`);
+//!    values far from the declared ones (unless `edges = none`: shifted far above and below
+//!    zero, scaled to either end of the format's range), judged with the reference's own
+//!    sensitivity there ([`crate::evaluate::SENSITIVITY_FACTOR`]); one repeated value; sorted
+//!    values;
 //! 5. in place, where the annotation declares `in_place(...)`.
 //!
 //! Outputs are pre-filled with NaN, zeros or random values, in turn. The draws are seeded by a
@@ -23,11 +27,13 @@
 use std::collections::BTreeMap;
 
 use kfoundry_rt::model::select::integer_scalars;
-use kfoundry_rt::model::spec::{Distribution, Edges, KernelSpec, Params, Sizes};
+use kfoundry_rt::model::signature::KernelArg;
+use kfoundry_rt::model::spec::{ArgRole, Distribution, Edges, KernelSpec, Params, Sizes};
 use rand::seq::SliceRandom as _;
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 
+use super::counterexample::{self, Outcome, Space, SEARCH_CASES, SHRINK_CASES};
 use crate::evaluate::case::{Case, Prefill, Values};
 use crate::evaluate::probe::{self, axis_probe_sizes, probe_sizes};
 use crate::evaluate::{Judge, Limits};
@@ -90,8 +96,9 @@ impl From<NotProven> for String {
     }
 }
 
-/// Proves `params` (of `source` when given) of `spec` in the cases of [`plan`]: what it was
-/// proven at, or why not.
+/// Proves `params` (of `source` when given) of `spec` in the planned cases, then in the
+/// cases of a counterexample search ([`counterexample::search`]): what it was proven at, or
+/// why not (a failing case shrunk to a small reproducer first).
 pub fn prove(
     judge: &mut dyn Judge,
     spec: &KernelSpec,
@@ -102,6 +109,8 @@ pub fn prove(
     let mut proven = Proven::default();
     let mut rng = ChaCha8Rng::seed_from_u64(scope.seed);
     let limits = judge.limits().clone();
+    // The cases that passed, each with its error: where the search starts.
+    let mut passed: Vec<(Case, f64)> = Vec::new();
     // Stage 1 decides the box (unless one is claimed); the rest is drawn in it.
     let (first, bounds) = match &scope.claimed {
         None => (spanning_cases(spec, params, scope.sizes, &limits), None),
@@ -112,10 +121,26 @@ pub fn prove(
     };
     for mut case in first {
         case.seed = rng.gen();
-        run(judge, params, source, case, scope, &mut proven)?;
+        match run(judge, params, source, &case, scope, &mut proven)? {
+            Outcome::Passed(error) => passed.push((case, error)),
+            Outcome::Failed(why) => return Err(NotProven::Failed(why)),
+            Outcome::Skipped => {}
+        }
     }
     let bounds = bounds.unwrap_or_else(|| probe::size_box(&proven.sizes));
-    for case in drawn_cases(
+    let space = Space {
+        spec,
+        params,
+        tuned: scope.sizes,
+        bounds: &bounds,
+        limits: &limits,
+        values: value_classes(spec),
+        scalars: integer_scalars(spec)
+            .filter_map(|(name, _)| Some((name.to_string(), scalar_range(spec, scope, name)?)))
+            .collect(),
+        in_place: !spec.in_place.is_empty(),
+    };
+    let drawn = drawn_cases(
         spec,
         params,
         scope,
@@ -123,44 +148,106 @@ pub fn prove(
         &limits,
         &proven.sizes,
         &mut rng,
-    ) {
-        run(judge, params, source, case, scope, &mut proven)?;
+    );
+    for case in drawn {
+        match run(judge, params, source, &case, scope, &mut proven)? {
+            Outcome::Passed(error) => passed.push((case, error)),
+            Outcome::Failed(why) => {
+                return Err(NotProven::Failed(shrunk(
+                    judge, params, source, scope, &space, case, why, "",
+                )))
+            }
+            Outcome::Skipped => {}
+        }
+    }
+    // The search: each case it runs and passes is proven like a planned one.
+    let found = {
+        let mut try_case = |c: &Case| {
+            run(judge, params, source, c, scope, &mut proven).unwrap_or(Outcome::Skipped)
+        };
+        counterexample::search(&space, passed, SEARCH_CASES, &mut rng, &mut try_case)
+    };
+    if let Some((case, why)) = found {
+        return Err(NotProven::Failed(shrunk(
+            judge,
+            params,
+            source,
+            scope,
+            &space,
+            case,
+            why,
+            "found by the proof's counterexample search",
+        )));
     }
     Ok(proven)
 }
 
-/// Runs one case and records what it proved.
+/// The message of a failing case once it is shrunk ([`counterexample::shrink`]): the
+/// smallest failing case's, then where it came from.
+#[allow(clippy::too_many_arguments)]
+fn shrunk(
+    judge: &mut dyn Judge,
+    params: &Params,
+    source: Option<&str>,
+    scope: &Scope,
+    space: &Space,
+    case: Case,
+    why: String,
+    found: &str,
+) -> String {
+    let mut again = |c: &Case| {
+        run(judge, params, source, c, scope, &mut Proven::default()).unwrap_or(Outcome::Skipped)
+    };
+    let original = case.to_string();
+    let (small, why) = counterexample::shrink(space, case, why, SHRINK_CASES, &mut again);
+    let shrunk_from = (small.to_string() != original).then(|| format!("shrunk from {original}"));
+    let notes: Vec<String> = [(!found.is_empty()).then(|| found.to_string()), shrunk_from]
+        .into_iter()
+        .flatten()
+        .collect();
+    if notes.is_empty() {
+        why
+    } else {
+        format!("{why} ({})", notes.join("; "))
+    }
+}
+
+/// Runs one case and records what it proved; `Err` only where the annotation is wrong.
 fn run(
     judge: &mut dyn Judge,
     params: &Params,
     source: Option<&str>,
-    case: Case,
+    case: &Case,
     scope: &Scope,
     proven: &mut Proven,
-) -> Result<(), NotProven> {
+) -> Result<Outcome, NotProven> {
     proven.cases += 1;
-    match judge.verify(params, &case, source) {
-        Ok(Ok(_)) => note(proven, &case),
-        Ok(Err(rejection)) => {
-            return Err(NotProven::Failed(format!(
-                "{:?} at {case}: {}",
-                rejection.kind(),
-                rejection.why()
-            )))
+    match judge.verify(params, case, source) {
+        Ok(Ok(errors)) => {
+            note(proven, case);
+            Ok(Outcome::Passed(errors.rel_norm))
         }
+        Ok(Err(rejection)) => Ok(Outcome::Failed(format!(
+            "{:?} at {case}: {}",
+            rejection.kind(),
+            rejection.why()
+        ))),
         Err(untrusted) if untrusted.annotation_fault => {
-            return Err(NotProven::Annotation(untrusted.message))
+            Err(NotProven::Annotation(untrusted.message))
         }
         // The workload's sizes are proven by the search when the reference cannot be checked
         // there again (it passed there when the tune began).
         Err(_)
             if proven.sizes.is_empty() && case.sizes == *scope.sizes && scope.claimed.is_none() =>
         {
-            note(proven, &case)
+            note(proven, case);
+            Ok(Outcome::Skipped)
         }
-        Err(_) => proven.skipped += 1,
+        Err(_) => {
+            proven.skipped += 1;
+            Ok(Outcome::Skipped)
+        }
     }
-    Ok(())
 }
 
 fn note(proven: &mut Proven, case: &Case) {
@@ -245,25 +332,28 @@ fn drawn_cases(
         case.in_place = in_place && i % 2 == 1;
         cases.push(case);
     }
-    let floats = spec.args_with_roles().any(|(a, role)| {
-        role == kfoundry_rt::model::spec::ArgRole::CallerBuffer
-            && matches!(a, kfoundry_rt::model::signature::KernelArg::Buffer { elem, read_only, name, .. } if elem.is_float() && (*read_only || spec.inputs.contains_key(name)))
-    });
-    if floats && spec.edges != Edges::None {
-        for (k, values) in [
-            Values::Specials {
-                nonfinite: spec.edges == Edges::All,
-            },
-            Values::Large,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            cases.push(Case {
-                values,
-                ..one(sizes.clone(), k, rng)
-            });
-        }
+    let classes = value_classes(spec);
+    // Edge values at the workload's sizes: integer inputs at the ends of their range (an
+    // index 0), floats special, and large magnitudes.
+    let edges = classes
+        .iter()
+        .filter(|v| matches!(v, Values::Specials { .. } | Values::Large));
+    for (k, values) in edges.enumerate() {
+        cases.push(Case {
+            values: *values,
+            ..one(sizes.clone(), k, rng)
+        });
+    }
+    // Values far from the declared ones, and classes of the declared values themselves: at
+    // the smaller residue sets (their inputs are drawn on the host), in turn.
+    let far = classes.iter().filter(|v| v.host_only());
+    let below: Vec<&Sizes> = residues.iter().step_by(2).collect();
+    for (k, values) in far.enumerate() {
+        let at = below.get(k % below.len().max(1)).map_or(sizes, |s| *s);
+        cases.push(Case {
+            values: *values,
+            ..one(at.clone(), k, rng)
+        });
     }
     if in_place {
         cases.push(Case {
@@ -275,9 +365,47 @@ fn drawn_cases(
     cases
 }
 
+/// The classes of input values a proof of `spec` tries, declared values first: edge values
+/// (unless `edges = none`; integer inputs at the ends of their range, floats special, and large
+/// magnitudes), values far from the declared ones (unless `edges = none`, which says the
+/// kernel is for the declared range only: shifted far above and below zero, at either end of
+/// the format's range), one repeated value and sorted values.
+pub fn value_classes(spec: &KernelSpec) -> Vec<Values> {
+    let input = |float: bool| {
+        spec.args_with_roles().any(|(a, role)| {
+            role == ArgRole::CallerBuffer
+                && matches!(a, KernelArg::Buffer { elem, read_only, name, .. }
+                    if (!float || elem.is_float()) && (*read_only || spec.inputs.contains_key(name)))
+        })
+    };
+    let (inputs, floats, edges) = (input(false), input(true), spec.edges != Edges::None);
+    let mut out = vec![Values::Declared];
+    if inputs && edges {
+        out.push(Values::Specials {
+            nonfinite: spec.edges == Edges::All,
+        });
+    }
+    if floats && edges {
+        out.extend([
+            Values::Large,
+            Values::Offset { negative: false },
+            Values::Offset { negative: true },
+            Values::Magnitude { huge: true },
+            Values::Magnitude { huge: false },
+        ]);
+    }
+    if inputs {
+        out.extend([Values::Constant, Values::Sorted]);
+    }
+    out
+}
+
+/// The values next to each end of an integer scalar's range that its proof always takes.
+const SCALAR_ENDS: i64 = 4;
+
 /// For each integer scalar that is not a size: the values to prove with, covering its range
-/// (every value of a range of at most `m` values, else every residue modulo `m` and both
-/// ends), in a seeded order.
+/// (every value of a small range, else every residue modulo `m` and the [`SCALAR_ENDS`]
+/// values at each end), in a seeded order.
 fn scalar_values(
     spec: &KernelSpec,
     scope: &Scope,
@@ -286,36 +414,19 @@ fn scalar_values(
 ) -> BTreeMap<String, Vec<i64>> {
     let mut out = BTreeMap::new();
     for (name, _) in integer_scalars(spec) {
-        let (lo, hi) = match (
-            scope.claimed.as_ref().and_then(|c| c.scalars.get(name)),
-            spec.distribution(name),
-        ) {
-            (Some([lo, hi]), _) => (*lo, *hi),
-            (None, Distribution::Uniform { lo, hi }) => (lo.round() as i64, hi.round() as i64),
-            (None, Distribution::Normal { mean, std }) => (
-                (mean - 3.0 * std).round() as i64,
-                (mean + 3.0 * std).round() as i64,
-            ),
-            (None, Distribution::Constant { value }) => {
-                (value.round() as i64, value.round() as i64)
-            }
-            // Integer buffers only (the annotation's rules): not a scalar's.
-            (
-                None,
-                Distribution::UniformInt { .. }
-                | Distribution::Permutation
-                | Distribution::Monotone { .. },
-            ) => continue,
+        let Some((lo, hi)) = scalar_range(spec, scope, name) else {
+            continue;
         };
-        let (lo, hi) = (lo.min(hi), lo.max(hi));
         let span = hi.saturating_sub(lo);
-        let mut values: Vec<i64> = if span < m {
+        let mut values: Vec<i64> = if span < m + 2 * SCALAR_ENDS {
             (lo..=hi).collect()
         } else {
             let mut v: Vec<i64> = (0..m)
                 .map(|r| lo + (r + m * rng.gen_range(0..=(span - m) / m)).min(span))
                 .collect();
-            v.extend([lo, hi]);
+            // Both ends and their neighbours: an unrolled loop whose last tile is wrong only
+            // for the few largest values.
+            v.extend((0..SCALAR_ENDS).flat_map(|k| [lo + k, hi - k]));
             v.sort_unstable();
             v.dedup();
             v
@@ -324,4 +435,29 @@ fn scalar_values(
         out.insert(name.to_string(), values);
     }
     out
+}
+
+/// The range an integer scalar that is not a size is proven over: what the lockfile entry
+/// claims, else its declared distribution's (a normal one's at three deviations); `None` for
+/// distributions of integer buffers only.
+fn scalar_range(spec: &KernelSpec, scope: &Scope, name: &str) -> Option<(i64, i64)> {
+    let (lo, hi) = match (
+        scope.claimed.as_ref().and_then(|c| c.scalars.get(name)),
+        spec.distribution(name),
+    ) {
+        (Some([lo, hi]), _) => (*lo, *hi),
+        (None, Distribution::Uniform { lo, hi }) => (lo.round() as i64, hi.round() as i64),
+        (None, Distribution::Normal { mean, std }) => (
+            (mean - 3.0 * std).round() as i64,
+            (mean + 3.0 * std).round() as i64,
+        ),
+        (None, Distribution::Constant { value }) => (value.round() as i64, value.round() as i64),
+        (
+            None,
+            Distribution::UniformInt { .. }
+            | Distribution::Permutation
+            | Distribution::Monotone { .. },
+        ) => return None,
+    };
+    Some((lo.min(hi), lo.max(hi)))
 }

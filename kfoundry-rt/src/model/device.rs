@@ -124,6 +124,16 @@ impl DeviceKey {
         Ok(key)
     }
 
+    /// The canonical key of the device `text` names however it is spelled (`08086|...` →
+    /// `8086|...`), or `text` itself when it names none: what two keys are compared by when
+    /// one may be spelled otherwise.
+    pub fn canonical(text: &str) -> String {
+        match DeviceKey::parse(text) {
+            Ok(_) => text.to_string(),
+            Err(e) => e.canonical().unwrap_or(text).to_string(),
+        }
+    }
+
     /// Same hardware (vendor and device name), any driver.
     pub fn same_device(&self, other: &DeviceKey) -> bool {
         self.vendor_id == other.vendor_id && self.name == other.name

@@ -138,12 +138,8 @@ impl Variant {
 
 /// What makes a variant the one of its slot: its device (canonical: a key spelled otherwise
 /// counts as the key it names) and its workload. A kernel holds one variant per slot.
-fn slot(v: &Variant) -> (String, &str) {
-    let device = match DeviceKey::parse(&v.device) {
-        Ok(_) => v.device.clone(),
-        Err(e) => e.canonical().unwrap_or(&v.device).to_string(),
-    };
-    (device, &v.workload)
+pub fn slot(v: &Variant) -> (String, &str) {
+    (DeviceKey::canonical(&v.device), &v.workload)
 }
 
 /// Checks that no two of one kernel's `variants` are for the same device (however its key is
@@ -152,20 +148,21 @@ fn slot(v: &Variant) -> (String, &str) {
 /// device and workload (the anchors of `ranges` are workloads of their own, so a portfolio's
 /// buckets never share a slot).
 pub fn check_unique(variants: &[Variant]) -> Result<(), Vec<String>> {
-    let mut seen = std::collections::BTreeSet::new();
-    let twins: Vec<String> = variants
-        .iter()
-        .filter(|v| !seen.insert(slot(v)))
-        .map(|v| {
-            let (device, workload) = slot(v);
-            let spelled = if device == v.device {
-                String::new()
-            } else {
-                format!(" (spelled `{}`)", v.device)
-            };
-            format!("a second variant for device `{device}`{spelled} at workload `{workload}`: one kernel holds one variant per device and workload; remove one, or re-tune")
-        })
-        .collect();
+    let mut first: BTreeMap<(String, &str), &Variant> = BTreeMap::new();
+    let mut twins = Vec::new();
+    for v in variants {
+        let (device, workload) = slot(v);
+        let Some(held) = first.get(&(device.clone(), workload)) else {
+            first.insert((device, workload), v);
+            continue;
+        };
+        let spelled = if held.device == device && v.device == device {
+            String::new()
+        } else {
+            format!(" (keyed `{}` and `{}`)", held.device, v.device)
+        };
+        twins.push(format!("a second variant for device `{device}` at workload `{workload}`{spelled}: one kernel holds one variant per device and workload; remove one, or re-tune"));
+    }
     if twins.is_empty() {
         Ok(())
     } else {
@@ -245,7 +242,7 @@ mod tests {
             let e = check_unique(&[at(key, "small"), at(twin, "small")]).unwrap_err();
             assert!(
                 e[0].contains(&format!(
-                    "device `8086|cpu|1|3.0` (spelled `{twin}`) at workload `small`"
+                    "device `8086|cpu|1|3.0` at workload `small` (keyed `{key}` and `{twin}`)"
                 )),
                 "{e:?}"
             );

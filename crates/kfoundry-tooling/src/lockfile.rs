@@ -107,9 +107,6 @@ impl Lockfile {
     /// described in `[devices]`, and each kernel holds one variant per device and workload
     /// ([`check_unique`]). The first problem found, naming the kernel and key.
     pub fn validate(&self) -> Result<(), String> {
-        for key in self.devices.keys() {
-            DeviceKey::parse(key).map_err(|e| format!("[devices]: {e}"))?;
-        }
         for (id, entry) in &self.kernels {
             for v in &entry.variants {
                 DeviceKey::parse(&v.device).map_err(|e| {
@@ -127,6 +124,9 @@ impl Lockfile {
             }
             check_unique(&entry.variants)
                 .map_err(|twins| format!("kernel `{id}`: {}", twins.join("; ")))?;
+        }
+        for key in self.devices.keys() {
+            DeviceKey::parse(key).map_err(|e| format!("[devices]: {e}"))?;
         }
         Ok(())
     }

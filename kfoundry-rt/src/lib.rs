@@ -9,7 +9,7 @@
 
 pub mod model;
 
-pub use model::device::{DeviceInfo, DeviceKey, DeviceTraits};
+pub use model::device::{DeviceInfo, DeviceKey, DeviceTraits, KeyError};
 pub use model::select::{Choice, Step};
 pub use model::spec::KernelSpec;
 

@@ -266,7 +266,7 @@ fn kernel_section(
     let devices: std::collections::BTreeSet<&str> =
         entry.variants.iter().map(|v| v.device.as_str()).collect();
     for device in devices {
-        let Some(key) = DeviceKey::parse(device) else {
+        let Ok(key) = DeviceKey::parse(device) else {
             continue;
         };
         for w in &spec.workloads {

@@ -17,6 +17,7 @@
 //! | project's model table | a bundle's `api_key_env` sent `GITHUB_TOKEN` to its URL | not used unless asked; never names the key's variable |
 //! | lockfile edits | a failing configuration, a made-up device, a widened `proven` | `check --verify` re-proves what would run here |
 //! | merge | the side claiming 1 ns won | a conflict, never settled by a claimed time |
+//! | device-key twins | `+8086\|...`, `08086\|...`, a capitalised name: this device, winning dispatch's tie by a claimed 1 ns | keys canonical when read; one variant per kernel, device and workload; ties never by a claimed time |
 //! | unbounded input | a FIFO as a generated source; a workload larger than the host | regular files only; a clear error before anything is allocated |
 //! | values far from the declared ones | a softmax whose maximum starts at 0, a one-pass variance, a plain sum of squares | inputs shifted far from zero and at either end of the format's range, judged with the reference's own sensitivity |
 //! | above the tuned size | a persistent kernel's later pass drops a partial vector | residue sets on both sides of the tuned sizes |
@@ -610,6 +611,141 @@ fn a_claimed_time_never_settles_a_merge() {
         "{stderr}"
     );
     assert!(!dir.path().join("c.lock").exists(), "nothing written");
+}
+
+/// A lockfile entry for this very device under another spelling of its key (`+8086`, `08086`,
+/// a capitalised name), or a second entry under the same key, with other parameters and a
+/// claimed time of 1 ns: before, it parsed to this device and won dispatch's tie by its claim,
+/// `check --locked` said nothing, `merge` kept it as a slot of its own and a re-tune kept it
+/// beside the new result. Now every reader refuses it, naming the key.
+#[test]
+fn a_device_key_twin_is_refused_by_check_merge_and_tune() {
+    let source = r#"__kernel void k(const int n, __global const float* x, __global float* y) {
+        int i = get_global_id(0);
+        float slow = 0.0f; for (int s = 0; s < 32 * (P == 0); s++) slow += fmin(fabs(x[(i + s) % n]), 0.0f);
+        /* P=2: wrong everywhere */
+        y[i] = P == 2 ? 1.0f : 2.0f * x[i] + slow;
+    }"#;
+    let args = format!(
+        r#"code = {source:?}, params(P = [0, 1, 2]), reference(P = 0), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 4096))"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle::write(dir.path(), "t.json", "Twin", &args);
+    let good = dir.path().join("good.lock");
+    let (out, _) = tune(&b, &good, 0, &["--budget-evals", "4"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let original = Lockfile::read(&good).unwrap().unwrap();
+    let honest = original.kernels["test::Twin"].variants[0].clone();
+    let key = honest.device.clone();
+    let (vendor, rest) = key.split_once('|').unwrap();
+    let (name, tail) = rest.split_once('|').unwrap();
+    let run = |args: &[&str], lock: &Path| {
+        let out = exe()
+            .current_dir(dir.path())
+            .args(args)
+            .arg("--bundle")
+            .arg(&b)
+            .arg("--lockfile")
+            .arg(lock)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let twins = [
+        format!("+{vendor}|{rest}"),
+        format!("0{vendor}|{rest}"),
+        format!("{vendor}|{}|{tail}", name.to_uppercase()),
+        key.clone(),
+    ];
+    for (i, twin) in twins.iter().enumerate() {
+        // the twin: wrong parameters, claiming 1 ns, for the same workload (written as a
+        // hand or a tool would, past `write_atomic`'s own check)
+        let mut l = original.clone();
+        l.devices.insert(twin.clone(), l.devices[&key].clone());
+        l.kernels.get_mut("test::Twin").unwrap().variants.push(
+            kfoundry_rt::model::variant::Variant {
+                device: twin.clone(),
+                params: [("P".to_string(), 2)].into(),
+                time_ns: 1,
+                ..honest.clone()
+            },
+        );
+        let path = dir.path().join(format!("twin{i}.lock"));
+        let text = l.to_toml().unwrap();
+        std::fs::write(&path, &text).unwrap();
+        let expected = if *twin == key {
+            format!("a second variant for device `{key}` at workload `w`")
+        } else {
+            format!("device key `{twin}` is not canonical: write `{key}`")
+        };
+        // `check`, with and without --locked
+        for locked in [true, false] {
+            let args: &[&str] = if locked {
+                &["check", "--locked"]
+            } else {
+                &["check"]
+            };
+            let (ok, said) = run(args, &path);
+            assert!(
+                !ok && said.contains(&expected) && said.contains(&format!("twin{i}.lock")),
+                "check (locked: {locked}) on `{twin}`: {said}"
+            );
+        }
+        // `merge`: refused, nothing written, in either order
+        for inputs in [
+            ["good.lock", &format!("twin{i}.lock")],
+            [&format!("twin{i}.lock"), "good.lock"],
+        ] {
+            let out = exe()
+                .current_dir(dir.path())
+                .args([
+                    "merge",
+                    inputs[0],
+                    inputs[1],
+                    "-o",
+                    "merged.lock",
+                    "--bundle",
+                ])
+                .arg(&b)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && stderr.contains(&expected),
+                "merge {inputs:?}: {stderr}"
+            );
+            assert!(!dir.path().join("merged.lock").exists(), "nothing written");
+        }
+        // a re-tune: refused before searching, leaving the file as it was (never a tune that
+        // writes its result beside the twin)
+        let (out, _) = tune(&b, &path, 1, &["--budget-evals", "4"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(&expected),
+            "tune on `{twin}`: {stderr}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+    // The honest lockfile still passes, and a re-tune of it holds one variant per slot.
+    let (ok, said) = run(&["check", "--locked"], &good);
+    assert!(ok, "{said}");
+    let (out, _) = tune(&b, &good, 1, &["--budget-evals", "4"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let l = Lockfile::read(&good).unwrap().unwrap();
+    assert_eq!(l.kernels["test::Twin"].variants.len(), 1, "{l:?}");
 }
 
 #[cfg(unix)]

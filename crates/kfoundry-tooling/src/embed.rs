@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use kfoundry_rt::model::declared::declared_params;
 use kfoundry_rt::model::signature::{KernelArg, ScalarType};
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec};
-use kfoundry_rt::model::variant::{check_variant, Variant};
+use kfoundry_rt::model::variant::{check_unique, check_variant, Variant};
 
 use crate::fingerprint::fingerprint;
 use crate::lockfile::{Lockfile, FILE_NAME};
@@ -78,7 +78,8 @@ pub struct Embedded {
 /// The variants of `spec` in `lock` (read from `lockfile`) to embed, with their generated
 /// sources. An entry tuned for another fingerprint is stale and embeds nothing (editing a
 /// kernel must not break its build). An entry for the current fingerprint is embedded only
-/// when every variant passes [`check_variant`]; otherwise every problem is returned, each
+/// when every variant passes [`check_variant`] (a canonical device key among others) and no
+/// two share a device and workload ([`check_unique`]); otherwise every problem is returned, each
 /// naming the variant, so that the build fails instead of shipping something the lockfile does
 /// not say.
 pub fn embeddable(
@@ -92,7 +93,8 @@ pub fn embeddable(
         _ => return Ok(Embedded::default()),
     };
     let mut out = Embedded::default();
-    let mut problems = Vec::new();
+    // One variant per device and workload: of two, which runs would be for dispatch to guess.
+    let mut problems = check_unique(&entry.variants).err().unwrap_or_default();
     for v in &entry.variants {
         let located = |why: String| {
             format!(
@@ -381,7 +383,11 @@ mod tests {
             ),
         ];
         for (i, (mutate, needle)) in cases.into_iter().enumerate() {
-            let mut bad = good.clone();
+            // on another device, so that only the edit is wrong with it
+            let mut bad = Variant {
+                device: DeviceKey::from_reported(0x10de, "B", "1", "OpenCL 3.0").to_string(),
+                ..good.clone()
+            };
             mutate(&mut bad);
             let mut lock = lock_with(&spec, vec![good.clone()]);
             if let Some(e) = lock.kernels.get_mut(&spec.id) {
@@ -393,6 +399,68 @@ mod tests {
                 problems[0].contains(needle),
                 "case {i}: expected {needle:?} in {problems:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_twin_entry_is_refused() {
+        let spec = saxpy();
+        let nowhere = Path::new("/nonexistent/Kfoundry.lock");
+        let good = plain(&spec);
+        let faster = Variant {
+            params: [("WG".to_string(), 128), ("VEC".to_string(), 1)].into(),
+            time_ns: 0,
+            ..good.clone()
+        };
+        let canonical = good.device.clone();
+        for (device, needles) in [
+            (
+                canonical.clone(),
+                vec![format!(
+                    "a second variant for device `{canonical}` at workload `large`"
+                )],
+            ),
+            (
+                format!("+{canonical}"),
+                vec![
+                    format!("device key `+{canonical}` is not canonical: write `{canonical}`"),
+                    format!(
+                        "a second variant for device `{canonical}` at workload `large` (keyed `"
+                    ),
+                ],
+            ),
+            (
+                format!("0{canonical}"),
+                vec![format!(
+                    "device key `0{canonical}` is not canonical: write `{canonical}`"
+                )],
+            ),
+            (
+                canonical.replace("|a|", "|A|"),
+                vec![format!("is not canonical: write `{canonical}`")],
+            ),
+        ] {
+            for order in [false, true] {
+                let twin = Variant {
+                    device: device.clone(),
+                    ..faster.clone()
+                };
+                let mut lock = lock_with(&spec, vec![good.clone()]);
+                if let Some(e) = lock.kernels.get_mut(&spec.id) {
+                    e.variants = if order {
+                        vec![twin, good.clone()]
+                    } else {
+                        vec![good.clone(), twin]
+                    };
+                }
+                let problems = embeddable(nowhere, &lock, &spec).unwrap_err();
+                for needle in &needles {
+                    assert!(
+                        problems.iter().any(|p| p.contains(needle.as_str())),
+                        "{device}: expected {needle:?} in {problems:?}"
+                    );
+                }
+            }
         }
     }
 

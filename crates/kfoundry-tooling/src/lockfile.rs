@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use kfoundry_rt::model::device::DeviceInfo;
-use kfoundry_rt::model::variant::Variant;
+use kfoundry_rt::model::device::{DeviceInfo, DeviceKey};
+use kfoundry_rt::model::variant::{check_unique, slot, Variant};
 
 /// The schema version this build writes. Earlier files are read too: version 1 has no
 /// `proven` sizes, version 2 no proof version or integer scalar ranges (`proof`, `scalars`).
@@ -56,6 +56,8 @@ pub enum LockError {
     NotAFile { path: PathBuf },
     #[error("cannot write the lockfile: {message}")]
     Serialize { message: String },
+    #[error("{path} was not written: {message}")]
+    Invalid { path: PathBuf, message: String },
 }
 
 impl Default for Lockfile {
@@ -96,17 +98,37 @@ impl Lockfile {
             });
         }
         let lock: Lockfile = toml::from_str(text).map_err(|e| malformed(e.to_string()))?;
-        for (id, entry) in &lock.kernels {
+        lock.validate().map_err(malformed)?;
+        Ok(lock)
+    }
+
+    /// What every lockfile read or written must hold, beyond its schema: each device key is
+    /// canonical ([`DeviceKey::parse`]: one device, one key), each variant's device is
+    /// described in `[devices]`, and each kernel holds one variant per device and workload
+    /// ([`check_unique`]). The first problem found, naming the kernel and key.
+    pub fn validate(&self) -> Result<(), String> {
+        for (id, entry) in &self.kernels {
             for v in &entry.variants {
-                if !lock.devices.contains_key(&v.device) {
-                    return Err(malformed(format!(
+                DeviceKey::parse(&v.device).map_err(|e| {
+                    format!(
+                        "kernel `{id}`, its variant at workload `{}`: {e}",
+                        v.workload
+                    )
+                })?;
+                if !self.devices.contains_key(&v.device) {
+                    return Err(format!(
                         "kernel `{id}` has a variant for device `{}`, which is not in [devices]",
                         v.device
-                    )));
+                    ));
                 }
             }
+            check_unique(&entry.variants)
+                .map_err(|twins| format!("kernel `{id}`: {}", twins.join("; ")))?;
         }
-        Ok(lock)
+        for key in self.devices.keys() {
+            DeviceKey::parse(key).map_err(|e| format!("[devices]: {e}"))?;
+        }
+        Ok(())
     }
 
     /// Reads the lockfile at `path`; `Ok(None)` when there is none. Anything at `path` that
@@ -162,8 +184,14 @@ impl Lockfile {
     }
 
     /// Replaces the lockfile at `path` atomically (temporary file in the same directory, then
-    /// rename): readers see the old or the new file, never a torn one.
+    /// rename): readers see the old or the new file, never a torn one. A lockfile that would
+    /// not be read back ([`Lockfile::validate`]: a key not canonical, two variants for one
+    /// slot) is not written.
     pub fn write_atomic(&self, path: &Path) -> Result<(), LockError> {
+        self.validate().map_err(|message| LockError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
         let text = self.to_toml()?;
         crate::files::write_atomic(path, text.as_bytes()).map_err(|source| LockError::Io {
             path: path.to_path_buf(),
@@ -172,9 +200,10 @@ impl Lockfile {
     }
 
     /// Records the result of tuning `kernel` on `device`: that device's old variants of the
-    /// kernel are replaced, other devices' are kept. When the kernel's fingerprint changed,
-    /// the variants of other devices are stale and are dropped; their device keys are
-    /// returned so the caller can say so.
+    /// kernel are replaced, other devices' are kept, and a variant replaces any other of its
+    /// slot (device and workload) so that no slot holds two. When the kernel's fingerprint
+    /// changed, the variants of other devices are stale and are dropped; their device keys
+    /// are returned so the caller can say so.
     pub fn record(
         &mut self,
         kernel: &str,
@@ -204,8 +233,15 @@ impl Lockfile {
             entry.variants.clear();
             entry.fingerprint = fingerprint.to_string();
         }
-        entry.variants.retain(|v| v.device != device);
-        entry.variants.extend(variants);
+        // by the device each key names, so that a key spelled otherwise goes too
+        let this = DeviceKey::canonical(device);
+        entry
+            .variants
+            .retain(|v| DeviceKey::canonical(&v.device) != this);
+        for v in variants {
+            entry.variants.retain(|o| slot(o) != slot(&v));
+            entry.variants.push(v);
+        }
         self.prune_devices();
         dropped
     }
@@ -267,6 +303,10 @@ mod tests {
             device_info: None,
         }
     }
+
+    /// Two devices' canonical keys.
+    const A: &str = "8086|cpu-haswell|3.1|3.0";
+    const B: &str = "8086|cpu-skylake|3.1|3.0";
 
     fn info(name: &str) -> DeviceInfo {
         DeviceInfo {
@@ -357,7 +397,7 @@ mod tests {
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = Lockfile::parse("version = 1\n[[kernels.k.variants]]\n", p).unwrap_err();
         assert!(e.to_string().contains("Kfoundry.lock"), "{e}");
-        let text = "version = 1\n[kernels.k]\nfingerprint = \"f\"\n[[kernels.k.variants]]\ndevice = \"zz\"\nworkload = \"w\"\nsizes = {}\nparams = {}\ntime_ns = 1\nreference_time_ns = 1\nevaluations = 1\nfailures = 0\n";
+        let text = "version = 1\n[kernels.k]\nfingerprint = \"f\"\n[[kernels.k.variants]]\ndevice = \"8086|cpu|1|3.0\"\nworkload = \"w\"\nsizes = {}\nparams = {}\ntime_ns = 1\nreference_time_ns = 1\nevaluations = 1\nfailures = 0\n";
         let e = Lockfile::parse(text, p).unwrap_err();
         assert!(e.to_string().contains("not in [devices]"), "{e}");
         let e = Lockfile::parse("version = \"1\"", p).unwrap_err();
@@ -366,7 +406,7 @@ mod tests {
 
     #[test]
     fn proven_ranges_and_version_1_entries() {
-        let mut v = variant("a", "large", 32);
+        let mut v = variant(A, "large", 32);
         // A version 1 entry was verified at its tuned sizes only.
         assert_eq!(
             v.proven_range(),
@@ -381,7 +421,7 @@ mod tests {
         ];
         assert_eq!(v.proven_range()["n"], (3 << 17, 1 << 21));
         let mut lock = Lockfile::default();
-        lock.record("k", "f", "a", info("a"), vec![v.clone()]);
+        lock.record("k", "f", A, info("a"), vec![v.clone()]);
         let text = lock.to_toml().unwrap();
         assert!(text.contains("n = [1048576, 393216, 2097152]"), "{text}");
         let back = Lockfile::parse(&text, Path::new("Kfoundry.lock")).unwrap();
@@ -412,12 +452,116 @@ mod tests {
         let path = dir.path().join(FILE_NAME);
         assert!(Lockfile::read(&path).unwrap().is_none());
         let mut lock = Lockfile::default();
-        lock.record("k", "f", "a", info("a"), vec![variant("a", "large", 32)]);
+        lock.record("k", "f", A, info("a"), vec![variant(A, "large", 32)]);
         lock.write_atomic(&path).unwrap();
-        lock.record("k", "f", "b", info("b"), vec![variant("b", "large", 32)]);
+        lock.record("k", "f", B, info("b"), vec![variant(B, "large", 32)]);
         lock.write_atomic(&path).unwrap();
         assert_eq!(Lockfile::read(&path).unwrap().unwrap(), lock);
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temporary files left behind");
+    }
+
+    /// A lockfile's text with `kernel`'s variants for these (device, workload, WG) and every
+    /// device described.
+    fn text_with(variants: &[(&str, &str, i64)]) -> String {
+        let mut lock = Lockfile::default();
+        lock.kernels.insert(
+            "k".into(),
+            KernelEntry {
+                fingerprint: "f".into(),
+                variants: variants
+                    .iter()
+                    .map(|(d, w, wg)| variant(d, w, *wg))
+                    .collect(),
+            },
+        );
+        for (d, _, _) in variants {
+            lock.devices.insert(d.to_string(), info(d));
+        }
+        lock.to_toml().unwrap()
+    }
+
+    #[test]
+    fn one_device_has_one_key_and_one_slot_one_variant() {
+        let p = Path::new("/x/Kfoundry.lock");
+        assert!(Lockfile::parse(&text_with(&[(A, "large", 32), (A, "small", 64)]), p).is_ok());
+        // a twin under another spelling of the key, alone or beside the honest entry
+        for twin in [
+            "+8086|cpu-haswell|3.1|3.0",
+            "08086|cpu-haswell|3.1|3.0",
+            "0x8086|cpu-haswell|3.1|3.0",
+            "8086|CPU-Haswell|3.1|3.0",
+            "8086|cpu-haswell |3.1|3.0",
+        ] {
+            for text in [
+                text_with(&[(twin, "large", 1024)]),
+                text_with(&[(A, "large", 32), (twin, "large", 1024)]),
+            ] {
+                let e = Lockfile::parse(&text, p).unwrap_err().to_string();
+                assert!(
+                    e.starts_with("/x/Kfoundry.lock: not a valid Kfoundry.lock: ")
+                        && e.contains(&format!(
+                            "device key `{twin}` is not canonical: write `{A}`"
+                        )),
+                    "{e}"
+                );
+            }
+        }
+        // a key spelled otherwise in [devices] alone
+        let mut lock = Lockfile::parse(&text_with(&[(A, "large", 32)]), p).unwrap();
+        lock.devices.insert(format!("0{A}"), info("a"));
+        let text = lock.to_toml().unwrap();
+        let e = Lockfile::parse(&text, p).unwrap_err().to_string();
+        assert!(e.contains("[devices]: device key `08086|"), "{e}\n{text}");
+        // the same key twice for one workload
+        let e = Lockfile::parse(&text_with(&[(A, "large", 32), (A, "large", 1024)]), p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "kernel `k`: a second variant for device `{A}` at workload `large`"
+            )),
+            "{e}"
+        );
+        // nor is such a lockfile written
+        let mut lock = Lockfile::parse(&text_with(&[(A, "large", 32)]), p).unwrap();
+        lock.kernels
+            .get_mut("k")
+            .unwrap()
+            .variants
+            .push(variant(A, "large", 64));
+        let dir = tempfile::tempdir().unwrap();
+        let e = lock.write_atomic(&dir.path().join(FILE_NAME)).unwrap_err();
+        assert!(matches!(e, LockError::Invalid { .. }), "{e}");
+        assert!(e.to_string().contains("was not written"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_record_replaces_the_variant_of_its_slot() {
+        let mut lock = Lockfile::default();
+        lock.record("k", "f", A, info("a"), vec![variant(A, "large", 32)]);
+        lock.record("k", "f", B, info("b"), vec![variant(B, "large", 32)]);
+        // a result given twice for one workload: the later one stays
+        lock.record(
+            "k",
+            "f",
+            A,
+            info("a"),
+            vec![variant(A, "large", 64), variant(A, "large", 128)],
+        );
+        let v = &lock.kernels["k"].variants;
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(v.iter().any(|v| v.device == A && v.params["WG"] == 128));
+        // a twin under another spelling, held in memory, goes with its device's variants
+        lock.kernels.get_mut("k").unwrap().variants.push(variant(
+            "08086|cpu-haswell|3.1|3.0",
+            "small",
+            1,
+        ));
+        lock.record("k", "f", A, info("a"), vec![variant(A, "large", 256)]);
+        let v = &lock.kernels["k"].variants;
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(lock.validate().is_ok(), "{:?}", lock.validate());
     }
 }

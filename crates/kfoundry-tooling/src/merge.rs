@@ -11,7 +11,11 @@
 //!    sources at hand, or for a kernel the sources no longer have, a disagreement is an error
 //!    for the first and a drop (with a note) for the second.
 //! 3. **One variant per kernel, device and workload (a slot), never chosen by what an input
-//!    claims**: a `time_ns` is a number anyone can write, so no slot is settled by it. When the
+//!    claims**: a `time_ns` is a number anyone can write, so no slot is settled by it. Every
+//!    device key must be canonical (one device, one key: a twin spelled `08086|...` would
+//!    be a slot of its own), else the merge is refused ([`MergeError::Key`]); two different
+//!    variants for one slot in one input are a conflict (reading a lockfile refuses both
+//!    already, [`Lockfile::validate`]). When the
 //!    inputs hold the same variant for a slot (the same code at the same proven sizes: device,
 //!    workload, sizes, parameters, generated source, proven sizes and scalars, proof version)
 //!    it is kept (differing only in their measurements, the one a deterministic order puts
@@ -26,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use kfoundry_rt::model::device::DeviceInfo;
+use kfoundry_rt::model::device::{DeviceInfo, DeviceKey};
 use kfoundry_rt::model::variant::Variant;
 
 use crate::lockfile::{KernelEntry, Lockfile};
@@ -43,6 +47,10 @@ pub enum MergeError {
         kernel: String,
         fingerprints: String,
     },
+    /// An input names a device by a key that is not canonical: a twin of the device's own
+    /// key would be a slot of its own, merged without a conflict.
+    #[error("{input}: {message}")]
+    Key { input: String, message: String },
 }
 
 /// A slot the inputs disagree on and the rules cannot settle.
@@ -104,6 +112,20 @@ pub fn merge(
             .map(|(name, l)| format!("{name}: {}", l.version))
             .collect();
         return Err(MergeError::Versions(each.join(", ")));
+    }
+    // Rule 3's slots are keyed by device key: every key must be the one its device has.
+    for (name, l) in inputs.iter().copied().chain(base.map(|b| ("the base", b))) {
+        let keys = l.devices.keys().chain(
+            l.kernels
+                .values()
+                .flat_map(|e| e.variants.iter().map(|v| &v.device)),
+        );
+        for key in keys {
+            DeviceKey::parse(key).map_err(|e| MergeError::Key {
+                input: name.to_string(),
+                message: e.to_string(),
+            })?;
+        }
     }
     let mut notes = Vec::new();
     let mut conflicts = Vec::new();
@@ -392,15 +414,15 @@ mod tests {
         let a = lock(
             "f1",
             vec![
-                variant("gpu-a", "full", 100, false),
-                variant("gpu-a", "small", 10, false),
+                variant("10de|gpu-a|1|3.0", "full", 100, false),
+                variant("10de|gpu-a|1|3.0", "small", 10, false),
             ],
         );
         let b = lock(
             "f1",
             vec![
-                variant("gpu-b", "full", 90, false),
-                variant("gpu-a", "full", 80, false),
+                variant("10de|gpu-b|1|3.0", "full", 90, false),
+                variant("10de|gpu-a|1|3.0", "full", 80, false),
             ],
         );
         let m = merge(&[("a", &a), ("b", &b)], None, &|_| Err(())).unwrap();
@@ -411,7 +433,10 @@ mod tests {
         // gpu-a at full: other parameters on each side, and a claim of 80 ns does not win it
         assert_eq!(m.conflicts.len(), 1, "{:?}", m.conflicts);
         let c = &m.conflicts[0];
-        assert_eq!((c.device.as_str(), c.workload.as_str()), ("gpu-a", "full"));
+        assert_eq!(
+            (c.device.as_str(), c.workload.as_str()),
+            ("10de|gpu-a|1|3.0", "full")
+        );
         assert!(
             c.to_string().contains("a has WG=2") && c.to_string().contains("b has WG=3"),
             "{c}"
@@ -419,7 +444,7 @@ mod tests {
         // ours (the first input) is written for it
         assert_eq!(
             vs.iter()
-                .find(|v| v.device == "gpu-a" && v.workload == "full")
+                .find(|v| v.device == "10de|gpu-a|1|3.0" && v.workload == "full")
                 .unwrap()
                 .time_ns,
             100
@@ -427,8 +452,53 @@ mod tests {
     }
 
     #[test]
+    fn a_twin_key_is_refused_not_merged_as_a_slot_of_its_own() {
+        let key = "8086|cpu|1|3.0";
+        let ours = lock("f1", vec![variant(key, "full", 100, false)]);
+        for twin in ["+8086|cpu|1|3.0", "08086|cpu|1|3.0", "8086|CPU|1|3.0"] {
+            let theirs = lock("f1", vec![variant(twin, "full", 1, false)]);
+            for inputs in [
+                [("ours", &ours), ("theirs", &theirs)],
+                [("theirs", &theirs), ("ours", &ours)],
+            ] {
+                let e = merge(&inputs, None, &|_| Err(())).unwrap_err();
+                assert_eq!(
+                    e.to_string(),
+                    format!("theirs: device key `{twin}` is not canonical: write `{key}` (one device has one key)")
+                );
+            }
+            // in the common ancestor too, and in `[devices]` alone
+            let e = merge(&[("ours", &ours)], Some(&theirs), &|_| Err(())).unwrap_err();
+            assert!(e.to_string().starts_with("the base: device key"), "{e}");
+            let mut described = ours.clone();
+            described.devices.insert(twin.into(), DeviceInfo::default());
+            assert!(matches!(
+                merge(&[("ours", &described)], None, &|_| Err(())),
+                Err(MergeError::Key { .. })
+            ));
+        }
+        // two different variants for one slot in one input: a conflict, never one of them kept
+        // silently
+        let mut both = ours.clone();
+        both.kernels
+            .get_mut("k")
+            .unwrap()
+            .variants
+            .push(variant(key, "full", 1, false));
+        let m = merge(&[("both", &both)], None, &|_| Err(())).unwrap();
+        assert_eq!(m.conflicts.len(), 1, "{:?}", m.conflicts);
+        assert!(
+            m.conflicts[0]
+                .to_string()
+                .contains("two different variants"),
+            "{}",
+            m.conflicts[0]
+        );
+    }
+
+    #[test]
     fn the_same_variant_with_other_measurements_is_no_conflict() {
-        let a = lock("f1", vec![variant("gpu-a", "full", 50, true)]);
+        let a = lock("f1", vec![variant("10de|gpu-a|1|3.0", "full", 50, true)]);
         let mut b = a.clone();
         let v = &mut b.kernels.get_mut("k").unwrap().variants[0];
         v.partial = false;
@@ -446,23 +516,23 @@ mod tests {
         let base = lock(
             "f1",
             vec![
-                variant("gpu-a", "full", 100, false),
-                variant("gpu-a", "small", 10, false),
+                variant("10de|gpu-a|1|3.0", "full", 100, false),
+                variant("10de|gpu-a|1|3.0", "small", 10, false),
             ],
         );
         // ours re-tuned full; theirs left it alone and re-tuned small
         let ours = lock(
             "f1",
             vec![
-                variant("gpu-a", "full", 90, false),
-                variant("gpu-a", "small", 10, false),
+                variant("10de|gpu-a|1|3.0", "full", 90, false),
+                variant("10de|gpu-a|1|3.0", "small", 10, false),
             ],
         );
         let theirs = lock(
             "f1",
             vec![
-                variant("gpu-a", "full", 100, false),
-                variant("gpu-a", "small", 12, false),
+                variant("10de|gpu-a|1|3.0", "full", 100, false),
+                variant("10de|gpu-a|1|3.0", "small", 12, false),
             ],
         );
         let m = merge(
@@ -485,8 +555,8 @@ mod tests {
         let liar = lock(
             "f1",
             vec![
-                variant("gpu-a", "full", 1, false),
-                variant("gpu-a", "small", 10, false),
+                variant("10de|gpu-a|1|3.0", "full", 1, false),
+                variant("10de|gpu-a|1|3.0", "small", 10, false),
             ],
         );
         let m = merge(&[("ours", &ours), ("theirs", &liar)], Some(&base), &|_| {
@@ -495,7 +565,7 @@ mod tests {
         .unwrap();
         assert_eq!(m.conflicts.len(), 1, "{:?}", m.conflicts);
         // one side removed a slot the other left alone: removed
-        let removed = lock("f1", vec![variant("gpu-a", "full", 100, false)]);
+        let removed = lock("f1", vec![variant("10de|gpu-a|1|3.0", "full", 100, false)]);
         let m = merge(
             &[("ours", &removed), ("theirs", &base)],
             Some(&base),
@@ -507,8 +577,8 @@ mod tests {
 
     #[test]
     fn the_stale_side_is_dropped_with_a_note_and_without_sources_it_is_an_error() {
-        let old = lock("f1", vec![variant("gpu-a", "full", 50, false)]);
-        let new = lock("f2", vec![variant("gpu-b", "full", 90, false)]);
+        let old = lock("f1", vec![variant("10de|gpu-a|1|3.0", "full", 50, false)]);
+        let new = lock("f2", vec![variant("10de|gpu-b|1|3.0", "full", 90, false)]);
         let m = merge(&[("old.lock", &old), ("new.lock", &new)], None, &|_| {
             Ok(Some("f2".into()))
         })
@@ -519,7 +589,7 @@ mod tests {
             m.lock.kernels["k"]
                 .variants
                 .iter()
-                .all(|v| v.device == "gpu-b"),
+                .all(|v| v.device == "10de|gpu-b|1|3.0"),
             "the stale side's variants went"
         );
         assert!(

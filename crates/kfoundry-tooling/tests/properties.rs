@@ -35,7 +35,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use kfoundry_rt::model::device::DeviceInfo;
+use kfoundry_rt::model::device::{DeviceInfo, DeviceKey};
 use kfoundry_rt::model::expr::{Env, EvalError, Expr};
 use kfoundry_rt::model::signature::{self, AddressSpace, KernelArg, KernelSignature, ScalarType};
 use kfoundry_rt::model::variant::Variant;
@@ -1143,14 +1143,30 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
         )
 }
 
-/// Lockfiles whose variants name devices that are in `[devices]` (what `parse` requires).
+/// Device keys as OpenCL reports build them (canonical, whatever the strings reported).
+fn device_key() -> impl Strategy<Value = String> {
+    (any::<u32>(), lock_text(), lock_text(), lock_text()).prop_filter_map(
+        "a device with a name",
+        |(vendor, name, driver, version)| {
+            let key = DeviceKey::from_reported(vendor, &name, &driver, &version).to_string();
+            DeviceKey::parse(&key).is_ok().then_some(key)
+        },
+    )
+}
+
+/// Lockfiles whose variants name devices that are in `[devices]`, by canonical keys, one
+/// variant per device and workload (what `parse` requires).
 fn lockfile() -> impl Strategy<Value = Lockfile> {
     prop_oneof![
         1 => Just(Lockfile::default()),
-        9 => (prop::collection::btree_map(lock_text(), device_info(), 1..4), 1u32..=2).prop_flat_map(|(devices, version)| {
+        9 => (prop::collection::btree_map(device_key(), device_info(), 1..4), 1u32..=2).prop_flat_map(|(devices, version)| {
             let keys: Vec<String> = devices.keys().cloned().collect();
             let entry = (lock_text(), prop::collection::vec(variant(keys), 0..4))
-                .prop_map(|(fingerprint, variants)| KernelEntry { fingerprint, variants });
+                .prop_map(|(fingerprint, mut variants)| {
+                    let mut slots = BTreeSet::new();
+                    variants.retain(|v| slots.insert((v.device.clone(), v.workload.clone())));
+                    KernelEntry { fingerprint, variants }
+                });
             prop::collection::btree_map(lock_text(), entry, 0..4)
                 .prop_map(move |kernels| Lockfile { version, devices: devices.clone(), kernels })
         }),
@@ -1203,10 +1219,10 @@ const LOCK_FRAGMENTS: &[&str] = &[
     "version = -1\n",
     "version = 4294967296\n",
     "version = \"1\"\n",
-    "[devices.d]\n",
+    "[devices.\"8086|d|1|3.0\"]\n",
     "[kernels.k]\n",
     "[[kernels.k.variants]]\n",
-    "device = \"d\"\n",
+    "device = \"8086|d|1|3.0\"\n",
     "fingerprint = \"f\"\n",
     "sizes = {}\n",
     "params = { n = 1 }\n",
@@ -1863,7 +1879,7 @@ fn bug_expr_literal_min_does_not_print_parseably() {
 fn bug_lockfile_u64_beyond_i64_is_lost() {
     let mut lock = Lockfile::default();
     let variant = Variant {
-        device: "d".into(),
+        device: "8086|d|1|3.0".into(),
         workload: "w".into(),
         sizes: BTreeMap::new(),
         params: BTreeMap::new(),
@@ -1878,7 +1894,13 @@ fn bug_lockfile_u64_beyond_i64_is_lost() {
         partial: false,
         device_info: None,
     };
-    lock.record("k", "f", "d", DeviceInfo::default(), vec![variant]);
+    lock.record(
+        "k",
+        "f",
+        "8086|d|1|3.0",
+        DeviceInfo::default(),
+        vec![variant],
+    );
     let text = lock.to_toml().unwrap();
     let back = Lockfile::parse(&text, Path::new("Kfoundry.lock"));
     assert!(
@@ -1896,7 +1918,7 @@ mod merging {
 
     fn arb_variant() -> impl Strategy<Value = Variant> {
         (
-            select(vec!["d1", "d2", "d3"]),
+            select(vec!["8086|d1|1|3.0", "8086|d2|1|3.0", "8086|d3|1|3.0"]),
             select(vec!["small", "full"]),
             1u64..6,
             1u64..4,

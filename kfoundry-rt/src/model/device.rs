@@ -20,6 +20,37 @@ pub struct DeviceKey {
     pub opencl: String,
 }
 
+/// Why a device key was refused ([`DeviceKey::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// Not a key at all.
+    #[error("`{key}` is not a device key: {why}")]
+    Malformed { key: String, why: String },
+    /// A key for a device spelled otherwise than its canonical key.
+    #[error("device key `{key}` is not canonical: write `{canonical}` (one device has one key)")]
+    NotCanonical { key: String, canonical: String },
+}
+
+impl KeyError {
+    /// The canonical key of the device named, when the text names one.
+    pub fn canonical(&self) -> Option<&str> {
+        match self {
+            KeyError::Malformed { .. } => None,
+            KeyError::NotCanonical { canonical, .. } => Some(canonical),
+        }
+    }
+}
+
+/// The `major.minor` word of a `CL_DEVICE_VERSION` ("OpenCL 3.0 CUDA" → "3.0"); empty when
+/// there is none.
+fn opencl_version(device_version: &str) -> String {
+    device_version
+        .split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+        .unwrap_or("")
+        .to_string()
+}
+
 /// Lower-cases, trims and collapses whitespace; `|` (the key separator) becomes `/`.
 pub fn normalise(text: &str) -> String {
     text.split_whitespace()
@@ -37,36 +68,70 @@ impl DeviceKey {
         driver: &str,
         device_version: &str,
     ) -> DeviceKey {
-        let opencl = device_version
-            .split_whitespace()
-            .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
-            .unwrap_or("")
-            .to_string();
         DeviceKey {
             vendor_id,
             name: normalise(name),
             driver: normalise(driver),
-            opencl,
+            opencl: opencl_version(device_version),
         }
     }
 
-    /// Parses the `Display` form `vendor|name|driver|opencl` (vendor in hex).
-    pub fn parse(text: &str) -> Option<DeviceKey> {
-        let mut parts = text.split('|');
-        let vendor = parts.next()?;
-        let vendor_id = u32::from_str_radix(vendor.trim_start_matches("0x"), 16).ok()?;
-        let name = parts.next()?.to_string();
-        let driver = parts.next()?.to_string();
-        let opencl = parts.next()?.to_string();
-        if parts.next().is_some() || name.is_empty() {
-            return None;
+    /// Parses a key in its canonical form: exactly what `Display` prints for the key it names
+    /// (`vendor|name|driver|opencl`, the vendor in lower-case hex of at least four digits,
+    /// name and driver normalised, the OpenCL version as [`DeviceKey::from_reported`] reads
+    /// it). Any other spelling of a device (`+8086`, `08086`, `0x8086`, `10DE`, a name with
+    /// capitals or extra spaces) is an error naming the canonical key: one device has one
+    /// key, so that a second entry for it cannot hide beside the first under another
+    /// spelling.
+    pub fn parse(text: &str) -> Result<DeviceKey, KeyError> {
+        let malformed = |why: &str| KeyError::Malformed {
+            key: text.to_string(),
+            why: why.to_string(),
+        };
+        let parts: Vec<&str> = text.split('|').collect();
+        let [vendor, name, driver, opencl] = parts[..] else {
+            return Err(malformed(
+                "a device key has four parts, `vendor|name|driver|opencl`",
+            ));
+        };
+        // `+8086`, `0x8086` name a vendor too: refused below as not canonical, with the fix
+        let signless = vendor.strip_prefix('+').unwrap_or(vendor);
+        let digits = signless
+            .strip_prefix("0x")
+            .or_else(|| signless.strip_prefix("0X"))
+            .unwrap_or(signless);
+        if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(malformed("the vendor id is not a hexadecimal number"));
         }
-        Some(DeviceKey {
+        let vendor_id = u32::from_str_radix(digits, 16)
+            .map_err(|_| malformed("the vendor id does not fit 32 bits"))?;
+        let key = DeviceKey {
             vendor_id,
-            name,
-            driver,
-            opencl,
-        })
+            name: normalise(name),
+            driver: normalise(driver),
+            opencl: opencl_version(opencl),
+        };
+        if key.name.is_empty() {
+            return Err(malformed("the device name is empty"));
+        }
+        let canonical = key.to_string();
+        if canonical != text {
+            return Err(KeyError::NotCanonical {
+                key: text.to_string(),
+                canonical,
+            });
+        }
+        Ok(key)
+    }
+
+    /// The canonical key of the device `text` names however it is spelled (`08086|...` →
+    /// `8086|...`), or `text` itself when it names none: what two keys are compared by when
+    /// one may be spelled otherwise.
+    pub fn canonical(text: &str) -> String {
+        match DeviceKey::parse(text) {
+            Ok(_) => text.to_string(),
+            Err(e) => e.canonical().unwrap_or(text).to_string(),
+        }
     }
 
     /// Same hardware (vendor and device name), any driver.
@@ -289,7 +354,7 @@ mod tests {
         let b = DeviceKey::from_reported(0x10de, "nvidia h200", "580.95.05", "OpenCL 3.0 CUDA");
         assert_eq!(a, b);
         assert_eq!(a.to_string(), "10de|nvidia h200|580.95.05|3.0");
-        assert_eq!(DeviceKey::parse(&a.to_string()), Some(a.clone()));
+        assert_eq!(DeviceKey::parse(&a.to_string()), Ok(a.clone()));
     }
 
     #[test]
@@ -373,16 +438,73 @@ mod tests {
         );
         assert_eq!(k.name, "cpu-haswell-intel(r) xeon(r) cpu @ 2.20ghz");
         assert_eq!(k.opencl, "3.0");
-        assert_eq!(DeviceKey::parse(&k.to_string()), Some(k));
+        assert_eq!(DeviceKey::parse(&k.to_string()), Ok(k));
     }
 
     #[test]
     fn separator_cannot_break_the_key() {
         let k = DeviceKey::from_reported(1, "odd|name", "d|1", "OpenCL 1.2");
-        assert_eq!(DeviceKey::parse(&k.to_string()), Some(k));
-        assert_eq!(DeviceKey::parse("zz|a|b|c"), None);
-        assert_eq!(DeviceKey::parse("10de|a|b"), None);
-        assert_eq!(DeviceKey::parse("10de|a|b|c|d"), None);
+        assert_eq!(DeviceKey::parse(&k.to_string()), Ok(k));
+        for bad in [
+            "zz|a|b|c",
+            "10de|a|b",
+            "10de|a|b|c|d",
+            "|a|b|c",
+            "10de||b|c",
+        ] {
+            let e = DeviceKey::parse(bad).unwrap_err();
+            assert!(matches!(e, KeyError::Malformed { .. }), "{bad}: {e}");
+            assert!(e.to_string().contains(&format!("`{bad}`")), "{e}");
+        }
+    }
+
+    #[test]
+    fn one_device_has_one_key() {
+        let key = "8086|cpu-haswell-intel(r) xeon(r)|3.1+debian|3.0";
+        let k = DeviceKey::parse(key).unwrap();
+        assert_eq!(k.to_string(), key);
+        // Every other spelling of the same device is refused, naming the canonical key.
+        for twin in [
+            "+8086|cpu-haswell-intel(r) xeon(r)|3.1+debian|3.0",
+            "08086|cpu-haswell-intel(r) xeon(r)|3.1+debian|3.0",
+            "0x8086|cpu-haswell-intel(r) xeon(r)|3.1+debian|3.0",
+            "8086|CPU-Haswell-Intel(R) Xeon(R)|3.1+debian|3.0",
+            "8086|cpu-haswell-intel(r)  xeon(r)|3.1+debian|3.0",
+            "8086| cpu-haswell-intel(r) xeon(r)|3.1+debian|3.0",
+            "8086|cpu-haswell-intel(r) xeon(r)|3.1+Debian|3.0",
+            "8086|cpu-haswell-intel(r) xeon(r)|3.1+debian|3.0 ",
+        ] {
+            let e = DeviceKey::parse(twin).unwrap_err();
+            assert_eq!(
+                e,
+                KeyError::NotCanonical {
+                    key: twin.into(),
+                    canonical: key.into()
+                },
+                "{twin}"
+            );
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "device key `{twin}` is not canonical: write `{key}` (one device has one key)"
+                )
+            );
+        }
+        // Vendor ids print in lower-case hex of at least four digits.
+        assert!(DeviceKey::parse("10de|nvidia h200|580|3.0").is_ok());
+        assert!(DeviceKey::parse("10DE|nvidia h200|580|3.0").is_err());
+        assert!(DeviceKey::parse("0001|x|1|3.0").is_ok());
+        assert!(DeviceKey::parse("1|x|1|3.0").is_err());
+        assert!(DeviceKey::parse("123456789|x|1|3.0").is_err());
+        // A key from what OpenCL reports is canonical whatever was reported.
+        for (name, driver, version) in [
+            ("NVIDIA  H200 ", " 580.95.05", "OpenCL 3.0 CUDA"),
+            ("odd|name", "d|1", "OpenCL 1.2"),
+            ("x", "", "no version"),
+        ] {
+            let k = DeviceKey::from_reported(0x10de, name, driver, version);
+            assert_eq!(DeviceKey::parse(&k.to_string()), Ok(k));
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! ([`DeviceInfo::distance`], same kind of device only) → the reference. At each step only
 //! variants whose constraints and geometry hold for the call's sizes are eligible (on another
 //! device, also its work-group limit); among them the one whose workload is nearest to the
-//! call's sizes (in log2 distance) wins, ties to the faster variant. At the nearest-device step
+//! call's sizes (in log2 distance) wins; a tie goes to the first workload by name, then to the
+//! first in the lockfile, never to the time an entry claims. At the nearest-device step
 //! the nearest device is taken first, then its nearest workload.
 
 use std::fmt;
@@ -188,14 +189,26 @@ pub fn choose(
             reasons.push(format!("{step}: no variant in the lockfile"));
             continue;
         }
+        // Ties go by what the entries are, never by the times they claim (a time is a number
+        // anyone can write in the lockfile): the first workload by name, then the first in
+        // the lockfile (`min_by` keeps the first of equals).
         let best = eligible.iter().min_by(|a, b| {
             a.1.total_cmp(&b.1)
-                .then(variants[a.0].time_ns.cmp(&variants[b.0].time_ns))
+                .then_with(|| variants[a.0].workload.cmp(&variants[b.0].workload))
         });
         if let Some(&(i, d)) = best {
             let v = &variants[i];
+            let tied = eligible
+                .iter()
+                .filter(|&&(j, e)| j != i && e.total_cmp(&d).is_eq())
+                .count();
+            let tie = if tied == 0 {
+                String::new()
+            } else {
+                format!(", tied with {tied} other(s): the first by workload name, then lockfile order (never by a claimed time)")
+            };
             reasons.push(format!(
-                "{step}: workload `{}` ({}) is the nearest of {} eligible (log2 distance {d:.2}); tuned {} ns vs reference {} ns",
+                "{step}: workload `{}` ({}) is the nearest of {} eligible (log2 distance {d:.2}{tie}); tuned {} ns vs reference {} ns",
                 v.workload,
                 fmt_sizes(&v.sizes),
                 eligible.len(),
@@ -252,7 +265,7 @@ pub fn steps_and_nearest(
     let nearest: Option<(String, f64)> = info.and_then(|me| {
         variants
             .iter()
-            .filter(|v| DeviceKey::parse(&v.device).is_some_and(|k| k.family() != family))
+            .filter(|v| DeviceKey::parse(&v.device).is_ok_and(|k| k.family() != family))
             .filter_map(|v| {
                 v.device_info
                     .as_ref()
@@ -264,7 +277,8 @@ pub fn steps_and_nearest(
     let steps = variants
         .iter()
         .map(|v| {
-            let k = DeviceKey::parse(&v.device)?;
+            // a key that is not canonical is never dispatched (the build refuses it too)
+            let k = DeviceKey::parse(&v.device).ok()?;
             if k == *device {
                 Some(Step::ExactDevice)
             } else if k.same_device(device) {
@@ -553,6 +567,69 @@ mod tests {
                 .step,
             Step::Reference
         );
+    }
+
+    #[test]
+    fn a_tie_is_never_broken_by_a_claimed_time() {
+        let mut spec = saxpy();
+        spec.extrapolate = true;
+        let dev = key("580");
+        // Two workloads equally near the call (2^16 is 4 doublings from each): the first by
+        // name wins, whatever time either claims.
+        let variants = vec![
+            variant(&dev, "b-large", 1 << 20, 128, 4, 900),
+            variant(&dev, "a-small", 1 << 12, 32, 2, 1),
+        ];
+        for claimed in [1, 900, 5000] {
+            let mut vs = variants.clone();
+            vs[0].time_ns = claimed;
+            let c = choose(&spec, &vs, &dev, None, None, &n(1 << 16), None).unwrap();
+            assert_eq!(c.variant, Some(1), "{c}");
+            assert!(
+                c.to_string()
+                    .contains("tied with 1 other(s): the first by workload name"),
+                "{c}"
+            );
+        }
+        // Two entries for one workload (a lockfile twin the build would refuse): the first in
+        // the lockfile, even when the second claims to be faster.
+        let twin = Variant {
+            time_ns: 1,
+            params: [("WG".to_string(), 32), ("VEC".to_string(), 4)].into(),
+            ..variants[0].clone()
+        };
+        let vs = vec![variants[0].clone(), twin.clone()];
+        let c = choose(&spec, &vs, &dev, None, None, &n(1 << 20), None).unwrap();
+        assert_eq!(c.variant, Some(0), "{c}");
+        assert!(c.to_string().contains("then lockfile order"), "{c}");
+        let vs = vec![twin, variants[0].clone()];
+        let c = choose(&spec, &vs, &dev, None, None, &n(1 << 20), None).unwrap();
+        assert_eq!(c.variant, Some(0), "{c}");
+        // Only one nearest: no tie to speak of.
+        let c = choose(&spec, &variants, &dev, None, None, &n(1 << 19), None).unwrap();
+        assert!(!c.to_string().contains("tied"), "{c}");
+    }
+
+    #[test]
+    fn a_key_spelled_otherwise_is_never_dispatched() {
+        let spec = saxpy();
+        let dev = DeviceKey::from_reported(0x8086, "cpu", "1", "OpenCL 3.0");
+        let honest = variant(&dev, "large", 1 << 20, 64, 1, 900);
+        for twin in ["+8086|cpu|1|3.0", "08086|cpu|1|3.0", "8086|CPU|1|3.0"] {
+            let hostile = Variant {
+                device: twin.into(),
+                time_ns: 1,
+                ..variant(&dev, "large", 1 << 20, 128, 4, 1)
+            };
+            for vs in [
+                vec![honest.clone(), hostile.clone()],
+                vec![hostile.clone(), honest.clone()],
+            ] {
+                let c = choose(&spec, &vs, &dev, None, None, &n(1 << 20), None).unwrap();
+                assert_eq!(c.params, honest.params, "{twin}: {c}");
+                assert!(c.to_string().contains("nearest of 1 eligible"), "{c}");
+            }
+        }
     }
 
     #[test]

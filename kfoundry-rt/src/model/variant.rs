@@ -136,14 +136,46 @@ impl Variant {
     }
 }
 
-/// Checks a lockfile variant against the annotation: a device key, exactly the declared
+/// What makes a variant the one of its slot: its device (canonical: a key spelled otherwise
+/// counts as the key it names) and its workload. A kernel holds one variant per slot.
+pub fn slot(v: &Variant) -> (String, &str) {
+    (DeviceKey::canonical(&v.device), &v.workload)
+}
+
+/// Checks that no two of one kernel's `variants` are for the same device (however its key is
+/// spelled) and workload: which of two would run is not something a claimed time may settle,
+/// so a twin is refused wherever variants are read. One message per extra variant, naming its
+/// device and workload (the anchors of `ranges` are workloads of their own, so a portfolio's
+/// buckets never share a slot).
+pub fn check_unique(variants: &[Variant]) -> Result<(), Vec<String>> {
+    let mut first: BTreeMap<(String, &str), &Variant> = BTreeMap::new();
+    let mut twins = Vec::new();
+    for v in variants {
+        let (device, workload) = slot(v);
+        let Some(held) = first.get(&(device.clone(), workload)) else {
+            first.insert((device, workload), v);
+            continue;
+        };
+        let spelled = if held.device == device && v.device == device {
+            String::new()
+        } else {
+            format!(" (keyed `{}` and `{}`)", held.device, v.device)
+        };
+        twins.push(format!("a second variant for device `{device}` at workload `{workload}`{spelled}: one kernel holds one variant per device and workload; remove one, or re-tune"));
+    }
+    if twins.is_empty() {
+        Ok(())
+    } else {
+        Err(twins)
+    }
+}
+
+/// Checks a lockfile variant against the annotation: a canonical device key, exactly the declared
 /// parameters (the annotation's and those its generated source `declared`) with values of
 /// their domains, a declared workload with its sizes, constraints and geometry that hold at
 /// those sizes and at every size it was proven at.
 pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Result<(), String> {
-    if DeviceKey::parse(&v.device).is_none() {
-        return Err(format!("`{}` is not a device key", v.device));
-    }
+    DeviceKey::parse(&v.device).map_err(|e| e.to_string())?;
     spec.check_params(&v.params, declared)?;
     let Some(workload) = spec.workloads.iter().find(|w| w.name == v.workload) else {
         return Err(format!("the kernel declares no workload `{}`", v.workload));
@@ -164,4 +196,75 @@ pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Resu
             .map_err(|e| format!("cannot run at sizes {}: {e}", fmt_assignments(sizes, ", ")))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(device: &str, workload: &str) -> Variant {
+        Variant {
+            device: device.into(),
+            workload: workload.into(),
+            sizes: Sizes::new(),
+            params: Params::new(),
+            time_ns: 1,
+            reference_time_ns: 1,
+            evaluations: 1,
+            failures: 0,
+            source: None,
+            proven: vec![],
+            scalars: BTreeMap::new(),
+            proof: PROOF_VERSION,
+            partial: false,
+            device_info: None,
+        }
+    }
+
+    #[test]
+    fn one_variant_per_device_and_workload() {
+        let key = "8086|cpu|1|3.0";
+        let other = "10de|nvidia h200|580|3.0";
+        assert_eq!(
+            check_unique(&[at(key, "small"), at(key, "large"), at(other, "small")]),
+            Ok(())
+        );
+        // the same key twice
+        let e =
+            check_unique(&[at(key, "small"), at(other, "small"), at(key, "small")]).unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("a second variant for device `8086|cpu|1|3.0` at workload `small`"),
+            "{e:?}"
+        );
+        // the same device under another spelling of its key
+        for twin in ["+8086|cpu|1|3.0", "08086|cpu|1|3.0", "8086|CPU|1|3.0"] {
+            let e = check_unique(&[at(key, "small"), at(twin, "small")]).unwrap_err();
+            assert!(
+                e[0].contains(&format!(
+                    "device `8086|cpu|1|3.0` at workload `small` (keyed `{key}` and `{twin}`)"
+                )),
+                "{e:?}"
+            );
+        }
+        // a key that names no device is its own slot (check_variant refuses it)
+        assert_eq!(check_unique(&[at("zz", "w"), at(key, "w")]), Ok(()));
+        assert!(check_unique(&[at("zz", "w"), at("zz", "w")]).is_err());
+    }
+
+    #[test]
+    fn a_key_spelled_otherwise_is_refused() {
+        let spec = crate::model::spec::tests::saxpy();
+        let w = &spec.workloads[0];
+        let mut v = at("08086|cpu|1|3.0", &w.name);
+        v.sizes = w.sizes.clone();
+        v.params = spec.reference.clone();
+        let e = check_variant(&spec, &v, &[]).unwrap_err();
+        assert!(
+            e.contains("device key `08086|cpu|1|3.0` is not canonical: write `8086|cpu|1|3.0`"),
+            "{e}"
+        );
+        v.device = "8086|cpu|1|3.0".into();
+        assert_eq!(check_variant(&spec, &v, &[]), Ok(()));
+    }
 }

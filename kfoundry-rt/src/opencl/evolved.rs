@@ -15,8 +15,8 @@ use crate::model::device::{DeviceInfo, DeviceKey, DeviceTraits};
 use crate::model::select::{choose, integer_scalars, Choice, Scalars, Step};
 use crate::model::source_policy::{self, Policy};
 use crate::model::spec::{KernelSpec, Params, Sizes};
-use crate::model::variant::check_variant;
 use crate::model::variant::Variant;
+use crate::model::variant::{check_unique, check_variant};
 
 /// Identity of an OpenCL object by its handle. Cached programs retain their context and device,
 /// so a handle cannot be reused by another object while it is a key here.
@@ -327,6 +327,7 @@ impl Evolved {
             let sources: BTreeMap<String, String> = serde_json::from_str(self.sources_json)
                 .map_err(|e| fail(format!("generated sources: {e}")))?;
             // The macro embeds only checked variants; checked again here for `Evolved`s built by hand.
+            check_unique(&variants).map_err(|twins| fail(twins.join("; ")))?;
             for v in &variants {
                 let located = |e: String| {
                     fail(format!(

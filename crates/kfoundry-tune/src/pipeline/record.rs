@@ -171,7 +171,10 @@ pub fn check_writable(lockfile: &Path) -> Result<()> {
 
 /// Writes one kernel's results on one device: under the lock, re-reads the lockfile (so that
 /// entries written meanwhile by anyone are kept), keeps this device's variants of workloads
-/// not tuned now, and replaces the file atomically.
+/// not tuned now, and replaces the file atomically. A lockfile holding a device key spelled
+/// otherwise than its device's, or two variants for one slot, is refused when read (as at
+/// the start of the tune), never rewritten with the new result beside the twin; each result
+/// replaces the variant of its slot ([`Lockfile::record`]).
 pub fn record(
     path: &Path,
     spec: &KernelSpec,

@@ -192,6 +192,10 @@ mod tests {
     use super::*;
     use crate::tuning_db::sample_entry;
 
+    /// Two devices' keys.
+    const GPU: &str = "10de|gpu|1|3.0";
+    const CPU: &str = "8086|cpu|1|3.0";
+
     fn spec() -> KernelSpec {
         crate::test_spec::spec(
             r#"code = "__kernel void k(const int n, __global float* y) { y[0] = A + B; }", params(A = [0, 1, 2, 3], B = [0, 1]), reference(A = 0, B = 0),
@@ -224,34 +228,34 @@ mod tests {
         };
         let text = format!(
             "version = 3\n{}{}{}{}{}",
-            device("gpu"),
-            device("cpu"),
+            device(GPU),
+            device(CPU),
             entry(
                 "t::K",
                 "old",
                 &[
-                    variant("gpu", "other", "A = 2, B = 1"),
-                    variant("cpu", "w", "A = 3, B = 1"),
-                    variant("gpu", "w", "A = 1, B = 1"),
-                    variant("gpu", "w2", "A = 0, B = 0"),
+                    variant(GPU, "other", "A = 2, B = 1"),
+                    variant(CPU, "w", "A = 3, B = 1"),
+                    variant(GPU, "w", "A = 1, B = 1"),
+                    variant(GPU, "w2", "A = 0, B = 0"),
                     // from before the space had B: B takes the reference's value
-                    variant("gpu", "w3", "A = 2"),
+                    variant(GPU, "w3", "A = 2"),
                 ]
             ),
             entry(
                 "t::Same",
                 "x",
                 &[
-                    variant("gpu", "w", "A = 3, B = 0"),
-                    variant("gpu", "w", "A = 1, B = 1")
+                    variant(GPU, "w", "A = 3, B = 0"),
+                    variant(GPU, "w4", "A = 1, B = 1")
                 ]
             ),
             entry(
                 "t::Other",
                 "x",
                 &[
-                    variant("gpu", "w", "A = 2, C = 0"),
-                    variant("gpu", "w", "A = 7, B = 0")
+                    variant(GPU, "w", "A = 2, C = 0"),
+                    variant(GPU, "w4", "A = 7, B = 0")
                 ]
             ),
         );
@@ -267,7 +271,7 @@ mod tests {
         let me = spec();
         let lock = lockfile();
         let w = &me.workloads[0];
-        let got = warm_starts(Some(&lock), &[], &me, "new", w, "gpu");
+        let got = warm_starts(Some(&lock), &[], &me, "new", w, GPU);
         let configs: Vec<&Config> = got.iter().map(|w| &w.config).collect();
         assert_eq!(
             configs,
@@ -289,14 +293,14 @@ mod tests {
         let me = spec();
         let w = &me.workloads[0];
         let entries = [
-            sample_entry("t::Same", "gpu", 4096, &[[0, 1]]),
-            sample_entry("t::K", "gpu", 65536, &[[1, 0]]),
-            sample_entry("t::K", "gpu", 4096, &[[2, 0], [9, 0], [0, 0]]),
-            sample_entry("t::K", "cpu", 4096, &[[3, 1]]),
-            sample_entry("t::K", "gpu", 1024, &[[3, 1]]),
+            sample_entry("t::Same", GPU, 4096, &[[0, 1]]),
+            sample_entry("t::K", GPU, 65536, &[[1, 0]]),
+            sample_entry("t::K", GPU, 4096, &[[2, 0], [9, 0], [0, 0]]),
+            sample_entry("t::K", CPU, 4096, &[[3, 1]]),
+            sample_entry("t::K", GPU, 1024, &[[3, 1]]),
         ];
         let configs = |got: &[WarmStart]| got.iter().map(|w| w.config.clone()).collect::<Vec<_>>();
-        let alone = warm_starts(None, &entries, &me, "new", w, "gpu");
+        let alone = warm_starts(None, &entries, &me, "new", w, GPU);
         assert_eq!(
             configs(&alone),
             [vec![2, 0], vec![3, 1], vec![1, 0], vec![0, 1]],
@@ -306,7 +310,7 @@ mod tests {
             alone[0].from.starts_with("t::K @ ") && alone[0].from.ends_with("(tuning database)")
         );
         let lock = lockfile();
-        let merged = warm_starts(Some(&lock), &entries, &me, "new", w, "gpu");
+        let merged = warm_starts(Some(&lock), &entries, &me, "new", w, GPU);
         assert_eq!(
             configs(&merged),
             [vec![1, 1], vec![2, 0], vec![2, 1], vec![3, 1]],

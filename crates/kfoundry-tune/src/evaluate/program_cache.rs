@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use kfoundry_rt::model::source_policy;
 use kfoundry_rt::opencl::session::Session;
 
 /// Entries kept; beyond this the least recently used are deleted when a cache is opened.
@@ -69,9 +70,10 @@ impl ProgramCache {
     }
 
     /// The key of `program` (the text given to the compiler) built with `options`; `None`
-    /// for a text that includes files (what they hold is not in the key).
+    /// for a text that may include files, however it spells the include (what they hold is
+    /// not in the key; [`source_policy::reads_files`]).
     pub fn key(&self, program: &str, options: &str) -> Option<String> {
-        if program.contains("#include") {
+        if source_policy::reads_files(program) {
             return None;
         }
         let mut hash = Sha256::new();
@@ -202,6 +204,21 @@ mod tests {
             a.key("kernel", "-DX=X").unwrap()
         );
         assert!(a.key("#include \"x.h\"\nkernel", "").is_none());
+        // however the include is spelled (I13); one in a comment or `#if 0` reads nothing
+        for spelled in [
+            "%:include \"x.h\"\nkernel",
+            "#inc\\\nlude \"x.h\"\nkernel",
+            "/* */#include \"x.h\"\nkernel",
+            "// c\r#include \"x.h\"\nkernel",
+        ] {
+            assert!(a.key(spelled, "").is_none(), "{spelled:?}");
+        }
+        assert!(a
+            .key(
+                "// #include \"x.h\"\n#if 0\n#include \"x.h\"\n#endif\nkernel",
+                ""
+            )
+            .is_some());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

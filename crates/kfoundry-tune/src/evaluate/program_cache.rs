@@ -27,6 +27,9 @@ pub const MAX_ENTRIES: usize = 4096;
 /// The first bytes of an entry.
 const MAGIC: &[u8; 8] = b"KFPROG1\n";
 
+/// Largest entry read (a driver's binary of the largest kernels is a few megabytes).
+pub const MAX_ENTRY_BYTES: u64 = 256 << 20;
+
 /// The environment variable that names kfoundry's cache folder.
 pub const DIR_ENV: &str = "KFOUNDRY_CACHE_DIR";
 
@@ -96,14 +99,31 @@ impl ProgramCache {
 
     /// Whether an entry for `key` is there (not read: [`ProgramCache::load`] checks it).
     pub fn has(&self, key: &str) -> bool {
-        self.path(key).is_file()
+        std::fs::symlink_metadata(self.path(key)).is_ok_and(|m| m.is_file())
     }
 
     /// The binary kept under `key`, when there is one and it is whole (an entry that is not is
-    /// deleted). Reading it marks it recently used.
+    /// deleted, and so is anything else at its place: a link, a FIFO, a file larger than
+    /// [`MAX_ENTRY_BYTES`], none of which is read). Reading it marks it recently used.
     pub fn load(&self, key: &str) -> Option<Vec<u8>> {
         let path = self.path(key);
-        let bytes = std::fs::read(&path).ok()?;
+        // Never through a link: the cache writes files only.
+        if !std::fs::symlink_metadata(&path).ok()?.is_file() {
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        let bytes = match kfoundry_tooling::files::read_bounded(
+            &path,
+            MAX_ENTRY_BYTES,
+            "a program cache entry",
+        ) {
+            Ok(bytes) => bytes,
+            Err(e) if e.is_not_found() => return None,
+            Err(_) => {
+                let _ = std::fs::remove_file(&path);
+                return None;
+            }
+        };
         match unpack(&bytes) {
             Some(binary) => {
                 if let Ok(file) = std::fs::File::options().append(true).open(&path) {
@@ -242,6 +262,33 @@ mod tests {
         c.store(&key, b"binary bytes");
         std::fs::write(&path, &std::fs::read(&path).unwrap()[..20]).unwrap();
         assert_eq!(c.load(&key), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A FIFO or a link to `/dev/zero` in an entry's place: not read (no wait, no memory),
+    /// removed, and the entry is built again (D1, D2).
+    #[cfg(unix)]
+    #[test]
+    fn entries_that_are_not_regular_files_are_dropped_at_once() {
+        let dir = temp_dir("cache-special");
+        let c = cache(&dir);
+        let fifo = c.key("fifo kernel", "").unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(c.path(&fifo))
+            .status()
+            .unwrap()
+            .success());
+        let zero = c.key("zero kernel", "").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", c.path(&zero)).unwrap();
+        let started = std::time::Instant::now();
+        assert!(!c.has(&fifo) && !c.has(&zero));
+        assert_eq!(c.load(&fifo), None);
+        assert_eq!(c.load(&zero), None);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert!(std::fs::symlink_metadata(c.path(&fifo)).is_err());
+        assert!(std::fs::symlink_metadata(c.path(&zero)).is_err());
+        c.store(&zero, b"binary");
+        assert_eq!(c.load(&zero).as_deref(), Some(&b"binary"[..]));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -137,10 +137,7 @@ fn expand_into(
         };
         let at = place(i + 1);
         let Some(target) = include_target(line) else {
-            return Err(format!(
-                "{at}: `{}`: {ONLY}, written alone on its line (a comment may follow)",
-                line.trim()
-            ));
+            return Err(format!("{at}: `{}`: {ONLY}", line.trim()));
         };
         if directive.last_line != directive.line {
             return Err(format!(
@@ -243,7 +240,7 @@ fn resolve_within(base: &Path, rel: &str, crate_dir: &Path) -> Result<PathBuf, S
 }
 
 /// What an include that is refused is told.
-const ONLY: &str = "only `#include <kfoundry/NAME>` (kfoundry's library) and `#include \"PATH\"` (a file of the crate) are read; the OpenCL compiler is given the whole text";
+const ONLY: &str = "only `#include <kfoundry/NAME>` (kfoundry's library) and `#include \"PATH\"` (a file of the crate) are read, each written alone on its line (a comment may follow); the OpenCL compiler is given the whole text";
 
 enum Target<'a> {
     Library(&'a str),

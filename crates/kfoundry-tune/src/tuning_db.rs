@@ -138,12 +138,9 @@ impl TuningDb {
         let sizes = serde_json::to_string(&entry.sizes).map_err(std::io::Error::other)?;
         let name = short_hash(&[&entry.kernel, &entry.fingerprint, &sizes]);
         let text = serde_json::to_string_pretty(entry).map_err(std::io::Error::other)?;
-        let temp = folder.join(format!(".{name}.{}.tmp", std::process::id()));
-        std::fs::write(&temp, text)
-            .and_then(|()| std::fs::rename(&temp, folder.join(format!("{name}.json"))))
-            .inspect_err(|_| {
-                let _ = std::fs::remove_file(&temp);
-            })
+        // A new temporary file, then renamed: never written through what was left at a
+        // temporary's name (a FIFO there would block the write).
+        kfoundry_tooling::files::write_atomic(&folder.join(format!("{name}.json")), text.as_bytes())
     }
 
     /// The entries for kernels of `template` on `device`, newest first ([`MAX_READ`] at

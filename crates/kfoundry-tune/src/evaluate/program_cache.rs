@@ -145,7 +145,13 @@ impl ProgramCache {
             return;
         }
         let temp = self.dir.join(format!(".{key}.{}.tmp", std::process::id()));
-        let written = std::fs::File::create(&temp).and_then(|mut file| {
+        // Created anew: never written through what was left at its name (a FIFO would block).
+        let _ = std::fs::remove_file(&temp);
+        let created = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&temp);
+        let written = created.and_then(|mut file| {
             file.write_all(MAGIC)?;
             file.write_all(&Sha256::digest(binary))?;
             file.write_all(binary)

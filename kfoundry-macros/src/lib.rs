@@ -45,14 +45,15 @@ fn expand(attr: TokenStream2, item: &syn::Item) -> syn::Result<TokenStream2> {
     let annotated = annotation::parse(attr, item, &cx)?;
     let path = lockfile_path(&manifest_dir);
     let fail = |message: String| syn::Error::new(Span::call_site(), format!("kfoundry: {message}"));
-    let lock = match Lockfile::read(&path).map_err(|e| fail(e.to_string()))? {
+    // Parsed once per build of a crate, not once per annotation.
+    let lock = match Lockfile::read_shared(&path).map_err(|e| fail(e.to_string()))? {
         Some(lock) => Some(lock),
         // rustc tracks only files that exist: an empty lockfile, created once, lets the next
         // build see the lockfile appear, change or go. Only for the packages being built
         // (never a dependency's directory); a read-only tree just stays untracked.
         None if std::env::var_os("CARGO_PRIMARY_PACKAGE").is_some() => {
             let _ = Lockfile::create_if_absent(&path);
-            Lockfile::read(&path).ok().flatten()
+            Lockfile::read_shared(&path).ok().flatten()
         }
         None => None,
     };

@@ -25,6 +25,9 @@
 //! | scalar range ends | wrong for `k = 99` of 1..=100 only | the few values at each end of a scalar's range |
 //! | 16-bit tolerance | a `half` output flushed to zero within an absolute 1e-4 | 16-bit checks relative to magnitude, floored at the subnormals |
 //! | work-item order | a neighbour's `__local` value read without a barrier | the reversed build reverses work-items within a group too |
+//! | user includes | `%:include`, a spliced `#inc\lude`, a lone CR, `/* */#include`, `??=include`: a host file read by the compiler at every run; an include in a comment expanded | sources read as the preprocessor reads them; includes of the library and the crate only |
+//! | the machine's caches | a FIFO in the tuning database hung a tune 691 s; a `/dev/zero` link took 2.2 GB | regular files only, of bounded size, skipped with a warning |
+//! | a blocked tune | one SIGTERM while the tune waited did nothing | every wait ends on an interrupt; the process exits 30 s after one at most |
 //!
 //! `cargo test -p cargo-kfoundry --test cli adversarial:: -- --nocapture` prints what each tune did.
 
@@ -1131,4 +1134,255 @@ fn a_half_output_flushed_to_zero_is_wrong() {
         !refusals_of(&messages, 1).is_empty(),
         "P=1 was refused as wrong: {messages:?}"
     );
+}
+
+/// A kernel file's text: `before`, then a kernel (so that an include in `before` is the only
+/// thing that could make it differ).
+fn kernel_file(before: &str) -> String {
+    format!("{before}\n__kernel void k(const int n, __global const float* x, __global float* y) {{ y[get_global_id(0)] = x[get_global_id(0)] * WG; }}\n")
+}
+
+/// Includes as the compiler reads them (I1-I4, I10-I13, L2): every spelling of an include
+/// that reaches the compiler is refused, naming its file and line; one inside a comment or a
+/// group `#if 0` leaves out is left alone (and need not exist); a comment may follow an
+/// include; a `source =` linked out of the crate is refused like an include.
+#[cfg(unix)]
+#[test]
+fn includes_are_read_as_the_compiler_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("incl");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"incl\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("h.cl"), "#define H 1\n").unwrap();
+    std::fs::write(dir.path().join("outside.cl"), kernel_file("")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("outside.cl"), root.join("linked.cl")).unwrap();
+    // (kernel, what precedes it in its file, refused at this line: 0 for accepted)
+    let cases: &[(&str, &str, usize)] = &[
+        ("Digraph", "%:include \"/etc/hostname\"", 1),
+        ("Splice", "int a;\n#inc\\\nlude \"/etc/hostname\"", 2),
+        ("LoneCr", "// c\r#include \"/etc/hostname\"", 1),
+        ("CommentThenInclude", "/* */#include \"/etc/hostname\"", 1),
+        ("Trigraph", "??=include \"/etc/hostname\"", 1),
+        (
+            "InComments",
+            "// #include \"missing.cl\"\n/*\n#include </etc/passwd>\n*/",
+            0,
+        ),
+        ("InIfZero", "#if 0\n#include \"missing.cl\"\n#endif", 0),
+        ("TrailingComment", "#include \"h.cl\" // the header", 0),
+    ];
+    let annotation = |source: &str, item: &str| {
+        format!("#[kfoundry::evolve(source = \"{source}\", params(WG = [1, 2]), reference(WG = 1), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 64)))]\npub struct {item};\n\n")
+    };
+    for (item, before, _) in cases {
+        std::fs::write(root.join(format!("{item}.cl")), kernel_file(before)).unwrap();
+    }
+    // The accepted ones alone: listed.
+    let lib: String = cases
+        .iter()
+        .filter(|c| c.2 == 0)
+        .map(|(item, _, _)| annotation(&format!("{item}.cl"), item))
+        .collect();
+    std::fs::write(root.join("src/lib.rs"), lib).unwrap();
+    let out = exe().current_dir(&root).arg("list").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (item, _, _) in cases.iter().filter(|c| c.2 == 0) {
+        assert!(
+            stdout.contains(&format!("incl::{item} ")),
+            "{item}:\n{stdout}"
+        );
+    }
+    // The others: each refused at its file and line.
+    let mut lib: String = cases
+        .iter()
+        .filter(|c| c.2 != 0)
+        .map(|(item, _, _)| annotation(&format!("{item}.cl"), item))
+        .collect();
+    lib.push_str(&annotation("linked.cl", "Linked"));
+    std::fs::write(root.join("src/lib.rs"), lib).unwrap();
+    let out = exe().current_dir(&root).arg("list").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    for (item, _, line) in cases.iter().filter(|c| c.2 != 0) {
+        let file = root.join(format!("{item}.cl")).canonicalize().unwrap();
+        let at = format!("{}, line {line}: ", file.display());
+        assert!(stderr.contains(&at), "{item}: refused at {at}\n{stderr}");
+    }
+    assert!(
+        stderr.contains("kernel source `linked.cl`") && stderr.contains("outside the crate"),
+        "{stderr}"
+    );
+}
+
+/// A FIFO (which hung a tune 691 s, and one SIGTERM did not stop it) and a link to
+/// `/dev/zero` (2.2 GB of memory) in the tuning database and in the program cache (D1): the
+/// next tune skips them at once, says so, and finishes.
+#[cfg(unix)]
+#[test]
+fn fifos_and_device_links_in_the_tuning_database_and_program_cache_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) { y[get_global_id(0)] = x[get_global_id(0)] * 2.0f; }",
+        params(WG = [1, 2, 4, 8]), reference(WG = 1), global = n, local = WG, buffers(x = n, y = n), check(y), workloads(w(n = 64))"#;
+    let b = bundle::write(dir.path(), "d.json", "Db", args);
+    let cache = dir.path().join("cache");
+    let run = |lock: &str| {
+        exe()
+            .env("KFOUNDRY_CACHE_DIR", &cache)
+            .env_remove("KFOUNDRY_TUNING_DB")
+            .args([
+                "tune",
+                "--program-cache",
+                "--repeats",
+                "1",
+                "--budget-evals",
+                "4",
+                "--bundle",
+            ])
+            .arg(&b)
+            .arg("--lockfile")
+            .arg(dir.path().join(lock))
+            .arg("--state-dir")
+            .arg(dir.path().join(format!("{lock}.state")))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = run("a.lock").wait_with_output().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let files = common::walk(&cache);
+    let entries: Vec<_> = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    let binaries: Vec<_> = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+        .collect();
+    assert!(!entries.is_empty() && !binaries.is_empty(), "{files:?}");
+    let fifo = |p: &Path| {
+        assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+    };
+    for e in &entries {
+        let folder = e.parent().unwrap();
+        fifo(&folder.join("fifo.json"));
+        std::os::unix::fs::symlink("/dev/zero", folder.join("zero.json")).unwrap();
+    }
+    for (i, p) in binaries.iter().enumerate() {
+        std::fs::remove_file(p).unwrap();
+        if i % 2 == 0 {
+            fifo(p);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", p).unwrap();
+        }
+    }
+    let mut second = run("b.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while second.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = second.kill();
+            panic!("the tune hangs on a FIFO or a device in the cache");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("a FIFO") && stderr.contains("a device"),
+        "{stderr}"
+    );
+    assert!(Lockfile::read(&dir.path().join("b.lock"))
+        .unwrap()
+        .is_some());
+}
+
+/// One SIGTERM stops a tune that is blocked (T3): here it waits for the lock of its lockfile,
+/// which another process holds (before, the wait ignored the interrupt and only a second
+/// signal ended it).
+#[cfg(unix)]
+#[test]
+fn one_sigterm_stops_a_tune_waiting_for_the_lockfile() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let args = r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) { y[get_global_id(0)] = x[get_global_id(0)] * WG; }",
+        params(WG = [1, 2]), reference(WG = 1), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 64))"#;
+    let b = bundle::write(dir.path(), "w.json", "Wait", args);
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    // What a tune locks to write `locked/K.lock` (its folder, on Unix), held by this test.
+    let holder = std::fs::File::open(&locked).unwrap();
+    holder.lock().unwrap();
+    let mut child = exe()
+        .env("KFOUNDRY_TUNING_DB", "off")
+        .args(["tune", "--repeats", "1", "--budget-evals", "2", "--bundle"])
+        .arg(&b)
+        .arg("--lockfile")
+        .arg(locked.join("K.lock"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = String::new();
+    let waiting = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !seen.contains("waiting for another cargo kfoundry") {
+        assert!(std::time::Instant::now() < waiting, "never waited:\n{seen}");
+        if let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(1)) {
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        assert!(child.try_wait().unwrap().is_none(), "ended:\n{seen}");
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let sent = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if sent.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("one SIGTERM did not stop the tune within 20 s:\n{seen}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    drop(holder);
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(5)) {
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    assert!(!status.success(), "{seen}");
+    assert!(
+        seen.contains("interrupted while waiting for the lock"),
+        "{seen}"
+    );
+    assert!(!locked.join("K.lock").exists(), "nothing written:\n{seen}");
 }

@@ -455,6 +455,21 @@ impl Builder {
             (source_lit.value(), None)
         } else {
             let path = cx.manifest_dir.join(source_lit.value());
+            // Like an include, the source is a file of the crate: its text is built into
+            // binaries, bundles and prompts (a link out of the crate is followed, then refused).
+            if let (Ok(real), Ok(root)) = (path.canonicalize(), cx.manifest_dir.canonicalize()) {
+                if !real.starts_with(&root) {
+                    return err(
+                        source_lit.span(),
+                        format!(
+                            "kernel source `{}` is {}, outside the crate ({}): name a file of the crate",
+                            source_lit.value(),
+                            real.display(),
+                            root.display()
+                        ),
+                    );
+                }
+            }
             match crate::files::read_text_bounded(
                 &path,
                 crate::files::MAX_KERNEL_SOURCE_BYTES,
@@ -1178,6 +1193,36 @@ mod tests {
             msg.contains("cannot read kernel source `/nonexistent/missing.cl`"),
             "{msg}"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_source_linked_out_of_the_crate_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.cl");
+        std::fs::write(&secret, SAXPY).unwrap();
+        let krate = tempfile::tempdir().unwrap();
+        std::fs::write(krate.path().join("own.cl"), SAXPY).unwrap();
+        std::os::unix::fs::symlink(&secret, krate.path().join("linked.cl")).unwrap();
+        let item: syn::Item = syn::parse_quote!(
+            pub struct K;
+        );
+        let cx = Context {
+            package: "demo",
+            manifest_dir: krate.path(),
+        };
+        let parsed = |source: &str| {
+            let args = quote!(source = #source, params(WG = [32, 64]), reference(WG = 64),
+                global = n, local = WG, buffers(x = n, y = n), workloads(w(n = 1024)), check(y));
+            parse(args, &item, &cx)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        parsed("own.cl").unwrap();
+        for source in ["linked.cl", &secret.display().to_string()] {
+            let e = parsed(source).unwrap_err();
+            assert!(e.contains("outside the crate"), "{source}: {e}");
+        }
     }
 
     #[test]

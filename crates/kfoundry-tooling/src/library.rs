@@ -1,12 +1,19 @@
 //! Kernel source text shared between kernels, and `#include` in annotated kernel sources.
 //!
 //! A kernel source may hold lines `#include <kfoundry/NAME>` (a file of kfoundry's template
-//! library, [`FILES`], built into this crate) and `#include "PATH"` (a file relative to the
-//! including one, or to the crate for an inline `code = "..."`). [`expand`] replaces each such
-//! line by the file's text, recursively, when the annotation is read: the specification holds
-//! the whole text, so the fingerprint, bundles, the lockfile's checks and the embedded kernel
-//! all carry it and nothing reads a file at run time. No other `#include` reaches the OpenCL
-//! compiler (it would resolve against the process's directory).
+//! library, [`FILES`], built into this crate) and `#include "PATH"` (a file of the crate,
+//! relative to the including one, or to the crate for an inline `code = "..."`). [`expand`]
+//! replaces each such line by the file's text, recursively, when the annotation is read: the
+//! specification holds the whole text, so the fingerprint, bundles, the lockfile's checks and
+//! the embedded kernel all carry it and nothing reads a file at run time.
+//!
+//! Sources are read as the OpenCL compiler's preprocessor reads them
+//! ([`source_policy::directives`]: line splices, digraphs, comments, `#if 0`), so that no other
+//! directive that reads a file (`%:include`, `#inc\` + newline + `lude`, `/* */#include`,
+//! `#include_next`, `#embed`, ...) reaches the compiler, which would resolve it against the
+//! process's directory at every run; an include inside a comment or a group `#if 0` leaves out
+//! is left alone, and what it names need not exist. An include is written alone on its line (a
+//! comment may follow it).
 //!
 //! The library holds the tensor-core GEMM of the suite, in pieces that the suite's kernels
 //! (`examples/kernels/gemm.cl`, `linear_gelu.cl`, `conv_gn.cl`) and the importer's generated
@@ -18,7 +25,10 @@
 //! them, `tensor_core_loop.cl` after, leaving `acc[KM_MI][KM_NJ][4]`), and split-K's
 //! reduction across the work-groups of one output tile (`split_k.cl`, on scratch buffers).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use kfoundry_rt::model::source_policy::{self, Directive};
 
 /// The library's files: `#include <kfoundry/NAME>` names them.
 pub const FILES: &[(&str, &str)] = &[
@@ -84,6 +94,20 @@ pub fn expand(text: &str, from: Option<&Path>, crate_dir: &Path) -> Result<Expan
         .collect();
     let mut count = 0;
     expand_into(text, from, crate_dir, &mut stack, &mut count, &mut out)?;
+    // What the compiler is given, read whole: an included file's last line could otherwise
+    // join the next line of the one that includes it into a directive (`#\` at its end).
+    let directives = source_policy::directives(&out.text).map_err(|v| {
+        format!(
+            "the source with its includes expanded, line {}: {}",
+            v.line, v.what
+        )
+    })?;
+    if let Some(d) = directives.iter().find(|d| d.reads_a_file()) {
+        return Err(format!(
+            "the source with its includes expanded, line {}: a `#{}` that is not one of the source's own lines (an included file's last line runs into the next); end included files with a newline",
+            d.line, d.name
+        ));
+    }
     Ok(out)
 }
 
@@ -99,12 +123,29 @@ fn expand_into(
         Some(p) => format!("{}, line {line}", p.display()),
         None => format!("line {line}"),
     };
+    // The directives that read a file, by the line of their `#`.
+    let includes: BTreeMap<usize, Directive> = source_policy::directives(text)
+        .map_err(|v| format!("{}: {}", place(v.line), v.what))?
+        .into_iter()
+        .filter(Directive::reads_a_file)
+        .map(|d| (d.line, d))
+        .collect();
     for (i, line) in text.split_inclusive('\n').enumerate() {
-        let Some(target) = include_target(line) else {
+        let Some(directive) = includes.get(&(i + 1)) else {
             out.text.push_str(line);
             continue;
         };
         let at = place(i + 1);
+        let Some(target) = include_target(line) else {
+            return Err(format!("{at}: `{}`: {ONLY}", line.trim()));
+        };
+        if directive.last_line != directive.line {
+            return Err(format!(
+                "{at}: `{}`: an include runs on to line {} (a line splice or a comment); write it on one line",
+                line.trim(),
+                directive.last_line
+            ));
+        }
         *count += 1;
         if *count > MAX_INCLUDES {
             return Err(format!(
@@ -138,7 +179,8 @@ fn expand_into(
             }
             Target::File(rel) => {
                 let base = from.and_then(Path::parent).unwrap_or(crate_dir);
-                let path = resolve_within(base, rel, crate_dir).map_err(|why| format!("{at}: {why}"))?;
+                let path =
+                    resolve_within(base, rel, crate_dir).map_err(|why| format!("{at}: {why}"))?;
                 if stack.contains(&path) {
                     return Err(format!("{at}: `{}` includes itself", path.display()));
                 }
@@ -159,11 +201,7 @@ fn expand_into(
                     out.text.push('\n');
                 }
             }
-            Target::Other(what) => {
-                return Err(format!(
-                    "{at}: `#include {what}`: only `#include <kfoundry/NAME>` (kfoundry's library) and `#include \"PATH\"` (a file beside this one) are read; the OpenCL compiler is given the whole text"
-                ))
-            }
+            Target::Other(what) => return Err(format!("{at}: `#include {what}`: {ONLY}")),
         }
         if out.text.len() as u64 > crate::files::MAX_KERNEL_SOURCE_BYTES {
             return Err(format!(
@@ -201,30 +239,68 @@ fn resolve_within(base: &Path, rel: &str, crate_dir: &Path) -> Result<PathBuf, S
     Ok(real)
 }
 
+/// What an include that is refused is told.
+const ONLY: &str = "only `#include <kfoundry/NAME>` (kfoundry's library) and `#include \"PATH\"` (a file of the crate) are read, each written alone on its line (a comment may follow); the OpenCL compiler is given the whole text";
+
 enum Target<'a> {
     Library(&'a str),
     File(&'a str),
     Other(&'a str),
 }
 
-/// What a line `#include ...` includes (`None` for any other line).
+/// What the line `line`, which the preprocessor reads as a directive that includes a file,
+/// includes: `None` unless it is `#include` spelled plainly (`#`, not `%:`; no comment between
+/// the `#` and the name) at the start of the line, and nothing but spaces and comments follow
+/// what it names.
 fn include_target(line: &str) -> Option<Target<'_>> {
-    let rest = line.trim_start().strip_prefix('#')?.trim_start();
-    let what = rest.strip_prefix("include")?.trim();
-    if let Some(name) = what
+    let rest = line
+        .trim_start()
+        .strip_prefix('#')?
+        .trim_start_matches([' ', '\t']);
+    let what = rest.strip_prefix("include")?;
+    if !what.starts_with([' ', '\t', '<', '"']) {
+        return None;
+    }
+    let what = what.trim_start_matches([' ', '\t']);
+    let (named, after) = match what.chars().next()? {
+        '<' => what.split_at(what.find('>')? + 1),
+        '"' => what.split_at(what[1..].find('"')? + 2),
+        _ => (what.trim_end(), ""),
+    };
+    if !only_comments(after) {
+        return Some(Target::Other(what.trim_end()));
+    }
+    if let Some(name) = named
         .strip_prefix("<kfoundry/")
         .and_then(|n| n.strip_suffix('>'))
     {
         return Some(Target::Library(name));
     }
-    if let Some(path) = what
+    if let Some(path) = named
         .strip_prefix('"')
         .and_then(|p| p.strip_suffix('"'))
-        .filter(|p| !p.is_empty() && !p.contains('"'))
+        .filter(|p| !p.is_empty())
     {
         return Some(Target::File(path));
     }
-    Some(Target::Other(what))
+    Some(Target::Other(named))
+}
+
+/// Whether `text` is only spaces and comments (a `/* */` closed on the line).
+fn only_comments(text: &str) -> bool {
+    let mut rest = text.trim();
+    loop {
+        if rest.is_empty() || rest.starts_with("//") {
+            return true;
+        }
+        let Some(comment) = rest.strip_prefix("/*") else {
+            return false;
+        };
+        let Some(end) = comment.find("*/") else {
+            return false;
+        };
+        rest = comment[end + 2..].trim();
+    }
 }
 
 #[cfg(test)]
@@ -290,5 +366,59 @@ mod tests {
         // a line that merely mentions include is left alone
         let e = expand("int include = 1;\n// #include <x>?\n", None, Path::new(".")).unwrap();
         assert_eq!(e.text, "int include = 1;\n// #include <x>?\n");
+    }
+
+    #[test]
+    fn includes_are_read_as_the_compiler_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("h.cl"), "#define H 1\n").unwrap();
+        // Every spelling the compiler reads as an include, refused at its line (I1-I4, I13).
+        for (source, line) in [
+            ("x\n%:include \"/etc/hostname\"\n", 2),
+            ("%:include \"h.cl\"\n", 1),
+            ("#inc\\\nlude \"/etc/hostname\"\n", 1),
+            ("#include \"h.cl\\\n\"\n", 1),
+            ("int a;\n// c\r#include \"/etc/hostname\"\n", 2),
+            ("/* */#include \"/etc/hostname\"\n", 1),
+            ("/* a\n b */ #include \"h.cl\"\n", 2),
+            ("??=include \"/etc/hostname\"\n", 1),
+            ("#include_next <x.h>\n", 1),
+            ("# import \"h.cl\"\n", 1),
+            ("#embed \"/etc/hostname\"\n", 1),
+            ("#include \"h.cl\" junk\n", 1),
+            // a trailing comment that runs on hides nothing
+            ("#include \"h.cl\" /* runs\n on */\n", 1),
+            ("#include \"h.cl\" // \\\n#include \"/etc/hostname\"\n", 1),
+        ] {
+            let e = expand(source, None, dir.path()).expect_err(source);
+            assert!(e.starts_with(&format!("line {line}: ")), "{source:?}: {e}");
+        }
+        // Includes in comments and in `#if 0` groups are left alone and need not exist (I10,
+        // I11); a comment may follow an include (I12).
+        let source = "// #include \"missing.cl\"\n/*\n#include </etc/passwd>\n*/\n\
+                      #if 0\n#include \"missing.cl\"\n#else\n#include \"h.cl\" // the header\n#endif\n\
+                      #include <kfoundry/mma_ptx.cl> /* the instructions */\n";
+        let e = expand(source, None, dir.path()).unwrap();
+        let ptx = FILES.iter().find(|(n, _)| *n == "mma_ptx.cl").unwrap().1;
+        assert_eq!(
+            e.text,
+            format!("// #include \"missing.cl\"\n/*\n#include </etc/passwd>\n*/\n#if 0\n#include \"missing.cl\"\n#else\n#define H 1\n#endif\n{ptx}")
+        );
+        assert!(!source_policy::reads_files(&e.text));
+        // An error names the file and the line.
+        let k = dir.path().join("k.cl");
+        std::fs::write(&k, "int a;\n%:include \"h.cl\"\n").unwrap();
+        let text = std::fs::read_to_string(&k).unwrap();
+        let e = expand(&text, Some(&k), dir.path()).unwrap_err();
+        assert!(e.starts_with(&format!("{}, line 2: ", k.display())), "{e}");
+        // An included file whose last line runs into the next line of the one including it.
+        std::fs::write(dir.path().join("hash.cl"), "#\\").unwrap();
+        let e = expand(
+            "#include \"hash.cl\"\ninclude \"/etc/hostname\"\n",
+            None,
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(e.contains("with its includes expanded, line 1"), "{e}");
     }
 }

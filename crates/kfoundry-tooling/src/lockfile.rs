@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -77,27 +79,45 @@ impl Lockfile {
             path: path.to_path_buf(),
             message,
         };
-        let value: toml::Table = toml::from_str(text).map_err(|e| malformed(e.to_string()))?;
-        let version = match value.get("version") {
-            Some(toml::Value::Integer(v)) => u32::try_from(*v)
-                .ok()
-                .filter(|v| *v >= 1)
-                .ok_or_else(|| malformed(format!("bad version {v}")))?,
-            Some(other) => {
-                return Err(malformed(format!(
-                    "`version` must be an integer, found {other}"
-                )))
+        // Parsed once (a large lockfile takes seconds); its version is read on its own only
+        // to explain a file that does not parse as this schema.
+        let lock: Lockfile = match toml::from_str(text) {
+            Ok(lock) => lock,
+            Err(e) => {
+                let value: toml::Table =
+                    toml::from_str(text).map_err(|e| malformed(e.to_string()))?;
+                let version = match value.get("version") {
+                    Some(toml::Value::Integer(v)) => {
+                        u32::try_from(*v).ok().filter(|v| *v >= 1).ok_or(*v)
+                    }
+                    Some(other) => {
+                        return Err(malformed(format!(
+                            "`version` must be an integer, found {other}"
+                        )))
+                    }
+                    None => return Err(malformed("missing `version` at the top".into())),
+                };
+                return Err(match version {
+                    Ok(found) if found > SCHEMA_VERSION => LockError::TooNew {
+                        path: path.to_path_buf(),
+                        found,
+                        supported: SCHEMA_VERSION,
+                    },
+                    Ok(_) => malformed(e.to_string()),
+                    Err(bad) => malformed(format!("bad version {bad}")),
+                });
             }
-            None => return Err(malformed("missing `version` at the top".into())),
         };
-        if version > SCHEMA_VERSION {
+        if lock.version < 1 {
+            return Err(malformed(format!("bad version {}", lock.version)));
+        }
+        if lock.version > SCHEMA_VERSION {
             return Err(LockError::TooNew {
                 path: path.to_path_buf(),
-                found: version,
+                found: lock.version,
                 supported: SCHEMA_VERSION,
             });
         }
-        let lock: Lockfile = toml::from_str(text).map_err(|e| malformed(e.to_string()))?;
         lock.validate().map_err(malformed)?;
         Ok(lock)
     }
@@ -152,6 +172,32 @@ impl Lockfile {
         }
     }
 
+    /// [`Lockfile::read`], once per process for a file as it is: the macro reads the
+    /// lockfile for every annotation of a crate, and parsing a large one takes seconds. What
+    /// was read is kept by path, length and modification time, so a file that changed is read
+    /// again; only what parses is kept.
+    pub fn read_shared(path: &Path) -> Result<Option<Arc<Lockfile>>, LockError> {
+        type Read = BTreeMap<PathBuf, ((u64, SystemTime), Arc<Lockfile>)>;
+        static READ: Mutex<Read> = Mutex::new(BTreeMap::new());
+        // Taken before the file is read: should it change meanwhile, the next call reads it again.
+        let stamp = std::fs::metadata(path)
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| Some((m.len(), m.modified().ok()?)));
+        if let (Some(stamp), Ok(read)) = (stamp, READ.lock()) {
+            if let Some((_, lock)) = read.get(path).filter(|(s, _)| *s == stamp) {
+                return Ok(Some(Arc::clone(lock)));
+            }
+        }
+        let Some(lock) = Lockfile::read(path)?.map(Arc::new) else {
+            return Ok(None);
+        };
+        if let (Some(stamp), Ok(mut read)) = (stamp, READ.lock()) {
+            read.insert(path.to_path_buf(), (stamp, Arc::clone(&lock)));
+        }
+        Ok(Some(lock))
+    }
+
     /// Deterministic TOML: maps are sorted, variants sorted by device then workload.
     pub fn to_toml(&self) -> Result<String, LockError> {
         let mut sorted = self.clone();
@@ -168,7 +214,18 @@ impl Lockfile {
         let body = toml::to_string(&sorted).map_err(|e| LockError::Serialize {
             message: e.to_string(),
         })?;
-        Ok(format!("# Kfoundry.lock: tuned kernel variants, written by `cargo kfoundry tune`. Commit it.\n{body}"))
+        let text = format!("# Kfoundry.lock: tuned kernel variants, written by `cargo kfoundry tune`. Commit it.\n{body}");
+        // Never written larger than it may be read.
+        if text.len() as u64 > crate::files::MAX_LOCKFILE_BYTES {
+            return Err(LockError::Serialize {
+                message: format!(
+                    "it would be {} bytes, more than the {} a lockfile may be (a build parses it); remove the entries of kernels or devices no longer used (`cargo kfoundry check` lists them)",
+                    text.len(),
+                    crate::files::MAX_LOCKFILE_BYTES
+                ),
+            });
+        }
+        Ok(text)
     }
 
     /// Creates an empty lockfile (no kernels) at `path` unless something is already there.
@@ -402,6 +459,42 @@ mod tests {
         assert!(e.to_string().contains("not in [devices]"), "{e}");
         let e = Lockfile::parse("version = \"1\"", p).unwrap_err();
         assert!(e.to_string().contains("integer"), "{e}");
+    }
+
+    #[test]
+    fn a_lockfile_is_parsed_once_per_process_until_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        assert!(Lockfile::read_shared(&path).unwrap().is_none());
+        let mut lock = Lockfile::default();
+        lock.write_atomic(&path).unwrap();
+        let first = Lockfile::read_shared(&path).unwrap().unwrap();
+        let again = Lockfile::read_shared(&path).unwrap().unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same file is not parsed again"
+        );
+        lock.kernels.insert(
+            "k".into(),
+            KernelEntry {
+                fingerprint: "f".into(),
+                variants: Vec::new(),
+            },
+        );
+        lock.write_atomic(&path).unwrap();
+        let changed = Lockfile::read_shared(&path).unwrap().unwrap();
+        assert!(
+            changed.kernels.contains_key("k"),
+            "a changed file is read again"
+        );
+        // Larger than a build can parse in a few seconds: refused before it is parsed (D2).
+        let huge = format!(
+            "version = 3\n{}",
+            "# padding\n".repeat(crate::files::MAX_LOCKFILE_BYTES as usize / 10 + 1)
+        );
+        std::fs::write(&path, huge).unwrap();
+        let e = Lockfile::read_shared(&path).unwrap_err();
+        assert!(e.to_string().contains("larger than"), "{e}");
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub const KEPT_PER_TUNE: usize = 4;
 /// Entries read per template and device at most (the newest).
 pub const MAX_READ: usize = 512;
 
+/// Largest entry read (one holds [`KEPT_PER_TUNE`] configurations: a few kilobytes).
+pub const MAX_ENTRY_BYTES: u64 = 1 << 20;
+
 /// The environment variable that says where the database is (`off`: nowhere, no database).
 pub const DB_ENV: &str = "KFOUNDRY_TUNING_DB";
 
@@ -135,37 +138,59 @@ impl TuningDb {
         let sizes = serde_json::to_string(&entry.sizes).map_err(std::io::Error::other)?;
         let name = short_hash(&[&entry.kernel, &entry.fingerprint, &sizes]);
         let text = serde_json::to_string_pretty(entry).map_err(std::io::Error::other)?;
-        let temp = folder.join(format!(".{name}.{}.tmp", std::process::id()));
-        std::fs::write(&temp, text)
-            .and_then(|()| std::fs::rename(&temp, folder.join(format!("{name}.json"))))
-            .inspect_err(|_| {
-                let _ = std::fs::remove_file(&temp);
-            })
+        // A new temporary file, then renamed: never written through what was left at a
+        // temporary's name (a FIFO there would block the write).
+        kfoundry_tooling::files::write_atomic(&folder.join(format!("{name}.json")), text.as_bytes())
     }
 
     /// The entries for kernels of `template` on `device`, newest first ([`MAX_READ`] at
     /// most); files that do not parse, of another version or of another device or template
-    /// (a hash collision, a file moved by hand) are skipped.
-    pub fn entries(&self, device: &str, template: &[String]) -> Vec<Entry> {
+    /// (a hash collision, a file moved by hand) are skipped. So is, with the reason in
+    /// [`Entries::skipped`], anything that is not a regular file of at most
+    /// [`MAX_ENTRY_BYTES`] (a FIFO, a link to `/dev/zero`): reading the database never waits
+    /// nor fills the memory.
+    pub fn entries(&self, device: &str, template: &[String]) -> Entries {
+        let mut out = Entries::default();
         let Ok(dir) = std::fs::read_dir(self.folder(device, template)) else {
-            return Vec::new();
+            return out;
         };
+        // (`DirEntry::metadata` does not follow links: nothing is opened here.)
         let mut files: Vec<(std::time::SystemTime, PathBuf)> = dir
             .flatten()
             .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
             .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
             .collect();
         files.sort_by_key(|f| std::cmp::Reverse(f.0));
-        files
-            .into_iter()
-            .take(MAX_READ)
-            .filter_map(|(_, path)| {
-                let text = std::fs::read_to_string(path).ok()?;
-                serde_json::from_str::<Entry>(&text).ok()
-            })
-            .filter(|e| e.version == VERSION && e.device == device && e.template == template)
-            .collect()
+        for (_, path) in files.into_iter().take(MAX_READ) {
+            let text = match kfoundry_tooling::files::read_text_bounded(
+                &path,
+                MAX_ENTRY_BYTES,
+                "a tuning database entry",
+            ) {
+                Ok(text) => text,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    out.skipped.push(format!("tuning database: skipped {e}"));
+                    continue;
+                }
+            };
+            let Ok(entry) = serde_json::from_str::<Entry>(&text) else {
+                continue;
+            };
+            if entry.version == VERSION && entry.device == device && entry.template == template {
+                out.entries.push(entry);
+            }
+        }
+        out
     }
+}
+
+/// What [`TuningDb::entries`] read.
+#[derive(Debug, Default)]
+pub struct Entries {
+    pub entries: Vec<Entry>,
+    /// Why files that are not regular, or too large, were not read.
+    pub skipped: Vec<String>,
 }
 
 /// How far apart two shapes are: the sum over the size names both have of |ln(a / b)|, and 1
@@ -239,6 +264,7 @@ mod tests {
         let template = vec!["A".to_string(), "B".to_string()];
         let mut got: Vec<(i64, i64)> = db
             .entries("dev", &template)
+            .entries
             .iter()
             .map(|e| (e.sizes["n"], e.configs[0].params["A"]))
             .collect();
@@ -246,8 +272,8 @@ mod tests {
         assert_eq!(got, [(1024, 3), (4096, 2)]);
         // Another device's or template's folder is not read; a damaged file or another
         // version is skipped.
-        assert!(db.entries("other", &template).is_empty());
-        assert!(db.entries("dev", &["A".to_string()]).is_empty());
+        assert!(db.entries("other", &template).entries.is_empty());
+        assert!(db.entries("dev", &["A".to_string()]).entries.is_empty());
         let folder = db.folder("dev", &template);
         std::fs::write(folder.join("junk.json"), "{ not json").unwrap();
         let mut future = entry("k", 64, 1);
@@ -257,8 +283,43 @@ mod tests {
             serde_json::to_string(&future).unwrap(),
         )
         .unwrap();
-        assert_eq!(db.entries("dev", &template).len(), 2);
+        assert_eq!(db.entries("dev", &template).entries.len(), 2);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A FIFO (which hung a tune 691 s) and a link to `/dev/zero` (2.2 GB of memory) among the
+    /// entries: skipped at once, with a reason, and the other entries still read (D1, D2).
+    #[cfg(unix)]
+    #[test]
+    fn entries_that_are_not_regular_files_are_skipped_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TuningDb::new(dir.path());
+        db.record(&entry("k", 1024, 1)).unwrap();
+        let template = vec!["A".to_string(), "B".to_string()];
+        let folder = db.folder("dev", &template);
+        assert!(std::process::Command::new("mkfifo")
+            .arg(folder.join("fifo.json"))
+            .status()
+            .unwrap()
+            .success());
+        std::os::unix::fs::symlink("/dev/zero", folder.join("zero.json")).unwrap();
+        std::fs::write(
+            folder.join("huge.json"),
+            vec![b' '; MAX_ENTRY_BYTES as usize + 1],
+        )
+        .unwrap();
+        let started = std::time::Instant::now();
+        let read = db.entries("dev", &template);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(read.entries.len(), 1);
+        assert_eq!(read.skipped.len(), 3, "{:?}", read.skipped);
+        let reasons = read.skipped.join("\n");
+        assert!(
+            reasons.contains("a FIFO")
+                && reasons.contains("a device")
+                && reasons.contains("larger than"),
+            "{reasons}"
+        );
     }
 
     #[test]

@@ -275,6 +275,97 @@ pub fn check_protected_names(source: &str) -> Result<(), Violation> {
     Ok(())
 }
 
+/// Directives that make the preprocessor read a file.
+pub const FILE_DIRECTIVES: &[&str] = &["include", "include_next", "import", "embed"];
+
+/// A directive of a source, as the preprocessor reads it ([`directives`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Directive {
+    /// Its name (`include`, `define`, ...); empty for the null directive `#` and for a `#`
+    /// followed by something that is not a name.
+    pub name: String,
+    /// The physical line (1-based) of its `#` (or `%:`).
+    pub line: usize,
+    /// The physical line where its logical line ends: later than [`Directive::line`] when a
+    /// line splice or a comment runs on.
+    pub last_line: usize,
+    /// It lies in a group that `#if 0` (or `#elif 0`) leaves out: the compiler skips it.
+    pub skipped: bool,
+}
+
+impl Directive {
+    /// Whether it makes the preprocessor read a file (one of [`FILE_DIRECTIVES`]), unless skipped.
+    pub fn reads_a_file(&self) -> bool {
+        !self.skipped && FILE_DIRECTIVES.contains(&self.name.as_str())
+    }
+}
+
+/// The directives of `source`, read as the preprocessor reads it: after line splices, with
+/// comments as spaces and digraphs as what they spell (`%:include` is an include, a `#` inside
+/// a comment or a string starts nothing), each marked [`Directive::skipped`] when it lies in a
+/// group of `#if 0` or `#elif 0` (the only conditions read; any other is taken as true, and so
+/// is every `#else`). What two readers could read differently is refused, as [`check`] refuses
+/// it: a trigraph, a carriage return that is not part of `\r\n`, a NUL character, a comment or
+/// a literal that is never closed.
+pub fn directives(source: &str) -> Result<Vec<Directive>, Violation> {
+    let tokens = tokens(source)?;
+    let mut out = Vec::new();
+    // Per open conditional: whether its current group is left out.
+    let mut groups: Vec<bool> = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        if !tokens[i].starts_directive {
+            i += 1;
+            continue;
+        }
+        let end = tokens[i..]
+            .iter()
+            .position(|x| x.ends_line)
+            .map_or(tokens.len(), |p| i + p + 1);
+        let line = &tokens[i..end];
+        let name = match line.get(1).map(|t| &t.kind) {
+            Some(Kind::Ident(name)) => name.clone(),
+            _ => String::new(),
+        };
+        let zero = line.len() == 3 && line[2].kind == Kind::Other("0".into());
+        let outer = |groups: &[bool]| groups.iter().any(|&left_out| left_out);
+        let skipped = match name.as_str() {
+            "if" | "ifdef" | "ifndef" => {
+                let skipped = outer(&groups);
+                groups.push(name == "if" && zero);
+                skipped
+            }
+            "elif" | "elifdef" | "elifndef" | "else" => {
+                if let Some(current) = groups.last_mut() {
+                    *current = name == "elif" && zero;
+                }
+                outer(&groups[..groups.len().saturating_sub(1)])
+            }
+            "endif" => {
+                let skipped = outer(&groups[..groups.len().saturating_sub(1)]);
+                groups.pop();
+                skipped
+            }
+            _ => outer(&groups),
+        };
+        out.push(Directive {
+            name,
+            line: line[0].line,
+            last_line: line[line.len() - 1].last_line,
+            skipped,
+        });
+        i = end;
+    }
+    Ok(out)
+}
+
+/// Whether building `source` may read a file: a directive of [`FILE_DIRECTIVES`] that is
+/// not in a comment nor in a group `#if 0` leaves out, however it is spelled. A source that
+/// cannot be read for certain ([`directives`] refuses it) may.
+pub fn reads_files(source: &str) -> bool {
+    directives(source).map_or(true, |all| all.iter().any(Directive::reads_a_file))
+}
+
 fn word(t: &Token, policy: Policy) -> Result<(), Violation> {
     let Kind::Ident(name) = &t.kind else {
         return Ok(());
@@ -421,6 +512,9 @@ struct Token {
     starts_directive: bool,
     /// The last token of its logical line.
     ends_line: bool,
+    /// On the last token of a logical line: the physical line where that logical line ends
+    /// (after the token's own when a splice or a comment runs on).
+    last_line: usize,
 }
 
 impl Token {
@@ -510,12 +604,16 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
             line,
             starts_directive,
             ends_line: false,
+            last_line: line,
         });
         *at_line_start = false;
     };
-    let end_line = |out: &mut Vec<Token>, at_line_start: &mut bool| {
+    let end_line = |out: &mut Vec<Token>, at_line_start: &mut bool, physical: usize| {
         if let Some(last) = out.last_mut() {
-            last.ends_line = true;
+            if !last.ends_line {
+                last.ends_line = true;
+                last.last_line = physical;
+            }
         }
         *at_line_start = true;
     };
@@ -523,7 +621,7 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
         let (ch, ln) = chars[i];
         match ch {
             '\n' => {
-                end_line(&mut out, &mut at_line_start);
+                end_line(&mut out, &mut at_line_start, ln);
                 in_directive = false;
                 i += 1;
             }
@@ -546,9 +644,10 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
                         what: "a comment that is never closed".into(),
                     });
                 }
+                let closed_at = chars[i].1;
                 i += 2;
                 if newline && !in_directive {
-                    end_line(&mut out, &mut at_line_start);
+                    end_line(&mut out, &mut at_line_start, closed_at);
                 }
             }
             '"' | '\'' => {
@@ -641,8 +740,12 @@ fn tokens(source: &str) -> Result<Vec<Token>, Violation> {
             }
         }
     }
+    let final_line = chars.last().map_or(1, |c| c.1);
     if let Some(last) = out.last_mut() {
-        last.ends_line = true;
+        if !last.ends_line {
+            last.ends_line = true;
+            last.last_line = final_line;
+        }
     }
     Ok(out)
 }
@@ -777,6 +880,69 @@ mod tests {
         check(&format!("{asm}{KERNEL}"), Policy { allow_asm: true }).unwrap();
         // a helper named like a work-item function is fine; so is a macro that uses one
         check(&format!("#define GID get_global_id(0)\nint my_get_group_id_helper(void) {{ return 0; }}\n{KERNEL}"), Policy::default()).unwrap();
+    }
+
+    #[test]
+    fn directives_are_found_however_they_are_spelled_and_where_they_end() {
+        let read = |s: &str| -> Vec<(String, usize, usize, bool)> {
+            directives(s)
+                .unwrap()
+                .into_iter()
+                .map(|d| (d.name, d.line, d.last_line, d.skipped))
+                .collect()
+        };
+        let d = |n: &str, l: usize, e: usize, s: bool| (n.to_string(), l, e, s);
+        assert_eq!(read("#include \"a\"\n"), [d("include", 1, 1, false)]);
+        assert_eq!(read("x;\n%:include \"a\"\n"), [d("include", 2, 2, false)]);
+        assert_eq!(read("#inc\\\nlude \"a\"\n"), [d("include", 1, 2, false)]);
+        assert_eq!(read("/* */#include \"a\"\n"), [d("include", 1, 1, false)]);
+        assert_eq!(
+            read("/* a\n b */ #include \"a\"\n"),
+            [d("include", 2, 2, false)]
+        );
+        // a comment that runs on, or a splice in a trailing comment, extends the line
+        assert_eq!(
+            read("#include \"a\" /* x\n */\n"),
+            [d("include", 1, 2, false)]
+        );
+        assert_eq!(
+            read("#include \"a\" // x \\\ny\n"),
+            [d("include", 1, 2, false)]
+        );
+        assert_eq!(read("#include \"a\" // x\n"), [d("include", 1, 1, false)]);
+        // in a comment or a string, nothing
+        assert!(
+            read("// #include \"a\"\n/*\n#include \"a\"\n*/\nchar* s = \"#include\";\n").is_empty()
+        );
+        // `#if 0` groups are skipped, nested ones too; `#else` and other conditions are not
+        let src = "#if 0\n#include \"a\"\n#if 1\n#include \"b\"\n#endif\n#else\n#include \"c\"\n#endif\n#ifdef X\n#include \"d\"\n#elif 0\n#include \"e\"\n#endif\n";
+        let includes: Vec<(usize, bool)> = directives(src)
+            .unwrap()
+            .into_iter()
+            .filter(|d| d.name == "include")
+            .map(|d| (d.line, d.skipped))
+            .collect();
+        assert_eq!(
+            includes,
+            [(2, true), (4, true), (7, false), (10, false), (12, true)]
+        );
+        assert!(!reads_files(
+            "#if 0 // off\n#include \"/etc/passwd\"\n#endif\n// #include <x>\n"
+        ));
+        for spelled in [
+            "#include \"x\"\n",
+            "%:include \"x\"\n",
+            "#inc\\\nlude \"x\"\n",
+            "/* */#include \"x\"\n",
+            "# import <x>\n",
+            "#embed \"x\"\n",
+            "#if 00\n#include \"x\"\n#endif\n",
+            // not read for certain: maybe
+            "??=include \"x\"\n",
+            "// c\r#include \"x\"\n",
+        ] {
+            assert!(reads_files(spelled), "{spelled:?}");
+        }
     }
 
     #[test]

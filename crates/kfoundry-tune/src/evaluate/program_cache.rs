@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use kfoundry_rt::model::source_policy;
 use kfoundry_rt::opencl::session::Session;
 
 /// Entries kept; beyond this the least recently used are deleted when a cache is opened.
@@ -25,6 +26,9 @@ pub const MAX_ENTRIES: usize = 4096;
 
 /// The first bytes of an entry.
 const MAGIC: &[u8; 8] = b"KFPROG1\n";
+
+/// Largest entry read (a driver's binary of the largest kernels is a few megabytes).
+pub const MAX_ENTRY_BYTES: u64 = 256 << 20;
 
 /// The environment variable that names kfoundry's cache folder.
 pub const DIR_ENV: &str = "KFOUNDRY_CACHE_DIR";
@@ -69,9 +73,10 @@ impl ProgramCache {
     }
 
     /// The key of `program` (the text given to the compiler) built with `options`; `None`
-    /// for a text that includes files (what they hold is not in the key).
+    /// for a text that may include files, however it spells the include (what they hold is
+    /// not in the key; [`source_policy::reads_files`]).
     pub fn key(&self, program: &str, options: &str) -> Option<String> {
-        if program.contains("#include") {
+        if source_policy::reads_files(program) {
             return None;
         }
         let mut hash = Sha256::new();
@@ -94,14 +99,31 @@ impl ProgramCache {
 
     /// Whether an entry for `key` is there (not read: [`ProgramCache::load`] checks it).
     pub fn has(&self, key: &str) -> bool {
-        self.path(key).is_file()
+        std::fs::symlink_metadata(self.path(key)).is_ok_and(|m| m.is_file())
     }
 
     /// The binary kept under `key`, when there is one and it is whole (an entry that is not is
-    /// deleted). Reading it marks it recently used.
+    /// deleted, and so is anything else at its place: a link, a FIFO, a file larger than
+    /// [`MAX_ENTRY_BYTES`], none of which is read). Reading it marks it recently used.
     pub fn load(&self, key: &str) -> Option<Vec<u8>> {
         let path = self.path(key);
-        let bytes = std::fs::read(&path).ok()?;
+        // Never through a link: the cache writes files only.
+        if !std::fs::symlink_metadata(&path).ok()?.is_file() {
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        let bytes = match kfoundry_tooling::files::read_bounded(
+            &path,
+            MAX_ENTRY_BYTES,
+            "a program cache entry",
+        ) {
+            Ok(bytes) => bytes,
+            Err(e) if e.is_not_found() => return None,
+            Err(_) => {
+                let _ = std::fs::remove_file(&path);
+                return None;
+            }
+        };
         match unpack(&bytes) {
             Some(binary) => {
                 if let Ok(file) = std::fs::File::options().append(true).open(&path) {
@@ -123,7 +145,13 @@ impl ProgramCache {
             return;
         }
         let temp = self.dir.join(format!(".{key}.{}.tmp", std::process::id()));
-        let written = std::fs::File::create(&temp).and_then(|mut file| {
+        // Created anew: never written through what was left at its name (a FIFO would block).
+        let _ = std::fs::remove_file(&temp);
+        let created = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&temp);
+        let written = created.and_then(|mut file| {
             file.write_all(MAGIC)?;
             file.write_all(&Sha256::digest(binary))?;
             file.write_all(binary)
@@ -202,6 +230,21 @@ mod tests {
             a.key("kernel", "-DX=X").unwrap()
         );
         assert!(a.key("#include \"x.h\"\nkernel", "").is_none());
+        // however the include is spelled (I13); one in a comment or `#if 0` reads nothing
+        for spelled in [
+            "%:include \"x.h\"\nkernel",
+            "#inc\\\nlude \"x.h\"\nkernel",
+            "/* */#include \"x.h\"\nkernel",
+            "// c\r#include \"x.h\"\nkernel",
+        ] {
+            assert!(a.key(spelled, "").is_none(), "{spelled:?}");
+        }
+        assert!(a
+            .key(
+                "// #include \"x.h\"\n#if 0\n#include \"x.h\"\n#endif\nkernel",
+                ""
+            )
+            .is_some());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -225,6 +268,33 @@ mod tests {
         c.store(&key, b"binary bytes");
         std::fs::write(&path, &std::fs::read(&path).unwrap()[..20]).unwrap();
         assert_eq!(c.load(&key), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A FIFO or a link to `/dev/zero` in an entry's place: not read (no wait, no memory),
+    /// removed, and the entry is built again (D1, D2).
+    #[cfg(unix)]
+    #[test]
+    fn entries_that_are_not_regular_files_are_dropped_at_once() {
+        let dir = temp_dir("cache-special");
+        let c = cache(&dir);
+        let fifo = c.key("fifo kernel", "").unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(c.path(&fifo))
+            .status()
+            .unwrap()
+            .success());
+        let zero = c.key("zero kernel", "").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", c.path(&zero)).unwrap();
+        let started = std::time::Instant::now();
+        assert!(!c.has(&fifo) && !c.has(&zero));
+        assert_eq!(c.load(&fifo), None);
+        assert_eq!(c.load(&zero), None);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert!(std::fs::symlink_metadata(c.path(&fifo)).is_err());
+        assert!(std::fs::symlink_metadata(c.path(&zero)).is_err());
+        c.store(&zero, b"binary");
+        assert_eq!(c.load(&zero).as_deref(), Some(&b"binary"[..]));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

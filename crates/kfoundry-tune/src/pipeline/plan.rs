@@ -409,13 +409,16 @@ fn warm_start(
     }
     let lock = Lockfile::read(&plan.lockfile)
         .with_context(|| format!("cannot read {}", plan.lockfile.display()))?;
-    let entries = plan
+    let read = plan
         .options
         .tuning_db
         .as_ref()
-        .map_or_else(Vec::new, |dir| {
-            TuningDb::new(dir).entries(key.device, &template_of(spec))
-        });
+        .map(|dir| TuningDb::new(dir).entries(key.device, &template_of(spec)))
+        .unwrap_or_default();
+    for text in read.skipped {
+        plan.report(TuneEvent::Warning { text });
+    }
+    let entries = read.entries;
     let starts = warm::warm_starts(
         lock.as_ref(),
         &entries,

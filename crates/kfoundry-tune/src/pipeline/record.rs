@@ -132,8 +132,21 @@ pub fn lock(lockfile: &Path, reporter: &dyn Reporter) -> Result<Guard> {
                     lockfile.display()
                 ),
             });
-            file.lock()
-                .with_context(|| format!("cannot lock {}", path.display()))?;
+            // Polled, so that an interrupt stops the wait.
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                match file.try_lock() {
+                    Ok(()) => break,
+                    Err(TryLockError::WouldBlock) if crate::interrupt::requested() => bail!(
+                        "interrupted while waiting for the lock of {}; nothing was written (checkpoints are kept; `--resume` continues)",
+                        lockfile.display()
+                    ),
+                    Err(TryLockError::WouldBlock) => {}
+                    Err(TryLockError::Error(e)) => {
+                        return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+                    }
+                }
+            }
         }
         Err(TryLockError::Error(e)) => {
             return Err(e).with_context(|| format!("cannot lock {}", path.display()))

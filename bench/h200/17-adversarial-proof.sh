@@ -35,12 +35,12 @@ verify)
     ;;
 adversarial)
     # The bundles of cargo-kfoundry/tests/cli/adversarial.rs whose bad variant (P=1) must never
-    # ship, 3 seeds each, on the GPU.
+    # ship, 3 seeds each (SEEDS="0 1" for fewer), on the GPU.
     J=$OUT/adversarial.jsonl
     mkdir -p $D/a
     for b in $D/adv/*.json; do
         n=$(basename $b .json)
-        for seed in 0 1 2; do
+        for seed in ${SEEDS:-0 1 2}; do
             $D/cargo-kfoundry tune --bundle $b --lockfile $D/a/$n-$seed.lock --state-dir $D/a/state-$n-$seed --device gpu \
                 --budget-evals 8 --repeats 1 --seed $seed --message-format json 2>> $L | sed "s/^{/{\"bundle\":\"$n\",\"seed\":$seed,/" >> $J
             echo "$n seed $seed: status ${PIPESTATUS[0]}, shipped $(grep -h '^P = ' $D/a/$n-$seed.lock | tr '\n' ' ')" | tee -a $L

@@ -29,6 +29,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("Memo", cheats::memo_args()),
         ("PolyExp", cheats::poly_exp_args()),
         ("Relu", cheats::relu_args()),
+        ("SoftmaxMax0", cheats::softmax_max_from_zero_args()),
+        ("OnePassVar", cheats::one_pass_variance_args()),
+        ("SumSquares", cheats::sum_of_squares_norm_args()),
+        ("Persistent", cheats::persistent_tail_args()),
+        ("IntGather", cheats::integer_gather_args()),
+        ("ScalarTop", cheats::scalar_top_args()),
+        ("HalfFlush", cheats::half_flush_args()),
+        ("LocalRace", cheats::local_race_args()),
     ] {
         bundle::write(&dir, &format!("{name}.json"), name, &args);
     }

@@ -31,6 +31,7 @@ pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
             stage: unshipped.stage.to_string(),
             params: unshipped.params.clone(),
             why: unshipped.reason.clone(),
+            counterexample: unshipped.counterexample.as_deref().map(counterexample),
         }],
         TuneEvent::Tuned { result } => vec![Message::Tuned {
             result: Box::new((*result).clone()),
@@ -66,5 +67,22 @@ pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
         | TuneEvent::Asking { .. }
         | TuneEvent::RooflineReached { .. }
         | TuneEvent::SearchFinished { .. } => Vec::new(),
+    }
+}
+
+/// A proof's failing case as the JSON messages carry it.
+fn counterexample(case: &kfoundry_tune::evaluate::case::Case) -> kfoundry_tune::messages::Counterexample {
+    use kfoundry_tune::evaluate::case::Prefill;
+    kfoundry_tune::messages::Counterexample {
+        sizes: case.sizes.clone(),
+        scalars: case.scalars.clone(),
+        values: case.values.describe().to_string(),
+        prefill: match case.prefill {
+            Prefill::Poison => "poison",
+            Prefill::Zeros => "zeros",
+            Prefill::Random => "random",
+        }
+        .to_string(),
+        in_place: case.in_place,
     }
 }

@@ -157,6 +157,13 @@ fn every_message() -> Vec<Message> {
             stage: "probe".into(),
             params: p.clone(),
             why: "Wrong at sizes n=16384".into(),
+            counterexample: Some(kfoundry_tune::messages::Counterexample {
+                sizes: [("n".to_string(), 16384)].into(),
+                scalars: Default::default(),
+                values: "inputs shifted far below zero".into(),
+                prefill: "zeros".into(),
+                in_place: false,
+            }),
         },
         Message::Tuned {
             result: Box::new(result),

@@ -14,6 +14,22 @@ use kfoundry_rt::{DeviceInfo, DeviceTraits};
 use kfoundry_search::{Config, Evaluation, Operator};
 use serde::{Deserialize, Serialize};
 
+/// An input on which a finalist and the reference disagree: what a call would have to pass to
+/// see it wrong. Its input values are drawn from the tune's proof seed as `values` says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Counterexample {
+    pub sizes: Sizes,
+    /// The integer scalars that are not sizes (the others drawn as declared).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub scalars: std::collections::BTreeMap<String, i64>,
+    /// The class of input values, in words ("inputs shifted far below zero").
+    pub values: String,
+    /// What the outputs held before the run: `poison` (NaN), `zeros` or `random`.
+    pub prefill: String,
+    /// Whether the written buffers were their inputs' (`in_place(...)`).
+    pub in_place: bool,
+}
+
 /// The version of the message schema, in every message.
 pub const VERSION: u32 = 1;
 
@@ -43,6 +59,10 @@ pub enum Message {
         stage: String,
         params: Params,
         why: String,
+        /// The smallest input the proof found the finalist wrong on (absent when the proof
+        /// did not refuse it, or failed before it had a case to show).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counterexample: Option<Counterexample>,
     },
     /// `tune`: one kernel at one workload is done.
     /// (Boxed: the largest message by far; the JSON is the same.)

@@ -420,17 +420,25 @@ pub fn residue_sizes(
 }
 
 /// Whether both `params` and the reference can run at `sizes` (constraints, launch geometry)
-/// and their buffers fit the device next to those of the workload at `tuned`: where a proof
-/// may try a size set it did not plan.
+/// and their buffers fit the device next to those of the workload at `tuned` and (with
+/// [`Reach::Tune`]) take at most [`CORNER_COST`] times its buffers: where a proof may try a
+/// size set it did not plan.
 pub fn runnable(
     spec: &KernelSpec,
     params: &Params,
     tuned: &Sizes,
     sizes: &Sizes,
     limits: &Limits,
+    reach: Reach,
 ) -> bool {
     let held = footprint(spec, params, tuned, limits);
-    fits(spec, params, sizes, held, limits) && fits(spec, &spec.reference, sizes, held, limits)
+    let affordable = match (reach, footprint(spec, params, sizes, limits), held) {
+        (Reach::Tune, Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
+        _ => true,
+    };
+    affordable
+        && fits(spec, params, sizes, held, limits)
+        && fits(spec, &spec.reference, sizes, held, limits)
 }
 
 /// A value drawn log-uniformly in `lo..=hi`.

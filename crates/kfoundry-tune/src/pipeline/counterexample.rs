@@ -56,6 +56,9 @@ pub struct Space<'a> {
     /// Each integer scalar's range (the scalars that are not sizes).
     pub scalars: BTreeMap<String, (i64, i64)>,
     pub in_place: bool,
+    /// How far from the tuned sizes a case may go (a tune's proof: at most what a corner
+    /// costs; a claimed box: anywhere in it).
+    pub reach: probe::Reach,
 }
 
 impl Space<'_> {
@@ -64,7 +67,14 @@ impl Space<'_> {
             self.bounds
                 .get(name)
                 .is_none_or(|(lo, hi)| (*lo..=*hi).contains(v))
-        }) && probe::runnable(self.spec, self.params, self.tuned, sizes, self.limits)
+        }) && probe::runnable(
+            self.spec,
+            self.params,
+            self.tuned,
+            sizes,
+            self.limits,
+            self.reach,
+        )
     }
 
     /// `case` with one gene changed (a size, the values, a scalar, the prefill, in place, or
@@ -256,6 +266,7 @@ mod tests {
             values: vec![Values::Declared, Values::Offset { negative: true }],
             scalars: [("k".to_string(), (1, 100))].into(),
             in_place: false,
+            reach: probe::Reach::Claimed,
         };
         f(&space)
     }

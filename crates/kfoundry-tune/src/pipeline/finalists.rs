@@ -13,6 +13,7 @@ use kfoundry_search::Record;
 
 use super::remeasure::{beats_existing, measure_reference, remeasure};
 use super::verify::{prove, NotProven, Scope};
+use crate::evaluate::case::Case;
 use crate::evaluate::{params_of, ErrorStats, Judge};
 use crate::text::fmt_ns;
 
@@ -31,6 +32,8 @@ pub struct Unshipped {
     /// when measured again).
     pub stage: &'static str,
     pub reason: String,
+    /// The smallest input the proof found it wrong on, when the proof refused it.
+    pub counterexample: Option<Box<Case>>,
 }
 
 /// The result of the stage.
@@ -108,16 +111,20 @@ pub fn decide(
     mut rejected: impl FnMut(&Unshipped),
 ) -> Result<Decision, String> {
     let mut rejections = Vec::new();
-    let mut reject =
-        |params: &Params, stage: &'static str, reason: String, rejections: &mut Vec<Unshipped>| {
-            let r = Unshipped {
-                params: params.clone(),
-                stage,
-                reason,
-            };
-            rejected(&r);
-            rejections.push(r);
+    let mut reject = |params: &Params,
+                      stage: &'static str,
+                      reason: String,
+                      counterexample: Option<Box<Case>>,
+                      rejections: &mut Vec<Unshipped>| {
+        let r = Unshipped {
+            params: params.clone(),
+            stage,
+            reason,
+            counterexample,
         };
+        rejected(&r);
+        rejections.push(r);
+    };
     let mut slower = None;
     let mut winner = None;
     let mut proof_seconds = 0.0;
@@ -131,7 +138,7 @@ pub fn decide(
         let (best_s, reference_s, errors) = match remeasure(judge, spec, params, source.as_deref())?
         {
             Err(why) => {
-                reject(params, "remeasure", why, &mut rejections);
+                reject(params, "remeasure", why, None, &mut rejections);
                 continue;
             }
             Ok((best_s, reference_s, _)) if best_s >= reference_s => {
@@ -154,8 +161,11 @@ pub fn decide(
         proof_seconds += proving.elapsed().as_secs_f64();
         let proven = match proof {
             Ok(p) => p,
-            Err(NotProven::Failed(why)) => {
-                reject(params, "probe", why, &mut rejections);
+            Err(NotProven::Failed {
+                why,
+                counterexample,
+            }) => {
+                reject(params, "probe", why, counterexample, &mut rejections);
                 continue;
             }
             // No variant can be proven against a reference that is out of bounds on the

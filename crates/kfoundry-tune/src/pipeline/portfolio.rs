@@ -171,7 +171,7 @@ pub fn choose(
                     Err(NotProven::Annotation(why)) => {
                         anyhow::bail!("the annotation of `{}`: {why}", spec.id)
                     }
-                    Err(NotProven::Failed(why)) => {
+                    Err(NotProven::Failed { why, .. }) => {
                         plan.note(format!(
                             "note: `{}` portfolio: {} is not proven over its bucket ({why}); choosing again",
                             spec.id,
@@ -307,12 +307,15 @@ fn prove_bucket(
         match judge.verify(params, &Case::at(w.sizes.clone()), None) {
             Ok(Ok(_)) => proven.sizes.push(w.sizes.clone()),
             Ok(Err(rejection)) => {
-                return Err(NotProven::Failed(format!(
-                    "{:?} at {}: {}",
-                    rejection.kind(),
-                    kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "),
-                    rejection.why()
-                )))
+                return Err(NotProven::Failed {
+                    why: format!(
+                        "{:?} at {}: {}",
+                        rejection.kind(),
+                        kfoundry_rt::model::spec::fmt_assignments(&w.sizes, ", "),
+                        rejection.why()
+                    ),
+                    counterexample: None,
+                })
             }
             Err(u) if u.annotation_fault => return Err(NotProven::Annotation(u.message)),
             Err(_) => {}

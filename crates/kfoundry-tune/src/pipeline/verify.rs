@@ -75,8 +75,13 @@ pub struct Claimed {
 /// Why a proof did not pass.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NotProven {
-    /// The variant failed a case (the case and the reason): it is rejected.
-    Failed(String),
+    /// The variant failed a case: it is rejected. `why` names the case and the reason;
+    /// `counterexample` is the smallest failing case found (none when the failure came
+    /// before the proof's box was known).
+    Failed {
+        why: String,
+        counterexample: Option<Box<Case>>,
+    },
     /// The reference read or wrote outside its buffers on inputs drawn as the annotation
     /// declares: the annotation is wrong there, and no variant can be proven against it.
     Annotation(String),
@@ -85,7 +90,7 @@ pub enum NotProven {
 impl std::fmt::Display for NotProven {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NotProven::Failed(why) | NotProven::Annotation(why) => f.write_str(why),
+            NotProven::Failed { why, .. } | NotProven::Annotation(why) => f.write_str(why),
         }
     }
 }
@@ -123,7 +128,12 @@ pub fn prove(
         case.seed = rng.gen();
         match run(judge, params, source, &case, scope, &mut proven)? {
             Outcome::Passed(error) => passed.push((case, error)),
-            Outcome::Failed(why) => return Err(NotProven::Failed(why)),
+            Outcome::Failed(why) => {
+                return Err(NotProven::Failed {
+                    why,
+                    counterexample: Some(Box::new(case)),
+                })
+            }
             Outcome::Skipped => {}
         }
     }
@@ -139,6 +149,11 @@ pub fn prove(
             .filter_map(|(name, _)| Some((name.to_string(), scalar_range(spec, scope, name)?)))
             .collect(),
         in_place: !spec.in_place.is_empty(),
+        reach: if scope.claimed.is_some() {
+            probe::Reach::Claimed
+        } else {
+            probe::Reach::Tune
+        },
     };
     let drawn = drawn_cases(
         spec,
@@ -153,9 +168,9 @@ pub fn prove(
         match run(judge, params, source, &case, scope, &mut proven)? {
             Outcome::Passed(error) => passed.push((case, error)),
             Outcome::Failed(why) => {
-                return Err(NotProven::Failed(shrunk(
+                return Err(shrunk(
                     judge, params, source, scope, &space, case, why, "",
-                )))
+                ))
             }
             Outcome::Skipped => {}
         }
@@ -168,7 +183,7 @@ pub fn prove(
         counterexample::search(&space, passed, SEARCH_CASES, &mut rng, &mut try_case)
     };
     if let Some((case, why)) = found {
-        return Err(NotProven::Failed(shrunk(
+        return Err(shrunk(
             judge,
             params,
             source,
@@ -177,13 +192,13 @@ pub fn prove(
             case,
             why,
             "found by the proof's counterexample search",
-        )));
+        ));
     }
     Ok(proven)
 }
 
-/// The message of a failing case once it is shrunk ([`counterexample::shrink`]): the
-/// smallest failing case's, then where it came from.
+/// A failing case once it is shrunk ([`counterexample::shrink`]): the smallest failing case,
+/// and its message followed by where it came from.
 #[allow(clippy::too_many_arguments)]
 fn shrunk(
     judge: &mut dyn Judge,
@@ -194,7 +209,7 @@ fn shrunk(
     case: Case,
     why: String,
     found: &str,
-) -> String {
+) -> NotProven {
     let mut again = |c: &Case| {
         run(judge, params, source, c, scope, &mut Proven::default()).unwrap_or(Outcome::Skipped)
     };
@@ -205,10 +220,13 @@ fn shrunk(
         .into_iter()
         .flatten()
         .collect();
-    if notes.is_empty() {
-        why
-    } else {
-        format!("{why} ({})", notes.join("; "))
+    NotProven::Failed {
+        why: if notes.is_empty() {
+            why
+        } else {
+            format!("{why} ({})", notes.join("; "))
+        },
+        counterexample: Some(Box::new(small)),
     }
 }
 

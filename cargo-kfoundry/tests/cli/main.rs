@@ -16,6 +16,8 @@ mod bad_kernels;
 mod brute_force;
 /// Exit statuses and the JSON messages (the snapshot).
 mod contract;
+/// Mistakes named where they are; `check` of one package, and of the committed lockfile.
+mod diagnostics;
 /// Interrupts, kills and resumes.
 mod crash_safety;
 /// A tune that meets trouble says what and keeps what it can.

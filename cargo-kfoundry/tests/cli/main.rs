@@ -16,10 +16,10 @@ mod bad_kernels;
 mod brute_force;
 /// Exit statuses and the JSON messages (the snapshot).
 mod contract;
-/// Mistakes named where they are; `check` of one package, and of the committed lockfile.
-mod diagnostics;
 /// Interrupts, kills and resumes.
 mod crash_safety;
+/// Mistakes named where they are; `check` of one package, and of the committed lockfile.
+mod diagnostics;
 /// A tune that meets trouble says what and keeps what it can.
 mod failures;
 /// Several devices, partitions and workloads meant for one kind of device.

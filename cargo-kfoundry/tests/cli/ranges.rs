@@ -82,8 +82,9 @@ fn a_range_is_served_by_a_portfolio_proven_over_its_buckets() {
     for v in variants {
         let params = kfoundry_rt::model::spec::fmt_assignments(&v.params, " ");
         assert!(
-            stdout.lines().any(|l| l.contains(&format!(" {} ", v.workload))
-                && l.trim_end().ends_with(&params)),
+            stdout.lines().any(
+                |l| l.contains(&format!(" {} ", v.workload)) && l.trim_end().ends_with(&params)
+            ),
             "{} {params} not in the summary:\n{stdout}",
             v.workload
         );

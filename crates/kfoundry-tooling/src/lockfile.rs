@@ -343,7 +343,9 @@ mod tests {
         let line = text.lines().position(|l| l.contains("\"fast\"")).unwrap() + 1;
         let e = Lockfile::parse(&text, p).unwrap_err().to_string();
         assert!(
-            e.starts_with(&format!("/x/Kfoundry.lock:{line}:11: not a valid Kfoundry.lock: ")),
+            e.starts_with(&format!(
+                "/x/Kfoundry.lock:{line}:11: not a valid Kfoundry.lock: "
+            )),
             "{e}"
         );
     }

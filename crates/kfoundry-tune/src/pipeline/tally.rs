@@ -14,11 +14,11 @@ use super::discover::Kernel;
 use super::finalists::{Decision, Unshipped};
 use super::plan::Plan;
 use super::search::Searched;
+use crate::device::peaks::Peaks;
 use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::{fmt_sizes, params_of};
 use crate::events::{Failure, Search, TuneEvent};
-use crate::device::peaks::Peaks;
 use crate::messages::TuneResult;
 use crate::text::{describe, fmt_params};
 
@@ -339,7 +339,10 @@ mod tests {
             evaluations: 10,
             failures: 0,
             source: None,
-            proven: vec![[("n".to_string(), 1)].into(), [("n".to_string(), 64)].into()],
+            proven: vec![
+                [("n".to_string(), 1)].into(),
+                [("n".to_string(), 64)].into(),
+            ],
             scalars: Default::default(),
             proof: 0,
             partial: false,
@@ -367,9 +370,15 @@ mod tests {
         assert_eq!((first.best_ns, first.reference_ns), (1200, 4200));
         assert!((first.speedup - 3.5).abs() < 1e-9, "{}", first.speedup);
         assert_eq!(first.proven, variants[0].proven);
-        assert_eq!(first.max_abs_error, None, "the winner's errors, not the variant's");
+        assert_eq!(
+            first.max_abs_error, None,
+            "the winner's errors, not the variant's"
+        );
         let note = first.note.as_deref().unwrap_or_default();
-        assert!(note.contains("own winner was WG=64 (0.001 ms, 4.00x)"), "{note}");
+        assert!(
+            note.contains("own winner was WG=64 (0.001 ms, 4.00x)"),
+            "{note}"
+        );
         // the same parameters: the portfolio's time, no note
         assert_eq!((second.best_ns, second.note.as_deref()), (1900, None));
         assert_eq!(second.max_abs_error, Some(0.5));

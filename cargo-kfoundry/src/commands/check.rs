@@ -289,7 +289,7 @@ pub fn run(args: &CheckArgs) -> Result<Exit> {
         let Some(lock) = &lock else {
             return Ok(Exit::Success);
         };
-        return super::verify::run(args, &specs, lock, &src.lockfile);
+        return super::verify::run(args, &src.kernels, lock, &src.lockfile);
     }
     Ok(Exit::Success)
 }
@@ -423,7 +423,10 @@ mod tests {
         let a = spec("a", "small(n = 64), large(n = 128)");
         let b = spec("b", "w(n = 64)");
         let c = spec("c", "w(n = 64)");
-        assert_eq!(findings(&[&a], None, &[]).unwrap(), vec![Finding::NoLockfile]);
+        assert_eq!(
+            findings(&[&a], None, &[]).unwrap(),
+            vec![Finding::NoLockfile]
+        );
         assert_eq!(
             findings(&[&a], Some(&Lockfile::default()), &[]).unwrap(),
             vec![Finding::NoLockfile]
@@ -541,7 +544,11 @@ mod tests {
             matches!(&found[..], [f @ Finding::MissingWorkload { .. }] if !f.is_drift()),
             "{found:?}"
         );
-        assert!(found[0].to_string().contains("--locked passes"), "{}", found[0]);
+        assert!(
+            found[0].to_string().contains("--locked passes"),
+            "{}",
+            found[0]
+        );
         assert!(Finding::Untuned { kernel: "a".into() }.is_drift());
         assert!(Finding::Orphaned { kernel: "a".into() }.is_drift());
     }

@@ -303,6 +303,7 @@ fn tune_one(
                 dir: dir.clone(),
                 read: true,
             }),
+        source_place: plan.source_place(spec),
         ..Measurement::default()
     };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as

@@ -67,6 +67,14 @@ impl Plan<'_> {
     pub fn note(&self, text: String) {
         self.reporter.report(TuneEvent::Note { text });
     }
+
+    /// What build errors call the source of kernel `spec` ([`Kernel::source_place`]).
+    pub fn source_place(&self, spec: &KernelSpec) -> Option<String> {
+        self.kernels
+            .iter()
+            .find(|k| k.spec.id == spec.id)
+            .map(Kernel::source_place)
+    }
 }
 
 /// Where one search begins.
@@ -596,11 +604,9 @@ fn llm_config(
         "the workspace's Cargo.toml"
     };
     match project {
-        Some(table) if args.llm_from_project => tables.push((
-            table.clone(),
-            Origin::Project(what.into()),
-            Places::new(),
-        )),
+        Some(table) if args.llm_from_project => {
+            tables.push((table.clone(), Origin::Project(what.into()), Places::new()))
+        }
         Some(table) => {
             let url = table
                 .get("base_url")

@@ -1,5 +1,6 @@
 //! What kfoundry says about the user's files names the right ones: a mistake in a TOML file at
-//! its `path:line:col`; `check -p` about that package's kernels alone; this repository's own
+//! its `path:line:col`; a build error at the kernel's own source file, not the driver's
+//! temporary copy; `check -p` about that package's kernels alone; this repository's own
 //! `Kfoundry.lock` passing `check --locked` as a fresh clone has it.
 
 use std::path::Path;

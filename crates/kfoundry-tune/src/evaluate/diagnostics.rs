@@ -4,6 +4,8 @@
 //! is kept once with how many times it came, with the temporary file's name the compiler gave
 //! the source replaced by `<source>`; the noise around it (`1 warning generated.`, the source
 //! excerpt and caret under a warning) is dropped. Any other line of stderr passes through.
+//! A build log of the kernel's own source names that source's file ([`relocate`]); one of a
+//! generated source keeps only what is about that source ([`own_diagnostics`]).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -422,10 +422,14 @@ fn empty_and_impossible_sizes_are_errors_not_launches() {
         "{e}"
     );
     assert!(Twice::explain(&device, 0).is_err());
-    // A size that does not fit the kernel's `int n`, or usize beyond i64.
+    // A size that does not fit the kernel's `int n`, or usize beyond i64: `explain` refuses
+    // what `launch` refuses, with the same error.
     let big = (i32::MAX as usize + 1) * 16;
-    assert!(Twice::launch(&queue, big, &x, &y).is_err());
-    assert!(Twice::launch(&queue, usize::MAX, &x, &y).is_err());
+    for n in [big, 1 << 31, 1 << 62, usize::MAX] {
+        let launched = Twice::launch(&queue, n, &x, &y).unwrap_err().to_string();
+        let explained = Twice::explain(&device, n).unwrap_err().to_string();
+        assert_eq!(explained, launched, "n = {n}");
+    }
     assert!(read(&y).iter().all(|v| *v == 0.5), "nothing ran");
 }
 

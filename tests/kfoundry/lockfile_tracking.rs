@@ -177,11 +177,11 @@ fn the_build_always_embeds_what_the_lockfile_says() {
         "{e}"
     );
 
-    // 4. It becomes malformed: the build fails and says where.
+    // 4. It becomes malformed: the build fails and says where (file, line and column).
     write(&lock_path, "version = 2\n[kernels\n");
     let e = build_fails(ws);
     assert!(
-        e.contains("Kfoundry.lock: not a valid Kfoundry.lock"),
+        e.contains("Kfoundry.lock:2:") && e.contains(": not a valid Kfoundry.lock: "),
         "{e}"
     );
 

@@ -28,7 +28,11 @@ pub enum Finding {
     Untuned {
         kernel: String,
     },
-    /// A device tuned the kernel but not this workload.
+    /// A device tuned the kernel but not this workload (one meant for its kind): a gap in what
+    /// was tuned there, not drift from the sources (`tune --workload` tunes some workloads
+    /// only, and each device is tuned where it is). Reported, but `--locked` passes: dispatch
+    /// at those sizes there takes another of the device's entries that covers them, else the
+    /// next step of its chain.
     MissingWorkload {
         kernel: String,
         device: String,
@@ -76,9 +80,10 @@ impl fmt::Display for Finding {
                 "stale: `{kernel}` changed since it was tuned (fingerprint {locked} in the lockfile, {current} now): its variants are not embedded; re-run `cargo kfoundry tune`"
             ),
             Finding::Untuned { kernel } => write!(f, "missing: `{kernel}` has no entry; run `cargo kfoundry tune`"),
-            Finding::MissingWorkload { kernel, device, workload } => {
-                write!(f, "missing: `{kernel}` was tuned on `{device}` but not for workload `{workload}`")
-            }
+            Finding::MissingWorkload { kernel, device, workload } => write!(
+                f,
+                "not tuned: `{kernel}` was tuned on `{device}` but not for workload `{workload}` (`cargo kfoundry tune --workload {workload}` on that device adds it; not drift: --locked passes)"
+            ),
             Finding::Orphaned { kernel } => write!(f, "orphaned: the lockfile has `{kernel}`, which is not in the sources"),
             Finding::OrphanedWorkload { kernel, workload } => {
                 write!(f, "orphaned: `{kernel}` has a variant for workload `{workload}`, which it no longer declares")
@@ -96,6 +101,14 @@ impl fmt::Display for Finding {
                 kfoundry_rt::model::variant::PROOF_VERSION
             ),
         }
+    }
+}
+
+impl Finding {
+    /// The lockfile disagrees with the sources (`--locked` fails): everything but a workload
+    /// one device was not tuned at.
+    pub fn is_drift(&self) -> bool {
+        !matches!(self, Finding::MissingWorkload { .. })
     }
 }
 
@@ -143,10 +156,15 @@ pub fn entry_findings(
     out
 }
 
-/// Compares the lockfile (if any) with the kernels in the sources.
+/// Compares the lockfile (if any) with the kernels in the sources, those of `packages` when
+/// `-p` named some (empty: the whole workspace or bundle). An entry of another package is not
+/// this check's business: only one whose id says it is of a checked package (`package::Item`,
+/// the id a kernel gets unless `name = ...` gives another) and is not in the sources is
+/// orphaned.
 pub fn findings(
     kernels: &[&KernelSpec],
     lock: Option<&Lockfile>,
+    packages: &[String],
 ) -> Result<Vec<Finding>, kfoundry_tooling::FingerprintError> {
     // The first build creates an empty lockfile (so that cargo tracks it): the same as none.
     let Some(lock) = lock.filter(|l| !l.kernels.is_empty()) else {
@@ -209,11 +227,21 @@ pub fn findings(
         }
     }
     for id in lock.kernels.keys() {
-        if !ids.contains(id.as_str()) {
+        if !ids.contains(id.as_str()) && of_checked_package(id, packages) {
             out.push(Finding::Orphaned { kernel: id.clone() });
         }
     }
     Ok(out)
+}
+
+/// Whether the lockfile's kernel `id` is of one of `packages` (every id is when none is named),
+/// by its `package::` prefix; package names compare as cargo's do (`-` and `_` alike).
+fn of_checked_package(id: &str, packages: &[String]) -> bool {
+    let normal = |n: &str| n.to_ascii_lowercase().replace('_', "-");
+    packages.is_empty()
+        || id
+            .split_once("::")
+            .is_some_and(|(package, _)| packages.iter().any(|p| normal(p) == normal(package)))
 }
 
 /// `Exit::Drift` when `--locked` and the lockfile is out of date with the sources.
@@ -225,7 +253,7 @@ pub fn run(args: &CheckArgs) -> Result<Exit> {
     )?;
     let lock = Lockfile::read(&src.lockfile)?;
     let specs: Vec<&KernelSpec> = src.kernels.iter().map(|k| &k.spec).collect();
-    let mut found = findings(&specs, lock.as_ref())?;
+    let mut found = findings(&specs, lock.as_ref(), &args.ws.packages)?;
     if let Some(lock) = &lock {
         found.extend(entry_findings(&specs, lock, &src.lockfile));
     }
@@ -240,13 +268,19 @@ pub fn run(args: &CheckArgs) -> Result<Exit> {
             println!("{f}");
         }
     }
-    if found.is_empty() && !json && !args.ws.quiet {
-        println!("Kfoundry.lock is up to date for {} kernel(s)", specs.len());
+    let drift = found.iter().filter(|f| f.is_drift()).count();
+    if drift == 0 && !json && !args.ws.quiet {
+        match found.len() {
+            0 => println!("Kfoundry.lock is up to date for {} kernel(s)", specs.len()),
+            gaps => println!(
+                "Kfoundry.lock is up to date for {} kernel(s); {gaps} workload(s) not tuned on a device that tuned others (above)",
+                specs.len()
+            ),
+        }
     }
-    if args.locked && !found.is_empty() {
+    if args.locked && drift > 0 {
         eprintln!(
-            "error: {} problem(s) with {} (--locked)",
-            found.len(),
+            "error: {drift} problem(s) with {} (--locked)",
             src.lockfile.display()
         );
         return Ok(Exit::Drift);
@@ -255,7 +289,7 @@ pub fn run(args: &CheckArgs) -> Result<Exit> {
         let Some(lock) = &lock else {
             return Ok(Exit::Success);
         };
-        return super::verify::run(args, &specs, lock, &src.lockfile);
+        return super::verify::run(args, &src.kernels, lock, &src.lockfile);
     }
     Ok(Exit::Success)
 }
@@ -389,9 +423,12 @@ mod tests {
         let a = spec("a", "small(n = 64), large(n = 128)");
         let b = spec("b", "w(n = 64)");
         let c = spec("c", "w(n = 64)");
-        assert_eq!(findings(&[&a], None).unwrap(), vec![Finding::NoLockfile]);
         assert_eq!(
-            findings(&[&a], Some(&Lockfile::default())).unwrap(),
+            findings(&[&a], None, &[]).unwrap(),
+            vec![Finding::NoLockfile]
+        );
+        assert_eq!(
+            findings(&[&a], Some(&Lockfile::default()), &[]).unwrap(),
             vec![Finding::NoLockfile]
         );
         let mut lock = Lockfile::default();
@@ -416,7 +453,7 @@ mod tests {
             DeviceInfo::default(),
             vec![variant("dev", "w")],
         );
-        let f = findings(&[&a, &b, &c], Some(&lock)).unwrap();
+        let f = findings(&[&a, &b, &c], Some(&lock), &[]).unwrap();
         assert_eq!(
             f,
             vec![
@@ -448,7 +485,72 @@ mod tests {
             DeviceInfo::default(),
             vec![variant("dev", "w")],
         );
-        assert!(findings(&[&c], Some(&clean)).unwrap().is_empty());
+        assert!(findings(&[&c], Some(&clean), &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_check_of_some_packages_leaves_the_others_entries_alone() {
+        let a = spec("p::A", "w(n = 64)");
+        let mut lock = Lockfile::default();
+        for (id, fingerprint) in [
+            ("p::A", fingerprint(&a).unwrap()),
+            ("q::B", "1111".to_string()),
+            ("p_x::C", "2222".to_string()),
+            ("p::Gone", "3333".to_string()),
+        ] {
+            lock.record(
+                id,
+                &fingerprint,
+                "dev",
+                DeviceInfo::default(),
+                vec![variant("dev", "w")],
+            );
+        }
+        // `-p p`: q's and p_x's kernels are not in the sources checked, and not orphaned
+        assert_eq!(
+            findings(&[&a], Some(&lock), &["p".into()]).unwrap(),
+            vec![Finding::Orphaned {
+                kernel: "p::Gone".into()
+            }]
+        );
+        // `-p p-x` names `p_x` as cargo does
+        assert_eq!(
+            findings(&[], Some(&lock), &["p-x".into()]).unwrap(),
+            vec![Finding::Orphaned {
+                kernel: "p_x::C".into()
+            }]
+        );
+        // the whole workspace: every entry without a kernel is orphaned
+        assert_eq!(
+            findings(&[&a], Some(&lock), &[]).unwrap().len(),
+            3,
+            "p::Gone, p_x::C and q::B"
+        );
+    }
+
+    #[test]
+    fn a_workload_one_device_was_not_tuned_at_is_a_gap_not_drift() {
+        let a = spec("a", "small(n = 64), full(n = 4096)");
+        let mut lock = Lockfile::default();
+        lock.record(
+            "a",
+            &fingerprint(&a).unwrap(),
+            "gpu-dev",
+            DeviceInfo::default(),
+            vec![variant("gpu-dev", "full")],
+        );
+        let found = findings(&[&a], Some(&lock), &[]).unwrap();
+        assert!(
+            matches!(&found[..], [f @ Finding::MissingWorkload { .. }] if !f.is_drift()),
+            "{found:?}"
+        );
+        assert!(
+            found[0].to_string().contains("--locked passes"),
+            "{}",
+            found[0]
+        );
+        assert!(Finding::Untuned { kernel: "a".into() }.is_drift());
+        assert!(Finding::Orphaned { kernel: "a".into() }.is_drift());
     }
 
     #[test]
@@ -478,7 +580,7 @@ mod tests {
             vec![variant("gpu-dev", "small")],
         );
         assert_eq!(
-            findings(&[&a], Some(&lock)).unwrap(),
+            findings(&[&a], Some(&lock), &[]).unwrap(),
             vec![Finding::MissingWorkload {
                 kernel: "a".into(),
                 device: "gpu-dev".into(),

@@ -11,7 +11,6 @@ use std::path::Path;
 
 use anyhow::Result;
 use kfoundry_rt::model::select::steps_and_nearest;
-use kfoundry_rt::model::spec::KernelSpec;
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::lockfile::Lockfile;
@@ -22,21 +21,18 @@ use kfoundry_tune::error::Exit;
 use kfoundry_tune::evaluate::supervisor::{Supervised, TimeLimits};
 use kfoundry_tune::evaluate::Measurement;
 use kfoundry_tune::messages::Message;
+use kfoundry_tune::pipeline::discover::Kernel;
 use kfoundry_tune::pipeline::verify::{prove, Claimed, Scope};
 use kfoundry_tune::text::{fmt_params, printable};
 
 /// Re-proves every entry of `lock` that could run on the selected devices.
-pub fn run(
-    args: &CheckArgs,
-    specs: &[&KernelSpec],
-    lock: &Lockfile,
-    lockfile: &Path,
-) -> Result<Exit> {
+pub fn run(args: &CheckArgs, kernels: &[Kernel], lock: &Lockfile, lockfile: &Path) -> Result<Exit> {
     let devices = selected(&args.device)?;
     let json = args.ws.message_format == MessageFormat::Json;
     let (mut held, mut failed) = (0usize, Vec::new());
     for device in &devices {
-        for spec in specs {
+        for kernel in kernels {
+            let spec = &kernel.spec;
             let current = fingerprint(spec)?;
             let Some(entry) = lock
                 .kernels
@@ -69,7 +65,7 @@ pub fn run(
                     printable(&v.device),
                     printable(&device.key.to_string())
                 );
-                match verify_one(args, spec, v, device, lockfile) {
+                match verify_one(args, kernel, v, device, lockfile) {
                     Ok(cases) => {
                         held += 1;
                         if !json && !args.ws.quiet {
@@ -127,11 +123,12 @@ fn selected(selectors: &[String]) -> Result<Vec<Selected>> {
 /// verified).
 fn verify_one(
     args: &CheckArgs,
-    spec: &KernelSpec,
+    kernel: &Kernel,
     v: &Variant,
     device: &Selected,
     lockfile: &Path,
 ) -> Result<usize, String> {
+    let spec = &kernel.spec;
     let source = match &v.source {
         None => None,
         Some(hash) => {
@@ -143,6 +140,7 @@ fn verify_one(
     let seed = args.proof_seed.unwrap_or_else(rand::random);
     let settings = Measurement {
         seed,
+        source_place: Some(kernel.source_place()),
         ..Measurement::default()
     };
     let mut judge = Supervised::start(

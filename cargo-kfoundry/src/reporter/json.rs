@@ -71,7 +71,9 @@ pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
 }
 
 /// A proof's failing case as the JSON messages carry it.
-fn counterexample(case: &kfoundry_tune::evaluate::case::Case) -> kfoundry_tune::messages::Counterexample {
+fn counterexample(
+    case: &kfoundry_tune::evaluate::case::Case,
+) -> kfoundry_tune::messages::Counterexample {
     use kfoundry_tune::evaluate::case::Prefill;
     kfoundry_tune::messages::Counterexample {
         sizes: case.sizes.clone(),

@@ -18,6 +18,9 @@ mod brute_force;
 mod contract;
 /// Interrupts, kills and resumes.
 mod crash_safety;
+/// Mistakes and build errors named where they are; `check` of one package, and of the
+/// committed lockfile.
+mod diagnostics;
 /// A tune that meets trouble says what and keeps what it can.
 mod failures;
 /// Several devices, partitions and workloads meant for one kind of device.

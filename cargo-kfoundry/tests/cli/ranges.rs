@@ -76,6 +76,19 @@ fn a_range_is_served_by_a_portfolio_proven_over_its_buckets() {
     for v in variants {
         kfoundry_rt::model::variant::check_variant(&spec, v, &[]).unwrap();
     }
+    // The summary table shows what was recorded at each anchor (the bucket's variant), not the
+    // anchor's own winner that the portfolio replaced.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for v in variants {
+        let params = kfoundry_rt::model::spec::fmt_assignments(&v.params, " ");
+        assert!(
+            stdout.lines().any(
+                |l| l.contains(&format!(" {} ", v.workload)) && l.trim_end().ends_with(&params)
+            ),
+            "{} {params} not in the summary:\n{stdout}",
+            v.workload
+        );
+    }
     // At every size of the range (powers of two, their neighbours, residues), exactly one
     // bucket's variant is eligible: all that dispatch may choose there have the same parameters.
     let key = DeviceKey::parse(&variants[0].device).unwrap();

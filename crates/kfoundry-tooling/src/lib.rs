@@ -9,6 +9,7 @@
 //! - [`files`]: atomic writes and file-name-safe forms of ids and keys.
 //! - [`library`]: kfoundry's template library of kernel source text, and `#include` in kernel
 //!   sources (expanded when the annotation is read).
+//! - [`toml_text`]: TOML read from a file, its errors as `path:line:col: message`.
 //!
 //! [`KernelSpec`]: kfoundry_rt::model::spec::KernelSpec
 
@@ -20,6 +21,7 @@ pub mod generated;
 pub mod library;
 pub mod lockfile;
 pub mod merge;
+pub mod toml_text;
 
 pub use fingerprint::{fingerprint, FingerprintError};
 

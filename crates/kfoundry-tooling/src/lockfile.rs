@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use kfoundry_rt::model::device::{DeviceInfo, DeviceKey};
 use kfoundry_rt::model::variant::{check_unique, slot, Variant};
 
+use crate::toml_text::{self, TomlError};
+
 /// The schema version this build writes. Earlier files are read too: version 1 has no
 /// `proven` sizes, version 2 no proof version or integer scalar ranges (`proof`, `scalars`).
 pub const SCHEMA_VERSION: u32 = 3;
@@ -48,6 +50,9 @@ pub enum LockError {
     },
     #[error("{path}: not a valid Kfoundry.lock: {message}")]
     Malformed { path: PathBuf, message: String },
+    /// Not TOML, or TOML of another shape: `at` is `path:line:col`.
+    #[error("{at}: not a valid Kfoundry.lock: {message}")]
+    Syntax { at: String, message: String },
     #[error("{path}: schema version {found} is newer than this kfoundry understands (version {supported}); upgrade kfoundry")]
     TooNew {
         path: PathBuf,
@@ -79,17 +84,21 @@ impl Lockfile {
             path: path.to_path_buf(),
             message,
         };
+        let syntax = |e: TomlError| LockError::Syntax {
+            at: e.at,
+            message: e.message,
+        };
         // Parsed once (a large lockfile takes seconds); its version is read on its own only
         // to explain a file that does not parse as this schema.
-        let lock: Lockfile = match toml::from_str(text) {
+        let lock: Lockfile = match toml_text::parse(path, text) {
             Ok(lock) => lock,
-            Err(e) => {
-                let value: toml::Table =
-                    toml::from_str(text).map_err(|e| malformed(e.to_string()))?;
+            Err(schema) => {
+                let value: toml::Table = toml_text::parse(path, text).map_err(syntax)?;
                 let version = match value.get("version") {
-                    Some(toml::Value::Integer(v)) => {
-                        u32::try_from(*v).ok().filter(|v| *v >= 1).ok_or(*v)
-                    }
+                    Some(toml::Value::Integer(v)) => u32::try_from(*v)
+                        .ok()
+                        .filter(|v| *v >= 1)
+                        .ok_or_else(|| malformed(format!("bad version {v}")))?,
                     Some(other) => {
                         return Err(malformed(format!(
                             "`version` must be an integer, found {other}"
@@ -97,15 +106,14 @@ impl Lockfile {
                     }
                     None => return Err(malformed("missing `version` at the top".into())),
                 };
-                return Err(match version {
-                    Ok(found) if found > SCHEMA_VERSION => LockError::TooNew {
+                if version > SCHEMA_VERSION {
+                    return Err(LockError::TooNew {
                         path: path.to_path_buf(),
-                        found,
+                        found: version,
                         supported: SCHEMA_VERSION,
-                    },
-                    Ok(_) => malformed(e.to_string()),
-                    Err(bad) => malformed(format!("bad version {bad}")),
-                });
+                    });
+                }
+                return Err(syntax(schema));
             }
         };
         if lock.version < 1 {
@@ -375,6 +383,30 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_lockfile_is_named_with_its_line_and_column() {
+        let p = Path::new("/x/Kfoundry.lock");
+        // not TOML
+        let e = Lockfile::parse("version = 3\n[kernels\n", p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/x/Kfoundry.lock:2:") && e.contains(": not a valid Kfoundry.lock: "),
+            "{e}"
+        );
+        assert!(!e.contains('|'), "the message alone, no excerpt: {e}");
+        // TOML of another shape: a variant's time that is text
+        let text = text_with(&[(A, "large", 32)]).replace("time_ns = 1200", "time_ns = \"fast\"");
+        let line = text.lines().position(|l| l.contains("\"fast\"")).unwrap() + 1;
+        let e = Lockfile::parse(&text, p).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "/x/Kfoundry.lock:{line}:11: not a valid Kfoundry.lock: "
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn round_trip_is_deterministic() {
         let mut lock = Lockfile::default();
         lock.record(
@@ -449,7 +481,11 @@ mod tests {
         let e = Lockfile::parse("[kernels]\n", p).unwrap_err();
         assert!(e.to_string().contains("missing `version`"), "{e}");
         let e = Lockfile::parse("version = 1\n[kernels.k]\nfingerprint = 3\n", p).unwrap_err();
-        assert!(e.to_string().contains("fingerprint"), "{e}");
+        assert!(
+            e.to_string().starts_with("/x/Kfoundry.lock:3:15: ")
+                && e.to_string().contains("expected a string"),
+            "{e}"
+        );
         let e = Lockfile::parse("version = 1\nbogus = true\n", p).unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = Lockfile::parse("version = 1\n[[kernels.k.variants]]\n", p).unwrap_err();

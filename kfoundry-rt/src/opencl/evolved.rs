@@ -394,10 +394,25 @@ impl Evolved {
     /// The call's integer scalar arguments are not known here: a variant that was verified with
     /// some values of them only is named with those values among the reasons (a call with
     /// other values runs the reference).
+    ///
+    /// Sizes that [`Evolved::launch`] refuses are refused here with the same error: a size that
+    /// does not fit the kernel's integer argument, buffers whose byte counts overflow, a
+    /// geometry that cannot be launched (the launch plan of what would run, made as a launch
+    /// makes it before building anything).
     pub fn explain(&self, device: &ocl::Device, sizes: &[(&str, usize)]) -> Result<Choice, Error> {
         let spec = self.spec()?;
         let sizes = sizes_of(spec, sizes)?;
-        Ok(self.choice(device, spec, &sizes, None)?.as_ref().clone())
+        let choice = self.choice(device, spec, &sizes, None)?;
+        let traits = identity(device)?.traits;
+        match LaunchPlan::new(spec, &choice.params, &sizes, Some(&traits)) {
+            Ok(_) => {}
+            Err(e) if e.is_callers() || choice.step == Step::Reference => return Err(e),
+            // A variant that cannot be planned here is replaced by the reference for the call.
+            Err(_) => {
+                LaunchPlan::new(spec, &spec.reference, &sizes, Some(&traits))?;
+            }
+        }
+        Ok(choice.as_ref().clone())
     }
 
     /// A kernel without integer scalars has one decision per device and sizes, whether a call

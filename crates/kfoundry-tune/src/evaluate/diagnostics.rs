@@ -4,9 +4,12 @@
 //! is kept once with how many times it came, with the temporary file's name the compiler gave
 //! the source replaced by `<source>`; the noise around it (`1 warning generated.`, the source
 //! excerpt and caret under a warning) is dropped. Any other line of stderr passes through.
+//! A build log of the kernel's own source names that source's file ([`relocate`]); one of a
+//! generated source keeps only what is about that source ([`own_diagnostics`]).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// Distinct warnings and their counts, bounded.
@@ -90,6 +93,53 @@ pub fn own_diagnostics(log: &str, own_file: &str) -> String {
         }
     }
     out.join("\n")
+}
+
+/// `log` with the compilers' names for the source being built (PoCL's temporary
+/// `.../tempfile_XXXX.cl`, NVIDIA's `<kernel>`, `<source>`) replaced by `place`, so that
+/// `place:line:column` points into the user's file.
+pub fn relocate(log: &str, place: &str) -> String {
+    let mut out = String::with_capacity(log.len());
+    for (n, line) in log.lines().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let mut rest = line;
+        while let Some((start, end)) = next_name(rest) {
+            out.push_str(&rest[..start]);
+            out.push_str(place);
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+    }
+    out
+}
+
+/// The next compiler name for the source in `s` that is followed by `:<line>`, as a range.
+fn next_name(s: &str) -> Option<(usize, usize)> {
+    let fixed = ["<kernel>", "<source>"]
+        .into_iter()
+        .flat_map(|f| s.match_indices(f).map(|(at, f)| (at, at + f.len())));
+    // PoCL's temporary file: a path whose file name starts with `tempfile`, up to its `.cl`.
+    let temporary = s
+        .match_indices(".cl:")
+        .map(|(at, _)| at + 3)
+        .filter_map(|end| {
+            let start = s[..end].rfind(char::is_whitespace).map_or(0, |w| w + 1);
+            let file = Path::new(&s[start..end]).file_name()?;
+            file.to_string_lossy()
+                .starts_with("tempfile")
+                .then_some((start, end))
+        });
+    let followed_by_line = |&(_, end): &(usize, usize)| {
+        s[end..]
+            .strip_prefix(':')
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    fixed
+        .chain(temporary)
+        .filter(followed_by_line)
+        .min_by_key(|&(start, _)| start)
 }
 
 /// The file of a diagnostic's location (`file:line:col`), either first on the line or after
@@ -198,6 +248,25 @@ pub fn collect(from: impl std::io::Read + Send + 'static, into: Arc<Mutex<Warnin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compiler_names_point_into_the_users_file() {
+        let pocl = "error: /root/.cache/pocl/kcache/tempfile_amxT0I.cl:4:37: use of undeclared identifier 'x'";
+        assert_eq!(
+            relocate(pocl, "kernels/bad.cl"),
+            "error: kernels/bad.cl:4:37: use of undeclared identifier 'x'"
+        );
+        assert_eq!(
+            relocate("<kernel>:3:9: error: expected ';'", "k.cl"),
+            "k.cl:3:9: error: expected ';'"
+        );
+        let untouched = "note: see other.cl:3 and <kernel> in general\nline two";
+        assert_eq!(relocate(untouched, "k.cl"), untouched);
+        assert_eq!(
+            relocate("a <source>:1:2 and tempfile_x.cl:5:6", "k.cl"),
+            "a k.cl:1:2 and k.cl:5:6"
+        );
+    }
 
     #[test]
     fn warnings_are_kept_once_and_the_noise_dropped() {

@@ -86,6 +86,11 @@ pub struct Measurement {
     /// Program binaries kept across runs ([`program_cache`]); `None`: every build from source.
     #[serde(default)]
     pub program_cache: Option<ProgramCacheUse>,
+    /// What the compiler's messages about the kernel's own source (not a generated one) call
+    /// it, in place of the driver's temporary copy ([`crate::pipeline::discover::Kernel::source_place`]);
+    /// `None`: as the driver names it.
+    #[serde(default)]
+    pub source_place: Option<String>,
 }
 
 /// How a bench uses the program-binary cache ([`program_cache`]).
@@ -108,6 +113,7 @@ impl Default for Measurement {
             build_jobs: None,
             build_processes: None,
             program_cache: None,
+            source_place: None,
         }
     }
 }
@@ -1630,12 +1636,12 @@ impl Bench {
         // A generated source's diagnostics are kept only where they are about its own text:
         // they go into prompts and logs ([`diagnostics::own_diagnostics`]).
         let generated = source.is_some_and(|s| s != self.spec.source);
-        let own = |log: String| {
-            if generated {
-                diagnostics::own_diagnostics(&log, CANDIDATE_FILE)
-            } else {
-                log
-            }
+        // The kernel's own source is named as its file, not the driver's temporary copy.
+        let place = self.settings.source_place.clone();
+        let own = |log: String| match &place {
+            _ if generated => diagnostics::own_diagnostics(&log, CANDIDATE_FILE),
+            Some(place) => diagnostics::relocate(&log, place),
+            None => log,
         };
         let built = program.and_then(|p| {
             let log = own(self.session.build_log(&p));

@@ -25,8 +25,10 @@
 //! ([`LlmConfig::check_transport`]). With no layer and no `KFOUNDRY_LLM_URL`,
 //! [`LlmConfig::resolve`] returns `None` and kfoundry stays fully offline.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
+use kfoundry_tooling::toml_text::Place;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -82,6 +84,9 @@ impl fmt::Display for Origin {
 pub struct Layer<'a> {
     pub table: &'a Value,
     pub origin: Origin,
+    /// Where each key of a file's table is (its line and column, named in a mistake about
+    /// it); empty for a table that is not a file of its own.
+    pub places: BTreeMap<String, Place>,
 }
 
 /// An API key. Its `Debug` and `Display` print `<redacted>`; it cannot be serialized; the only
@@ -177,11 +182,11 @@ impl LlmConfig {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<LlmConfig>, ConfigError> {
         let env_url = env(URL_ENV);
-        let tables: Vec<(&serde_json::Map<String, Value>, &Origin)> = layers
+        let tables: Vec<(&serde_json::Map<String, Value>, &Layer)> = layers
             .iter()
             .filter_map(|l| match l.table {
                 Value::Null => None,
-                Value::Object(map) => Some(Ok((map, &l.origin))),
+                Value::Object(map) => Some(Ok((map, l))),
                 other => Some(Err(ConfigError::NotATable {
                     origin: l.origin.to_string(),
                     found: kind_of(other).to_string(),
@@ -193,9 +198,10 @@ impl LlmConfig {
         }
         let mut config = LlmConfig::new(String::new(), String::new());
         let mut url_from_project = false;
-        for (map, origin) in tables {
-            let at = |e: ConfigError| e.at(origin);
+        for (map, layer) in tables {
+            let origin = &layer.origin;
             for (key, value) in map {
+                let at = |e: ConfigError| e.at(origin, layer.places.get(key));
                 match key.as_str() {
                     "enabled" => {
                         if !value
@@ -363,10 +369,13 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// The error, said to be in `origin`.
-    fn at(self, origin: &Origin) -> ConfigError {
+    /// The error, said to be in `origin` (at `place` of its file, when known).
+    fn at(self, origin: &Origin, place: Option<&Place>) -> ConfigError {
         ConfigError::In {
-            origin: origin.to_string(),
+            origin: match place {
+                Some(place) => format!("{origin}:{place}"),
+                None => origin.to_string(),
+            },
             source: Box::new(self),
         }
     }
@@ -469,6 +478,7 @@ mod tests {
         vec![Layer {
             table,
             origin: Origin::User("~/.config/kfoundry/llm.toml".into()),
+            places: BTreeMap::new(),
         }]
     }
 
@@ -476,6 +486,7 @@ mod tests {
         vec![Layer {
             table,
             origin: Origin::Project("the workspace's Cargo.toml".into()),
+            places: BTreeMap::new(),
         }]
     }
 
@@ -529,10 +540,12 @@ mod tests {
             Layer {
                 table: &table,
                 origin: Origin::User("u".into()),
+                places: BTreeMap::new(),
             },
             Layer {
                 table: &file,
                 origin: Origin::CommandLine("f".into()),
+                places: BTreeMap::new(),
             },
         ];
         let c = LlmConfig::resolve(&layers, env(&[])).unwrap().unwrap();
@@ -709,6 +722,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("without `base_url`"), "{err}");
+        // a file's mistake at its line and column
+        let text = "base_url = \"http://h/v1\"\nmodel = \"m\"\n\nevery = 0\n";
+        let table = serde_json::to_value(toml::from_str::<toml::Value>(text).unwrap()).unwrap();
+        let layers = [Layer {
+            table: &table,
+            origin: Origin::CommandLine("conf/llm.toml".into()),
+            places: kfoundry_tooling::toml_text::key_places(text),
+        }];
+        let err = LlmConfig::resolve(&layers, env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("conf/llm.toml:4:9: every: 0"), "{err}");
     }
 
     #[test]

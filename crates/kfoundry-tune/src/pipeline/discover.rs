@@ -32,6 +32,31 @@ impl Kernel {
     pub fn location(&self) -> String {
         crate::text::printable(&format!("{}:{}", self.file.display(), self.line)).into_owned()
     }
+
+    /// What the compiler's messages about the kernel's own source call it, in place of the
+    /// driver's temporary copy (see [`crate::evaluate::diagnostics::relocate`]): its
+    /// `source = ...` file (`(expanded)` when its includes make the text built another than the
+    /// file's, whose lines the messages then count), else the annotation's place (inline
+    /// `code`).
+    pub fn source_place(&self) -> String {
+        let place = match &self.source_path {
+            Some(path) => {
+                let as_is = kfoundry_tooling::files::read_text_bounded(
+                    path,
+                    kfoundry_tooling::files::MAX_KERNEL_SOURCE_BYTES,
+                    "kernel source",
+                )
+                .is_ok_and(|text| text == self.spec.source);
+                if as_is {
+                    path.display().to_string()
+                } else {
+                    format!("{} (expanded)", path.display())
+                }
+            }
+            None => format!("{} (inline `code`)", self.location()),
+        };
+        crate::text::printable(&place).into_owned()
+    }
 }
 
 /// The workspace as far as kfoundry cares.
@@ -466,6 +491,45 @@ pub struct Broken;
         let ids: Vec<_> = found.iter().map(|k| k.spec.id.as_str()).collect();
         assert_eq!(ids, ["demo::K", "demo::Broken"]);
         assert_eq!(found[0].line, 5);
+    }
+
+    /// Build errors name the `source = ...` file; with includes, the lines counted are the
+    /// expanded text's, and the name says so; inline `code` is named by its annotation.
+    #[test]
+    fn a_kernels_source_is_named_by_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let body =
+            "__kernel void k(const int n, __global float* y) { y[get_global_id(0)] = 1.0f; }\n";
+        std::fs::write(dir.path().join("k.cl"), body).unwrap();
+        std::fs::write(dir.path().join("inc.cl"), "#define ONE 1.0f\n").unwrap();
+        std::fs::write(
+            dir.path().join("with.cl"),
+            format!("#include \"inc.cl\"\n{body}"),
+        )
+        .unwrap();
+        let file = dir.path().join("lib.rs");
+        let annotation = |source: &str, item: &str| {
+            format!("#[kfoundry::evolve({source}, global = n, buffers(y = n), check(y), workloads(w(n = 64)))]\npub struct {item};\n")
+        };
+        std::fs::write(
+            &file,
+            [
+                annotation("source = \"k.cl\"", "Plain"),
+                annotation("source = \"with.cl\"", "Included"),
+                annotation(&format!("code = {body:?}"), "Inline"),
+            ]
+            .concat(),
+        )
+        .unwrap();
+        let found = kernels_in_file(&file, "demo", dir.path()).unwrap();
+        let places: Vec<String> = found.iter().map(Kernel::source_place).collect();
+        let k = dir.path().join("k.cl");
+        assert_eq!(places[0], k.display().to_string());
+        assert_eq!(
+            places[1],
+            format!("{} (expanded)", dir.path().join("with.cl").display())
+        );
+        assert_eq!(places[2], format!("{}:6 (inline `code`)", file.display()));
     }
 
     #[test]

@@ -149,10 +149,19 @@ pub fn run(args: &TuneOptions, reporter: &dyn Reporter) -> Result<Exit> {
         // over its bucket (interrupted runs record what they have, as tuned).
         if !tally.interrupted && !kernel.spec.ranges.is_empty() {
             match portfolio::choose(&plan, &kernel.spec, &mut variants) {
-                Ok(Some(p)) => plan.report(TuneEvent::Portfolio {
-                    spec: &kernel.spec,
-                    portfolio: &p,
-                }),
+                Ok(Some(p)) => {
+                    plan.report(TuneEvent::Portfolio {
+                        spec: &kernel.spec,
+                        portfolio: &p,
+                    });
+                    // The summary says what is recorded, not the winners the buckets replaced.
+                    tally::as_recorded(
+                        &kernel.spec,
+                        &variants,
+                        plan.peaks.as_ref(),
+                        &mut tally.results,
+                    );
+                }
                 Ok(None) => {}
                 Err(e) => tally::failed(&plan, kernel, &kernel.spec.workloads[0], &e, &mut tally),
             }
@@ -294,6 +303,7 @@ fn tune_one(
                 dir: dir.clone(),
                 read: true,
             }),
+        source_place: plan.source_place(spec),
         ..Measurement::default()
     };
     // Candidates run in a supervised worker process: one that hangs or crashes is recorded as

@@ -67,6 +67,14 @@ impl Plan<'_> {
     pub fn note(&self, text: String) {
         self.reporter.report(TuneEvent::Note { text });
     }
+
+    /// What build errors call the source of kernel `spec` ([`Kernel::source_place`]).
+    pub fn source_place(&self, spec: &KernelSpec) -> Option<String> {
+        self.kernels
+            .iter()
+            .find(|k| k.spec.id == spec.id)
+            .map(Kernel::source_place)
+    }
 }
 
 /// Where one search begins.
@@ -567,23 +575,27 @@ fn llm_config(
     reporter: &dyn Reporter,
 ) -> Result<Option<LlmConfig>> {
     use crate::llm::config::{user_config_path, Layer, Origin};
+    use kfoundry_tooling::toml_text;
+    type Places = std::collections::BTreeMap<String, toml_text::Place>;
     if args.no_llm {
         return Ok(None);
     }
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let read_toml = |path: &std::path::Path| -> Result<serde_json::Value> {
+    // A file's table, and where each of its keys is (a mistake in it is named `path:line:col`).
+    let read_toml = |path: &std::path::Path| -> Result<(serde_json::Value, Places)> {
         let text = kfoundry_tooling::files::read_text_bounded(
             path,
             1 << 20,
             "language-model configuration",
         )?;
-        let table: toml::Value =
-            toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
-        Ok(serde_json::to_value(table)?)
+        let table: toml::Value = toml_text::parse(path, &text)
+            .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {}", e.at, e.message))?;
+        Ok((serde_json::to_value(table)?, toml_text::key_places(&text)))
     };
-    let mut tables: Vec<(serde_json::Value, Origin)> = Vec::new();
+    let mut tables: Vec<(serde_json::Value, Origin, Places)> = Vec::new();
     if let Some(path) = user_config_path(env).filter(|p| p.exists()) {
-        tables.push((read_toml(&path)?, Origin::User(path.display().to_string())));
+        let (table, places) = read_toml(&path)?;
+        tables.push((table, Origin::User(path.display().to_string()), places));
     }
     let project = metadata
         .get("kfoundry")
@@ -596,7 +608,7 @@ fn llm_config(
     };
     match project {
         Some(table) if args.llm_from_project => {
-            tables.push((table.clone(), Origin::Project(what.into())))
+            tables.push((table.clone(), Origin::Project(what.into()), Places::new()))
         }
         Some(table) => {
             let url = table
@@ -617,16 +629,19 @@ fn llm_config(
         _ => {}
     }
     if let Some(path) = &args.llm_config {
+        let (table, places) = read_toml(path)?;
         tables.push((
-            read_toml(path)?,
+            table,
             Origin::CommandLine(path.display().to_string()),
+            places,
         ));
     }
     let layers: Vec<Layer> = tables
         .iter()
-        .map(|(table, origin)| Layer {
+        .map(|(table, origin, places)| Layer {
             table,
             origin: origin.clone(),
+            places: places.clone(),
         })
         .collect();
     let config = LlmConfig::resolve(&layers, env).map_err(|e| anyhow::anyhow!("{e}"))?;

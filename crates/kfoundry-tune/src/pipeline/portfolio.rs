@@ -106,6 +106,7 @@ pub fn choose(
         repeats: plan.options.repeats,
         seed: plan.options.seed,
         build_jobs: plan.options.build_jobs,
+        source_place: plan.source_place(spec),
         ..Measurement::default()
     };
     let start = |w: &Workload| {

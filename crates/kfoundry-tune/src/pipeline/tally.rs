@@ -6,13 +6,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use kfoundry_rt::model::expr::Expr;
-use kfoundry_rt::model::spec::{KernelSpec, Params, Workload};
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
+use kfoundry_rt::model::variant::Variant;
 use kfoundry_search::Record;
 
 use super::discover::Kernel;
 use super::finalists::{Decision, Unshipped};
 use super::plan::Plan;
 use super::search::Searched;
+use crate::device::peaks::Peaks;
 use crate::error::Exit;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::{fmt_sizes, params_of};
@@ -42,11 +44,7 @@ pub fn result_of(
     seconds: f64,
 ) -> Result<TuneResult> {
     let (params, best_s, ref_s) = (&decision.params, decision.best_s, decision.reference_s);
-    let env = spec.env(params, &workload.sizes);
-    let per_s = |e: Option<&Expr>| {
-        e.and_then(|e| e.eval(&env).ok())
-            .map(|v| v as f64 / best_s / 1e9)
-    };
+    let rates = Rates::of(spec, params, &workload.sizes, best_s, plan.peaks.as_ref());
     let result = searched.state.result();
     let failure_log = write_failure_log(
         &plan.state_dir,
@@ -69,8 +67,8 @@ pub fn result_of(
         seconds,
         search_seconds: searched.state.progress().elapsed,
         phases: None,
-        gbytes_per_s: per_s(spec.cost.as_ref().and_then(|c| c.bytes.as_ref())),
-        gflops: per_s(spec.cost.as_ref().and_then(|c| c.flops.as_ref())),
+        gbytes_per_s: rates.gbytes_per_s,
+        gflops: rates.gflops,
         max_abs_error: decision.errors.map(|e| e.max_abs),
         rel_error_norm: decision.errors.map(|e| e.rel_norm),
         probed_sizes: decision.proven.iter().skip(1).map(fmt_sizes).collect(),
@@ -96,13 +94,98 @@ pub fn result_of(
             .unwrap_or_default(),
         failure_log,
         interrupted: searched.interrupted,
-        roofline: plan
-            .peaks
-            .and_then(|p| p.kernel_floor(spec, params, &workload.sizes))
-            .map(|f| f / best_s),
+        roofline: rates.roofline,
         generated_source: decision.source.clone(),
         llm: searched.language_model.as_ref().map(|ss| ss.summary()),
     })
+}
+
+/// What a winner achieved, from `cost(...)` and the device's peaks.
+struct Rates {
+    gbytes_per_s: Option<f64>,
+    gflops: Option<f64>,
+    roofline: Option<f64>,
+}
+
+impl Rates {
+    fn of(
+        spec: &KernelSpec,
+        params: &Params,
+        sizes: &Sizes,
+        best_s: f64,
+        peaks: Option<&Peaks>,
+    ) -> Rates {
+        let env = spec.env(params, sizes);
+        let per_s = |e: Option<&Expr>| {
+            e.and_then(|e| e.eval(&env).ok())
+                .map(|v| v as f64 / best_s / 1e9)
+        };
+        Rates {
+            gbytes_per_s: per_s(spec.cost.as_ref().and_then(|c| c.bytes.as_ref())),
+            gflops: per_s(spec.cost.as_ref().and_then(|c| c.flops.as_ref())),
+            roofline: peaks
+                .and_then(|p| p.kernel_floor(spec, params, sizes))
+                .map(|f| f / best_s),
+        }
+    }
+}
+
+/// Makes the results of `spec`'s anchors say what the portfolio recorded at each (`variants`,
+/// as written to the lockfile): the bucket's variant, its time as the portfolio measured it and
+/// the box it was proven over, not the anchor's own winner it replaced. Where the two differ,
+/// the note names the anchor's own winner; its output errors, measured of the winner, are not
+/// the recorded variant's and are left out.
+pub fn as_recorded(
+    spec: &KernelSpec,
+    variants: &[Variant],
+    peaks: Option<&Peaks>,
+    results: &mut [TuneResult],
+) {
+    for r in results.iter_mut().filter(|r| r.kernel == spec.id) {
+        let (Some(v), Some(workload)) = (
+            variants.iter().find(|v| v.workload == r.workload),
+            spec.workloads.iter().find(|w| w.name == r.workload),
+        ) else {
+            continue;
+        };
+        let replaced = v.params != r.params || (v.source.is_none() && r.generated_source.is_some());
+        if replaced {
+            let own = format!(
+                "the portfolio records its bucket's variant {} here; this anchor's own winner was {} ({:.3} ms, {:.2}x)",
+                fmt_params(&v.params),
+                fmt_params(&r.params),
+                r.best_ns as f64 / 1e6,
+                r.speedup
+            );
+            r.note = Some(match r.note.take() {
+                Some(note) => format!("{note}; {own}"),
+                None => own,
+            });
+            r.max_abs_error = None;
+            r.rel_error_norm = None;
+            r.params = v.params.clone();
+            if v.source.is_none() {
+                r.generated_source = None;
+            }
+        }
+        r.best_ns = v.time_ns.max(1);
+        r.reference_ns = v.reference_time_ns;
+        r.speedup = r.reference_ns as f64 / r.best_ns as f64;
+        r.proven = v.proven.clone();
+        r.probed_sizes = v.proven.iter().skip(1).map(fmt_sizes).collect();
+        r.proven_scalars = v.scalars.clone();
+        r.reference_kept = v.params == spec.reference && v.source.is_none() && !r.kept_existing;
+        let rates = Rates::of(
+            spec,
+            &v.params,
+            &workload.sizes,
+            r.best_ns as f64 * 1e-9,
+            peaks,
+        );
+        r.gbytes_per_s = rates.gbytes_per_s;
+        r.gflops = rates.gflops;
+        r.roofline = rates.roofline;
+    }
 }
 
 /// Says that a finalist was rejected.
@@ -228,4 +311,76 @@ fn write_failure_log(
     ));
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(Some(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(workload: &str, wg: i64, best_ns: u64) -> TuneResult {
+        serde_json::from_value(serde_json::json!({
+            "kernel": "t::K", "workload": workload, "sizes": "", "device": "d",
+            "reference_ns": 4000, "best_ns": best_ns, "speedup": 4000.0 / best_ns as f64,
+            "params": {"WG": wg}, "evaluations": 10, "failures": 0, "seconds": 1.0,
+            "probed_sizes": [], "probe_rejections": [], "interrupted": false,
+            "max_abs_error": 0.5, "rel_error_norm": 0.25
+        }))
+        .unwrap()
+    }
+
+    fn variant(workload: &str, wg: i64, time_ns: u64) -> Variant {
+        Variant {
+            device: "d".into(),
+            workload: workload.into(),
+            sizes: Default::default(),
+            params: [("WG".to_string(), wg)].into(),
+            time_ns,
+            reference_time_ns: 4200,
+            evaluations: 10,
+            failures: 0,
+            source: None,
+            proven: vec![
+                [("n".to_string(), 1)].into(),
+                [("n".to_string(), 64)].into(),
+            ],
+            scalars: Default::default(),
+            proof: 0,
+            partial: false,
+            device_info: None,
+        }
+    }
+
+    /// After a portfolio, the summary shows what the lockfile holds at each anchor: the
+    /// bucket's variant and time, the anchor's own winner only in the note.
+    #[test]
+    fn the_summary_of_a_range_is_what_the_portfolio_recorded() {
+        let spec = crate::test_spec::spec(
+            "code = \"__kernel void k(const int n, __global float* y) {}\", params(WG = [1, 16, 64]), reference(WG = 1), global = n, local = WG, buffers(y = n), check(y), ranges(n = 1..=64)",
+        );
+        let anchors: Vec<String> = spec.workloads.iter().map(|w| w.name.clone()).collect();
+        let (a, b) = (&anchors[0], &anchors[1]);
+        let mut results = vec![result(a, 64, 1000), result(b, 16, 2000)];
+        // the bucket's variant WG=16 replaced the first anchor's WG=64
+        let variants = [variant(a, 16, 1200), variant(b, 16, 1900)];
+        as_recorded(&spec, &variants, None, &mut results);
+        let [first, second] = &results[..] else {
+            unreachable!()
+        };
+        assert_eq!(first.params, variants[0].params);
+        assert_eq!((first.best_ns, first.reference_ns), (1200, 4200));
+        assert!((first.speedup - 3.5).abs() < 1e-9, "{}", first.speedup);
+        assert_eq!(first.proven, variants[0].proven);
+        assert_eq!(
+            first.max_abs_error, None,
+            "the winner's errors, not the variant's"
+        );
+        let note = first.note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains("own winner was WG=64 (0.001 ms, 4.00x)"),
+            "{note}"
+        );
+        // the same parameters: the portfolio's time, no note
+        assert_eq!((second.best_ns, second.note.as_deref()), (1900, None));
+        assert_eq!(second.max_abs_error, Some(0.5));
+    }
 }

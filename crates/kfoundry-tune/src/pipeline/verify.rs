@@ -168,9 +168,7 @@ pub fn prove(
         match run(judge, params, source, &case, scope, &mut proven)? {
             Outcome::Passed(error) => passed.push((case, error)),
             Outcome::Failed(why) => {
-                return Err(shrunk(
-                    judge, params, source, scope, &space, case, why, "",
-                ))
+                return Err(shrunk(judge, params, source, scope, &space, case, why, ""))
             }
             Outcome::Skipped => {}
         }

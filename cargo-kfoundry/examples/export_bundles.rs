@@ -36,6 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("IntGather", cheats::integer_gather_args()),
         ("ScalarTop", cheats::scalar_top_args()),
         ("HalfFlush", cheats::half_flush_args()),
+        ("Bf16Off", cheats::bf16_off_args()),
         ("LocalRace", cheats::local_race_args()),
     ] {
         bundle::write(&dir, &format!("{name}.json"), name, &args);

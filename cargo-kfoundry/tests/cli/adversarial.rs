@@ -23,7 +23,7 @@
 //! | above the tuned size | a persistent kernel's later pass drops a partial vector | residue sets on both sides of the tuned sizes |
 //! | integer-only kernels | a gather wrong for id 0, with no float input to trigger edge values | edge values for integer inputs too |
 //! | scalar range ends | wrong for `k = 99` of 1..=100 only | the few values at each end of a scalar's range |
-//! | 16-bit tolerance | a `half` output flushed to zero within an absolute 1e-4 | 16-bit checks relative to magnitude, floored at the subnormals |
+//! | 16-bit tolerance | a `half` output flushed to zero within an absolute 1e-4, bfloat16 probabilities 48% off within 1e-3 | 16-bit checks relative to magnitude, floored at the subnormals |
 //! | work-item order | a neighbour's `__local` value read without a barrier | the reversed build reverses work-items within a group too |
 //! | user includes | `%:include`, a spliced `#inc\lude`, a lone CR, `/* */#include`, `??=include`: a host file read by the compiler at every run; an include in a comment expanded | sources read as the preprocessor reads them; includes of the library and the crate only |
 //! | the machine's caches | a FIFO in the tuning database hung a tune 691 s; a `/dev/zero` link took 2.2 GB | regular files only, of bounded size, skipped with a warning |
@@ -37,9 +37,10 @@ use std::process::{Command, Output};
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::cheats::{
-    aspect_args, half_flush_args, in_place_args, integer_gather_args, local_race_args, memo_args,
-    one_pass_variance_args, persistent_tail_args, poly_exp_args, relu_args, scalar_top_args,
-    softmax_max_from_zero_args, sum_of_squares_norm_args, tail_args, SLOW,
+    aspect_args, bf16_off_args, half_flush_args, in_place_args, integer_gather_args,
+    local_race_args, memo_args, one_pass_variance_args, persistent_tail_args, poly_exp_args,
+    relu_args, scalar_top_args, softmax_max_from_zero_args, sum_of_squares_norm_args, tail_args,
+    SLOW,
 };
 use crate::common;
 
@@ -1109,31 +1110,36 @@ fn a_neighbours_local_value_read_without_a_barrier_never_ships() {
     );
 }
 
-/// A `half` output of values near 1e-5 flushed to zero is wrong under the default 16-bit
-/// check (relative to each element, floored at the subnormals), not within it.
+/// A `half` output of values near 1e-5 flushed to zero, and a bfloat16 one of probabilities
+/// near 1e-3 made 48% too large, are wrong under the default 16-bit checks (relative to each
+/// element, floored at the subnormals), not within them (the absolute 1e-4 and 1e-3 before).
 #[test]
-fn a_half_output_flushed_to_zero_is_wrong() {
-    let dir = tempfile::tempdir().unwrap();
-    let args = half_flush_args();
-    let spec = bundle::spec(&args, dir.path(), "HalfFlush");
-    assert!(
-        spec.checks[0].atol < 1e-6,
-        "an absolute floor near the subnormals: {:?}",
-        spec.checks[0]
-    );
-    let b = bundle::write(dir.path(), "h.json", "HalfFlush", &args);
-    let lock = dir.path().join("h.lock");
-    let (out, messages) = tune(&b, &lock, 0, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(winner(&lock, "test::HalfFlush"), 0);
-    assert!(
-        !refusals_of(&messages, 1).is_empty(),
-        "P=1 was refused as wrong: {messages:?}"
-    );
+fn sixteen_bit_outputs_are_judged_relative_to_their_magnitude() {
+    for (name, args) in [
+        ("HalfFlush", half_flush_args()),
+        ("Bf16Off", bf16_off_args()),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = bundle::spec(&args, dir.path(), name);
+        assert!(
+            spec.checks[0].atol < 1e-6,
+            "{name}: an absolute floor near the subnormals: {:?}",
+            spec.checks[0]
+        );
+        let b = bundle::write(dir.path(), "h.json", name, &args);
+        let lock = dir.path().join("h.lock");
+        let (out, messages) = tune(&b, &lock, 0, &[]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(winner(&lock, &format!("test::{name}")), 0, "{name}");
+        assert!(
+            !refusals_of(&messages, 1).is_empty(),
+            "{name}: P=1 was refused as wrong: {messages:?}"
+        );
+    }
 }
 
 /// A kernel file's text: `before`, then a kernel (so that an include in `before` is the only

@@ -184,7 +184,7 @@ pub fn escape_args() -> String {
 /// Honest numerical slips (issue 54): each faster variant is what a careless optimizer (or a
 /// language model) writes, right on the declared inputs and wrong on values a real call can
 /// hold. `SLOW_ROW` makes the reference (P = 0) slower, so that each slip is a finalist.
-const SLOW_ROW: &str = "float slow = 0.0f; for (int s = 0; s < 256 * (P == 0); s++) slow += fmin(fabs(x[(r * cols + s) % (rows * cols)]), 0.0f);";
+const SLOW_ROW: &str = "float slow = 0.0f; for (int s = 0; s < 2048 * (P == 0); s++) slow += fmin(fabs(x[(r * cols + s) % (rows * cols)]), 0.0f);";
 
 /// A row softmax whose running maximum starts at 0 (P = 1): on rows of values far below zero
 /// (log-probabilities near -200, say) every exponential underflows and the row is 0 / 0.
@@ -339,5 +339,22 @@ pub fn local_race_args() -> String {
     format!(
         r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, local = 64, buffers(x = n, y = n), check(y),
            workloads(w(n = 4096))"#
+    )
+}
+
+/// A bfloat16 output of probabilities near 1e-3 that P = 1 makes 48% too large: within an
+/// absolute tolerance of 1e-3, and wrong.
+pub fn bf16_off_args() -> String {
+    let source = format!(
+        r#"ushort to_bf16(float f) {{ uint u = as_uint(f); u += 0x7FFF + ((u >> 16) & 1); return (ushort)(u >> 16); }}
+        __kernel void k(const int n, __global const float* x, __global ushort* y) {{
+            int i = get_global_id(0);
+            {SLOW}
+            y[i] = to_bf16((P == 1 ? 1.48f : 1.0f) * x[i] * 1e-3f + slow);
+        }}"#
+    );
+    format!(
+        r#"code = {source:?}, params(P = [0, 1]), reference(P = 0), global = n, buffers(x = n, y = n), bf16(y),
+           inputs(x = uniform(0.5, 1.0)), check(y), workloads(w(n = 1024))"#
     )
 }

@@ -1020,7 +1020,7 @@ impl Bench {
                         }
                     };
                     let (front, back) = (guard(front), guard(back * elem.size()));
-                    let large = len.saturating_mul(elem.size()) >= device_data::MIN_BYTES;
+                    let large = self.device_side(len.saturating_mul(elem.size()));
                     let input = *read_only || self.spec.inputs.contains_key(name);
                     let dist = self
                         .spec
@@ -1341,7 +1341,7 @@ impl Bench {
     ) -> Result<Comparison, RtError> {
         let (c, r) = (cand.buffer(name)?, refr.buffer(name)?);
         let (ty, len) = (c.ty, c.len);
-        if len.saturating_mul(ty.size()) >= device_data::MIN_BYTES {
+        if self.device_side(len.saturating_mul(ty.size())) {
             // Floats decoded (16-bit ones too), NaN as NaN whatever its bits.
             if ty == ScalarType::F32 || ty.is_half() {
                 return self.device_data.compare(
@@ -1375,7 +1375,7 @@ impl Bench {
     /// host. Bits, not values: a `-0.0` written over a `0.0` changed the caller's data too.
     fn unchanged(&self, name: &str, cand: &Run, refr: &Run) -> Result<Comparison, RtError> {
         let (c, r) = (cand.buffer(name)?, refr.buffer(name)?);
-        if c.len.saturating_mul(c.ty.size()) >= device_data::MIN_BYTES {
+        if self.device_side(c.len.saturating_mul(c.ty.size())) {
             return self
                 .device_data
                 .same(&self.session, &c.view, &r.view, c.ty, c.len);
@@ -1394,6 +1394,19 @@ impl Bench {
             rel_norm: 0.0,
             ref_max: 0.0,
         })
+    }
+
+    /// Whether a buffer of `bytes` is drawn, pre-filled and compared on the device (where the
+    /// device can): on a GPU every buffer (a kernel launch costs less than the host's draws,
+    /// copies and loops even for small buffers: they were 44% of a whole model's proof on an
+    /// H100), on a CPU device those of at least [`device_data::MIN_BYTES`] (there the host and
+    /// the device are the same cores).
+    fn device_side(&self, bytes: usize) -> bool {
+        if self.not_gpu {
+            bytes >= device_data::MIN_BYTES
+        } else {
+            bytes > 0
+        }
     }
 
     /// Output `name` of a run, read back to the host: its element type, length and bytes.

@@ -361,13 +361,18 @@ fn drawn_cases(
         });
     }
     // Values far from the declared ones, and classes of the declared values themselves: at
-    // the smaller residue sets (their inputs are drawn on the host), in turn.
-    let far = classes.iter().filter(|v| v.host_only());
-    let below: Vec<&Sizes> = residues.iter().step_by(2).collect();
-    for (k, values) in far.enumerate() {
-        let at = below.get(k % below.len().max(1)).map_or(sizes, |s| *s);
+    // the smallest residue sets, in turn (their inputs are drawn on the host, and what they
+    // catch is in the values, not the sizes, which the other cases cover).
+    let far: Vec<Values> = classes.into_iter().filter(|v| v.host_only()).collect();
+    let mut smallest: Vec<&Sizes> = residues.iter().collect();
+    smallest.sort_by_key(|s| s.values().map(|&v| v as f64).product::<f64>() as u128);
+    smallest.truncate(far.len().div_ceil(2).max(1));
+    for (k, values) in far.into_iter().enumerate() {
+        let at = smallest
+            .get(k % smallest.len().max(1))
+            .map_or(sizes, |s| *s);
         cases.push(Case {
-            values: *values,
+            values,
             ..one(at.clone(), k, rng)
         });
     }

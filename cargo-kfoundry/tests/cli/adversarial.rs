@@ -1140,6 +1140,20 @@ fn sixteen_bit_outputs_are_judged_relative_to_their_magnitude() {
             "{name}: P=1 was refused as wrong: {messages:?}"
         );
     }
+    // A check that allows 48% is the user's to give: the slip then ships, and the tune says
+    // that its error is far above the format's unit.
+    let loose = bf16_off_args().replace("check(y)", "check(y, rtol = 0.6, atol = 1e-3)");
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle::write(dir.path(), "l.json", "Bf16Loose", &loose);
+    let lock = dir.path().join("l.lock");
+    let (out, _) = tune(&b, &lock, 0, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(winner(&lock, "test::Bf16Loose"), 1, "{stderr}");
+    assert!(
+        stderr.contains("warning:") && stderr.contains("above two units in the last place"),
+        "{stderr}"
+    );
 }
 
 /// A kernel file's text: `before`, then a kernel (so that an include in `before` is the only

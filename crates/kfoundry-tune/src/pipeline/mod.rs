@@ -345,6 +345,9 @@ fn tune_one(
         |r| tally::rejected(plan, spec, workload, r),
     )
     .map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(text) = sixteen_bit_error(spec, workload, &decision) {
+        plan.report(TuneEvent::Warning { text });
+    }
     let decide_seconds = deciding.elapsed().as_secs_f64();
     let mut result = tally::result_of(
         plan,
@@ -402,4 +405,39 @@ fn tune_one(
         )?;
     }
     Ok(Some(result))
+}
+
+/// A warning when a tuned winner's relative error norm is above two units in the last place
+/// of a 16-bit output's format (about what one rounding to that format costs): the
+/// annotation's check allowed it, which should be a choice made knowingly.
+fn sixteen_bit_error(
+    spec: &KernelSpec,
+    workload: &Workload,
+    decision: &finalists::Decision,
+) -> Option<String> {
+    if decision.params == spec.reference && decision.source.is_none() {
+        return None;
+    }
+    let errors = decision.errors.as_ref()?;
+    spec.checks.iter().find_map(|c| {
+        let elem = spec.signature.args.iter().find_map(|a| match a {
+            kfoundry_rt::model::signature::KernelArg::Buffer { name, elem, .. }
+                if *name == c.buffer =>
+            {
+                Some(*elem)
+            }
+            _ => None,
+        })?;
+        let (unit, format) = match elem {
+            kfoundry_rt::model::signature::ScalarType::F16 => (2f64.powi(-9), "half"),
+            kfoundry_rt::model::signature::ScalarType::Bf16 => (2f64.powi(-6), "bfloat16"),
+            _ => return None,
+        };
+        (errors.rel_norm > unit).then(|| {
+            format!(
+                "`{}` at `{}`: the winner's relative error norm {:.1e} is above two units in the last place of `{}`'s {format} ({unit:.1e}); its check allows that (a tighter `rtol` refuses such a variant)",
+                spec.id, workload.name, errors.rel_norm, c.buffer
+            )
+        })
+    })
 }

@@ -482,3 +482,56 @@ fn scalar_range(spec: &KernelSpec, scope: &Scope, name: &str) -> Option<(i64, i6
     };
     Some((lo.min(hi), lo.max(hi)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every class of input values, each once: a new [`Values`] variant fails to compile here
+    /// until it is listed, and then fails the test below until the proof tries it.
+    fn every_class() -> Vec<Values> {
+        let all = [
+            Values::Declared,
+            Values::Specials { nonfinite: true },
+            Values::Large,
+            Values::Offset { negative: false },
+            Values::Offset { negative: true },
+            Values::Magnitude { huge: true },
+            Values::Magnitude { huge: false },
+            Values::Constant,
+            Values::Sorted,
+        ];
+        for v in all {
+            match v {
+                Values::Declared
+                | Values::Specials { .. }
+                | Values::Large
+                | Values::Offset { .. }
+                | Values::Magnitude { .. }
+                | Values::Constant
+                | Values::Sorted => {}
+            }
+        }
+        all.to_vec()
+    }
+
+    #[test]
+    fn a_proof_tries_every_class_of_input_values() {
+        let src = "__kernel void k(const int n, __global const float* x, __global const int* ids, __global float* y) { y[get_global_id(0)] = x[ids[get_global_id(0)]] * W; }";
+        let spec = crate::test_spec::spec(&format!(
+            "code = {src:?}, params(W = [1, 2]), reference(W = 1), global = n, buffers(x = n, ids = n, y = n), inputs(ids = uniform_int(0, n)), check(y), workloads(w(n = 64))"
+        ));
+        let tried = value_classes(&spec);
+        for v in every_class() {
+            assert!(tried.contains(&v), "{v:?} is never tried");
+        }
+        // `edges = none`: the declared range only, and its classes.
+        let none = crate::test_spec::spec(&format!(
+            "code = {src:?}, params(W = [1, 2]), reference(W = 1), global = n, buffers(x = n, ids = n, y = n), inputs(ids = uniform_int(0, n)), check(y), edges = none, workloads(w(n = 64))"
+        ));
+        assert_eq!(
+            value_classes(&none),
+            vec![Values::Declared, Values::Constant, Values::Sorted]
+        );
+    }
+}

@@ -531,12 +531,9 @@ impl DeviceData {
             Values::Specials { nonfinite } => (1, u32::from(nonfinite)),
             Values::Large => (2, 0),
             // Drawn on the host (`Values::host_only`).
-            Values::Offset { .. }
-            | Values::Magnitude { .. }
-            | Values::Constant
-            | Values::Sorted => {
+            other => {
                 return Err(RtError::OpenCl(format!(
-                    "{values:?} inputs are drawn on the host"
+                    "{other:?} inputs are drawn on the host"
                 )))
             }
         };

@@ -153,13 +153,11 @@ impl Values {
         }
     }
 
-    /// Whether these inputs are drawn on the host whatever the buffer's size (the device draws
-    /// only declared values and edge values).
+    /// Whether these inputs are drawn on the host whatever the buffer's size: those judged by
+    /// the reference's sensitivity, whose bytes are nudged on the host ([`perturb`]; the
+    /// device draws only declared values and edge values).
     pub fn host_only(self) -> bool {
-        matches!(
-            self,
-            Values::Offset { .. } | Values::Magnitude { .. } | Values::Constant | Values::Sorted
-        )
+        self.judged_by_sensitivity()
     }
 }
 

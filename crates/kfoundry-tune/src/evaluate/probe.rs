@@ -527,12 +527,7 @@ mod tests {
     }
 
     fn roomy() -> Limits {
-        Limits {
-            max_work_group_size: 1024,
-            max_alloc_bytes: 1 << 30,
-            global_mem_bytes: 4 << 30,
-            ..Limits::default()
-        }
+        crate::test_spec::roomy_limits()
     }
 
     #[test]

@@ -187,9 +187,6 @@ pub fn search(
                 child = c;
             }
         }
-        if kept.iter().any(|(c, _)| *c == child) {
-            continue;
-        }
         ran += 1;
         match try_case(&child) {
             Outcome::Passed(error) => {
@@ -243,20 +240,11 @@ mod tests {
         ))
     }
 
-    fn limits() -> Limits {
-        Limits {
-            max_work_group_size: 1024,
-            max_alloc_bytes: 1 << 30,
-            global_mem_bytes: 4 << 30,
-            ..Limits::default()
-        }
-    }
-
     fn with<T>(f: impl FnOnce(&Space) -> T) -> T {
         let spec = spec();
         let tuned: Sizes = [("n".to_string(), 4096)].into();
         let bounds = [("n".to_string(), (1536, 8192))].into();
-        let limits = limits();
+        let limits = crate::test_spec::roomy_limits();
         let space = Space {
             spec: &spec,
             params: &spec.reference,

@@ -211,9 +211,9 @@ fn shrunk(
     let mut again = |c: &Case| {
         run(judge, params, source, c, scope, &mut Proven::default()).unwrap_or(Outcome::Skipped)
     };
-    let original = case.to_string();
+    let original = case.clone();
     let (small, why) = counterexample::shrink(space, case, why, SHRINK_CASES, &mut again);
-    let shrunk_from = (small.to_string() != original).then(|| format!("shrunk from {original}"));
+    let shrunk_from = (small != original).then(|| format!("shrunk from {original}"));
     let notes: Vec<String> = [(!found.is_empty()).then(|| found.to_string()), shrunk_from]
         .into_iter()
         .flatten()

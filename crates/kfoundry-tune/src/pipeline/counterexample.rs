@@ -93,10 +93,12 @@ impl Space<'_> {
                 let name = *names.choose(rng)?;
                 let (lo, hi) = self.bounds[name];
                 let v = next.sizes.get(name).copied()?;
+                // Saturating: a claimed box (`check --verify` of an edited lockfile) may reach
+                // the ends of i64.
                 let moved = match rng.gen_range(0..7) {
-                    0 => v + 1,
-                    1 => v - 1,
-                    2 => v * 2,
+                    0 => v.saturating_add(1),
+                    1 => v.saturating_sub(1),
+                    2 => v.saturating_mul(2),
                     3 => v / 2,
                     4 => lo,
                     5 => hi,
@@ -113,8 +115,8 @@ impl Space<'_> {
                 let (name, (lo, hi)) = *scalars.choose(rng)?;
                 let v = next.scalars.get(name).copied().unwrap_or(*lo);
                 let moved = match rng.gen_range(0..5) {
-                    0 => v + 1,
-                    1 => v - 1,
+                    0 => v.saturating_add(1),
+                    1 => v.saturating_sub(1),
                     2 => *lo,
                     3 => *hi,
                     _ => rng.gen_range(*lo..=*hi),
@@ -139,7 +141,8 @@ impl Space<'_> {
         for (name, (lo, _)) in self.bounds {
             let v = case.sizes.get(name).copied().unwrap_or(*lo);
             let lo = (*lo).max(1);
-            for smaller in [lo + (v - lo) / 2, v / 2, v - 1] {
+            let halfway = lo.saturating_add(v.saturating_sub(lo) / 2);
+            for smaller in [halfway, v / 2, v.saturating_sub(1)] {
                 if smaller >= lo && smaller < v {
                     let mut c = case.clone();
                     c.sizes.insert(name.clone(), smaller);
@@ -296,6 +299,38 @@ mod tests {
             assert!(closeness(&case) > 0.9 && why.starts_with("wrong"), "{case}");
             assert!(runs <= 200);
         });
+    }
+
+    /// A claimed box at the ends of i64 (an edited lockfile under `check --verify`): mutating
+    /// and shrinking a case there never overflows.
+    #[test]
+    fn mutations_at_the_ends_of_i64_saturate() {
+        let spec = spec();
+        let tuned: Sizes = [("n".to_string(), i64::MAX)].into();
+        let bounds = [("n".to_string(), (1, i64::MAX))].into();
+        let limits = Limits::default();
+        let space = Space {
+            spec: &spec,
+            params: &spec.reference,
+            tuned: &tuned,
+            bounds: &bounds,
+            limits: &limits,
+            values: vec![Values::Declared],
+            scalars: [("k".to_string(), (i64::MIN, i64::MAX))].into(),
+            in_place: false,
+            reach: probe::Reach::Claimed,
+        };
+        let mut case = Case::at(tuned.clone());
+        case.scalars.insert("k".to_string(), i64::MAX);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for _ in 0..200 {
+            let _ = space.mutate(&case, &mut rng);
+        }
+        case.scalars.insert("k".to_string(), i64::MIN);
+        for _ in 0..200 {
+            let _ = space.mutate(&case, &mut rng);
+        }
+        let _ = space.smaller(&case);
     }
 
     #[test]

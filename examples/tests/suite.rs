@@ -1299,3 +1299,35 @@ fn split_k_matches_fp64_and_leaves_its_scratch_zero() {
         }
     }
 }
+
+/// The tuned softmax through dispatch at sizes no workload has (3 rows, and 37 × 3001 inside
+/// the proven box) and at magnitudes none draws (rows near -1e4, all negative; near 1e4;
+/// near 1e-20), against the CPU: whatever dispatch chooses (the lockfile's variant for this
+/// device inside its box, the reference elsewhere) is right there.
+#[test]
+fn dispatched_softmax_is_right_at_sizes_and_magnitudes_no_workload_has() {
+    let q = queue();
+    for (rows, cols) in [(3, 4096), (37, 3001)] {
+        let base = cpu::data(rows * cols, 31);
+        for (what, map) in [
+            ("near -1e4", (|v: f32| v - 1e4) as fn(f32) -> f32),
+            ("near 1e4", |v: f32| v + 1e4),
+            ("near 1e-20", |v: f32| v * 1e-20),
+        ] {
+            let x: Vec<f32> = base.iter().map(|v| map(*v)).collect();
+            let xb = checks::input(&q, &x).unwrap();
+            let yb = checks::output(&q, rows * cols).unwrap();
+            Softmax::launch(&q, rows, cols, &xb, &yb).unwrap();
+            let choice = Softmax::explain(&q.device(), rows, cols).unwrap();
+            let got = checks::read(&yb).unwrap();
+            let want = cpu::softmax(&x, rows, cols);
+            let wrong = cpu::mismatches(&got, &want, 1e-4, 1e-9);
+            eprintln!("{rows} x {cols}, {what}: {} ran", choice.step);
+            assert_eq!(
+                wrong, 0,
+                "{rows} x {cols}, {what}: {wrong} elements differ ({} ran)",
+                choice.step
+            );
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! tell. So every entry that dispatch could run on a device present (its own key, the same
 //! device under another driver, its family, the nearest known device: the steps of
 //! [`steps_and_nearest`]) is proven there again as the tune proves a finalist
-//! ([`kfoundry_tune::pipeline::verify::prove`]), over the box of sizes and the scalar values the entry
+//! ([`kfoundry_tune::prove::prove`]), over the box of sizes and the scalar values the entry
 //! claims, with a seed drawn afresh; one that does not hold fails the command (exit 6).
 
 use std::path::Path;
@@ -22,7 +22,7 @@ use kfoundry_tune::evaluate::supervisor::{Supervised, TimeLimits};
 use kfoundry_tune::evaluate::Measurement;
 use kfoundry_tune::messages::Message;
 use kfoundry_tune::pipeline::discover::Kernel;
-use kfoundry_tune::pipeline::verify::{prove, Claimed, Scope};
+use kfoundry_tune::prove::{prove, Claimed, Scope};
 use kfoundry_tune::text::{fmt_params, printable};
 
 /// Re-proves every entry of `lock` that could run on the selected devices.
@@ -170,7 +170,7 @@ fn verify_one(
     // Every size must have been proven at both ends of the range the entry claims: one that
     // cannot be run here (it does not fit the device, the reference cannot run there) leaves
     // the claim unverified.
-    let reached = kfoundry_tune::evaluate::probe::size_box(&proven.sizes);
+    let reached = kfoundry_tune::prove::sizes::size_box(&proven.sizes);
     for (name, (lo, hi)) in &bounds {
         let got = reached.get(name).copied().unwrap_or((i64::MAX, i64::MIN));
         if got.0 > *lo || got.1 < *hi {

@@ -4,7 +4,8 @@
 //! [`TuneEvent`]s, to a [`Reporter`] ([`events`]).
 //!
 //! - [`pipeline`]: `tune`, as stages: discover → plan → search → verify → re-measure →
-//!   record → report.
+//!   record → report; [`prove`]: the prover (the cases a finalist or a lockfile entry is
+//!   proven in, the counterexample search).
 //! - [`evaluate`]: building, verifying and timing candidates on a device, in a supervised
 //!   worker process; [`device`]: choosing the device and measuring its peaks.
 //! - [`llm`]: the optional language model (its HTTP client behind the cargo feature `llm`).
@@ -27,6 +28,7 @@ pub mod interrupt;
 pub mod llm;
 pub mod options;
 pub mod pipeline;
+pub mod prove;
 #[cfg(test)]
 mod test_spec;
 pub mod text;

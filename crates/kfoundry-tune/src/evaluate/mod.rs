@@ -16,7 +16,7 @@
 //!   work-group runs before it (in [`Bench::verify_at`], not during the search: a second build
 //!   of every candidate doubled the cost of an evaluation on PoCL);
 //! - **being right only at the tuned sizes**: finalists are verified again at smaller and
-//!   larger sizes ([`Bench::verify_at`], see [`probe`]).
+//!   larger sizes ([`Bench::verify_at`], planned by [`crate::prove`]).
 //!
 //! One [`Bench`] serves one kernel on one device, at its workload's sizes and any others. It
 //! lives in a worker process ([`worker`]); the tuner's [`supervisor::Supervised`] talks to it
@@ -28,8 +28,8 @@ pub mod device_data;
 pub mod diagnostics;
 pub mod farm;
 pub mod inputs;
-pub mod probe;
 pub mod program_cache;
+mod reference_runs;
 pub mod supervisor;
 pub mod worker;
 
@@ -655,6 +655,8 @@ pub struct Bench {
     /// such sizes does not check it again (a portfolio's proofs, the next finalist's, run the
     /// same sizes; a slow reference's checks were 15% of KernelBench tunes on an H100).
     references_checked: std::cell::RefCell<std::collections::BTreeSet<Sizes>>,
+    /// The reference's runs on seeded proof cases, for the next proof that meets them.
+    reference_runs: std::cell::RefCell<reference_runs::ReferenceRuns>,
     /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
     building: Vec<(BuildKey, Background)>,
     /// How many builds ahead may run at once ([`Measurement::build_jobs`]).
@@ -838,6 +840,7 @@ impl Bench {
             local_high: std::cell::Cell::new(0),
             proof_time: std::cell::Cell::new(ProofTime::default()),
             references_checked: Default::default(),
+            reference_runs: Default::default(),
             building: Vec::new(),
             builders,
             device,
@@ -1237,6 +1240,23 @@ impl Bench {
             buffers,
             scalars: prepared.scalars.clone(),
         })
+    }
+
+    /// [`Bench::upload`], and once more without the kept reference runs where the device ran
+    /// out of memory while it held some: a kept run never makes a case fail to allocate.
+    fn upload_with_room(
+        &self,
+        prepared: &Prepared,
+        params: &Params,
+        sizes: &Sizes,
+    ) -> Result<Run, RtError> {
+        match self.upload(prepared, params, sizes) {
+            Err(e) if e.is_exhausted() && !self.reference_runs.borrow().is_empty() => {
+                self.reference_runs.borrow_mut().clear();
+                self.upload(prepared, params, sizes)
+            }
+            uploaded => uploaded,
+        }
     }
 
     /// Scratch buffer `p` for a run of `params` at `sizes`: that configuration's length, all
@@ -2193,111 +2213,47 @@ impl Bench {
     /// [`Bench::check_candidate`].
     fn verify(&self, kernel: &Kernel, params: &Params, shape: &Shape) -> SetOutcome {
         let runtime = |e: RtError| SetOutcome::Failed(Rejection::Runtime(e.to_string()));
-        let mut rng = match shape.seed {
-            Some(seed) => ChaCha8Rng::seed_from_u64(seed),
-            None => self.fresh_rng(),
-        };
-        let reference_params = self.spec.reference.clone();
-        let prepared = match self.timed(|t| &mut t.draw, || self.prepare(params, shape, &mut rng)) {
-            Ok(p) => p,
-            Err(e) => return SetOutcome::Failed(Rejection::Invalid(e)),
-        };
-        let ref_run = match self.timed(
-            |t| &mut t.upload,
-            || self.upload(&prepared, &reference_params, shape.sizes),
-        ) {
-            Ok(r) => r,
-            // Nothing has run yet: a device that cannot hold these buffers now proves
-            // nothing either way (the tuned workload's buffers may be holding its memory).
-            Err(e) if e.is_exhausted() => {
-                return SetOutcome::Unproven(Untrusted::device(format!(
-                    "the device could not hold the buffers at sizes {}: {e}",
-                    fmt_sizes(shape.sizes)
-                )))
-            }
-            Err(e) => return runtime(e),
-        };
-        if let Err(e) = self.timed(
-            |t| &mut t.reference,
-            || {
-                self.launch(
-                    &self.reference,
-                    &reference_params,
-                    shape.sizes,
-                    &ref_run,
-                    false,
-                )
-                .and_then(|_| self.session.finish())
+        let key = self.reference_key(params, shape);
+        let kept = key
+            .as_ref()
+            .and_then(|k| self.reference_runs.borrow_mut().get(k));
+        let kept = match kept {
+            Some(kept) => kept,
+            None => match self.reference_on(params, shape) {
+                Ok(kept) => {
+                    let kept = std::rc::Rc::new(kept);
+                    if let Some(key) = key {
+                        self.reference_runs.borrow_mut().keep(
+                            key,
+                            kept.clone(),
+                            self.limits.global_mem_bytes,
+                        );
+                    }
+                    kept
+                }
+                Err(outcome) => return outcome,
             },
-        ) {
-            return SetOutcome::Unproven(Untrusted::device(format!(
-                "the reference failed there: {e}"
-            )));
-        }
-        // On inputs drawn as declared a reference that writes outside its buffers is the
-        // annotation's mistake; on other values (far from the declared ones, edge values) it
-        // only means that these inputs prove nothing.
-        let declared = shape.values == Values::Declared;
-        match self.touched_guard(&ref_run) {
-            Ok(Some(why)) => {
-                let message = format!(
-                    "the reference at sizes {}, on {}: {}",
-                    fmt_sizes(shape.sizes),
-                    if declared {
-                        "inputs drawn as declared"
-                    } else {
-                        "these inputs"
-                    },
-                    self.wrote_outside_message(&why)
-                );
-                return SetOutcome::Unproven(Untrusted {
-                    message,
-                    annotation_fault: declared,
-                });
-            }
-            Ok(None) => {}
-            Err(e) => return runtime(e),
-        }
-        match self.dirty_scratch(&ref_run) {
-            Ok(Some((name, n))) => {
-                return SetOutcome::Unproven(Untrusted {
-                    message: format!(
-                        "the reference at sizes {}: it {}",
-                        fmt_sizes(shape.sizes),
-                        scratch_left_message(&name, n)
-                    ),
-                    annotation_fault: true,
-                })
-            }
-            Ok(None) => {}
-            Err(e) => return runtime(e),
-        }
-        let slack = if shape.values.judged_by_sensitivity() {
-            match self.timed(
-                |t| &mut t.reference,
-                || self.sensitivity(&prepared, shape, &ref_run, &mut rng),
-            ) {
-                Ok(Ok(slack)) => slack,
-                Ok(Err(why)) => return SetOutcome::Unproven(Untrusted::device(why)),
-                Err(e) => return runtime(e),
-            }
-        } else {
-            Slack::new()
         };
-        match self.check_candidate(
+        let (prepared, ref_run, slack) = (&kept.prepared, &kept.run, &kept.slack);
+        let verdict = self.check_candidate(
             kernel,
             params,
             shape.sizes,
-            &prepared,
-            &ref_run,
+            prepared,
+            ref_run,
             shape.values,
-            &slack,
-        ) {
+            slack,
+        );
+        if let Err(Rejection::Runtime(_) | Rejection::OutOfBounds(_)) = &verdict {
+            // It may have reached the kept reference runs too.
+            self.reference_runs.borrow_mut().clear();
+        }
+        match verdict {
             Ok((run, errors)) => SetOutcome::Passed(run, errors),
             // Before a candidate is blamed for differing: is the reference's result its inputs'
             // alone?
             Err(Rejection::Wrong(why)) => {
-                match self.reference_reads_outside(shape.sizes, &prepared, &ref_run) {
+                match self.reference_reads_outside(shape.sizes, prepared, ref_run) {
                     Ok(Some(output)) => {
                         let message = format!(
                             "the reference at sizes {}: {}",
@@ -2315,6 +2271,135 @@ impl Bench {
             }
             Err(rejection) => SetOutcome::Failed(rejection),
         }
+    }
+
+    /// What makes the input set of `params` in `shape` the same as another's
+    /// ([`reference_runs`]); `None` for an unseeded set (never drawn twice) or lengths that
+    /// cannot be worked out (the draw refuses it).
+    fn reference_key(&self, params: &Params, shape: &Shape) -> Option<reference_runs::Key> {
+        let seed = shape.seed?;
+        let lens = self
+            .spec
+            .args_with_roles()
+            .filter(|(_, role)| matches!(role, ArgRole::CallerBuffer))
+            .map(|(arg, _)| self.spec.buffer_len(arg.name(), params, shape.sizes).ok())
+            .collect::<Option<Vec<usize>>>()?;
+        Some(reference_runs::Key {
+            seed,
+            sizes: shape.sizes.clone(),
+            scalars: shape.scalars.clone(),
+            prefill: shape.prefill,
+            values: shape.values,
+            in_place: shape.in_place,
+            lens,
+        })
+    }
+
+    /// The reference's run on a fresh input set of `params` in `shape`, checked to stay within
+    /// its buffers, with the slack its sensitivity gives there; or how the case ends without a
+    /// candidate run (the set cannot be drawn, the reference cannot be trusted on it).
+    fn reference_on(
+        &self,
+        params: &Params,
+        shape: &Shape,
+    ) -> Result<reference_runs::Kept, SetOutcome> {
+        let runtime = |e: RtError| SetOutcome::Failed(Rejection::Runtime(e.to_string()));
+        let mut rng = match shape.seed {
+            Some(seed) => ChaCha8Rng::seed_from_u64(seed),
+            None => self.fresh_rng(),
+        };
+        let reference_params = self.spec.reference.clone();
+        let prepared = match self.timed(|t| &mut t.draw, || self.prepare(params, shape, &mut rng)) {
+            Ok(p) => p,
+            Err(e) => return Err(SetOutcome::Failed(Rejection::Invalid(e))),
+        };
+        let ref_run = match self.timed(
+            |t| &mut t.upload,
+            || self.upload_with_room(&prepared, &reference_params, shape.sizes),
+        ) {
+            Ok(r) => r,
+            // Nothing has run yet: a device that cannot hold these buffers now proves
+            // nothing either way (the tuned workload's buffers may be holding its memory).
+            Err(e) if e.is_exhausted() => {
+                return Err(SetOutcome::Unproven(Untrusted::device(format!(
+                    "the device could not hold the buffers at sizes {}: {e}",
+                    fmt_sizes(shape.sizes)
+                ))))
+            }
+            Err(e) => return Err(runtime(e)),
+        };
+        if let Err(e) = self.timed(
+            |t| &mut t.reference,
+            || {
+                self.launch(
+                    &self.reference,
+                    &reference_params,
+                    shape.sizes,
+                    &ref_run,
+                    false,
+                )
+                .and_then(|_| self.session.finish())
+            },
+        ) {
+            return Err(SetOutcome::Unproven(Untrusted::device(format!(
+                "the reference failed there: {e}"
+            ))));
+        }
+        // On inputs drawn as declared a reference that writes outside its buffers is the
+        // annotation's mistake; on other values (far from the declared ones, edge values) it
+        // only means that these inputs prove nothing.
+        let declared = shape.values == Values::Declared;
+        match self.touched_guard(&ref_run) {
+            Ok(Some(why)) => {
+                let message = format!(
+                    "the reference at sizes {}, on {}: {}",
+                    fmt_sizes(shape.sizes),
+                    if declared {
+                        "inputs drawn as declared"
+                    } else {
+                        "these inputs"
+                    },
+                    self.wrote_outside_message(&why)
+                );
+                return Err(SetOutcome::Unproven(Untrusted {
+                    message,
+                    annotation_fault: declared,
+                }));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(runtime(e)),
+        }
+        match self.dirty_scratch(&ref_run) {
+            Ok(Some((name, n))) => {
+                return Err(SetOutcome::Unproven(Untrusted {
+                    message: format!(
+                        "the reference at sizes {}: it {}",
+                        fmt_sizes(shape.sizes),
+                        scratch_left_message(&name, n)
+                    ),
+                    annotation_fault: true,
+                }))
+            }
+            Ok(None) => {}
+            Err(e) => return Err(runtime(e)),
+        }
+        let slack = if shape.values.judged_by_sensitivity() {
+            match self.timed(
+                |t| &mut t.reference,
+                || self.sensitivity(&prepared, shape, &ref_run, &mut rng),
+            ) {
+                Ok(Ok(slack)) => slack,
+                Ok(Err(why)) => return Err(SetOutcome::Unproven(Untrusted::device(why))),
+                Err(e) => return Err(runtime(e)),
+            }
+        } else {
+            Slack::new()
+        };
+        Ok(reference_runs::Kept {
+            prepared,
+            run: ref_run,
+            slack,
+        })
     }
 
     /// How far the reference's checked outputs move when its float inputs move by one unit in
@@ -2384,7 +2469,10 @@ impl Bench {
     ) -> Result<(Run, ErrorStats), Rejection> {
         let runtime = |e: RtError| Rejection::Runtime(e.to_string());
         let cand_run = self
-            .timed(|t| &mut t.upload, || self.upload(prepared, params, sizes))
+            .timed(
+                |t| &mut t.upload,
+                || self.upload_with_room(prepared, params, sizes),
+            )
             .map_err(runtime)?;
         let outside = self
             .timed(
@@ -3019,6 +3107,59 @@ mod tests {
             );
             b.built.clear();
         }
+    }
+
+    /// A seeded proof case met again (the next finalist, a portfolio's next candidate) compares
+    /// against the reference's kept run on the same inputs, and a wrong candidate is refused
+    /// there as on a fresh run; an unseeded case (the search's) is never kept.
+    #[test]
+    fn a_seeded_cases_reference_run_is_kept_for_the_next_finalist() {
+        let mut b = bench_of(
+            "__kernel void k(const int n, __global const float* x, __global float* y) {
+                int i = get_global_id(0);
+                y[i] = (P == 1 && i == n - 1) ? x[i] + 1.0f : 2.0f * x[i];
+            }",
+        );
+        let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
+        let mut case = Case::at(b.sizes.clone());
+        case.seed = 42;
+        assert!(b
+            .verify_at(&p(0), None, &case, &mut |_| {})
+            .unwrap()
+            .is_ok());
+        let first = b.take_proof_time();
+        assert_eq!(b.reference_runs.borrow().hits, 0);
+        let verdict = b.verify_at(&p(1), None, &case, &mut |_| {}).unwrap();
+        assert!(matches!(verdict, Err(Rejection::Wrong(_))), "{verdict:?}");
+        assert!(b.reference_runs.borrow().hits >= 1, "the kept run was used");
+        assert!(b
+            .verify_at(&p(0), None, &case, &mut |_| {})
+            .unwrap()
+            .is_ok());
+        let again = b.take_proof_time();
+        assert!(
+            again.reference < first.reference,
+            "no reference runs the second time: {} s, then {} s",
+            first.reference,
+            again.reference
+        );
+        // another seed: other inputs, a run of its own
+        let hits = b.reference_runs.borrow().hits;
+        case.seed = 43;
+        assert!(b
+            .verify_at(&p(0), None, &case, &mut |_| {})
+            .unwrap()
+            .is_ok());
+        assert_eq!(b.reference_runs.borrow().hits, hits);
+        // unseeded: never kept
+        case.seed = 0;
+        for _ in 0..2 {
+            assert!(b
+                .verify_at(&p(0), None, &case, &mut |_| {})
+                .unwrap()
+                .is_ok());
+        }
+        assert_eq!(b.reference_runs.borrow().hits, hits);
     }
 
     /// On inputs of large magnitude a correct kernel that rounds in another order is within

@@ -12,9 +12,9 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Record;
 
 use super::remeasure::{beats_existing, measure_reference, remeasure};
-use super::verify::{prove, NotProven, Scope};
 use crate::evaluate::case::Case;
 use crate::evaluate::{params_of, ErrorStats, Judge};
+use crate::prove::{prove, NotProven, Scope};
 use crate::text::fmt_ns;
 
 /// Finalists re-measured and proven, fastest first, until one wins.

@@ -11,7 +11,7 @@
 //!    device, with the language model as its external operator (one loop, one budget),
 //!    checkpointed after every evaluation.
 //! 4. [`finalists`]: the fastest candidates, each [`remeasure`]-d against the reference and,
-//!    when faster, [`verify`]-ed at other sizes, until one wins (or the reference stays).
+//!    when faster, proven ([`crate::prove`]) at other sizes, until one wins (or the reference stays).
 //!    A kernel with `ranges(...)`: its anchors' winners form a [`portfolio`] of variants, each
 //!    proven over a bucket of the range.
 //! 5. [`record`]: the winners into `Kfoundry.lock` (merged under an advisory lock, replaced
@@ -24,7 +24,6 @@
 //! something failed.
 
 pub mod budget;
-pub mod counterexample;
 pub mod discover;
 pub mod finalists;
 pub mod history;
@@ -36,7 +35,6 @@ pub mod record;
 pub mod remeasure;
 pub mod search;
 pub mod tally;
-pub mod verify;
 pub mod warm;
 
 use anyhow::{Context as _, Result};

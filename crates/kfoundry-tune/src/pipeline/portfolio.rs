@@ -22,10 +22,10 @@ use kfoundry_rt::model::variant::{Variant, PROOF_VERSION};
 use kfoundry_search::Evaluation;
 
 use super::plan::Plan;
-use super::verify::{prove, Claimed, NotProven, Scope};
 use crate::evaluate::case::Case;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::{median, Judge, Measurement};
+use crate::prove::{prove, Claimed, NotProven, Scope};
 
 /// Measurements of each candidate at each anchor.
 const REPEATS: usize = 3;
@@ -61,7 +61,7 @@ struct Proved {
     last: usize,
     candidate: usize,
     span: Option<(i64, i64)>,
-    proven: super::verify::Proven,
+    proven: crate::prove::Proven,
 }
 
 /// The candidates of a portfolio: the distinct parameter sets among `variants` (template
@@ -299,7 +299,7 @@ fn prove_bucket(
     params: &Params,
     scope: &Scope,
     anchors: &[&Workload],
-) -> Result<super::verify::Proven, NotProven> {
+) -> Result<crate::prove::Proven, NotProven> {
     let mut proven = prove(judge, spec, params, None, scope)?;
     for w in anchors {
         if proven.sizes.contains(&w.sizes) {
@@ -331,7 +331,7 @@ fn reference_box(
     spec: &KernelSpec,
     anchors: &[&Workload],
     bounds: &BTreeMap<String, (i64, i64)>,
-) -> super::verify::Proven {
+) -> crate::prove::Proven {
     let mut sizes: Vec<Sizes> = anchors.iter().map(|w| w.sizes.clone()).collect();
     for corner in [false, true] {
         let set: Sizes = bounds
@@ -342,7 +342,7 @@ fn reference_box(
             sizes.push(set);
         }
     }
-    super::verify::Proven {
+    crate::prove::Proven {
         sizes,
         ..Default::default()
     }

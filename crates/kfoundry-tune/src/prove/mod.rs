@@ -1,7 +1,13 @@
-//! Stage 4b, verify: a finalist of the search that was faster on re-measure is proven before
-//! it can ship, in [`Case`]s that each vary something a real call can differ in from the
-//! search's runs. The search verified it at the workload's sizes only, on input sets it shared
-//! with other candidates, with poisoned outputs and inputs from the declared distributions. The
+//! The prover: a finalist of the search that was faster on re-measure is proven before it can
+//! ship (`tune`'s stage 4b), and a lockfile entry is proven again over what it claims
+//! (`check --verify`), by the same [`prove`]. Everything the proof plans lives here:
+//! [`sizes`] (the size sets: scaled probes, the box's corners, residues), this module (the
+//! [`Case`]s over those sizes, the value classes, the scalars) and [`search`] (the
+//! counterexample search and the shrinking of a failing case). It drives a [`Judge`] (the
+//! bench in its worker process), which runs one case at a time.
+//!
+//! The search verified a finalist at the workload's sizes only, on input sets it shared with
+//! other candidates, with poisoned outputs and inputs from the declared distributions. The
 //! proof ([`plan`]):
 //!
 //! 1. the workload's sizes again on fresh inputs, then smaller and larger size sets (all sizes
@@ -9,7 +15,7 @@
 //!    winner at;
 //! 2. the corners of that box (extreme aspect ratios);
 //! 3. sizes drawn across the box so that every size takes every residue modulo at least 16 of
-//!    its step ([`probe::residue_sizes`]), with the integer scalars that are not sizes over
+//!    its step ([`sizes::residue_sizes`]), with the integer scalars that are not sizes over
 //!    their declared range (every value of a small one);
 //! 4. edge values: signed zeros, denormals and (unless `edges = finite`) infinities and NaN,
 //!    integer inputs at the ends of their range, and large magnitudes (unless `edges = none`);
@@ -33,9 +39,12 @@ use rand::seq::SliceRandom as _;
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 
-use super::counterexample::{self, Outcome, Space, SEARCH_CASES, SHRINK_CASES};
+pub mod search;
+pub mod sizes;
+
+use self::search::{Outcome, Space, SEARCH_CASES, SHRINK_CASES};
+use self::sizes::{axis_probe_sizes, probe_sizes};
 use crate::evaluate::case::{Case, Prefill, Values};
-use crate::evaluate::probe::{self, axis_probe_sizes, probe_sizes};
 use crate::evaluate::{Judge, Limits};
 
 /// Smaller and larger size sets each finalist is verified at (all sizes scaled together).
@@ -102,7 +111,7 @@ impl From<NotProven> for String {
 }
 
 /// Proves `params` (of `source` when given) of `spec` in the planned cases, then in the
-/// cases of a counterexample search ([`counterexample::search`]): what it was proven at, or
+/// cases of a counterexample search ([`search::search`]): what it was proven at, or
 /// why not (a failing case shrunk to a small reproducer first).
 pub fn prove(
     judge: &mut dyn Judge,
@@ -137,7 +146,7 @@ pub fn prove(
             Outcome::Skipped => {}
         }
     }
-    let bounds = bounds.unwrap_or_else(|| probe::size_box(&proven.sizes));
+    let bounds = bounds.unwrap_or_else(|| sizes::size_box(&proven.sizes));
     let space = Space {
         spec,
         params,
@@ -150,9 +159,9 @@ pub fn prove(
             .collect(),
         in_place: !spec.in_place.is_empty(),
         reach: if scope.claimed.is_some() {
-            probe::Reach::Claimed
+            sizes::Reach::Claimed
         } else {
-            probe::Reach::Tune
+            sizes::Reach::Tune
         },
     };
     let drawn = drawn_cases(
@@ -178,7 +187,7 @@ pub fn prove(
         let mut try_case = |c: &Case| {
             run(judge, params, source, c, scope, &mut proven).unwrap_or(Outcome::Skipped)
         };
-        counterexample::search(&space, passed, SEARCH_CASES, &mut rng, &mut try_case)
+        search::search(&space, passed, SEARCH_CASES, &mut rng, &mut try_case)
     };
     if let Some((case, why)) = found {
         return Err(shrunk(
@@ -195,7 +204,7 @@ pub fn prove(
     Ok(proven)
 }
 
-/// A failing case once it is shrunk ([`counterexample::shrink`]): the smallest failing case,
+/// A failing case once it is shrunk ([`search::shrink`]): the smallest failing case,
 /// and its message followed by where it came from.
 #[allow(clippy::too_many_arguments)]
 fn shrunk(
@@ -212,7 +221,7 @@ fn shrunk(
         run(judge, params, source, c, scope, &mut Proven::default()).unwrap_or(Outcome::Skipped)
     };
     let original = case.clone();
-    let (small, why) = counterexample::shrink(space, case, why, SHRINK_CASES, &mut again);
+    let (small, why) = search::shrink(space, case, why, SHRINK_CASES, &mut again);
     let shrunk_from = (small != original).then(|| format!("shrunk from {original}"));
     let notes: Vec<String> = [(!found.is_empty()).then(|| found.to_string()), shrunk_from]
         .into_iter()
@@ -316,18 +325,18 @@ fn drawn_cases(
     };
     let mut cases = Vec::new();
     let reach = if scope.claimed.is_some() {
-        probe::Reach::Claimed
+        sizes::Reach::Claimed
     } else {
-        probe::Reach::Tune
+        sizes::Reach::Tune
     };
-    for (k, corner) in probe::corner_sizes(spec, params, sizes, bounds, limits, known, reach, rng)
+    for (k, corner) in sizes::corner_sizes(spec, params, sizes, bounds, limits, known, reach, rng)
         .into_iter()
         .enumerate()
     {
         cases.push(one(corner, k, rng));
     }
-    let m = probe::residue_modulus(spec);
-    let residues = probe::residue_sizes(spec, params, sizes, bounds, m, limits, reach, rng);
+    let m = sizes::residue_modulus(spec);
+    let residues = sizes::residue_sizes(spec, params, sizes, bounds, m, limits, reach, rng);
     let scalar_values = scalar_values(spec, scope, m, rng);
     let in_place = !spec.in_place.is_empty();
     // Every residue set, and every scalar value (at the workload's sizes once the residue
@@ -486,6 +495,68 @@ fn scalar_range(spec: &KernelSpec, scope: &Scope, name: &str) -> Option<(i64, i6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ARCHITECTURE.md's "a proof case" errand names every source file that names a class of
+    /// input values (`Values::` and a variant), and every file it names exists: a new class
+    /// touches the files the errand lists, and a file that starts to handle one is added to it.
+    #[test]
+    fn the_proof_case_errand_names_every_file_that_names_a_value_class() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let architecture =
+            std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+        let start = architecture
+            .find("- **A proof case**")
+            .expect("the errand \"A proof case\"");
+        let errand = &architecture[start..];
+        let errand = &errand[..errand[2..].find("\n- ").map_or(errand.len(), |e| e + 2)];
+        let errand = errand.split("\n\n").next().unwrap_or(errand);
+        let mut named = Vec::new();
+        for part in errand.split('`').skip(1).step_by(2) {
+            if part.ends_with(".rs") {
+                let path = if part.starts_with("kfoundry-") {
+                    format!("crates/{part}")
+                } else {
+                    part.to_string()
+                };
+                assert!(
+                    root.join(&path).is_file(),
+                    "the errand names {path}, which is gone"
+                );
+                named.push(path);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("a directory").flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().to_string();
+                if name.starts_with('.') || name == "target" {
+                    continue;
+                }
+                if path.is_dir() {
+                    stack.push(path);
+                } else if name.ends_with(".rs") {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    let names_a_class = text.match_indices("Values::").any(|(i, m)| {
+                        text[i + m.len()..].starts_with(|c: char| c.is_ascii_uppercase())
+                    });
+                    let relative = path
+                        .strip_prefix(&root)
+                        .expect("under the root")
+                        .to_string_lossy()
+                        .to_string();
+                    if names_a_class && !named.contains(&relative) {
+                        missing.push(relative);
+                    }
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "ARCHITECTURE.md's \"A proof case\" does not name {missing:?}"
+        );
+    }
 
     /// Every class of input values, each once: a new [`Values`] variant fails to compile here
     /// until it is listed, and then fails the test below until the proof tries it.

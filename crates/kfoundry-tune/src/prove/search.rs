@@ -1,5 +1,5 @@
 //! The proof's counterexample search: once a finalist has passed the planned cases
-//! ([`super::verify`]), a budgeted evolutionary search over what a real call can differ in
+//! ([`super::prove`]), a budgeted evolutionary search over what a real call can differ in
 //! looks for an input on which it and the reference disagree, and a case that fails is shrunk
 //! to a small reproducer before it is reported.
 //!
@@ -20,7 +20,7 @@ use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 
 use crate::evaluate::case::{Case, Values};
-use crate::evaluate::probe;
+
 use crate::evaluate::Limits;
 
 /// How many cases the search runs after the planned ones passed (each one a reference run and
@@ -58,7 +58,7 @@ pub struct Space<'a> {
     pub in_place: bool,
     /// How far from the tuned sizes a case may go (a tune's proof: at most what a corner
     /// costs; a claimed box: anywhere in it).
-    pub reach: probe::Reach,
+    pub reach: super::sizes::Reach,
 }
 
 impl Space<'_> {
@@ -67,7 +67,7 @@ impl Space<'_> {
             self.bounds
                 .get(name)
                 .is_none_or(|(lo, hi)| (*lo..=*hi).contains(v))
-        }) && probe::runnable(
+        }) && super::sizes::runnable(
             self.spec,
             self.params,
             self.tuned,
@@ -102,7 +102,7 @@ impl Space<'_> {
                     3 => v / 2,
                     4 => lo,
                     5 => hi,
-                    _ => probe::log_uniform(lo.max(1), hi.max(1), rng),
+                    _ => super::sizes::log_uniform(lo.max(1), hi.max(1), rng),
                 };
                 next.sizes.insert(name.clone(), moved.clamp(lo.max(1), hi));
                 if !self.runnable(&next.sizes) {
@@ -257,7 +257,7 @@ mod tests {
             values: vec![Values::Declared, Values::Offset { negative: true }],
             scalars: [("k".to_string(), (1, 100))].into(),
             in_place: false,
-            reach: probe::Reach::Claimed,
+            reach: crate::prove::sizes::Reach::Claimed,
         };
         f(&space)
     }
@@ -318,7 +318,7 @@ mod tests {
             values: vec![Values::Declared],
             scalars: [("k".to_string(), (i64::MIN, i64::MAX))].into(),
             in_place: false,
-            reach: probe::Reach::Claimed,
+            reach: crate::prove::sizes::Reach::Claimed,
         };
         let mut case = Case::at(tuned.clone());
         case.scalars.insert("k".to_string(), i64::MAX);

@@ -30,7 +30,7 @@ use rand::seq::SliceRandom as _;
 use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 
-use super::{check_launchable, Limits, FRONT_GUARD_BYTES, GUARD_ELEMS};
+use crate::evaluate::{check_launchable, Limits, FRONT_GUARD_BYTES, GUARD_ELEMS};
 
 /// Fractions of the tuned sizes tried below them, in order.
 const SMALLER: [(i64, i64); 4] = [(5, 8), (3, 8), (7, 8), (1, 2)];

@@ -32,6 +32,7 @@ fn copy_workspace(dst: &Path) {
     }
     for d in [
         "src",
+        "book",
         "kfoundry-rt",
         "kfoundry-macros",
         "cargo-kfoundry",

@@ -9,7 +9,19 @@ use kfoundry_tune::pipeline::discover::{discover, Bundle};
 
 pub fn run(args: &BundleArgs) -> Result<()> {
     let ws = discover(&args.ws.options())?;
-    let text = serde_json::to_string_pretty(&Bundle::new(ws.kernels, &ws.metadata))?;
+    // Paths relative to the workspace: a bundle goes to other machines, and names no
+    // directory of this one.
+    let relative = |p: &std::path::Path| p.strip_prefix(&ws.root).unwrap_or(p).to_path_buf();
+    let kernels = ws
+        .kernels
+        .into_iter()
+        .map(|mut k| {
+            k.file = relative(&k.file);
+            k.source_path = k.source_path.as_deref().map(relative);
+            k
+        })
+        .collect();
+    let text = serde_json::to_string_pretty(&Bundle::new(kernels, &ws.metadata))?;
     std::fs::write(&args.output, text)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     if !args.ws.quiet {

@@ -112,7 +112,10 @@ impl Human {
             } => {
                 self.with_progress(|view| {
                     if let Some(t) = best {
-                        view.set_message(format!("best {}, failures {failures}", fmt_ns(t * 1e9)));
+                        view.set_message(format!(
+                            "search best {}, failures {failures}",
+                            fmt_ns(t * 1e9)
+                        ));
                     }
                     view.set_position(*done);
                 });

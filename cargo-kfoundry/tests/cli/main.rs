@@ -41,5 +41,8 @@ mod output;
 mod ranges;
 /// `report --cross`.
 mod report_cross;
+/// One tune serves every size a program calls: the default region, constant outputs, first
+/// mistakes.
+mod sizes;
 /// The Slurm path on a one-node cluster.
 mod slurm;

@@ -34,9 +34,9 @@ fn progress_is_line_oriented_off_a_terminal_and_verbose_works_there() {
     assert!(out.status.success(), "{stderr}");
     for expected in [
         "test::Scale @ small: searching (budget 3 evaluations)",
-        "test::Scale @ small: 1/3 evaluations, best",
-        "test::Scale @ small: 3/3 evaluations, best",
-        "test::Scale @ small: search done, 3 evaluations, best",
+        "test::Scale @ small: 1/3 evaluations, search best",
+        "test::Scale @ small: 3/3 evaluations, search best",
+        "test::Scale @ small: search done, 3 evaluations, search best",
         "  Reference WG=16 → ",
     ] {
         assert!(

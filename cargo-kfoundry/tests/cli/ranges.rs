@@ -15,22 +15,12 @@ use crate::common;
 use common::bundle;
 
 fn tune(bundle: &Path, lock: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
-        .args(["tune", "--bundle"])
-        .arg(bundle)
-        .arg("--lockfile")
-        .arg(lock)
-        .arg("--state-dir")
-        .arg(lock.with_extension("state"))
-        .args(["--repeats", "1", "--seed", "3", "--budget-evals", "4"])
-        .args(extra)
-        .output()
-        .expect("cargo-kfoundry runs")
+    common::tune(bundle, lock, "4", extra)
 }
 
 /// y = 2x + y, `VEC` elements per work-item with a correct tail: every configuration is right
 /// at every `n`, and which is fastest depends on `n`.
-const SCALE: &str = r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) {
+pub(crate) const SCALE: &str = r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) {
         int i = get_global_id(0) * VEC;
         for (int v = 0; v < VEC; v++) if (i + v < n) y[i + v] = 2.0f * x[i + v] + y[i + v];
     }", params(WG = [1, 16, 64], VEC = [1, 4]), reference(WG = 1, VEC = 1), global = ceil_div(n, VEC * WG) * WG, local = WG,

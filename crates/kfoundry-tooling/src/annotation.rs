@@ -1051,6 +1051,36 @@ fn workload(e: &syn::Expr) -> syn::Result<(Workload, Vec<String>, Span)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The manual's chapter on the annotation (`book/src/annotation.md`, also the attribute's
+    /// `cargo doc` page) has a row for every key the parser accepts.
+    #[test]
+    fn the_manual_has_a_row_for_every_key() {
+        let book = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../book/src/annotation.md"),
+        )
+        .expect("book/src/annotation.md");
+        for key in KEYS.split(", ") {
+            assert!(
+                book.lines().any(|l| l.starts_with(&format!("| `{key}"))),
+                "book/src/annotation.md has no row for `{key}`"
+            );
+        }
+        // Its complete example is the examples crate's, as it is.
+        let example = book
+            .split("```rust,ignore\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("an example");
+        let examples = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/src/lib.rs"),
+        )
+        .expect("examples/src/lib.rs");
+        assert!(
+            examples.contains(example),
+            "the chapter's example is not examples/src/lib.rs's:\n{example}"
+        );
+    }
     use quote::quote;
 
     fn cx() -> Context<'static> {

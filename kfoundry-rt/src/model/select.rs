@@ -95,6 +95,23 @@ fn fmt_sizes(sizes: &Sizes) -> String {
 /// The values of a call's integer scalar arguments that are not sizes, by name.
 pub type Scalars = std::collections::BTreeMap<String, i64>;
 
+/// How a reason names an entry: a variant by its workload and parameters, an entry that kept
+/// the reference (its tune found nothing faster) as that, never as a "variant".
+fn entry_name(spec: &KernelSpec, v: &Variant) -> String {
+    if v.params == spec.reference && v.source.is_none() {
+        format!(
+            "the reference's entry for workload `{}` (its tune found nothing faster)",
+            v.workload
+        )
+    } else {
+        format!(
+            "variant for workload `{}` ({})",
+            v.workload,
+            fmt_params(&v.params)
+        )
+    }
+}
+
 /// Chooses the variant for `device` (described by `info` when known: the nearest-device step
 /// and the work-group check of foreign variants need it) at `sizes`, with the call's integer
 /// scalars (`None` when they are not known, as for `explain`: then the ranges a variant was
@@ -142,38 +159,29 @@ pub fn choose(
             considered += 1;
             if let (false, Some(outside)) = (spec.extrapolate, outside_proven(v, sizes)) {
                 reasons.push(format!(
-                    "{step}: variant for workload `{}` ({}) skipped: {outside} (`extrapolate = true` in the annotation allows it)",
-                    v.workload,
-                    fmt_params(&v.params)
+                    "{step}: {} skipped: {outside} (`extrapolate = true` in the annotation allows it)",
+                    entry_name(spec, v)
                 ));
                 continue;
             }
             if let Some(why) = outside_scalars(spec, v, scalars) {
-                reasons.push(format!(
-                    "{step}: variant for workload `{}` ({}) skipped: {why}",
-                    v.workload,
-                    fmt_params(&v.params)
-                ));
+                reasons.push(format!("{step}: {} skipped: {why}", entry_name(spec, v)));
                 continue;
             }
             match spec.geometry(&v.params, sizes, traits) {
                 Ok(g) => {
                     let local: u64 = g.local.map_or(1, |l| l.iter().map(|&x| x as u64).product());
                     match info {
-                        Some(me) if step.is_foreign() && local > me.max_work_group_size => reasons.push(format!(
-                            "{step}: variant for workload `{}` ({}) skipped: work-group size {local} exceeds this device's {}",
-                            v.workload,
-                            fmt_params(&v.params),
+                        Some(me) if step.is_foreign() && local > me.max_work_group_size => reasons
+                            .push(format!(
+                            "{step}: {} skipped: work-group size {local} exceeds this device's {}",
+                            entry_name(spec, v),
                             me.max_work_group_size
                         )),
                         _ => eligible.push((i, distance(&v.sizes, sizes))),
                     }
                 }
-                Err(e) => reasons.push(format!(
-                    "{step}: variant for workload `{}` ({}) skipped: {e}",
-                    v.workload,
-                    fmt_params(&v.params)
-                )),
+                Err(e) => reasons.push(format!("{step}: {} skipped: {e}", entry_name(spec, v))),
             }
         }
         if step == Step::NearestDevice {

@@ -17,3 +17,24 @@ pub fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// `cargo kfoundry tune --bundle <bundle>` into `lock` (its state directory beside it): one
+/// repeat, seed 3, `budget` evaluations, then `extra`.
+pub fn tune(
+    bundle: &std::path::Path,
+    lock: &std::path::Path,
+    budget: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+        .args(["tune", "--bundle"])
+        .arg(bundle)
+        .arg("--lockfile")
+        .arg(lock)
+        .arg("--state-dir")
+        .arg(lock.with_extension("state"))
+        .args(["--repeats", "1", "--seed", "3", "--budget-evals", budget])
+        .args(extra)
+        .output()
+        .expect("cargo-kfoundry runs")
+}

@@ -657,6 +657,9 @@ pub struct Bench {
     references_checked: std::cell::RefCell<std::collections::BTreeSet<Sizes>>,
     /// The reference's runs on seeded proof cases, for the next proof that meets them.
     reference_runs: std::cell::RefCell<reference_runs::ReferenceRuns>,
+    /// Whether the reference's outputs reacted to its inputs at some sizes checked here
+    /// ([`Bench::check_reference`]).
+    reference_varies: std::cell::Cell<bool>,
     /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
     building: Vec<(BuildKey, Background)>,
     /// How many builds ahead may run at once ([`Measurement::build_jobs`]).
@@ -841,6 +844,7 @@ impl Bench {
             proof_time: std::cell::Cell::new(ProofTime::default()),
             references_checked: Default::default(),
             reference_runs: Default::default(),
+            reference_varies: std::cell::Cell::new(false),
             building: Vec::new(),
             builders,
             device,
@@ -852,7 +856,12 @@ impl Bench {
             last_errors: None,
         };
         bench.check_guards()?;
-        bench.check_reference(sizes)?;
+        match bench.check_reference(sizes) {
+            Err(SetupError::InsensitiveOutput(_)) if bench.reference_varies_elsewhere(sizes) => {
+                bench.references_checked.borrow_mut().insert(sizes.clone());
+            }
+            checked => checked?,
+        }
         Ok(bench)
     }
 
@@ -905,14 +914,51 @@ impl Bench {
     }
 
     /// The reference can be trusted at `sizes`: it launches, stays within its buffers, and its
-    /// outputs react to its inputs (or verification there proves nothing).
+    /// outputs react to its inputs (or verification there proves nothing). Where its outputs
+    /// do not react at these sizes but did at others this bench checked (a softmax over one
+    /// column is all ones, attention over one key is that key's value), the output there is
+    /// legitimately constant: a candidate is compared with it there (it must write that
+    /// constant), and a kernel writing constants is still caught at the sizes where the
+    /// output varies, where every proof also runs (the workload's, or those
+    /// [`Bench::new`] found).
     fn check_reference(&self, sizes: &Sizes) -> Result<(), SetupError> {
         if self.references_checked.borrow().contains(sizes) {
             return Ok(());
         }
-        self.check_reference_afresh(sizes)?;
+        match self.check_reference_afresh(sizes) {
+            Ok(()) => self.reference_varies.set(true),
+            Err(SetupError::InsensitiveOutput(_)) if self.reference_varies.get() => {}
+            Err(e) => return Err(e),
+        }
         self.references_checked.borrow_mut().insert(sizes.clone());
         Ok(())
+    }
+
+    /// At a workload where the reference's outputs do not react to its inputs: whether they do
+    /// at larger sizes (each size twice, four and sixteen times the workload's, where those
+    /// fit the device) or at another workload's that fits. If so that workload's output is
+    /// legitimately constant ([`Bench::check_reference`]); if not, the annotation checks an
+    /// output that never depends on the inputs, and nothing could be verified.
+    fn reference_varies_elsewhere(&self, sizes: &Sizes) -> bool {
+        let scaled = [2, 4, 16].map(|f| -> Sizes {
+            sizes
+                .iter()
+                .map(|(k, &v)| (k.clone(), v.saturating_mul(f)))
+                .collect()
+        });
+        let others = self.spec.workloads.iter().map(|w| w.sizes.clone());
+        for other in scaled.into_iter().chain(others) {
+            if other == *sizes
+                || check_launchable(&self.spec, &self.limits, &self.spec.reference, &other).is_err()
+                || check_fits(&self.spec, &other, &self.limits, self.not_gpu).is_err()
+            {
+                continue;
+            }
+            if self.check_reference(&other).is_ok() && self.reference_varies.get() {
+                return true;
+            }
+        }
+        false
     }
 
     /// [`Bench::check_reference`]'s checks, run.
@@ -1530,7 +1576,7 @@ impl Bench {
     fn outside_message(&self, output: &str) -> String {
         format!(
             "its output `{output}` changed when only the memory past the ends of its inputs did: it reads outside the lengths `buffers(...)` declares{}",
-            self.index_hint()
+            index_hint(&self.spec)
         )
     }
 
@@ -1538,36 +1584,12 @@ impl Bench {
     fn wrote_outside_message(&self, why: &str) -> String {
         format!(
             "it {why}; the annotation's `buffers(...)` must cover what the kernel touches{}",
-            self.index_hint()
+            index_hint(&self.spec)
         )
     }
 
     /// The integer inputs and how they are drawn: the usual cause of a reference out of
     /// bounds on declared inputs is an input of indices drawn outside the range it indexes.
-    fn index_hint(&self) -> String {
-        let ints: Vec<String> = self
-            .spec
-            .caller_args()
-            .filter_map(|a| match a {
-                KernelArg::Buffer {
-                    name,
-                    elem,
-                    read_only: true,
-                    ..
-                } if !elem.is_float() => Some(format!(
-                    "`{name}` is drawn from `{}`",
-                    self.spec.distribution(name)
-                )),
-                _ => None,
-            })
-            .collect();
-        if ints.is_empty() {
-            String::new()
-        } else {
-            format!(". If an integer input holds indices, declare the range they index (`inputs(ids = uniform_int(0, vocab))`): {}", ints.join(", "))
-        }
-    }
-
     fn launch(
         &self,
         kernel: &Kernel,
@@ -2727,6 +2749,38 @@ pub const SENSITIVITY_FACTOR: f64 = 16.0;
 /// off by a few units of its intermediates, which can be that large where terms of the
 /// output's magnitude cancel (a normalization's `x * scale + bias` with both large), so an
 /// element's own tolerance would refuse it.
+/// Where a reference reads or writes outside its buffers (or crashes) at setup: what the
+/// kernel's integer inputs are drawn from, with how to declare indices, or nothing when it has
+/// none. Integer inputs left at the default distribution are the usual cause (a CSR matrix's
+/// row pointers and column indices drawn at random).
+pub fn index_hint(spec: &KernelSpec) -> String {
+    let ints: Vec<String> = spec
+        .caller_args()
+        .filter_map(|a| match a {
+            KernelArg::Buffer {
+                name,
+                elem,
+                read_only: true,
+                ..
+            } if !elem.is_float() => Some(format!(
+                "`{name}` is drawn from `{}`{}",
+                spec.distribution(name),
+                if spec.inputs.contains_key(name) {
+                    ""
+                } else {
+                    " (the default: no `inputs(...)` entry)"
+                }
+            )),
+            _ => None,
+        })
+        .collect();
+    if ints.is_empty() {
+        String::new()
+    } else {
+        format!(". If an integer input holds indices, declare the range they index (`inputs(ids = uniform_int(0, vocab))`): {}", ints.join(", "))
+    }
+}
+
 fn large_case_tolerance(rtol: f64, atol: f64, ref_max: f64) -> f64 {
     atol + rtol * ref_max
 }
@@ -3107,6 +3161,54 @@ mod tests {
             );
             b.built.clear();
         }
+    }
+
+    /// A softmax over one column is all ones whatever its inputs: a workload there is tuned (its
+    /// output is legitimately constant, since the output varies at two columns), a candidate
+    /// writing ones is right there and refused where the output varies; a reference whose
+    /// output never varies is still refused at setup.
+    #[test]
+    fn a_legitimately_constant_output_is_proven_by_equality() {
+        let softmax = |p1: &str| {
+            format!(
+                r#"code = "__kernel void k(const int rows, const int cols, __global const float* x, __global float* y) {{
+                    int r = get_global_id(0);
+                    float m = -INFINITY, s = 0.0f;
+                    for (int c = 0; c < cols; c++) m = fmax(m, x[r * cols + c]);
+                    for (int c = 0; c < cols; c++) s += exp(x[r * cols + c] - m);
+                    for (int c = 0; c < cols; c++) y[r * cols + c] = {p1};
+                }}", params(P = [0, 1]), reference(P = 0), global = rows,
+                buffers(x = rows * cols, y = rows * cols), check(y), workloads(w(rows = 64, cols = 1))"#
+            )
+        };
+        let mut b = bench_for(
+            Measurement::default(),
+            &softmax("P == 1 ? 1.0f : exp(x[r * cols + c] - m) / s"),
+        );
+        let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
+        let at = |cols: i64| -> Case {
+            Case::at([("rows".to_string(), 64), ("cols".to_string(), cols)].into())
+        };
+        assert!(b
+            .verify_at(&p(1), None, &at(1), &mut |_| {})
+            .unwrap()
+            .is_ok());
+        let verdict = b.verify_at(&p(1), None, &at(8), &mut |_| {}).unwrap();
+        assert!(matches!(verdict, Err(Rejection::Wrong(_))), "{verdict:?}");
+        assert!(b
+            .verify_at(&p(0), None, &at(8), &mut |_| {})
+            .unwrap()
+            .is_ok());
+        // an output that never varies: the annotation's mistake, refused at setup
+        let constant = try_bench_for(
+            Measurement::default(),
+            &softmax("P == 1 ? 1.0f : 1.0f + 0.0f * s"),
+        );
+        assert!(
+            matches!(constant, Err(SetupError::InsensitiveOutput(_))),
+            "{:?}",
+            constant.err()
+        );
     }
 
     /// A seeded proof case met again (the next finalist, a portfolio's next candidate) compares

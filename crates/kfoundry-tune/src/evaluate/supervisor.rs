@@ -173,7 +173,12 @@ impl Supervised {
                 bail!("the reference did not build and pass its checks within {:.0} s (--reference-timeout; killed)", d.as_secs_f64())
             }
             Err((failure, _)) => {
-                bail!("the worker failed while setting up the reference: {failure}")
+                // A reference that crashes on its inputs usually read through an index drawn
+                // at random: say what the integer inputs are drawn from.
+                bail!(
+                    "the worker failed while setting up the reference: {failure}{}",
+                    super::index_hint(&self.spec)
+                )
             }
         }
         self.worker = Some(worker);

@@ -43,13 +43,8 @@ pub mod search;
 pub mod sizes;
 
 use self::search::{Outcome, Space, SEARCH_CASES, SHRINK_CASES};
-use self::sizes::{axis_probe_sizes, probe_sizes};
 use crate::evaluate::case::{Case, Prefill, Values};
 use crate::evaluate::{Judge, Limits};
-
-/// Smaller and larger size sets each finalist is verified at (all sizes scaled together).
-const SMALLER_PROBES: usize = 2;
-const LARGER_PROBES: usize = 2;
 
 /// What a finalist was proven at: every size set of a case that passed (the workload's
 /// first), and for each integer scalar that is not a size the smallest and largest value it
@@ -125,14 +120,12 @@ pub fn prove(
     let limits = judge.limits().clone();
     // The cases that passed, each with its error: where the search starts.
     let mut passed: Vec<(Case, f64)> = Vec::new();
-    // Stage 1 decides the box (unless one is claimed); the rest is drawn in it.
-    let (first, bounds) = match &scope.claimed {
-        None => (spanning_cases(spec, params, scope.sizes, &limits), None),
-        Some(claimed) => (
-            vec![Case::at(scope.sizes.clone())],
-            Some(claimed.bounds.clone()),
-        ),
+    // The box: the one claimed, or the tune's default region; the rest is drawn in it.
+    let bounds = match &scope.claimed {
+        None => sizes::default_region(spec, params, scope.sizes, &limits),
+        Some(claimed) => claimed.bounds.clone(),
     };
+    let first = vec![Case::at(scope.sizes.clone())];
     for mut case in first {
         case.seed = rng.gen();
         match run(judge, params, source, &case, scope, &mut proven)? {
@@ -146,7 +139,6 @@ pub fn prove(
             Outcome::Skipped => {}
         }
     }
-    let bounds = bounds.unwrap_or_else(|| sizes::size_box(&proven.sizes));
     let space = Space {
         spec,
         params,
@@ -286,22 +278,6 @@ fn note(proven: &mut Proven, case: &Case) {
     }
 }
 
-/// Stage 1: the workload's sizes on fresh inputs, then smaller and larger sets (together, then
-/// each size alone).
-fn spanning_cases(spec: &KernelSpec, params: &Params, sizes: &Sizes, limits: &Limits) -> Vec<Case> {
-    let mut plan = vec![sizes.clone()];
-    plan.extend(probe_sizes(
-        spec,
-        params,
-        sizes,
-        limits,
-        SMALLER_PROBES,
-        LARGER_PROBES,
-    ));
-    plan.extend(axis_probe_sizes(spec, params, sizes, limits));
-    plan.into_iter().map(Case::at).collect()
-}
-
 /// Stages 2 to 5, in `bounds`.
 fn drawn_cases(
     spec: &KernelSpec,
@@ -333,7 +309,14 @@ fn drawn_cases(
         .into_iter()
         .enumerate()
     {
-        cases.push(one(corner, k, rng));
+        // The region's extremes are where a reference reads outside its buffers on the
+        // declared inputs (indices drawn over a fixed range, a table made smaller): checked
+        // there as at the workload, so that such a read is the annotation's error, not a case
+        // that candidate and reference pass on the same garbage.
+        cases.push(Case {
+            check_reference: true,
+            ..one(corner, k, rng)
+        });
     }
     let m = sizes::residue_modulus(spec);
     let residues = sizes::residue_sizes(spec, params, sizes, bounds, m, limits, reach, rng);

@@ -1,26 +1,23 @@
 //! The sizes a finalist is proven at before it may win. A kernel that is right only at the
 //! tuned sizes (a hard-coded length, a tile that silently assumes one shape, a work-group that
 //! relies on another's local memory, which breaks once more work-groups run at once) is caught
-//! here, and dispatch later uses the winner only within the range of sizes it was proven at.
+//! here, and dispatch later uses the winner only within the box of sizes it was proven at.
 //!
-//! Three kinds of size sets, each satisfying the constraints for the candidate and the
-//! reference and fitting the device:
-//! - [`probe_sizes`] and [`axis_probe_sizes`]: smaller and larger than the tuned ones (all
-//!   together, then each alone), which span the box of sizes dispatch may run the winner at;
-//! - [`corner_sizes`]: the corners of that box (every combination of each size's smallest and
+//! The box: the one a lockfile entry or a portfolio's bucket claims, or a tune's
+//! [`default_region`] (each size from the smallest value the reference accepts up to
+//! [`REGION_REACH`] times its largest workload value, within what the device holds): the same
+//! for every tune of the same annotation on the same device. In it, size sets that each satisfy
+//! the constraints for the candidate and the reference and fit the device:
+//! - [`corner_sizes`]: the corners of the box (every combination of each size's smallest and
 //!   largest value), so that a variant wrong at extreme aspect ratios (rows far above columns)
-//!   is caught inside the box it would run in;
+//!   or at the smallest sizes is caught inside the box it would run in;
 //! - [`residue_sizes`]: sizes drawn across the box (seeded, and the seed drawn afresh for each
 //!   proof, so nobody can predict them) such that every size takes every residue modulo
 //!   [`residue_modulus`] (at least 16) of its step: a partial last vector, tile or unrolled
 //!   iteration that is right for one remainder and wrong for another is met.
 //!
-//! The scaled probes are smaller and larger than the tuned ones, each as unaligned as the annotation's
-//! constraints allow: every size is scaled by a fraction and rounded to an *odd* multiple of the
-//! smallest power-of-two step at which both the candidate and the reference can launch (odd
-//! numbers when nothing is required; `64 × odd` when a constraint needs multiples of 64, so never
-//! a multiple of 128). Larger sizes must fit the device's memory next to the tuned workload's
-//! buffers, which stay allocated while the probes run (on the H200, probes of the 6.4 GB
+//! Sets above the tuned sizes must fit the device's memory next to the tuned workload's
+//! buffers, which stay allocated while the proof runs (on the H200, probes of the 6.4 GB
 //! softmax at twice its size failed to allocate and rejected every finalist).
 
 use std::collections::BTreeMap;
@@ -32,102 +29,83 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::evaluate::{check_launchable, Limits, FRONT_GUARD_BYTES, GUARD_ELEMS};
 
-/// Fractions of the tuned sizes tried below them, in order.
-const SMALLER: [(i64, i64); 4] = [(5, 8), (3, 8), (7, 8), (1, 2)];
-/// Fractions tried above them, in order (the largest that fits comes first).
-const LARGER: [(i64, i64); 4] = [(2, 1), (3, 2), (5, 4), (9, 8)];
 /// Rounding steps tried, smallest first: 1, 2, 4, ..., 2^20.
 const MAX_STEP_LOG2: u32 = 20;
 /// Share of the device's global memory a probe's buffers may take (the reference's and the
 /// candidate's copies, with their guard zones).
 const MEMORY_SHARE: f64 = 0.8;
 
-/// Up to `smaller` size sets below `sizes` and `larger` above, at which both `params` and the
-/// reference satisfy the constraints, have a valid launch geometry and fit the device.
-pub fn probe_sizes(
-    spec: &KernelSpec,
-    params: &Params,
-    sizes: &Sizes,
-    limits: &Limits,
-    smaller: usize,
-    larger: usize,
-) -> Vec<Sizes> {
-    let mut out: Vec<Sizes> = Vec::new();
-    if sizes.is_empty() {
-        return out;
-    }
-    let held = footprint(spec, params, sizes, limits);
-    let fits = |params: &Params, probe: &Sizes| fits(spec, params, probe, held, limits);
-    for (factors, max) in [(&SMALLER, smaller), (&LARGER, larger)] {
-        let mut found = 0;
-        for &(num, den) in factors.iter() {
-            if found >= max {
-                break;
-            }
-            for step_log2 in 0..=MAX_STEP_LOG2 {
-                let step = 1i64 << step_log2;
-                let Some(probe) = sizes
-                    .iter()
-                    .map(|(k, &v)| scaled(v, num, den, step).map(|s| (k.clone(), s)))
-                    .collect::<Option<Sizes>>()
-                else {
-                    break;
-                };
-                if probe != *sizes
-                    && !out.contains(&probe)
-                    && fits(params, &probe)
-                    && fits(&spec.reference, &probe)
-                {
-                    out.push(probe);
-                    found += 1;
-                    break;
-                }
-            }
-        }
-    }
-    out
-}
+/// How far the default region reaches above a size's largest workload value (a multiple).
+pub const REGION_REACH: i64 = 2;
 
-/// Size sets that change one size at a time: for each size (when there are two or more), one
-/// set with only that size smaller and one with only it larger, the others at their tuned
-/// values. Together with [`probe_sizes`] they make the proof cover every direction of the box
-/// that dispatch then trusts, not only its diagonal: a kernel that confuses two sizes (indexes
-/// rows by the column count) is right on square shapes only.
-pub fn axis_probe_sizes(
+/// The region a tune proves its winner over, and records, when the annotation claims none:
+/// each size from the smallest value the reference accepts (the other sizes at the tuned
+/// ones; 1 when nothing is required) up to [`REGION_REACH`] times the largest value the
+/// kernel's workloads give it (at least the tuned value). Where the region's largest corner
+/// (every size at its top) would not fit the device next to the tuned workload, or would take
+/// more than [`CORNER_COST`] times its buffers, every top is lowered toward the tuned value
+/// until it does: what the device holds decides, and the same annotation on the same device
+/// always gets the same region (nothing here is drawn).
+pub fn default_region(
     spec: &KernelSpec,
     params: &Params,
     sizes: &Sizes,
     limits: &Limits,
-) -> Vec<Sizes> {
-    let mut out: Vec<Sizes> = Vec::new();
-    if sizes.len() < 2 {
-        return out;
-    }
-    let held = footprint(spec, params, sizes, limits);
-    let fits = |params: &Params, probe: &Sizes| fits(spec, params, probe, held, limits);
-    for name in sizes.keys() {
-        for factors in [&SMALLER, &LARGER] {
-            'factor: for &(num, den) in factors.iter() {
-                for step_log2 in 0..=MAX_STEP_LOG2 {
-                    let step = 1i64 << step_log2;
-                    let Some(v) = scaled(sizes[name], num, den, step) else {
-                        break;
-                    };
-                    let mut probe = sizes.clone();
-                    probe.insert(name.clone(), v);
-                    if probe != *sizes
-                        && !out.contains(&probe)
-                        && fits(params, &probe)
-                        && fits(&spec.reference, &probe)
-                    {
-                        out.push(probe);
-                        break 'factor;
-                    }
-                }
+) -> BTreeMap<String, (i64, i64)> {
+    let mut largest = sizes.clone();
+    for w in &spec.workloads {
+        for (name, &v) in &w.sizes {
+            if let Some(top) = largest.get_mut(name) {
+                *top = (*top).max(v);
             }
         }
     }
-    out
+    let mut region = BTreeMap::new();
+    for (name, &tuned) in sizes {
+        let at = |v: i64| {
+            let mut set = sizes.clone();
+            set.insert(name.clone(), v);
+            set
+        };
+        let accepted = |v: i64| {
+            let set = at(v);
+            check_launchable(spec, limits, &spec.reference, &set).is_ok()
+                && footprint(spec, &spec.reference, &set, limits).is_some()
+        };
+        // every value up to 256, then halvings of the tuned value: the smallest accepted
+        let lo = (1..=tuned.min(256))
+            .chain((0..63).rev().map(|k| tuned >> k).filter(|&v| v > 256))
+            .find(|&v| accepted(v))
+            .unwrap_or(tuned)
+            .min(tuned);
+        let hi = largest[name].saturating_mul(REGION_REACH).max(tuned);
+        region.insert(name.clone(), (lo, hi));
+    }
+    let held = footprint(spec, params, sizes, limits);
+    let affordable = |region: &BTreeMap<String, (i64, i64)>| {
+        let top: Sizes = region.iter().map(|(k, &(_, hi))| (k.clone(), hi)).collect();
+        [params, &spec.reference].iter().all(|p| {
+            let (Some(total), Some(held)) = (footprint(spec, p, &top, limits), held) else {
+                return false;
+            };
+            total as f64 <= CORNER_COST * held as f64
+                && (limits.global_mem_bytes == 0
+                    || (2 * (total + held)) as f64 <= MEMORY_SHARE * limits.global_mem_bytes as f64)
+        })
+    };
+    for _ in 0..32 {
+        if affordable(&region) {
+            return region;
+        }
+        for (name, (_, hi)) in region.iter_mut() {
+            let tuned = sizes[name];
+            *hi = tuned + (*hi - tuned) * 3 / 4;
+        }
+    }
+    for (name, (_, hi)) in region.iter_mut() {
+        *hi = sizes[name];
+    }
+    region
 }
 
 /// The smallest and largest value of each size over `sets`.
@@ -522,82 +500,72 @@ mod tests {
         ))
     }
 
-    fn n(s: &Sizes) -> i64 {
-        s["n"]
-    }
-
     fn roomy() -> Limits {
         crate::test_spec::roomy_limits()
     }
 
+    /// Without constraints the region runs from 1 to twice the largest workload value, and the
+    /// same inputs always give the same region.
     #[test]
-    fn probes_are_smaller_and_larger_unaligned_and_satisfy_the_constraints() {
-        let spec = spec("require(n % (WG * V) == 0),");
+    fn the_default_region_reaches_from_one_to_twice_the_largest_workload() {
+        let mut spec = spec("");
         let sizes: Sizes = [("n".to_string(), 4096)].into();
-        let params: Params = [("WG".to_string(), 64), ("V".to_string(), 4)].into();
-        let probes = probe_sizes(&spec, &params, &sizes, &roomy(), 2, 2);
-        assert_eq!(probes.len(), 4, "{probes:?}");
-        for p in &probes {
-            // multiples of 256 (the constraint), never of 512
-            assert!(n(p) % 256 == 0 && n(p) % 512 != 0, "{p:?}");
-        }
-        assert!(n(&probes[0]) < 4096 && n(&probes[1]) < 4096, "{probes:?}");
-        assert!(n(&probes[2]) > 4096 && n(&probes[3]) > 4096, "{probes:?}");
-        // 5/8 of 4096 = 2560 = 10 × 256: the next odd multiple, 11 × 256
-        assert_eq!(n(&probes[0]), 2816);
-        // twice 4096 = 32 × 256: 33 × 256
-        assert_eq!(n(&probes[2]), 8448);
-    }
-
-    #[test]
-    fn unconstrained_sizes_get_odd_probes() {
-        let spec = spec("");
-        let sizes: Sizes = [("n".to_string(), 4096)].into();
-        let params: Params = [("WG".to_string(), 16), ("V".to_string(), 1)].into();
-        // No constraint, but the launch geometry still needs n / V to be a multiple of WG
-        // (OpenCL 1.2 uniform work-groups): geometry() enforces what the device would.
-        let probes = probe_sizes(&spec, &params, &sizes, &roomy(), 2, 2);
-        assert!(!probes.is_empty());
-        assert!(
-            probes.iter().all(|p| n(p) != 4096 && n(p) % 32 == 16),
-            "{probes:?}"
+        // local = WG (16): n / V must be a multiple of 16 for the reference
+        let region = default_region(&spec, &spec.reference, &sizes, &roomy());
+        assert_eq!(region["n"], (16, 8192));
+        // another workload, larger: its value sets the top of every workload's region
+        let mut larger = spec.workloads[0].clone();
+        larger.sizes.insert("n".into(), 10_000);
+        spec.workloads.push(larger);
+        let region = default_region(&spec, &spec.reference, &sizes, &roomy());
+        assert_eq!(region["n"], (16, 20_000));
+        assert_eq!(
+            region,
+            default_region(&spec, &spec.reference, &sizes, &roomy())
         );
     }
 
+    /// The bottom is the smallest value the reference accepts: a constraint on the sizes moves
+    /// it up to the first multiple it allows.
     #[test]
-    fn larger_probes_must_fit_the_device() {
+    fn the_default_region_starts_where_the_reference_can_run() {
+        let spec = spec("require(n % 256 == 0),");
+        let sizes: Sizes = [("n".to_string(), 4096)].into();
+        let region = default_region(&spec, &spec.reference, &sizes, &roomy());
+        assert_eq!(region["n"].0, 256);
+    }
+
+    /// Where the region's top would not fit the device next to the workload (or would cost more
+    /// than [`CORNER_COST`] times its buffers), it is lowered toward the tuned value.
+    #[test]
+    fn the_default_regions_top_fits_the_device() {
         let spec = spec("");
         let sizes: Sizes = [("n".to_string(), 1 << 20)].into();
-        let params = spec.reference.clone();
-        // 2 buffers of 4 MiB (+ guards), twice over, next to the workload's 16 MiB: 2× (32 MiB
-        // more) does not fit 80% of 56 MiB, 3/2 (24 MiB more) does.
+        // 2 buffers of 4 MiB (+ guards), twice over, next to the workload's: 2x does not fit
+        // 80% of 48 MiB
         let tight = Limits {
-            global_mem_bytes: 56 << 20,
+            global_mem_bytes: 48 << 20,
             ..roomy()
         };
-        let probes = probe_sizes(&spec, &params, &sizes, &tight, 0, 1);
-        assert_eq!(probes.len(), 1);
-        assert!(
-            n(&probes[0]) > 1 << 20 && n(&probes[0]) < 2 << 20,
-            "{probes:?}"
-        );
-        // Without the workload's buffers 3/2 would fit 80% of 40 MiB; with them nothing larger does.
-        let held = Limits {
-            global_mem_bytes: 40 << 20,
-            ..roomy()
-        };
-        assert!(probe_sizes(&spec, &params, &sizes, &held, 0, 2).is_empty());
+        let (lo, hi) = default_region(&spec, &spec.reference, &sizes, &tight)["n"];
+        assert_eq!(lo, 16);
+        assert!(hi > 1 << 20 && hi < 2 << 20, "{hi}");
+        let top: Sizes = [("n".to_string(), hi)].into();
+        let held = footprint(&spec, &spec.reference, &sizes, &tight);
+        assert!(fits(&spec, &spec.reference, &top, held, &tight));
+        // nothing above the workload fits: the region ends at the tuned value
         let none = Limits {
-            global_mem_bytes: 16 << 20,
+            global_mem_bytes: 18 << 20,
             ..roomy()
         };
-        assert!(probe_sizes(&spec, &params, &sizes, &none, 0, 2).is_empty());
+        assert_eq!(
+            default_region(&spec, &spec.reference, &sizes, &none)["n"],
+            (16, 1 << 20)
+        );
     }
 
     #[test]
-    fn no_sizes_no_probes() {
-        let spec = spec("");
-        assert!(probe_sizes(&spec, &spec.reference, &Sizes::new(), &roomy(), 2, 2).is_empty());
+    fn scaled_values_round_to_odd_multiples_without_overflow() {
         assert_eq!(scaled(3, 1, 2, 4), Some(3));
         assert_eq!(scaled(100, 5, 8, 4), Some(60));
         assert_eq!(scaled(100, 5, 8, 1), Some(63));
@@ -764,38 +732,5 @@ mod residue_tests {
             "{corners:?}"
         );
         assert_eq!(corners.len(), 4, "{corners:?}");
-    }
-}
-
-#[cfg(test)]
-mod axis_tests {
-    use super::*;
-
-    #[test]
-    fn each_size_is_also_probed_alone() {
-        let spec = crate::test_spec::spec(
-            r#"code = "__kernel void k(const int rows, const int cols, __global float* y) {}",
-            params(WG = [16, 32]), reference(WG = 16), require(cols % WG == 0),
-            global = (cols, rows), local = (WG, 1), buffers(y = rows * cols), check(y), workloads(w(rows = 256, cols = 256))"#,
-        );
-        let limits = Limits {
-            max_work_group_size: 1024,
-            max_alloc_bytes: 1 << 30,
-            global_mem_bytes: 4 << 30,
-            ..Limits::default()
-        };
-        let sizes: Sizes = [("rows".to_string(), 256), ("cols".to_string(), 256)].into();
-        let probes = axis_probe_sizes(&spec, &spec.reference, &sizes, &limits);
-        assert_eq!(probes.len(), 4, "{probes:?}");
-        for p in &probes {
-            assert_ne!(p["rows"], p["cols"], "shapes that are not square: {p:?}");
-            assert!(
-                p["rows"] == 256 || p["cols"] == 256,
-                "one size at a time: {p:?}"
-            );
-        }
-        // one size: nothing to vary alone
-        let single: Sizes = [("n".to_string(), 64)].into();
-        assert!(axis_probe_sizes(&spec, &spec.reference, &single, &limits).is_empty());
     }
 }

@@ -1,0 +1,179 @@
+//! One tune serves every size a program calls (issue 55): without `ranges(...)` a winner is
+//! proven over a default region (each size from the smallest value the reference accepts to
+//! twice its largest workload value), the same for every tune; a size where the output is
+//! legitimately constant is tuned and proven by equality; the user's first mistakes get the
+//! messages the README promises (on PoCL).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use kfoundry_rt::model::device::DeviceKey;
+use kfoundry_rt::model::select::{choose, Step};
+use kfoundry_rt::model::spec::Sizes;
+use kfoundry_tooling::lockfile::Lockfile;
+
+use crate::common;
+
+use common::bundle;
+
+fn tune(bundle: &Path, lock: &Path, extra: &[&str]) -> Output {
+    common::tune(bundle, lock, "6", extra)
+}
+
+/// y = 2x + y, `VEC` elements per work-item with a correct tail (right at every `n`), at one
+/// workload.
+fn scale() -> String {
+    crate::ranges::SCALE.replace("ranges(n = 1..=4096)", "workloads(w(n = 4096))")
+}
+
+fn n(v: i64) -> Sizes {
+    [("n".to_string(), v)].into()
+}
+
+/// Two tunes with other proof seeds record the same region, 1..=8192 (the reference runs at
+/// every n; twice the workload's 4096), and dispatch runs the tuned variant anywhere in it,
+/// far below the tuned size too.
+#[test]
+fn a_tune_proves_and_records_the_default_region_whatever_its_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle::write(dir.path(), "b.json", "Scale", &scale());
+    let spec = bundle::spec(&scale(), dir.path(), "Scale");
+    let mut regions = Vec::new();
+    for seed in ["1", "2"] {
+        let lock = dir.path().join(format!("K{seed}.lock"));
+        let out = tune(&b, &lock, &["--proof-seed", seed]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let l = Lockfile::read(&lock).unwrap().unwrap();
+        let v = &l.kernels["test::Scale"].variants[0];
+        regions.push(v.proven_range());
+        if v.params == spec.reference {
+            continue;
+        }
+        let key = DeviceKey::parse(&v.device).unwrap();
+        let variants = &l.kernels["test::Scale"].variants;
+        for size in [1, 3, 100, 1000, 4097, 8191, 8192] {
+            let c = choose(&spec, variants, &key, None, None, &n(size), None).unwrap();
+            assert_eq!(c.step, Step::ExactDevice, "n = {size}: {:?}", c.reasons);
+            assert_eq!(c.params, v.params);
+        }
+        let c = choose(&spec, variants, &key, None, None, &n(8193), None).unwrap();
+        assert_eq!(c.step, Step::Reference, "{:?}", c.reasons);
+    }
+    assert_eq!(regions[0], regions[1], "the same region for every seed");
+    assert_eq!(regions[0]["n"], (1, 8192), "{regions:?}");
+}
+
+/// Softmax over `cols`: at one column every output is 1 whatever the inputs. A range that
+/// includes it is tuned there (no "a kernel writing constants would pass"), and `check
+/// --locked` passes afterwards.
+const SOFTMAX: &str = r#"code = "__kernel void k(const int rows, const int cols, __global const float* x, __global float* y) {
+        int r = get_global_id(0);
+        float m = -INFINITY, s = 0.0f;
+        for (int c = 0; c < cols; c++) m = fmax(m, x[r * cols + c]);
+        for (int c = 0; c < cols; c++) s += exp(x[r * cols + c] - m);
+        for (int c = 0; c < cols; c++) y[r * cols + c] = exp(x[r * cols + c] - m) / s;
+    }", params(WG = [1, 32]), reference(WG = 1), global = ceil_div(rows, WG) * WG, local = WG,
+    require(rows % WG == 0), buffers(x = rows * cols, y = rows * cols), check(y), ranges(rows = 64, cols = 1..=16)"#;
+
+#[test]
+fn a_range_through_a_constant_output_is_tuned_and_stays_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle::write(dir.path(), "b.json", "Softmax", SOFTMAX);
+    let lock = dir.path().join("K.lock");
+    let out = tune(&b, &lock, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("writing constants"), "{stderr}");
+    let l = Lockfile::read(&lock).unwrap().unwrap();
+    assert!(
+        l.kernels["test::Softmax"]
+            .variants
+            .iter()
+            .any(|v| v.workload == "range_cols_1"),
+        "{stderr}"
+    );
+    let check = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+        .args(["check", "--locked", "--bundle"])
+        .arg(&b)
+        .arg("--lockfile")
+        .arg(&lock)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+/// A CSR product whose row pointers and column indices are left at the default distribution:
+/// the tune names them and how they are drawn, whether the reference crashed or read outside
+/// its buffers.
+#[test]
+fn integer_inputs_left_at_their_default_are_named_when_the_reference_fails() {
+    let csr = r#"code = "__kernel void k(const int rows, const int nnz, __global const int* row_ptr, __global const int* col_idx, __global const float* val, __global const float* x, __global float* y) {
+            int r = get_global_id(0);
+            float s = 0.0f;
+            for (int j = row_ptr[r]; j < row_ptr[r + 1]; j++) s += val[j] * x[col_idx[j]];
+            y[r] = s * WG;
+        }", params(WG = [1, 2]), reference(WG = 1), global = rows,
+        buffers(row_ptr = rows + 1, col_idx = nnz, val = nnz, x = rows, y = rows), check(y), workloads(w(rows = 4096, nnz = 40960))"#;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle::write(dir.path(), "b.json", "Csr", csr);
+    let lock = dir.path().join("K.lock");
+    let out = tune(&b, &lock, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    for name in ["row_ptr", "col_idx"] {
+        assert!(
+            stderr.contains(&format!("`{name}` is drawn from")),
+            "{name}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("inputs(ids = uniform_int(0, vocab))"),
+        "{stderr}"
+    );
+}
+
+/// `cargo kfoundry bundle` names the workspace's files relative to it: a bundle goes to other
+/// machines and says nothing of this one's directories.
+#[test]
+fn a_bundle_names_files_relative_to_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("rel");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"rel\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("k.cl"),
+        "__kernel void k(const int n, __global const float* x, __global float* y) { y[get_global_id(0)] = x[get_global_id(0)] * WG; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "#[kfoundry::evolve(source = \"k.cl\", params(WG = [1, 2]), reference(WG = 1), global = n, buffers(x = n, y = n), check(y), workloads(w(n = 64)))]\npub struct K;\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+        .current_dir(&root)
+        .args(["bundle", "-o", "b.json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(root.join("b.json")).unwrap();
+    let root = root.canonicalize().unwrap();
+    assert!(!text.contains(&*root.to_string_lossy()), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["kernels"][0]["file"], "src/lib.rs", "{text}");
+    assert_eq!(json["kernels"][0]["source_path"], "k.cl", "{text}");
+}

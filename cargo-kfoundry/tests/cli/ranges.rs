@@ -3,7 +3,7 @@
 //! bucket of the range, and dispatch finds one of them at every size of the range (on PoCL).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use kfoundry_rt::model::device::DeviceKey;
 use kfoundry_rt::model::select::{choose, Step};
@@ -107,19 +107,7 @@ fn a_range_is_served_by_a_portfolio_proven_over_its_buckets() {
     let c = choose(&spec, variants, &key, None, None, &n(4097), None).unwrap();
     assert_eq!(c.step, Step::Reference, "{:?}", c.reasons);
     // `check --locked` is satisfied, and `check --verify` re-proves every bucket's claim here.
-    let check = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
-        .args(["check", "--locked", "--verify", "--bundle"])
-        .arg(&b)
-        .arg("--lockfile")
-        .arg(&lock)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    common::check_locked(&b, &lock, &["--verify"]);
 }
 
 #[test]

@@ -93,19 +93,7 @@ fn a_range_through_a_constant_output_is_tuned_and_stays_checked() {
             .any(|v| v.workload == "range_cols_1"),
         "{stderr}"
     );
-    let check = Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
-        .args(["check", "--locked", "--bundle"])
-        .arg(&b)
-        .arg("--lockfile")
-        .arg(&lock)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    common::check_locked(&b, &lock, &[]);
 }
 
 /// A CSR product whose row pointers and column indices are left at the default distribution:
@@ -176,4 +164,32 @@ fn a_bundle_names_files_relative_to_the_workspace() {
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(json["kernels"][0]["file"], "src/lib.rs", "{text}");
     assert_eq!(json["kernels"][0]["source_path"], "k.cl", "{text}");
+}
+
+/// `ranges(..., on = gpu)`: on a CPU device (PoCL) the anchors are skipped like a workload for
+/// GPUs only, the declared workload is tuned, and `check --locked` asks for nothing more.
+#[test]
+fn ranges_for_gpus_only_are_skipped_on_a_cpu() {
+    let args = crate::ranges::SCALE.replace(
+        "ranges(n = 1..=4096)",
+        "workloads(w(n = 4096)), ranges(n = 1..=1 << 20, on = gpu)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle::write(dir.path(), "b.json", "Scale", &args);
+    let lock = dir.path().join("K.lock");
+    let out = tune(&b, &lock, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("workload `range_n_1` is for gpu only; skipped"),
+        "{stderr}"
+    );
+    let l = Lockfile::read(&lock).unwrap().unwrap();
+    let workloads: Vec<&str> = l.kernels["test::Scale"]
+        .variants
+        .iter()
+        .map(|v| v.workload.as_str())
+        .collect();
+    assert_eq!(workloads, ["w"]);
+    common::check_locked(&b, &lock, &[]);
 }

@@ -191,6 +191,8 @@ struct Builder {
     workloads_span: Option<Span>,
     /// `ranges(size = lo..=hi, ...)`, in order, and the span of each size.
     ranges: Vec<(SizeRange, Span)>,
+    /// `ranges(..., on = gpu)`: the kinds of device the anchors are tuned on.
+    ranges_on: Vec<String>,
     cost: Option<(Cost, Span)>,
     seen: BTreeMap<String, Span>,
     /// Tokens of each part, to point at the offending identifier inside it.
@@ -360,6 +362,13 @@ impl Builder {
             }
             ("ranges", Body::List(t)) => {
                 for n in named_list(t)? {
+                    if n.name == "on" {
+                        if !self.ranges_on.is_empty() {
+                            return err(n.name.span(), "`on` is given twice");
+                        }
+                        self.ranges_on = device_kinds(&n.value)?;
+                        continue;
+                    }
                     self.ranges.push((size_range(&n)?, n.name.span()));
                 }
             }
@@ -656,6 +665,7 @@ impl Builder {
             in_place: self.in_place.into_iter().map(|(w, r, _)| (w, r)).collect(),
             edges: self.edges.map(|e| e.0).unwrap_or_default(),
             ranges: self.ranges.into_iter().map(|r| r.0).collect(),
+            ranges_on: self.ranges_on,
             scratch: self.scratch.into_iter().map(|s| s.0).collect(),
         };
         let mut spec = spec;
@@ -964,6 +974,47 @@ fn distribution(e: &syn::Expr) -> syn::Result<Distribution> {
     }
 }
 
+/// `gpu` or `[gpu, accelerator]`: the kinds of device a workload (or the anchors of `ranges`)
+/// is for.
+fn device_kinds(value: &syn::Expr) -> syn::Result<Vec<String>> {
+    let mut on = Vec::new();
+    let kinds: Vec<&syn::Expr> = match value {
+        syn::Expr::Array(arr) => arr.elems.iter().collect(),
+        other => vec![other],
+    };
+    for k in kinds {
+        match k {
+            syn::Expr::Path(kp) if kp.path.get_ident().is_some() => {
+                let kind = kp
+                    .path
+                    .get_ident()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                if !kfoundry_rt::model::spec::DEVICE_KINDS.contains(&kind.as_str()) {
+                    return err(
+                        k.span(),
+                        format!(
+                            "`{kind}` is not a kind of device (they are {})",
+                            kfoundry_rt::model::spec::DEVICE_KINDS.join(", ")
+                        ),
+                    );
+                }
+                on.push(kind);
+            }
+            _ => {
+                return err(
+                    k.span(),
+                    "expected a kind of device: `on = gpu` or `on = [gpu, accelerator]`",
+                )
+            }
+        }
+    }
+    if on.is_empty() {
+        return err(value.span(), "`on = []` names no kind of device");
+    }
+    Ok(on)
+}
+
 /// `name(size = expr, ...)`.
 fn workload(e: &syn::Expr) -> syn::Result<(Workload, Vec<String>, Span)> {
     let syn::Expr::Call(call) = e else {
@@ -993,40 +1044,7 @@ fn workload(e: &syn::Expr) -> syn::Result<(Workload, Vec<String>, Span)> {
             if !on.is_empty() {
                 return err(size.span(), "`on` is given twice");
             }
-            let kinds: Vec<&syn::Expr> = match &*a.right {
-                syn::Expr::Array(arr) => arr.elems.iter().collect(),
-                other => vec![other],
-            };
-            for k in kinds {
-                match k {
-                    syn::Expr::Path(kp) if kp.path.get_ident().is_some() => {
-                        let kind = kp
-                            .path
-                            .get_ident()
-                            .map(ToString::to_string)
-                            .unwrap_or_default();
-                        if !kfoundry_rt::model::spec::DEVICE_KINDS.contains(&kind.as_str()) {
-                            return err(
-                                k.span(),
-                                format!(
-                                    "`{kind}` is not a kind of device (they are {})",
-                                    kfoundry_rt::model::spec::DEVICE_KINDS.join(", ")
-                                ),
-                            );
-                        }
-                        on.push(kind);
-                    }
-                    _ => {
-                        return err(
-                            k.span(),
-                            "expected a kind of device: `on = gpu` or `on = [gpu, accelerator]`",
-                        )
-                    }
-                }
-            }
-            if on.is_empty() {
-                return err(a.right.span(), "`on = []` names no kind of device");
-            }
+            on = device_kinds(&a.right)?;
             continue;
         }
         if sizes.insert(size.to_string(), int_lit(&a.right)?).is_some() {
@@ -1294,6 +1312,20 @@ mod tests {
             "{:?}",
             s.workloads
         );
+        assert!(s.workloads.iter().all(|w| w.on.is_empty()));
+        // `on = gpu`: every anchor is a workload for GPUs only (a CPU runner neither tunes it
+        // nor is asked for it by `check --locked`)
+        let a = parse_ok(quote! {
+            code = #SAXPY, params(WG = [32, 64]), reference(WG = 32), global = n, local = WG, buffers(x = n, y = n), check(y),
+            ranges(n = 64..=4096, on = gpu),
+        });
+        assert!(!a.spec.workloads.is_empty());
+        assert!(
+            a.spec.workloads.iter().all(|w| w.on == ["gpu"]),
+            "{:?}",
+            a.spec.workloads
+        );
+        assert_eq!(a.spec.ranges.len(), 1, "`on` is no size");
         // beside declared workloads, and at values the reference can run at
         let a = parse_ok(quote! {
             code = #SAXPY, params(WG = [32, 64]), reference(WG = 32), require(n % 8 == 0), global = n, local = WG, buffers(x = n, y = n), check(y),
@@ -1326,6 +1358,14 @@ mod tests {
                 "an inclusive range with both bounds",
             ),
             (quote!(ranges(n = 1..=4, n = 2)), "gives `n` twice"),
+            (
+                quote!(ranges(n = 1..=4, on = tpu)),
+                "`tpu` is not a kind of device",
+            ),
+            (
+                quote!(ranges(n = 1..=4, on = gpu, on = cpu)),
+                "`on` is given twice",
+            ),
             (
                 quote!(workloads(w(n = 64)), ranges(m = 1..=4)),
                 "`ranges` names `m`, which no workload binds",

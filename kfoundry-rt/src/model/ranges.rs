@@ -102,7 +102,7 @@ pub fn anchors(spec: &KernelSpec) -> Vec<Workload> {
             .map(|sizes| Workload {
                 name: ANCHOR_PREFIX.into(),
                 sizes,
-                on: vec![],
+                on: spec.ranges_on.clone(),
             })
             .into_iter()
             .collect();
@@ -120,7 +120,7 @@ pub fn anchors(spec: &KernelSpec) -> Vec<Workload> {
         out.push(Workload {
             name: format!("{ANCHOR_PREFIX}_{}_{}", split.size, sizes[&split.size]),
             sizes,
-            on: vec![],
+            on: spec.ranges_on.clone(),
         });
     }
     out

@@ -297,6 +297,10 @@ pub struct KernelSpec {
     /// portfolio of variants for buckets of the range among the anchors' winners.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranges: Vec<super::ranges::SizeRange>,
+    /// `ranges(..., on = gpu)`: the kinds of device the ranges' anchors are tuned on (as a
+    /// workload's `on`); empty: every kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges_on: Vec<String>,
     /// `__global` buffers the launcher owns (`scratch(ws)`): not the caller's, their lengths
     /// (`buffers(...)`) may read parameters. All zero when a launch starts, and the kernel must
     /// leave them all zero (the proof checks it): working memory across work-groups, such as
@@ -955,6 +959,7 @@ pub(crate) mod tests {
             in_place: BTreeMap::new(),
             edges: Edges::All,
             ranges: Vec::new(),
+            ranges_on: Vec::new(),
             scratch: BTreeSet::new(),
         }
     }

@@ -38,3 +38,23 @@ pub fn tune(
         .output()
         .expect("cargo-kfoundry runs")
 }
+
+/// `cargo kfoundry check --locked <extra> --bundle <bundle> --lockfile <lock>`, asserted to
+/// pass (its output in the failure).
+pub fn check_locked(bundle: &std::path::Path, lock: &std::path::Path, extra: &[&str]) {
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_cargo-kfoundry"))
+        .args(["check", "--locked"])
+        .args(extra)
+        .arg("--bundle")
+        .arg(bundle)
+        .arg("--lockfile")
+        .arg(lock)
+        .output()
+        .expect("cargo-kfoundry runs");
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 sh .device/opencl-setup.sh >/dev/null 2>&1
 export PYTHONUNBUFFERED=1
 if [ "${PART:-kb}" = kb ] || [ "${PART:-}" = all ]; then
-  python3 bench/kernelbench/run.py --problems .device/kb/level2 --level level2 --cli .device/cargo-kfoundry \
+  python3 bench/kernelbench/run.py --problems .device/kb --level level2 --cli .device/cargo-kfoundry \
     --only ${ONLY:-12,14,22} --secs 6 --evals 30 --results $OUT/kb.jsonl --tune-log $OUT/kbtune.jsonl 2> $OUT/kb.err
   echo "kernelbench rc=$? after $(( $(date +%s) - START )) s"
   python3 - $OUT/kb.jsonl <<'PY'

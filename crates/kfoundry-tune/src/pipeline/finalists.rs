@@ -251,22 +251,32 @@ pub fn decide(
 }
 
 /// What an entry that keeps the reference records: the workload and the corners of the
-/// default region a winner would have been proven over (the reference needs no proof, and a
-/// call anywhere in that region then finds this entry, the best found there, not a variant
-/// tuned at some other workload).
+/// default region a winner would have been proven over, each moved to where the reference can
+/// run (every recorded set must be one the entry's parameters run at; more than four sizes: a
+/// fixed sample of the corners, so that the same region is recorded every time). The reference
+/// needs no proof, and a call anywhere in that region then finds this entry, the best found
+/// there, not a variant tuned at some other workload.
 fn reference_region(
     spec: &KernelSpec,
     sizes: &Sizes,
     limits: &crate::evaluate::Limits,
 ) -> Vec<Sizes> {
+    use rand::SeedableRng as _;
     let region = crate::prove::sizes::default_region(spec, &spec.reference, sizes, limits);
+    let mut fixed = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let corners = crate::prove::sizes::corner_sizes(
+        spec,
+        &spec.reference,
+        sizes,
+        &region,
+        limits,
+        &[],
+        crate::prove::sizes::Reach::Tune,
+        &mut fixed,
+    );
     let mut out = vec![sizes.clone()];
-    for top in [false, true] {
-        let corner: Sizes = region
-            .iter()
-            .map(|(k, &(lo, hi))| (k.clone(), if top { hi } else { lo }))
-            .collect();
-        if !out.contains(&corner) {
+    for corner in corners {
+        if spec.geometry(&spec.reference, &corner, None).is_ok() && !out.contains(&corner) {
             out.push(corner);
         }
     }
@@ -341,6 +351,43 @@ mod tests {
             r#"code = "__kernel void k(const int n, __global float* y) { y[0] = K; }", params(K = [0, 1, 2, 3]), reference(K = 0),
             global = n, buffers(y = n), check(y), workloads(w(n = 4096))"#,
         )
+    }
+
+    /// An entry that keeps the reference records sets the reference runs at, and only those
+    /// (a lockfile whose reference entry named a corner its constraints refuse was refused
+    /// when a program loaded it: MobileNetV3-small on an H100, `cin % 96 == 0` at cin = 136),
+    /// the same ones every time.
+    #[test]
+    fn a_kept_reference_records_only_sets_it_runs_at() {
+        let spec = crate::test_spec::spec(
+            r#"code = "__kernel void k(const int n, const int m, const int c, __global float* y) { y[0] = K; }", params(K = [0, 1]), reference(K = 0),
+            require(c % 96 == 0, n % 3 == 0), global = n * m * c, buffers(y = n * m * c), check(y), workloads(w(n = 33, m = 7, c = 960))"#,
+        );
+        let sizes = spec.workloads[0].sizes.clone();
+        let limits = Limits {
+            global_mem_bytes: 64 << 20,
+            ..crate::test_spec::roomy_limits()
+        };
+        let recorded = reference_region(&spec, &sizes, &limits);
+        assert!(recorded.len() > 2, "{recorded:?}");
+        let v = kfoundry_rt::model::variant::Variant {
+            device: "8086|cpu|1|3.0".into(),
+            workload: "w".into(),
+            sizes: sizes.clone(),
+            params: spec.reference.clone(),
+            time_ns: 1,
+            reference_time_ns: 1,
+            evaluations: 1,
+            failures: 0,
+            source: None,
+            proven: recorded.clone(),
+            scalars: Default::default(),
+            proof: 0,
+            partial: false,
+            device_info: None,
+        };
+        kfoundry_rt::model::variant::check_variant(&spec, &v, &[]).unwrap();
+        assert_eq!(recorded, reference_region(&spec, &sizes, &limits));
     }
 
     fn k(v: i64) -> Finalist {

@@ -612,16 +612,10 @@ impl Builder {
         }
         // An integer output is compared exactly unless the check gives a tolerance: an
         // off-by-one is wrong at any magnitude.
-        let elem_of = |name: &str| {
-            signature.args.iter().find_map(|a| match a {
-                KernelArg::Buffer { name: n, elem, .. } if n == name => Some(*elem),
-                _ => None,
-            })
-        };
         let checks: Vec<Check> = self
             .checks
             .into_iter()
-            .map(|(c, given, _)| match elem_of(&c.buffer) {
+            .map(|(c, given, _)| match signature.buffer_elem(&c.buffer) {
                 _ if given => c,
                 Some(e) if !e.is_float() => Check {
                     rtol: 0.0,

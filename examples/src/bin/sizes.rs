@@ -31,6 +31,7 @@ use kfoundry::model::spec::{fmt_assignments, KernelSpec, Params, Sizes};
 use kfoundry::model::variant::Variant;
 use kfoundry::ocl::{Buffer, Queue};
 use kfoundry::Step;
+use kfoundry_examples::checks::{input, output};
 use kfoundry_examples::{RowSum, Saxpy, Sgemm};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -271,14 +272,6 @@ fn data(len: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-fn buffer(queue: &Queue, data: &[f32]) -> Result<Buffer<f32>> {
-    Ok(Buffer::builder()
-        .queue(queue.clone())
-        .len(data.len().max(1))
-        .copy_host_slice(data)
-        .build()?)
-}
-
 fn get(z: &Sizes, k: &str) -> usize {
     z.get(k).copied().unwrap_or(1) as usize
 }
@@ -290,7 +283,7 @@ fn check(name: &str, queue: &Queue, z: &Sizes) -> Result<bool> {
         "saxpy" => {
             let n = get(z, "n");
             let (a, x, y0) = (2.5f32, data(n, 1), data(n, 2));
-            let (xb, yb) = (buffer(queue, &x)?, buffer(queue, &y0)?);
+            let (xb, yb) = (input(queue, &x)?, input(queue, &y0)?);
             Saxpy::launch(queue, n, a, &xb, &yb)?;
             let mut y = vec![0f32; n];
             yb.read(&mut y).enq()?;
@@ -299,7 +292,7 @@ fn check(name: &str, queue: &Queue, z: &Sizes) -> Result<bool> {
         "row_sum" => {
             let (rows, cols) = (get(z, "rows"), get(z, "cols"));
             let m: Vec<f32> = data(rows * cols, 3).iter().map(|v| v.abs()).collect();
-            let (mb, ob) = (buffer(queue, &m)?, buffer(queue, &vec![f32::NAN; rows])?);
+            let (mb, ob) = (input(queue, &m)?, output(queue, rows)?);
             RowSum::launch(queue, rows, cols, &mb, &ob)?;
             let mut out = vec![0f32; rows];
             ob.read(&mut out).enq()?;
@@ -311,11 +304,7 @@ fn check(name: &str, queue: &Queue, z: &Sizes) -> Result<bool> {
         _ => {
             let (m, n, k) = (get(z, "m"), get(z, "n"), get(z, "k"));
             let (a, b) = (data(m * k, 4), data(k * n, 5));
-            let (ab, bb, cb) = (
-                buffer(queue, &a)?,
-                buffer(queue, &b)?,
-                buffer(queue, &vec![f32::NAN; m * n])?,
-            );
+            let (ab, bb, cb) = (input(queue, &a)?, input(queue, &b)?, output(queue, m * n)?);
             Sgemm::launch(queue, m, n, k, &ab, &bb, &cb)?;
             let mut c = vec![0f32; m * n];
             cb.read(&mut c).enq()?;
@@ -336,17 +325,17 @@ fn time(name: &str, queue: &Queue, z: &Sizes, configs: &[Params]) -> Result<Vec<
     let get = |k: &str| get(z, k);
     let bufs: Vec<Buffer<f32>> = match name {
         "saxpy" => vec![
-            buffer(queue, &data(get("n"), 1))?,
-            buffer(queue, &data(get("n"), 2))?,
+            input(queue, &data(get("n"), 1))?,
+            input(queue, &data(get("n"), 2))?,
         ],
         "row_sum" => vec![
-            buffer(queue, &data(get("rows") * get("cols"), 3))?,
-            buffer(queue, &vec![0.0; get("rows")])?,
+            input(queue, &data(get("rows") * get("cols"), 3))?,
+            input(queue, &vec![0.0; get("rows")])?,
         ],
         _ => vec![
-            buffer(queue, &data(get("m") * get("k"), 4))?,
-            buffer(queue, &data(get("k") * get("n"), 5))?,
-            buffer(queue, &vec![0.0; get("m") * get("n")])?,
+            input(queue, &data(get("m") * get("k"), 4))?,
+            input(queue, &data(get("k") * get("n"), 5))?,
+            input(queue, &vec![0.0; get("m") * get("n")])?,
         ],
     };
     let launch = |p: &Params| -> Result<()> {

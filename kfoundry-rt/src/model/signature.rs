@@ -162,6 +162,16 @@ pub struct KernelSignature {
     pub args: Vec<KernelArg>,
 }
 
+impl KernelSignature {
+    /// The element type of pointer argument `name`; `None` when no pointer has that name.
+    pub fn buffer_elem(&self, name: &str) -> Option<ScalarType> {
+        self.args.iter().find_map(|a| match a {
+            KernelArg::Buffer { name: n, elem, .. } if n == name => Some(*elem),
+            _ => None,
+        })
+    }
+}
+
 /// Why a signature could not be read; `line` is 1-based within the source, 0 when the
 /// problem is not at one place (a kernel that is missing).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -347,7 +347,8 @@ fn source_files(package: &cargo_metadata::Package) -> Vec<PathBuf> {
     files
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file below `dir`, at any depth, outside hidden folders and `target`.
+pub(crate) fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

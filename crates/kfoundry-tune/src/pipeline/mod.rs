@@ -418,15 +418,7 @@ fn sixteen_bit_error(
     }
     let errors = decision.errors.as_ref()?;
     spec.checks.iter().find_map(|c| {
-        let elem = spec.signature.args.iter().find_map(|a| match a {
-            kfoundry_rt::model::signature::KernelArg::Buffer { name, elem, .. }
-                if *name == c.buffer =>
-            {
-                Some(*elem)
-            }
-            _ => None,
-        })?;
-        let (unit, format) = match elem {
+        let (unit, format) = match spec.signature.buffer_elem(&c.buffer)? {
             kfoundry_rt::model::signature::ScalarType::F16 => (2f64.powi(-9), "half"),
             kfoundry_rt::model::signature::ScalarType::Bf16 => (2f64.powi(-6), "bfloat16"),
             _ => return None,

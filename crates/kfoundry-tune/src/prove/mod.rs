@@ -508,31 +508,21 @@ mod tests {
                 named.push(path);
             }
         }
+        let mut files = Vec::new();
+        crate::pipeline::discover::walk(&root, &mut files);
         let mut missing = Vec::new();
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).expect("a directory").flatten() {
-                let path = entry.path();
-                let name = entry.file_name().to_string_lossy().to_string();
-                if name.starts_with('.') || name == "target" {
-                    continue;
-                }
-                if path.is_dir() {
-                    stack.push(path);
-                } else if name.ends_with(".rs") {
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    let names_a_class = text.match_indices("Values::").any(|(i, m)| {
-                        text[i + m.len()..].starts_with(|c: char| c.is_ascii_uppercase())
-                    });
-                    let relative = path
-                        .strip_prefix(&root)
-                        .expect("under the root")
-                        .to_string_lossy()
-                        .to_string();
-                    if names_a_class && !named.contains(&relative) {
-                        missing.push(relative);
-                    }
-                }
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let names_a_class = text
+                .match_indices("Values::")
+                .any(|(i, m)| text[i + m.len()..].starts_with(|c: char| c.is_ascii_uppercase()));
+            let relative = path
+                .strip_prefix(&root)
+                .expect("under the root")
+                .to_string_lossy()
+                .to_string();
+            if names_a_class && !named.contains(&relative) {
+                missing.push(relative);
             }
         }
         assert!(

@@ -62,6 +62,7 @@ fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
         scalars: Default::default(),
         proof: 2,
         partial: false,
+        general: false,
         device_info: None,
     }
 }
@@ -725,6 +726,7 @@ fn scratch_is_the_launchers_and_zero_at_every_launch() {
         scalars: Default::default(),
         proof: 2,
         partial: false,
+        general: false,
         device_info: None,
     };
     let k: &'static Evolved = Box::leak(Box::new(Evolved::new(

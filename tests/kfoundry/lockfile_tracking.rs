@@ -104,6 +104,7 @@ fn lockfile(fingerprint: &str, wg: i64, items: i64) -> Lockfile {
         scalars: Default::default(),
         proof: 0,
         partial: false,
+        general: false,
         device_info: None,
     };
     let mut lock = Lockfile::default();

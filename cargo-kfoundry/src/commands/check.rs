@@ -206,7 +206,7 @@ pub fn findings(
                 if !entry
                     .variants
                     .iter()
-                    .any(|v| v.device == device && v.workload == w.name)
+                    .any(|v| v.device == device && v.workload == w.name && !v.general)
                 {
                     out.push(Finding::MissingWorkload {
                         kernel: spec.id.clone(),
@@ -333,6 +333,7 @@ mod tests {
             scalars: Default::default(),
             proof: 0,
             partial: false,
+            general: false,
             device_info: None,
         }
     }
@@ -385,6 +386,7 @@ mod tests {
             DeviceInfo::default(),
             vec![Variant {
                 partial: true,
+                general: false,
                 ..good.clone()
             }],
         );

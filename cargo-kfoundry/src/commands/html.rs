@@ -576,6 +576,7 @@ mod tests {
             scalars: Default::default(),
             proof: 0,
             partial: false,
+            general: false,
             device_info: None,
         };
         let mut lock = Lockfile::default();
@@ -668,6 +669,7 @@ mod tests {
                     scalars: Default::default(),
                     proof: 2,
                     partial: false,
+                    general: false,
                     device_info: None,
                 }
             })

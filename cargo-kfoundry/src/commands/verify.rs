@@ -54,9 +54,10 @@ pub fn run(args: &CheckArgs, kernels: &[Kernel], lock: &Lockfile, lockfile: &Pat
             for (v, step) in variants.iter().zip(steps) {
                 let Some(step) = step else { continue };
                 let what = format!(
-                    "`{}` at `{}` ({}{}) from `{}` ({step} here) on `{}`",
+                    "`{}` at `{}`{} ({}{}) from `{}` ({step} here) on `{}`",
                     spec.id,
                     v.workload,
+                    if v.general { "'s general variant" } else { "" },
                     fmt_params(&v.params),
                     v.source
                         .as_deref()

@@ -589,6 +589,7 @@ fn a_claimed_time_never_settles_a_merge() {
             scalars: Default::default(),
             proof: 2,
             partial: false,
+            general: false,
             device_info: None,
         };
         let mut l = Lockfile::default();
@@ -794,6 +795,7 @@ fn unbounded_inputs_are_refused_not_read() {
         scalars: Default::default(),
         proof: 2,
         partial: false,
+        general: false,
         device_info: None,
     };
     lock.record(

@@ -11,8 +11,8 @@ use kfoundry_rt::model::variant::Variant;
 use kfoundry_rt::DeviceInfo;
 use kfoundry_search::{Evaluation, FailureKind, Operator};
 use kfoundry_tune::messages::{
-    BruteForced, CrossCell, KernelListing, LlmSummary, LlmTurn, Message, Phases, PortfolioBucket,
-    ProofTime, Simulated, SimulatedRun, TuneResult, VERSION,
+    BruteForced, CrossCell, GeneralVariant, KernelListing, LlmSummary, LlmTurn, Message, Phases,
+    PortfolioBucket, ProofTime, Simulated, SimulatedRun, TuneResult, VERSION,
 };
 
 use crate::common;
@@ -90,6 +90,14 @@ fn every_message() -> Vec<Message> {
             meta_requests: 1,
             prompt_variants: 4,
             disabled: None,
+        }),
+        general: Some(GeneralVariant {
+            params: params(&[("WG", 64), ("VEC", 1)]),
+            best_ns: 1500,
+            reference_ns: 4000,
+            proven: vec![sizes.clone(), params(&[("n", 1)])],
+            proven_scalars: Default::default(),
+            proof_cases: 38,
         }),
     };
     let info = DeviceInfo {
@@ -233,6 +241,7 @@ fn every_message() -> Vec<Message> {
                 scalars: Default::default(),
                 proof: 0,
                 partial: false,
+                general: false,
                 device_info: None,
             },
         },

@@ -64,6 +64,63 @@ fn a_tune_proves_and_records_the_default_region_whatever_its_seed() {
     assert_eq!(regions[0]["n"], (1, 8192), "{regions:?}");
 }
 
+/// out = 2x + y. The fast configurations load four elements at once and need `n % 4 == 0`;
+/// `DUP` work-items compute each element (the same value, written again), so the reference
+/// (`DUP = 8`) does eight times the work, and the one configuration that runs at every `n`
+/// besides it (`VEC = 1, DUP = 2`) twice.
+const VEC4: &str = r#"code = "__kernel void k(const int n, __global const float* x, __global const float* y, __global float* out) {
+        int g = get_global_id(0) / DUP;
+    #if VEC == 4
+        if (g * 4 < n) vstore4(2.0f * vload4(g, x) + vload4(g, y), g, out);
+    #else
+        if (g < n) out[g] = 2.0f * x[g] + y[g];
+    #endif
+    }", params(VEC = [1, 4], DUP = [1, 2, 8]), reference(VEC = 1, DUP = 8),
+    require(n % VEC == 0, VEC == 4 || DUP >= 2), global = ceil_div(n, VEC) * DUP,
+    buffers(x = n, y = n, out = n), check(out), workloads(w(n = 65536))"#;
+
+/// A winner that needs `n % 4 == 0` gets the workload's general variant beside it, proven over
+/// the same region: dispatch runs the winner where it can and the general variant at every
+/// other size of the region, and `check --verify` re-proves both.
+#[test]
+fn a_winner_that_refuses_sizes_gets_a_general_variant_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle::write(dir.path(), "b.json", "Vec4", VEC4);
+    let spec = bundle::spec(VEC4, dir.path(), "Vec4");
+    let lock = dir.path().join("K.lock");
+    let out = tune(&b, &lock, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let l = Lockfile::read(&lock).unwrap().unwrap();
+    let variants = &l.kernels["test::Vec4"].variants;
+    let winner = variants.iter().find(|v| !v.general).unwrap();
+    assert_eq!(winner.params["VEC"], 4, "{stderr}");
+    let general = variants
+        .iter()
+        .find(|v| v.general)
+        .unwrap_or_else(|| panic!("no general variant: {stderr}"));
+    assert_eq!(
+        (general.params["VEC"], general.params["DUP"]),
+        (1, 2),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the general variant (DUP=2, VEC=1) serves there"),
+        "{stderr}"
+    );
+    assert_eq!(general.proven_range()["n"], (1, 2 * 65536));
+    let key = DeviceKey::parse(&winner.device).unwrap();
+    for size in [4, 4096, 65536, 2 * 65536] {
+        let c = choose(&spec, variants, &key, None, None, &n(size), None).unwrap();
+        assert_eq!(c.params, winner.params, "n = {size}: {c}");
+    }
+    for size in [1, 3, 4097, 65535, 2 * 65536 - 1] {
+        let c = choose(&spec, variants, &key, None, None, &n(size), None).unwrap();
+        assert_eq!(c.params, general.params, "n = {size}: {c}");
+    }
+    common::check_locked(&b, &lock, &["--verify"]);
+}
+
 /// Softmax over `cols`: at one column every output is 1 whatever the inputs. A range that
 /// includes it is tuned there (no "a kernel writing constants would pass"), and `check
 /// --locked` passes afterwards.

@@ -225,6 +225,26 @@ pub struct TuneResult {
     pub generated_source: Option<String>,
     /// What the language model did, when one is configured.
     pub llm: Option<LlmSummary>,
+    /// Where the winner's constraints refuse part of the region it was proven over: the
+    /// workload's general variant, proven over the same region, which dispatch runs where the
+    /// winner cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub general: Option<GeneralVariant>,
+}
+
+/// A workload's general variant: the fastest configuration of the search that runs wherever
+/// the reference does, recorded beside a winner whose constraints refuse some sizes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneralVariant {
+    pub params: Params,
+    /// Its median time and the reference's, re-measured alternately at the workload.
+    pub best_ns: u64,
+    pub reference_ns: u64,
+    /// Every size set it was proven at (the workload's first).
+    pub proven: Vec<Sizes>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub proven_scalars: std::collections::BTreeMap<String, [i64; 2]>,
+    pub proof_cases: usize,
 }
 
 /// Where one tune's wall time went, in seconds of the tuner's wall clock. What is left of the

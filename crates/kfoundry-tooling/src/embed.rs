@@ -262,6 +262,7 @@ mod tests {
             scalars: Default::default(),
             proof: 0,
             partial: false,
+            general: false,
             device_info: None,
         }
     }

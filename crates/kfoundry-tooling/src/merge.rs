@@ -92,8 +92,9 @@ pub struct Merged {
 /// One slot's state in one input: a variant, or none.
 type State<'a> = Option<&'a Variant>;
 
-/// An input's variants by slot (device, workload).
-type Slots<'a> = BTreeMap<(String, String), Vec<&'a Variant>>;
+/// An input's variants by slot (device, workload, whether it is the workload's general
+/// variant).
+type Slots<'a> = BTreeMap<(String, String, bool), Vec<&'a Variant>>;
 
 /// The merge of `inputs` (each with a name for the notes), against their common ancestor
 /// `base` when there is one, given `current`: a kernel's fingerprint in the sources (`Err(())`
@@ -173,7 +174,7 @@ pub fn merge(
             let mut m: Slots<'l> = BTreeMap::new();
             if let Some(e) = l.kernels.get(id).filter(|e| e.fingerprint == keep) {
                 for v in &e.variants {
-                    m.entry((v.device.clone(), v.workload.clone()))
+                    m.entry((v.device.clone(), v.workload.clone(), v.general))
                         .or_default()
                         .push(v);
                 }
@@ -185,7 +186,7 @@ pub fn merge(
             .map(|(n, l)| (*n, slots_of(l, id, &keep)))
             .collect();
         let ancestor = base.map(|b| slots_of(b, id, &keep));
-        let keys: std::collections::BTreeSet<(String, String)> =
+        let keys: std::collections::BTreeSet<(String, String, bool)> =
             sides.iter().flat_map(|(_, m)| m.keys().cloned()).collect();
         let mut kept = Vec::new();
         for key in keys {
@@ -212,7 +213,11 @@ pub fn merge(
                     conflicts.push(Conflict {
                         kernel: id.clone(),
                         device: key.0.clone(),
-                        workload: key.1.clone(),
+                        workload: if key.2 {
+                            format!("{} (its general variant)", key.1)
+                        } else {
+                            key.1.clone()
+                        },
                         sides: states
                             .iter()
                             .map(|(n, s)| (n.to_string(), describe(s)))
@@ -383,6 +388,7 @@ mod tests {
             scalars: Default::default(),
             proof: 0,
             partial,
+            general: false,
             device_info: None,
         }
     }

@@ -1114,7 +1114,12 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
         i64_map(),
         i64_map(),
         (lock_u64(), lock_u64(), lock_u64(), lock_u64()),
-        (prop::option::of(lock_text()), proven_sets(), any::<bool>()),
+        (
+            prop::option::of(lock_text()),
+            proven_sets(),
+            any::<bool>(),
+            any::<bool>(),
+        ),
     )
         .prop_map(
             |(
@@ -1123,7 +1128,7 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
                 sizes,
                 params,
                 (time_ns, reference_time_ns, evaluations, failures),
-                (source, proven, partial),
+                (source, proven, partial, general),
             )| Variant {
                 device,
                 workload,
@@ -1138,6 +1143,7 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
                 scalars: Default::default(),
                 proof: 0,
                 partial,
+                general,
                 device_info: None,
             },
         )
@@ -1650,6 +1656,7 @@ mod annotations {
                     scalars: Default::default(),
                     proof: 0,
                     partial: false,
+                    general: false,
                     device_info: None,
                 };
                 let _ = check_variant(&spec, &variant, &[]);
@@ -1892,6 +1899,7 @@ fn bug_lockfile_u64_beyond_i64_is_lost() {
         scalars: Default::default(),
         proof: 0,
         partial: false,
+        general: false,
         device_info: None,
     };
     lock.record(
@@ -1924,9 +1932,10 @@ mod merging {
             1u64..4,
             any::<bool>(),
             0i64..3,
+            any::<bool>(),
         )
             .prop_map(
-                |(device, workload, time_ns, evaluations, partial, wg)| Variant {
+                |(device, workload, time_ns, evaluations, partial, wg, general)| Variant {
                     device: device.into(),
                     workload: workload.into(),
                     sizes: [("n".to_string(), 1024)].into_iter().collect(),
@@ -1940,6 +1949,7 @@ mod merging {
                     scalars: Default::default(),
                     proof: 0,
                     partial,
+                    general,
                     device_info: None,
                 },
             )

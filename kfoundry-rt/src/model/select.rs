@@ -6,8 +6,10 @@
 //! ([`DeviceInfo::distance`], same kind of device only) → the reference. At each step only
 //! variants whose constraints and geometry hold for the call's sizes are eligible (on another
 //! device, also its work-group limit); among them the one whose workload is nearest to the
-//! call's sizes (in log2 distance) wins; a tie goes to the first workload by name, then to the
-//! first in the lockfile, never to the time an entry claims. At the nearest-device step
+//! call's sizes (in log2 distance) wins; a tie goes to a workload's winner before its general
+//! variant (the one that serves where the winner's constraints refuse the call), then to the
+//! first workload by name, then to the first in the lockfile, never to the time an entry
+//! claims. At the nearest-device step
 //! the nearest device is taken first, then its nearest workload.
 
 use std::fmt;
@@ -102,6 +104,12 @@ fn entry_name(spec: &KernelSpec, v: &Variant) -> String {
         format!(
             "the reference's entry for workload `{}` (its tune found nothing faster)",
             v.workload
+        )
+    } else if v.general {
+        format!(
+            "general variant for workload `{}` ({}; it serves where the workload's winner cannot run)",
+            v.workload,
+            fmt_params(&v.params)
         )
     } else {
         format!(
@@ -198,11 +206,14 @@ pub fn choose(
             continue;
         }
         // Ties go by what the entries are, never by the times they claim (a time is a number
-        // anyone can write in the lockfile): the first workload by name, then the first in
-        // the lockfile (`min_by` keeps the first of equals).
+        // anyone can write in the lockfile): a winner before its workload's general variant,
+        // the first workload by name, then the first in the lockfile (`min_by` keeps the
+        // first of equals).
         let best = eligible.iter().min_by(|a, b| {
+            let (va, vb) = (&variants[a.0], &variants[b.0]);
             a.1.total_cmp(&b.1)
-                .then_with(|| variants[a.0].workload.cmp(&variants[b.0].workload))
+                .then_with(|| va.general.cmp(&vb.general))
+                .then_with(|| va.workload.cmp(&vb.workload))
         });
         if let Some(&(i, d)) = best {
             let v = &variants[i];
@@ -213,10 +224,11 @@ pub fn choose(
             let tie = if tied == 0 {
                 String::new()
             } else {
-                format!(", tied with {tied} other(s): the first by workload name, then lockfile order (never by a claimed time)")
+                format!(", tied with {tied} other(s): a winner before a general variant, then the first by workload name, then lockfile order (never by a claimed time)")
             };
+            let general = if v.general { "'s general variant" } else { "" };
             reasons.push(format!(
-                "{step}: workload `{}` ({}) is the nearest of {} eligible (log2 distance {d:.2}{tie}); tuned {} ns vs reference {} ns",
+                "{step}: workload `{}`{general} ({}) is the nearest of {} eligible (log2 distance {d:.2}{tie}); tuned {} ns vs reference {} ns",
                 v.workload,
                 fmt_sizes(&v.sizes),
                 eligible.len(),
@@ -395,6 +407,7 @@ mod tests {
             scalars: Default::default(),
             proof: crate::model::variant::PROOF_VERSION,
             partial: false,
+            general: false,
             device_info: None,
         }
     }
@@ -577,6 +590,31 @@ mod tests {
         );
     }
 
+    /// A workload's general variant runs where its winner's constraints refuse the call, and
+    /// only there: at equal distance the winner goes first, whatever the lockfile's order.
+    #[test]
+    fn the_general_variant_serves_where_the_winner_cannot_run() {
+        let spec = saxpy();
+        let dev = key("580");
+        // the winner (WG=128, VEC=4) needs n % 512 == 0; the general one (WG=32, VEC=1) n % 32
+        let general = Variant {
+            general: true,
+            ..variant(&dev, "large", 1 << 20, 32, 1, 950)
+        };
+        let variants = vec![general, variant(&dev, "large", 1 << 20, 128, 4, 900)];
+        let c = choose(&spec, &variants, &dev, None, None, &n(1 << 19), None).unwrap();
+        assert_eq!(c.variant, Some(1), "{c}");
+        assert!(c.reasons.iter().any(|r| r.contains("tied with 1")), "{c}");
+        let c = choose(&spec, &variants, &dev, None, None, &n(64 * 3), None).unwrap();
+        assert_eq!(c.variant, Some(0), "{c}");
+        assert!(
+            c.to_string().contains("workload `large`'s general variant")
+                && c.to_string()
+                    .contains("variant for workload `large` (VEC=4"),
+            "{c}"
+        );
+    }
+
     #[test]
     fn a_tie_is_never_broken_by_a_claimed_time() {
         let mut spec = saxpy();
@@ -595,7 +633,7 @@ mod tests {
             assert_eq!(c.variant, Some(1), "{c}");
             assert!(
                 c.to_string()
-                    .contains("tied with 1 other(s): the first by workload name"),
+                    .contains("tied with 1 other(s): a winner before a general variant, then the first by workload name"),
                 "{c}"
             );
         }

@@ -52,6 +52,13 @@ pub struct Variant {
     /// unless it is faster on re-measure.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// The slot's general variant: the tune's winner for this workload and device cannot run
+    /// everywhere in the region it was proven over (its constraints refuse some sizes, say a
+    /// vector width that must divide `n`), and this entry, the fastest candidate that runs
+    /// wherever the reference does, was proven over the same region to serve the rest.
+    /// Dispatch prefers the winner wherever both can run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub general: bool,
     /// The description of the device the variant was tuned on, copied from `[devices]` when
     /// the variant is embedded (dispatch to the nearest known device needs it); never written
     /// to the lockfile, where `[devices]` holds it once per device.
@@ -137,9 +144,11 @@ impl Variant {
 }
 
 /// What makes a variant the one of its slot: its device (canonical: a key spelled otherwise
-/// counts as the key it names) and its workload. A kernel holds one variant per slot.
-pub fn slot(v: &Variant) -> (String, &str) {
-    (DeviceKey::canonical(&v.device), &v.workload)
+/// counts as the key it names), its workload, and whether it is the workload's general
+/// variant. A kernel holds one variant per slot: a workload's winner and at most one general
+/// variant beside it on each device.
+pub fn slot(v: &Variant) -> (String, &str, bool) {
+    (DeviceKey::canonical(&v.device), &v.workload, v.general)
 }
 
 /// Checks that no two of one kernel's `variants` are for the same device (however its key is
@@ -148,20 +157,25 @@ pub fn slot(v: &Variant) -> (String, &str) {
 /// device and workload (the anchors of `ranges` are workloads of their own, so a portfolio's
 /// buckets never share a slot).
 pub fn check_unique(variants: &[Variant]) -> Result<(), Vec<String>> {
-    let mut first: BTreeMap<(String, &str), &Variant> = BTreeMap::new();
+    let mut first: BTreeMap<(String, &str, bool), &Variant> = BTreeMap::new();
     let mut twins = Vec::new();
     for v in variants {
-        let (device, workload) = slot(v);
-        let Some(held) = first.get(&(device.clone(), workload)) else {
-            first.insert((device, workload), v);
+        let (device, workload, general) = slot(v);
+        let Some(held) = first.get(&(device.clone(), workload, general)) else {
+            first.insert((device, workload, general), v);
             continue;
+        };
+        let kind = if general {
+            "general variant"
+        } else {
+            "variant"
         };
         let spelled = if held.device == device && v.device == device {
             String::new()
         } else {
             format!(" (keyed `{}` and `{}`)", held.device, v.device)
         };
-        twins.push(format!("a second variant for device `{device}` at workload `{workload}`{spelled}: one kernel holds one variant per device and workload; remove one, or re-tune"));
+        twins.push(format!("a second {kind} for device `{device}` at workload `{workload}`{spelled}: one kernel holds one variant (and one general variant) per device and workload; remove one, or re-tune"));
     }
     if twins.is_empty() {
         Ok(())
@@ -217,6 +231,7 @@ mod tests {
             scalars: BTreeMap::new(),
             proof: PROOF_VERSION,
             partial: false,
+            general: false,
             device_info: None,
         }
     }
@@ -247,6 +262,19 @@ mod tests {
                 "{e:?}"
             );
         }
+        // a workload's general variant has a slot of its own, once
+        let general = Variant {
+            general: true,
+            ..at(key, "small")
+        };
+        assert_eq!(check_unique(&[at(key, "small"), general.clone()]), Ok(()));
+        let e = check_unique(&[at(key, "small"), general.clone(), general]).unwrap_err();
+        assert!(
+            e[0].contains(
+                "a second general variant for device `8086|cpu|1|3.0` at workload `small`"
+            ),
+            "{e:?}"
+        );
         // a key that names no device is its own slot (check_variant refuses it)
         assert_eq!(check_unique(&[at("zz", "w"), at(key, "w")]), Ok(()));
         assert!(check_unique(&[at("zz", "w"), at("zz", "w")]).is_err());

@@ -60,6 +60,9 @@ pub struct Decision {
     pub kept_existing: bool,
     /// Wall seconds spent proving finalists (the rest of the decision is re-measuring).
     pub proof_seconds: f64,
+    /// Where the winner's constraints refuse part of its region: the variant proven to serve
+    /// there ([`super::general`]).
+    pub general: Option<super::general::General>,
 }
 
 /// The fastest distinct successful candidates (configurations of the annotated source from
@@ -193,6 +196,7 @@ pub fn decide(
             note: None,
             kept_existing: false,
             proof_seconds: 0.0,
+            general: None,
         });
         break;
     }
@@ -225,6 +229,7 @@ pub fn decide(
                 })),
                 kept_existing: false,
                 proof_seconds: 0.0,
+                general: None,
             }
         }
     };
@@ -384,6 +389,7 @@ mod tests {
             scalars: Default::default(),
             proof: 0,
             partial: false,
+            general: false,
             device_info: None,
         };
         kfoundry_rt::model::variant::check_variant(&spec, &v, &[]).unwrap();

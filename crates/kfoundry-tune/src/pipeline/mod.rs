@@ -12,6 +12,8 @@
 //!    checkpointed after every evaluation.
 //! 4. [`finalists`]: the fastest candidates, each [`remeasure`]-d against the reference and,
 //!    when faster, proven ([`crate::prove`]) at other sizes, until one wins (or the reference stays).
+//!    A winner whose constraints refuse part of the region it was proven over gets a
+//!    [`general`] variant beside it, proven over the same region, for the sizes it refuses.
 //!    A kernel with `ranges(...)`: its anchors' winners form a [`portfolio`] of variants, each
 //!    proven over a bucket of the range.
 //! 5. [`record`]: the winners into `Kfoundry.lock` (merged under an advisory lock, replaced
@@ -26,6 +28,7 @@
 pub mod budget;
 pub mod discover;
 pub mod finalists;
+pub mod general;
 pub mod history;
 pub mod partition;
 pub mod plan;
@@ -123,15 +126,13 @@ pub fn run(args: &TuneOptions, reporter: &dyn Reporter) -> Result<Exit> {
                 }
             };
             plan.report(TuneEvent::Tuned { result: &result });
-            if let Some(variant) = record::variant_of(
+            variants.extend(record::variants_of(
                 &plan.lockfile,
                 &plan.device,
                 &kernel.spec,
                 workload,
                 &result,
-            )? {
-                variants.push(variant);
-            }
+            )?);
             tally.interrupted |= result.interrupted;
             tally.done.push((
                 kernel.spec.id.clone(),
@@ -333,7 +334,7 @@ fn tune_one(
     // Drawn afresh unless given: the proof's sizes and inputs cannot be known in advance.
     let proof_seed = plan.options.proof_seed.unwrap_or_else(rand::random);
     let deciding = std::time::Instant::now();
-    let decision = finalists::decide(
+    let mut decision = finalists::decide(
         &mut bench,
         spec,
         workload,
@@ -343,6 +344,29 @@ fn tune_one(
         |r| tally::rejected(plan, spec, workload, r),
     )
     .map_err(|e| anyhow::anyhow!(e))?;
+    // A portfolio's anchors are served by its buckets; a generated source by itself.
+    if decision.source.is_none()
+        && !decision.kept_existing
+        && !kfoundry_rt::model::ranges::is_anchor(workload)
+    {
+        let outcome = general::choose(
+            &mut bench,
+            spec,
+            workload,
+            &decision.params,
+            general::ran(spec, searched.state.history()),
+            proof_seed,
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
+        decision.proof_seconds += outcome.proof_seconds;
+        if let Some(text) = outcome.note {
+            plan.note(format!(
+                "note: `{}` at `{}`: {text}",
+                spec.id, workload.name
+            ));
+        }
+        decision.general = outcome.general;
+    }
     if let Some(text) = sixteen_bit_error(spec, workload, &decision) {
         plan.report(TuneEvent::Warning { text });
     }

@@ -388,7 +388,7 @@ pub fn complete_entries(
     for v in entry
         .variants
         .iter()
-        .filter(|v| v.device == key && !v.partial && seen.insert(v.workload.clone()))
+        .filter(|v| v.device == key && !v.partial && !v.general && seen.insert(v.workload.clone()))
     {
         let finalist = match &v.source {
             Some(hash) => generated::read_verified(lock_path, &spec.id, hash)
@@ -556,9 +556,20 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
         scalars: Default::default(),
         proof: 0,
         partial: done.interrupted,
+        general: false,
         device_info: None,
     };
     kfoundry_rt::model::variant::check_variant(spec, &variant, &declared)?;
+    if let Some(g) = &done.general {
+        let general = Variant {
+            params: g.params.clone(),
+            proven: g.proven.clone(),
+            general: true,
+            ..variant
+        };
+        kfoundry_rt::model::variant::check_variant(spec, &general, &[])
+            .map_err(|e| format!("its general variant: {e}"))?;
+    }
     if done.kernel != spec.id || done.workload != workload.name {
         return Err("it belongs to another kernel or workload".into());
     }

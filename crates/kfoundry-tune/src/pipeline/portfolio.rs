@@ -208,7 +208,10 @@ pub fn choose(
             for a in first..=last {
                 let t = times[c][a].unwrap_or(f64::INFINITY);
                 kept.push(best[a] / t);
-                let Some(v) = variants.iter_mut().find(|v| v.workload == anchors[a].name) else {
+                let Some(v) = variants
+                    .iter_mut()
+                    .find(|v| v.workload == anchors[a].name && !v.general)
+                else {
                     continue;
                 };
                 v.params = candidates[c].clone();

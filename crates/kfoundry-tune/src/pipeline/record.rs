@@ -27,17 +27,18 @@ use crate::messages::TuneResult;
 /// Said when results cannot be written: they are not lost.
 pub const RESUME_HINT: &str = "; the results are kept in the checkpoints: fix this and run `cargo kfoundry tune --resume` with the same arguments to write them without searching again";
 
-/// The lockfile variant of a tune's result (its generated source stored beside the lockfile);
-/// `None` when the lockfile's earlier complete result is kept.
-pub fn variant_of(
+/// The lockfile variants of a tune's result: its winner (its generated source stored beside
+/// the lockfile) and the workload's general variant when it has one; none when the lockfile's
+/// earlier complete result is kept.
+pub fn variants_of(
     lockfile: &Path,
     device: &Selected,
     spec: &KernelSpec,
     workload: &Workload,
     result: &TuneResult,
-) -> Result<Option<Variant>> {
+) -> Result<Vec<Variant>> {
     if result.kept_existing {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let source = match &result.generated_source {
         Some(text) => Some(generated::write(lockfile, &spec.id, text).with_context(|| {
@@ -49,7 +50,7 @@ pub fn variant_of(
         })?),
         None => None,
     };
-    Ok(Some(Variant {
+    let winner = Variant {
         device: device.key.to_string(),
         workload: workload.name.clone(),
         sizes: workload.sizes.clone(),
@@ -63,8 +64,20 @@ pub fn variant_of(
         scalars: result.proven_scalars.clone(),
         proof: kfoundry_rt::model::variant::PROOF_VERSION,
         partial: result.interrupted,
+        general: false,
         device_info: None,
-    }))
+    };
+    let general = result.general.as_ref().map(|g| Variant {
+        params: g.params.clone(),
+        time_ns: g.best_ns,
+        reference_time_ns: g.reference_ns,
+        source: None,
+        proven: g.proven.clone(),
+        scalars: g.proven_scalars.clone(),
+        general: true,
+        ..winner.clone()
+    });
+    Ok([Some(winner), general].into_iter().flatten().collect())
 }
 
 /// The macro makes rustc track `Kfoundry.lock` once it exists; a crate built before the first

@@ -97,6 +97,17 @@ pub fn result_of(
         roofline: rates.roofline,
         generated_source: decision.source.clone(),
         llm: searched.language_model.as_ref().map(|ss| ss.summary()),
+        general: decision
+            .general
+            .as_ref()
+            .map(|g| crate::messages::GeneralVariant {
+                params: g.params.clone(),
+                best_ns: (g.best_s * 1e9).round() as u64,
+                reference_ns: (g.reference_s * 1e9).round() as u64,
+                proven: g.proven.clone(),
+                proven_scalars: g.scalars.clone(),
+                proof_cases: g.proof_cases,
+            }),
     })
 }
 
@@ -143,7 +154,9 @@ pub fn as_recorded(
 ) {
     for r in results.iter_mut().filter(|r| r.kernel == spec.id) {
         let (Some(v), Some(workload)) = (
-            variants.iter().find(|v| v.workload == r.workload),
+            variants
+                .iter()
+                .find(|v| v.workload == r.workload && !v.general),
             spec.workloads.iter().find(|w| w.name == r.workload),
         ) else {
             continue;
@@ -346,6 +359,7 @@ mod tests {
             scalars: Default::default(),
             proof: 0,
             partial: false,
+            general: false,
             device_info: None,
         }
     }

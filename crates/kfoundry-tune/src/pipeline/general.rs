@@ -1,0 +1,337 @@
+//! Stage 4, the general variant: a winner whose constraints refuse part of the region it was
+//! proven over (a vector width that must divide `n`, a tile that must divide `m`) runs only
+//! where they hold, and a call anywhere else would run the reference. Here, when the winner
+//! refuses some of the region, the fastest candidate of the search that runs wherever the
+//! reference does is re-measured against the reference and, when faster, proven over the same
+//! region with the same proof as the winner. It is recorded beside the winner as the
+//! workload's general variant; dispatch runs it only where the winner cannot run. A workload
+//! holds at most one on each device (two variants in all), so a lockfile stays small and the
+//! rule stays one a user can read in `explain()`.
+//!
+//! Whether the winner refuses part of the region is decided on a fixed sample of it (its
+//! corners and [`SAMPLES`] sets drawn log-uniformly with a fixed seed, those where the
+//! reference runs): the same for every tune of the same annotation on the same device.
+
+use std::collections::BTreeMap;
+
+use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
+use kfoundry_search::Record;
+use rand::SeedableRng as _;
+use rand_chacha::ChaCha8Rng;
+
+use super::remeasure::remeasure;
+use crate::evaluate::{check_launchable, params_of, Judge, Limits};
+use crate::prove::{prove, sizes, NotProven, Scope};
+use crate::text::fmt_ns;
+
+/// Size sets drawn across the region (beside its corners) to tell where the winner runs.
+pub const SAMPLES: usize = 256;
+/// Candidates that run everywhere tried, fastest first, before the reference is left there.
+const CANDIDATES: usize = 2;
+
+/// A workload's general variant, proven.
+#[derive(Debug, Clone, PartialEq)]
+pub struct General {
+    pub params: Params,
+    /// Every size set it was proven at (the workload's first).
+    pub proven: Vec<Sizes>,
+    /// The values of integer scalars it was proven with (smallest, largest).
+    pub scalars: BTreeMap<String, [i64; 2]>,
+    pub proof_cases: usize,
+    /// Medians of the alternating re-measure at the workload, seconds.
+    pub best_s: f64,
+    pub reference_s: f64,
+}
+
+/// What the stage found: the general variant, if one was needed and proven, and what to tell
+/// the user (where the winner cannot run and what serves there).
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub general: Option<General>,
+    pub note: Option<String>,
+    /// Wall seconds spent proving candidates.
+    pub proof_seconds: f64,
+}
+
+/// The fixed sample of `region` (each size's smallest and largest value) where the reference
+/// runs: its corners (at most 256 of them), then [`SAMPLES`] sets drawn log-uniformly.
+pub fn region_sample(
+    spec: &KernelSpec,
+    region: &BTreeMap<String, (i64, i64)>,
+    limits: &Limits,
+) -> Vec<Sizes> {
+    let names: Vec<&String> = region.keys().collect();
+    let corners = 1usize << names.len().min(8);
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let mut out: Vec<Sizes> = (0..corners)
+        .map(|bits| {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let (lo, hi) = region[*name];
+                    ((*name).clone(), if bits >> i & 1 == 1 { hi } else { lo })
+                })
+                .collect()
+        })
+        .collect();
+    for _ in 0..SAMPLES {
+        out.push(
+            region
+                .iter()
+                .map(|(name, &(lo, hi))| {
+                    (name.clone(), sizes::log_uniform(lo.max(1), hi, &mut rng))
+                })
+                .collect(),
+        );
+    }
+    out.retain(|s| check_launchable(spec, limits, &spec.reference, s).is_ok());
+    out
+}
+
+/// The configurations of `history` that ran successfully, with their times.
+pub fn ran(spec: &KernelSpec, history: &[Record]) -> Vec<(f64, Params)> {
+    history
+        .iter()
+        .filter_map(|r| Some((r.outcome.time()?, params_of(spec, &r.config))))
+        .collect()
+}
+
+/// The share of `sample` where `params` cannot run.
+fn refused(spec: &KernelSpec, limits: &Limits, params: &Params, sample: &[Sizes]) -> f64 {
+    if sample.is_empty() {
+        return 0.0;
+    }
+    let n = sample
+        .iter()
+        .filter(|s| check_launchable(spec, limits, params, s).is_err())
+        .count();
+    n as f64 / sample.len() as f64
+}
+
+/// The general variant of `winner` (tuned at `workload`, a configuration of the annotated
+/// source: a generated source serves the workload it was tuned at), among `ran`: the
+/// configurations the search ran successfully, with their times.
+/// Nothing when the winner runs wherever the reference does, or is the reference. `Err` only
+/// when the reference fails on re-measure or the annotation is wrong (as for the winner).
+pub fn choose(
+    judge: &mut dyn Judge,
+    spec: &KernelSpec,
+    workload: &Workload,
+    winner: &Params,
+    mut ranked: Vec<(f64, Params)>,
+    proof_seed: u64,
+) -> Result<Outcome, String> {
+    let mut outcome = Outcome::default();
+    if *winner == spec.reference {
+        return Ok(outcome);
+    }
+    let limits = judge.limits().clone();
+    let region = sizes::default_region(spec, winner, &workload.sizes, &limits);
+    let sample = region_sample(spec, &region, &limits);
+    let share = refused(spec, &limits, winner, &sample);
+    if share == 0.0 {
+        return Ok(outcome);
+    }
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut tried: Vec<Params> = Vec::new();
+    let mut why_none = "no configuration the search ran can run at every size of the region";
+    for (_, params) in ranked {
+        if tried.len() >= CANDIDATES {
+            break;
+        }
+        if params == *winner
+            || params == spec.reference
+            || tried.contains(&params)
+            || refused(spec, &limits, &params, &sample) > 0.0
+        {
+            continue;
+        }
+        tried.push(params.clone());
+        let (best_s, reference_s) = match remeasure(judge, spec, &params, None)? {
+            Ok((best, reference, _)) if best < reference => (best, reference),
+            _ => {
+                why_none =
+                    "none of the configurations that run everywhere beat the reference on re-measure";
+                continue;
+            }
+        };
+        let scope = Scope {
+            sizes: &workload.sizes,
+            claimed: None,
+            seed: proof_seed,
+        };
+        let proving = std::time::Instant::now();
+        let proof = prove(judge, spec, &params, None, &scope);
+        outcome.proof_seconds += proving.elapsed().as_secs_f64();
+        match proof {
+            Ok(p) => {
+                outcome.note = Some(format!(
+                    "the winner cannot run at {:.0}% of the region it was proven over (its constraints); the general variant ({}) serves there, {} against the reference's {}",
+                    share * 100.0,
+                    fmt_params(&params),
+                    fmt_ns(best_s * 1e9),
+                    fmt_ns(reference_s * 1e9)
+                ));
+                outcome.general = Some(General {
+                    params,
+                    proven: p.sizes,
+                    scalars: p.scalars,
+                    proof_cases: p.cases,
+                    best_s,
+                    reference_s,
+                });
+                return Ok(outcome);
+            }
+            Err(NotProven::Failed { .. }) => {
+                why_none = "the configurations that run everywhere failed their proof";
+            }
+            Err(NotProven::Annotation(why)) => {
+                return Err(format!("the annotation of `{}`: {why}", spec.id))
+            }
+        }
+    }
+    outcome.note = Some(format!(
+        "the winner cannot run at {:.0}% of the region it was proven over (its constraints), and {why_none}: the reference runs there",
+        share * 100.0
+    ));
+    Ok(outcome)
+}
+
+fn fmt_params(p: &Params) -> String {
+    kfoundry_rt::model::spec::fmt_assignments(p, ", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluate::case::Case;
+    use crate::evaluate::{ErrorStats, Rejection, Verdict};
+    use kfoundry_search::Evaluation;
+
+    /// Times by `VEC`; a configuration in `wrong` fails every proof case.
+    struct Script {
+        limits: Limits,
+        wrong: Vec<i64>,
+        proved: Vec<i64>,
+    }
+
+    impl Judge for Script {
+        fn evaluate(&mut self, params: &Params, _: Option<&str>) -> Evaluation {
+            Evaluation::ok(
+                1.0 / (params["VEC"] as f64 + params["WG"] as f64 / 100.0),
+                0.0,
+            )
+        }
+        fn verify(
+            &mut self,
+            params: &Params,
+            _: &Case,
+            _: Option<&str>,
+        ) -> Result<Verdict, crate::evaluate::Untrusted> {
+            self.proved.push(params["VEC"]);
+            if self.wrong.contains(&params["VEC"]) {
+                return Ok(Err(Rejection::Wrong("differs".into())));
+            }
+            Ok(Ok(ErrorStats::default()))
+        }
+        fn last_errors(&self) -> Option<ErrorStats> {
+            Some(ErrorStats::default())
+        }
+        fn limits(&self) -> &Limits {
+            &self.limits
+        }
+        fn seal(&mut self) {}
+    }
+
+    fn spec() -> KernelSpec {
+        crate::test_spec::spec(
+            r#"code = "__kernel void k(const int n, __global float* y) { y[0] = VEC * WG; }", params(VEC = [1, 2, 4, 8], WG = [1, 2]), reference(VEC = 1, WG = 1),
+            require(n % VEC == 0), global = n / VEC, buffers(y = n), check(y), workloads(w(n = 4096))"#,
+        )
+    }
+
+    fn history(configs: &[(i64, i64)]) -> Vec<(f64, Params)> {
+        configs
+            .iter()
+            .map(|&(vec, wg)| {
+                (
+                    1.0 / (vec as f64 + wg as f64 / 100.0),
+                    [("VEC".to_string(), vec), ("WG".to_string(), wg)].into(),
+                )
+            })
+            .collect()
+    }
+
+    fn script() -> Script {
+        Script {
+            limits: crate::test_spec::roomy_limits(),
+            wrong: vec![],
+            proved: vec![],
+        }
+    }
+
+    /// A winner that needs `n % 8 == 0` refuses most of the region: the fastest configuration
+    /// that runs everywhere (VEC = 1, WG = 2) is proven and chosen; the same sample every time.
+    #[test]
+    fn a_winner_refusing_part_of_its_region_gets_a_general_variant() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let winner: Params = [("VEC".to_string(), 8), ("WG".to_string(), 1)].into();
+        let h = history(&[(8, 1), (4, 2), (1, 2), (1, 1)]);
+        let mut judge = script();
+        let o = choose(&mut judge, &spec, &w, &winner, h.clone(), 7).unwrap();
+        let g = o.general.expect("a general variant");
+        assert_eq!((g.params["VEC"], g.params["WG"]), (1, 2));
+        assert!(
+            g.proven.len() > 1 && g.proven[0] == w.sizes,
+            "{:?}",
+            g.proven
+        );
+        assert!(g.best_s < g.reference_s);
+        let note = o.note.unwrap();
+        assert!(
+            note.contains("the general variant (VEC=1, WG=2) serves there"),
+            "{note}"
+        );
+        let limits = crate::test_spec::roomy_limits();
+        let region = sizes::default_region(&spec, &winner, &w.sizes, &limits);
+        assert_eq!(
+            region_sample(&spec, &region, &limits),
+            region_sample(&spec, &region, &limits)
+        );
+        assert!(
+            refused(
+                &spec,
+                &limits,
+                &winner,
+                &region_sample(&spec, &region, &limits)
+            ) > 0.5
+        );
+    }
+
+    /// A winner that runs everywhere needs nothing; a general candidate that fails its proof is
+    /// not recorded, and the note says the reference runs where the winner cannot.
+    #[test]
+    fn nothing_is_added_where_the_winner_runs_everywhere_or_nothing_is_proven() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let h = history(&[(8, 1), (1, 2), (1, 1)]);
+        let everywhere: Params = [("VEC".to_string(), 1), ("WG".to_string(), 2)].into();
+        let mut judge = script();
+        let o = choose(&mut judge, &spec, &w, &everywhere, h.clone(), 7).unwrap();
+        assert!(o.general.is_none() && o.note.is_none() && judge.proved.is_empty());
+        let winner: Params = [("VEC".to_string(), 8), ("WG".to_string(), 1)].into();
+        let mut judge = script();
+        judge.wrong.push(1);
+        let o = choose(&mut judge, &spec, &w, &winner, h.clone(), 7).unwrap();
+        assert!(o.general.is_none());
+        assert!(
+            o.note.as_deref().is_some_and(
+                |n| n.contains("failed their proof") && n.contains("the reference runs there")
+            ),
+            "{:?}",
+            o.note
+        );
+    }
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kfoundry_tune::evaluate::supervisor::TimeLimits;
-use kfoundry_tune::pipeline::partition::Partition;
+use kfoundry_tune::options::Partition;
 use kfoundry_tune::{TuneOptions, WorkspaceOptions};
 
 #[derive(Parser, Debug)]

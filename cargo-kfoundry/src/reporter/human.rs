@@ -5,7 +5,6 @@ use std::sync::Mutex;
 
 use kfoundry_tune::events::TuneEvent;
 use kfoundry_tune::messages::TuneResult;
-use kfoundry_tune::pipeline::portfolio;
 use kfoundry_tune::text::{describe, fmt_ns, fmt_params, headline, printable, Table};
 
 use super::progress::ProgressView;
@@ -167,7 +166,7 @@ impl Human {
             }
             TuneEvent::Failed { failure } => self.line(format!("error: {failure}")),
             TuneEvent::Portfolio { spec, portfolio: p } if shown.notes => {
-                eprintln!("portfolio {}", portfolio::describe(spec, p))
+                eprintln!("portfolio {}", p.describe(spec))
             }
             TuneEvent::Finished {
                 lockfile,

@@ -3,7 +3,6 @@
 
 use kfoundry_tune::events::TuneEvent;
 use kfoundry_tune::messages::Message;
-use kfoundry_tune::pipeline::portfolio;
 
 /// The messages `event` is printed as (none for the events that are only shown to people).
 pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
@@ -45,7 +44,7 @@ pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
                 error: failure.error.clone(),
             })
             .collect(),
-        TuneEvent::Portfolio { spec, portfolio: p } => vec![portfolio::message(spec, p)],
+        TuneEvent::Portfolio { spec, portfolio: p } => vec![p.message(spec)],
         TuneEvent::Finished {
             lockfile,
             results,

@@ -4,17 +4,18 @@
 //! them into a progress bar, lines of text or JSON messages, and choose which to show (`-q`,
 //! `-v`); a program that embeds the engine may collect them instead.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
+use kfoundry_rt::model::ranges;
 use kfoundry_rt::model::spec::{KernelSpec, Params};
 use kfoundry_search::Record;
 
 use crate::device::Selected;
+use crate::evaluate::case::Case;
 use crate::llm::LlmConfig;
 use crate::messages::{LlmTurn, TuneResult};
-use crate::pipeline::finalists::Unshipped;
-use crate::pipeline::partition::Partition;
-use crate::pipeline::portfolio::Portfolio;
+use crate::options::Partition;
 
 /// One search: a kernel at one of its workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,4 +142,90 @@ pub struct Silent;
 
 impl Reporter for Silent {
     fn report(&self, _: TuneEvent<'_>) {}
+}
+
+/// A finalist that was not shipped, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unshipped {
+    pub params: Params,
+    /// `probe` (wrong or failing on fresh inputs or at another size) or `remeasure` (failed
+    /// when measured again).
+    pub stage: &'static str,
+    pub reason: String,
+    /// The smallest input the proof found it wrong on, when the proof refused it.
+    pub counterexample: Option<Box<Case>>,
+}
+
+/// One bucket as chosen and proven.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bucket {
+    /// The split size's stretch (`None` when nothing is split: one bucket for the whole range).
+    pub span: Option<(i64, i64)>,
+    pub params: Params,
+    /// The anchors in it.
+    pub anchors: Vec<String>,
+}
+
+/// The portfolio of one kernel: its buckets, and what fraction of the per-anchor best speed it
+/// keeps (geometric mean and worst anchor).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Portfolio {
+    pub split: Option<String>,
+    pub buckets: Vec<Bucket>,
+    pub kept_geomean: f64,
+    pub kept_min: f64,
+}
+
+impl Portfolio {
+    /// The portfolio as the JSON message `portfolio`.
+    pub fn message(&self, spec: &KernelSpec) -> crate::messages::Message {
+        let p = self;
+        crate::messages::Message::Portfolio {
+            kernel: spec.id.clone(),
+            ranges: ranges::display(&spec.ranges),
+            buckets: p
+                .buckets
+                .iter()
+                .map(|b| crate::messages::PortfolioBucket {
+                    size: p.split.clone(),
+                    lo: b.span.map(|s| s.0),
+                    hi: b.span.map(|s| s.1),
+                    params: b.params.clone(),
+                    anchors: b.anchors.clone(),
+                })
+                .collect(),
+            kept_geomean: p.kept_geomean,
+            kept_min: p.kept_min,
+        }
+    }
+
+    /// The portfolio in one line per bucket, for the run's notes.
+    pub fn describe(&self, spec: &KernelSpec) -> String {
+        let p = self;
+        let mut s = format!(
+            "`{}`: {} variant(s) for {} bucket(s) of {}, keeping {:.0}% of the best speed at each anchor (geometric mean; worst anchor {:.0}%)",
+            spec.id,
+            p.buckets.iter().map(|b| &b.params).collect::<BTreeSet<_>>().len(),
+            p.buckets.len(),
+            ranges::display(&spec.ranges),
+            100.0 * p.kept_geomean,
+            100.0 * p.kept_min
+        );
+        for b in &p.buckets {
+            let span = match (&p.split, b.span) {
+                (Some(name), Some((lo, hi))) => format!("{name} {lo}..={hi}"),
+                _ => "the whole range".into(),
+            };
+            let reference = if b.params == spec.reference {
+                " (the reference)"
+            } else {
+                ""
+            };
+            s.push_str(&format!(
+                "\n  {span}: {}{reference}",
+                kfoundry_rt::model::spec::fmt_assignments(&b.params, ", ")
+            ));
+        }
+        s
+    }
 }

@@ -5,7 +5,14 @@
 use std::path::PathBuf;
 
 use crate::evaluate::supervisor::TimeLimits;
-use crate::pipeline::partition::Partition;
+
+/// Share `k` (1-based) of `n` of the run's jobs (`tune --partition K/N`; how they are dealt
+/// out and how the text is read: [`crate::pipeline::partition`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partition {
+    pub k: usize,
+    pub n: usize,
+}
 
 /// The workspace whose annotated kernels are read, and how the run talks.
 #[derive(Debug, Clone, Default)]

@@ -10,8 +10,8 @@
 //! split size and the whole range of every other size: a variant chosen for it is proven over
 //! all of that.
 
-use serde::{Deserialize, Serialize};
 
+pub use super::spec::SizeRange;
 use super::spec::{KernelSpec, Sizes, Workload};
 
 /// At most this many anchors per range (the points a portfolio is chosen from).
@@ -20,35 +20,6 @@ pub const MAX_ANCHORS: usize = 7;
 pub const MAX_BUCKETS: usize = 4;
 /// The prefix of an anchor's workload name: `range_rows_64`.
 pub const ANCHOR_PREFIX: &str = "range";
-
-/// The values one size takes at the calls of a program.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SizeRange {
-    pub size: String,
-    pub lo: i64,
-    pub hi: i64,
-    /// The size only sets a buffer's extent and does not change the work (an embedding
-    /// table's `vocab`): it is never split into buckets, and every bucket is proven over all
-    /// of it.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub extent: bool,
-}
-
-impl SizeRange {
-    pub fn contains(&self, v: i64) -> bool {
-        (self.lo..=self.hi).contains(&v)
-    }
-}
-
-impl std::fmt::Display for SizeRange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.lo == self.hi, self.extent) {
-            (true, _) => write!(f, "{} = {}", self.size, self.lo),
-            (false, false) => write!(f, "{} = {}..={}", self.size, self.lo, self.hi),
-            (false, true) => write!(f, "{} = extent({}..={})", self.size, self.lo, self.hi),
-        }
-    }
-}
 
 /// The ranges as an annotation writes them: `rows = 1..=8192, cols = 2048`.
 pub fn display(ranges: &[SizeRange]) -> String {

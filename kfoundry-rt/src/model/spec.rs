@@ -250,6 +250,36 @@ pub struct Cost {
     pub flops: Option<Expr>,
 }
 
+/// The values one size takes at the calls of a program (`ranges(...)`; the anchors and
+/// buckets made of them: [`super::ranges`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeRange {
+    pub size: String,
+    pub lo: i64,
+    pub hi: i64,
+    /// The size only sets a buffer's extent and does not change the work (an embedding
+    /// table's `vocab`): it is never split into buckets, and every bucket is proven over all
+    /// of it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub extent: bool,
+}
+
+impl SizeRange {
+    pub fn contains(&self, v: i64) -> bool {
+        (self.lo..=self.hi).contains(&v)
+    }
+}
+
+impl std::fmt::Display for SizeRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.lo == self.hi, self.extent) {
+            (true, _) => write!(f, "{} = {}", self.size, self.lo),
+            (false, false) => write!(f, "{} = {}..={}", self.size, self.lo, self.hi),
+            (false, true) => write!(f, "{} = extent({}..={})", self.size, self.lo, self.hi),
+        }
+    }
+}
+
 /// The full specification of an annotated kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KernelSpec {
@@ -296,7 +326,7 @@ pub struct KernelSpec {
     /// Their anchors are among `workloads` ([`super::ranges::anchors`]); `tune` chooses a
     /// portfolio of variants for buckets of the range among the anchors' winners.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ranges: Vec<super::ranges::SizeRange>,
+    pub ranges: Vec<SizeRange>,
     /// `ranges(..., on = gpu)`: the kinds of device the ranges' anchors are tuned on (as a
     /// workload's `on`); empty: every kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

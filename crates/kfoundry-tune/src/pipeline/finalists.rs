@@ -14,6 +14,7 @@ use kfoundry_search::Record;
 use super::remeasure::{beats_existing, measure_reference, remeasure};
 use crate::evaluate::case::Case;
 use crate::evaluate::{params_of, ErrorStats, Judge};
+pub use crate::events::Unshipped;
 use crate::prove::{prove, NotProven, Scope};
 use crate::text::fmt_ns;
 
@@ -23,18 +24,6 @@ pub const FINALISTS: usize = 3;
 /// A candidate for the win: parameters, and the generated source when it is a source-level
 /// variant.
 pub type Finalist = (Params, Option<String>);
-
-/// A finalist that was not shipped, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Unshipped {
-    pub params: Params,
-    /// `probe` (wrong or failing on fresh inputs or at another size) or `remeasure` (failed
-    /// when measured again).
-    pub stage: &'static str,
-    pub reason: String,
-    /// The smallest input the proof found it wrong on, when the proof refused it.
-    pub counterexample: Option<Box<Case>>,
-}
 
 /// The result of the stage.
 #[derive(Debug, Clone)]

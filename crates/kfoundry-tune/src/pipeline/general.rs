@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
+use kfoundry_rt::model::spec::{fmt_assignments, KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Record;
 use rand::SeedableRng as _;
 use rand_chacha::ChaCha8Rng;
@@ -169,7 +169,7 @@ pub fn choose(
                 outcome.note = Some(format!(
                     "the winner cannot run at {:.0}% of the region it was proven over (its constraints); the general variant ({}) serves there, {} against the reference's {}",
                     share * 100.0,
-                    fmt_params(&params),
+                    fmt_assignments(&params, ", "),
                     fmt_ns(best_s * 1e9),
                     fmt_ns(reference_s * 1e9)
                 ));
@@ -196,10 +196,6 @@ pub fn choose(
         share * 100.0
     ));
     Ok(outcome)
-}
-
-fn fmt_params(p: &Params) -> String {
-    kfoundry_rt::model::spec::fmt_assignments(p, ", ")
 }
 
 #[cfg(test)]

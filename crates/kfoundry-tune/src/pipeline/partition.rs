@@ -15,12 +15,7 @@ use std::str::FromStr;
 
 use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Workload};
 
-/// Share `k` (1-based) of `n`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Partition {
-    pub k: usize,
-    pub n: usize,
-}
+pub use crate::options::Partition;
 
 /// The most shares a split may have.
 pub const MAX_SHARES: usize = 10_000;

@@ -25,6 +25,7 @@ use super::plan::Plan;
 use crate::evaluate::case::Case;
 use crate::evaluate::supervisor::Supervised;
 use crate::evaluate::{median, Judge, Measurement};
+pub use crate::events::{Bucket, Portfolio};
 use crate::prove::{prove, Claimed, NotProven, Scope};
 
 /// Measurements of each candidate at each anchor.
@@ -33,26 +34,6 @@ const REPEATS: usize = 3;
 const GAIN_PER_BUCKET: f64 = 0.01;
 /// Proofs tried before the portfolio gives up (and the anchors keep their own winners).
 const MAX_PROOFS: usize = 8;
-
-/// One bucket as chosen and proven.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Bucket {
-    /// The split size's stretch (`None` when nothing is split: one bucket for the whole range).
-    pub span: Option<(i64, i64)>,
-    pub params: Params,
-    /// The anchors in it.
-    pub anchors: Vec<String>,
-}
-
-/// The portfolio of one kernel: its buckets, and what fraction of the per-anchor best speed it
-/// keeps (geometric mean and worst anchor).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Portfolio {
-    pub split: Option<String>,
-    pub buckets: Vec<Bucket>,
-    pub kept_geomean: f64,
-    pub kept_min: f64,
-}
 
 /// A bucket whose candidate passed its proof: anchors `first..=last`, the candidate's index,
 /// the split size's stretch, what it was proven at.
@@ -176,7 +157,7 @@ pub fn choose(
                         plan.note(format!(
                             "note: `{}` portfolio: {} is not proven over its bucket ({why}); choosing again",
                             spec.id,
-                            fmt_params(&candidates[c])
+                            kfoundry_rt::model::spec::fmt_assignments(&candidates[c], ", ")
                         ));
                         struck.insert((first, last, c));
                         proven_all = false;
@@ -422,57 +403,6 @@ pub fn partition(
     }
     out.reverse();
     out
-}
-
-fn fmt_params(p: &Params) -> String {
-    kfoundry_rt::model::spec::fmt_assignments(p, ", ")
-}
-
-/// The portfolio as the JSON message `portfolio`.
-pub fn message(spec: &KernelSpec, p: &Portfolio) -> crate::messages::Message {
-    crate::messages::Message::Portfolio {
-        kernel: spec.id.clone(),
-        ranges: ranges::display(&spec.ranges),
-        buckets: p
-            .buckets
-            .iter()
-            .map(|b| crate::messages::PortfolioBucket {
-                size: p.split.clone(),
-                lo: b.span.map(|s| s.0),
-                hi: b.span.map(|s| s.1),
-                params: b.params.clone(),
-                anchors: b.anchors.clone(),
-            })
-            .collect(),
-        kept_geomean: p.kept_geomean,
-        kept_min: p.kept_min,
-    }
-}
-
-/// The portfolio in one line per bucket, for the run's notes.
-pub fn describe(spec: &KernelSpec, p: &Portfolio) -> String {
-    let mut s = format!(
-        "`{}`: {} variant(s) for {} bucket(s) of {}, keeping {:.0}% of the best speed at each anchor (geometric mean; worst anchor {:.0}%)",
-        spec.id,
-        p.buckets.iter().map(|b| &b.params).collect::<BTreeSet<_>>().len(),
-        p.buckets.len(),
-        ranges::display(&spec.ranges),
-        100.0 * p.kept_geomean,
-        100.0 * p.kept_min
-    );
-    for b in &p.buckets {
-        let span = match (&p.split, b.span) {
-            (Some(name), Some((lo, hi))) => format!("{name} {lo}..={hi}"),
-            _ => "the whole range".into(),
-        };
-        let reference = if b.params == spec.reference {
-            " (the reference)"
-        } else {
-            ""
-        };
-        s.push_str(&format!("\n  {span}: {}{reference}", fmt_params(&b.params)));
-    }
-    s
 }
 
 #[cfg(test)]

@@ -63,6 +63,7 @@ fn variant(device: &DeviceKey, workload: &str, n: i64, p: Params) -> Variant {
         proof: 2,
         partial: false,
         general: false,
+        floor: None,
         device_info: None,
     }
 }
@@ -727,6 +728,7 @@ fn scratch_is_the_launchers_and_zero_at_every_launch() {
         proof: 2,
         partial: false,
         general: false,
+        floor: None,
         device_info: None,
     };
     let k: &'static Evolved = Box::leak(Box::new(Evolved::new(

@@ -105,6 +105,7 @@ fn lockfile(fingerprint: &str, wg: i64, items: i64) -> Lockfile {
         proof: 0,
         partial: false,
         general: false,
+        floor: None,
         device_info: None,
     };
     let mut lock = Lockfile::default();

@@ -334,6 +334,7 @@ mod tests {
             proof: 0,
             partial: false,
             general: false,
+            floor: None,
             device_info: None,
         }
     }
@@ -387,6 +388,7 @@ mod tests {
             vec![Variant {
                 partial: true,
                 general: false,
+                floor: None,
                 ..good.clone()
             }],
         );

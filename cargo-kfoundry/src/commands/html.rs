@@ -577,6 +577,7 @@ mod tests {
             proof: 0,
             partial: false,
             general: false,
+            floor: None,
             device_info: None,
         };
         let mut lock = Lockfile::default();
@@ -670,6 +671,7 @@ mod tests {
                     proof: 2,
                     partial: false,
                     general: false,
+                    floor: None,
                     device_info: None,
                 }
             })

@@ -590,6 +590,7 @@ fn a_claimed_time_never_settles_a_merge() {
             proof: 2,
             partial: false,
             general: false,
+            floor: None,
             device_info: None,
         };
         let mut l = Lockfile::default();
@@ -796,6 +797,7 @@ fn unbounded_inputs_are_refused_not_read() {
         proof: 2,
         partial: false,
         general: false,
+        floor: None,
         device_info: None,
     };
     lock.record(

@@ -98,7 +98,9 @@ fn every_message() -> Vec<Message> {
             proven: vec![sizes.clone(), params(&[("n", 1)])],
             proven_scalars: Default::default(),
             proof_cases: 38,
+            floor: None,
         }),
+        floor: Some(params(&[("n", 1024)])),
     };
     let info = DeviceInfo {
         name: "NVIDIA H200".into(),
@@ -242,6 +244,7 @@ fn every_message() -> Vec<Message> {
                 proof: 0,
                 partial: false,
                 general: false,
+                floor: None,
                 device_info: None,
             },
         },

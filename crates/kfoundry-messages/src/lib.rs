@@ -230,6 +230,10 @@ pub struct TuneResult {
     /// winner cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub general: Option<GeneralVariant>,
+    /// The smallest sizes at which the winner was measured no slower than the reference, going
+    /// down from the workload: dispatch runs it only at calls whose work is at least theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Sizes>,
 }
 
 /// A workload's general variant: the fastest configuration of the search that runs wherever
@@ -245,6 +249,9 @@ pub struct GeneralVariant {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub proven_scalars: std::collections::BTreeMap<String, [i64; 2]>,
     pub proof_cases: usize,
+    /// As the winner's `floor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Sizes>,
 }
 
 /// Where one tune's wall time went, in seconds of the tuner's wall clock. What is left of the

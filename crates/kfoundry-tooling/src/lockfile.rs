@@ -366,6 +366,7 @@ mod tests {
             proof: 0,
             partial: false,
             general: false,
+            floor: None,
             device_info: None,
         }
     }

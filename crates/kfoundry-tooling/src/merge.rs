@@ -389,6 +389,7 @@ mod tests {
             proof: 0,
             partial,
             general: false,
+            floor: None,
             device_info: None,
         }
     }

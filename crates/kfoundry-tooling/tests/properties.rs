@@ -1144,6 +1144,7 @@ fn variant(devices: Vec<String>) -> impl Strategy<Value = Variant> {
                 proof: 0,
                 partial,
                 general,
+                floor: None,
                 device_info: None,
             },
         )
@@ -1657,6 +1658,7 @@ mod annotations {
                     proof: 0,
                     partial: false,
                     general: false,
+                    floor: None,
                     device_info: None,
                 };
                 let _ = check_variant(&spec, &variant, &[]);
@@ -1900,6 +1902,7 @@ fn bug_lockfile_u64_beyond_i64_is_lost() {
         proof: 0,
         partial: false,
         general: false,
+        floor: None,
         device_info: None,
     };
     lock.record(
@@ -1950,6 +1953,7 @@ mod merging {
                     proof: 0,
                     partial,
                     general,
+                    floor: None,
                     device_info: None,
                 },
             )

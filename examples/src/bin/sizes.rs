@@ -94,7 +94,10 @@ fn run() -> Result<()> {
             println!("device: {}; seed {seed}, {count} sizes per kernel", key);
             let (mut calls, mut tuned_calls, mut kept) = (0usize, 0usize, Vec::new());
             let mut wrong = 0usize;
+            // reference time / dispatched time of every call, per kernel
+            let mut speedups: Vec<(String, Vec<f64>)> = Vec::new();
             for (s, sizes) in &drawn {
+                speedups.push((s.spec.id.clone(), Vec::new()));
                 let faster = s.variants.iter().any(|v| {
                     DeviceKey::parse(&v.device).is_ok_and(|d| d == key)
                         && v.params != s.spec.reference
@@ -120,6 +123,9 @@ fn run() -> Result<()> {
                     }
                     let times = time(s.name, &queue, z, &configs)?;
                     let (r, d) = (times[0], times[1]);
+                    if let Some((_, v)) = speedups.last_mut() {
+                        v.push(r / d);
+                    }
                     let best = times.iter().skip(1).copied().fold(f64::INFINITY, f64::min);
                     let frac = if per.is_some() { best / d } else { f64::NAN };
                     if faster {
@@ -144,11 +150,21 @@ fn run() -> Result<()> {
                     );
                 }
             }
+            let geo = |v: &[f64]| (v.iter().map(|k| k.ln()).sum::<f64>() / v.len() as f64).exp();
             let geomean = if kept.is_empty() {
                 f64::NAN
             } else {
-                (kept.iter().map(|k| k.ln()).sum::<f64>() / kept.len() as f64).exp()
+                geo(&kept)
             };
+            println!();
+            for (id, v) in &speedups {
+                println!(
+                    "{id}: the dispatched kernel against the reference at the drawn sizes: {:.2}x (geometric mean), slower by more than 10% at {} of {} calls",
+                    geo(v),
+                    v.iter().filter(|&&x| x < 1.0 / 1.1).count(),
+                    v.len()
+                );
+            }
             println!(
                 "\ncalls that ran a tuned variant, over kernels whose tune found one faster: {tuned_calls} of {calls} ({:.0}%); wrong against the CPU: {wrong}; fraction of the per-size best kept (geometric mean over {} calls): {}",
                 100.0 * tuned_calls as f64 / calls.max(1) as f64,

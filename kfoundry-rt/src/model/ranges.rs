@@ -10,7 +10,6 @@
 //! split size and the whole range of every other size: a variant chosen for it is proven over
 //! all of that.
 
-
 pub use super::spec::SizeRange;
 use super::spec::{KernelSpec, Sizes, Workload};
 

@@ -172,6 +172,14 @@ pub fn choose(
                 ));
                 continue;
             }
+            if let Some(floor) = v.floor.as_ref().filter(|f| below_floor(f, sizes)) {
+                reasons.push(format!(
+                    "{step}: {} skipped: the call is smaller than its floor ({}), below which the reference was measured faster",
+                    entry_name(spec, v),
+                    fmt_sizes(floor)
+                ));
+                continue;
+            }
             if let Some(why) = outside_scalars(spec, v, scalars) {
                 reasons.push(format!("{step}: {} skipped: {why}", entry_name(spec, v)));
                 continue;
@@ -269,6 +277,17 @@ pub fn choose(
         params: spec.reference.clone(),
         reasons,
     })
+}
+
+/// Whether a call at `sizes` is below an entry's `floor`: its work (the product of its sizes,
+/// compared in logs, each at least 1) is smaller than the floor's.
+pub fn below_floor(floor: &Sizes, sizes: &Sizes) -> bool {
+    let work = |s: &Sizes| -> f64 { s.values().map(|&v| (v.max(1) as f64).log2()).sum() };
+    let call: Sizes = floor
+        .keys()
+        .map(|k| (k.clone(), sizes.get(k).copied().unwrap_or(1)))
+        .collect();
+    work(&call) < work(floor) - 1e-9
 }
 
 /// The step of the dispatch chain at which a call on `device` (described by `info` when known)
@@ -408,6 +427,7 @@ mod tests {
             proof: crate::model::variant::PROOF_VERSION,
             partial: false,
             general: false,
+            floor: None,
             device_info: None,
         }
     }
@@ -590,6 +610,26 @@ mod tests {
         );
     }
 
+    /// Below its floor an entry gives way: to another entry that may run, else the reference.
+    #[test]
+    fn an_entry_does_not_run_below_its_floor() {
+        let spec = saxpy();
+        let dev = key("580");
+        let mut large = variant(&dev, "large", 1 << 20, 128, 1, 900);
+        large.floor = Some(n(1 << 16));
+        let c = choose(&spec, &[large.clone()], &dev, None, None, &n(1 << 16), None).unwrap();
+        assert_eq!(c.step, Step::ExactDevice, "{c}");
+        let c = choose(&spec, &[large.clone()], &dev, None, None, &n(1 << 15), None).unwrap();
+        assert_eq!(c.step, Step::Reference, "{c}");
+        assert!(
+            c.to_string().contains("smaller than its floor (n=65536)"),
+            "{c}"
+        );
+        let small = variant(&dev, "small", 1 << 14, 32, 1, 100);
+        let c = choose(&spec, &[large, small], &dev, None, None, &n(1 << 15), None).unwrap();
+        assert_eq!(c.variant, Some(1), "{c}");
+    }
+
     /// A workload's general variant runs where its winner's constraints refuse the call, and
     /// only there: at equal distance the winner goes first, whatever the lockfile's order.
     #[test]
@@ -599,6 +639,7 @@ mod tests {
         // the winner (WG=128, VEC=4) needs n % 512 == 0; the general one (WG=32, VEC=1) n % 32
         let general = Variant {
             general: true,
+            floor: None,
             ..variant(&dev, "large", 1 << 20, 32, 1, 950)
         };
         let variants = vec![general, variant(&dev, "large", 1 << 20, 128, 4, 900)];

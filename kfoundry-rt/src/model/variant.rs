@@ -59,6 +59,12 @@ pub struct Variant {
     /// Dispatch prefers the winner wherever both can run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub general: bool,
+    /// The smallest sizes at which the tune measured this entry no slower than the reference
+    /// (walking down from its workload, every size divided together): dispatch runs it only at
+    /// calls whose work, the product of their sizes, is at least this set's. `None`: it was
+    /// never slower (or the file predates floors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Sizes>,
     /// The description of the device the variant was tuned on, copied from `[devices]` when
     /// the variant is embedded (dispatch to the nearest known device needs it); never written
     /// to the lockfile, where `[devices]` holds it once per device.
@@ -202,6 +208,14 @@ pub fn check_variant(spec: &KernelSpec, v: &Variant, declared: &[Param]) -> Resu
             fmt_assignments(&workload.sizes, ", ")
         ));
     }
+    if let Some(floor) = &v.floor {
+        if floor.keys().ne(v.sizes.keys()) {
+            return Err(format!(
+                "its floor ({}) does not name the kernel's sizes",
+                fmt_assignments(floor, ", ")
+            ));
+        }
+    }
     if !v.proven.is_empty() && !v.proven.contains(&v.sizes) {
         return Err("its proven sizes do not include the tuned ones".into());
     }
@@ -232,6 +246,7 @@ mod tests {
             proof: PROOF_VERSION,
             partial: false,
             general: false,
+            floor: None,
             device_info: None,
         }
     }
@@ -265,6 +280,7 @@ mod tests {
         // a workload's general variant has a slot of its own, once
         let general = Variant {
             general: true,
+            floor: None,
             ..at(key, "small")
         };
         assert_eq!(check_unique(&[at(key, "small"), general.clone()]), Ok(()));

@@ -919,6 +919,15 @@ fn truncate(text: &str, max: usize) -> String {
 pub trait Judge {
     /// Builds, verifies and times `params` (of `source` when given) at the workload's sizes.
     fn evaluate(&mut self, params: &Params, source: Option<&str>) -> Evaluation;
+    /// The same at `sizes` ([`Bench::evaluate_at`]); a judge that cannot says so as a failure.
+    fn evaluate_at(&mut self, params: &Params, source: Option<&str>, sizes: &Sizes) -> Evaluation {
+        let _ = (params, source, sizes);
+        Evaluation::failed(
+            FailureKind::Runtime,
+            "this judge times at the workload only",
+            0.0,
+        )
+    }
     /// Verifies `params` in a case of its proof; `Err` when the reference cannot be trusted there.
     fn verify(
         &mut self,

@@ -201,6 +201,7 @@ impl Supervised {
             Request::Evaluate {
                 params: params.clone(),
                 source: None,
+                sizes: None,
             },
             params,
         );
@@ -233,6 +234,7 @@ impl Supervised {
             Request::Evaluate {
                 params: params.clone(),
                 source: Some(source.to_string()),
+                sizes: None,
             },
             params,
         )
@@ -649,6 +651,16 @@ impl Judge for Supervised {
             None => self.evaluate_params(params),
         }
     }
+    fn evaluate_at(&mut self, params: &Params, source: Option<&str>, sizes: &Sizes) -> Evaluation {
+        self.request(
+            Request::Evaluate {
+                params: params.clone(),
+                source: source.map(str::to_string),
+                sizes: Some(sizes.clone()),
+            },
+            params,
+        )
+    }
     fn verify(
         &mut self,
         params: &Params,
@@ -707,6 +719,7 @@ mod tests {
         Request::Evaluate {
             params: Params::new(),
             source: None,
+            sizes: None,
         }
     }
 

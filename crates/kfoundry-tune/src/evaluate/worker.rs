@@ -23,11 +23,14 @@ pub enum Request {
         device: usize,
         settings: Measurement,
     },
-    /// `source`: a source-level variant to build instead of the annotated source.
+    /// `source`: a source-level variant to build instead of the annotated source; `sizes`:
+    /// where to time it, when not at the workload's ([`Bench::evaluate_at`]).
     Evaluate {
         params: Params,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sizes: Option<Sizes>,
     },
     /// Starts building these configurations, which will be evaluated next, in the background
     /// ([`Bench::build_ahead`]); answered at once.
@@ -215,10 +218,17 @@ pub fn serve() -> anyhow::Result<()> {
                 }
                 Err(message) => Response::SetupFailed { message },
             },
-            Request::Evaluate { params, source } => match bench.as_mut() {
+            Request::Evaluate {
+                params,
+                source,
+                sizes,
+            } => match bench.as_mut() {
                 Some(b) => {
                     let failures_before = b.build_failures.len();
-                    let evaluation = b.evaluate(&params, source.as_deref(), &mut built);
+                    let evaluation = match &sizes {
+                        None => b.evaluate(&params, source.as_deref(), &mut built),
+                        Some(z) => b.evaluate_at(&params, source.as_deref(), z),
+                    };
                     let build_log = b
                         .build_failures
                         .get(failures_before)

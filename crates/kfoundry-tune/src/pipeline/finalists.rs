@@ -52,6 +52,8 @@ pub struct Decision {
     /// Where the winner's constraints refuse part of its region: the variant proven to serve
     /// there ([`super::general`]).
     pub general: Option<super::general::General>,
+    /// Below what the winner gives way to the reference ([`super::floor`]).
+    pub floor: Option<Sizes>,
 }
 
 /// The fastest distinct successful candidates (configurations of the annotated source from
@@ -186,6 +188,7 @@ pub fn decide(
             kept_existing: false,
             proof_seconds: 0.0,
             general: None,
+            floor: None,
         });
         break;
     }
@@ -219,6 +222,7 @@ pub fn decide(
                 kept_existing: false,
                 proof_seconds: 0.0,
                 general: None,
+                floor: None,
             }
         }
     };
@@ -379,6 +383,7 @@ mod tests {
             proof: 0,
             partial: false,
             general: false,
+            floor: None,
             device_info: None,
         };
         kfoundry_rt::model::variant::check_variant(&spec, &v, &[]).unwrap();

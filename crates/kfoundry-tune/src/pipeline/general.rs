@@ -41,6 +41,8 @@ pub struct General {
     /// Medians of the alternating re-measure at the workload, seconds.
     pub best_s: f64,
     pub reference_s: f64,
+    /// Below what it gives way to the reference ([`super::floor`]).
+    pub floor: Option<Sizes>,
 }
 
 /// What the stage found: the general variant, if one was needed and proven, and what to tell
@@ -180,6 +182,7 @@ pub fn choose(
                     proof_cases: p.cases,
                     best_s,
                     reference_s,
+                    floor: None,
                 });
                 return Ok(outcome);
             }

@@ -14,6 +14,8 @@
 //!    when faster, proven ([`crate::prove`]) at other sizes, until one wins (or the reference stays).
 //!    A winner whose constraints refuse part of the region it was proven over gets a
 //!    [`general`] variant beside it, proven over the same region, for the sizes it refuses.
+//!    Each entry is then timed against the reference at smaller sizes: below its [`floor`],
+//!    where the reference was faster, dispatch runs something else.
 //!    A kernel with `ranges(...)`: its anchors' winners form a [`portfolio`] of variants, each
 //!    proven over a bucket of the range.
 //! 5. [`record`]: the winners into `Kfoundry.lock` (merged under an advisory lock, replaced
@@ -28,6 +30,7 @@
 pub mod budget;
 pub mod discover;
 pub mod finalists;
+pub mod floor;
 pub mod general;
 pub mod history;
 pub mod partition;
@@ -366,6 +369,20 @@ fn tune_one(
             ));
         }
         decision.general = outcome.general;
+    }
+    // Where the entries to record give way to the reference (a portfolio's anchors are timed
+    // at each anchor instead).
+    if !decision.kept_existing && !kfoundry_rt::model::ranges::is_anchor(workload) {
+        decision.floor = floor::floor(
+            &mut bench,
+            spec,
+            workload,
+            &decision.params,
+            decision.source.as_deref(),
+        );
+        if let Some(g) = decision.general.as_mut() {
+            g.floor = floor::floor(&mut bench, spec, workload, &g.params, None);
+        }
     }
     if let Some(text) = sixteen_bit_error(spec, workload, &decision) {
         plan.report(TuneEvent::Warning { text });

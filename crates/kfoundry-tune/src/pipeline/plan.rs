@@ -557,6 +557,7 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
         proof: 0,
         partial: done.interrupted,
         general: false,
+        floor: done.floor.clone(),
         device_info: None,
     };
     kfoundry_rt::model::variant::check_variant(spec, &variant, &declared)?;
@@ -565,6 +566,7 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
             params: g.params.clone(),
             proven: g.proven.clone(),
             general: true,
+            floor: g.floor.clone(),
             ..variant
         };
         kfoundry_rt::model::variant::check_variant(spec, &general, &[])

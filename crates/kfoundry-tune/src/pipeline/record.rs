@@ -65,6 +65,7 @@ pub fn variants_of(
         proof: kfoundry_rt::model::variant::PROOF_VERSION,
         partial: result.interrupted,
         general: false,
+        floor: result.floor.clone(),
         device_info: None,
     };
     let general = result.general.as_ref().map(|g| Variant {
@@ -75,6 +76,7 @@ pub fn variants_of(
         proven: g.proven.clone(),
         scalars: g.proven_scalars.clone(),
         general: true,
+        floor: g.floor.clone(),
         ..winner.clone()
     });
     Ok([Some(winner), general].into_iter().flatten().collect())

@@ -97,10 +97,12 @@ pub fn result_of(
         roofline: rates.roofline,
         generated_source: decision.source.clone(),
         llm: searched.language_model.as_ref().map(|ss| ss.summary()),
+        floor: decision.floor.clone(),
         general: decision
             .general
             .as_ref()
             .map(|g| crate::messages::GeneralVariant {
+                floor: g.floor.clone(),
                 params: g.params.clone(),
                 best_ns: (g.best_s * 1e9).round() as u64,
                 reference_ns: (g.reference_s * 1e9).round() as u64,
@@ -360,6 +362,7 @@ mod tests {
             proof: 0,
             partial: false,
             general: false,
+            floor: None,
             device_info: None,
         }
     }

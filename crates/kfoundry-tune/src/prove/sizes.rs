@@ -216,6 +216,24 @@ pub fn corner_sizes(
     out
 }
 
+/// [`fit_near`] for a set a tune may try beside its workload at `tuned`: `target`, or the
+/// nearest set where `params` and the reference run and fit the device.
+pub fn near(
+    spec: &KernelSpec,
+    params: &Params,
+    tuned: &Sizes,
+    target: &Sizes,
+    limits: &Limits,
+) -> Option<Sizes> {
+    fit_near(
+        spec,
+        params,
+        target,
+        footprint(spec, params, tuned, limits),
+        limits,
+    )
+}
+
 /// `target` itself when the candidate and the reference can run there and it fits, else the
 /// nearest set whose sizes are all odd multiples of the smallest power-of-two step that works.
 fn fit_near(

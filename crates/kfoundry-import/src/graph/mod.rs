@@ -10,6 +10,7 @@ mod nodes;
 mod patterns;
 
 pub use fold::SliceAxis;
+pub use nodes::{BINARY, UNARY};
 
 use crate::error::ImportError;
 use crate::onnx::{self, attribute_type, data_type, AttributeProto, NodeProto, TensorProto};
@@ -983,16 +984,8 @@ impl Builder {
         }
         match op {
             "Constant" => self.constant_node(&cx),
-            "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Reciprocal" | "Neg"
-            | "Abs" | "Sign" | "Floor" | "Ceil" | "Round" | "Sin" | "Cos" | "Tan" | "Asin"
-            | "Acos" | "Atan" | "Sinh" | "Cosh" | "Softsign" | "Softplus" | "HardSwish"
-            | "Mish" | "Not" | "IsNaN" | "IsInf" | "LeakyRelu" | "HardSigmoid" | "Elu" | "Celu"
-            | "Selu" | "ThresholdedRelu" | "Shrink" | "Cast" | "Gelu" | "Clip" | "Trilu" => {
-                self.unary(&cx)
-            }
-            "Add" | "Sub" | "Mul" | "Div" | "Max" | "Min" | "Sum" | "Mean" | "Pow" | "Mod"
-            | "PRelu" | "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And"
-            | "Or" | "Xor" => self.binary(&cx),
+            _ if nodes::UNARY.contains(&op) => self.unary(&cx),
+            _ if nodes::BINARY.contains(&op) => self.binary(&cx),
             "Where" => self.select(&cx),
             "Identity" | "Dropout" => {
                 if op == "Dropout" && node.output.get(1).is_some_and(|o| !o.is_empty()) {

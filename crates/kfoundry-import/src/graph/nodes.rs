@@ -3,6 +3,75 @@
 
 use super::*;
 
+/// The ONNX operators imported as one element-wise [`Unary`] ([`Builder::unary`]): the
+/// node dispatch routes exactly these there, and a test imports each.
+pub const UNARY: &[&str] = &[
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Erf",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Reciprocal",
+    "Neg",
+    "Abs",
+    "Sign",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Sin",
+    "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
+    "Softsign",
+    "Softplus",
+    "HardSwish",
+    "Mish",
+    "Not",
+    "IsNaN",
+    "IsInf",
+    "LeakyRelu",
+    "HardSigmoid",
+    "Elu",
+    "Celu",
+    "Selu",
+    "ThresholdedRelu",
+    "Shrink",
+    "Cast",
+    "Gelu",
+    "Clip",
+    "Trilu",
+];
+
+/// The ONNX operators imported as one element-wise [`Binary`] ([`Builder::binary`]), as
+/// [`UNARY`].
+pub const BINARY: &[&str] = &[
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Max",
+    "Min",
+    "Sum",
+    "Mean",
+    "Pow",
+    "Mod",
+    "PRelu",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "And",
+    "Or",
+    "Xor",
+];
+
 impl Builder {
     pub(super) fn constant_node(&mut self, cx: &NodeCx) -> Result<(), ImportError> {
         let name = cx.node.output.first().cloned().unwrap_or_default();

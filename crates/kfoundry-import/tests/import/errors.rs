@@ -467,3 +467,34 @@ fn generated_annotations_are_read_back_by_the_parser() {
     let refused = kfoundry_import::emit::check_annotation(&kernel).unwrap_err();
     assert!(refused.contains("n_missing"), "{refused}");
 }
+
+/// Every operator the node dispatch routes to the element-wise readers is one they read (a
+/// name in one list and not in the other was a panic, `unreachable!`), and is listed as
+/// supported: adding an element-wise operator is one name in `graph::UNARY` or `BINARY` and
+/// its arm in the reader, and this test fails until both exist.
+#[test]
+fn every_element_wise_operator_the_dispatch_names_is_read() {
+    use kfoundry_import::graph::{BINARY, SUPPORTED, UNARY};
+    for (ops, inputs) in [(UNARY, &["x"][..]), (BINARY, &["x", "z"][..])] {
+        for op in ops {
+            assert!(SUPPORTED.contains(op), "`{op}` is not in graph::SUPPORTED");
+            let attrs = match *op {
+                "Cast" => vec![common::ai("to", 1)],
+                _ => vec![],
+            };
+            let g = common::G::new()
+                .input("x", &[2, 3])
+                .input("z", &[2, 3])
+                .node(op, inputs, &["y"], attrs)
+                .output("y");
+            let imported = std::panic::catch_unwind(|| {
+                kfoundry_import::import(&g.bytes(), &Default::default())
+            });
+            match imported {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!("`{op}` is not read: {e}"),
+                Err(_) => panic!("`{op}` panicked"),
+            }
+        }
+    }
+}

@@ -1407,7 +1407,8 @@ impl SearchState {
             model.is_some() && self.model_trusted(),
             stalled,
         );
-        let arm = Arm::ALL[operators::weighted_index(&weights, &mut self.rng).unwrap_or(3)];
+        let arm =
+            operators::weighted_index(&weights, &mut self.rng).map_or(Arm::Random, |i| Arm::ALL[i]);
         let screen = model.as_ref().filter(|_| arm.uses_model());
         let want = self.settings.screening.max(1);
         let proposal = match arm {
@@ -1692,18 +1693,18 @@ impl SearchState {
         }
         let o = self.settings.operators;
         let can_cross = self.islands[island].len() > 1;
-        let op = match operators::weighted_index(
-            &[
-                o.neighbour,
-                o.reset,
+        // each operator with its weight, picked by name (never by position in a list)
+        let choices = [
+            (Operator::Neighbour, o.neighbour),
+            (Operator::Reset, o.reset),
+            (
+                Operator::Crossover,
                 if can_cross { o.crossover } else { 0.0 },
-            ],
-            &mut self.rng,
-        ) {
-            Some(1) => Operator::Reset,
-            Some(2) => Operator::Crossover,
-            _ => Operator::Neighbour,
-        };
+            ),
+        ];
+        let weights: Vec<f64> = choices.iter().map(|c| c.1).collect();
+        let op = operators::weighted_index(&weights, &mut self.rng)
+            .map_or(Operator::Neighbour, |i| choices[i].0);
         let steer = self.settings.gradient_steering;
         // g along the dimension that steers each parameter (0 without steering)
         let gp: Vec<f64> = if steer {

@@ -312,6 +312,15 @@ pub fn rank_correlation(pairs: &[(f64, f64)]) -> Option<f64> {
 mod tests {
     use super::*;
 
+    /// The engine picks `Arm::ALL[i]` for the weight at `i` of [`ArmStats::weights`], which is
+    /// indexed by [`Arm::index`]: the two orders are one.
+    #[test]
+    fn the_arms_weights_are_in_the_order_of_all() {
+        for (i, arm) in Arm::ALL.into_iter().enumerate() {
+            assert_eq!(arm.index(), i, "{arm:?}");
+        }
+    }
+
     #[test]
     fn rank_correlation_of_agreeing_opposite_and_constant_rankings() {
         let agree: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, (i * i) as f64)).collect();

@@ -22,10 +22,16 @@ use crate::model::variant::{check_unique, check_variant};
 /// so a handle cannot be reused by another object while it is a key here.
 type Handle = usize;
 
-/// One annotated kernel, as the `#[kfoundry::evolve]` macro embeds it.
 /// An error about an embedded kernel: (kernel id when known, what was wrong).
 type KernelError = (String, String);
 
+/// One annotated kernel, as the `#[kfoundry::evolve]` macro embeds it: its specification, the
+/// lockfile's variants for it and their generated sources, as JSON text in the binary (decoded
+/// and checked against the annotation on first use). At each call, dispatch picks a variant
+/// for the device and sizes ([`choose`]: exact device, same device, family, nearest device,
+/// else the reference; only where a variant was proven), builds it once per context and device,
+/// and launches it through a plan checked once per sizes. A variant that fails to build or
+/// launch falls back to the reference; `explain` says what was chosen and why.
 pub struct Evolved {
     spec_json: &'static str,
     variants_json: &'static str,

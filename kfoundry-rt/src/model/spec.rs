@@ -444,7 +444,7 @@ impl KernelSpec {
     /// The build options of `params`: `-D NAME=value` for each parameter, then the
     /// annotation's extra options. `params` must name exactly the declared parameters (and
     /// those `declared` by the generated source being built, see
-    /// [`super::generated::declared_params`]); values are integers. So nothing else reaches the
+    /// [`super::declared::declared_params`]); values are integers. So nothing else reaches the
     /// OpenCL compiler from a lockfile or a bundle.
     pub fn build_options(
         &self,
@@ -714,7 +714,7 @@ impl KernelSpec {
     }
 
     /// Every problem found in the specification (empty when it is sound): the checks of
-    /// [`check`], in order.
+    /// `check`, in order.
     pub fn validate(&self) -> Vec<SpecError> {
         check::validate(self)
     }

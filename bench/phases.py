@@ -1,8 +1,9 @@
 """Where a tune's wall time went, summed over its kernels, from `tune --message-format json`
 output (each `tuned` message's `seconds` and `phases`).
 
-    python3 bench/phases.py TUNE.jsonl [...]
+    python3 bench/phases.py TUNE.jsonl [...]   (a .gz file is read decompressed)
 """
+import gzip
 import json
 import signal
 import sys
@@ -11,7 +12,7 @@ signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output quietl
 
 rows = []
 for path in sys.argv[1:]:
-    for line in open(path):
+    for line in (gzip.open(path, "rt") if path.endswith(".gz") else open(path)):
         try:
             m = json.loads(line)
         except ValueError:

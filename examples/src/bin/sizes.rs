@@ -94,6 +94,8 @@ fn run() -> Result<()> {
             println!("device: {}; seed {seed}, {count} sizes per kernel", key);
             let (mut calls, mut tuned_calls, mut kept) = (0usize, 0usize, Vec::new());
             let mut wrong = 0usize;
+            // calls that ran the reference because they were below an entry's floor
+            let mut floored = 0usize;
             // reference time / dispatched time of every call, per kernel
             let mut speedups: Vec<(String, Vec<f64>)> = Vec::new();
             for (s, sizes) in &drawn {
@@ -131,6 +133,10 @@ fn run() -> Result<()> {
                     if faster {
                         calls += 1;
                         tuned_calls += usize::from(choice.step != Step::Reference);
+                        floored += usize::from(
+                            choice.step == Step::Reference
+                                && choice.reasons.iter().any(|r| r.contains("its floor")),
+                        );
                         if per.is_some() {
                             kept.push(frac);
                         }
@@ -166,7 +172,7 @@ fn run() -> Result<()> {
                 );
             }
             println!(
-                "\ncalls that ran a tuned variant, over kernels whose tune found one faster: {tuned_calls} of {calls} ({:.0}%); wrong against the CPU: {wrong}; fraction of the per-size best kept (geometric mean over {} calls): {}",
+                "\ncalls that ran a tuned variant, over kernels whose tune found one faster: {tuned_calls} of {calls} ({:.0}%), and {floored} more ran the reference below an entry's floor (where the tune measured the reference faster); wrong against the CPU: {wrong}; fraction of the per-size best kept (geometric mean over {} calls): {}",
                 100.0 * tuned_calls as f64 / calls.max(1) as f64,
                 kept.len(),
                 if geomean.is_nan() { "-".into() } else { format!("{:.0}%", 100.0 * geomean) }

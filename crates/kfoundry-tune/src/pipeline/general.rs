@@ -145,7 +145,9 @@ pub fn choose(
         if params == *winner
             || params == spec.reference
             || tried.contains(&params)
-            || refused(spec, &limits, &params, &sample) > 0.0
+            || !sample
+                .iter()
+                .all(|s| check_launchable(spec, &limits, &params, s).is_ok())
         {
             continue;
         }

@@ -57,11 +57,13 @@ pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
             failed: failed.len(),
             interrupted: *interrupted,
         }],
+        TuneEvent::Note { text } => vec![Message::Note {
+            text: text.strip_prefix("note: ").unwrap_or(text).to_string(),
+        }],
+        TuneEvent::Warning { text } => vec![Message::Warning { text: text.clone() }],
         TuneEvent::Planned { .. }
         | TuneEvent::Partitioned { .. }
         | TuneEvent::LanguageModel { .. }
-        | TuneEvent::Note { .. }
-        | TuneEvent::Warning { .. }
         | TuneEvent::SearchStarted { .. }
         | TuneEvent::Asking { .. }
         | TuneEvent::RooflineReached { .. }

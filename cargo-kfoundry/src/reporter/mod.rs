@@ -1,6 +1,7 @@
 //! How `tune` shows what it does: the engine's [`TuneEvent`]s, as lines of text and a progress
 //! bar on stderr with the summary table on stdout ([`human`]), or as JSON messages on stdout
-//! ([`json`]) with only the notes, warnings and errors left on stderr. The flags decide what is
+//! ([`json`]; notes and warnings among them) with only warnings and errors left on stderr. The
+//! flags decide what is
 //! shown: `-q` drops the progress and the notes, `-v` adds a line per evaluation.
 
 mod human;

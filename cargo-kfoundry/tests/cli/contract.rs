@@ -227,6 +227,12 @@ fn every_message() -> Vec<Message> {
         Message::Finding {
             message: "stale: `pkg::Saxpy` changed since it was tuned".into(),
         },
+        Message::Note {
+            text: "`pkg::Saxpy` at `small`: the winner cannot run at 88% of the region it was proven over (its constraints); the general variant (VEC=1, WG=64) serves there, 1.50 µs against the reference's 4.00 µs".into(),
+        },
+        Message::Warning {
+            text: "no roofline figures: the device's peaks could not be measured".into(),
+        },
         Message::Variant {
             kernel: "pkg::Saxpy".into(),
             variant: Variant {
@@ -307,6 +313,8 @@ fn kind(m: &Message) -> &'static str {
         Message::Kernel(_) => "kernel",
         Message::Device { .. } => "device",
         Message::Finding { .. } => "finding",
+        Message::Note { .. } => "note",
+        Message::Warning { .. } => "warning",
         Message::Variant { .. } => "variant",
         Message::Cross { .. } => "cross",
         Message::Simulated(_) => "simulated",
@@ -327,7 +335,7 @@ fn messages_are_versioned_tagged_and_pinned_by_a_snapshot() {
         assert_eq!(&back, m, "{line}");
     }
     let kinds: std::collections::BTreeSet<&str> = messages.iter().map(kind).collect();
-    assert_eq!(kinds.len(), 14, "a sample of every kind");
+    assert_eq!(kinds.len(), 16, "a sample of every kind");
     expect_test::expect_file!["snapshots/messages.jsonl"].assert_eq(&(lines.join("\n") + "\n"));
 }
 

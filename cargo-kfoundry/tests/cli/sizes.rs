@@ -107,9 +107,27 @@ fn a_winner_that_refuses_sizes_gets_a_general_variant_for_them() {
     let b = bundle::write(dir.path(), "b.json", "Vec4", VEC4);
     let spec = bundle::spec(VEC4, dir.path(), "Vec4");
     let lock = dir.path().join("K.lock");
-    let out = tune(&b, &lock, &[]);
+    let out = tune(&b, &lock, &["--message-format", "json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    let messages: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // the note says so in JSON too, and the result carries the general variant
+    let note = messages
+        .iter()
+        .find(|m| m["reason"] == "note" && m["text"].as_str().unwrap().contains("general variant"))
+        .unwrap_or_else(|| panic!("no note: {messages:?}"));
+    assert!(
+        note["text"]
+            .as_str()
+            .unwrap()
+            .contains("the general variant (DUP=2, VEC=1) serves there"),
+        "{note}"
+    );
+    let tuned = messages.iter().find(|m| m["reason"] == "tuned").unwrap();
+    assert_eq!(tuned["result"]["general"]["params"]["VEC"], 1, "{tuned}");
     let l = Lockfile::read(&lock).unwrap().unwrap();
     let variants = &without_floors(&l.kernels["test::Vec4"].variants);
     let winner = variants.iter().find(|v| !v.general).unwrap();

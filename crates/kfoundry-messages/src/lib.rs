@@ -101,6 +101,13 @@ pub enum Message {
     },
     /// `check`: a problem with the lockfile.
     Finding { message: String },
+    /// `tune`: something worth knowing that changes nothing (a search resumed, a workload
+    /// skipped on this device, a general variant recorded, a lock waited for), as the human
+    /// output's `note:` line says it.
+    Note { text: String },
+    /// `tune`: something went wrong that the run survives (no roofline figures, a history not
+    /// saved), as the human output's `warning:` line says it.
+    Warning { text: String },
     /// `report`: a recorded winner.
     Variant { kernel: String, variant: Variant },
     /// `report --cross`: one device's winner measured on another device.

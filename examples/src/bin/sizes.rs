@@ -17,20 +17,20 @@
 //!
 //! `bench/sizes.sh` runs the whole of it (tune, draw, tune per size, measure). Printed per
 //! kernel and size: what dispatch ran (a tuned variant or the reference) and whether the CPU
-//! agreed, the three times (wall clock of 20 launches, median over rounds that alternate
-//! between them), and the fraction of the per-size best the dispatched variant keeps; then,
+//! agreed, the three times (the device's time of a launch from profiling events, the mean of
+//! 20 launches, median over rounds that alternate between them; until 2026-12-07's sixth
+//! session the wall clock of 20 launches, which on a GPU is the host's launch cost), and the fraction of the per-size best the dispatched variant keeps; then,
 //! over the kernels whose tune found a variant faster than the reference, the share of calls
 //! that ran a tuned variant and the geometric mean of the fraction kept.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use kfoundry::model::device::DeviceKey;
 use kfoundry::model::select::{choose, Choice};
 use kfoundry::model::spec::{fmt_assignments, KernelSpec, Params, Sizes};
 use kfoundry::model::variant::Variant;
 use kfoundry::ocl::{Buffer, Queue};
-use kfoundry::Step;
+use kfoundry::{Arg, Configuration, Scalar, Step};
 use kfoundry_examples::checks::{input, output};
 use kfoundry_examples::{RowSum, Saxpy, Sgemm};
 
@@ -63,7 +63,11 @@ fn run() -> Result<()> {
         .platform(platform)
         .devices(device)
         .build()?;
-    let queue = Queue::new(&context, device, None)?;
+    let queue = Queue::new(
+        &context,
+        device,
+        Some(kfoundry::ocl::flags::CommandQueueProperties::new().profiling()),
+    )?;
     let key = kfoundry::device_key(&device)?;
     let traits = kfoundry::traits_of(&device)?;
     let lockfile = std::env::var_os("SIZES_LOCKFILE").map(std::path::PathBuf::from);
@@ -94,6 +98,7 @@ fn run() -> Result<()> {
             println!("device: {}; seed {seed}, {count} sizes per kernel", key);
             let (mut calls, mut tuned_calls, mut kept) = (0usize, 0usize, Vec::new());
             let mut wrong = 0usize;
+            let mut built = Built::new();
             // calls that ran the reference because they were below an entry's floor
             let mut floored = 0usize;
             // reference time / dispatched time of every call, per kernel
@@ -123,7 +128,7 @@ fn run() -> Result<()> {
                     if let Some(p) = &per {
                         configs.push(p.clone());
                     }
-                    let times = time(s.name, &queue, z, &configs)?;
+                    let times = time(s.name, &queue, z, &configs, &mut built)?;
                     let (r, d) = (times[0], times[1]);
                     if let Some((_, v)) = speedups.last_mut() {
                         v.push(r / d);
@@ -341,9 +346,20 @@ fn check(name: &str, queue: &Queue, z: &Sizes) -> Result<bool> {
     }
 }
 
-/// Each of `configs` at `z`: microseconds a launch (the mean of [`PER_ROUND`] launches, the
-/// median over [`ROUNDS`] rounds that alternate between the configurations).
-fn time(name: &str, queue: &Queue, z: &Sizes, configs: &[Params]) -> Result<Vec<f64>> {
+/// Configurations built for timing, by kernel and parameters (built once, launched at every
+/// size).
+type Built = BTreeMap<(String, Params), Configuration<'static>>;
+
+/// Each of `configs` at `z` (built into `built` when not there yet): the device's time of one launch in microseconds, from profiling
+/// events (`queue` has profiling on): the mean of [`PER_ROUND`] launches, the median over
+/// [`ROUNDS`] rounds that alternate between the configurations.
+fn time(
+    name: &str,
+    queue: &Queue,
+    z: &Sizes,
+    configs: &[Params],
+    built: &mut Built,
+) -> Result<Vec<f64>> {
     let get = |k: &str| get(z, k);
     let bufs: Vec<Buffer<f32>> = match name {
         "saxpy" => vec![
@@ -360,42 +376,48 @@ fn time(name: &str, queue: &Queue, z: &Sizes, configs: &[Params]) -> Result<Vec<
             input(queue, &vec![0.0; get("m") * get("n")])?,
         ],
     };
-    let launch = |p: &Params| -> Result<()> {
-        // SAFETY: every configuration here is the reference, a proven variant, or the winner
-        // of a tune at these very sizes (proven there).
-        unsafe {
-            match name {
-                "saxpy" => Saxpy::launch_params(queue, p, get("n"), 2.5, &bufs[0], &bufs[1])?,
-                "row_sum" => {
-                    RowSum::launch_params(queue, p, get("rows"), get("cols"), &bufs[0], &bufs[1])?
-                }
-                _ => Sgemm::launch_params(
-                    queue,
-                    p,
-                    get("m"),
-                    get("n"),
-                    get("k"),
-                    &bufs[0],
-                    &bufs[1],
-                    &bufs[2],
-                )?,
-            }
-        }
-        Ok(())
+    let evolved = match name {
+        "saxpy" => Saxpy::evolved(),
+        "row_sum" => RowSum::evolved(),
+        _ => Sgemm::evolved(),
     };
+    // the kernel's arguments that are not sizes, in its order
+    let mut args: Vec<Arg> = Vec::new();
+    if name == "saxpy" {
+        args.push(Arg::Scalar(Scalar::F32(2.5)));
+    }
+    args.extend(bufs.iter().map(|b| Arg::Buffer(b.as_core())));
+    let sizes: Vec<(&str, usize)> = z.iter().map(|(k, &v)| (k.as_str(), v as usize)).collect();
     for p in configs {
-        launch(p)?; // built and warm
+        let key = (name.to_string(), p.clone());
+        if !built.contains_key(&key) {
+            built.insert(key.clone(), evolved.configure(queue, p)?);
+        }
+    }
+    let configured: Vec<&Configuration> = configs
+        .iter()
+        .map(|p| &built[&(name.to_string(), p.clone())])
+        .collect();
+    // SAFETY (each launch below): every configuration here is the reference, a proven
+    // variant, or the winner of a tune at these very sizes (proven there); the buffers have
+    // the annotation's lengths.
+    for c in configured.iter() {
+        unsafe { c.enqueue_profiled(queue, &sizes, &args)? }; // built and warm
     }
     queue.finish()?;
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     for _ in 0..ROUNDS {
-        for (p, t) in configs.iter().zip(times.iter_mut()) {
-            let start = Instant::now();
+        for (c, t) in configured.iter().zip(times.iter_mut()) {
+            let mut launches = Vec::with_capacity(PER_ROUND);
             for _ in 0..PER_ROUND {
-                launch(p)?;
+                launches.push(unsafe { c.enqueue_profiled(queue, &sizes, &args)? });
             }
             queue.finish()?;
-            t.push(start.elapsed().as_secs_f64() * 1e6 / PER_ROUND as f64);
+            let mut total = 0.0;
+            for l in &launches {
+                total += l.seconds()?;
+            }
+            t.push(total * 1e6 / PER_ROUND as f64);
         }
     }
     Ok(times

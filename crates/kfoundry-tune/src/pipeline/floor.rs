@@ -2,8 +2,8 @@
 //! over its whole region but was measured faster than the reference at its workload only, and
 //! a tile chosen for that workload can waste most of its work on a small problem. Here it is
 //! timed against the reference at smaller sizes on the same bench: the workload's sizes divided
-//! by each of [`STEPS`] together (each at least the region's smallest value, moved to where
-//! both run). Going down, the first point where the reference is faster by more than
+//! together by [`STEP`], then by its square, its cube, ... (each at least the region's smallest
+//! value, moved to where both run), down to the region's smallest sizes. Going down, the first point where the reference is faster by more than
 //! [`MARGIN`] ends the walk, and the entry records the point above it as its *floor*: dispatch
 //! runs it only at calls whose work (the product of their sizes) is at least the floor's, and
 //! the reference (or another entry) below. An entry never slower records none.
@@ -17,16 +17,18 @@ use kfoundry_search::Evaluation;
 use crate::evaluate::{median, Judge};
 use crate::prove::sizes;
 
-/// What the workload's sizes are divided by, together, at each point of the walk.
-pub const STEPS: [i64; 3] = [4, 16, 64];
+/// What the sizes are divided by, together, from one point of the walk to the next.
+pub const STEP: i64 = 4;
+/// Points walked at most (4^16: from 2^32 elements down to one).
+const MAX_POINTS: u32 = 16;
 /// How much slower than the reference an entry may be at a point and still run there.
 pub const MARGIN: f64 = 1.1;
 /// Alternating measurements of the entry and the reference at each point.
 const REPEATS: usize = 3;
 
-/// The points of the walk for `params`: the workload's sizes divided by each step (at least
-/// the region's smallest value), each moved to where `params` and the reference run; a point
-/// equal to the one above is left out.
+/// The points of the walk for `params`: the workload's sizes divided by [`STEP`], its square,
+/// ... (at least the region's smallest value), each moved to where `params` and the reference
+/// run, until every size is at its smallest; a point equal to the one above is left out.
 pub fn points(
     spec: &KernelSpec,
     params: &Params,
@@ -36,7 +38,8 @@ pub fn points(
     let limits = judge.limits();
     let region = sizes::default_region(spec, params, &workload.sizes, limits);
     let mut out: Vec<Sizes> = Vec::new();
-    for step in STEPS {
+    for j in 1..=MAX_POINTS {
+        let step = STEP.saturating_pow(j);
         let target: Sizes = workload
             .sizes
             .iter()
@@ -50,6 +53,12 @@ pub fn points(
         };
         if point != workload.sizes && out.last() != Some(&point) {
             out.push(point);
+        }
+        if target
+            .iter()
+            .all(|(k, &v)| v <= region.get(k).map_or(1, |r| r.0))
+        {
+            break;
         }
     }
     out
@@ -175,6 +184,14 @@ mod tests {
         assert_eq!(floor(&mut judge, &spec, &w, &fast, None), None);
         // the reference itself has no floor, and is not timed for one
         assert_eq!(floor(&mut judge, &spec, &w, &spec.reference, None), None);
+        // an entry slower only at the smallest sizes: the walk goes down to the region's bottom
+        let mut judge = Script {
+            limits: crate::test_spec::roomy_limits(),
+            fixed: 10.0,
+            timed_at: vec![],
+        };
+        let f = floor(&mut judge, &spec, &w, &fast, None).unwrap();
+        assert_eq!(f["n"], 16, "{:?}", judge.timed_at);
         assert!(below(&f, &[("n".to_string(), 4095)].into()));
         assert!(!below(&f, &[("n".to_string(), 4096)].into()));
     }

@@ -190,8 +190,8 @@ mod tests {
             fixed: 10.0,
             timed_at: vec![],
         };
-        let f = floor(&mut judge, &spec, &w, &fast, None).unwrap();
-        assert_eq!(f["n"], 16, "{:?}", judge.timed_at);
+        let low = floor(&mut judge, &spec, &w, &fast, None).unwrap();
+        assert_eq!(low["n"], 16, "{:?}", judge.timed_at);
         assert!(below(&f, &[("n".to_string(), 4095)].into()));
         assert!(!below(&f, &[("n".to_string(), 4096)].into()));
     }

@@ -107,7 +107,7 @@ fn one() -> usize {
 }
 
 /// The largest [`Settings::batch`].
-pub const MAX_BATCH: usize = 64;
+pub(crate) const MAX_BATCH: usize = 64;
 /// The largest [`Settings::speculate`].
 pub const MAX_SPECULATE: usize = 8;
 

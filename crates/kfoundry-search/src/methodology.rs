@@ -20,7 +20,7 @@
 pub const TIME_POINTS: usize = 200;
 
 /// The cutoff percentile of the paper.
-pub const CUTOFF: f64 = 0.96;
+pub(crate) const CUTOFF: f64 = 0.96;
 
 /// The random-search baseline of a space.
 #[derive(Clone, Debug, PartialEq)]

@@ -27,7 +27,7 @@ pub enum Operator {
 
 /// Picks an index with probability proportional to its weight (non-finite or negative
 /// weights count as 0); uniformly when all weights are 0. `None` only for an empty slice.
-pub fn weighted_index<R: Rng>(weights: &[f64], rng: &mut R) -> Option<usize> {
+pub(crate) fn weighted_index<R: Rng>(weights: &[f64], rng: &mut R) -> Option<usize> {
     if weights.is_empty() {
         return None;
     }
@@ -48,7 +48,7 @@ pub fn weighted_index<R: Rng>(weights: &[f64], rng: &mut R) -> Option<usize> {
 }
 
 /// Picks up to `count` distinct indices, each draw proportional to the remaining weights.
-pub fn weighted_distinct<R: Rng>(weights: &[f64], count: usize, rng: &mut R) -> Vec<usize> {
+pub(crate) fn weighted_distinct<R: Rng>(weights: &[f64], count: usize, rng: &mut R) -> Vec<usize> {
     let mut w = weights.to_vec();
     let mut out = Vec::new();
     while out.len() < count.min(weights.len()) {
@@ -76,7 +76,7 @@ pub fn weighted_distinct<R: Rng>(weights: &[f64], count: usize, rng: &mut R) -> 
 
 /// Neighbour step: each `(parameter, p_up)` moves its index up with probability `p_up`
 /// (down otherwise; the other way at a border) by 1, or with decreasing probability 2 or 3.
-pub fn neighbour_step<R: Rng>(
+pub(crate) fn neighbour_step<R: Rng>(
     parent: &[u32],
     sizes: &[usize],
     moves: &[(usize, f64)],
@@ -110,7 +110,7 @@ pub fn neighbour_step<R: Rng>(
 }
 
 /// Random reset: each listed parameter gets a uniformly drawn different value.
-pub fn random_reset<R: Rng>(
+pub(crate) fn random_reset<R: Rng>(
     parent: &[u32],
     sizes: &[usize],
     params: &[usize],
@@ -129,7 +129,7 @@ pub fn random_reset<R: Rng>(
 }
 
 /// Uniform crossover: each parameter from `a` or `b` with equal probability.
-pub fn uniform_crossover<R: Rng>(a: &[u32], b: &[u32], rng: &mut R) -> Indices {
+pub(crate) fn uniform_crossover<R: Rng>(a: &[u32], b: &[u32], rng: &mut R) -> Indices {
     a.iter()
         .zip(b)
         .map(|(&x, &y)| if rng.gen::<bool>() { x } else { y })
@@ -137,7 +137,7 @@ pub fn uniform_crossover<R: Rng>(a: &[u32], b: &[u32], rng: &mut R) -> Indices {
 }
 
 /// A uniformly random configuration.
-pub fn random_config<R: Rng>(sizes: &[usize], rng: &mut R) -> Indices {
+pub(crate) fn random_config<R: Rng>(sizes: &[usize], rng: &mut R) -> Indices {
     sizes
         .iter()
         .map(|&n| rng.gen_range(0..n.max(1) as u32))

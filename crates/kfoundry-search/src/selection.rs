@@ -193,7 +193,7 @@ const PRIOR_PULLS: f64 = 2.0;
 
 /// The running state: each arm's discounted credit and pulls, and its probability.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ArmStats {
+pub(crate) struct ArmStats {
     pub credit: [f64; 4],
     pub pulls: [f64; 4],
     pub probability: [f64; 4],

@@ -25,16 +25,16 @@
 use crate::space::Indices;
 
 /// Ridge pseudo-count of the main effects.
-pub const RIDGE: f64 = 1.0;
+pub(crate) const RIDGE: f64 = 1.0;
 /// Backfitting sweeps.
-pub const SWEEPS: usize = 3;
+pub(crate) const SWEEPS: usize = 3;
 /// Relevance floor (fraction of the mean relevance).
-pub const RELEVANCE_FLOOR: f64 = 0.2;
+pub(crate) const RELEVANCE_FLOOR: f64 = 0.2;
 /// Weight of the zero-residual pseudo-neighbour (a neighbour at normalised distance `d`
 /// weighs `1 / (d + NEAR)`).
-pub const PRIOR_WEIGHT: f64 = 1.0;
+pub(crate) const PRIOR_WEIGHT: f64 = 1.0;
 /// Distance offset of neighbour weights.
-pub const NEAR: f64 = 0.05;
+pub(crate) const NEAR: f64 = 0.05;
 
 /// A fitted surrogate.
 #[derive(Clone, Debug, PartialEq)]

@@ -111,7 +111,7 @@ pub struct Usage(pub String);
 /// Marks an environment error (exit status 5).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Environment(pub String);
+pub(crate) struct Environment(pub String);
 
 /// A usage error with this message.
 pub fn usage(message: impl Into<String>) -> anyhow::Error {

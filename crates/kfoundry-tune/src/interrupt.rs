@@ -1,6 +1,6 @@
 //! Ctrl-C and SIGTERM during a tune. The first one asks the tuner to stop after the current
 //! evaluation, write what it found so far and keep its checkpoints (`--resume` continues);
-//! should that take more than [`GRACE`] (an evaluation, a proof or a wait that does not end),
+//! should that take more than `GRACE` (an evaluation, a proof or a wait that does not end),
 //! the process exits then, so that a second signal is never needed; a second one exits at
 //! once. Either way the lockfile is only ever replaced atomically, so nothing is torn, and the
 //! checkpoints are kept. Worker processes run in their own process group, so the terminal's
@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// How long after the first interrupt the process exits if it has not finished by then.
-pub const GRACE: Duration = Duration::from_secs(30);
+pub(crate) const GRACE: Duration = Duration::from_secs(30);
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 /// The outcome of installing the handler: a process has one, so a program that runs several

@@ -28,19 +28,19 @@ use crate::evaluate::params_of;
 pub const VERSION: u32 = 1;
 
 /// Configurations kept per tune.
-pub const KEPT_PER_TUNE: usize = 4;
+pub(crate) const KEPT_PER_TUNE: usize = 4;
 
 /// Entries read per template and device at most (the newest).
-pub const MAX_READ: usize = 512;
+pub(crate) const MAX_READ: usize = 512;
 
-/// Largest entry read (one holds [`KEPT_PER_TUNE`] configurations: a few kilobytes).
+/// Largest entry read (one holds `KEPT_PER_TUNE` configurations: a few kilobytes).
 pub const MAX_ENTRY_BYTES: u64 = 1 << 20;
 
 /// The environment variable that says where the database is (`off`: nowhere, no database).
-pub const DB_ENV: &str = "KFOUNDRY_TUNING_DB";
+pub(crate) const DB_ENV: &str = "KFOUNDRY_TUNING_DB";
 
 /// The database's folder by default: `$KFOUNDRY_TUNING_DB` (`off` for none), else
-/// `tuning` in kfoundry's cache folder ([`crate::evaluate::program_cache::cache_dir`]).
+/// `tuning` in kfoundry's cache folder (`crate::evaluate::program_cache::cache_dir`).
 pub fn default_dir() -> Option<PathBuf> {
     match std::env::var_os(DB_ENV).filter(|v| !v.is_empty()) {
         Some(v) if v == "off" => None,
@@ -51,7 +51,7 @@ pub fn default_dir() -> Option<PathBuf> {
 
 /// One tune's findings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub version: u32,
     /// The device's key (as in the lockfile).
     pub device: String,
@@ -80,7 +80,7 @@ pub struct Known {
     pub time_s: f64,
 }
 
-/// The [`KEPT_PER_TUNE`] fastest distinct configurations of the annotated source in a search's
+/// The `KEPT_PER_TUNE` fastest distinct configurations of the annotated source in a search's
 /// `history`, leaving out those its proof `refused` and the reference.
 pub fn fastest(spec: &KernelSpec, history: &[Record], refused: &[&Params]) -> Vec<Known> {
     let mut ok: Vec<Known> = history
@@ -107,14 +107,14 @@ pub fn fastest(spec: &KernelSpec, history: &[Record], refused: &[&Params]) -> Ve
 }
 
 /// The template of `spec`: its parameter names, sorted.
-pub fn template_of(spec: &KernelSpec) -> Vec<String> {
+pub(crate) fn template_of(spec: &KernelSpec) -> Vec<String> {
     let mut names: Vec<String> = spec.params.iter().map(|p| p.name.clone()).collect();
     names.sort();
     names
 }
 
 /// The database in one folder.
-pub struct TuningDb {
+pub(crate) struct TuningDb {
     dir: PathBuf,
 }
 
@@ -187,7 +187,7 @@ impl TuningDb {
 
 /// What [`TuningDb::entries`] read.
 #[derive(Debug, Default)]
-pub struct Entries {
+pub(crate) struct Entries {
     pub entries: Vec<Entry>,
     /// Why files that are not regular, or too large, were not read.
     pub skipped: Vec<String>,
@@ -195,7 +195,7 @@ pub struct Entries {
 
 /// How far apart two shapes are: the sum over the size names both have of |ln(a / b)|, and 1
 /// for each name only one has.
-pub fn shape_distance(a: &Sizes, b: &Sizes) -> f64 {
+pub(crate) fn shape_distance(a: &Sizes, b: &Sizes) -> f64 {
     let ln = |v: i64| (v.max(1) as f64).ln();
     let mut d = 0.0;
     for (name, &x) in a {

@@ -235,7 +235,7 @@ impl Bench {
     /// [`Bench::evaluate`] then takes each finished program. Builds already done or under way
     /// are not started again; at most `builders` run at once (the rest of
     /// `upcoming` is left), and of the finished ones never taken only the newest
-    /// [`BUILT_AHEAD_KEPT`] are kept.
+    /// `BUILT_AHEAD_KEPT` are kept.
     pub fn build_ahead(&mut self, upcoming: &[Params]) {
         let processes = self.settings.build_processes.unwrap_or(0).min(MAX_BUILDERS);
         let farmed = processes > 0 && !self.sealed;

@@ -26,7 +26,7 @@ use super::inputs::{decode, large_scale, Values};
 /// Buffers of at least this many bytes are drawn (float and integer inputs), poisoned, and
 /// compared (floats with tolerances; any type where it must be exactly the same) on the
 /// device.
-pub const MIN_BYTES: usize = 1 << 24;
+pub(crate) const MIN_BYTES: usize = 1 << 24;
 
 /// Element widths in bytes of the integer kernels, in their order.
 const WIDTHS: [usize; 4] = [1, 2, 4, 8];
@@ -253,7 +253,7 @@ const SCRUB_GROUPS_PER_UNIT: usize = 16;
 const SCRUB_SPIN: u32 = 1 << 22;
 
 /// The generator, comparison and scrub kernels, built once per bench.
-pub struct DeviceData {
+pub(crate) struct DeviceData {
     uniform: Kernel,
     normal: Kernel,
     poison: Kernel,

@@ -4,8 +4,8 @@
 //! is kept once with how many times it came, with the temporary file's name the compiler gave
 //! the source replaced by `<source>`; the noise around it (`1 warning generated.`, the source
 //! excerpt and caret under a warning) is dropped. Any other line of stderr passes through.
-//! A build log of the kernel's own source names that source's file ([`relocate`]); one of a
-//! generated source keeps only what is about that source ([`own_diagnostics`]).
+//! A build log of the kernel's own source names that source's file (`relocate`); one of a
+//! generated source keeps only what is about that source (`own_diagnostics`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -60,7 +60,7 @@ fn without_file_name(text: &str) -> String {
 /// file (an `#include` the policy missed, the compiler's own headers: `In file included from`
 /// and what follows) is dropped, and so are the `<Spelling=...>` notes that name the driver's
 /// temporary files. This is what may leave the machine in a prompt, or go into a log.
-pub fn own_diagnostics(log: &str, own_file: &str) -> String {
+pub(crate) fn own_diagnostics(log: &str, own_file: &str) -> String {
     let mut out = Vec::new();
     let mut keeping = true;
     for line in log.lines() {
@@ -98,7 +98,7 @@ pub fn own_diagnostics(log: &str, own_file: &str) -> String {
 /// `log` with the compilers' names for the source being built (PoCL's temporary
 /// `.../tempfile_XXXX.cl`, NVIDIA's `<kernel>`, `<source>`) replaced by `place`, so that
 /// `place:line:column` points into the user's file.
-pub fn relocate(log: &str, place: &str) -> String {
+pub(crate) fn relocate(log: &str, place: &str) -> String {
     let mut out = String::with_capacity(log.len());
     for (n, line) in log.lines().enumerate() {
         if n > 0 {

@@ -37,7 +37,7 @@ struct Job {
 
 /// Builder processes for one device, each served by a thread of this process that takes the
 /// next build from a queue all of them share.
-pub struct BuildFarm {
+pub(crate) struct BuildFarm {
     jobs: mpsc::Sender<Job>,
     /// Members not known to be broken (a broken member stops taking builds).
     alive: Arc<AtomicUsize>,
@@ -46,10 +46,10 @@ pub struct BuildFarm {
 /// How long a build in the farm is waited for, from when it was queued: past it, the build
 /// counts as abandoned (a member stuck in the driver must not hold up the search, nor keep a
 /// slot of the builds ahead).
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A build given to the farm: its binary once a member has built it.
-pub struct Farmed {
+pub(crate) struct Farmed {
     answer: mpsc::Receiver<Result<Vec<u8>, String>>,
     state: Arc<AtomicU8>,
     queued: Instant,

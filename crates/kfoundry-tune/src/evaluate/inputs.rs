@@ -104,14 +104,14 @@ pub enum Values {
     /// that sums in another order still matches and one that only works on the declared range
     /// (a polynomial `exp` for [-1, 1]) does not.
     Large,
-    /// The declared draw moved far from zero: `x + shift` with `shift` = ±[`OFFSET_SCALE`] times
+    /// The declared draw moved far from zero: `x + shift` with `shift` = ±`OFFSET_SCALE` times
     /// the distribution's bound, so that each buffer is of one sign and its values are close
     /// together relative to their magnitude (what real data often is: 1000 ± 1). A one-pass
     /// variance (E[x²] − E[x]²) cancels catastrophically there, and a softmax whose running
     /// maximum starts at 0 underflows every exponential to zero.
     Offset { negative: bool },
     /// The declared draw scaled to either end of the element type's range
-    /// ([`magnitude_scale`]): values whose squares overflow (`huge`) or underflow to zero. A
+    /// (`magnitude_scale`): values whose squares overflow (`huge`) or underflow to zero. A
     /// sum of squares formed as it is gives infinity or zero there, a scaled one does not.
     Magnitude { huge: bool },
     /// Each input buffer holds one value, drawn as declared, repeated (a variance of zero,
@@ -154,7 +154,7 @@ impl Values {
     }
 
     /// Whether these inputs are drawn on the host whatever the buffer's size: those judged by
-    /// the reference's sensitivity, whose bytes are nudged on the host ([`perturb`]; the
+    /// the reference's sensitivity, whose bytes are nudged on the host (`perturb`; the
     /// device draws only declared values and edge values).
     pub fn host_only(self) -> bool {
         self.judged_by_sensitivity()
@@ -163,12 +163,12 @@ impl Values {
 
 /// How far an offset case moves a distribution: 2^10 times its bound (1000 ± 1 for values
 /// within ±1).
-pub const OFFSET_SCALE: f64 = 1024.0;
+pub(crate) const OFFSET_SCALE: f64 = 1024.0;
 
 /// The factor a magnitude case multiplies a draw of `dist` by, for elements of type `ty`:
 /// the draw's bound then lies at 2^(emax/2 + 2) (`huge`: squares overflow, for `float`
 /// 2^66 ≈ 7e19) or at 2^(2·emin/3) (squares underflow to zero, for `float` 2^-84 ≈ 5e-26).
-pub fn magnitude_scale(ty: ScalarType, dist: Resolved, huge: bool) -> f64 {
+pub(crate) fn magnitude_scale(ty: ScalarType, dist: Resolved, huge: bool) -> f64 {
     let (emin, emax) = match ty {
         ScalarType::F16 => (-14, 16),
         ScalarType::F64 => (-1022, 1024),
@@ -192,16 +192,16 @@ fn bound(dist: Resolved) -> f64 {
 }
 
 /// How often (1 in this many elements) a special value replaces a drawn one.
-pub const SPECIAL_EVERY: u64 = 16;
+pub(crate) const SPECIAL_EVERY: u64 = 16;
 /// How often an infinity or NaN does.
-pub const NONFINITE_EVERY: u64 = 1024;
+pub(crate) const NONFINITE_EVERY: u64 = 1024;
 /// Large values are `k · scale` with `k` in `-LARGE_K..=LARGE_K`: products of two stay exact
 /// in sums of up to 2^18 terms.
-pub const LARGE_K: i64 = 8;
+pub(crate) const LARGE_K: i64 = 8;
 
 /// The power of two that large edge values are multiples of: at least 2^10 times the
 /// distribution's bound, at most 2^40.
-pub fn large_scale(dist: Resolved) -> f64 {
+pub(crate) fn large_scale(dist: Resolved) -> f64 {
     let wanted = (bound(dist).max(1.0) * 1024.0)
         .log2()
         .ceil()
@@ -239,7 +239,7 @@ fn specials(ty: ScalarType) -> [f64; 8] {
 }
 
 /// `len` elements of type `ty` drawn from `dist` with the edge values of `values`.
-pub fn draw_values(
+pub(crate) fn draw_values(
     ty: ScalarType,
     len: usize,
     dist: Resolved,
@@ -358,7 +358,7 @@ fn map_draws(
 
 /// How [`perturb`] moves each element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Nudge {
+pub(crate) enum Nudge {
     /// Each element one unit in the last place up or down, at random.
     Random,
     /// Every element one unit in the last place toward +infinity (a shift of a buffer of
@@ -369,7 +369,7 @@ pub enum Nudge {
 
 /// Moves each finite, non-zero float element of `bytes` (of type `ty`) by one unit in the last
 /// place as `nudge` says (an element that would become infinite stays). Integers stay.
-pub fn perturb(ty: ScalarType, bytes: &mut [u8], nudge: Nudge, rng: &mut ChaCha8Rng) {
+pub(crate) fn perturb(ty: ScalarType, bytes: &mut [u8], nudge: Nudge, rng: &mut ChaCha8Rng) {
     if !ty.is_float() {
         return;
     }
@@ -436,7 +436,12 @@ fn integer_bounds(dist: Resolved, len: usize) -> Option<(i128, i128)> {
 /// Whether the values of `dist` (at a run's sizes) fit a buffer of `len` elements of `ty`, for
 /// the input `name`: an index range wider than the type would wrap, and the kernel see other
 /// indices than declared.
-pub fn fits_elements(name: &str, ty: ScalarType, len: usize, dist: Resolved) -> Result<(), String> {
+pub(crate) fn fits_elements(
+    name: &str,
+    ty: ScalarType,
+    len: usize,
+    dist: Resolved,
+) -> Result<(), String> {
     let (Some((min, max)), Some((lo, hi))) = (ty.int_range(), integer_bounds(dist, len)) else {
         return Ok(());
     };
@@ -450,7 +455,7 @@ pub fn fits_elements(name: &str, ty: ScalarType, len: usize, dist: Resolved) -> 
 }
 
 /// A float scalar under `values`: zero, minus zero or a large value half of the time.
-pub fn draw_scalar_values(
+pub(crate) fn draw_scalar_values(
     ty: ScalarType,
     dist: Resolved,
     values: Values,
@@ -472,7 +477,7 @@ pub fn draw_scalar_values(
 }
 
 /// `len` elements of type `ty` as an output holds them before a run.
-pub fn prefill_buffer(
+pub(crate) fn prefill_buffer(
     ty: ScalarType,
     len: usize,
     prefill: Prefill,
@@ -490,7 +495,12 @@ pub fn prefill_buffer(
 }
 
 /// `len` elements of type `ty` drawn from `dist`, as native-endian bytes.
-pub fn draw_buffer(ty: ScalarType, len: usize, dist: Resolved, rng: &mut ChaCha8Rng) -> Vec<u8> {
+pub(crate) fn draw_buffer(
+    ty: ScalarType,
+    len: usize,
+    dist: Resolved,
+    rng: &mut ChaCha8Rng,
+) -> Vec<u8> {
     if let Some(whole) = structured(ty, len, dist, false, rng) {
         return whole;
     }
@@ -505,7 +515,7 @@ pub fn draw_buffer(ty: ScalarType, len: usize, dist: Resolved, rng: &mut ChaCha8
 
 /// `len` elements of NaN (floats) or a recognisable pattern (integers): what an output holds
 /// before a kernel runs, so that an element the kernel forgets to write is caught.
-pub fn poison_buffer(ty: ScalarType, len: usize) -> Vec<u8> {
+pub(crate) fn poison_buffer(ty: ScalarType, len: usize) -> Vec<u8> {
     if !ty.is_float() {
         return vec![0xA5; len * ty.size()];
     }
@@ -518,7 +528,7 @@ pub fn poison_buffer(ty: ScalarType, len: usize) -> Vec<u8> {
 
 /// The byte that fills guard zones after buffers of type `ty`: all bits set for floats (NaN
 /// in every float format, so a read past the end poisons the result), 0xA5 for integers.
-pub fn guard_pattern(ty: ScalarType) -> u8 {
+pub(crate) fn guard_pattern(ty: ScalarType) -> u8 {
     if ty.is_float() {
         0xFF
     } else {
@@ -527,7 +537,7 @@ pub fn guard_pattern(ty: ScalarType) -> u8 {
 }
 
 /// A scalar argument drawn from `dist`.
-pub fn draw_scalar(ty: ScalarType, dist: Resolved, rng: &mut ChaCha8Rng) -> Scalar {
+pub(crate) fn draw_scalar(ty: ScalarType, dist: Resolved, rng: &mut ChaCha8Rng) -> Scalar {
     Scalar::from_f64(ty, draw(dist, rng))
 }
 

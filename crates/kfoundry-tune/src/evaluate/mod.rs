@@ -76,9 +76,9 @@ pub use self::timing::{median, relative_spread, MAX_REPEATS, STABLE, TIMING_BUDG
 pub use self::validity::{check_launchable, pins_work_group, Validity};
 
 /// Elements of guard after every buffer (fewer when the device's allocation limit is near).
-pub const GUARD_ELEMS: usize = 16384;
+pub(crate) const GUARD_ELEMS: usize = 16384;
 /// Bytes of guard before every buffer (rounded up to the device's sub-buffer alignment).
-pub const FRONT_GUARD_BYTES: usize = 65536;
+pub(crate) const FRONT_GUARD_BYTES: usize = 65536;
 
 /// How candidates are checked and timed.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -87,13 +87,13 @@ pub struct Measurement {
     pub input_sets: usize,
     /// Untimed runs before timing.
     pub warmup: usize,
-    /// Timed runs at least; more while the median still moves (see [`Bench::time`]), and the
+    /// Timed runs at least; more while the median still moves (see `Bench::time`), and the
     /// median is the candidate's time.
     pub repeats: usize,
     /// Seed of the input generator.
     pub seed: u64,
     /// How many builds ahead ([`Bench::build_ahead`]) may run at once (at most
-    /// [`MAX_BUILDERS`]); `None`: one on a GPU (NVIDIA's compiler slows every build it runs at
+    /// `MAX_BUILDERS`); `None`: one on a GPU (NVIDIA's compiler slows every build it runs at
     /// once: 16 at once finished only 1.2-1.7x as many a second, BENCHMARKS.md), every core but
     /// the one that measures elsewhere.
     #[serde(default)]
@@ -161,7 +161,7 @@ impl ErrorStats {
 pub use kfoundry_rt::opencl::device::Limits;
 
 /// The file name a generated source's diagnostics carry: what the diagnostics filter keeps
-/// ([`diagnostics::own_diagnostics`]).
+/// (`diagnostics::own_diagnostics`).
 pub use kfoundry_rt::model::source_policy::CANDIDATE_FILE;
 
 /// What varies between the runs of a proof, for one input set (see [`Case`]).
@@ -236,13 +236,13 @@ impl Untrusted {
 
 /// The measured descriptor that reports a timing's noise ([`relative_spread`]); not a
 /// dimension of the search's archive.
-pub const TIMING_NOISE: &str = "timing_noise";
+pub(crate) const TIMING_NOISE: &str = "timing_noise";
 
 /// How a failure found in a guard zone begins.
 const GUARD_FAILURE: &str = "writes";
 
 /// Candidates one pooled input set serves before it is drawn afresh (with a new reference run).
-pub const POOL_REUSES: usize = 8;
+pub(crate) const POOL_REUSES: usize = 8;
 
 /// One input set of the pool: what it is made of, the reference's finished run on it, and how
 /// many candidates it has served.
@@ -256,7 +256,7 @@ struct PooledSet {
 ///
 /// Where a candidate's inputs come from. During the search (the workload's sizes), each
 /// candidate must pass `input_sets` sets from a pool: each set is drawn once, the reference
-/// runs on it once, and it serves [`POOL_REUSES`] candidates before it is replaced by a fresh
+/// runs on it once, and it serves `POOL_REUSES` candidates before it is replaced by a fresh
 /// one (the sets are staggered, so one is renewed every few candidates). The reference's run,
 /// the slowest part of a check for a naive reference, and the drawing of inputs on the host
 /// are so paid once per set, not once per candidate. What stays per candidate: its own copy of
@@ -357,7 +357,7 @@ pub enum SetupError {
 }
 
 /// A verdict on a candidate at some sizes: its output errors, or why it failed.
-pub type Verdict = Result<ErrorStats, Rejection>;
+pub(crate) type Verdict = Result<ErrorStats, Rejection>;
 
 /// Why a candidate was refused: the variant decides what happens next (a pool of inputs drawn
 /// afresh, a worker restarted, the search's failure kind), the text says it to people.
@@ -806,14 +806,14 @@ type Slack = std::collections::BTreeMap<String, f64>;
 /// does not show it (a sum of squared deviations that cancels, with an order of summation of
 /// its own, on saturated values), while the slips these inputs are for are gross (a one-pass
 /// variance off by 8x, NaN, infinity, zero).
-pub const FAR_FACTOR: f64 = 16.0;
+pub(crate) const FAR_FACTOR: f64 = 16.0;
 
 /// How many times the reference's own movement under a one-unit nudge of its inputs a
 /// candidate may differ from it, on inputs far from the declared ones
 /// ([`Values::judged_by_sensitivity`]): a kernel that rounds in another order is off by a few
 /// such units; an unstable formulation (a one-pass variance at 1000 ± 1, a sum of squares
 /// that overflows) by orders of magnitude more.
-pub const SENSITIVITY_FACTOR: f64 = 16.0;
+pub(crate) const SENSITIVITY_FACTOR: f64 = 16.0;
 
 /// The absolute tolerance of an element-wise check on inputs of large magnitude: `atol` plus
 /// `rtol` of the largest finite reference value. Those inputs are there to catch a kernel
@@ -826,7 +826,7 @@ pub const SENSITIVITY_FACTOR: f64 = 16.0;
 /// kernel's integer inputs are drawn from, with how to declare indices, or nothing when it has
 /// none. Integer inputs left at the default distribution are the usual cause (a CSR matrix's
 /// row pointers and column indices drawn at random).
-pub fn index_hint(spec: &KernelSpec) -> String {
+pub(crate) fn index_hint(spec: &KernelSpec) -> String {
     let ints: Vec<String> = spec
         .caller_args()
         .filter_map(|a| match a {
@@ -875,7 +875,7 @@ pub fn config_of(spec: &KernelSpec, params: &Params) -> Config {
         .collect()
 }
 
-pub fn fmt_sizes(sizes: &Sizes) -> String {
+pub(crate) fn fmt_sizes(sizes: &Sizes) -> String {
     kfoundry_rt::model::spec::fmt_assignments(sizes, ", ")
 }
 

@@ -6,7 +6,7 @@
 //! the exact text given to the compiler; it holds the driver's binary and the SHA-256 of that
 //! binary, checked when it is read. Entries are written to a temporary file and renamed, so
 //! that concurrent tunes never read half an entry; the oldest are deleted beyond
-//! [`MAX_ENTRIES`].
+//! `MAX_ENTRIES`.
 //!
 //! A binary read from here is trusted for the search only: nothing on disk proves that it is
 //! what its source compiles to (a compiler that reads its environment, a file written by
@@ -22,7 +22,7 @@ use kfoundry_rt::model::source_policy;
 use kfoundry_rt::opencl::session::Session;
 
 /// Entries kept; beyond this the least recently used are deleted when a cache is opened.
-pub const MAX_ENTRIES: usize = 4096;
+pub(crate) const MAX_ENTRIES: usize = 4096;
 
 /// The first bytes of an entry.
 const MAGIC: &[u8; 8] = b"KFPROG1\n";
@@ -31,12 +31,12 @@ const MAGIC: &[u8; 8] = b"KFPROG1\n";
 pub const MAX_ENTRY_BYTES: u64 = 256 << 20;
 
 /// The environment variable that names kfoundry's cache folder.
-pub const DIR_ENV: &str = "KFOUNDRY_CACHE_DIR";
+pub(crate) const DIR_ENV: &str = "KFOUNDRY_CACHE_DIR";
 
 /// kfoundry's cache folder (program binaries, the tuning database): `$KFOUNDRY_CACHE_DIR`,
 /// else `$XDG_CACHE_HOME/kfoundry`, else `~/.cache/kfoundry`; `None` when none of those is
 /// set.
-pub fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     if let Some(dir) = var(DIR_ENV) {
         return Some(PathBuf::from(dir));
@@ -47,13 +47,13 @@ pub fn cache_dir() -> Option<PathBuf> {
     Some(base.join("kfoundry"))
 }
 
-/// Where program binaries are kept by default: `programs` in [`cache_dir`].
+/// Where program binaries are kept by default: `programs` in `cache_dir`.
 pub fn default_dir() -> Option<PathBuf> {
     cache_dir().map(|d| d.join("programs"))
 }
 
 /// The program binaries of one device, in one folder.
-pub struct ProgramCache {
+pub(crate) struct ProgramCache {
     dir: PathBuf,
     identity: String,
 }

@@ -37,7 +37,7 @@ pub struct TimeLimits {
 }
 
 /// The longest time limit of any phase (30 days, as the command line allows).
-pub const MAX_LIMIT: Duration = Duration::from_secs(30 * 86400);
+pub(crate) const MAX_LIMIT: Duration = Duration::from_secs(30 * 86400);
 
 impl Default for TimeLimits {
     fn default() -> Self {
@@ -216,7 +216,7 @@ impl Supervised {
     /// Sets the per-candidate time limit from the reference's evaluation cost (seconds), for
     /// a caller that knows it without evaluating the reference again (a resumed brute force).
     /// The cost may come from a file (a resumed brute force): anything that is not a sane
-    /// number of seconds gives the floor, and the limit never exceeds [`MAX_LIMIT`].
+    /// number of seconds gives the floor, and the limit never exceeds `MAX_LIMIT`.
     pub fn calibrate(&mut self, reference_cost: f64) {
         let secs = reference_cost * self.time.factor;
         let scaled = if secs.is_finite() && secs > 0.0 {
@@ -439,7 +439,7 @@ impl Supervised {
 /// home and temporary directories, locale), never one that looks like a secret (a key, a
 /// token, a password: the language model's key among them). Everything else (cloud
 /// credentials, tokens of CI systems, a database URL) stays with the tuner.
-pub fn worker_environment(
+pub(crate) fn worker_environment(
     vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     const NAMES: &[&str] = &[

@@ -8,7 +8,7 @@ use super::*;
 /// The engine asks about the same configurations over and over (thousands of random draws a
 /// proposal, then every configuration of the space when few are valid and unvisited), and each
 /// answer evaluates the annotation's expressions over a fresh environment: so answers are kept
-/// ([`MEMO_LIMIT`] of each). Without that, the engine's proposals were a third of a tune's CPU
+/// (`MEMO_LIMIT` of each). Without that, the engine's proposals were a third of a tune's CPU
 /// time on PoCL (`perf`, the examples at `small`).
 pub struct Validity {
     pub(super) spec: KernelSpec,

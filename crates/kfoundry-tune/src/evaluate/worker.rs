@@ -59,7 +59,7 @@ pub enum Request {
 
 /// What the worker answers: `Progress` lines as a request advances, then the answer.
 #[derive(Debug, Serialize, Deserialize)]
-pub enum Response {
+pub(crate) enum Response {
     Ready {
         limits: Limits,
     },
@@ -107,7 +107,7 @@ pub enum Response {
 }
 
 /// The environment variable through which the supervisor passes its process id.
-pub const PARENT_ENV: &str = "KFOUNDRY_TUNER_PID";
+pub(crate) const PARENT_ENV: &str = "KFOUNDRY_TUNER_PID";
 
 /// A worker never outlives its tuner: when the tuner dies (even by SIGKILL), the kernel sends
 /// the worker SIGKILL too, so that a candidate stuck in the driver does not keep the device
@@ -172,7 +172,7 @@ fn protocol_channel() -> anyhow::Result<std::fs::File> {
 
 /// How a line a kernel (or the driver) printed on standard output begins on the worker's
 /// standard error.
-pub const KERNEL_OUTPUT: &str = "kernel output: ";
+pub(crate) const KERNEL_OUTPUT: &str = "kernel output: ";
 
 #[cfg(not(unix))]
 fn protocol_channel() -> anyhow::Result<std::fs::File> {

@@ -3,7 +3,7 @@
 //! Settings come in layers, each overriding the one before:
 //!
 //! 1. the user's own file, `llm.toml` in `$KFOUNDRY_CONFIG_DIR`, else `$XDG_CONFIG_HOME/kfoundry`,
-//!    else `~/.config/kfoundry` ([`user_config_path`]);
+//!    else `~/.config/kfoundry` (`user_config_path`);
 //! 2. a project's table, only when the user asks for it (`tune --llm-from-project`): the
 //!    workspace's `[workspace.metadata.kfoundry.llm]`, or the one a bundle carries. A cloned
 //!    workspace or a bundle from elsewhere is not the user's: by default its table is not
@@ -33,23 +33,23 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The environment variable read for the API key unless `api_key_env` names another.
-pub const DEFAULT_KEY_ENV: &str = "KFOUNDRY_LLM_API_KEY";
+pub(crate) const DEFAULT_KEY_ENV: &str = "KFOUNDRY_LLM_API_KEY";
 /// Read for the API key when the configured variable is unset.
-pub const FALLBACK_KEY_ENV: &str = "OPENAI_API_KEY";
+pub(crate) const FALLBACK_KEY_ENV: &str = "OPENAI_API_KEY";
 /// Overrides `base_url`.
-pub const URL_ENV: &str = "KFOUNDRY_LLM_URL";
+pub(crate) const URL_ENV: &str = "KFOUNDRY_LLM_URL";
 /// Overrides `model`.
-pub const MODEL_ENV: &str = "KFOUNDRY_LLM_MODEL";
+pub(crate) const MODEL_ENV: &str = "KFOUNDRY_LLM_MODEL";
 /// Where a project's table lives, for messages.
-pub const TABLE: &str = "[workspace.metadata.kfoundry.llm]";
+pub(crate) const TABLE: &str = "[workspace.metadata.kfoundry.llm]";
 /// The user's own configuration file, in the directory [`user_config_path`] finds.
-pub const USER_FILE: &str = "llm.toml";
+pub(crate) const USER_FILE: &str = "llm.toml";
 /// Overrides the directory of the user's configuration (tests, unusual setups).
-pub const CONFIG_DIR_ENV: &str = "KFOUNDRY_CONFIG_DIR";
+pub(crate) const CONFIG_DIR_ENV: &str = "KFOUNDRY_CONFIG_DIR";
 
 /// The user's own configuration file: `llm.toml` in `$KFOUNDRY_CONFIG_DIR`, else
 /// `$XDG_CONFIG_HOME/kfoundry`, else `~/.config/kfoundry` (`None` without a home).
-pub fn user_config_path(env: impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+pub(crate) fn user_config_path(env: impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
     let dir = match (env(CONFIG_DIR_ENV), env("XDG_CONFIG_HOME"), env("HOME")) {
         (Some(d), _, _) => std::path::PathBuf::from(d),
         (None, Some(x), _) => std::path::Path::new(&x).join("kfoundry"),
@@ -62,7 +62,7 @@ pub fn user_config_path(env: impl Fn(&str) -> Option<String>) -> Option<std::pat
 /// Where a layer of settings came from: who wrote it decides what it may set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    /// The user's own file ([`user_config_path`]).
+    /// The user's own file (`user_config_path`).
     User(String),
     /// A file named on the command line (`--llm-config`).
     CommandLine(String),
@@ -383,7 +383,7 @@ impl ConfigError {
 
 /// The host of an `http(s)://` URL, lower-cased; `None` when it has none or carries a user
 /// name (`http://127.0.0.1@evil.example/`, which is not the host it seems).
-pub fn host_of(url: &str) -> Option<String> {
+pub(crate) fn host_of(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
     if authority.contains('@') || authority.is_empty() {
@@ -399,7 +399,7 @@ pub fn host_of(url: &str) -> Option<String> {
 
 /// Whether the URL's host is this machine: `localhost`, an IPv4 address in 127.0.0.0/8, or
 /// `::1` (`127.0.0.1.example.com` is not).
-pub fn is_loopback(url: &str) -> bool {
+pub(crate) fn is_loopback(url: &str) -> bool {
     match host_of(url) {
         Some(h) if h == "localhost" => true,
         Some(h) => h

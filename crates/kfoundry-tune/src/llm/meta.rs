@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use super::chat::Message;
 
 /// Longest section accepted from a meta-answer, in characters.
-pub const MAX_SECTION_CHARS: usize = 2500;
+pub(crate) const MAX_SECTION_CHARS: usize = 2500;
 /// Word-set similarity (Jaccard) at or above which two variants are duplicates.
-pub const NEAR_DUPLICATE: f64 = 0.9;
+pub(crate) const NEAR_DUPLICATE: f64 = 0.9;
 
 /// The evolvable parts of a mutation prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,7 +155,7 @@ pub enum MetaError {
 }
 
 /// Three starting points: a balanced one, a memory-first one, a parallelism-first one.
-pub fn seed_sections() -> Vec<Sections> {
+pub(crate) fn seed_sections() -> Vec<Sections> {
     vec![
         Sections {
             philosophy: "Find the bottleneck first (memory bandwidth, latency or arithmetic), then make the smallest change that removes it. Correctness comes before speed: a fast wrong kernel is worthless.".into(),

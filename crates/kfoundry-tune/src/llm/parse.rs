@@ -1,11 +1,11 @@
 //! Turning a model's answer into a candidate source, checking it, and reading its
 //! optimisation levels.
 //!
-//! - [`parse_response`]: the answer is either SEARCH/REPLACE edits (applied in order to the
+//! - `parse_response`: the answer is either SEARCH/REPLACE edits (applied in order to the
 //!   parent; each SEARCH must match the current text exactly once) or a whole kernel in a
 //!   fenced code block (the last block that contains a `__kernel`). Tunable parameters the
 //!   model declares with `// kfoundry-params: TS=[8,16,32], WPT=[1,2]` lines in the source
-//!   are returned as [`DeclaredParam`]s.
+//!   are returned as `DeclaredParam`s.
 //! - [`validate`]: bounded size, within what a source kfoundry did not get from the user may
 //!   contain ([`kfoundry_rt::model::source_policy`]: directives read as the preprocessor reads
 //!   them, against an allow-list; no window on the host's files; inline assembly only for a
@@ -28,11 +28,11 @@ pub enum EditForm {
 }
 
 /// A tunable parameter the model declared; the tuner passes it as `-D NAME=value`.
-pub type DeclaredParam = kfoundry_rt::model::spec::Param;
+pub(crate) type DeclaredParam = kfoundry_rt::model::spec::Param;
 
 /// A parsed answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     pub source: String,
     pub declared_params: Vec<DeclaredParam>,
     pub form: EditForm,
@@ -72,7 +72,7 @@ pub enum ParseError {
 }
 
 /// Parses an answer against the `parent` source it modifies.
-pub fn parse_response(answer: &str, parent: &str) -> Result<Parsed, ParseError> {
+pub(crate) fn parse_response(answer: &str, parent: &str) -> Result<Parsed, ParseError> {
     let answer = answer.replace("\r\n", "\n");
     let (source, form) = if answer.contains("<<<<<<< SEARCH") {
         let edits = edits(&answer)?;
@@ -311,7 +311,7 @@ pub fn validate(
 }
 
 /// How `found` differs from `reference`, in words; `None` when identical.
-pub fn signature_difference(
+pub(crate) fn signature_difference(
     reference: &KernelSignature,
     found: &KernelSignature,
 ) -> Option<String> {
@@ -346,7 +346,7 @@ pub fn signature_difference(
 }
 
 /// One argument in OpenCL C.
-pub fn render_arg(arg: &KernelArg) -> String {
+pub(crate) fn render_arg(arg: &KernelArg) -> String {
     match arg {
         KernelArg::Buffer {
             name,
@@ -371,7 +371,7 @@ pub fn render_arg(arg: &KernelArg) -> String {
 }
 
 /// The whole signature in OpenCL C.
-pub fn render_signature(sig: &KernelSignature) -> String {
+pub(crate) fn render_signature(sig: &KernelSignature) -> String {
     let args: Vec<String> = sig.args.iter().map(render_arg).collect();
     format!("__kernel void {}({})", sig.name, args.join(", "))
 }

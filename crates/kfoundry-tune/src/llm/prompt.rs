@@ -1,6 +1,6 @@
 //! The mutation prompt: what the model is told about the kernel, the device and the search.
 //!
-//! [`mutation_messages`] builds two chat messages from a [`MutationContext`], a prompt
+//! `mutation_messages` builds two chat messages from a [`MutationContext`], a prompt
 //! variant's [`Sections`] and the [`FailureHistory`]:
 //! - **system**: the variant's sections (philosophy, strategies, pitfalls, analysis
 //!   guidance), then the fixed rules: keep the entry point's signature, OpenCL C only, how
@@ -110,7 +110,7 @@ impl Default for PromptLimits {
 }
 
 /// A duration in seconds, in the unit that reads best.
-pub fn format_time(seconds: f64) -> String {
+pub(crate) fn format_time(seconds: f64) -> String {
     if !seconds.is_finite() || seconds < 0.0 {
         return format!("{seconds} s");
     }
@@ -161,7 +161,7 @@ pub fn rules(kernel: &str, signature: &str) -> String {
 }
 
 /// The system and user messages of one mutation request.
-pub fn mutation_messages(
+pub(crate) fn mutation_messages(
     ctx: &MutationContext,
     signature: &str,
     sections: &Sections,

@@ -4,7 +4,7 @@
 //!
 //! The model's time is estimated before anything runs, from what each kernel declares
 //! (`cost(bytes = ..., flops = ...)` at its workload's sizes and reference parameters): its
-//! roofline floor on this device's measured peaks, plus [`LAUNCH_SECONDS`] for the launch
+//! roofline floor on this device's measured peaks, plus `LAUNCH_SECONDS` for the launch
 //! every kernel pays. A kernel without a declared cost weighs what the median kernel does;
 //! without the device's peaks, searches share alike. The time the
 //! stages after a search take (the worker's start, finalists, the proof, the re-measure,
@@ -20,7 +20,7 @@ use crate::device::peaks::Peaks;
 
 /// What a launch costs whatever the kernel does (a few microseconds on the devices measured):
 /// a kernel whose floor is below it still takes about this long in the model.
-pub const LAUNCH_SECONDS: f64 = 5e-6;
+pub(crate) const LAUNCH_SECONDS: f64 = 5e-6;
 
 /// The part of a search's time its evaluations are taken to be before any search has
 /// finished (after that, the mean time outside the search so far is set aside).
@@ -28,10 +28,10 @@ const FIRST_SEARCH_PART: f64 = 0.5;
 
 /// The least a search is given, so that it measures its reference at least (a search stops
 /// once its evaluations have cost its seconds).
-pub const MIN_SECONDS: f64 = 1e-3;
+pub(crate) const MIN_SECONDS: f64 = 1e-3;
 
 /// The run's time budget and the searches still to share it.
-pub struct RunBudget {
+pub(crate) struct RunBudget {
     total: f64,
     started: Instant,
     /// Weight of each search not started yet, by (kernel id, workload).
@@ -45,7 +45,7 @@ pub struct RunBudget {
 
 /// What [`RunBudget::next`] gives one search.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Share {
+pub(crate) struct Share {
     /// Seconds of evaluations the search may spend.
     pub seconds: f64,
     /// Its weight among the searches left, 0 to 1.

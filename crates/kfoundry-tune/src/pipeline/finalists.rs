@@ -1,6 +1,6 @@
 //! Stage 4, from a finished search to the variant that is shipped: the fastest candidates
 //! ([`select`]), in order, are re-measured alternately with the reference
-//! ([`super::remeasure`]), and one faster there is proven at other sizes ([`super::verify`]);
+//! ([`super::remeasure`]), and one faster there is proven at other sizes ([`crate::prove`]);
 //! the first that passes both wins. (Re-measuring first spares the proof of a finalist that
 //! would lose anyway; the bench is sealed before either, so both see what the source compiles
 //! to.) A finalist that fails anywhere is dropped with its reason and the next one is tried;
@@ -19,11 +19,11 @@ use crate::prove::{prove, NotProven, Scope};
 use crate::text::fmt_ns;
 
 /// Finalists re-measured and proven, fastest first, until one wins.
-pub const FINALISTS: usize = 3;
+pub(crate) const FINALISTS: usize = 3;
 
 /// A candidate for the win: parameters, and the generated source when it is a source-level
 /// variant.
-pub type Finalist = (Params, Option<String>);
+pub(crate) type Finalist = (Params, Option<String>);
 
 /// The result of the stage.
 #[derive(Debug, Clone)]
@@ -58,7 +58,7 @@ pub struct Decision {
 
 /// The fastest distinct successful candidates (configurations of the annotated source from
 /// the search's history, and source-level variants with their defines), at most
-/// [`FINALISTS`], then the reference.
+/// `FINALISTS`, then the reference.
 pub fn select(
     spec: &KernelSpec,
     history: &[Record],

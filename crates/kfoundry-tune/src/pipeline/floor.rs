@@ -2,9 +2,9 @@
 //! over its whole region but was measured faster than the reference at its workload only, and
 //! a tile chosen for that workload can waste most of its work on a small problem. Here it is
 //! timed against the reference at smaller sizes on the same bench: the workload's sizes divided
-//! together by [`STEP`], then by its square, its cube, ... (each at least the region's smallest
+//! together by `STEP`, then by its square, its cube, ... (each at least the region's smallest
 //! value, moved to where both run), down to the region's smallest sizes. Going down, the first point where the reference is faster by more than
-//! [`MARGIN`] ends the walk, and the entry records the point above it as its *floor*: dispatch
+//! `MARGIN` ends the walk, and the entry records the point above it as its *floor*: dispatch
 //! runs it only at calls whose work (the product of their sizes) is at least the floor's, and
 //! the reference (or another entry) below. An entry never slower records none.
 //!
@@ -18,15 +18,15 @@ use crate::evaluate::{median, Judge};
 use crate::prove::sizes;
 
 /// What the sizes are divided by, together, from one point of the walk to the next.
-pub const STEP: i64 = 4;
+pub(crate) const STEP: i64 = 4;
 /// Points walked at most (4^16: from 2^32 elements down to one).
 const MAX_POINTS: u32 = 16;
 /// How much slower than the reference an entry may be at a point and still run there.
-pub const MARGIN: f64 = 1.1;
+pub(crate) const MARGIN: f64 = 1.1;
 /// Alternating measurements of the entry and the reference at each point.
 const REPEATS: usize = 3;
 
-/// The points of the walk for `params`: the workload's sizes divided by [`STEP`], its square,
+/// The points of the walk for `params`: the workload's sizes divided by `STEP`, its square,
 /// ... (at least the region's smallest value), each moved to where `params` and the reference
 /// run, until every size is at its smallest; a point equal to the one above is left out.
 pub fn points(
@@ -65,7 +65,7 @@ pub fn points(
 }
 
 /// The floor of `params` (of `source` when given), tuned at `workload`: `None` when it is no
-/// slower than the reference (by more than [`MARGIN`]) at any point of the walk; else the
+/// slower than the reference (by more than `MARGIN`) at any point of the walk; else the
 /// last point above the first where it is (the workload's sizes when that is the first).
 /// A point where either fails to run ends the walk there too.
 pub fn floor(

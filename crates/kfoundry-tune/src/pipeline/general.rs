@@ -9,7 +9,7 @@
 //! rule stays one a user can read in `explain()`.
 //!
 //! Whether the winner refuses part of the region is decided on a fixed sample of it (its
-//! corners and [`SAMPLES`] sets drawn log-uniformly with a fixed seed, those where the
+//! corners and `SAMPLES` sets drawn log-uniformly with a fixed seed, those where the
 //! reference runs): the same for every tune of the same annotation on the same device.
 
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ use crate::prove::{prove, sizes, NotProven, Scope};
 use crate::text::fmt_ns;
 
 /// Size sets drawn across the region (beside its corners) to tell where the winner runs.
-pub const SAMPLES: usize = 256;
+pub(crate) const SAMPLES: usize = 256;
 /// Candidates that run everywhere tried, fastest first, before the reference is left there.
 const CANDIDATES: usize = 2;
 
@@ -57,7 +57,7 @@ pub struct Outcome {
 
 /// The fixed sample of `region` (each size's smallest and largest value) where the reference
 /// runs: its corners (at most 256 of them), then [`SAMPLES`] sets drawn log-uniformly.
-pub fn region_sample(
+pub(crate) fn region_sample(
     spec: &KernelSpec,
     region: &BTreeMap<String, (i64, i64)>,
     limits: &Limits,

@@ -1,6 +1,6 @@
 //! What a finished search leaves for `report --html`: each evaluation's time or failure, when
 //! it ended (seconds into the search) and its archive cell, one JSON file per kernel,
-//! workload and device under `<state dir>/history/`, at most [`MAX_POINTS`] evaluations (the
+//! workload and device under `<state dir>/history/`, at most `MAX_POINTS` evaluations (the
 //! checkpoints, which hold more, are removed once a tune completes).
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use kfoundry_search::{Evaluation, Record};
 use serde::{Deserialize, Serialize};
 
 /// Evaluations kept per search.
-pub const MAX_POINTS: usize = 10_000;
+pub(crate) const MAX_POINTS: usize = 10_000;
 
 /// One evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

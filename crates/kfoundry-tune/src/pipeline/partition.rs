@@ -3,7 +3,7 @@
 //! every job exactly once.
 //!
 //! Every runner computes the same assignment from the same inputs: the jobs, sorted by kernel
-//! id and workload, each with an [estimated cost](estimated_cost), are dealt out
+//! id and workload, each with an estimated cost (`estimated_cost`), are dealt out
 //! longest-first, each to the share with the least estimated cost so far (the lowest share on
 //! a tie). The shares are balanced by cost, not by count: a 4096³ GEMM weighs more than a
 //! small saxpy. All runners of one split must see the same kernels and workloads: the same
@@ -18,7 +18,7 @@ use kfoundry_rt::model::spec::{ArgRole, KernelSpec, Workload};
 pub use crate::options::Partition;
 
 /// The most shares a split may have.
-pub const MAX_SHARES: usize = 10_000;
+pub(crate) const MAX_SHARES: usize = 10_000;
 
 impl FromStr for Partition {
     type Err = String;
@@ -64,7 +64,7 @@ const NOMINAL_FLOPS: f64 = 1e12;
 /// the annotation's `cost(flops = ...)`. Coarse, but it orders a 4096³ GEMM above a 4096-element
 /// saxpy; the budget (evaluations or seconds) is the same for every job, so only the ratios
 /// matter.
-pub fn estimated_cost(spec: &KernelSpec, workload: &Workload) -> f64 {
+pub(crate) fn estimated_cost(spec: &KernelSpec, workload: &Workload) -> f64 {
     let bytes: f64 = spec
         .args_with_roles()
         .filter(|(_, role)| *role == ArgRole::CallerBuffer)

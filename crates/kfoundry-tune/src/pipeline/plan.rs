@@ -363,7 +363,7 @@ pub fn start(
 /// A lockfile that cannot be read is an error (taken as "no entry", a worse result would
 /// replace a better one); an entry whose generated source is missing or altered is none (it
 /// cannot run as recorded).
-pub fn complete_entries(
+pub(crate) fn complete_entries(
     lock_path: &Path,
     spec: &KernelSpec,
     fingerprint: &str,

@@ -335,7 +335,7 @@ fn reference_box(
 /// The buckets: contiguous stretches of anchors `(first, last, candidate)` covering them all,
 /// at most [`MAX_BUCKETS`], maximizing the summed log of best/time (the geometric mean of the
 /// fraction of the per-anchor best kept), with fewer buckets unless one more keeps
-/// [`GAIN_PER_BUCKET`] more. A candidate struck from a stretch (its proof failed there) serves
+/// `GAIN_PER_BUCKET` more. A candidate struck from a stretch (its proof failed there) serves
 /// no stretch that overlaps it.
 pub fn partition(
     times: &[Vec<Option<f64>>],

@@ -12,7 +12,10 @@ use super::discover::Kernel;
 /// The kernels (by index in `kernels`) whose reference does not build on device `index` of
 /// `list_devices()`, and each one's error. `Err` only when the device cannot be opened (the
 /// tune's workers will say why).
-pub fn broken_references(kernels: &[Kernel], index: usize) -> anyhow::Result<Vec<(usize, String)>> {
+pub(crate) fn broken_references(
+    kernels: &[Kernel],
+    index: usize,
+) -> anyhow::Result<Vec<(usize, String)>> {
     let (platform, device) = kfoundry_rt::list_devices()?
         .into_iter()
         .nth(index)

@@ -25,12 +25,12 @@ use crate::events::{Reporter, TuneEvent};
 use crate::messages::TuneResult;
 
 /// Said when results cannot be written: they are not lost.
-pub const RESUME_HINT: &str = "; the results are kept in the checkpoints: fix this and run `cargo kfoundry tune --resume` with the same arguments to write them without searching again";
+pub(crate) const RESUME_HINT: &str = "; the results are kept in the checkpoints: fix this and run `cargo kfoundry tune --resume` with the same arguments to write them without searching again";
 
 /// The lockfile variants of a tune's result: its winner (its generated source stored beside
 /// the lockfile) and the workload's general variant when it has one; none when the lockfile's
 /// earlier complete result is kept.
-pub fn variants_of(
+pub(crate) fn variants_of(
     lockfile: &Path,
     device: &Selected,
     spec: &KernelSpec,
@@ -86,7 +86,7 @@ pub fn variants_of(
 /// tune did not track it. Bumping the modification time of the files holding the annotations
 /// makes cargo rebuild them, so the first `cargo build` after the first tune embeds the
 /// variants. (Contents are untouched.)
-pub fn mark_changed(kernels: &[Kernel]) {
+pub(crate) fn mark_changed(kernels: &[Kernel]) {
     let files: BTreeSet<&Path> = kernels.iter().map(|k| k.file.as_path()).collect();
     for file in files {
         if let Ok(f) = std::fs::File::options().append(true).open(file) {
@@ -97,7 +97,7 @@ pub fn mark_changed(kernels: &[Kernel]) {
 
 /// What the advisory lock of `lockfile` is taken on: its directory on Unix (flock works on
 /// directories there), a sibling lock file elsewhere.
-pub fn guard_path(lockfile: &Path) -> PathBuf {
+pub(crate) fn guard_path(lockfile: &Path) -> PathBuf {
     let dir = lockfile
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -172,7 +172,7 @@ pub fn lock(lockfile: &Path, reporter: &dyn Reporter) -> Result<Guard> {
 
 /// Fails now, before any search, when the results could not be written later: the lockfile
 /// is read-only or not a file, or its directory does not accept new files.
-pub fn check_writable(lockfile: &Path) -> Result<()> {
+pub(crate) fn check_writable(lockfile: &Path) -> Result<()> {
     match std::fs::metadata(lockfile) {
         Ok(m) if !m.is_file() => bail!("{} is not a file; nothing was tuned", lockfile.display()),
         Ok(m) if m.permissions().readonly() => {

@@ -37,7 +37,7 @@ pub fn remeasure(
 }
 
 /// The reference alone, measured again: its median time and output errors.
-pub fn measure_reference(
+pub(crate) fn measure_reference(
     judge: &mut dyn Judge,
     spec: &KernelSpec,
 ) -> Result<(f64, Option<ErrorStats>), String> {
@@ -54,7 +54,7 @@ pub fn measure_reference(
 /// Whether the winner (`params`, `source`) is faster than the existing complete result
 /// (`existing`), measured alternately now. An existing result that cannot be measured is
 /// beaten; a winner that cannot be measured again is not.
-pub fn beats_existing(
+pub(crate) fn beats_existing(
     judge: &mut dyn Judge,
     params: &Params,
     source: Option<&str>,

@@ -34,7 +34,7 @@ pub struct Tally {
 }
 
 /// The result of one tune from its search and the finalists' decision.
-pub fn result_of(
+pub(crate) fn result_of(
     plan: &Plan,
     spec: &KernelSpec,
     workload: &Workload,
@@ -148,7 +148,7 @@ impl Rates {
 /// the box it was proven over, not the anchor's own winner it replaced. Where the two differ,
 /// the note names the anchor's own winner; its output errors, measured of the winner, are not
 /// the recorded variant's and are left out.
-pub fn as_recorded(
+pub(crate) fn as_recorded(
     spec: &KernelSpec,
     variants: &[Variant],
     peaks: Option<&Peaks>,
@@ -235,7 +235,7 @@ pub fn failed(
 
 /// A kernel whose reference does not build (found before any search): failed at every
 /// workload it would have been tuned at, said once.
-pub fn reference_broken(plan: &Plan, kernel: &Kernel, why: &str, tally: &mut Tally) {
+pub(crate) fn reference_broken(plan: &Plan, kernel: &Kernel, why: &str, tally: &mut Tally) {
     let failure = Failure {
         location: kernel.location(),
         kernel: kernel.spec.id.clone(),

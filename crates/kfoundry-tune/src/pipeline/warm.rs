@@ -25,7 +25,7 @@ use crate::tuning_db::{shape_distance, Entry};
 
 /// At most this many warm starts a search (the engine takes up to
 /// [`kfoundry_search::MAX_WARM_STARTS`]).
-pub const WARM_STARTS: usize = 4;
+pub(crate) const WARM_STARTS: usize = 4;
 
 /// One warm start and where it came from (for the run's note).
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +54,7 @@ pub struct WarmStart {
 /// the database keeps its entries under the parameters' names, so an entry from before the
 /// parameter is not found there), never the reference, each set once, at most
 /// [`WARM_STARTS`].
-pub fn warm_starts(
+pub(crate) fn warm_starts(
     lock: Option<&Lockfile>,
     entries: &[Entry],
     spec: &KernelSpec,

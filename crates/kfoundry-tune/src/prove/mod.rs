@@ -15,13 +15,13 @@
 //!    winner at;
 //! 2. the corners of that box (extreme aspect ratios);
 //! 3. sizes drawn across the box so that every size takes every residue modulo at least 16 of
-//!    its step ([`sizes::residue_sizes`]), with the integer scalars that are not sizes over
+//!    its step (`sizes::residue_sizes`), with the integer scalars that are not sizes over
 //!    their declared range (every value of a small one);
 //! 4. edge values: signed zeros, denormals and (unless `edges = finite`) infinities and NaN,
 //!    integer inputs at the ends of their range, and large magnitudes (unless `edges = none`);
 //!    values far from the declared ones (unless `edges = none`: shifted far above and below
 //!    zero, scaled to either end of the format's range), judged with the reference's own
-//!    sensitivity there ([`crate::evaluate::SENSITIVITY_FACTOR`]); one repeated value; sorted
+//!    sensitivity there (`crate::evaluate::SENSITIVITY_FACTOR`); one repeated value; sorted
 //!    values;
 //! 5. in place, where the annotation declares `in_place(...)`.
 //!
@@ -383,7 +383,7 @@ fn drawn_cases(
 /// magnitudes), values far from the declared ones (unless `edges = none`, which says the
 /// kernel is for the declared range only: shifted far above and below zero, at either end of
 /// the format's range), one repeated value and sorted values.
-pub fn value_classes(spec: &KernelSpec) -> Vec<Values> {
+pub(crate) fn value_classes(spec: &KernelSpec) -> Vec<Values> {
     let input = |float: bool| {
         spec.args_with_roles().any(|(a, role)| {
             role == ArgRole::CallerBuffer

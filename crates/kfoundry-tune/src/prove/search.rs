@@ -25,9 +25,9 @@ use crate::evaluate::Limits;
 
 /// How many cases the search runs after the planned ones passed (each one a reference run and
 /// a candidate run at sizes no larger than the box).
-pub const SEARCH_CASES: usize = 8;
+pub(crate) const SEARCH_CASES: usize = 8;
 /// How many cases a failing case's shrinking may run.
-pub const SHRINK_CASES: usize = 8;
+pub(crate) const SHRINK_CASES: usize = 8;
 /// How many of the closest cases the search keeps as parents.
 const KEPT: usize = 4;
 
@@ -205,7 +205,7 @@ pub fn search(
 
 /// A smaller case that still fails, tried within `budget` cases (greedily: the first smaller
 /// version that fails replaces it), and why it fails; `case` itself when none does.
-pub fn shrink(
+pub(crate) fn shrink(
     space: &Space,
     case: Case,
     why: String,

@@ -4,16 +4,16 @@
 //! here, and dispatch later uses the winner only within the box of sizes it was proven at.
 //!
 //! The box: the one a lockfile entry or a portfolio's bucket claims, or a tune's
-//! [`default_region`] (each size from the smallest value the reference accepts up to
-//! [`REGION_REACH`] times its largest workload value, within what the device holds): the same
+//! `default_region` (each size from the smallest value the reference accepts up to
+//! `REGION_REACH` times its largest workload value, within what the device holds): the same
 //! for every tune of the same annotation on the same device. In it, size sets that each satisfy
 //! the constraints for the candidate and the reference and fit the device:
-//! - [`corner_sizes`]: the corners of the box (every combination of each size's smallest and
+//! - `corner_sizes`: the corners of the box (every combination of each size's smallest and
 //!   largest value), so that a variant wrong at extreme aspect ratios (rows far above columns)
 //!   or at the smallest sizes is caught inside the box it would run in;
-//! - [`residue_sizes`]: sizes drawn across the box (seeded, and the seed drawn afresh for each
+//! - `residue_sizes`: sizes drawn across the box (seeded, and the seed drawn afresh for each
 //!   proof, so nobody can predict them) such that every size takes every residue modulo
-//!   [`residue_modulus`] (at least 16) of its step: a partial last vector, tile or unrolled
+//!   `residue_modulus` (at least 16) of its step: a partial last vector, tile or unrolled
 //!   iteration that is right for one remainder and wrong for another is met.
 //!
 //! Sets above the tuned sizes must fit the device's memory next to the tuned workload's
@@ -36,7 +36,7 @@ const MAX_STEP_LOG2: u32 = 20;
 const MEMORY_SHARE: f64 = 0.8;
 
 /// How far the default region reaches above a size's largest workload value (a multiple).
-pub const REGION_REACH: i64 = 2;
+pub(crate) const REGION_REACH: i64 = 2;
 
 /// The region a tune proves its winner over, and records, when the annotation claims none:
 /// each size from the smallest value the reference accepts (the other sizes at the tuned
@@ -46,7 +46,7 @@ pub const REGION_REACH: i64 = 2;
 /// more than [`CORNER_COST`] times its buffers, every top is lowered toward the tuned value
 /// until it does: what the device holds decides, and the same annotation on the same device
 /// always gets the same region (nothing here is drawn).
-pub fn default_region(
+pub(crate) fn default_region(
     spec: &KernelSpec,
     params: &Params,
     sizes: &Sizes,
@@ -123,7 +123,7 @@ pub fn size_box(sets: &[Sizes]) -> BTreeMap<String, (i64, i64)> {
 
 /// The residues every size of a proof takes: the smallest power of two that is at least every
 /// value of every parameter (a vector width, tile or unroll factor), between 16 and 64.
-pub fn residue_modulus(spec: &KernelSpec) -> i64 {
+pub(crate) fn residue_modulus(spec: &KernelSpec) -> i64 {
     let largest = spec
         .params
         .iter()
@@ -143,7 +143,7 @@ const CORNER_COST: f64 = 4.0;
 /// How far the drawn cases of a proof reach into the box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
-    /// A tune's proof: corners within [`CORNER_COST`] times the workload's buffers (the scaled
+    /// A tune's proof: corners within `CORNER_COST` times the workload's buffers (the scaled
     /// probes proved the box's far end), residues on both sides of the tuned sizes.
     Tune,
     /// A claimed box (`check --verify`): every corner as it is, the largest included, and
@@ -156,7 +156,7 @@ pub enum Reach {
 /// them), each moved toward `sizes` as little as the constraints (and with [`Reach::Tune`]
 /// the cost) need; those equal to a set in `known` are left out.
 #[allow(clippy::too_many_arguments)]
-pub fn corner_sizes(
+pub(crate) fn corner_sizes(
     spec: &KernelSpec,
     params: &Params,
     sizes: &Sizes,
@@ -216,7 +216,7 @@ pub fn corner_sizes(
     out
 }
 
-/// [`fit_near`] for a set a tune may try beside its workload at `tuned`: `target`, or the
+/// `fit_near` for a set a tune may try beside its workload at `tuned`: `target`, or the
 /// nearest set where `params` and the reference run and fit the device.
 pub fn near(
     spec: &KernelSpec,
@@ -272,7 +272,7 @@ fn fit_near(
 /// the smallest power-of-two step at which candidate and reference can run. A residue that
 /// no step makes valid keeps the size drawn without it.
 #[allow(clippy::too_many_arguments)]
-pub fn residue_sizes(
+pub(crate) fn residue_sizes(
     spec: &KernelSpec,
     params: &Params,
     sizes: &Sizes,
@@ -417,7 +417,7 @@ pub fn residue_sizes(
 
 /// Whether both `params` and the reference can run at `sizes` (constraints, launch geometry)
 /// and their buffers fit the device next to those of the workload at `tuned` and (with
-/// [`Reach::Tune`]) take at most [`CORNER_COST`] times its buffers: where a proof may try a
+/// [`Reach::Tune`]) take at most `CORNER_COST` times its buffers: where a proof may try a
 /// size set it did not plan.
 pub fn runnable(
     spec: &KernelSpec,
@@ -438,7 +438,7 @@ pub fn runnable(
 }
 
 /// A value drawn log-uniformly in `lo..=hi`.
-pub fn log_uniform(lo: i64, hi: i64, rng: &mut ChaCha8Rng) -> i64 {
+pub(crate) fn log_uniform(lo: i64, hi: i64, rng: &mut ChaCha8Rng) -> i64 {
     if hi <= lo {
         return lo;
     }

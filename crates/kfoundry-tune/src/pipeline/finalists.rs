@@ -129,13 +129,20 @@ pub fn decide(
         if *params == spec.reference && source.is_none() {
             continue;
         }
-        let (best_s, reference_s, errors) = match remeasure(judge, spec, params, source.as_deref())?
-        {
-            Err(why) => {
-                reject(params, "remeasure", why, None, &mut rejections);
-                continue;
-            }
-            Ok((best_s, reference_s, _)) if best_s >= reference_s => {
+        match try_finalist(
+            judge,
+            spec,
+            workload,
+            params,
+            source.as_deref(),
+            proof_seed,
+            &mut proof_seconds,
+        )? {
+            Tried::Failing(why) => reject(params, "remeasure", why, None, &mut rejections),
+            Tried::Slower {
+                best_s,
+                reference_s,
+            } => {
                 if slower.is_none() {
                     slower = Some((
                         format!(
@@ -146,51 +153,37 @@ pub fn decide(
                         reference_s,
                     ));
                 }
-                continue;
             }
-            Ok(faster) => faster,
-        };
-        let scope = Scope {
-            sizes: &workload.sizes,
-            claimed: None,
-            seed: proof_seed,
-        };
-        let proving = std::time::Instant::now();
-        let proof = prove(judge, spec, params, source.as_deref(), &scope);
-        proof_seconds += proving.elapsed().as_secs_f64();
-        let proven = match proof {
-            Ok(p) => p,
-            Err(NotProven::Failed {
+            Tried::Refused {
                 why,
                 counterexample,
-            }) => {
-                reject(params, "probe", why, counterexample, &mut rejections);
-                continue;
+            } => reject(params, "probe", why, counterexample, &mut rejections),
+            Tried::Proven {
+                best_s,
+                reference_s,
+                errors,
+                proven,
+            } => {
+                winner = Some(Decision {
+                    params: params.clone(),
+                    source: source.clone(),
+                    proof_cases: (proven.cases, proven.skipped),
+                    proof_seed,
+                    scalars: proven.scalars,
+                    proven: proven.sizes,
+                    best_s,
+                    reference_s,
+                    errors,
+                    rejections: Vec::new(),
+                    note: None,
+                    kept_existing: false,
+                    proof_seconds: 0.0,
+                    general: None,
+                    floor: None,
+                });
+                break;
             }
-            // No variant can be proven against a reference that is out of bounds on the
-            // inputs the annotation declares: the kernel's error, not a candidate's.
-            Err(NotProven::Annotation(why)) => {
-                return Err(format!("the annotation of `{}`: {why}", spec.id))
-            }
-        };
-        winner = Some(Decision {
-            params: params.clone(),
-            source: source.clone(),
-            proof_cases: (proven.cases, proven.skipped),
-            proof_seed,
-            scalars: proven.scalars,
-            proven: proven.sizes,
-            best_s,
-            reference_s,
-            errors,
-            rejections: Vec::new(),
-            note: None,
-            kept_existing: false,
-            proof_seconds: 0.0,
-            general: None,
-            floor: None,
-        });
-        break;
+        }
     }
     let mut decision = match winner {
         Some(d) => d,
@@ -246,6 +239,77 @@ pub fn decide(
     decision.rejections = rejections;
     decision.proof_seconds = proof_seconds;
     Ok(decision)
+}
+
+/// What trying one finalist came to ([`try_finalist`]).
+pub enum Tried {
+    /// It failed on re-measure: why.
+    Failing(String),
+    /// It was no faster than the reference on re-measure (medians, seconds).
+    Slower { best_s: f64, reference_s: f64 },
+    /// It was faster, and its proof refused it.
+    Refused {
+        why: String,
+        counterexample: Option<Box<Case>>,
+    },
+    /// It was faster, and proven over its default region.
+    Proven {
+        best_s: f64,
+        reference_s: f64,
+        errors: Option<ErrorStats>,
+        proven: crate::prove::Proven,
+    },
+}
+
+/// Re-measures `params` (of `source` when given) alternately with the reference and, when
+/// it is faster, proves it over the tune's default region around `workload` with `proof_seed`
+/// (the proof's wall seconds added to `proof_seconds`): the step every finalist takes, a
+/// winner's and a general variant's alike. `Err` when the reference fails on re-measure, or
+/// is out of bounds on the inputs its annotation declares (no variant can be proven against
+/// it: the kernel's error, not a candidate's).
+pub fn try_finalist(
+    judge: &mut dyn Judge,
+    spec: &KernelSpec,
+    workload: &Workload,
+    params: &Params,
+    source: Option<&str>,
+    proof_seed: u64,
+    proof_seconds: &mut f64,
+) -> Result<Tried, String> {
+    let (best_s, reference_s, errors) = match remeasure(judge, spec, params, source)? {
+        Err(why) => return Ok(Tried::Failing(why)),
+        Ok((best_s, reference_s, _)) if best_s >= reference_s => {
+            return Ok(Tried::Slower {
+                best_s,
+                reference_s,
+            })
+        }
+        Ok(faster) => faster,
+    };
+    let scope = Scope {
+        sizes: &workload.sizes,
+        claimed: None,
+        seed: proof_seed,
+    };
+    let proving = std::time::Instant::now();
+    let proof = prove(judge, spec, params, source, &scope);
+    *proof_seconds += proving.elapsed().as_secs_f64();
+    match proof {
+        Ok(proven) => Ok(Tried::Proven {
+            best_s,
+            reference_s,
+            errors,
+            proven,
+        }),
+        Err(NotProven::Failed {
+            why,
+            counterexample,
+        }) => Ok(Tried::Refused {
+            why,
+            counterexample,
+        }),
+        Err(NotProven::Annotation(why)) => Err(format!("the annotation of `{}`: {why}", spec.id)),
+    }
 }
 
 /// What an entry that keeps the reference records: the workload and the corners of the

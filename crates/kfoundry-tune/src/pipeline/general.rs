@@ -19,9 +19,9 @@ use kfoundry_search::Record;
 use rand::SeedableRng as _;
 use rand_chacha::ChaCha8Rng;
 
-use super::remeasure::remeasure;
+use super::finalists::{try_finalist, Tried};
 use crate::evaluate::{check_launchable, params_of, Judge, Limits};
-use crate::prove::{prove, sizes, NotProven, Scope};
+use crate::prove::sizes;
 use crate::text::fmt_ns;
 
 /// Size sets drawn across the region (beside its corners) to tell where the winner runs.
@@ -152,24 +152,28 @@ pub fn choose(
             continue;
         }
         tried.push(params.clone());
-        let (best_s, reference_s) = match remeasure(judge, spec, &params, None)? {
-            Ok((best, reference, _)) if best < reference => (best, reference),
-            _ => {
+        match try_finalist(
+            judge,
+            spec,
+            workload,
+            &params,
+            None,
+            proof_seed,
+            &mut outcome.proof_seconds,
+        )? {
+            Tried::Failing(_) | Tried::Slower { .. } => {
                 why_none =
                     "none of the configurations that run everywhere beat the reference on re-measure";
-                continue;
             }
-        };
-        let scope = Scope {
-            sizes: &workload.sizes,
-            claimed: None,
-            seed: proof_seed,
-        };
-        let proving = std::time::Instant::now();
-        let proof = prove(judge, spec, &params, None, &scope);
-        outcome.proof_seconds += proving.elapsed().as_secs_f64();
-        match proof {
-            Ok(p) => {
+            Tried::Refused { .. } => {
+                why_none = "the configurations that run everywhere failed their proof";
+            }
+            Tried::Proven {
+                best_s,
+                reference_s,
+                proven,
+                ..
+            } => {
                 outcome.note = Some(format!(
                     "the winner cannot run at {:.0}% of the region it was proven over (its constraints); the general variant ({}) serves there, {} against the reference's {}",
                     share * 100.0,
@@ -179,20 +183,14 @@ pub fn choose(
                 ));
                 outcome.general = Some(General {
                     params,
-                    proven: p.sizes,
-                    scalars: p.scalars,
-                    proof_cases: p.cases,
+                    proven: proven.sizes,
+                    scalars: proven.scalars,
+                    proof_cases: proven.cases,
                     best_s,
                     reference_s,
                     floor: None,
                 });
                 return Ok(outcome);
-            }
-            Err(NotProven::Failed { .. }) => {
-                why_none = "the configurations that run everywhere failed their proof";
-            }
-            Err(NotProven::Annotation(why)) => {
-                return Err(format!("the annotation of `{}`: {why}", spec.id))
             }
         }
     }

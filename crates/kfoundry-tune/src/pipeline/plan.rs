@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use kfoundry_rt::model::spec::{KernelSpec, Workload};
-use kfoundry_rt::model::variant::Variant;
 use kfoundry_search::{Config, SearchState, Settings as SearchSettings, Space};
 use kfoundry_tooling::generated;
 use kfoundry_tooling::lockfile::Lockfile;
@@ -542,35 +541,15 @@ fn check_finished(spec: &KernelSpec, workload: &Workload, done: &TuneResult) -> 
         }
         None => Vec::new(),
     };
-    let variant = Variant {
-        device: done.device.clone(),
-        workload: workload.name.clone(),
-        sizes: workload.sizes.clone(),
-        params: done.params.clone(),
-        time_ns: done.best_ns,
-        reference_time_ns: done.reference_ns,
-        evaluations: 0,
-        failures: 0,
-        source: None,
-        proven: done.proven.clone(),
-        scalars: Default::default(),
-        proof: 0,
-        partial: done.interrupted,
-        general: false,
-        floor: done.floor.clone(),
-        device_info: None,
-    };
-    kfoundry_rt::model::variant::check_variant(spec, &variant, &declared)?;
-    if let Some(g) = &done.general {
-        let general = Variant {
-            params: g.params.clone(),
-            proven: g.proven.clone(),
-            general: true,
-            floor: g.floor.clone(),
-            ..variant
-        };
-        kfoundry_rt::model::variant::check_variant(spec, &general, &[])
-            .map_err(|e| format!("its general variant: {e}"))?;
+    // the entries the result would record, each as the lockfile would hold it (the winner
+    // without its source's hash: the source itself was checked above)
+    for v in super::record::entries_of(&done.device, workload, done, None) {
+        if v.general {
+            kfoundry_rt::model::variant::check_variant(spec, &v, &[])
+                .map_err(|e| format!("its general variant: {e}"))?;
+        } else {
+            kfoundry_rt::model::variant::check_variant(spec, &v, &declared)?;
+        }
     }
     if done.kernel != spec.id || done.workload != workload.name {
         return Err("it belongs to another kernel or workload".into());

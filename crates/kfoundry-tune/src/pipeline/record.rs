@@ -50,8 +50,25 @@ pub(crate) fn variants_of(
         })?),
         None => None,
     };
+    Ok(entries_of(
+        &device.key.to_string(),
+        workload,
+        result,
+        source,
+    ))
+}
+
+/// The lockfile entries a tune's `result` makes on `device` at `workload`: its winner (with
+/// `source`, the hash its generated source is stored under) and the workload's general
+/// variant when it has one.
+pub(crate) fn entries_of(
+    device: &str,
+    workload: &Workload,
+    result: &TuneResult,
+    source: Option<String>,
+) -> Vec<Variant> {
     let winner = Variant {
-        device: device.key.to_string(),
+        device: device.to_string(),
         workload: workload.name.clone(),
         sizes: workload.sizes.clone(),
         params: result.params.clone(),
@@ -79,7 +96,7 @@ pub(crate) fn variants_of(
         floor: g.floor.clone(),
         ..winner.clone()
     });
-    Ok([Some(winner), general].into_iter().flatten().collect())
+    [Some(winner), general].into_iter().flatten().collect()
 }
 
 /// The macro makes rustc track `Kfoundry.lock` once it exists; a crate built before the first

@@ -347,32 +347,30 @@ fn tune_one(
         |r| tally::rejected(plan, spec, workload, r),
     )
     .map_err(|e| anyhow::anyhow!(e))?;
-    // A portfolio's anchors are served by its buckets; a generated source by itself.
-    if decision.source.is_none()
-        && !decision.kept_existing
-        && !kfoundry_rt::model::ranges::is_anchor(workload)
-    {
-        let outcome = general::choose(
-            &mut bench,
-            spec,
-            workload,
-            &decision.params,
-            general::ran(spec, searched.state.history()),
-            proof_seed,
-        )
-        .map_err(|e| anyhow::anyhow!(e))?;
-        decision.proof_seconds += outcome.proof_seconds;
-        if let Some(text) = outcome.note {
-            plan.note(format!(
-                "note: `{}` at `{}`: {text}",
-                spec.id, workload.name
-            ));
-        }
-        decision.general = outcome.general;
-    }
-    // Where the entries to record give way to the reference (a portfolio's anchors are timed
-    // at each anchor instead).
+    // What serves the rest of the region: a general variant where the winner's constraints
+    // refuse sizes (not for a generated source, which serves the workload it was tuned at),
+    // and each entry's floor. A portfolio's anchors get neither: its buckets serve the range,
+    // chosen by their times at every anchor.
     if !decision.kept_existing && !kfoundry_rt::model::ranges::is_anchor(workload) {
+        if decision.source.is_none() {
+            let outcome = general::choose(
+                &mut bench,
+                spec,
+                workload,
+                &decision.params,
+                general::ran(spec, searched.state.history()),
+                proof_seed,
+            )
+            .map_err(|e| anyhow::anyhow!(e))?;
+            decision.proof_seconds += outcome.proof_seconds;
+            if let Some(text) = outcome.note {
+                plan.note(format!(
+                    "note: `{}` at `{}`: {text}",
+                    spec.id, workload.name
+                ));
+            }
+            decision.general = outcome.general;
+        }
         decision.floor = floor::floor(
             &mut bench,
             spec,

@@ -40,43 +40,6 @@ pub fn median(v: &mut [f64]) -> f64 {
 }
 
 impl Bench {
-    /// Builds and times `params` (of `source` when given) at `sizes` rather than the
-    /// workload's, once it passed a check against the reference on a fresh input set there:
-    /// how a proven entry compares with the reference at smaller sizes
-    /// ([`crate::pipeline::floor`]).
-    pub fn evaluate_at(
-        &mut self,
-        params: &Params,
-        source: Option<&str>,
-        sizes: &Sizes,
-    ) -> Evaluation {
-        let start = Instant::now();
-        let cost = |start: Instant| start.elapsed().as_secs_f64();
-        if let Err(reason) = self.valid_at(params, sizes) {
-            return Evaluation::failed(FailureKind::Invalid, reason, cost(start));
-        }
-        let candidate = match self.build(params, source) {
-            Ok(b) => b,
-            Err(rejection) => return rejection.evaluation(cost(start)),
-        };
-        self.quiet();
-        let kernel = candidate.as_deref().unwrap_or(&self.reference);
-        if let Err(rejection) = self.check_built(kernel, params, sizes) {
-            return rejection.evaluation(cost(start));
-        }
-        let run = match self.verify(kernel, params, &Shape::plain(sizes)) {
-            SetOutcome::Passed(run, _) => run,
-            SetOutcome::Failed(rejection) => return rejection.evaluation(cost(start)),
-            SetOutcome::Unproven(why) => {
-                return Evaluation::failed(FailureKind::Runtime, why.message, cost(start))
-            }
-        };
-        match self.time(kernel, params, sizes, &run) {
-            Ok((seconds, _)) => Evaluation::ok(seconds, cost(start)),
-            Err(e) => Evaluation::failed(FailureKind::Runtime, e.to_string(), cost(start)),
-        }
-    }
-
     /// `f`, its wall time added to the proof time's part `part`.
     pub(super) fn timed<T>(
         &self,

@@ -26,7 +26,8 @@ pub(crate) const SCALE: &str = r#"code = "__kernel void k(const int n, __global 
     }", params(WG = [1, 16, 64], VEC = [1, 4]), reference(WG = 1, VEC = 1), global = ceil_div(n, VEC * WG) * WG, local = WG,
     buffers(x = n, y = n), inputs(y = uniform(-1.0, 1.0)), check(y), ranges(n = 1..=4096)"#;
 
-fn n(v: i64) -> Sizes {
+/// The size set `n = v`.
+pub(crate) fn n(v: i64) -> Sizes {
     [("n".to_string(), v)].into()
 }
 

@@ -9,11 +9,11 @@ use std::process::{Command, Output};
 
 use kfoundry_rt::model::device::DeviceKey;
 use kfoundry_rt::model::select::{choose, Step};
-use kfoundry_rt::model::spec::Sizes;
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::common;
+use crate::ranges::n;
 
 use common::bundle;
 
@@ -25,10 +25,6 @@ fn tune(bundle: &Path, lock: &Path, extra: &[&str]) -> Output {
 /// workload.
 fn scale() -> String {
     crate::ranges::SCALE.replace("ranges(n = 1..=4096)", "workloads(w(n = 4096))")
-}
-
-fn n(v: i64) -> Sizes {
-    [("n".to_string(), v)].into()
 }
 
 /// `variants` with their floors removed (each floor checked to name the kernel's sizes): where

@@ -14,7 +14,7 @@
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Evaluation;
 
-use crate::evaluate::{median, Judge};
+use crate::evaluate::{median, Judge, Limits};
 use crate::prove::sizes;
 
 /// What the sizes are divided by, together, from one point of the walk to the next.
@@ -33,9 +33,8 @@ pub fn points(
     spec: &KernelSpec,
     params: &Params,
     workload: &Workload,
-    judge: &dyn Judge,
+    limits: &Limits,
 ) -> Vec<Sizes> {
-    let limits = judge.limits();
     let region = sizes::default_region(spec, params, &workload.sizes, limits);
     let mut out: Vec<Sizes> = Vec::new();
     for j in 1..=MAX_POINTS {
@@ -79,7 +78,8 @@ pub fn floor(
         return None;
     }
     let mut above = workload.sizes.clone();
-    for point in points(spec, params, workload, judge) {
+    let limits = judge.limits().clone();
+    for point in points(spec, params, workload, &limits) {
         let (mut entry, mut reference) = (Vec::new(), Vec::new());
         for _ in 0..REPEATS {
             match (

@@ -311,4 +311,25 @@ mod tests {
         v.device = "8086|cpu|1|3.0".into();
         assert_eq!(check_variant(&spec, &v, &[]), Ok(()));
     }
+
+    /// A floor edited by hand to name other sizes than the kernel's is refused where variants
+    /// are read (dispatch would compare it with sizes the calls do not have).
+    #[test]
+    fn a_floor_must_name_the_kernels_sizes() {
+        let spec = crate::model::spec::tests::saxpy();
+        let w = &spec.workloads[0];
+        let mut v = at("8086|cpu|1|3.0", &w.name);
+        v.sizes = w.sizes.clone();
+        v.params = spec.reference.clone();
+        v.floor = Some(w.sizes.clone());
+        assert_eq!(check_variant(&spec, &v, &[]), Ok(()));
+        v.floor = Some([("m".to_string(), 64)].into());
+        let e = check_variant(&spec, &v, &[]).unwrap_err();
+        assert!(
+            e.contains("its floor (m=64) does not name the kernel's sizes"),
+            "{e}"
+        );
+        v.floor = Some(Sizes::new());
+        assert!(check_variant(&spec, &v, &[]).is_err());
+    }
 }

@@ -557,6 +557,19 @@ mod tests {
         );
     }
 
+    /// A finalist far slower than the reference after one round of the re-measure is not
+    /// measured twice more (each round times the reference again); one near it is.
+    #[test]
+    fn a_clearly_slower_finalist_takes_one_round_of_the_remeasure() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let mut judge = script(&[(0, 1.0), (1, 2.0), (2, 1.1)]);
+        decide(&mut judge, &spec, &w, &[k(1), k(2), k(0)], None, 7, |_| {}).unwrap();
+        assert_eq!(judge.counts[&1], 1, "{:?}", judge.counts);
+        assert_eq!(judge.counts[&2], 3, "{:?}", judge.counts);
+        assert_eq!(judge.counts[&0], 4, "{:?}", judge.counts);
+    }
+
     #[test]
     fn a_failing_reference_fails_the_tune() {
         let spec = spec();

@@ -133,6 +133,17 @@ pub(crate) fn residue_modulus(spec: &KernelSpec) -> i64 {
     (largest.next_power_of_two().clamp(16, 64)) as i64
 }
 
+/// A case a tune's proof draws above the workload (a residue set, a case of the
+/// counterexample search) does at most this many times the workload's [`work`]: the
+/// reference's run is most of a case's cost when the reference is slow (a KernelBench matrix
+/// product's naive reference, 150 ms at its workload on an H100), and the region's far end is
+/// proven by its corners.
+const WORK_COST: f64 = 2.0;
+
+/// One residue set in this many lies above the tuned sizes in a tune's proof (the others
+/// below, where they cost little: a remainder does not depend on the magnitude).
+const ABOVE_EVERY: usize = 4;
+
 /// Most corners tried (2^4: every corner of up to four sizes; a sample beyond).
 const MAX_CORNERS: usize = 16;
 /// A corner may take at most this many times the workload's buffers (else it moves toward the
@@ -266,9 +277,10 @@ fn fit_near(
 /// every residue `0..m` of its step once (in an order of its own, so that residues of
 /// different sizes combine differently): size `x` is `step · (m · q + r)` for a `q` drawn so
 /// that the value lies, in a tune, between the range's smallest value and the tuned one for
-/// half of the sets and between the tuned one and the range's largest for the other half
-/// (log-uniformly: what a remainder does not depend on the magnitude; a set above costs at
-/// most [`CORNER_COST`] times the workload), anywhere in a claimed box, at
+/// most sets and above the tuned one for one set in [`ABOVE_EVERY`] (log-uniformly: what a
+/// remainder does not depend on the magnitude; a set above costs at most [`CORNER_COST`] times
+/// the workload's buffers and [`WORK_COST`] times its work: [`targets`]), anywhere in a
+/// claimed box, at
 /// the smallest power-of-two step at which candidate and reference can run. A residue that
 /// no step makes valid keeps the size drawn without it.
 #[allow(clippy::too_many_arguments)]
@@ -351,19 +363,14 @@ pub(crate) fn residue_sizes(
     // The set of `residues`, each size drawn below the tuned one or (`above`) above it.
     let mut set_of = |residues: &BTreeMap<&String, i64>, above: bool| -> Sizes {
         let mut set = sizes.clone();
+        let targets = targets(sizes, bounds, reach, above, rng);
         for name in sizes.keys() {
             let (lo, hi) = bounds
                 .get(name)
                 .copied()
                 .unwrap_or((sizes[name], sizes[name]));
             let residue = residues[name];
-            let tuned = sizes[name].clamp(lo, hi.max(lo));
-            let (bottom, top) = match reach {
-                Reach::Tune if above => (tuned, hi.max(tuned)),
-                Reach::Tune => (lo, tuned),
-                Reach::Claimed => (lo, hi),
-            };
-            let target = log_uniform(bottom.max(1), top.max(1), rng);
+            let target = targets[name];
             // the size's step, or coarser ones should this residue need them; a range too
             // narrow for every residue is covered value by value instead
             let mut step = steps[name];
@@ -395,16 +402,21 @@ pub(crate) fn residue_sizes(
         }
         set
     };
-    // A set above the tuned sizes costs at most what a corner may.
-    let affordable = |set: &Sizes| match (footprint(spec, params, set, limits), held) {
-        (Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
-        _ => true,
+    // A set above the tuned sizes costs at most what a corner may, and at most `WORK_COST`
+    // times the workload's work.
+    let affordable = |set: &Sizes| {
+        work(set) <= WORK_COST * work(sizes)
+            && match (footprint(spec, params, set, limits), held) {
+                (Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
+                _ => true,
+            }
     };
     for (index, residues) in by_set.iter().enumerate() {
-        // A tune's sets alternate below and above the tuned sizes (a later pass of a
-        // persistent kernel, a second tile, exists only above them); one above that would
-        // cost too much is drawn below instead.
-        let mut set = set_of(residues, reach == Reach::Tune && index % 2 == 1);
+        // One of a tune's sets in `ABOVE_EVERY` lies above the tuned sizes (a later pass of a
+        // persistent kernel, a second tile, exists only above them), the others below; one
+        // above that would cost too much is drawn below instead.
+        let above = reach == Reach::Tune && index % ABOVE_EVERY == 1;
+        let mut set = set_of(residues, above);
         if !affordable(&set) {
             set = set_of(residues, false);
         }
@@ -415,10 +427,76 @@ pub(crate) fn residue_sizes(
     out
 }
 
+/// Where each size of a residue set is drawn before it is moved to its residue: in a tune,
+/// below the tuned value (from the range's smallest), or (`above`) above it, with the set's
+/// work at most three quarters of [`WORK_COST`] times the workload's (each size's excess drawn
+/// log-uniformly, then all of them shrunk by one factor where their product is over that);
+/// anywhere in a claimed box.
+fn targets(
+    sizes: &Sizes,
+    bounds: &BTreeMap<String, (i64, i64)>,
+    reach: Reach,
+    above: bool,
+    rng: &mut ChaCha8Rng,
+) -> BTreeMap<String, i64> {
+    let range = |name: &String| {
+        let (lo, hi) = bounds
+            .get(name)
+            .copied()
+            .unwrap_or((sizes[name], sizes[name]));
+        let tuned = sizes[name].clamp(lo, hi.max(lo));
+        (lo.max(1), hi.max(1), tuned.max(1))
+    };
+    if reach == Reach::Claimed || !above {
+        return sizes
+            .keys()
+            .map(|name| {
+                let (lo, hi, tuned) = range(name);
+                let (bottom, top) = if reach == Reach::Claimed {
+                    (lo, hi)
+                } else {
+                    (lo, tuned)
+                };
+                (name.clone(), log_uniform(bottom, top, rng))
+            })
+            .collect();
+    }
+    // the natural logarithm of each size's excess over its tuned value
+    let excess: BTreeMap<&String, f64> = sizes
+        .keys()
+        .map(|name| {
+            let (_, hi, tuned) = range(name);
+            let top = (hi.max(tuned) as f64 / tuned as f64).ln();
+            (name, rng.gen_range(0.0..=top))
+        })
+        .collect();
+    // three quarters of the bound, so that moving each size to its residue keeps the set
+    // within it
+    let budget = (0.75 * WORK_COST).ln();
+    let total: f64 = excess.values().sum();
+    let shrink = if total > budget { budget / total } else { 1.0 };
+    excess
+        .into_iter()
+        .map(|(name, e)| {
+            let (_, hi, tuned) = range(name);
+            let v = (tuned as f64 * (e * shrink).exp()).round() as i64;
+            (name.clone(), v.clamp(tuned, hi.max(tuned)))
+        })
+        .collect()
+}
+
+/// A size set's work, as the reference's cost is reckoned here: the product of its sizes (a
+/// reference loops over every one of them: a matrix product's m·n·k, a convolution's batch,
+/// channels and pixels).
+fn work(sizes: &Sizes) -> f64 {
+    sizes.values().map(|&v| v.max(1) as f64).product()
+}
+
 /// Whether both `params` and the reference can run at `sizes` (constraints, launch geometry)
 /// and their buffers fit the device next to those of the workload at `tuned` and (with
-/// [`Reach::Tune`]) take at most `CORNER_COST` times its buffers: where a proof may try a
-/// size set it did not plan.
+/// [`Reach::Tune`]) take at most `CORNER_COST` times its buffers and [`WORK_COST`] times its
+/// work: where a proof may try a size set it did not plan (the region's far corner, which
+/// costs more, is a planned case).
 pub fn runnable(
     spec: &KernelSpec,
     params: &Params,
@@ -429,7 +507,9 @@ pub fn runnable(
 ) -> bool {
     let held = footprint(spec, params, tuned, limits);
     let affordable = match (reach, footprint(spec, params, sizes, limits), held) {
-        (Reach::Tune, Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
+        (Reach::Tune, Some(c), Some(h)) if h > 0 => {
+            c as f64 <= CORNER_COST * h as f64 && work(sizes) <= WORK_COST * work(tuned)
+        }
         _ => true,
     };
     affordable
@@ -668,6 +748,67 @@ mod residue_tests {
             &mut ChaCha8Rng::seed_from_u64(2),
         );
         assert_ne!(sets, again);
+    }
+
+    /// A matrix product's residue sets: some above the tuned sizes in every size, none of
+    /// them doing more than `WORK_COST` times the workload's work (its reference's runs are
+    /// most of a proof's cost); the others below. A claimed box's sets go anywhere in it.
+    #[test]
+    fn sets_above_the_workload_are_bounded_in_work() {
+        let s = spec(
+            r#"code = "__kernel void k(const int m, const int n, const int k, __global float* c) { c[0] = T; }", params(T = [1, 4]), reference(T = 1),
+               global = (n, m), buffers(c = m * n), check(c), workloads(w(m = 1024, n = 1024, k = 1024))"#,
+        );
+        let sizes: Sizes = [("m", 1024), ("n", 1024), ("k", 1024)]
+            .map(|(k, v)| (k.to_string(), v))
+            .into();
+        let bounds: BTreeMap<String, (i64, i64)> =
+            sizes.keys().map(|k| (k.clone(), (1, 2048))).collect();
+        let workload = work(&sizes);
+        for seed in 0..8 {
+            let sets = residue_sizes(
+                &s,
+                &s.reference,
+                &sizes,
+                &bounds,
+                16,
+                &limits(),
+                Reach::Tune,
+                &mut ChaCha8Rng::seed_from_u64(seed),
+            );
+            let above: Vec<&Sizes> = sets
+                .iter()
+                .filter(|set| set.iter().all(|(k, v)| *v >= sizes[k]))
+                .collect();
+            assert!(above.len() >= 3, "seed {seed}: {sets:?}");
+            assert!(
+                sets.iter().all(|set| work(set) <= WORK_COST * workload),
+                "seed {seed}: {sets:?}"
+            );
+            assert!(
+                above
+                    .iter()
+                    .any(|set| set.iter().any(|(k, v)| *v > sizes[k])),
+                "seed {seed}: {above:?}"
+            );
+        }
+        let claimed = residue_sizes(
+            &s,
+            &s.reference,
+            &sizes,
+            &bounds,
+            16,
+            &limits(),
+            Reach::Claimed,
+            &mut ChaCha8Rng::seed_from_u64(0),
+        );
+        // drawn log-uniformly over 1..=2048 without a bound on the work
+        assert!(
+            claimed
+                .iter()
+                .any(|set| set.iter().any(|(k, v)| *v > sizes[k] * 5 / 4)),
+            "{claimed:?}"
+        );
     }
 
     /// Constraints that need multiples of 64: the residues are those of n / 64.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use kfoundry_tune::evaluate::supervisor::TimeLimits;
+use kfoundry_bench::supervisor::TimeLimits;
 use kfoundry_tune::options::Partition;
 use kfoundry_tune::{TuneOptions, WorkspaceOptions};
 
@@ -198,7 +198,7 @@ impl TuneArgs {
             build_processes: self.build_processes.map(usize::from),
             program_cache: self
                 .program_cache
-                .then(kfoundry_tune::evaluate::program_cache::default_dir)
+                .then(kfoundry_bench::program_cache::default_dir)
                 .flatten(),
             seed: self.seed,
             proof_seed: self.proof_seed,

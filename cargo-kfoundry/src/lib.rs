@@ -42,7 +42,7 @@ pub fn run(cli: &Cli) -> Result<Exit, Error> {
         Command::Merge(args) => done(commands::merge::run(args)),
         Command::Import(args) => done(commands::import::run(args)),
         Command::Run(args) => done(commands::run::run(args)),
-        Command::Worker => done(kfoundry_tune::evaluate::worker::serve()),
+        Command::Worker => done(kfoundry_bench::worker::serve()),
     };
     result.map_err(Error::from)
 }

@@ -7,12 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cli::{MessageFormat, ReportArgs};
 use anyhow::{bail, Context as _, Result};
+use kfoundry_bench::supervisor::{Supervised, TimeLimits};
+use kfoundry_bench::Measurement;
 use kfoundry_rt::model::variant::Variant;
 use kfoundry_search::Evaluation;
 use kfoundry_tooling::lockfile::Lockfile;
 use kfoundry_tune::device::{self as devices, Selected};
-use kfoundry_tune::evaluate::supervisor::{Supervised, TimeLimits};
-use kfoundry_tune::evaluate::Measurement;
 use kfoundry_tune::messages::{CrossCell, Message};
 use kfoundry_tune::pipeline::discover::sources;
 use kfoundry_tune::text::{fmt_ns, Table};

@@ -16,10 +16,10 @@ use kfoundry_tooling::fingerprint;
 use kfoundry_tooling::lockfile::Lockfile;
 
 use crate::cli::{CheckArgs, MessageFormat};
+use kfoundry_bench::supervisor::{Supervised, TimeLimits};
+use kfoundry_bench::Measurement;
 use kfoundry_tune::device::Selected;
 use kfoundry_tune::error::Exit;
-use kfoundry_tune::evaluate::supervisor::{Supervised, TimeLimits};
-use kfoundry_tune::evaluate::Measurement;
 use kfoundry_tune::messages::Message;
 use kfoundry_tune::pipeline::discover::Kernel;
 use kfoundry_tune::prove::{prove, Claimed, Scope};

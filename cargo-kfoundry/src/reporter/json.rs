@@ -72,10 +72,8 @@ pub fn messages(event: &TuneEvent<'_>) -> Vec<Message> {
 }
 
 /// A proof's failing case as the JSON messages carry it.
-fn counterexample(
-    case: &kfoundry_tune::evaluate::case::Case,
-) -> kfoundry_tune::messages::Counterexample {
-    use kfoundry_tune::evaluate::case::Prefill;
+fn counterexample(case: &kfoundry_bench::case::Case) -> kfoundry_tune::messages::Counterexample {
+    use kfoundry_bench::case::Prefill;
     kfoundry_tune::messages::Counterexample {
         sizes: case.sizes.clone(),
         scalars: case.scalars.clone(),

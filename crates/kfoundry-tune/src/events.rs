@@ -12,10 +12,10 @@ use kfoundry_rt::model::spec::{KernelSpec, Params};
 use kfoundry_search::Record;
 
 use crate::device::Selected;
-use crate::evaluate::case::Case;
 use crate::llm::LlmConfig;
 use crate::messages::{LlmTurn, TuneResult};
 use crate::options::Partition;
+use kfoundry_bench::case::Case;
 
 /// One search: a kernel at one of its workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

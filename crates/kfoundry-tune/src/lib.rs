@@ -6,8 +6,9 @@
 //! - [`pipeline`]: `tune`, as stages: discover → plan → search → verify → re-measure →
 //!   record → report; [`prove`]: the prover (the cases a finalist or a lockfile entry is
 //!   proven in, the counterexample search).
-//! - [`evaluate`]: building, verifying and timing candidates on a device, in a supervised
-//!   worker process; [`device`]: choosing the device and measuring its peaks.
+//! - the bench (the crate [`kfoundry_bench`]): building, verifying and timing candidates on a
+//!   device, in a supervised worker process; [`device`]: choosing the device and measuring
+//!   its peaks.
 //! - [`llm`]: the optional language model (its HTTP client behind the cargo feature `llm`).
 //! - [`tuning_db`]: what earlier tunes found, shared across projects (warm starts);
 //!   [`checkpoint`]: resumable searches; [`interrupt`]: Ctrl-C as "write what was found".
@@ -15,13 +16,12 @@
 //!   versioned JSON output (the `kfoundry-messages` crate); [`text`]: human-readable tables; [`filter`]: kernel patterns.
 //!
 //! A program that calls [`tune`] must answer [`WORKER_COMMAND`] as its first argument by
-//! calling [`evaluate::worker::serve`]: candidates run in a child process of the current
+//! calling [`kfoundry_bench::worker::serve`]: candidates run in a child process of the current
 //! executable, so that a crash or a hang costs a candidate, not the tune.
 
 pub mod checkpoint;
 pub mod device;
 pub mod error;
-pub mod evaluate;
 pub mod events;
 pub mod filter;
 pub mod interrupt;
@@ -38,8 +38,8 @@ pub mod tuning_db;
 pub use kfoundry_messages as messages;
 
 pub use error::{Error, ErrorKind, Exit};
-pub use evaluate::supervisor::WORKER_COMMAND;
 pub use events::{Reporter, TuneEvent};
+pub use kfoundry_bench::supervisor::WORKER_COMMAND;
 pub use options::{MessageFormat, TuneOptions, WorkspaceOptions};
 
 /// Tunes what `options` select on one device (at most one selector in `options.device`),

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::evaluate::supervisor::TimeLimits;
+use kfoundry_bench::supervisor::TimeLimits;
 
 /// Share `k` (1-based) of `n` of the run's jobs (`tune --partition K/N`; how they are dealt
 /// out and how the text is read: [`crate::pipeline::partition`]).
@@ -62,11 +62,11 @@ pub struct TuneOptions {
     /// How many candidates may be built ahead at once (`--set speculate=N` or `--set
     /// batch=N`); `None`: one on a GPU, every core but one elsewhere.
     pub build_jobs: Option<usize>,
-    /// Builds ahead in this many processes of their own (a build farm,
-    /// [`crate::evaluate::farm`]) instead of threads; `None` or 0: threads.
+    /// Builds ahead in this many processes of their own (the bench's build farm) instead of
+    /// threads; `None` or 0: threads.
     pub build_processes: Option<usize>,
     /// Where the search keeps and reads program binaries across runs
-    /// ([`crate::evaluate::program_cache`]); `None`: every build from source.
+    /// ([`kfoundry_bench::program_cache`]); `None`: every build from source.
     pub program_cache: Option<std::path::PathBuf>,
     /// The tuning database ([`crate::tuning_db`]) fresh searches warm-start from (with
     /// `warm_start`) and every finished search records its fastest configurations in; `None`:

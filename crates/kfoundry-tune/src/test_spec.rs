@@ -23,8 +23,8 @@ pub(crate) fn spec(args: &str) -> KernelSpec {
 
 /// A device's limits with room for every test kernel: 1024 work-items a group, 1 GiB a
 /// buffer, 4 GiB in all.
-pub(crate) fn roomy_limits() -> crate::evaluate::Limits {
-    crate::evaluate::Limits {
+pub(crate) fn roomy_limits() -> kfoundry_bench::Limits {
+    kfoundry_bench::Limits {
         max_work_group_size: 1024,
         max_alloc_bytes: 1 << 30,
         global_mem_bytes: 4 << 30,

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes};
 use kfoundry_search::Record;
 
-use crate::evaluate::params_of;
+use kfoundry_bench::params_of;
 
 /// The format of an entry.
 pub const VERSION: u32 = 1;
@@ -40,12 +40,12 @@ pub const MAX_ENTRY_BYTES: u64 = 1 << 20;
 pub(crate) const DB_ENV: &str = "KFOUNDRY_TUNING_DB";
 
 /// The database's folder by default: `$KFOUNDRY_TUNING_DB` (`off` for none), else
-/// `tuning` in kfoundry's cache folder (`crate::evaluate::program_cache::cache_dir`).
+/// `tuning` in kfoundry's cache folder (`kfoundry_bench::program_cache::cache_dir`).
 pub fn default_dir() -> Option<PathBuf> {
     match std::env::var_os(DB_ENV).filter(|v| !v.is_empty()) {
         Some(v) if v == "off" => None,
         Some(v) => Some(PathBuf::from(v)),
-        None => crate::evaluate::program_cache::cache_dir().map(|d| d.join("tuning")),
+        None => kfoundry_bench::program_cache::cache_dir().map(|d| d.join("tuning")),
     }
 }
 

@@ -339,7 +339,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// from the binaries its farm made, checks them as any other, and once sealed builds from
 /// source again.
 fn a_build_farm_builds_what_is_evaluated_next() {
-    use kfoundry_tune::evaluate::{Bench, Measurement};
+    use kfoundry_bench::{Bench, Measurement};
     let dir = tempfile::tempdir().unwrap();
     let spec = copy_spec(dir.path());
     let sizes: kfoundry_rt::model::spec::Sizes = [("n".to_string(), 4096)].into();
@@ -379,7 +379,7 @@ fn a_build_farm_builds_what_is_evaluated_next() {
 
 fn main() {
     if std::env::args().nth(1).as_deref() == Some(kfoundry_tune::WORKER_COMMAND) {
-        if let Err(e) = kfoundry_tune::evaluate::worker::serve() {
+        if let Err(e) = kfoundry_bench::worker::serve() {
             eprintln!("worker: {e:#}");
             std::process::exit(1);
         }

@@ -89,7 +89,7 @@ mod tests {
     use super::super::cache_file::cache_key;
     use super::super::test_spec as spec;
     use super::*;
-    use kfoundry_tune::evaluate::{Limits, Validity};
+    use kfoundry_bench::{Limits, Validity};
 
     fn p(name: &str, values: &[i64]) -> Param {
         Param {

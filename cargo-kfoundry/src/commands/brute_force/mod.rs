@@ -30,10 +30,10 @@ use kfoundry_tooling::files::write_atomic;
 use serde_json::{Map, Value};
 
 use crate::cli::{BruteForceArgs, MessageFormat};
+use kfoundry_bench::supervisor::Supervised;
+use kfoundry_bench::{config_of, params_of, Measurement};
 use kfoundry_tune::device::{self as devices, Selected};
 use kfoundry_tune::error::Exit;
-use kfoundry_tune::evaluate::supervisor::Supervised;
-use kfoundry_tune::evaluate::{config_of, params_of, Measurement};
 use kfoundry_tune::interrupt;
 use kfoundry_tune::messages::{BruteForced, Message};
 use kfoundry_tune::pipeline::discover::{sources, Kernel};

@@ -31,9 +31,9 @@ use super::{
     source_levels, DeviceDescription, Inspiration, LlmConfig, MutationContext, Mutator,
     MutatorState,
 };
-use crate::evaluate::params_of;
-use crate::evaluate::supervisor::Supervised;
 use crate::messages::{LlmSummary, LlmTurn};
+use kfoundry_bench::params_of;
+use kfoundry_bench::supervisor::Supervised;
 
 /// Evaluations of one proposal at most (its declared parameters' values).
 const MAX_EVALS_PER_PROPOSAL: usize = 4;

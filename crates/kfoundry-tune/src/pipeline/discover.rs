@@ -34,7 +34,7 @@ impl Kernel {
     }
 
     /// What the compiler's messages about the kernel's own source call it, in place of the
-    /// driver's temporary copy (see `crate::evaluate::diagnostics::relocate`): its
+    /// driver's temporary copy (see `kfoundry_bench::diagnostics::relocate`): its
     /// `source = ...` file (`(expanded)` when its includes make the text built another than the
     /// file's, whose lines the messages then count), else the annotation's place (inline
     /// `code`).

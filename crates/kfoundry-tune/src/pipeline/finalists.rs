@@ -12,11 +12,11 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Record;
 
 use super::remeasure::{beats_existing, measure_reference, remeasure};
-use crate::evaluate::case::Case;
-use crate::evaluate::{params_of, ErrorStats, Judge};
 pub use crate::events::Unshipped;
 use crate::prove::{prove, NotProven, Scope};
 use crate::text::fmt_ns;
+use kfoundry_bench::case::Case;
+use kfoundry_bench::{params_of, ErrorStats, Judge};
 
 /// Finalists re-measured and proven, fastest first, until one wins.
 pub(crate) const FINALISTS: usize = 3;
@@ -321,7 +321,7 @@ pub fn try_finalist(
 fn reference_region(
     spec: &KernelSpec,
     sizes: &Sizes,
-    limits: &crate::evaluate::Limits,
+    limits: &kfoundry_bench::Limits,
 ) -> Vec<Sizes> {
     use rand::SeedableRng as _;
     let region = crate::prove::sizes::default_region(spec, &spec.reference, sizes, limits);
@@ -348,8 +348,8 @@ fn reference_region(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluate::case::Case;
-    use crate::evaluate::{Limits, Rejection, Verdict};
+    use kfoundry_bench::case::Case;
+    use kfoundry_bench::{Limits, Rejection, Verdict};
     use kfoundry_search::{Evaluation, FailureKind};
     use std::collections::BTreeMap;
 
@@ -385,7 +385,7 @@ mod tests {
             params: &Params,
             case: &Case,
             _: Option<&str>,
-        ) -> Result<Verdict, crate::evaluate::Untrusted> {
+        ) -> Result<Verdict, kfoundry_bench::Untrusted> {
             assert!(self.sealed, "verified before the judge was sealed");
             *self.verified.entry(params["K"]).or_default() += 1;
             let sizes = &case.sizes;

@@ -14,8 +14,8 @@
 use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Evaluation;
 
-use crate::evaluate::{median, Judge, Limits};
 use crate::prove::sizes;
+use kfoundry_bench::{median, Judge, Limits};
 
 /// What the sizes are divided by, together, from one point of the walk to the next.
 pub(crate) const STEP: i64 = 4;
@@ -108,8 +108,8 @@ pub fn floor(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluate::case::Case;
-    use crate::evaluate::{ErrorStats, Limits, Verdict};
+    use kfoundry_bench::case::Case;
+    use kfoundry_bench::{ErrorStats, Limits, Verdict};
     use kfoundry_rt::model::select::below_floor as below;
 
     /// Times: the reference `n` ns, the entry `n / 4 + fixed` ns.
@@ -138,7 +138,7 @@ mod tests {
             _: &Params,
             _: &Case,
             _: Option<&str>,
-        ) -> Result<Verdict, crate::evaluate::Untrusted> {
+        ) -> Result<Verdict, kfoundry_bench::Untrusted> {
             Ok(Ok(ErrorStats::default()))
         }
         fn last_errors(&self) -> Option<ErrorStats> {

@@ -20,9 +20,9 @@ use rand::SeedableRng as _;
 use rand_chacha::ChaCha8Rng;
 
 use super::finalists::{try_finalist, Tried};
-use crate::evaluate::{check_launchable, params_of, Judge, Limits};
 use crate::prove::sizes;
 use crate::text::fmt_ns;
+use kfoundry_bench::{check_launchable, params_of, Judge, Limits};
 
 /// Size sets drawn across the region (beside its corners) to tell where the winner runs.
 pub(crate) const SAMPLES: usize = 256;
@@ -204,8 +204,8 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluate::case::Case;
-    use crate::evaluate::{ErrorStats, Rejection, Verdict};
+    use kfoundry_bench::case::Case;
+    use kfoundry_bench::{ErrorStats, Rejection, Verdict};
     use kfoundry_search::Evaluation;
 
     /// Times by `VEC`; a configuration in `wrong` fails every proof case.
@@ -227,7 +227,7 @@ mod tests {
             params: &Params,
             _: &Case,
             _: Option<&str>,
-        ) -> Result<Verdict, crate::evaluate::Untrusted> {
+        ) -> Result<Verdict, kfoundry_bench::Untrusted> {
             self.proved.push(params["VEC"]);
             if self.wrong.contains(&params["VEC"]) {
                 return Ok(Err(Rejection::Wrong("differs".into())));

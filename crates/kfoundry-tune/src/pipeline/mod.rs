@@ -7,7 +7,7 @@
 //!    the lockfile can be written; for each search, where it starts (afresh, or from its
 //!    checkpoint). Several devices at once: the command line runs one such pipeline per device
 //!    (`cargo-kfoundry`'s `fleet`).
-//! 3. [`search`]: the engine over a supervised [`Bench`](crate::evaluate::Bench) on the
+//! 3. [`search`]: the engine over a supervised [`Bench`](kfoundry_bench::Bench) on the
 //!    device, with the language model as its external operator (one loop, one budget),
 //!    checkpointed after every evaluation.
 //! 4. [`finalists`]: the fastest candidates, each [`remeasure`]-d against the reference and,
@@ -48,14 +48,14 @@ use kfoundry_rt::model::spec::{KernelSpec, Workload};
 
 use crate::checkpoint::Key;
 use crate::error::Exit;
-use crate::evaluate::supervisor::Supervised;
-use crate::evaluate::{Measurement, ProgramCacheUse};
 use crate::events::{Reporter, TuneEvent};
 use crate::interrupt;
 use crate::messages::TuneResult;
 use crate::options::TuneOptions;
 use crate::tuning_db;
 use finalists::Finalist;
+use kfoundry_bench::supervisor::Supervised;
+use kfoundry_bench::{Measurement, ProgramCacheUse};
 use plan::{Plan, Start};
 
 /// Runs the whole pipeline for the selection of `args`, on one device, telling `reporter`.

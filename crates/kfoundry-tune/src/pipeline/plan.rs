@@ -23,13 +23,13 @@ use crate::checkpoint::{Checkpoints, Key};
 use crate::device::peaks::{self, Peaks};
 use crate::device::{self, Selected};
 use crate::error::usage;
-use crate::evaluate::config_of;
 use crate::events::{Reporter, TuneEvent};
 use crate::interrupt;
 use crate::llm::LlmConfig;
 use crate::messages::TuneResult;
 use crate::options::TuneOptions;
 use crate::tuning_db::{template_of, TuningDb};
+use kfoundry_bench::config_of;
 
 /// Everything the later stages read: decided once, never changed during the run.
 pub struct Plan<'a> {

@@ -22,11 +22,11 @@ use kfoundry_rt::model::variant::{Variant, PROOF_VERSION};
 use kfoundry_search::Evaluation;
 
 use super::plan::Plan;
-use crate::evaluate::case::Case;
-use crate::evaluate::supervisor::Supervised;
-use crate::evaluate::{median, Judge, Measurement};
 pub use crate::events::{Bucket, Portfolio};
 use crate::prove::{prove, Claimed, NotProven, Scope};
+use kfoundry_bench::case::Case;
+use kfoundry_bench::supervisor::Supervised;
+use kfoundry_bench::{median, Judge, Measurement};
 
 /// Measurements of each candidate at each anchor.
 const REPEATS: usize = 3;

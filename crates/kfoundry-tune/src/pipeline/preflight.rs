@@ -5,7 +5,7 @@
 
 use kfoundry_rt::opencl::session::Session;
 
-use crate::evaluate::diagnostics::relocate;
+use kfoundry_bench::diagnostics::relocate;
 
 use super::discover::Kernel;
 

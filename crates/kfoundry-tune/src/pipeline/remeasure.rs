@@ -6,7 +6,7 @@
 use kfoundry_rt::model::spec::{KernelSpec, Params};
 use kfoundry_search::Evaluation;
 
-use crate::evaluate::{median, ErrorStats, Judge};
+use kfoundry_bench::{median, ErrorStats, Judge};
 
 /// Alternating measurements of finalist and reference.
 const REMEASURES: usize = 3;

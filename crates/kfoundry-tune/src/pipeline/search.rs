@@ -12,12 +12,12 @@ use kfoundry_search::{ExternalOperator, Progress, SearchState, Stepped};
 
 use super::plan::Plan;
 use crate::checkpoint::Key;
-use crate::evaluate::params_of;
-use crate::evaluate::supervisor::Supervised;
 use crate::events::{Reporter, Search, TuneEvent};
 use crate::interrupt;
 use crate::llm::operator::{LanguageModel, SourceSearch, SourceState};
 use crate::llm::DeviceDescription;
+use kfoundry_bench::params_of;
+use kfoundry_bench::supervisor::Supervised;
 
 /// A finished (or interrupted) search.
 pub struct Searched {

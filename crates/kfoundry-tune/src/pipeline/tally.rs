@@ -16,11 +16,11 @@ use super::plan::Plan;
 use super::search::Searched;
 use crate::device::peaks::Peaks;
 use crate::error::Exit;
-use crate::evaluate::supervisor::Supervised;
-use crate::evaluate::{fmt_sizes, params_of};
 use crate::events::{Failure, Search, TuneEvent};
 use crate::messages::TuneResult;
 use crate::text::{describe, fmt_params};
+use kfoundry_bench::supervisor::Supervised;
+use kfoundry_bench::{fmt_sizes, params_of};
 
 /// What the run did so far.
 #[derive(Default)]

@@ -20,8 +20,8 @@ use kfoundry_rt::model::spec::{KernelSpec, Params, Sizes, Workload};
 use kfoundry_search::Config;
 use kfoundry_tooling::lockfile::Lockfile;
 
-use crate::evaluate::config_of;
 use crate::tuning_db::{shape_distance, Entry};
+use kfoundry_bench::config_of;
 
 /// At most this many warm starts a search (the engine takes up to
 /// [`kfoundry_search::MAX_WARM_STARTS`]).
@@ -176,7 +176,7 @@ fn from_db(
                     from: format!(
                         "{} @ {} (tuning database)",
                         e.kernel,
-                        crate::evaluate::fmt_sizes(&e.sizes)
+                        kfoundry_bench::fmt_sizes(&e.sizes)
                     ),
                 },
             ));

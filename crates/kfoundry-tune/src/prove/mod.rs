@@ -21,7 +21,7 @@
 //!    integer inputs at the ends of their range, and large magnitudes (unless `edges = none`);
 //!    values far from the declared ones (unless `edges = none`: shifted far above and below
 //!    zero, scaled to either end of the format's range), judged with the reference's own
-//!    sensitivity there (`crate::evaluate::SENSITIVITY_FACTOR`); one repeated value; sorted
+//!    sensitivity there (`kfoundry_bench::SENSITIVITY_FACTOR`); one repeated value; sorted
 //!    values;
 //! 5. in place, where the annotation declares `in_place(...)`.
 //!
@@ -43,8 +43,8 @@ pub mod search;
 pub mod sizes;
 
 use self::search::{Outcome, Space, SEARCH_CASES, SHRINK_CASES};
-use crate::evaluate::case::{Case, Prefill, Values};
-use crate::evaluate::{Judge, Limits};
+use kfoundry_bench::case::{Case, Prefill, Values};
+use kfoundry_bench::{Judge, Limits};
 
 /// What a finalist was proven at: every size set of a case that passed (the workload's
 /// first), and for each integer scalar that is not a size the smallest and largest value it

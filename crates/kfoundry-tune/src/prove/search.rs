@@ -19,9 +19,9 @@ use rand::seq::SliceRandom as _;
 use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 
-use crate::evaluate::case::{Case, Values};
+use kfoundry_bench::case::{Case, Values};
 
-use crate::evaluate::Limits;
+use kfoundry_bench::Limits;
 
 /// How many cases the search runs after the planned ones passed (each one a reference run and
 /// a candidate run at sizes no larger than the box).

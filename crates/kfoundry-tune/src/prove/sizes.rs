@@ -27,7 +27,7 @@ use rand::seq::SliceRandom as _;
 use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 
-use crate::evaluate::{check_launchable, Limits, FRONT_GUARD_BYTES, GUARD_ELEMS};
+use kfoundry_bench::{check_launchable, Limits, FRONT_GUARD_BYTES, GUARD_ELEMS};
 
 /// Rounding steps tried, smallest first: 1, 2, 4, ..., 2^20.
 const MAX_STEP_LOG2: u32 = 20;

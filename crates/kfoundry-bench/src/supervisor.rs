@@ -80,7 +80,7 @@ pub struct Supervised {
     /// The compiler's warnings, from every worker's stderr.
     pub warnings: Arc<Mutex<Warnings>>,
     /// Where the proof cases verified so far spent their time, as the workers timed them.
-    pub proof_time: crate::messages::ProofTime,
+    pub proof_time: kfoundry_messages::ProofTime,
 }
 
 impl Supervised {
@@ -766,7 +766,7 @@ mod tests {
             _ => unreachable!(),
         };
         if let Request::Setup { settings, .. } = &mut s.setup {
-            settings.program_cache = Some(crate::evaluate::ProgramCacheUse {
+            settings.program_cache = Some(crate::ProgramCacheUse {
                 dir: "cache".into(),
                 read: true,
             });

@@ -36,7 +36,7 @@ pub(crate) const DIR_ENV: &str = "KFOUNDRY_CACHE_DIR";
 /// kfoundry's cache folder (program binaries, the tuning database): `$KFOUNDRY_CACHE_DIR`,
 /// else `$XDG_CACHE_HOME/kfoundry`, else `~/.cache/kfoundry`; `None` when none of those is
 /// set.
-pub(crate) fn cache_dir() -> Option<PathBuf> {
+pub fn cache_dir() -> Option<PathBuf> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     if let Some(dir) = var(DIR_ENV) {
         return Some(PathBuf::from(dir));

@@ -98,7 +98,7 @@ pub(crate) fn own_diagnostics(log: &str, own_file: &str) -> String {
 /// `log` with the compilers' names for the source being built (PoCL's temporary
 /// `.../tempfile_XXXX.cl`, NVIDIA's `<kernel>`, `<source>`) replaced by `place`, so that
 /// `place:line:column` points into the user's file.
-pub(crate) fn relocate(log: &str, place: &str) -> String {
+pub fn relocate(log: &str, place: &str) -> String {
     let mut out = String::with_capacity(log.len());
     for (n, line) in log.lines().enumerate() {
         if n > 0 {

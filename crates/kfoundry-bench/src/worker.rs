@@ -87,7 +87,7 @@ pub(crate) enum Response {
         #[serde(default)]
         warnings: Vec<String>,
         #[serde(default)]
-        time: crate::messages::ProofTime,
+        time: kfoundry_messages::ProofTime,
     },
     /// The reference cannot be trusted at the requested sizes: they prove nothing.
     Unverifiable {

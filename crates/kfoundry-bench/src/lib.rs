@@ -16,7 +16,7 @@
 //!   work-group runs before it (in [`Bench::verify_at`], not during the search: a second build
 //!   of every candidate doubled the cost of an evaluation on PoCL);
 //! - **being right only at the tuned sizes**: finalists are verified again at smaller and
-//!   larger sizes ([`Bench::verify_at`], planned by [`crate::prove`]).
+//!   larger sizes ([`Bench::verify_at`], planned by the tuner's prover).
 //!
 //! One [`Bench`] serves one kernel on one device, at its workload's sizes and any others. It
 //! lives in a worker process ([`worker`]); the tuner's [`supervisor::Supervised`] talks to it
@@ -30,16 +30,17 @@
 
 mod builds;
 pub mod case;
-pub mod compare;
-pub mod device_data;
+mod compare;
+mod device_data;
 pub mod diagnostics;
-pub mod farm;
-pub mod inputs;
+mod farm;
+mod inputs;
 pub mod program_cache;
 mod reference;
 mod reference_runs;
 mod runs;
 pub mod supervisor;
+pub mod text;
 mod timing;
 mod validity;
 mod verdicts;
@@ -64,7 +65,7 @@ use self::inputs::{
     decode, draw_scalar_values, draw_values, fits_elements, guard_pattern, perturb, prefill_buffer,
     Nudge,
 };
-use crate::messages::ProofTime;
+use kfoundry_messages::ProofTime;
 use rand::Rng as _;
 
 use self::builds::{Background, BuildKey, MAX_BUILDERS};
@@ -76,9 +77,9 @@ pub use self::timing::{median, relative_spread, MAX_REPEATS, STABLE, TIMING_BUDG
 pub use self::validity::{check_launchable, pins_work_group, Validity};
 
 /// Elements of guard after every buffer (fewer when the device's allocation limit is near).
-pub(crate) const GUARD_ELEMS: usize = 16384;
+pub const GUARD_ELEMS: usize = 16384;
 /// Bytes of guard before every buffer (rounded up to the device's sub-buffer alignment).
-pub(crate) const FRONT_GUARD_BYTES: usize = 65536;
+pub const FRONT_GUARD_BYTES: usize = 65536;
 
 /// How candidates are checked and timed.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -107,7 +108,7 @@ pub struct Measurement {
     #[serde(default)]
     pub program_cache: Option<ProgramCacheUse>,
     /// What the compiler's messages about the kernel's own source (not a generated one) call
-    /// it, in place of the driver's temporary copy ([`crate::pipeline::discover::Kernel::source_place`]);
+    /// it, in place of the driver's temporary copy (the tuner's `Kernel::source_place`);
     /// `None`: as the driver names it.
     #[serde(default)]
     pub source_place: Option<String>,
@@ -357,7 +358,7 @@ pub enum SetupError {
 }
 
 /// A verdict on a candidate at some sizes: its output errors, or why it failed.
-pub(crate) type Verdict = Result<ErrorStats, Rejection>;
+pub type Verdict = Result<ErrorStats, Rejection>;
 
 /// Why a candidate was refused: the variant decides what happens next (a pool of inputs drawn
 /// afresh, a worker restarted, the search's failure kind), the text says it to people.
@@ -603,7 +604,7 @@ impl Bench {
     /// Builds and times `params` (of `source` when given) at `sizes` rather than the
     /// workload's, once it passed a check against the reference on a fresh input set there:
     /// how a proven entry compares with the reference at smaller sizes
-    /// ([`crate::pipeline::floor`]).
+    /// (the tuner's floors).
     pub fn evaluate_at(
         &mut self,
         params: &Params,
@@ -912,7 +913,7 @@ pub fn config_of(spec: &KernelSpec, params: &Params) -> Config {
         .collect()
 }
 
-pub(crate) fn fmt_sizes(sizes: &Sizes) -> String {
+pub fn fmt_sizes(sizes: &Sizes) -> String {
     kfoundry_rt::model::spec::fmt_assignments(sizes, ", ")
 }
 

@@ -414,7 +414,7 @@ pub struct MergeArgs {
     /// Where to write the result (default: standard output; with --git, over %A as git wants).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Act as git's merge driver: `cargo kfoundry merge --git %O %A %B` (see the README for the .gitattributes and git config lines).
+    /// Act as git's merge driver: `cargo kfoundry merge --git %O %A %B` (see the manual, book/src/fleet.md, for the .gitattributes and git config lines).
     #[arg(long)]
     pub git: bool,
     /// The lockfile the inputs started from (their common ancestor): a slot only one input changed takes that input's state. Without it, inputs that disagree on a slot conflict.

@@ -108,7 +108,7 @@ pub struct SgemmLargeK;
 
 /// RMSNorm of each row, declared for the sizes a decoder calls it at: one row (decode) to
 /// 4096 (prefill) of 2048 columns. `tune` tunes the range's anchors and proves a portfolio of at
-/// most four variants, each over its bucket of rows (README, "Size ranges").
+/// most four variants, each over its bucket of rows (the manual, `book/src/dispatch.md`, "Size ranges").
 #[kfoundry::evolve(
     source = "kernels/rmsnorm.cl",
     params(WG = pow2(1..=1024), VEC = [1, 2, 4]),

@@ -16,7 +16,7 @@ use kfoundry_tooling::embed::{
 };
 use kfoundry_tooling::lockfile::Lockfile;
 
-/// Declares a tunable OpenCL kernel. See the crate `kfoundry` and its README for the syntax.
+/// Declares a tunable OpenCL kernel. See the crate `kfoundry` (the attribute's page) and `book/src/annotation.md` for the syntax.
 #[proc_macro_attribute]
 pub fn evolve(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item_tokens = TokenStream2::from(item.clone());

@@ -6,6 +6,8 @@
 
 mod common;
 
+/// The manual (`book/`) and the README: the summary lists every chapter, every link resolves.
+mod book;
 /// Dispatch: exact device, same device with another driver, family, nearest, reference.
 mod dispatch;
 /// The whole chain: tune the examples, lock, embed, dispatch.

@@ -1,7 +1,7 @@
 //! What a real call can differ in from the runs a proof makes, and what a lockfile, a bundle or
 //! a language model can try: one regression test per class, each with kernels written to get
 //! through that class (on PoCL in CI). Before kfoundry checked each class, every one of these
-//! shipped, leaked or hung (see the README's reliability table):
+//! shipped, leaked or hung (see the manual's reliability table, `book/src/reliability.md`):
 //!
 //! | class | how it got through | what catches it now |
 //! | --- | --- | --- |

@@ -224,7 +224,7 @@ fn every_device_at_once() {
     );
 }
 
-/// Git itself, with the merge driver configured as the README says: two branches that each
+/// Git itself, with the merge driver configured as the manual's `book/src/fleet.md` says: two branches that each
 /// tuned another device merge without conflict markers, and the result has both devices.
 #[test]
 fn git_merges_two_branches_that_tuned_different_devices() {

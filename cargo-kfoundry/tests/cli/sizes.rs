@@ -2,7 +2,7 @@
 //! proven over a default region (each size from the smallest value the reference accepts to
 //! twice its largest workload value), the same for every tune; a size where the output is
 //! legitimately constant is tuned and proven by equality; the user's first mistakes get the
-//! messages the README promises (on PoCL).
+//! messages the manual promises (on PoCL).
 
 use std::path::Path;
 use std::process::{Command, Output};

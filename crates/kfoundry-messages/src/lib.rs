@@ -2,7 +2,7 @@
 //! line, each a [`Message`] with `"version"` and `"reason"` fields, as typed structs that a
 //! tool can deserialize (as `nextest-metadata` is for cargo-nextest). This is a contract with
 //! tools and CI: a field is only ever added within a version; renaming or removing one, or
-//! changing its meaning, raises [`VERSION`]. The README documents every message, and a
+//! changing its meaning, raises [`VERSION`]. The manual (`book/src/ci.md`) documents every message, and a
 //! snapshot test (`cargo-kfoundry/tests/cli/contract.rs`) pins their shape.
 
 use std::path::PathBuf;

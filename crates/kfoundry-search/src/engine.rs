@@ -68,7 +68,7 @@ pub struct Settings {
     /// Pseudo-moves of the pooled estimate that shrink a cell's own. Default 3.
     pub prior: f64,
     /// Gradient-informed steering of parent choice and mutation direction. Default off: it
-    /// showed no effect on data it was not chosen on (README, "Search"); when off, parents are
+    /// showed no effect on data it was not chosen on (the manual's tuner chapter, `book/src/tuner.md`, "Search"); when off, parents are
     /// sampled and mutations directed without the gradient (moves are still recorded).
     pub gradient_steering: bool,
     /// Ablation switch: when true, the archive is a single cell keeping the best

@@ -148,7 +148,7 @@ impl Default for Distribution {
 }
 
 /// Which edge values the proof of a variant feeds its float inputs, besides the declared
-/// distributions (`edges = ...` in the annotation; see the README next to `inputs(...)`).
+/// distributions (`edges = ...` in the annotation; see the manual's annotation chapter, `book/src/annotation.md`, next to `inputs(...)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Edges {

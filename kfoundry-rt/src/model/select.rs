@@ -7,7 +7,8 @@
 //! variants whose constraints and geometry hold for the call's sizes are eligible (on another
 //! device, also its work-group limit); among them the one whose workload is nearest to the
 //! call's sizes (in log2 distance) wins; a tie goes to a workload's winner before its general
-//! variant (the one that serves where the winner's constraints refuse the call), then to the
+//! variant (the one that serves where the winner does not run: sizes its constraints refuse,
+//! calls below its floor), then to the
 //! first workload by name, then to the first in the lockfile, never to the time an entry
 //! claims. At the nearest-device step
 //! the nearest device is taken first, then its nearest workload.
@@ -107,7 +108,7 @@ fn entry_name(spec: &KernelSpec, v: &Variant) -> String {
         )
     } else if v.general {
         format!(
-            "general variant for workload `{}` ({}; it serves where the workload's winner cannot run)",
+            "general variant for workload `{}` ({}; it serves where the workload's winner does not run)",
             v.workload,
             fmt_params(&v.params)
         )

@@ -1,12 +1,16 @@
-//! Stage 4, the general variant: a winner whose constraints refuse part of the region it was
+//! Stage 4, the general variant: the second entry of a workload, for the parts of the region
+//! its winner does not serve. A winner whose constraints refuse part of the region it was
 //! proven over (a vector width that must divide `n`, a tile that must divide `m`) runs only
-//! where they hold, and a call anywhere else would run the reference. Here, when the winner
-//! refuses some of the region, the fastest candidate of the search that runs wherever the
-//! reference does is re-measured against the reference and, when faster, proven over the same
-//! region with the same proof as the winner. It is recorded beside the winner as the
-//! workload's general variant; dispatch runs it only where the winner cannot run. A workload
-//! holds at most one on each device (two variants in all), so a lockfile stays small and the
-//! rule stays one a user can read in `explain()`.
+//! where they hold; a winner with a [`super::floor`] gives way below it, where a tile chosen
+//! for the workload wastes most of its work. Without a second entry the reference would run
+//! there. Here the search's candidates that run wherever the reference does are ranked by
+//! where they will serve (below the winner's floor: their time at the walk's first point under
+//! it, measured now against the reference; else their time at the workload), and the first
+//! that is faster than the reference on re-measure is proven over the same region with the
+//! same proof as the winner. It is recorded beside the winner as the workload's general
+//! variant; dispatch runs it only where the winner does not run. A workload holds at most one
+//! on each device (two variants in all), so a lockfile stays small and the rule stays one a
+//! user can read in `explain()`.
 //!
 //! Whether the winner refuses part of the region is decided on a fixed sample of it (its
 //! corners and `SAMPLES` sets drawn log-uniformly with a fixed seed, those where the
@@ -23,11 +27,14 @@ use super::finalists::{try_finalist, Tried};
 use crate::prove::sizes;
 use crate::text::fmt_ns;
 use kfoundry_bench::{check_launchable, params_of, Judge, Limits};
+use kfoundry_search::Evaluation;
 
 /// Size sets drawn across the region (beside its corners) to tell where the winner runs.
 pub(crate) const SAMPLES: usize = 256;
 /// Candidates that run everywhere tried, fastest first, before the reference is left there.
 const CANDIDATES: usize = 2;
+/// Candidates that run everywhere timed below the winner's floor (the fastest at the workload).
+const BELOW_CANDIDATES: usize = 4;
 
 /// A workload's general variant, proven.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,15 +119,17 @@ fn refused(spec: &KernelSpec, limits: &Limits, params: &Params, sample: &[Sizes]
 }
 
 /// The general variant of `winner` (tuned at `workload`, a configuration of the annotated
-/// source: a generated source serves the workload it was tuned at), among `ran`: the
-/// configurations the search ran successfully, with their times.
-/// Nothing when the winner runs wherever the reference does, or is the reference. `Err` only
-/// when the reference fails on re-measure or the annotation is wrong (as for the winner).
+/// source: a generated source serves the workload it was tuned at; below `floor` when it has
+/// one), among `ran`: the configurations the search ran successfully, with their times.
+/// Nothing when the winner runs wherever the reference does and has no floor, or is the
+/// reference. `Err` only when the reference fails on re-measure or the annotation is wrong (as
+/// for the winner).
 pub fn choose(
     judge: &mut dyn Judge,
     spec: &KernelSpec,
     workload: &Workload,
     winner: &Params,
+    floor: Option<&Sizes>,
     mut ranked: Vec<(f64, Params)>,
     proof_seed: u64,
 ) -> Result<Outcome, String> {
@@ -132,26 +141,47 @@ pub fn choose(
     let region = sizes::default_region(spec, winner, &workload.sizes, &limits);
     let sample = region_sample(spec, &region, &limits);
     let share = refused(spec, &limits, winner, &sample);
-    if share == 0.0 {
+    // Where the winner gives way to the reference: the walk's first point below its floor.
+    let below = floor.and_then(|f| {
+        super::floor::points(spec, winner, workload, &limits)
+            .into_iter()
+            .find(|p| kfoundry_rt::model::select::below_floor(f, p))
+    });
+    if share == 0.0 && below.is_none() {
         return Ok(outcome);
     }
+    let serves = match (share > 0.0, &below) {
+        (true, Some(_)) => format!(
+            "the winner cannot run at {:.0}% of the region it was proven over (its constraints) and gives way below its floor",
+            share * 100.0
+        ),
+        (true, None) => format!(
+            "the winner cannot run at {:.0}% of the region it was proven over (its constraints)",
+            share * 100.0
+        ),
+        (false, _) => "the winner is slower than the reference below its floor".to_string(),
+    };
     ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut tried: Vec<Params> = Vec::new();
-    let mut why_none = "no configuration the search ran can run at every size of the region";
+    let mut everywhere: Vec<Params> = Vec::new();
     for (_, params) in ranked {
-        if tried.len() >= CANDIDATES {
-            break;
-        }
-        if params == *winner
-            || params == spec.reference
-            || tried.contains(&params)
-            || !sample
+        if params != *winner
+            && params != spec.reference
+            && !everywhere.contains(&params)
+            && sample
                 .iter()
                 .all(|s| check_launchable(spec, &limits, &params, s).is_ok())
         {
-            continue;
+            everywhere.push(params);
         }
-        tried.push(params.clone());
+    }
+    let mut why_none = "no configuration the search ran can run at every size of the region";
+    if let Some(point) = &below {
+        everywhere = fastest_at(judge, spec, everywhere, point);
+        if everywhere.is_empty() && share == 0.0 {
+            why_none = "none of the configurations that run everywhere beat the reference below the winner's floor";
+        }
+    }
+    for params in everywhere.into_iter().take(CANDIDATES) {
         match try_finalist(
             judge,
             spec,
@@ -175,8 +205,7 @@ pub fn choose(
                 ..
             } => {
                 outcome.note = Some(format!(
-                    "the winner cannot run at {:.0}% of the region it was proven over (its constraints); the general variant ({}) serves there, {} against the reference's {}",
-                    share * 100.0,
+                    "{serves}; the general variant ({}) serves there, {} against the reference's {} at the workload",
                     fmt_assignments(&params, ", "),
                     fmt_ns(best_s * 1e9),
                     fmt_ns(reference_s * 1e9)
@@ -195,10 +224,35 @@ pub fn choose(
         }
     }
     outcome.note = Some(format!(
-        "the winner cannot run at {:.0}% of the region it was proven over (its constraints), and {why_none}: the reference runs there",
-        share * 100.0
+        "{serves}, and {why_none}: the reference runs there"
     ));
     Ok(outcome)
+}
+
+/// Of `candidates` (fastest at the workload first), the first [`BELOW_CANDIDATES`] timed at
+/// `point` with the reference: those faster than the reference there, fastest first.
+fn fastest_at(
+    judge: &mut dyn Judge,
+    spec: &KernelSpec,
+    candidates: Vec<Params>,
+    point: &Sizes,
+) -> Vec<Params> {
+    let Evaluation::Ok {
+        time: reference, ..
+    } = judge.evaluate_at(&spec.reference, None, point)
+    else {
+        return Vec::new();
+    };
+    let mut faster: Vec<(f64, Params)> = Vec::new();
+    for params in candidates.into_iter().take(BELOW_CANDIDATES) {
+        if let Evaluation::Ok { time, .. } = judge.evaluate_at(&params, None, point) {
+            if time < reference {
+                faster.push((time, params));
+            }
+        }
+    }
+    faster.sort_by(|a, b| a.0.total_cmp(&b.0));
+    faster.into_iter().map(|(_, p)| p).collect()
 }
 
 #[cfg(test)]
@@ -213,6 +267,8 @@ mod tests {
         limits: Limits,
         wrong: Vec<i64>,
         proved: Vec<i64>,
+        /// The `n` of every `evaluate_at`.
+        timed_at: Vec<i64>,
     }
 
     impl Judge for Script {
@@ -221,6 +277,17 @@ mod tests {
                 1.0 / (params["VEC"] as f64 + params["WG"] as f64 / 100.0),
                 0.0,
             )
+        }
+        /// Below the workload: the reference takes 1.0; `WG = 2` with `VEC` at most 2 takes
+        /// 0.4, every other configuration 2.0.
+        fn evaluate_at(&mut self, params: &Params, _: Option<&str>, sizes: &Sizes) -> Evaluation {
+            self.timed_at.push(sizes["n"]);
+            let t = match (params["VEC"], params["WG"]) {
+                (1, 1) => 1.0,
+                (v, 2) if v <= 2 => 0.4,
+                _ => 2.0,
+            };
+            Evaluation::ok(t, 0.0)
         }
         fn verify(
             &mut self,
@@ -267,6 +334,7 @@ mod tests {
             limits: crate::test_spec::roomy_limits(),
             wrong: vec![],
             proved: vec![],
+            timed_at: vec![],
         }
     }
 
@@ -279,7 +347,7 @@ mod tests {
         let winner: Params = [("VEC".to_string(), 8), ("WG".to_string(), 1)].into();
         let h = history(&[(8, 1), (4, 2), (1, 2), (1, 1)]);
         let mut judge = script();
-        let o = choose(&mut judge, &spec, &w, &winner, h.clone(), 7).unwrap();
+        let o = choose(&mut judge, &spec, &w, &winner, None, h.clone(), 7).unwrap();
         let g = o.general.expect("a general variant");
         assert_eq!((g.params["VEC"], g.params["WG"]), (1, 2));
         assert!(
@@ -318,12 +386,12 @@ mod tests {
         let h = history(&[(8, 1), (1, 2), (1, 1)]);
         let everywhere: Params = [("VEC".to_string(), 1), ("WG".to_string(), 2)].into();
         let mut judge = script();
-        let o = choose(&mut judge, &spec, &w, &everywhere, h.clone(), 7).unwrap();
+        let o = choose(&mut judge, &spec, &w, &everywhere, None, h.clone(), 7).unwrap();
         assert!(o.general.is_none() && o.note.is_none() && judge.proved.is_empty());
         let winner: Params = [("VEC".to_string(), 8), ("WG".to_string(), 1)].into();
         let mut judge = script();
         judge.wrong.push(1);
-        let o = choose(&mut judge, &spec, &w, &winner, h.clone(), 7).unwrap();
+        let o = choose(&mut judge, &spec, &w, &winner, None, h.clone(), 7).unwrap();
         assert!(o.general.is_none());
         assert!(
             o.note.as_deref().is_some_and(
@@ -331,6 +399,39 @@ mod tests {
             ),
             "{:?}",
             o.note
+        );
+    }
+
+    /// A winner that runs everywhere but gives way to the reference below its floor: the
+    /// general variant is the configuration fastest below the floor (timed there against the
+    /// reference), not the one fastest at the workload; without a floor nothing is timed there.
+    #[test]
+    fn a_winner_with_a_floor_gets_the_general_variant_fastest_below_it() {
+        let spec = crate::test_spec::spec(
+            r#"code = "__kernel void k(const int n, __global float* y) { y[0] = VEC * WG; }", params(VEC = [1, 2, 4, 8], WG = [1, 2]), reference(VEC = 1, WG = 1),
+            global = ceil_div(n, VEC), buffers(y = n), check(y), workloads(w(n = 4096))"#,
+        );
+        let w = spec.workloads[0].clone();
+        let winner: Params = [("VEC".to_string(), 8), ("WG".to_string(), 1)].into();
+        let h = history(&[(8, 1), (4, 2), (4, 1), (1, 2), (1, 1)]);
+        let mut judge = script();
+        let o = choose(&mut judge, &spec, &w, &winner, None, h.clone(), 7).unwrap();
+        assert!(o.general.is_none() && judge.timed_at.is_empty(), "{o:?}");
+        let mut judge = script();
+        let floor = w.sizes.clone();
+        let o = choose(&mut judge, &spec, &w, &winner, Some(&floor), h, 7).unwrap();
+        let g = o.general.expect("a general variant");
+        assert_eq!((g.params["VEC"], g.params["WG"]), (1, 2));
+        assert!(
+            judge.timed_at.iter().all(|&n| n == 1024),
+            "{:?}",
+            judge.timed_at
+        );
+        let note = o.note.unwrap();
+        assert!(
+            note.contains("slower than the reference below its floor")
+                && note.contains("the general variant (VEC=1, WG=2) serves there"),
+            "{note}"
         );
     }
 }

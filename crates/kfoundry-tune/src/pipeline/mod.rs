@@ -12,10 +12,11 @@
 //!    checkpointed after every evaluation.
 //! 4. [`finalists`]: the fastest candidates, each [`remeasure`]-d against the reference and,
 //!    when faster, proven ([`crate::prove`]) at other sizes, until one wins (or the reference stays).
-//!    A winner whose constraints refuse part of the region it was proven over gets a
-//!    [`general`] variant beside it, proven over the same region, for the sizes it refuses.
-//!    Each entry is then timed against the reference at smaller sizes: below its [`floor`],
-//!    where the reference was faster, dispatch runs something else.
+//!    The winner is timed against the reference at smaller sizes: below its [`floor`], where
+//!    the reference was faster, dispatch runs something else. A winner with a floor, or whose
+//!    constraints refuse part of the region it was proven over, gets a [`general`] variant
+//!    beside it, proven over the same region, for where it does not run (with a floor of its
+//!    own).
 //!    A kernel with `ranges(...)`: its anchors' winners form a [`portfolio`] of variants, each
 //!    proven over a bucket of the range.
 //! 5. [`record`]: the winners into `Kfoundry.lock` (merged under an advisory lock, replaced
@@ -347,17 +348,26 @@ fn tune_one(
         |r| tally::rejected(plan, spec, workload, r),
     )
     .map_err(|e| anyhow::anyhow!(e))?;
-    // What serves the rest of the region: a general variant where the winner's constraints
-    // refuse sizes (not for a generated source, which serves the workload it was tuned at),
-    // and each entry's floor. A portfolio's anchors get neither: its buckets serve the range,
-    // chosen by their times at every anchor.
+    // What serves the rest of the region: the winner's floor (below it the reference is
+    // faster), then a general variant where the winner's constraints refuse sizes or below its
+    // floor (not for a generated source, which serves the workload it was tuned at), with a
+    // floor of its own. A portfolio's anchors get neither: its buckets serve the range, chosen
+    // by their times at every anchor.
     if !decision.kept_existing && !kfoundry_rt::model::ranges::is_anchor(workload) {
+        decision.floor = floor::floor(
+            &mut bench,
+            spec,
+            workload,
+            &decision.params,
+            decision.source.as_deref(),
+        );
         if decision.source.is_none() {
             let outcome = general::choose(
                 &mut bench,
                 spec,
                 workload,
                 &decision.params,
+                decision.floor.as_ref(),
                 general::ran(spec, searched.state.history()),
                 proof_seed,
             )
@@ -371,13 +381,6 @@ fn tune_one(
             }
             decision.general = outcome.general;
         }
-        decision.floor = floor::floor(
-            &mut bench,
-            spec,
-            workload,
-            &decision.params,
-            decision.source.as_deref(),
-        );
         if let Some(g) = decision.general.as_mut() {
             g.floor = floor::floor(&mut bench, spec, workload, &g.params, None);
         }

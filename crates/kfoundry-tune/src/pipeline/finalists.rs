@@ -49,9 +49,9 @@ pub struct Decision {
     pub kept_existing: bool,
     /// Wall seconds spent proving finalists (the rest of the decision is re-measuring).
     pub proof_seconds: f64,
-    /// Where the winner's constraints refuse part of its region: the variant proven to serve
-    /// there ([`super::general`]).
-    pub general: Option<super::general::General>,
+    /// Where the winner does not run (its constraints refuse part of its region, or below its
+    /// floor): the variant proven to serve there ([`super::general`]).
+    pub general: Option<General>,
     /// Below what the winner gives way to the reference ([`super::floor`]).
     pub floor: Option<Sizes>,
 }
@@ -239,6 +239,23 @@ pub fn decide(
     decision.rejections = rejections;
     decision.proof_seconds = proof_seconds;
     Ok(decision)
+}
+
+/// A workload's general variant, proven ([`super::general`] chooses it; it is part of the
+/// [`Decision`], so it is defined here, where the decision is).
+#[derive(Debug, Clone, PartialEq)]
+pub struct General {
+    pub params: Params,
+    /// Every size set it was proven at (the workload's first).
+    pub proven: Vec<Sizes>,
+    /// The values of integer scalars it was proven with (smallest, largest).
+    pub scalars: std::collections::BTreeMap<String, [i64; 2]>,
+    pub proof_cases: usize,
+    /// Medians of the alternating re-measure at the workload, seconds.
+    pub best_s: f64,
+    pub reference_s: f64,
+    /// Below what it gives way to the reference ([`super::floor`]).
+    pub floor: Option<Sizes>,
 }
 
 /// What trying one finalist came to ([`try_finalist`]).

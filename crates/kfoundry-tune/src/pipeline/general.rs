@@ -23,7 +23,7 @@ use kfoundry_search::Record;
 use rand::SeedableRng as _;
 use rand_chacha::ChaCha8Rng;
 
-use super::finalists::{try_finalist, Tried};
+use super::finalists::{try_finalist, General, Tried};
 use crate::prove::sizes;
 use crate::text::fmt_ns;
 use kfoundry_bench::{check_launchable, params_of, Judge, Limits};
@@ -35,22 +35,6 @@ pub(crate) const SAMPLES: usize = 256;
 const CANDIDATES: usize = 2;
 /// Candidates that run everywhere timed below the winner's floor (the fastest at the workload).
 const BELOW_CANDIDATES: usize = 4;
-
-/// A workload's general variant, proven.
-#[derive(Debug, Clone, PartialEq)]
-pub struct General {
-    pub params: Params,
-    /// Every size set it was proven at (the workload's first).
-    pub proven: Vec<Sizes>,
-    /// The values of integer scalars it was proven with (smallest, largest).
-    pub scalars: BTreeMap<String, [i64; 2]>,
-    pub proof_cases: usize,
-    /// Medians of the alternating re-measure at the workload, seconds.
-    pub best_s: f64,
-    pub reference_s: f64,
-    /// Below what it gives way to the reference ([`super::floor`]).
-    pub floor: Option<Sizes>,
-}
 
 /// What the stage found: the general variant, if one was needed and proven, and what to tell
 /// the user (where the winner cannot run and what serves there).

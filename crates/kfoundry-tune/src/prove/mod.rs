@@ -239,7 +239,10 @@ fn run(
     proven: &mut Proven,
 ) -> Result<Outcome, NotProven> {
     proven.cases += 1;
-    match judge.verify(params, case, source) {
+    let started = std::time::Instant::now();
+    let verdict = judge.verify(params, case, source);
+    trace(case, started.elapsed().as_secs_f64(), &verdict);
+    match verdict {
         Ok(Ok(errors)) => {
             note(proven, case);
             Ok(Outcome::Passed(errors.rel_norm))
@@ -264,6 +267,36 @@ fn run(
             proven.skipped += 1;
             Ok(Outcome::Skipped)
         }
+    }
+}
+
+/// The environment variable naming a file to which every proof case is appended as one line:
+/// its wall seconds, how it ended (`passed`, `failed`, `untrusted`) and the case. For finding
+/// where a slow proof spends its time (BENCHMARKS.md, issue 54's cases on an H100).
+pub const TRACE_ENV: &str = "KFOUNDRY_PROOF_TRACE";
+
+/// Appends `case` to the file [`TRACE_ENV`] names, if any (a file that cannot be written is
+/// skipped: a trace never fails a proof).
+fn trace(
+    case: &Case,
+    seconds: f64,
+    verdict: &Result<kfoundry_bench::Verdict, kfoundry_bench::Untrusted>,
+) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os(TRACE_ENV) else {
+        return;
+    };
+    let outcome = match verdict {
+        Ok(Ok(_)) => "passed",
+        Ok(Err(_)) => "failed",
+        Err(_) => "untrusted",
+    };
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{seconds:.4}\t{outcome}\t{case}");
     }
 }
 

@@ -126,7 +126,14 @@ impl Space<'_> {
             4 => next.prefill = next.prefill.nth(1),
             _ => next.in_place = self.in_place && !next.in_place,
         }
-        Some(next)
+        // Whatever changed, the case must be one the proof may run: a parent may be a planned
+        // case the search could not reach itself (the region's far corner), and values drawn
+        // on the host cost far more per element than the device's draws (on an H100 such
+        // cases at a KernelBench product's corner took 30-80 s each, most of its proof).
+        (self.runnable(&next.sizes)
+            && (!next.values.host_only()
+                || super::sizes::host_drawable(self.spec, self.params, &next.sizes, self.limits)))
+        .then_some(next)
     }
 
     /// Smaller versions of `case`, the most reduced first: every size at its smallest, each size
@@ -331,6 +338,54 @@ mod tests {
             let _ = space.mutate(&case, &mut rng);
         }
         let _ = space.smaller(&case);
+    }
+
+    /// A tune's search starting from cases it could not reach itself (the region's far
+    /// corner, far above the work bound) runs none of them again, and draws values on the host
+    /// only for cases of at most `HOST_DRAW_BYTES` (64 MiB): on an H100, such cases at a
+    /// matrix product's corner took 30-80 s each.
+    #[test]
+    fn the_search_keeps_to_what_a_tune_may_run() {
+        let spec = spec();
+        let tuned: Sizes = [("n".to_string(), 1 << 22)].into();
+        let bounds = [("n".to_string(), (1, 1 << 26))].into();
+        let limits = crate::test_spec::roomy_limits();
+        let space = Space {
+            spec: &spec,
+            params: &spec.reference,
+            tuned: &tuned,
+            bounds: &bounds,
+            limits: &limits,
+            values: vec![
+                Values::Declared,
+                Values::Offset { negative: true },
+                Values::Sorted,
+            ],
+            scalars: [("k".to_string(), (1, 100))].into(),
+            in_place: false,
+            reach: crate::prove::sizes::Reach::Tune,
+        };
+        // 2^24 elements in two buffers: 128 MiB, four times the workload's work
+        let mut corner = Case::at([("n".to_string(), 1 << 24)].into());
+        corner.scalars.insert("k".to_string(), 50);
+        let mut ran = Vec::new();
+        let mut try_case = |c: &Case| {
+            ran.push(c.clone());
+            Outcome::Passed(1.0)
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        search(&space, vec![(corner, 1.0)], 64, &mut rng, &mut try_case);
+        assert!(!ran.is_empty());
+        for c in &ran {
+            assert!(c.sizes["n"] <= 2 << 22, "over the work bound: {c}");
+            // two float buffers with their guard zones
+            let bytes = 2 * (c.sizes["n"] as u128 + 16384) * 4 + 2 * 65536;
+            assert!(
+                !c.values.host_only() || bytes <= 64 << 20,
+                "values drawn on the host at {c}"
+            );
+        }
+        assert!(ran.iter().any(|c| c.values.host_only()), "{ran:?}");
     }
 
     #[test]

@@ -517,6 +517,22 @@ pub fn runnable(
         && fits(spec, &spec.reference, sizes, held, limits)
 }
 
+/// The most bytes of buffers a proof case with values drawn on the host
+/// ([`Values::host_only`](kfoundry_bench::case::Values::host_only): far from the declared ones,
+/// constant, sorted) may take, guard zones included: such a draw, the reference's two extra
+/// runs on inputs moved by one unit and the comparisons are made on the host.
+const HOST_DRAW_BYTES: u128 = 64 << 20;
+
+/// Whether a case at `sizes` may have its values drawn on the host ([`HOST_DRAW_BYTES`]).
+pub(crate) fn host_drawable(
+    spec: &KernelSpec,
+    params: &Params,
+    sizes: &Sizes,
+    limits: &Limits,
+) -> bool {
+    footprint(spec, params, sizes, limits).is_some_and(|b| b <= HOST_DRAW_BYTES)
+}
+
 /// A value drawn log-uniformly in `lo..=hi`.
 pub(crate) fn log_uniform(lo: i64, hi: i64, rng: &mut ChaCha8Rng) -> i64 {
     if hi <= lo {

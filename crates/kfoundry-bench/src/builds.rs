@@ -107,28 +107,29 @@ impl Bench {
         reversed: bool,
     ) -> Result<std::rc::Rc<Kernel>, Rejection> {
         let key = (params.clone(), source.map(str::to_string), reversed);
-        if let Some(i) = self.built.iter().position(|(k, _, _)| *k == key) {
-            let entry = self.built.remove(i);
+        if let Some(i) = self.builds.built.iter().position(|(k, _, _)| *k == key) {
+            let entry = self.builds.built.remove(i);
             let built = entry.1.clone();
-            self.built.push(entry);
+            self.builds.built.push(entry);
             return Ok(built);
         }
         let text = source.unwrap_or(&self.spec.source);
         let started = self
+            .builds
             .building
             .iter()
             .position(|(k, _)| *k == key)
-            .map(|i| self.building.swap_remove(i).1);
+            .map(|i| self.builds.building.swap_remove(i).1);
         let input = self.build_input(text, params, reversed);
         // Reversed builds are the proof's own: never cached.
-        let cache_key = match (&input, &self.program_cache) {
+        let cache_key = match (&input, &self.builds.program_cache) {
             (Ok((program, options)), Some(cache)) if !reversed => cache.key(program, options),
             _ => None,
         };
         let (program, from_disk) = match started {
             Some(background) => {
                 let (program, from_binary) = background.wait(&self.session, &self.spec.id);
-                self.farmed += usize::from(from_binary);
+                self.builds.farmed += usize::from(from_binary);
                 (program, from_binary)
             }
             None => match input {
@@ -137,7 +138,7 @@ impl Bench {
             },
         };
         if let (Ok(p), Some(cache), Some(k), false) =
-            (&program, &self.program_cache, &cache_key, from_disk)
+            (&program, &self.builds.program_cache, &cache_key, from_disk)
         {
             if let Ok(binary) = self.session.binary(p) {
                 cache.store(k, &binary);
@@ -163,10 +164,10 @@ impl Bench {
         match built {
             Ok(b) => {
                 let b = std::rc::Rc::new(b);
-                if self.built.len() >= BUILT_KEPT {
-                    self.built.remove(0);
+                if self.builds.built.len() >= BUILT_KEPT {
+                    self.builds.built.remove(0);
                 }
-                self.built.push((key, b.clone(), from_disk));
+                self.builds.built.push((key, b.clone(), from_disk));
                 Ok(b)
             }
             Err(e) => {
@@ -192,9 +193,9 @@ impl Bench {
         options: &str,
         key: Option<&str>,
     ) -> (Result<Program, RtError>, bool) {
-        if self.read_cache {
+        if self.builds.read_cache {
             let binary = key
-                .zip(self.program_cache.as_ref())
+                .zip(self.builds.program_cache.as_ref())
                 .and_then(|(k, c)| c.load(k));
             if let Some(Ok(built)) =
                 binary.map(|b| self.session.build_binary(&self.spec.id, &b, options))
@@ -207,26 +208,26 @@ impl Bench {
 
     /// How many builds ahead are still under way ([`Bench::build_ahead`]).
     pub fn builds_ahead_running(&self) -> usize {
-        self.building.iter().filter(|(_, b)| b.is_running()).count()
+        self.builds.building.iter().filter(|(_, b)| b.is_running()).count()
     }
 
     /// How many candidates were built from a binary the build farm made
     /// ([`Measurement::build_processes`]).
     pub fn farmed_builds(&self) -> usize {
-        self.farmed
+        self.builds.farmed
     }
 
     /// From now on every build comes from its source: builds read from the program cache are
     /// dropped and it is no longer read (still written). A proof and what follows it (the
     /// re-measurement of finalists) must see what the source compiles to, not a file.
     pub fn seal(&mut self) {
-        self.read_cache = false;
-        self.sealed = true;
-        self.built.retain(|(_, _, from_disk)| !from_disk);
+        self.builds.read_cache = false;
+        self.builds.sealed = true;
+        self.builds.built.retain(|(_, _, from_disk)| !from_disk);
         // the farm's builds would be built from their binaries: gone with the farm
-        self.building
+        self.builds.building
             .retain(|(_, b)| !matches!(b, Background::Farmed { .. }));
-        self.farm = None;
+        self.builds.farm = None;
     }
 
     /// Starts building `upcoming` (configurations of the annotated source that may be
@@ -238,31 +239,31 @@ impl Bench {
     /// `BUILT_AHEAD_KEPT` are kept.
     pub fn build_ahead(&mut self, upcoming: &[Params]) {
         let processes = self.settings.build_processes.unwrap_or(0).min(MAX_BUILDERS);
-        let farmed = processes > 0 && !self.sealed;
-        if farmed && self.farm.is_none() {
+        let farmed = processes > 0 && !self.builds.sealed;
+        if farmed && self.builds.farm.is_none() {
             // (no identity: no farm; the builds ahead go to threads)
             if let Ok(identity) = self.session.build_identity() {
-                self.farm = Some(farm::BuildFarm::start(self.device, &identity, processes));
+                self.builds.farm = Some(farm::BuildFarm::start(self.builds.device, &identity, processes));
             }
         }
         // A farm whose members are all broken leaves the builds ahead to threads again.
-        let farm = (self.farm.as_ref()).filter(|f| farmed && f.size() > 0);
-        let builders = farm.map_or(self.builders, |f| f.size());
+        let farm = (self.builds.farm.as_ref()).filter(|f| farmed && f.size() > 0);
+        let builders = farm.map_or(self.builds.builders, |f| f.size());
         for params in upcoming {
             if self.builds_ahead_running() >= builders {
                 break;
             }
             let key = (params.clone(), None, false);
-            let known = self.built.iter().any(|(k, _, _)| *k == key)
-                || self.building.iter().any(|(k, _)| *k == key);
+            let known = self.builds.built.iter().any(|(k, _, _)| *k == key)
+                || self.builds.building.iter().any(|(k, _)| *k == key);
             if *params == self.spec.reference || known || self.valid(params).is_err() {
                 continue;
             }
             // Options that cannot be made fail the same way when the candidate is built.
             if let Ok((program, options)) = self.build_input(&self.spec.source, params, false) {
                 // A build the cache holds is read when the candidate is evaluated.
-                if self.read_cache
-                    && (self.program_cache.as_ref())
+                if self.builds.read_cache
+                    && (self.builds.program_cache.as_ref())
                         .and_then(|c| Some(c.has(&c.key(&program, &options)?)))
                         .unwrap_or(false)
                 {
@@ -280,17 +281,18 @@ impl Bench {
                         &options,
                     )),
                 };
-                self.building.push((key, background));
+                self.builds.building.push((key, background));
             }
         }
         // Finished builds nobody took, oldest first, beyond the few kept (a build still
         // running is kept: its thread would go on without anyone counting it).
         let mut finished = self
+            .builds
             .building
             .iter()
             .filter(|(_, b)| !b.is_running())
             .count();
-        self.building.retain(|(_, b)| {
+        self.builds.building.retain(|(_, b)| {
             let drop = finished > BUILT_AHEAD_KEPT && !b.is_running();
             if drop {
                 finished -= 1;
@@ -344,7 +346,7 @@ impl Bench {
     /// being timed for the CPU).
     pub(super) fn quiet(&mut self) {
         if self.not_gpu {
-            self.building = std::mem::take(&mut self.building)
+            self.builds.building = std::mem::take(&mut self.builds.building)
                 .into_iter()
                 .map(|(k, b)| match b {
                     Background::Running(_) => {

@@ -26,7 +26,10 @@
 //! grouped by job in files of their own: `validity` (can a configuration run here at all),
 //! `builds` (compiling candidates, ahead and cached), `runs` (an input set prepared, uploaded
 //! with guard zones, launched), `reference` (the reference checked and run), `verdicts` (a
-//! candidate's run compared with the reference's) and `timing` (profiling-event medians).
+//! candidate's run compared with the reference's) and `timing` (profiling-event medians). Its
+//! state is grouped the same way: [`Builds`] (what was built, builds ahead, the program cache,
+//! the build farm), [`Inputs`] (the input sets shared by the search's candidates) and
+//! [`ReferenceKnown`] (where the reference was checked, its kept runs on proof cases).
 
 mod builds;
 pub mod case;
@@ -276,23 +279,15 @@ pub struct Bench {
     session: Session,
     limits: Limits,
     reference: Kernel,
-    /// The last candidates built, most recent last, each with whether its program came from
-    /// the program cache (not from its source).
-    built: Vec<(BuildKey, std::rc::Rc<Kernel>, bool)>,
-    /// Program binaries kept across runs ([`Measurement::program_cache`]).
-    program_cache: Option<program_cache::ProgramCache>,
-    /// Whether builds may be read from `program_cache` ([`Bench::seal`]).
-    read_cache: bool,
+    /// Building candidates: what was built, builds ahead, the program cache, the build farm.
+    builds: Builds,
     /// On-device drawing, poisoning, comparison and local-memory scrubbing.
     device_data: DeviceData,
     settings: Measurement,
-    /// Input sets drawn so far (each gets its own seed).
-    draws: std::cell::Cell<u64>,
-    /// Input sets at the workload's sizes with the reference's run on each, shared by the
-    /// candidates of the search ([`POOL_REUSES`]); empty when they would not fit the device.
-    pool: std::cell::RefCell<Vec<Option<PooledSet>>>,
-    /// Whether a pool fits the device's memory (decided with the first set).
-    pool_fits: std::cell::Cell<Option<bool>>,
+    /// Input sets at the workload's sizes, shared by the search's candidates.
+    inputs: Inputs,
+    /// What is known of the reference: where it was checked, its kept runs on proof cases.
+    known: ReferenceKnown,
     /// Whether the device is not a GPU. Then one thread may run every work-group in turn, so
     /// finalists with local memory are also verified with their work-groups numbered in
     /// reverse ([`reversed_work_items`]); and kernels share the CPU with the compiler, so a
@@ -304,15 +299,25 @@ pub struct Bench {
     /// Where the proof cases verified since the last [`Bench::take_proof_time`] spent their
     /// time (for the tune's `phases`).
     proof_time: std::cell::Cell<ProofTime>,
-    /// The sizes at which the reference passed [`Bench::check_reference`]: a proof case at
-    /// such sizes does not check it again (a portfolio's proofs, the next finalist's, run the
-    /// same sizes; a slow reference's checks were 15% of KernelBench tunes on an H100).
-    references_checked: std::cell::RefCell<std::collections::BTreeSet<Sizes>>,
-    /// The reference's runs on seeded proof cases, for the next proof that meets them.
-    reference_runs: std::cell::RefCell<reference_runs::ReferenceRuns>,
-    /// Whether the reference's outputs reacted to its inputs at some sizes checked here
-    /// ([`Bench::check_reference`]).
-    reference_varies: std::cell::Cell<bool>,
+    /// Build logs of failed candidates: (parameters, log).
+    pub build_failures: Vec<(Params, String)>,
+    /// The compiler's logs of candidates that built with something to say (warnings), not yet
+    /// passed on (the worker sends them with each answer).
+    pub build_warnings: Vec<String>,
+    /// Errors of the last candidate that passed verification.
+    pub last_errors: Option<ErrorStats>,
+}
+
+/// A bench's builds ([`builds`]): the candidates built, those building ahead, the program
+/// cache and the build farm.
+struct Builds {
+    /// The last candidates built, most recent last, each with whether its program came from
+    /// the program cache (not from its source).
+    built: Vec<(BuildKey, std::rc::Rc<Kernel>, bool)>,
+    /// Program binaries kept across runs ([`Measurement::program_cache`]).
+    program_cache: Option<program_cache::ProgramCache>,
+    /// Whether builds may be read from `program_cache` ([`Bench::seal`]).
+    read_cache: bool,
     /// Builds started ahead of their evaluation ([`Bench::build_ahead`]).
     building: Vec<(BuildKey, Background)>,
     /// How many builds ahead may run at once ([`Measurement::build_jobs`]).
@@ -325,13 +330,32 @@ pub struct Bench {
     sealed: bool,
     /// Builds taken from the build farm's binaries ([`Bench::farmed_builds`]).
     farmed: usize,
-    /// Build logs of failed candidates: (parameters, log).
-    pub build_failures: Vec<(Params, String)>,
-    /// The compiler's logs of candidates that built with something to say (warnings), not yet
-    /// passed on (the worker sends them with each answer).
-    pub build_warnings: Vec<String>,
-    /// Errors of the last candidate that passed verification.
-    pub last_errors: Option<ErrorStats>,
+}
+
+/// A bench's input sets at the workload's sizes ([`runs`]).
+#[derive(Default)]
+struct Inputs {
+    /// Input sets drawn so far (each gets its own seed).
+    draws: std::cell::Cell<u64>,
+    /// Input sets with the reference's run on each, shared by the candidates of the search
+    /// ([`POOL_REUSES`]); empty when they would not fit the device.
+    pool: std::cell::RefCell<Vec<Option<PooledSet>>>,
+    /// Whether a pool fits the device's memory (decided with the first set).
+    pool_fits: std::cell::Cell<Option<bool>>,
+}
+
+/// What a bench learned of its reference ([`reference`]).
+#[derive(Default)]
+struct ReferenceKnown {
+    /// The sizes at which the reference passed [`Bench::check_reference`]: a proof case at
+    /// such sizes does not check it again (a portfolio's proofs, the next finalist's, run the
+    /// same sizes; a slow reference's checks were 15% of KernelBench tunes on an H100).
+    checked: std::cell::RefCell<std::collections::BTreeSet<Sizes>>,
+    /// The reference's runs on seeded proof cases, for the next proof that meets them.
+    runs: std::cell::RefCell<reference_runs::ReferenceRuns>,
+    /// Whether the reference's outputs reacted to its inputs at some sizes checked here
+    /// ([`Bench::check_reference`]).
+    varies: std::cell::Cell<bool>,
 }
 
 /// Why a bench could not be set up, or a size not checked (the reference itself is broken).
@@ -484,26 +508,24 @@ impl Bench {
             session,
             limits,
             reference,
-            built: Vec::new(),
-            program_cache,
-            read_cache,
+            builds: Builds {
+                built: Vec::new(),
+                program_cache,
+                read_cache,
+                building: Vec::new(),
+                builders,
+                device,
+                farm: None,
+                sealed: false,
+                farmed: 0,
+            },
             device_data,
             settings,
-            draws: std::cell::Cell::new(0),
-            pool: std::cell::RefCell::new(Vec::new()),
-            pool_fits: std::cell::Cell::new(None),
+            inputs: Inputs::default(),
+            known: ReferenceKnown::default(),
             not_gpu,
             local_high: std::cell::Cell::new(0),
             proof_time: std::cell::Cell::new(ProofTime::default()),
-            references_checked: Default::default(),
-            reference_runs: Default::default(),
-            reference_varies: std::cell::Cell::new(false),
-            building: Vec::new(),
-            builders,
-            device,
-            farm: None,
-            sealed: false,
-            farmed: 0,
             build_failures: Vec::new(),
             build_warnings: Vec::new(),
             last_errors: None,
@@ -511,7 +533,7 @@ impl Bench {
         bench.check_guards()?;
         match bench.check_reference(sizes) {
             Err(SetupError::InsensitiveOutput(_)) if bench.reference_varies_elsewhere(sizes) => {
-                bench.references_checked.borrow_mut().insert(sizes.clone());
+                bench.known.checked.borrow_mut().insert(sizes.clone());
             }
             checked => checked?,
         }
@@ -748,11 +770,11 @@ impl Bench {
         kernel: &Kernel,
         params: &Params,
     ) -> Result<Option<(Run, ErrorStats)>, Rejection> {
-        if self.pool_fits.get() == Some(false) {
+        if self.inputs.pool_fits.get() == Some(false) {
             return Ok(None);
         }
         let runtime = |e: String| Rejection::Runtime(e);
-        let mut pool = self.pool.borrow_mut();
+        let mut pool = self.inputs.pool.borrow_mut();
         if pool.len() <= set {
             pool.resize_with(set + 1, || None);
         }
@@ -764,7 +786,7 @@ impl Bench {
             let prepared = self
                 .prepare(&reference_params, &Shape::plain(&self.sizes), &mut rng)
                 .map_err(runtime)?;
-            if self.pool_fits.get().is_none() {
+            if self.inputs.pool_fits.get().is_none() {
                 let bytes: usize = prepared
                     .buffers
                     .iter()
@@ -773,7 +795,7 @@ impl Bench {
                 let room = usize::try_from(self.limits.global_mem_bytes / 2).unwrap_or(usize::MAX);
                 let fits =
                     self.limits.global_mem_bytes > 0 && bytes.saturating_mul(sets + 1) <= room;
-                self.pool_fits.set(Some(fits));
+                self.inputs.pool_fits.set(Some(fits));
                 if !fits {
                     return Ok(None);
                 }

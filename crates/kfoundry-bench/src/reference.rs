@@ -62,15 +62,15 @@ impl Bench {
     /// output varies, where every proof also runs (the workload's, or those
     /// [`Bench::new`] found).
     pub(super) fn check_reference(&self, sizes: &Sizes) -> Result<(), SetupError> {
-        if self.references_checked.borrow().contains(sizes) {
+        if self.known.checked.borrow().contains(sizes) {
             return Ok(());
         }
         match self.check_reference_afresh(sizes) {
-            Ok(()) => self.reference_varies.set(true),
-            Err(SetupError::InsensitiveOutput(_)) if self.reference_varies.get() => {}
+            Ok(()) => self.known.varies.set(true),
+            Err(SetupError::InsensitiveOutput(_)) if self.known.varies.get() => {}
             Err(e) => return Err(e),
         }
-        self.references_checked.borrow_mut().insert(sizes.clone());
+        self.known.checked.borrow_mut().insert(sizes.clone());
         Ok(())
     }
 
@@ -94,7 +94,7 @@ impl Bench {
             {
                 continue;
             }
-            if self.check_reference(&other).is_ok() && self.reference_varies.get() {
+            if self.check_reference(&other).is_ok() && self.known.varies.get() {
                 return true;
             }
         }

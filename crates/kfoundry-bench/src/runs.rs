@@ -97,8 +97,8 @@ impl Run {
 
 impl Bench {
     pub(super) fn fresh_rng(&self) -> ChaCha8Rng {
-        let draw = self.draws.get() + 1;
-        self.draws.set(draw);
+        let draw = self.inputs.draws.get() + 1;
+        self.inputs.draws.set(draw);
         // A distinct stream per input set: never the same inputs twice.
         ChaCha8Rng::seed_from_u64(self.settings.seed ^ draw.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
@@ -378,8 +378,8 @@ impl Bench {
         sizes: &Sizes,
     ) -> Result<Run, RtError> {
         match self.upload(prepared, params, sizes) {
-            Err(e) if e.is_exhausted() && !self.reference_runs.borrow().is_empty() => {
-                self.reference_runs.borrow_mut().clear();
+            Err(e) if e.is_exhausted() && !self.known.runs.borrow().is_empty() => {
+                self.known.runs.borrow_mut().clear();
                 self.upload(prepared, params, sizes)
             }
             uploaded => uploaded,

@@ -155,10 +155,10 @@ fn builds_ahead_run_at_most_build_jobs_at_once() {
         ..Measurement::default()
     });
     b.build_ahead(&[items(2), items(4), items(8)]);
-    assert_eq!(b.building.len(), 1);
-    assert_eq!(b.building[0].0 .0, items(2), "the first offered is started");
+    assert_eq!(b.builds.building.len(), 1);
+    assert_eq!(b.builds.building[0].0 .0, items(2), "the first offered is started");
     assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
-    assert!(b.building.is_empty(), "taken by its evaluation");
+    assert!(b.builds.building.is_empty(), "taken by its evaluation");
 }
 
 /// A build farm whose members cannot start (this test binary does not answer the worker's
@@ -175,17 +175,17 @@ fn a_broken_build_farm_falls_back_to_builds_from_source() {
     assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
     // Once every member is known to be broken, the builds ahead go to threads again.
     let started = Instant::now();
-    while b.farm.as_ref().is_some_and(|f| f.size() > 0) && started.elapsed().as_secs() < 60 {
+    while b.builds.farm.as_ref().is_some_and(|f| f.size() > 0) && started.elapsed().as_secs() < 60 {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert_eq!(
-        b.farm.as_ref().map(|f| f.size()),
+        b.builds.farm.as_ref().map(|f| f.size()),
         Some(0),
         "no member answered"
     );
     b.build_ahead(&[items(8)]);
     assert!(matches!(
-        b.building.last(),
+        b.builds.building.last(),
         Some((k, Background::Running(_))) if k.0 == items(8)
     ));
     assert!(matches!(
@@ -203,11 +203,11 @@ fn a_broken_build_farm_falls_back_to_builds_from_source() {
 #[test]
 fn builds_ahead_are_taken_by_their_evaluations() {
     let mut b = bench();
-    b.builders = 4;
+    b.builds.builders = 4;
     b.build_ahead(&[items(2), items(4), items(1)]);
-    assert_eq!(b.building.len(), 2, "the reference is not built ahead");
+    assert_eq!(b.builds.building.len(), 2, "the reference is not built ahead");
     assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
-    assert_eq!(b.building.len(), 1);
+    assert_eq!(b.builds.building.len(), 1);
     let wrong = b.evaluate(&items(4), None, &mut |_| {});
     assert!(
         matches!(
@@ -219,9 +219,9 @@ fn builds_ahead_are_taken_by_their_evaluations() {
         ),
         "{wrong:?}"
     );
-    assert!(b.building.is_empty());
+    assert!(b.builds.building.is_empty());
     b.build_ahead(&[items(2)]);
-    assert!(b.building.is_empty(), "already built");
+    assert!(b.builds.building.is_empty(), "already built");
     // ITEMS=8, never announced: built now, and wrong where an input exceeds 0.99
     let late = b.evaluate(&items(8), None, &mut |_| {});
     assert!(
@@ -267,7 +267,7 @@ fn a_kernel_relying_on_work_group_order_fails_verification() {
             matches!(verdict, Err(Rejection::Wrong(_))),
             "round {round}: {verdict:?}"
         );
-        b.built.clear();
+        b.builds.built.clear();
     }
 }
 
@@ -338,10 +338,10 @@ fn a_seeded_cases_reference_run_is_kept_for_the_next_finalist() {
         .unwrap()
         .is_ok());
     let first = b.take_proof_time();
-    assert_eq!(b.reference_runs.borrow().hits, 0);
+    assert_eq!(b.known.runs.borrow().hits, 0);
     let verdict = b.verify_at(&p(1), None, &case, &mut |_| {}).unwrap();
     assert!(matches!(verdict, Err(Rejection::Wrong(_))), "{verdict:?}");
-    assert!(b.reference_runs.borrow().hits >= 1, "the kept run was used");
+    assert!(b.known.runs.borrow().hits >= 1, "the kept run was used");
     assert!(b
         .verify_at(&p(0), None, &case, &mut |_| {})
         .unwrap()
@@ -354,13 +354,13 @@ fn a_seeded_cases_reference_run_is_kept_for_the_next_finalist() {
         again.reference
     );
     // another seed: other inputs, a run of its own
-    let hits = b.reference_runs.borrow().hits;
+    let hits = b.known.runs.borrow().hits;
     case.seed = 43;
     assert!(b
         .verify_at(&p(0), None, &case, &mut |_| {})
         .unwrap()
         .is_ok());
-    assert_eq!(b.reference_runs.borrow().hits, hits);
+    assert_eq!(b.known.runs.borrow().hits, hits);
     // unseeded: never kept
     case.seed = 0;
     for _ in 0..2 {
@@ -369,7 +369,7 @@ fn a_seeded_cases_reference_run_is_kept_for_the_next_finalist() {
             .unwrap()
             .is_ok());
     }
-    assert_eq!(b.reference_runs.borrow().hits, hits);
+    assert_eq!(b.known.runs.borrow().hits, hits);
 }
 
 /// On inputs of large magnitude a correct kernel that rounds in another order is within
@@ -552,7 +552,7 @@ fn is_wrong(e: &Evaluation) -> bool {
 /// Where the cache of `b` keeps the build of `params`.
 fn cache_file(b: &Bench, params: &Params) -> std::path::PathBuf {
     let (program, options) = b.build_input(&b.spec.source, params, false).unwrap();
-    let cache = b.program_cache.as_ref().expect("a cache");
+    let cache = b.builds.program_cache.as_ref().expect("a cache");
     cache.path(&cache.key(&program, &options).expect("a key"))
 }
 
@@ -566,17 +566,17 @@ fn a_build_kept_by_one_bench_is_read_by_the_next() {
         .evaluate(&items(2), None, &mut |_| {})
         .time()
         .is_some());
-    assert_eq!(first.built.last().map(|b| b.2), Some(false), "compiled");
+    assert_eq!(first.builds.built.last().map(|b| b.2), Some(false), "compiled");
     assert!(cache_file(&first, &items(2)).is_file(), "kept");
     let mut second = cached_bench(&dir);
     assert!(second
         .evaluate(&items(2), None, &mut |_| {})
         .time()
         .is_some());
-    assert_eq!(second.built.last().map(|b| b.2), Some(true), "read");
+    assert_eq!(second.builds.built.last().map(|b| b.2), Some(true), "read");
     // Not read once sealed: the proof builds from source.
     second.seal();
-    assert!(second.built.is_empty());
+    assert!(second.builds.built.is_empty());
     assert!(second
         .verify_at(
             &items(2),
@@ -586,7 +586,7 @@ fn a_build_kept_by_one_bench_is_read_by_the_next() {
         )
         .unwrap()
         .is_ok());
-    assert_eq!(second.built.last().map(|b| b.2), Some(false));
+    assert_eq!(second.builds.built.last().map(|b| b.2), Some(false));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -623,7 +623,7 @@ fn a_poisoned_cache_entry_never_reaches_the_proof() {
 #[test]
 fn pooled_input_sets_are_shared_and_verification_draws_fresh_ones() {
     let mut b = bench();
-    let start = b.draws.get();
+    let start = b.inputs.draws.get();
     for round in 0..4 {
         for v in [1, 2] {
             assert!(
@@ -632,7 +632,7 @@ fn pooled_input_sets_are_shared_and_verification_draws_fresh_ones() {
             );
         }
     }
-    let pooled = b.draws.get() - start;
+    let pooled = b.inputs.draws.get() - start;
     // sets 0, 1, 2 start having served 0, 2 and 5 of their 8: set 2 is renewed at the 4th
     // candidate and set 1 at the 7th (fresh sets every time would be 24)
     assert_eq!(pooled, 5, "8 candidates × 3 sets drew {pooled} sets");
@@ -649,21 +649,21 @@ fn pooled_input_sets_are_shared_and_verification_draws_fresh_ones() {
     );
     // Verification at the workload's sizes: 3 fresh sets (the reference passed its check
     // there when the bench was set up, and is not checked again).
-    let before = b.draws.get();
+    let before = b.inputs.draws.get();
     assert!(b
         .verify_at(&items(2), None, &Case::at(b.sizes.clone()), &mut |_| {})
         .unwrap()
         .is_ok());
-    assert_eq!(b.draws.get() - before, 3);
+    assert_eq!(b.inputs.draws.get() - before, 3);
     // At other sizes: the reference checked first (two runs), once.
     let other: Sizes = b.sizes.iter().map(|(k, v)| (k.clone(), v / 2)).collect();
     for checked in [true, false] {
-        let before = b.draws.get();
+        let before = b.inputs.draws.get();
         assert!(b
             .verify_at(&items(2), None, &Case::at(other.clone()), &mut |_| {})
             .unwrap()
             .is_ok());
-        assert_eq!(b.draws.get() - before, if checked { 5 } else { 3 });
+        assert_eq!(b.inputs.draws.get() - before, if checked { 5 } else { 3 });
     }
     // The value-dependent bug is caught on fresh inputs as on pooled ones (4096 elements,
     // 3 sets: about 60 elements above 0.99).

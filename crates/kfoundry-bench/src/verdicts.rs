@@ -120,14 +120,14 @@ impl Bench {
         let key = self.reference_key(params, shape);
         let kept = key
             .as_ref()
-            .and_then(|k| self.reference_runs.borrow_mut().get(k));
+            .and_then(|k| self.known.runs.borrow_mut().get(k));
         let kept = match kept {
             Some(kept) => kept,
             None => match self.reference_on(params, shape) {
                 Ok(kept) => {
                     let kept = std::rc::Rc::new(kept);
                     if let Some(key) = key {
-                        self.reference_runs.borrow_mut().keep(
+                        self.known.runs.borrow_mut().keep(
                             key,
                             kept.clone(),
                             self.limits.global_mem_bytes,
@@ -150,7 +150,7 @@ impl Bench {
         );
         if let Err(Rejection::Runtime(_) | Rejection::OutOfBounds(_)) = &verdict {
             // It may have reached the kept reference runs too.
-            self.reference_runs.borrow_mut().clear();
+            self.known.runs.borrow_mut().clear();
         }
         match verdict {
             Ok((run, errors)) => SetOutcome::Passed(run, errors),

@@ -208,7 +208,11 @@ impl Bench {
 
     /// How many builds ahead are still under way ([`Bench::build_ahead`]).
     pub fn builds_ahead_running(&self) -> usize {
-        self.builds.building.iter().filter(|(_, b)| b.is_running()).count()
+        self.builds
+            .building
+            .iter()
+            .filter(|(_, b)| b.is_running())
+            .count()
     }
 
     /// How many candidates were built from a binary the build farm made
@@ -225,7 +229,8 @@ impl Bench {
         self.builds.sealed = true;
         self.builds.built.retain(|(_, _, from_disk)| !from_disk);
         // the farm's builds would be built from their binaries: gone with the farm
-        self.builds.building
+        self.builds
+            .building
             .retain(|(_, b)| !matches!(b, Background::Farmed { .. }));
         self.builds.farm = None;
     }
@@ -243,7 +248,11 @@ impl Bench {
         if farmed && self.builds.farm.is_none() {
             // (no identity: no farm; the builds ahead go to threads)
             if let Ok(identity) = self.session.build_identity() {
-                self.builds.farm = Some(farm::BuildFarm::start(self.builds.device, &identity, processes));
+                self.builds.farm = Some(farm::BuildFarm::start(
+                    self.builds.device,
+                    &identity,
+                    processes,
+                ));
             }
         }
         // A farm whose members are all broken leaves the builds ahead to threads again.

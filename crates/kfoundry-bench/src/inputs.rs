@@ -107,7 +107,7 @@ pub enum Values {
     /// The declared draw moved far from zero: `x + shift` with `shift` = ±`OFFSET_SCALE` times
     /// the distribution's bound, so that each buffer is of one sign and its values are close
     /// together relative to their magnitude (what real data often is: 1000 ± 1). A one-pass
-    /// variance (E[x²] − E[x]²) cancels catastrophically there, and a softmax whose running
+    /// variance (E\[x²\] − E\[x\]²) cancels catastrophically there, and a softmax whose running
     /// maximum starts at 0 underflows every exponential to zero.
     Offset { negative: bool },
     /// The declared draw scaled to either end of the element type's range

@@ -27,9 +27,9 @@
 //! `builds` (compiling candidates, ahead and cached), `runs` (an input set prepared, uploaded
 //! with guard zones, launched), `reference` (the reference checked and run), `verdicts` (a
 //! candidate's run compared with the reference's) and `timing` (profiling-event medians). Its
-//! state is grouped the same way: [`Builds`] (what was built, builds ahead, the program cache,
-//! the build farm), [`Inputs`] (the input sets shared by the search's candidates) and
-//! [`ReferenceKnown`] (where the reference was checked, its kept runs on proof cases).
+//! state is grouped the same way: `Builds` (what was built, builds ahead, the program cache,
+//! the build farm), `Inputs` (the input sets shared by the search's candidates) and
+//! `ReferenceKnown` (where the reference was checked, its kept runs on proof cases).
 
 mod builds;
 pub mod case;
@@ -102,7 +102,7 @@ pub struct Measurement {
     /// the one that measures elsewhere.
     #[serde(default)]
     pub build_jobs: Option<usize>,
-    /// Builds ahead in this many builder processes ([`farm`]) instead of threads of the
+    /// Builds ahead in this many builder processes (the `farm` module) instead of threads of the
     /// worker, while the search may read builds that were not made from source (until
     /// [`Bench::seal`]); 0 or `None`: threads. With a farm, `build_jobs` is its size.
     #[serde(default)]

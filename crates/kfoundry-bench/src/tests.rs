@@ -156,7 +156,11 @@ fn builds_ahead_run_at_most_build_jobs_at_once() {
     });
     b.build_ahead(&[items(2), items(4), items(8)]);
     assert_eq!(b.builds.building.len(), 1);
-    assert_eq!(b.builds.building[0].0 .0, items(2), "the first offered is started");
+    assert_eq!(
+        b.builds.building[0].0 .0,
+        items(2),
+        "the first offered is started"
+    );
     assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
     assert!(b.builds.building.is_empty(), "taken by its evaluation");
 }
@@ -205,7 +209,11 @@ fn builds_ahead_are_taken_by_their_evaluations() {
     let mut b = bench();
     b.builds.builders = 4;
     b.build_ahead(&[items(2), items(4), items(1)]);
-    assert_eq!(b.builds.building.len(), 2, "the reference is not built ahead");
+    assert_eq!(
+        b.builds.building.len(),
+        2,
+        "the reference is not built ahead"
+    );
     assert!(b.evaluate(&items(2), None, &mut |_| {}).time().is_some());
     assert_eq!(b.builds.building.len(), 1);
     let wrong = b.evaluate(&items(4), None, &mut |_| {});
@@ -566,7 +574,11 @@ fn a_build_kept_by_one_bench_is_read_by_the_next() {
         .evaluate(&items(2), None, &mut |_| {})
         .time()
         .is_some());
-    assert_eq!(first.builds.built.last().map(|b| b.2), Some(false), "compiled");
+    assert_eq!(
+        first.builds.built.last().map(|b| b.2),
+        Some(false),
+        "compiled"
+    );
     assert!(cache_file(&first, &items(2)).is_file(), "kept");
     let mut second = cached_bench(&dir);
     assert!(second

@@ -45,7 +45,7 @@ pub enum Request {
     },
     /// From now on every build comes from its source ([`Bench::seal`]); answered at once.
     Seal,
-    /// First message of a build farm's member ([`super::farm`]), instead of `Setup`: this
+    /// First message of a build farm's member (the bench's `farm` module), instead of `Setup`: this
     /// process only builds, on device `device` (index in `list_devices()` order), which must
     /// have the bench's `identity` ([`Session::build_identity`]: the binaries are loaded there).
     Builder { device: usize, identity: String },

@@ -283,6 +283,9 @@ fn ranges_for_gpus_only_are_skipped_on_a_cpu() {
         .map(|v| v.workload.as_str())
         .collect();
     assert_eq!(workloads, ["w"]);
-    assert!(l.kernels["test::Scale"].variants.iter().all(|v| v.workload == "w"));
+    assert!(l.kernels["test::Scale"]
+        .variants
+        .iter()
+        .all(|v| v.workload == "w"));
     common::check_locked(&b, &lock, &[]);
 }

@@ -1,7 +1,7 @@
 //! The manual (`book/`, an mdBook) and the README hold together: `book/src/SUMMARY.md` lists
 //! every chapter and nothing else, and every relative link of the README and of the chapters
-//! reaches a file that exists and, with `#anchor`, a heading of that file. CI checks the book
-//! this way, with std only, rather than with mdbook.
+//! reaches a file that exists and, with `#anchor`, a heading of that file (mdBook, which
+//! `.ci/run` also runs, renders the book but does not check these).
 //!
 //! What counts as a link is Markdown's: `[text](target)` and `![alt](target)` (and a reference
 //! definition `[name]: target`) outside fenced code blocks and inline code spans, with `\[`

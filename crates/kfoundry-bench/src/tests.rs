@@ -430,6 +430,61 @@ fn large_inputs_are_judged_at_the_outputs_magnitude() {
     );
 }
 
+/// A whole-output bound on one repeated value is widened as the element-wise tolerance is on
+/// inputs judged by the reference's sensitivity: a pairwise sum of 32768 equal values (P = 1,
+/// more accurate than the reference's sequential sum) passes `norm = 1e-4`, a sum that drops
+/// one term in 64 (P = 2) is refused there as on the declared inputs.
+#[test]
+fn whole_output_bounds_are_widened_on_one_repeated_value() {
+    let mut b = bench_for(
+        Measurement::default(),
+        r#"code = "__kernel void k(const int n, __global const float* x, __global float* y) {
+            int r = get_global_id(0);
+            __global const float* v = x + r * 32768;
+            float s = 0.0f;
+            if (P == 1) {
+                float part[64];
+                for (int c = 0; c < 64; ++c) {
+                    float t = 0.0f;
+                    for (int j = 0; j < 512; ++j) t += v[c * 512 + j];
+                    part[c] = t;
+                }
+                for (int w = 32; w > 0; w /= 2)
+                    for (int c = 0; c < w; ++c) part[c] += part[c + w];
+                s = part[0];
+            } else {
+                for (int j = 0; j < 32768; ++j) if (P == 0 || j % 64 != 0) s += v[j];
+            }
+            y[r] = s;
+        }", params(P = [0, 1, 2]), reference(P = 0), global = n / 32768,
+        buffers(x = n, y = n / 32768), check(y, norm = 1e-4), workloads(w(n = 262144))"#,
+    );
+    let p = |v: i64| -> Params { [("P".to_string(), v)].into() };
+    let sizes = b.sizes.clone();
+    let constant = |seed: u64| Case {
+        values: Values::Constant,
+        seed,
+        ..Case::at(sizes.clone())
+    };
+    for seed in [3, 5, 7] {
+        let verdict = b
+            .verify_at(&p(1), None, &constant(seed), &mut |_| {})
+            .unwrap();
+        assert!(verdict.is_ok(), "P = 1, seed {seed}: {verdict:?}");
+        let verdict = b
+            .verify_at(&p(2), None, &constant(seed), &mut |_| {})
+            .unwrap();
+        assert!(
+            matches!(&verdict, Err(Rejection::Wrong(w)) if w.contains("norm")),
+            "P = 2, seed {seed}: {verdict:?}"
+        );
+    }
+    let verdict = b
+        .verify_at(&p(2), None, &Case::at(sizes.clone()), &mut |_| {})
+        .unwrap();
+    assert!(matches!(verdict, Err(Rejection::Wrong(_))), "{verdict:?}");
+}
+
 /// What the reference leaves in local memory is scrubbed before a candidate runs, also
 /// beyond the candidate's own `__local` arrays (on a CPU device the scrub reaches as far
 /// as any kernel launched here did, not the whole of local memory): a candidate that

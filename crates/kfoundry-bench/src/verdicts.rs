@@ -492,19 +492,31 @@ impl Bench {
                     return wrong(format!("{} elements differ where one side is NaN or infinite (first at {i}: {x} vs {want})", special.mismatches));
                 }
             }
-            // Within the bound or refused: a NaN norm is refused too.
-            let within = |n: &f64| cmp.rel_norm <= *n;
+            // Within the bound or refused: a NaN norm is refused too. On inputs judged by the
+            // reference's sensitivity (far from the declared ones, one repeated value, sorted)
+            // the whole-output bounds are widened as the element-wise tolerance is: a sum of
+            // 26727 equal products in another order than the reference's sequential one (the
+            // less accurate of the two) differed by a relative norm of 2.4e-4 from it.
+            let (factor, on) = if values.judged_by_sensitivity() {
+                (
+                    FAR_FACTOR,
+                    format!(" times {FAR_FACTOR} on {}", values.describe()),
+                )
+            } else {
+                (1.0, String::new())
+            };
+            let within = |n: &f64| cmp.rel_norm <= factor * *n;
             if let Some(n) = w.norm.filter(|n| !within(n)) {
                 return wrong(format!(
-                    "relative error norm {:.3e} above the check's `norm = {n}`",
+                    "relative error norm {:.3e} above the check's `norm = {n}`{on}",
                     cmp.rel_norm
                 ));
             }
             if let Some(c) = w.cosine {
                 let cos = self.cosine(name, cand_run, ref_run).map_err(runtime)?;
-                if cos.is_nan() || cos < c {
+                if cos.is_nan() || cos < 1.0 - factor * (1.0 - c) {
                     return wrong(format!(
-                        "cosine similarity {cos:.9} below the check's `cosine = {c}`"
+                        "cosine similarity {cos:.9} below the check's `cosine = {c}`{on}"
                     ));
                 }
             }

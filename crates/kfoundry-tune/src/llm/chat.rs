@@ -78,7 +78,7 @@ pub struct Spent {
     pub completions: u32,
 }
 
-/// Something that answers chat requests: the HTTP [`Client`], or a test double.
+/// Something that answers chat requests: the HTTP client (`http::Client`, feature `llm`), or a test double.
 pub trait Chat {
     fn complete(&mut self, messages: &[Message]) -> Result<Reply, ChatError>;
     /// What has been spent so far.

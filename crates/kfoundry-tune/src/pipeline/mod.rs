@@ -23,7 +23,7 @@
 //!    atomically) and their generated sources beside it.
 //! 6. [`tally`]: the result of each tune, what failed, the end of the run and its exit status.
 //!
-//! Every stage tells the run's [`Reporter`](crate::events::Reporter) what happens, as typed
+//! Every stage tells the run's [`Reporter`] what happens, as typed
 //! [`TuneEvent`]s; none prints. A kernel or workload whose tune fails is reported and the run
 //! goes on with the others; whatever finished is recorded, and the exit status says that
 //! something failed.

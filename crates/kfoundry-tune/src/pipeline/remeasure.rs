@@ -19,7 +19,7 @@ const CLEARLY_SLOWER: f64 = 1.25;
 
 /// The finalist and the reference measured alternately: `Ok(Ok((finalist, reference, errors)))`
 /// in seconds (medians), `Ok(Err(why))` when the finalist failed, `Err` when the reference did.
-/// Stops after the first round that leaves the finalist [`CLEARLY_SLOWER`].
+/// Stops after the first round that leaves the finalist 1.25× slower (`CLEARLY_SLOWER`).
 #[allow(clippy::type_complexity)]
 pub fn remeasure(
     judge: &mut dyn Judge,

@@ -8,7 +8,7 @@
 //!
 //! The search verified a finalist at the workload's sizes only, on input sets it shared with
 //! other candidates, with poisoned outputs and inputs from the declared distributions. The
-//! proof ([`plan`]):
+//! proof ([`prove`]):
 //!
 //! 1. the workload's sizes again on fresh inputs, then smaller and larger size sets (all sizes
 //!    scaled together, then each alone): these span the box of sizes dispatch may run the

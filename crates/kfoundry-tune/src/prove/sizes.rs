@@ -494,7 +494,7 @@ fn work(sizes: &Sizes) -> f64 {
 
 /// Whether both `params` and the reference can run at `sizes` (constraints, launch geometry)
 /// and their buffers fit the device next to those of the workload at `tuned` and (with
-/// [`Reach::Tune`]) take at most `CORNER_COST` times its buffers and [`WORK_COST`] times its
+/// [`Reach::Tune`]) take at most `CORNER_COST` times its buffers and `WORK_COST` (2) times its
 /// work: where a proof may try a size set it did not plan (the region's far corner, which
 /// costs more, is a planned case).
 pub fn runnable(

@@ -151,9 +151,7 @@ pub fn choose(
         if params != *winner
             && params != spec.reference
             && !everywhere.contains(&params)
-            && sample
-                .iter()
-                .all(|s| check_launchable(spec, &limits, &params, s).is_ok())
+            && refused(spec, &limits, &params, &sample) == 0.0
         {
             everywhere.push(params);
         }

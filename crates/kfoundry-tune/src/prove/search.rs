@@ -105,9 +105,6 @@ impl Space<'_> {
                     _ => super::sizes::log_uniform(lo.max(1), hi.max(1), rng),
                 };
                 next.sizes.insert(name.clone(), moved.clamp(lo.max(1), hi));
-                if !self.runnable(&next.sizes) {
-                    return None;
-                }
             }
             2 => next.values = *self.values.choose(rng)?,
             3 => {

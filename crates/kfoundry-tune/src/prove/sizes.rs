@@ -324,10 +324,7 @@ pub(crate) fn residue_sizes(
     let steps: BTreeMap<&String, i64> = sizes
         .keys()
         .map(|name| {
-            let (lo, hi) = bounds
-                .get(name)
-                .copied()
-                .unwrap_or((sizes[name], sizes[name]));
+            let (lo, hi) = range_of(bounds, sizes, name);
             // powers of two first, then the small steps a constraint like `n % 3 == 0` needs
             let step = (0..=MAX_STEP_LOG2)
                 .map(|k| 1i64 << k)
@@ -365,10 +362,7 @@ pub(crate) fn residue_sizes(
         let mut set = sizes.clone();
         let targets = targets(sizes, bounds, reach, above, rng);
         for name in sizes.keys() {
-            let (lo, hi) = bounds
-                .get(name)
-                .copied()
-                .unwrap_or((sizes[name], sizes[name]));
+            let (lo, hi) = range_of(bounds, sizes, name);
             let residue = residues[name];
             let target = targets[name];
             // the size's step, or coarser ones should this residue need them; a range too
@@ -402,22 +396,13 @@ pub(crate) fn residue_sizes(
         }
         set
     };
-    // A set above the tuned sizes costs at most what a corner may, and at most `WORK_COST`
-    // times the workload's work.
-    let affordable = |set: &Sizes| {
-        work(set) <= WORK_COST * work(sizes)
-            && match (footprint(spec, params, set, limits), held) {
-                (Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
-                _ => true,
-            }
-    };
     for (index, residues) in by_set.iter().enumerate() {
         // One of a tune's sets in `ABOVE_EVERY` lies above the tuned sizes (a later pass of a
         // persistent kernel, a second tile, exists only above them), the others below; one
         // above that would cost too much is drawn below instead.
         let above = reach == Reach::Tune && index % ABOVE_EVERY == 1;
         let mut set = set_of(residues, above);
-        if !affordable(&set) {
+        if !affordable(spec, params, sizes, &set, limits) {
             set = set_of(residues, false);
         }
         if ok(&set) && !out.contains(&set) {
@@ -440,10 +425,7 @@ fn targets(
     rng: &mut ChaCha8Rng,
 ) -> BTreeMap<String, i64> {
     let range = |name: &String| {
-        let (lo, hi) = bounds
-            .get(name)
-            .copied()
-            .unwrap_or((sizes[name], sizes[name]));
+        let (lo, hi) = range_of(bounds, sizes, name);
         let tuned = sizes[name].clamp(lo, hi.max(lo));
         (lo.max(1), hi.max(1), tuned.max(1))
     };
@@ -485,11 +467,39 @@ fn targets(
         .collect()
 }
 
+/// Size `name`'s smallest and largest value in `bounds`, or its value in `sizes` alone.
+fn range_of(bounds: &BTreeMap<String, (i64, i64)>, sizes: &Sizes, name: &str) -> (i64, i64) {
+    bounds
+        .get(name)
+        .copied()
+        .unwrap_or((sizes[name], sizes[name]))
+}
+
 /// A size set's work, as the reference's cost is reckoned here: the product of its sizes (a
 /// reference loops over every one of them: a matrix product's m·n·k, a convolution's batch,
 /// channels and pixels).
 fn work(sizes: &Sizes) -> f64 {
     sizes.values().map(|&v| v.max(1) as f64).product()
+}
+
+/// Whether `sizes` costs what a tune's proof may spend on a set it draws (a residue set, a case
+/// of the counterexample search): at most `CORNER_COST` times the buffers of the workload at
+/// `tuned` and [`WORK_COST`] times its [`work`].
+fn affordable(
+    spec: &KernelSpec,
+    params: &Params,
+    tuned: &Sizes,
+    sizes: &Sizes,
+    limits: &Limits,
+) -> bool {
+    work(sizes) <= WORK_COST * work(tuned)
+        && match (
+            footprint(spec, params, sizes, limits),
+            footprint(spec, params, tuned, limits),
+        ) {
+            (Some(c), Some(h)) if h > 0 => c as f64 <= CORNER_COST * h as f64,
+            _ => true,
+        }
 }
 
 /// Whether both `params` and the reference can run at `sizes` (constraints, launch geometry)
@@ -506,13 +516,7 @@ pub fn runnable(
     reach: Reach,
 ) -> bool {
     let held = footprint(spec, params, tuned, limits);
-    let affordable = match (reach, footprint(spec, params, sizes, limits), held) {
-        (Reach::Tune, Some(c), Some(h)) if h > 0 => {
-            c as f64 <= CORNER_COST * h as f64 && work(sizes) <= WORK_COST * work(tuned)
-        }
-        _ => true,
-    };
-    affordable
+    (reach == Reach::Claimed || affordable(spec, params, tuned, sizes, limits))
         && fits(spec, params, sizes, held, limits)
         && fits(spec, &spec.reference, sizes, held, limits)
 }

@@ -391,6 +391,25 @@ impl Bench {
         self.build_as(params, source, true).map(Some)
     }
 
+    /// `params` (of `source` when given) built for a run at `sizes`: its kernel (`None`: the
+    /// reference's) and what the driver says of it, or why it cannot run there. On a CPU
+    /// device the builds ahead are done first, so that what runs next is timed alone;
+    /// `progress` hears [`Phase::Built`] then.
+    pub(super) fn built_for(
+        &mut self,
+        params: &Params,
+        source: Option<&str>,
+        sizes: &Sizes,
+        progress: &mut dyn FnMut(Phase),
+    ) -> Result<(Option<std::rc::Rc<Kernel>>, KernelInfo), Rejection> {
+        let candidate = self.build(params, source)?;
+        self.quiet();
+        progress(Phase::Built);
+        let kernel = candidate.as_deref().unwrap_or(&self.reference);
+        let info = self.check_built(kernel, params, sizes)?;
+        Ok((candidate, info))
+    }
+
     /// Limits that only the built kernel knows: its local memory and work-group limit.
     pub(super) fn check_built(
         &self,

@@ -568,18 +568,11 @@ impl Bench {
         if let Err(reason) = self.valid(params) {
             return Evaluation::failed(FailureKind::Invalid, reason, cost(start));
         }
-        let candidate = match self.build(params, source) {
-            Ok(b) => b,
+        let (candidate, info) = match self.built_for(params, source, &sizes, progress) {
+            Ok(built) => built,
             Err(rejection) => return rejection.evaluation(cost(start)),
         };
-        // On a CPU device the builds ahead are done before this candidate runs and is timed.
-        self.quiet();
-        progress(Phase::Built);
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
-        let info = match self.check_built(kernel, params, &sizes) {
-            Ok(info) => info,
-            Err(rejection) => return rejection.evaluation(cost(start)),
-        };
         self.last_errors = None;
         let (run, errors) = match self.verify_search(kernel, params, self.settings.input_sets) {
             Ok(r) => r,
@@ -638,15 +631,11 @@ impl Bench {
         if let Err(reason) = self.valid_at(params, sizes) {
             return Evaluation::failed(FailureKind::Invalid, reason, cost(start));
         }
-        let candidate = match self.build(params, source) {
-            Ok(b) => b,
+        let candidate = match self.built_for(params, source, sizes, &mut |_| {}) {
+            Ok((candidate, _)) => candidate,
             Err(rejection) => return rejection.evaluation(cost(start)),
         };
-        self.quiet();
         let kernel = candidate.as_deref().unwrap_or(&self.reference);
-        if let Err(rejection) = self.check_built(kernel, params, sizes) {
-            return rejection.evaluation(cost(start));
-        }
         let run = match self.verify(kernel, params, &Shape::plain(sizes)) {
             SetOutcome::Passed(run, _) => run,
             SetOutcome::Failed(rejection) => return rejection.evaluation(cost(start)),

@@ -158,9 +158,15 @@ pub fn choose(
     }
     let mut why_none = "no configuration the search ran can run at every size of the region";
     if let Some(point) = &below {
-        everywhere = fastest_at(judge, spec, everywhere, point);
-        if everywhere.is_empty() && share == 0.0 {
+        // Those faster than the reference below the floor first; where the winner also
+        // refuses sizes, the others still serve there, after them.
+        let (faster, others) = faster_at(judge, spec, everywhere, point);
+        if faster.is_empty() && share == 0.0 {
             why_none = "none of the configurations that run everywhere beat the reference below the winner's floor";
+        }
+        everywhere = faster;
+        if share > 0.0 {
+            everywhere.extend(others);
         }
     }
     for params in everywhere.into_iter().take(CANDIDATES) {
@@ -211,30 +217,40 @@ pub fn choose(
     Ok(outcome)
 }
 
-/// Of `candidates` (fastest at the workload first), the first [`BELOW_CANDIDATES`] timed at
-/// `point` with the reference: those faster than the reference there, fastest first.
-fn fastest_at(
+/// `candidates` (fastest at the workload first) split by their time at `point`, where the
+/// first [`BELOW_CANDIDATES`] are timed with the reference: those faster than the reference
+/// there (fastest first), and the others in their order.
+fn faster_at(
     judge: &mut dyn Judge,
     spec: &KernelSpec,
     candidates: Vec<Params>,
     point: &Sizes,
-) -> Vec<Params> {
+) -> (Vec<Params>, Vec<Params>) {
     let Evaluation::Ok {
         time: reference, ..
     } = judge.evaluate_at(&spec.reference, None, point)
     else {
-        return Vec::new();
+        return (Vec::new(), candidates);
     };
     let mut faster: Vec<(f64, Params)> = Vec::new();
-    for params in candidates.into_iter().take(BELOW_CANDIDATES) {
-        if let Evaluation::Ok { time, .. } = judge.evaluate_at(&params, None, point) {
-            if time < reference {
-                faster.push((time, params));
-            }
+    let mut others = Vec::new();
+    for (i, params) in candidates.into_iter().enumerate() {
+        let time = if i < BELOW_CANDIDATES {
+            judge
+                .evaluate_at(&params, None, point)
+                .time()
+                .unwrap_or(f64::INFINITY)
+        } else {
+            f64::INFINITY
+        };
+        if time < reference {
+            faster.push((time, params));
+        } else {
+            others.push(params);
         }
     }
     faster.sort_by(|a, b| a.0.total_cmp(&b.0));
-    faster.into_iter().map(|(_, p)| p).collect()
+    (faster.into_iter().map(|(_, p)| p).collect(), others)
 }
 
 #[cfg(test)]
@@ -251,6 +267,8 @@ mod tests {
         proved: Vec<i64>,
         /// The `n` of every `evaluate_at`.
         timed_at: Vec<i64>,
+        /// Nothing is faster than the reference below the workload.
+        slow_below: bool,
     }
 
     impl Judge for Script {
@@ -261,12 +279,12 @@ mod tests {
             )
         }
         /// Below the workload: the reference takes 1.0; `WG = 2` with `VEC` at most 2 takes
-        /// 0.4, every other configuration 2.0.
+        /// 0.4 (unless `slow_below`), every other configuration 2.0.
         fn evaluate_at(&mut self, params: &Params, _: Option<&str>, sizes: &Sizes) -> Evaluation {
             self.timed_at.push(sizes["n"]);
             let t = match (params["VEC"], params["WG"]) {
                 (1, 1) => 1.0,
-                (v, 2) if v <= 2 => 0.4,
+                (v, 2) if v <= 2 && !self.slow_below => 0.4,
                 _ => 2.0,
             };
             Evaluation::ok(t, 0.0)
@@ -317,6 +335,7 @@ mod tests {
             wrong: vec![],
             proved: vec![],
             timed_at: vec![],
+            slow_below: false,
         }
     }
 
@@ -413,6 +432,29 @@ mod tests {
         assert!(
             note.contains("slower than the reference below its floor")
                 && note.contains("the general variant (VEC=1, WG=2) serves there"),
+            "{note}"
+        );
+    }
+
+    /// A winner that refuses part of its region and has a floor, where nothing that runs
+    /// everywhere is faster than the reference below the floor: the general variant still
+    /// serves the sizes the winner refuses, chosen by its time at the workload.
+    #[test]
+    fn a_refusing_winner_keeps_its_general_variant_when_nothing_is_faster_below_its_floor() {
+        let spec = spec();
+        let w = spec.workloads[0].clone();
+        let winner: Params = [("VEC".to_string(), 8), ("WG".to_string(), 1)].into();
+        let h = history(&[(8, 1), (4, 2), (1, 2), (1, 1)]);
+        let mut judge = script();
+        judge.slow_below = true;
+        let floor = w.sizes.clone();
+        let o = choose(&mut judge, &spec, &w, &winner, Some(&floor), h, 7).unwrap();
+        let g = o.general.expect("a general variant");
+        assert_eq!((g.params["VEC"], g.params["WG"]), (1, 2));
+        assert!(!judge.timed_at.is_empty());
+        let note = o.note.unwrap();
+        assert!(
+            note.contains("cannot run at") && note.contains("the general variant (VEC=1, WG=2)"),
             "{note}"
         );
     }
